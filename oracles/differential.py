@@ -1,0 +1,222 @@
+"""The differential runner: one scenario, two targets, every difference reported.
+
+Both targets run on fresh builds of the same scenario; each observation is checked
+against the spec (``spec.check``) and the two are compared here. Severity of a
+difference: error on an in-contract input where both calls returned normally (or
+where their outcomes differ); info on the contract's failure path (a missing state
+index, where partial writes may differ) and on inputs that should not happen.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
+from hypothesis.errors import Found
+
+from oracles.run import observe
+from oracles.strategies import out_of_contract_scenarios, staging_scenarios
+from oracles.targets import Target
+from spec import ERROR, INFO, Finding, Observation, StagingScenario, TargetProfile, check
+from spec.scenario import contract_breaches, first_missing_state_index
+from spec.schema import FIELDS_BY_BUFFER
+
+__all__ = ["CampaignConfig", "CampaignResult", "compare", "evaluate", "run_campaign"]
+
+
+def _copy_ranges(o: Observation, buffer: str) -> list[tuple[int, int]]:
+    return [(c.start, c.stop) for c in o.copies(buffer)]
+
+
+def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfile,
+            pb: TargetProfile, in_contract: bool | None = None) -> list[Finding]:
+    """Differences between baseline ``a`` and candidate ``b`` on scenario ``s``."""
+    if in_contract is None:
+        in_contract = not contract_breaches(s)
+    flag = s.run_prefix_state_migration
+    out: list[Finding] = []
+    # The two contracts can differ: with the flag False the later generation does not
+    # need state indices, an older one does. Differences that follow from that are info.
+    contracts_differ = (pa.requires_state_idx(flag) != pb.requires_state_idx(flag)
+                        and (first_missing_state_index(s, pa) or first_missing_state_index(s, pb)))
+    both_returned = a.returned and b.returned
+
+    def severity(strict: bool) -> str:
+        return ERROR if in_contract and strict and not contracts_differ else INFO
+
+    def add(inv: str, message: str, strict: bool, **kw) -> None:
+        out.append(Finding(inv, severity(strict), message, side="both", in_contract=in_contract,
+                           **kw))
+
+    if (a.exception_type, a.timed_out) != (b.exception_type, b.timed_out):
+        add("same_outcome", f"baseline {_outcome(a)}, candidate {_outcome(b)}", True,
+            baseline=_outcome(a), candidate=_outcome(b))
+    elif a.exception_message != b.exception_message:
+        add("same_message", "same exception type, different message text (the contract is the "
+            "type and the request id; logs matched on the text would change)", False,
+            baseline=a.exception_message, candidate=b.exception_message)
+    strict_state = both_returned
+    fields_a = {f.buffer for f in pa.staged_fields(flag)}
+    fields_b = {f.buffer for f in pb.staged_fields(flag)}
+    for buffer in sorted(fields_a ^ fields_b):
+        who = "baseline" if buffer in fields_a else "candidate"
+        add("same_fields", f"only the {who} stages {FIELDS_BY_BUFFER[buffer].name} "
+            f"(run_prefix_state_migration={flag})", False, field=FIELDS_BY_BUFFER[buffer].name,
+            extra={"kind": who})
+    for buffer in sorted(fields_a & fields_b):
+        name = FIELDS_BY_BUFFER[buffer].name
+        for view, va, vb in (("cpu", a.cpu.get(buffer), b.cpu.get(buffer)),
+                             ("gpu", a.gpu.get(buffer), b.gpu.get(buffer))):
+            if va is None or vb is None or va == vb:
+                continue
+            slots = [i for i, (x, y) in enumerate(zip(va, vb)) if x != y]
+            i = slots[0]
+            where = "live" if i < s.num_reqs else "tail"
+            add("same_buffers", f"{view} {name}[{i}] ({where}): baseline {va[i]!r}, candidate "
+                f"{vb[i]!r}", strict_state, field=name, slot=i, view=view, baseline=va[i],
+                candidate=vb[i], extra={"slots": slots, "baseline_values": va,
+                                        "candidate_values": vb})
+        ra, rb = _copy_ranges(a, buffer), _copy_ranges(b, buffer)
+        if ra != rb:
+            add("same_copies", f"{name} copied over {ra} by the baseline, {rb} by the candidate",
+                strict_state, field=name, baseline=ra, candidate=rb)
+    if a.inputs_after != b.inputs_after:
+        keys = [k for k in a.inputs_after if a.inputs_after.get(k) != b.inputs_after.get(k)]
+        for k in keys:
+            add("same_inputs_after", f"{k} differs after the call", strict_state, field=k,
+                baseline=a.inputs_after.get(k), candidate=b.inputs_after.get(k))
+    return out
+
+
+def _outcome(o: Observation) -> str:
+    if o.timed_out:
+        return "hung"
+    if o.exception_type is None:
+        return "returned"
+    return f"raised {o.exception_type}"
+
+
+def evaluate(baseline: Target | None, candidate: Target, s: StagingScenario,
+             device: str = "cpu", timeout: float | None = 5.0
+             ) -> tuple[list[Finding], Observation | None, Observation]:
+    """Spec findings for each side plus their differences, for one scenario.
+
+    With ``baseline`` None only the candidate is run and checked against the spec.
+    """
+    in_contract = not contract_breaches(s)
+    b, _ = observe(candidate, s, device, timeout)
+    findings = check(s, b, candidate.profile, "candidate", in_contract)
+    if baseline is None:
+        return findings, None, b
+    a, _ = observe(baseline, s, device, timeout)
+    findings = check(s, a, baseline.profile, "baseline", in_contract) + findings
+    findings += compare(s, a, b, baseline.profile, candidate.profile, in_contract)
+    return findings, a, b
+
+
+@dataclass
+class CampaignConfig:
+    examples: int = 300            # per stream: in contract, and out of contract
+    seed: int = 0
+    device: str = "cpu"
+    max_capacity: int = 8
+    timeout: float = 5.0           # seconds per staging call before it counts as a hang
+    out_of_contract: bool = True
+
+
+@dataclass
+class CampaignResult:
+    baseline: str | None      # None: the spec oracle alone on the candidate
+    candidate: str
+    config: CampaignConfig
+    findings: list[Finding] = field(default_factory=list)
+    examples_in_contract: int = 0
+    examples_out_of_contract: int = 0
+    seconds: float = 0.0
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def infos(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == INFO]
+
+    def verdict(self, strict: bool = False) -> str:
+        if self.errors or (strict and self.infos):
+            return "different"
+        return "equivalent"
+
+
+class _ErrorFound(Exception):
+    def __init__(self, findings: list[Finding], scenario: StagingScenario) -> None:
+        super().__init__(findings[0].message)
+        self.findings, self.scenario = findings, scenario
+
+
+def _size(s: StagingScenario) -> tuple:
+    return (s.capacity, s.num_reqs, len(s.req_ids), len(s.to_json()))
+
+
+def run_campaign(baseline: Target | None, candidate: Target,
+                 config: CampaignConfig | None = None, progress=None) -> CampaignResult:
+    """Fuzz both targets; keep the smallest example of every distinct finding.
+
+    Error findings stop the search and are shrunk by hypothesis to a minimal
+    scenario; info findings are collected along the way (the smallest example seen).
+    """
+    config = config or CampaignConfig()
+    result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config)
+    kept: dict[tuple, tuple[tuple, Finding]] = {}
+    first_seen: dict[tuple, int] = {}
+    total = [0]
+    started = time.perf_counter()
+
+    def record(findings: list[Finding], s: StagingScenario) -> None:
+        size = _size(s)
+        for f in findings:
+            first_seen.setdefault(f.key, total[0])
+            f.examples_to_find = first_seen[f.key]
+            if f.key not in kept or size < kept[f.key][0]:
+                f.scenario = s.to_dict()
+                kept[f.key] = (size, f)
+
+    streams = [("in", staging_scenarios(config.max_capacity).map(lambda s: ("", s)))]
+    if config.out_of_contract:
+        streams.append(("out", out_of_contract_scenarios(config.max_capacity)))
+    for stream, strategy in streams:
+        counter = [0]
+
+        @settings(max_examples=config.examples, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+                  phases=(Phase.explicit, Phase.generate, Phase.shrink))
+        @hyp_seed(config.seed)
+        @given(strategy)
+        def probe(labeled):
+            _, s = labeled
+            counter[0] += 1
+            total[0] += 1
+            findings, _, _ = evaluate(baseline, candidate, s, config.device, config.timeout)
+            record(findings, s)
+            errors = [f for f in findings if f.severity == ERROR]
+            if errors:
+                raise _ErrorFound(errors, s)
+            if progress is not None:
+                progress(stream, counter[0], config.examples)
+
+        try:
+            probe()
+        except _ErrorFound as found:   # the shrunk example, replayed by hypothesis
+            for f in found.findings:   # the shrunk example wins
+                f.scenario = found.scenario.to_dict()
+                kept[f.key] = ((-1,), f)
+        if stream == "in":
+            result.examples_in_contract = counter[0]
+        else:
+            result.examples_out_of_contract = counter[0]
+    result.findings = sorted((f for _, f in kept.values()),
+                             key=lambda f: (f.severity != ERROR, f.invariant, f.side,
+                                            str(f.field)))
+    result.seconds = time.perf_counter() - started
+    return result

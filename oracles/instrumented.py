@@ -1,0 +1,157 @@
+"""The instrumented paired buffer: records every host write and every copy, in order.
+
+Writes through ``.np`` (an ndarray subclass) and through ``.cpu`` (a tensor
+subclass) are logged as they happen, with the slots they touch. Anything that
+bypasses both (``np.copyto``, ufunc ``out=``, a raw pointer) is still caught as an
+``untracked`` write by comparing contents with the last logged state before every
+copy and at the end of the run; only such a write of an equal value is invisible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from impl.buffer import CpuGpuBuffer, copy_prefix
+from spec.observation import Copy, HostWrite
+
+# storage address -> InstrumentedBuffer; lets derived views find their buffer
+_BY_STORAGE: dict[int, "InstrumentedBuffer"] = {}
+
+_NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream_",
+                         "pin_memory", "untyped_storage"})
+
+
+def _slots_of(view_offset: int, view_stride: int, length: int, key) -> tuple[int, ...]:
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        k = int(key)
+        if k < 0:
+            k += length
+        return (view_offset + k * view_stride,)
+    try:
+        local = np.arange(length)[key]
+    except Exception:
+        local = np.arange(length)
+    return tuple(int(view_offset + j * view_stride) for j in np.atleast_1d(local))
+
+
+class RecordingArray(np.ndarray):
+    """``.np`` of an instrumented buffer: logs ``__setitem__`` on it and on views of it."""
+
+    _owner: "InstrumentedBuffer | None" = None
+
+    def __array_finalize__(self, obj) -> None:
+        self._owner = getattr(obj, "_owner", None)
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        owner = self._owner
+        if owner is not None and self.ndim == 1:
+            if self is owner.np:
+                offset, stride = 0, 1
+            else:
+                offset = (self.__array_interface__["data"][0] - owner.address) // self.itemsize
+                stride = self.strides[0] // self.itemsize
+            owner.note_write(_slots_of(offset, stride, self.shape[0], key), "np")
+
+
+def _note_tensor_write(target: torch.Tensor, key) -> None:
+    with torch._C.DisableTorchFunctionSubclass():
+        owner = _BY_STORAGE.get(target.untyped_storage().data_ptr())
+        if owner is None or target.dim() != 1:
+            return
+        offset = (target.data_ptr() - owner.address) // target.element_size()
+        length, stride = target.shape[0], target.stride(0)
+    owner.note_write(_slots_of(offset, stride, length, key), "cpu")
+
+
+class RecordingTensor(torch.Tensor):
+    """``.cpu`` of an instrumented buffer: logs ``__setitem__`` and in-place ops on it."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = super().__torch_function__(func, types, args, kwargs)
+        name = getattr(func, "__name__", "")
+        target = None
+        if name == "__setitem__" or (name.endswith("_") and not name.startswith("_")
+                                     and name not in _NOT_WRITES):
+            target = args[0] if args else None
+        elif isinstance(kwargs.get("out"), torch.Tensor):
+            target = kwargs["out"]
+        if isinstance(target, torch.Tensor) and target.device.type == "cpu":
+            _note_tensor_write(target, args[1] if name == "__setitem__" else slice(None))
+        return result
+
+
+class InstrumentedBuffer(CpuGpuBuffer):
+    """A ``CpuGpuBuffer`` with given initial contents whose host writes and copies are logged."""
+
+    def __init__(self, name: str, initial_cpu: list, initial_gpu: list, dtype: torch.dtype,
+                 device: str, events: list) -> None:
+        pin = torch.device(device).type == "cuda"
+        plain = torch.tensor(initial_cpu, dtype=dtype)
+        if pin:
+            plain = plain.pin_memory()
+        self.name = name
+        self.events = events
+        self._plain_cpu = plain
+        self.address = plain.data_ptr()
+        self.np = plain.numpy().view(RecordingArray)
+        self.np._owner = self
+        self.cpu = plain.as_subclass(RecordingTensor)
+        self.gpu = torch.tensor(initial_gpu, dtype=dtype, device=device)
+        self._raw = plain.numpy()
+        self._last_seen = self._raw.copy()
+        _BY_STORAGE[plain.untyped_storage().data_ptr()] = self
+
+    def note_write(self, slots: tuple[int, ...], via: str) -> None:
+        self.events.append(HostWrite(self.name, slots, via))
+        idx = [s for s in slots if 0 <= s < self._raw.shape[0]]
+        self._last_seen[idx] = self._raw[idx]
+
+    def sweep_untracked(self) -> None:
+        """Log writes that bypassed the recording views (seen as changed values)."""
+        changed = np.flatnonzero(self._raw != self._last_seen)
+        if changed.size:
+            self.events.append(HostWrite(self.name, tuple(int(i) for i in changed), "untracked"))
+            self._last_seen[changed] = self._raw[changed]
+
+    def copy_to_gpu(self, n: int | None = None) -> torch.Tensor:
+        self.sweep_untracked()
+        size = self._raw.shape[0]
+        stop = size if n is None else len(range(size)[:n])
+        self.events.append(Copy(self.name, 0, stop, n))
+        return copy_prefix(self._plain_cpu, self.gpu, n)
+
+    def release(self) -> None:
+        _BY_STORAGE.pop(self._plain_cpu.untyped_storage().data_ptr(), None)
+
+    def final_cpu(self) -> list:
+        return self._raw.tolist()
+
+    def final_gpu(self) -> list:
+        return self.gpu.cpu().tolist()
+
+
+class RecordingList(list):
+    """``req_ids`` that records which indices the staging code reads."""
+
+    def __init__(self, items, reads: list[int]) -> None:
+        super().__init__(items)
+        self.reads = reads
+        self.recording = True
+
+    def __getitem__(self, key):
+        if self.recording:
+            if isinstance(key, slice):
+                self.reads.extend(range(len(self))[key])
+            elif isinstance(key, int):
+                self.reads.append(key + len(self) if key < 0 else key)
+        return super().__getitem__(key)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            if self.recording:
+                self.reads.append(i)
+            yield list.__getitem__(self, i)

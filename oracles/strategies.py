@@ -1,0 +1,112 @@
+"""Hypothesis strategies that build staging scenarios by construction.
+
+``staging_scenarios`` yields only in-contract inputs (``spec.contract_breaches`` is
+empty for every one of them); ``out_of_contract_scenarios`` yields inputs that
+should not happen, each labeled with the breach it carries.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from spec.scenario import StagingScenario
+from spec.schema import FIELDS, INT32_MAX, INT32_MIN
+
+#: Token counts: small values most of the time, with long-context values above
+#: 65,535 and values at the top of the int32 range drawn on purpose.
+token_counts = st.one_of(
+    st.integers(0, 16),
+    st.integers(0, INT32_MAX),
+    st.sampled_from([65_535, 65_536, 1 << 20, INT32_MAX - 1, INT32_MAX]),
+)
+#: Arbitrary previous contents of an int32 buffer slot (any bit pattern).
+int32_contents = st.integers(INT32_MIN, INT32_MAX)
+state_indices = st.one_of(st.integers(0, 64), st.integers(0, INT32_MAX))
+
+
+@st.composite
+def staging_scenarios(draw, max_capacity: int = 8) -> StagingScenario:
+    """In-contract scenarios.
+
+    Guarantees: 0 <= num_reqs <= capacity; num_reqs <= len(req_ids) <= capacity
+    (trailing padded ids); live ids unique and present in num_scheduled_tokens and
+    requests; live values fit int32. Free: empty and full batches, requests without
+    drafts (absent or empty list), live requests without a state index (the
+    contract's error path), stale dict entries for padded ids, independent initial
+    contents of every CPU view and GPU mirror, and both values of the flag.
+    """
+    capacity = draw(st.integers(1, max_capacity))
+    num_reqs = draw(st.integers(0, capacity))
+    length = draw(st.integers(num_reqs, capacity))
+    numbers = draw(st.lists(st.integers(0, 4 * max_capacity), min_size=length,
+                            max_size=length, unique=True))
+    req_ids = [f"req-{k}" for k in numbers]
+    scheduled, spec_tokens, computed, prompt, state_idx = {}, {}, {}, {}, {}
+    for position, r in enumerate(req_ids):
+        live = position < num_reqs
+        # padded ids may be stale entries in the dicts, or gone
+        if not live and not draw(st.booleans()):
+            continue
+        scheduled[r] = draw(token_counts)
+        computed[r] = draw(token_counts)
+        prompt[r] = draw(token_counts)
+        drafts = draw(st.integers(0, 3))   # 0: absent; 1: empty list; 2..3: 1..4 drafts
+        if drafts == 1:
+            spec_tokens[r] = []
+        elif drafts > 1:
+            spec_tokens[r] = draw(st.lists(st.integers(0, 50_000), min_size=1, max_size=4))
+        if draw(st.integers(0, 7)) != 7:  # about one in eight lacks a state index
+            state_idx[r] = draw(state_indices)
+    initial_cpu, initial_gpu = {}, {}
+    for f in FIELDS:
+        contents = st.booleans() if f.dtype == "bool" else int32_contents
+        for table in (initial_cpu, initial_gpu):
+            table[f.buffer] = draw(st.lists(contents, min_size=capacity, max_size=capacity))
+    flag = draw(st.booleans().map(lambda b: not b))   # shrinks towards True
+    omit = (not flag) and draw(st.booleans())
+    return StagingScenario(capacity, num_reqs, req_ids, scheduled, spec_tokens, computed, prompt,
+                           state_idx, initial_cpu, initial_gpu, flag, omit)
+
+
+BREACHES = ("missing from num_scheduled_tokens", "missing from requests",
+            "num_reqs above capacity", "value beyond int32")
+
+
+@st.composite
+def out_of_contract_scenarios(draw, max_capacity: int = 8) -> tuple[str, StagingScenario]:
+    """``(breach, scenario)``: an in-contract scenario with one breach of the contract."""
+    breach = draw(st.sampled_from(BREACHES))
+    s = draw(staging_scenarios(max_capacity))
+    if breach == "num_reqs above capacity":
+        extra = draw(st.integers(1, 3))
+        for k in range(s.capacity + extra - len(s.req_ids)):
+            r = f"req-x{k}"
+            s.req_ids.append(r)
+        for r in s.req_ids:
+            s.num_scheduled_tokens.setdefault(r, 1)
+            s.num_computed_tokens.setdefault(r, 0)
+            s.num_prompt_tokens.setdefault(r, 1)
+            s.mamba_state_idx.setdefault(r, 0)
+        s.num_reqs = s.capacity + extra
+        return breach, s
+    if s.num_reqs == 0:
+        s.num_reqs = 1
+        if not s.req_ids:
+            s.req_ids.append("req-x0")
+        r = s.req_ids[0]
+        s.num_scheduled_tokens.setdefault(r, 1)
+        s.num_computed_tokens.setdefault(r, 0)
+        s.num_prompt_tokens.setdefault(r, 1)
+    victim = s.req_ids[draw(st.integers(0, s.num_reqs - 1))]
+    if breach == "missing from num_scheduled_tokens":
+        s.num_scheduled_tokens.pop(victim, None)
+    elif breach == "missing from requests":
+        s.num_computed_tokens.pop(victim, None)
+        s.num_prompt_tokens.pop(victim, None)
+    else:
+        table = draw(st.sampled_from(["num_scheduled_tokens", "num_computed_tokens",
+                                      "mamba_state_idx"]))
+        value = draw(st.one_of(st.integers(INT32_MAX + 1, 2**40),
+                               st.integers(-(2**40), INT32_MIN - 1)))
+        getattr(s, table)[victim] = value
+    return breach, s

@@ -1,0 +1,286 @@
+"""Resolve a target specification to a staging function.
+
+A target is a builtin name, ``package.module:function``, ``path/to/file.py::function``
+or ``git:REV:path/to/file.py::function``. File targets are parsed, not imported: the
+named function, and the module-level functions and constants it uses (transitively),
+are compiled without running the module's imports, so a staging function from an
+engine checkout at any revision runs without the engine installed. Imports of the
+standard library, numpy and torch are honoured; any other imported name is bound to
+a placeholder that raises when used.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import hashlib
+import importlib
+import inspect
+import linecache
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from oracles import messages
+from oracles.errors import TargetLoadError
+from spec.schema import FLAG, TargetProfile
+
+BUILTINS = {
+    "legacy": "impl.staging_legacy:stage_postprocess_inputs_to_gpu",
+    "single-loop": "impl.staging_single_loop:stage_postprocess_inputs_to_gpu",
+    "prefix-migration": "impl.staging_prefix:stage_postprocess_inputs_to_gpu",
+}
+_HONOURED_TOP = {"numpy", "torch"}
+STAGING_ARGS = ("ctx", "scheduler_output", "req_ids", "num_reqs", "requests", "mamba_state_idx")
+
+
+@dataclass
+class Target:
+    """A resolved staging function and what the spec needs to know about it."""
+
+    spec: str
+    func: Callable
+    profile: TargetProfile
+    origin: str          # where it came from, for reports
+
+    @property
+    def name(self) -> str:
+        return self.spec
+
+
+def load_target(spec: str, arg: str = "TARGET") -> Target:
+    """Resolve ``spec``; raise ``TargetLoadError`` naming ``arg``, the value and the fix."""
+    names = ", ".join(BUILTINS)
+    if not spec or not spec.strip():
+        raise TargetLoadError(messages.TARGET_EMPTY.format(arg=arg, builtins=names))
+    if spec in BUILTINS:
+        func = _load_module_function(BUILTINS[spec], spec, arg)
+        return _finish(spec, func, f"builtin {spec} ({BUILTINS[spec]})", arg)
+    if spec.startswith("git:"):
+        rev, path, name = _split_git(spec, arg)
+        source = _git_show(rev, path, spec, arg)
+        func = load_function_from_source(source, f"git:{rev}:{path}", name, spec, arg)
+        return _finish(spec, func, f"{path} at revision {rev}", arg)
+    if "::" in spec:
+        path, name = _split_file(spec, arg)
+        if not os.path.isfile(path):
+            raise TargetLoadError(messages.TARGET_FILE_MISSING.format(
+                arg=arg, path=path, value=spec, cwd=os.getcwd()))
+        with open(path, encoding="utf-8") as fh:
+            source = fh.read()
+        func = load_function_from_source(source, os.path.abspath(path), name, spec, arg)
+        return _finish(spec, func, f"file {path}", arg)
+    if ":" in spec and not spec.endswith(".py"):
+        func = _load_module_function(spec, spec, arg)
+        return _finish(spec, func, f"module {spec}", arg)
+    raise TargetLoadError(messages.TARGET_UNKNOWN.format(arg=arg, value=spec, builtins=names))
+
+
+def _split_file(spec: str, arg: str) -> tuple[str, str]:
+    path, _, name = spec.rpartition("::")
+    if not path or not name:
+        raise TargetLoadError(messages.TARGET_BAD_SYNTAX.format(
+            arg=arg, value=spec, why="both the file and the function must be given"))
+    if not name.isidentifier():
+        raise TargetLoadError(messages.TARGET_BAD_SYNTAX.format(
+            arg=arg, value=spec, why=f"{name!r} is not a Python identifier"))
+    return path, name
+
+
+def _split_git(spec: str, arg: str) -> tuple[str, str, str]:
+    rest = spec[len("git:"):]
+    rev, sep, file_part = rest.partition(":")
+    if not sep or not rev or "::" not in file_part:
+        raise TargetLoadError(messages.TARGET_BAD_SYNTAX.format(
+            arg=arg, value=spec, why="a revision target is 'git:REV:path/to/file.py::function'"))
+    path, name = _split_file(file_part, arg)
+    return rev, path, name
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], capture_output=True, text=True)
+
+
+def _git_show(rev: str, path: str, spec: str, arg: str) -> str:
+    top = _git("rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        raise TargetLoadError(messages.GIT_NOT_REPO.format(arg=arg, value=spec, cwd=os.getcwd()))
+    if _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode != 0:
+        raise TargetLoadError(messages.GIT_BAD_REVISION.format(arg=arg, rev=rev, value=spec))
+    prefix = _git("rev-parse", "--show-prefix").stdout.strip()
+    rel = os.path.normpath(os.path.join(prefix, path)).replace(os.sep, "/")
+    shown = _git("show", f"{rev}:{rel}")
+    if shown.returncode != 0:
+        raise TargetLoadError(messages.GIT_PATH_MISSING.format(
+            arg=arg, path=rel, rev=rev, value=spec))
+    return shown.stdout
+
+
+def _load_module_function(dotted: str, spec: str, arg: str) -> Callable:
+    module_name, _, name = dotted.partition(":")
+    if not module_name or not name:
+        raise TargetLoadError(messages.TARGET_BAD_SYNTAX.format(
+            arg=arg, value=spec, why="a module target is 'package.module:function'"))
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or the module failing at import time
+        raise TargetLoadError(messages.TARGET_MODULE_MISSING.format(
+            arg=arg, module=module_name, value=spec, error=f"{type(exc).__name__}: {exc}",
+            name=name)) from None
+    obj = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            raise TargetLoadError(messages.TARGET_ATTRIBUTE_MISSING.format(
+                arg=arg, module=module_name, name=name, value=spec))
+        obj = getattr(obj, part)
+    return obj
+
+
+def _finish(spec: str, func, origin: str, arg: str) -> Target:
+    if inspect.isclass(func) or not callable(func):
+        kind = "class" if inspect.isclass(func) else type(func).__name__
+        raise TargetLoadError(messages.TARGET_NOT_FUNCTION.format(
+            arg=arg, name=getattr(func, "__name__", spec), value=spec, kind=kind))
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return Target(spec, func, TargetProfile(), origin)
+    takes_flag = FLAG in sig.parameters
+    try:
+        sig.bind(*STAGING_ARGS, **({FLAG: True} if takes_flag else {}))
+    except TypeError:
+        raise TargetLoadError(messages.TARGET_SIGNATURE.format(
+            arg=arg, value=spec, signature=f"{getattr(func, '__name__', spec)}{sig}")) from None
+    return Target(spec, func, TargetProfile(takes_flag=takes_flag), origin)
+
+
+class _Unavailable:
+    """Stands for a name imported from a module stagecheck does not import."""
+
+    def __init__(self, name: str, module: str) -> None:
+        self._name, self._module = name, module
+
+    def _fail(self, *args, **kwargs):
+        raise NameError(f"{self._name!r} comes from module {self._module!r}, which stagecheck "
+                        "does not import when loading a file target")
+
+    __call__ = _fail
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        self._fail()
+
+    def __repr__(self) -> str:
+        return f"<unavailable {self._module}.{self._name}>"
+
+
+def _honoured(module: str) -> bool:
+    top = module.split(".")[0]
+    return top in _HONOURED_TOP or top in sys.stdlib_module_names
+
+
+class _Names(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self.names.add(node.id)
+
+
+class _StripAnnotations(ast.NodeTransformer):
+    """Drop annotations and decorators: they may name engine types we never import."""
+
+    def visit_FunctionDef(self, node):
+        self.generic_visit(node)
+        node.decorator_list = []
+        node.returns = None
+        for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
+                  node.args.vararg, node.args.kwarg):
+            if a is not None:
+                a.annotation = None
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            return ast.Pass()
+        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+
+
+def load_function_from_source(source: str, filename: str, name: str, spec: str = "",
+                              arg: str = "TARGET") -> Callable:
+    """Compile ``name`` and what it uses from ``source`` without running the module."""
+    spec = spec or f"{filename}::{name}"
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError as exc:
+        raise TargetLoadError(messages.TARGET_FILE_SYNTAX.format(
+            arg=arg, path=filename, value=spec, error=f"line {exc.lineno}: {exc.msg}")) from None
+    defs: dict[str, ast.stmt] = {}
+    imports: dict[str, tuple[str, str | None]] = {}   # local name -> (module, attribute)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defs[node.name] = node
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            for t in node.targets:
+                defs.setdefault(t.id, node)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+            defs.setdefault(node.target.id, node)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                imports[local] = (alias.name if alias.asname else alias.name.split(".")[0], None)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                imports[alias.asname or alias.name] = (node.module, alias.name)
+    node = defs.get(name)
+    if node is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(node, ast.ClassDef):
+            raise TargetLoadError(messages.TARGET_NOT_FUNCTION.format(
+                arg=arg, name=name, value=spec, kind="class"))
+        available = sorted(n for n, d in defs.items() if isinstance(d, ast.FunctionDef))
+        raise TargetLoadError(messages.TARGET_FUNCTION_MISSING.format(
+            arg=arg, path=filename, name=name, value=spec, available=available or "none"))
+
+    wanted, queue, needed_imports = set(), [name], set()
+    while queue:
+        current = queue.pop()
+        if current in wanted:
+            continue
+        wanted.add(current)
+        visitor = _Names()
+        visitor.visit(_StripAnnotations().visit(copy.deepcopy(defs[current])))
+        for used in visitor.names:
+            if used in defs and used not in wanted:
+                queue.append(used)
+            elif used in imports:
+                needed_imports.add(used)
+    chosen = {id(defs[w]) for w in wanted}
+    body = [_StripAnnotations().visit(n) for n in tree.body if id(n) in chosen]
+    module = ast.Module(body=body, type_ignores=[])
+    ast.fix_missing_locations(module)
+    digest = hashlib.sha1(source.encode()).hexdigest()[:12]
+    namespace: dict = {"__name__": f"stagecheck_target_{digest}", "__builtins__": builtins,
+                       "__file__": filename}
+    for local in sorted(needed_imports):
+        module_name, attr = imports[local]
+        if not _honoured(module_name):
+            namespace[local] = _Unavailable(attr or local, module_name)
+            continue
+        try:
+            mod = importlib.import_module(module_name)
+            namespace[local] = getattr(mod, attr) if attr else mod
+        except Exception:
+            namespace[local] = _Unavailable(attr or local, module_name)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    try:
+        exec(compile(module, filename, "exec"), namespace)
+    except Exception as exc:
+        raise TargetLoadError(messages.TARGET_COMPILE.format(
+            arg=arg, value=spec, error=f"{type(exc).__name__}: {exc}")) from None
+    return namespace[name]

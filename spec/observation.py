@@ -1,0 +1,58 @@
+"""What a staging run was seen to do: plain data the invariants are checked over."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class HostWrite:
+    """A host write into a buffer's CPU side, through ``.np``, ``.cpu`` or not intercepted."""
+
+    buffer: str
+    slots: tuple[int, ...]
+    via: str            # "np" | "cpu" | "untracked" (seen only as a changed value)
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One ``copy_to_gpu`` call: ``cpu[start:stop]`` into ``gpu[start:stop]``."""
+
+    buffer: str
+    start: int
+    stop: int
+    requested: int | None       # the ``n`` argument; None = whole buffer
+
+
+@dataclass
+class Observation:
+    """Outcome, final state of every view, the ordered event log and the inputs afterwards."""
+
+    exception_type: str | None          # e.g. "AssertionError"; None when it returned
+    exception_message: str | None
+    cpu: dict[str, list]                # buffer attribute -> final CPU contents
+    gpu: dict[str, list]                # buffer attribute -> final mirror contents (after sync)
+    events: list = field(default_factory=list)       # HostWrite | Copy, in order
+    req_ids_reads: list[int] = field(default_factory=list)
+    inputs_after: dict = field(default_factory=dict)
+    timed_out: bool = False
+    exception_mro: tuple[str, ...] = ()
+
+    @property
+    def returned(self) -> bool:
+        return self.exception_type is None and not self.timed_out
+
+    def raised(self, type_name: str) -> bool:
+        return type_name in self.exception_mro or self.exception_type == type_name
+
+    def copies(self, buffer: str) -> list[Copy]:
+        return [e for e in self.events if isinstance(e, Copy) and e.buffer == buffer]
+
+    def writes(self, buffer: str) -> list[HostWrite]:
+        return [e for e in self.events if isinstance(e, HostWrite) and e.buffer == buffer]
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["events"] = [{"op": type(e).__name__, **dataclasses.asdict(e)} for e in self.events]
+        return d

@@ -1,0 +1,21 @@
+"""Small builders shared by the tests."""
+
+from spec import StagingScenario
+
+
+def scenario(**overrides) -> StagingScenario:
+    """Three live requests (one without drafts) and one padded id, sentinel-filled buffers."""
+    base = dict(
+        capacity=6, num_reqs=3, req_ids=["req-a", "req-b", "req-c", "req-p"],
+        num_scheduled_tokens={"req-a": 5, "req-b": 1, "req-c": 70_000, "req-p": 4},
+        spec_decode_tokens={"req-a": [11, 12], "req-c": [13], "req-p": [1, 2, 3]},
+        num_computed_tokens={"req-a": 100, "req-b": 7, "req-c": 2**31 - 1, "req-p": 55},
+        num_prompt_tokens={"req-a": 50, "req-b": 70, "req-c": 3, "req-p": 1},
+        mamba_state_idx={"req-a": 3, "req-b": 0, "req-c": 9, "req-p": 6},
+        initial_cpu={b: [-1] * 6 for b in ("mamba_state_idx_buf", "num_scheduled_tokens_buf",
+                                           "num_computed_tokens_buf", "num_draft_tokens_buf")},
+        initial_gpu={b: [-2] * 6 for b in ("mamba_state_idx_buf", "num_scheduled_tokens_buf",
+                                           "num_computed_tokens_buf", "num_draft_tokens_buf")},
+    )
+    base.update(overrides)
+    return StagingScenario(**base)
