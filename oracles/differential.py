@@ -41,13 +41,16 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
     contracts_differ = (pa.requires_state_idx(flag) != pb.requires_state_idx(flag)
                         and (first_missing_state_index(s, pa) or first_missing_state_index(s, pb)))
     both_returned = a.returned and b.returned
+    context = _context(s, pa, pb, in_contract, contracts_differ)
 
     def severity(strict: bool) -> str:
         return ERROR if in_contract and strict and not contracts_differ else INFO
 
     def add(inv: str, message: str, strict: bool, **kw) -> None:
-        out.append(Finding(inv, severity(strict), message, side="both", in_contract=in_contract,
-                           **kw))
+        f = Finding(inv, severity(strict), message, side="both", in_contract=in_contract, **kw)
+        if f.severity == INFO and context:
+            f.extra["context"] = context
+        out.append(f)
 
     if (a.exception_type, a.timed_out) != (b.exception_type, b.timed_out):
         add("same_outcome", f"baseline {_outcome(a)}, candidate {_outcome(b)}", True,
@@ -87,6 +90,21 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
             add("same_inputs_after", f"{k} differs after the call", strict_state, field=k,
                 baseline=a.inputs_after.get(k), candidate=b.inputs_after.get(k))
     return out
+
+
+def _context(s: StagingScenario, pa: TargetProfile, pb: TargetProfile, in_contract: bool,
+             contracts_differ) -> str:
+    """Why a difference on this scenario is allowed (info), in one line."""
+    if not in_contract:
+        return "out of contract: " + "; ".join(contract_breaches(s)[:2])
+    if contracts_differ:
+        return ("the two contracts differ: with run_prefix_state_migration=False only one side "
+                "needs state indices")
+    missing = first_missing_state_index(s, pa) or first_missing_state_index(s, pb)
+    if missing:
+        return (f"failure path: live request {missing[1]!r} (slot {missing[0]}) has no state "
+                "index, so both raise and partial writes may differ")
+    return ""
 
 
 def _outcome(o: Observation) -> str:

@@ -108,6 +108,8 @@ def text_report(result: CampaignResult, strict: bool = False, saved: dict | None
                 impact = ("" if f.kernel_impact is None
                           else f", kernel impact: {'yes' if f.kernel_impact else 'no'}")
                 lines.append(f"    [{f.id}] ({f.side}, {where}{impact}) {f.message}")
+                if f.extra.get("context"):
+                    lines.append(f"      why allowed: {f.extra['context']}")
                 if f.examples_to_find is not None:
                     lines.append(f"      found after {f.examples_to_find} example(s)")
                 if severity == ERROR:

@@ -7,6 +7,8 @@ should not happen, each labeled with the breach it carries.
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import strategies as st
 
 from spec.scenario import StagingScenario
@@ -19,8 +21,31 @@ token_counts = st.one_of(
     st.integers(0, INT32_MAX),
     st.sampled_from([65_535, 65_536, 1 << 20, INT32_MAX - 1, INT32_MAX]),
 )
-#: Arbitrary previous contents of an int32 buffer slot (any bit pattern).
-int32_contents = st.integers(INT32_MIN, INT32_MAX)
+#: How previous buffer contents are made: "sentinel" fills every CPU view with -1 and
+#: every GPU mirror with -2 (True/False for bool buffers), as upstream tests do, so a
+#: shrunk example reads easily; "random" draws every slot of every view independently
+#: (any int32 bit pattern, extremes included) from a seeded generator. One draw each
+#: instead of one per slot keeps generation cheap; shrinking goes to "sentinel".
+FILLS = ("sentinel", "random")
+_EXTREMES = (INT32_MIN, -1, 0, 1, INT32_MAX)
+
+
+def buffer_contents(fill: str, seed: int, capacity: int) -> tuple[dict, dict]:
+    rng = random.Random(seed)
+    cpu, gpu = {}, {}
+    for f in FIELDS:
+        if fill == "sentinel":
+            cpu[f.buffer] = [True] * capacity if f.dtype == "bool" else [-1] * capacity
+            gpu[f.buffer] = [False] * capacity if f.dtype == "bool" else [-2] * capacity
+            continue
+        for table in (cpu, gpu):
+            if f.dtype == "bool":
+                table[f.buffer] = [rng.random() < 0.5 for _ in range(capacity)]
+            else:
+                table[f.buffer] = [rng.choice(_EXTREMES) if rng.random() < 0.2
+                                   else rng.randint(INT32_MIN, INT32_MAX)
+                                   for _ in range(capacity)]
+    return cpu, gpu
 state_indices = st.one_of(st.integers(0, 64), st.integers(0, INT32_MAX))
 
 
@@ -57,11 +82,8 @@ def staging_scenarios(draw, max_capacity: int = 8) -> StagingScenario:
             spec_tokens[r] = draw(st.lists(st.integers(0, 50_000), min_size=1, max_size=4))
         if draw(st.integers(0, 7)) != 7:  # about one in eight lacks a state index
             state_idx[r] = draw(state_indices)
-    initial_cpu, initial_gpu = {}, {}
-    for f in FIELDS:
-        contents = st.booleans() if f.dtype == "bool" else int32_contents
-        for table in (initial_cpu, initial_gpu):
-            table[f.buffer] = draw(st.lists(contents, min_size=capacity, max_size=capacity))
+    initial_cpu, initial_gpu = buffer_contents(draw(st.sampled_from(FILLS)),
+                                               draw(st.integers(0, 2**32 - 1)), capacity)
     flag = draw(st.booleans().map(lambda b: not b))   # shrinks towards True
     omit = (not flag) and draw(st.booleans())
     return StagingScenario(capacity, num_reqs, req_ids, scheduled, spec_tokens, computed, prompt,

@@ -265,8 +265,9 @@ INVARIANTS_BY_ID = {inv.id: inv for inv in INVARIANTS}
 def check(s: StagingScenario, o: Observation, profile: TargetProfile, side: str = "candidate",
           in_contract: bool | None = None) -> list[Finding]:
     """Check one observed run against every invariant."""
+    breaches = contract_breaches(s)
     if in_contract is None:
-        in_contract = not contract_breaches(s)
+        in_contract = not breaches
     findings: list[Finding] = []
     for inv in INVARIANTS:
         if not in_contract and inv.id in ("expected_outcome", "missing_index_assertion"):
@@ -276,5 +277,7 @@ def check(s: StagingScenario, o: Observation, profile: TargetProfile, side: str 
             f.in_contract = in_contract
             if inv.always_info or not in_contract:
                 f.severity = INFO
+            if not in_contract:
+                f.extra["context"] = "out of contract: " + "; ".join(breaches[:2])
             findings.append(f)
     return findings
