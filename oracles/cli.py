@@ -75,6 +75,8 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-capacity", default="8", help="largest buffer capacity drawn (default 8)")
     p.add_argument("--timeout", default="5", help="seconds per staging call before it is a hang")
     p.add_argument("--json", metavar="PATH", help="write the verdict and findings as JSON")
+    p.add_argument("--junit-xml", metavar="PATH", help="write a JUnit XML report (one test "
+                   "case per invariant) for CI")
     p.add_argument("--strict", action="store_true", help="info findings also give exit 1")
     p.add_argument("--save-dir", default=DEFAULT_SAVE_DIR,
                    help=f"where replay files of findings go (default {DEFAULT_SAVE_DIR})")
@@ -102,13 +104,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _write_json(path: str, payload: dict) -> None:
+def _write(option: str, path: str, text: str) -> None:
     try:
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, indent=2, sort_keys=True)
+            fh.write(text)
     except OSError as exc:
-        raise UsageError(messages.JSON_UNWRITABLE.format(option="--json", value=path,
+        raise UsageError(messages.JSON_UNWRITABLE.format(option=option, value=path,
                                                          error=exc.strerror)) from None
+
+
+def _write_json(path: str, payload: dict) -> None:
+    _write("--json", path, json.dumps(payload, indent=2, sort_keys=True))
 
 
 def _campaign_config(args):
@@ -138,11 +144,15 @@ def _progress():
 
 def _run_campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     from oracles.differential import run_campaign
-    from oracles.report import json_report, save_findings, text_report
+    from oracles.report import json_report, junit_xml, save_findings, text_report
     from oracles.targets import load_target
     config = _campaign_config(args)
-    if args.json:
-        _write_json(args.json, {})   # fail early on an unwritable path
+    if args.json and args.junit_xml and os.path.abspath(args.json) == os.path.abspath(
+            args.junit_xml):
+        raise UsageError(messages.SAME_REPORT_PATH.format(value=args.json))
+    for option, path in (("--json", args.json), ("--junit-xml", args.junit_xml)):
+        if path:
+            _write(option, path, "")   # fail early on an unwritable path
     baseline = load_target(baseline_spec, "BASELINE") if baseline_spec else None
     candidate = load_target(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET")
     progress = _progress()
@@ -153,6 +163,8 @@ def _run_campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     print(text_report(result, args.strict, saved))
     if args.json:
         _write_json(args.json, json_report(result, args.strict))
+    if args.junit_xml:
+        _write("--junit-xml", args.junit_xml, junit_xml(result, args.strict))
     return EXIT_FINDINGS if result.verdict(args.strict) == "different" else EXIT_CLEAN
 
 
@@ -207,7 +219,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry_point() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:   # e.g. piped into head: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_CLEAN
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -141,6 +141,8 @@ class CampaignConfig:
     max_capacity: int = 8
     timeout: float = 5.0           # seconds per staging call before it counts as a hang
     out_of_contract: bool = True
+    database: object = None        # a hypothesis example database (None: none kept)
+    derandomize: bool = False      # hypothesis derandomize: the seed is then ignored
 
 
 @dataclass
@@ -206,9 +208,10 @@ def run_campaign(baseline: Target | None, candidate: Target,
     for stream, strategy in streams:
         counter = [0]
 
-        @settings(max_examples=config.examples, deadline=None, database=None,
+        @settings(max_examples=config.examples, deadline=None, database=config.database,
                   suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-                  phases=(Phase.explicit, Phase.generate, Phase.shrink))
+                  derandomize=config.derandomize,
+                  phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))
         @hyp_seed(config.seed)
         @given(strategy)
         def probe(labeled):
@@ -223,6 +226,9 @@ def run_campaign(baseline: Target | None, candidate: Target,
             if progress is not None:
                 progress(stream, counter[0], config.examples)
 
+        # one database key per (baseline, candidate, stream): campaigns never share examples
+        probe.hypothesis.inner_test._hypothesis_internal_add_digest = repr(
+            (result.baseline, result.candidate, stream, config.max_capacity)).encode()
         try:
             probe()
         except _ErrorFound as found:   # the shrunk example, replayed by hypothesis

@@ -43,6 +43,8 @@ BAD_SEED = "option --seed: {value!r} is not a whole number; give e.g. --seed 0"
 BAD_TIMEOUT = "option {option}: {value!r} is not a positive number of seconds; give e.g. {option} 5"
 JSON_UNWRITABLE = ("option {option}: cannot write {value!r} ({error}); give a path in a writable "
                    "directory")
+SAME_REPORT_PATH = ("options --json and --junit-xml: both name {value!r}; give each report its "
+                    "own path")
 USAGE = "{message}; run 'stagecheck {command} --help' for the options"
 
 # report lines

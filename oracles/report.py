@@ -68,25 +68,42 @@ def _cell(v) -> str:
     return "-" if v is None else str(v)
 
 
-def replay_snippet(f: Finding, baseline: str | None, candidate: str) -> str:
+def pytest_example(f: Finding, baseline: str | None, candidate: str) -> str:
+    """A ready pytest test that reproduces ``f`` with hypothesis ``@example``.
+
+    It carries the scenario as plain data, so it survives hypothesis upgrades (its
+    example database does not).
+    """
     scenario = json.dumps(f.scenario, sort_keys=True)
     base = f'load_target("{baseline}")' if baseline else "None"
-    return ("from oracles.differential import evaluate\n"
-            "from oracles.targets import load_target\n"
-            "from spec import StagingScenario\n"
-            f"scenario = StagingScenario.from_dict(__import__('json').loads({scenario!r}))\n"
-            f"findings, _, _ = evaluate({base}, load_target(\"{candidate}\"), scenario)\n"
-            f"assert not [f for f in findings if f.severity == 'error'], findings")
+    name = f.id.replace("-", "_")
+    return (
+        "import json\n"
+        "from hypothesis import Phase, example, given, settings\n"
+        "from oracles.differential import evaluate\n"
+        "from oracles.strategies import staging_scenarios\n"
+        "from oracles.targets import load_target\n"
+        "from spec import StagingScenario\n\n"
+        f"SCENARIO = StagingScenario.from_dict(json.loads({scenario!r}))\n\n\n"
+        "@settings(phases=[Phase.explicit], database=None)\n"
+        "@given(staging_scenarios())\n"
+        "@example(SCENARIO)\n"
+        f"def test_{name}(scenario):\n"
+        f"    findings, _, _ = evaluate({base}, load_target(\"{candidate}\"), scenario)\n"
+        "    assert not [f for f in findings if f.severity == 'error'], findings\n")
 
 
-def text_report(result: CampaignResult, strict: bool = False, saved: dict | None = None) -> str:
+def text_report(result: CampaignResult, strict: bool = False, saved: dict | None = None,
+                show_tests: bool = True) -> str:
     c = result.config
     what = (f"{result.baseline} vs {result.candidate}" if result.baseline
             else f"spec of {result.candidate}")
     lines = [f"stagecheck: {what} on {c.device}",
              f"tried {result.examples_in_contract} in-contract and "
              f"{result.examples_out_of_contract} out-of-contract examples (seed {c.seed}, "
-             f"capacity <= {c.max_capacity}) in {result.seconds:.1f} s"]
+             f"capacity <= {c.max_capacity}, budget {c.examples} per stream) in "
+             f"{result.seconds:.1f} s" + ("; a stream stops at its first error finding, "
+                                          "then shrinks it" if result.errors else "")]
     errors, infos = result.errors, result.infos
     verdict = result.verdict(strict)
     lines.append(f"verdict: {verdict.upper()} — {len(errors)} error finding(s), "
@@ -116,6 +133,13 @@ def text_report(result: CampaignResult, strict: bool = False, saved: dict | None
                     lines += ["      " + row for row in slot_table(f)]
                 if saved and f.id in saved:
                     lines.append(f"      replay: stagecheck replay {saved[f.id]}")
+    if errors and show_tests:
+        distinct = {json.dumps(f.scenario, sort_keys=True): f for f in errors}
+        lines += ["", f"REPRODUCE: {len(distinct)} shrunk scenario(s) as pytest tests "
+                  "(they survive hypothesis upgrades)"]
+        for f in distinct.values():
+            lines += ["", *("    " + row for row in
+                            pytest_example(f, result.baseline, result.candidate).splitlines())]
     if not errors:
         lines += ["", messages.CLEAN_RUN_HINT.format(
             more=c.examples * 10, examples=c.examples, seed=c.seed, capacity=c.max_capacity)]
@@ -149,3 +173,30 @@ def save_findings(result: CampaignResult, directory: str) -> dict[str, str]:
                        "finding": f.to_dict()}, fh, indent=1, sort_keys=True)
         saved[f.id] = path
     return saved
+
+
+def junit_xml(result: CampaignResult, strict: bool = False) -> str:
+    """One test case per invariant; a failure per error finding (and info with strict)."""
+    from xml.etree import ElementTree as ET
+
+    from spec import INVARIANTS
+    names = [inv.id for inv in INVARIANTS]
+    if result.baseline:
+        names += list(DIFF_STATEMENTS)
+    name = (f"stagecheck diff {result.baseline} {result.candidate}" if result.baseline
+            else f"stagecheck spec {result.candidate}")
+    failing = [f for f in result.findings if f.severity == ERROR or strict]
+    suite = ET.Element("testsuite", name=name, tests=str(len(names)),
+                       failures=str(len({f.invariant for f in failing})), errors="0",
+                       time=f"{result.seconds:.3f}")
+    for inv in names:
+        case = ET.SubElement(suite, "testcase", classname=name, name=inv, time="0")
+        mine = [f for f in failing if f.invariant == inv]
+        if mine:
+            failure = ET.SubElement(case, "failure", message=mine[0].message,
+                                    type=mine[0].severity)
+            failure.text = "\n".join(f"[{f.id}] ({f.side}) {f.message}\n"
+                                      + json.dumps(f.scenario, sort_keys=True) for f in mine)
+    root = ET.Element("testsuites", name="stagecheck")
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True)
