@@ -82,6 +82,12 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
                    help=f"where replay files of findings go (default {DEFAULT_SAVE_DIR})")
     p.add_argument("--no-out-of-contract", action="store_true",
                    help="skip the stream of inputs that should not happen")
+    p.add_argument("--deferred-copies", action="store_true",
+                   help="cpu: model asynchronous copies (they execute at the end of the call, "
+                   "reading host memory then) to find write-after-copy hazards")
+    p.add_argument("--gpu-busy-cycles", default="1000000",
+                   help="cuda: device cycles of work queued ahead of each call, so its copies "
+                   "stay queued while the host runs (default 1000000; 0 turns it off)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -127,7 +133,10 @@ def _campaign_config(args):
             "--examples", "--max-capacity").replace("--examples 500", "--max-capacity 8"))(
                 args.max_capacity),
         timeout=_seconds("--timeout")(args.timeout),
-        out_of_contract=not args.no_out_of_contract)
+        out_of_contract=not args.no_out_of_contract,
+        deferred_copies=args.deferred_copies,
+        gpu_busy_cycles=_int("--gpu-busy-cycles", messages.BAD_CYCLES)(args.gpu_busy_cycles)
+        if args.device == "cuda" else 0)
 
 
 def _progress():

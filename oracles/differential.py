@@ -116,18 +116,19 @@ def _outcome(o: Observation) -> str:
 
 
 def evaluate(baseline: Target | None, candidate: Target, s: StagingScenario,
-             device: str = "cpu", timeout: float | None = 5.0
+             device: str = "cpu", timeout: float | None = 5.0, deferred: bool = False,
+             gpu_busy_cycles: int = 0
              ) -> tuple[list[Finding], Observation | None, Observation]:
     """Spec findings for each side plus their differences, for one scenario.
 
     With ``baseline`` None only the candidate is run and checked against the spec.
     """
     in_contract = not contract_breaches(s)
-    b, _ = observe(candidate, s, device, timeout)
+    b, _ = observe(candidate, s, device, timeout, deferred, gpu_busy_cycles)
     findings = check(s, b, candidate.profile, "candidate", in_contract)
     if baseline is None:
         return findings, None, b
-    a, _ = observe(baseline, s, device, timeout)
+    a, _ = observe(baseline, s, device, timeout, deferred, gpu_busy_cycles)
     findings = check(s, a, baseline.profile, "baseline", in_contract) + findings
     findings += compare(s, a, b, baseline.profile, candidate.profile, in_contract)
     return findings, a, b
@@ -141,6 +142,8 @@ class CampaignConfig:
     max_capacity: int = 8
     timeout: float = 5.0           # seconds per staging call before it counts as a hang
     out_of_contract: bool = True
+    deferred_copies: bool = False  # CPU model of asynchronous copies (hazard detection)
+    gpu_busy_cycles: int = 0       # CUDA: device work queued ahead of each call's copies
     database: object = None        # a hypothesis example database (None: none kept)
     derandomize: bool = False      # hypothesis derandomize: the seed is then ignored
 
@@ -218,7 +221,8 @@ def run_campaign(baseline: Target | None, candidate: Target,
             _, s = labeled
             counter[0] += 1
             total[0] += 1
-            findings, _, _ = evaluate(baseline, candidate, s, config.device, config.timeout)
+            findings, _, _ = evaluate(baseline, candidate, s, config.device, config.timeout,
+                                      config.deferred_copies, config.gpu_busy_cycles)
             record(findings, s)
             errors = [f for f in findings if f.severity == ERROR]
             if errors:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from impl.buffer import CpuGpuBuffer, copy_prefix
-from spec.observation import Copy, HostWrite
+from spec.observation import Copy, HostWrite, StaleTransfer
 
 # storage address -> InstrumentedBuffer; lets derived views find their buffer
 _BY_STORAGE: dict[int, "InstrumentedBuffer"] = {}
@@ -84,11 +84,31 @@ class RecordingTensor(torch.Tensor):
         return result
 
 
+class _QueuedCopy:
+    """A copy that was issued and may not have executed yet, with what the host held then."""
+
+    def __init__(self, start: int, stop: int, snapshot: np.ndarray, event) -> None:
+        self.start, self.stop, self.snapshot, self.event = start, stop, snapshot, event
+
+    def executed(self) -> bool:
+        return self.event is not None and self.event.query()
+
+    def overlaps(self, slots) -> bool:
+        return any(self.start <= s < self.stop for s in slots)
+
+
 class InstrumentedBuffer(CpuGpuBuffer):
-    """A ``CpuGpuBuffer`` with given initial contents whose host writes and copies are logged."""
+    """A ``CpuGpuBuffer`` with given initial contents whose host writes and copies are logged.
+
+    On CUDA the host side is pinned and copies are non-blocking: each queued copy keeps a
+    snapshot of the range and a CUDA event, so a host write into a range whose copy has
+    not executed is logged as a hazard. ``deferred=True`` models the same on the CPU:
+    copies execute only at ``complete_copies()``, reading host memory then, the way a
+    DMA engine reads a pinned page late.
+    """
 
     def __init__(self, name: str, initial_cpu: list, initial_gpu: list, dtype: torch.dtype,
-                 device: str, events: list) -> None:
+                 device: str, events: list, deferred: bool = False) -> None:
         pin = torch.device(device).type == "cuda"
         plain = torch.tensor(initial_cpu, dtype=dtype)
         if pin:
@@ -103,10 +123,17 @@ class InstrumentedBuffer(CpuGpuBuffer):
         self.gpu = torch.tensor(initial_gpu, dtype=dtype, device=device)
         self._raw = plain.numpy()
         self._last_seen = self._raw.copy()
+        self.asynchronous = pin or deferred
+        self.deferred = deferred and not pin
+        self.queued: list[_QueuedCopy] = []
         _BY_STORAGE[plain.untyped_storage().data_ptr()] = self
 
+    def _into_pending_copy(self, slots) -> bool:
+        return any(q.overlaps(slots) and not q.executed() for q in self.queued)
+
     def note_write(self, slots: tuple[int, ...], via: str) -> None:
-        self.events.append(HostWrite(self.name, slots, via))
+        hazard = self.asynchronous and self._into_pending_copy(slots)
+        self.events.append(HostWrite(self.name, slots, via, hazard))
         idx = [s for s in slots if 0 <= s < self._raw.shape[0]]
         self._last_seen[idx] = self._raw[idx]
 
@@ -114,7 +141,9 @@ class InstrumentedBuffer(CpuGpuBuffer):
         """Log writes that bypassed the recording views (seen as changed values)."""
         changed = np.flatnonzero(self._raw != self._last_seen)
         if changed.size:
-            self.events.append(HostWrite(self.name, tuple(int(i) for i in changed), "untracked"))
+            slots = tuple(int(i) for i in changed)
+            hazard = self.asynchronous and self._into_pending_copy(slots)
+            self.events.append(HostWrite(self.name, slots, "untracked", hazard))
             self._last_seen[changed] = self._raw[changed]
 
     def copy_to_gpu(self, n: int | None = None) -> torch.Tensor:
@@ -122,7 +151,40 @@ class InstrumentedBuffer(CpuGpuBuffer):
         size = self._raw.shape[0]
         stop = size if n is None else len(range(size)[:n])
         self.events.append(Copy(self.name, 0, stop, n))
-        return copy_prefix(self._plain_cpu, self.gpu, n)
+        if not self.asynchronous:
+            return copy_prefix(self._plain_cpu, self.gpu, n)
+        snapshot = self._raw[:stop].copy()
+        if self.deferred:
+            self.queued.append(_QueuedCopy(0, stop, snapshot, None))
+            return self.gpu[:stop]
+        result = copy_prefix(self._plain_cpu, self.gpu, n)
+        event = torch.cuda.Event()
+        event.record()
+        self.queued.append(_QueuedCopy(0, stop, snapshot, event))
+        return result
+
+    def complete_copies(self) -> None:
+        """Let every queued copy execute, then check what the device received."""
+        self.sweep_untracked()
+        if self.deferred:
+            for q in self.queued:       # the DMA reads host memory now, not when queued
+                self.gpu[q.start:q.stop].copy_(self._plain_cpu[q.start:q.stop])
+        elif self.queued:
+            torch.cuda.synchronize()
+        latest: dict[int, int] = {}
+        for q in self.queued:
+            for slot in range(q.start, q.stop):
+                latest[slot] = q.snapshot[slot - q.start].item()
+        if latest:
+            slots = sorted(latest)
+            received = self.gpu.cpu().numpy()[slots].tolist()
+            queued = [latest[s] for s in slots]
+            bad = [i for i, (a, b) in enumerate(zip(queued, received)) if a != b]
+            if bad:
+                self.events.append(StaleTransfer(self.name, tuple(slots[i] for i in bad),
+                                                 tuple(queued[i] for i in bad),
+                                                 tuple(received[i] for i in bad)))
+        self.queued.clear()
 
     def release(self) -> None:
         _BY_STORAGE.pop(self._plain_cpu.untyped_storage().data_ptr(), None)

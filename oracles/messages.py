@@ -39,6 +39,8 @@ BAD_DEVICE = ("option --device: {value!r} is not a device; use 'cpu' or 'cuda'")
 CUDA_UNAVAILABLE = ("option --device: 'cuda' was asked for but torch sees no CUDA device "
                     "(torch {torch}); run on a GPU machine or use --device cpu")
 BAD_EXAMPLES = ("option --examples: {value!r} is not a whole number >= 1; give e.g. --examples 500")
+BAD_CYCLES = ("option --gpu-busy-cycles: {value!r} is not a whole number of cycles; give e.g. "
+              "--gpu-busy-cycles 1000000, or 0 for none")
 BAD_SEED = "option --seed: {value!r} is not a whole number; give e.g. --seed 0"
 BAD_TIMEOUT = "option {option}: {value!r} is not a positive number of seconds; give e.g. {option} 5"
 JSON_UNWRITABLE = ("option {option}: cannot write {value!r} ({error}); give a path in a writable "

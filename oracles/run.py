@@ -47,7 +47,8 @@ class StagingInputs(SimpleNamespace):
     """The objects one staging call receives, built from a scenario, plus their recorders."""
 
 
-def build_inputs(s: StagingScenario, target: Target, device: str = "cpu") -> StagingInputs:
+def build_inputs(s: StagingScenario, target: Target, device: str = "cpu",
+                 deferred: bool = False) -> StagingInputs:
     """Fresh ctx, scheduler output, requests, ids and state indices for one call."""
     events: list = []
     reads: list[int] = []
@@ -61,7 +62,7 @@ def build_inputs(s: StagingScenario, target: Target, device: str = "cpu") -> Sta
             continue
         buf = InstrumentedBuffer(buffer, initial_values(s, buffer, "cpu"),
                                  initial_values(s, buffer, "gpu"), _TORCH_DTYPES[f.dtype],
-                                 device, events)
+                                 device, events, deferred)
         buffers[buffer] = buf
         setattr(ctx, buffer, buf)
     scheduler_output = SimpleNamespace(
@@ -104,16 +105,36 @@ def call_target(target: Target, inputs: StagingInputs, flag: bool):
                        inputs.requests, inputs.mamba_state_idx, **kwargs)
 
 
+def queue_gpu_work(cycles: int) -> None:
+    """Put device work ahead of the copies on the current stream, so they stay queued."""
+    if cycles > 0 and torch.cuda.is_available():
+        torch.cuda._sleep(cycles)
+
+
 def observe(target: Target, s: StagingScenario, device: str = "cpu",
-            timeout: float | None = 5.0) -> tuple[Observation, StagingInputs]:
-    """Call ``target`` on a fresh build of ``s``; return what was seen and the live inputs."""
-    inputs = build_inputs(s, target, device)
+            timeout: float | None = 5.0, deferred: bool = False, gpu_busy_cycles: int = 0,
+            steps: int = 1, sync_between_steps: bool = True
+            ) -> tuple[Observation, StagingInputs]:
+    """Call ``target`` on a fresh build of ``s``; return what was seen and the live inputs.
+
+    ``deferred`` runs the CPU model of asynchronous copies; ``gpu_busy_cycles`` queues
+    device work ahead of the copies on CUDA; ``steps`` > 1 stages the same inputs again
+    on the same buffers, with or without waiting for the previous step's copies.
+    """
+    inputs = build_inputs(s, target, device, deferred)
     exc_type = exc_msg = None
     mro: tuple[str, ...] = ()
     timed_out = False
+    last_step_start = 0
     try:
         with time_limit(timeout):
-            call_target(target, inputs, s.run_prefix_state_migration)
+            for step in range(steps):
+                if step and sync_between_steps:
+                    for buf in inputs.buffers.values():
+                        buf.complete_copies()
+                last_step_start = len(inputs.events)
+                queue_gpu_work(gpu_busy_cycles)
+                call_target(target, inputs, s.run_prefix_state_migration)
     except CallTimedOut:
         timed_out = True
         exc_type = "CallTimedOut"
@@ -125,14 +146,13 @@ def observe(target: Target, s: StagingScenario, device: str = "cpu",
         mro = tuple(k.__name__ for k in type(exc).__mro__)
     finally:
         for buf in inputs.buffers.values():
-            buf.sweep_untracked()
+            buf.complete_copies()
             buf.release()
-    if device != "cpu" and torch.cuda.is_available():
-        torch.cuda.synchronize()
     obs = Observation(
         exception_type=exc_type, exception_message=exc_msg,
         cpu={name: b.final_cpu() for name, b in inputs.buffers.items()},
         gpu={name: b.final_gpu() for name, b in inputs.buffers.items()},
         events=list(inputs.events), req_ids_reads=list(inputs.reads),
-        inputs_after=_inputs_after(inputs), timed_out=timed_out, exception_mro=mro)
+        inputs_after=_inputs_after(inputs), timed_out=timed_out, exception_mro=mro,
+        last_step_start=last_step_start)
     return obs, inputs

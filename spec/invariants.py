@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from spec.findings import ERROR, INFO, Finding
-from spec.observation import Observation
+from spec.observation import HostWrite, Observation
 from spec.scenario import (StagingScenario, contract_breaches, first_missing_state_index,
                            initial_values)
 from spec.schema import TargetProfile
@@ -168,9 +168,10 @@ def check_copy_discipline(s, o, p):
                                 f"exactly once over [0, {n})", field=f.name,
                                 expected=[(0, n)], candidate=ranges, extra={"kind": "range"}))
             continue
-        position = o.events.index(copies[0])
-        late = [e for e in o.events[position + 1:]
-                if getattr(e, "buffer", None) == f.buffer and e not in copies]
+        step = o.last_step
+        position = step.index(copies[0])
+        late = [e for e in step[position + 1:]
+                if isinstance(e, HostWrite) and e.buffer == f.buffer]
         if late:
             out.append(_finding("copy_discipline",
                                 f"{f.name} written through .{late[0].via} at slots "
@@ -181,7 +182,7 @@ def check_copy_discipline(s, o, p):
     for buffer in p.buffers():
         if buffer in staged_buffers:
             continue
-        touched = [e for e in o.events if getattr(e, "buffer", None) == buffer]
+        touched = o.writes(buffer) + o.copies(buffer)
         if touched:
             out.append(_finding("copy_discipline",
                                 f"{buffer} must not be staged with "
@@ -201,6 +202,30 @@ def check_inputs_unchanged(s, o, p):
         if after != value:
             out.append(_finding("inputs_unchanged", f"{name} was mutated by the call",
                                 field=name, expected=value, candidate=after))
+    return out
+
+
+def check_no_copy_hazard(s, o, p):
+    out, seen = [], set()
+    for e in o.hazards():
+        kind = "write-into-pending-copy" if isinstance(e, HostWrite) else "stale-transfer"
+        if (e.buffer, kind) in seen:
+            continue
+        seen.add((e.buffer, kind))
+        if isinstance(e, HostWrite):
+            out.append(_finding("no_copy_hazard",
+                                f"host write to {e.buffer} slots {list(e.slots)[:8]} through "
+                                f".{e.via} while a queued copy of those slots had not executed",
+                                field=_field_name(e.buffer), slot=(e.slots or (None,))[0],
+                                extra={"kind": kind}))
+        else:
+            out.append(_finding("no_copy_hazard",
+                                f"the device received {list(e.received)[:8]} for {e.buffer} "
+                                f"slots {list(e.slots)[:8]}, the host held "
+                                f"{list(e.queued)[:8]} when the copy was queued",
+                                field=_field_name(e.buffer), slot=e.slots[0], view="gpu",
+                                expected=list(e.queued), candidate=list(e.received),
+                                extra={"kind": kind}))
     return out
 
 
@@ -255,6 +280,12 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("inputs_unchanged",
               "The scheduler output, the request states, mamba_state_idx and req_ids are not "
               "mutated.", check_inputs_unchanged),
+    Invariant("no_copy_hazard",
+              "No host write lands in a range whose queued host-to-device copy has not yet "
+              "executed (even a write of an equal value), and every completed copy delivered "
+              "the bytes the host held when it was queued. Only asynchronous copies (pinned "
+              "memory on CUDA, or the CPU model of them) can violate it.",
+              check_no_copy_hazard),
     Invariant("padded_read",
               "Entries of req_ids at and past num_reqs are not read (reported as info).",
               check_padded_read, always_info=True),

@@ -8,11 +8,26 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class HostWrite:
-    """A host write into a buffer's CPU side, through ``.np``, ``.cpu`` or not intercepted."""
+    """A host write into a buffer's CPU side, through ``.np``, ``.cpu`` or not intercepted.
+
+    ``into_pending_copy`` is True when the write touched a range whose host-to-device
+    copy had been queued but had not yet executed (a write-after-copy hazard).
+    """
 
     buffer: str
     slots: tuple[int, ...]
     via: str            # "np" | "cpu" | "untracked" (seen only as a changed value)
+    into_pending_copy: bool = False
+
+
+@dataclass(frozen=True)
+class StaleTransfer:
+    """After a copy completed, the device held other bytes than the host had when it was queued."""
+
+    buffer: str
+    slots: tuple[int, ...]
+    queued: tuple          # host values at the time the copy was queued
+    received: tuple        # what the device holds for those slots
 
 
 @dataclass(frozen=True)
@@ -38,6 +53,12 @@ class Observation:
     inputs_after: dict = field(default_factory=dict)
     timed_out: bool = False
     exception_mro: tuple[str, ...] = ()
+    last_step_start: int = 0            # index in events where the last staging call began
+
+    @property
+    def last_step(self) -> list:
+        """Events of the last staging call (runs of several steps observe them all)."""
+        return self.events[self.last_step_start:]
 
     @property
     def returned(self) -> bool:
@@ -47,10 +68,14 @@ class Observation:
         return type_name in self.exception_mro or self.exception_type == type_name
 
     def copies(self, buffer: str) -> list[Copy]:
-        return [e for e in self.events if isinstance(e, Copy) and e.buffer == buffer]
+        return [e for e in self.last_step if isinstance(e, Copy) and e.buffer == buffer]
+
+    def hazards(self) -> list:
+        return [e for e in self.events if isinstance(e, StaleTransfer)
+                or (isinstance(e, HostWrite) and e.into_pending_copy)]
 
     def writes(self, buffer: str) -> list[HostWrite]:
-        return [e for e in self.events if isinstance(e, HostWrite) and e.buffer == buffer]
+        return [e for e in self.last_step if isinstance(e, HostWrite) and e.buffer == buffer]
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
