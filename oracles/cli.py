@@ -25,6 +25,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _positive_int(option: str, template: str):
+    """A parser for a whole number >= 1 whose error names the option and the value."""
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -85,6 +86,15 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deferred-copies", action="store_true",
                    help="cpu: model asynchronous copies (they execute at the end of the call, "
                    "reading host memory then) to find write-after-copy hazards")
+    p.add_argument("--kernel", default="auto", choices=("auto", "always", "off"),
+                   help="kernel oracle: run the postprocess kernel on both sides' mirrors where "
+                   "their live slots differ (auto, default), on every example (always), or "
+                   "never (off)")
+    p.add_argument("--no-kernel", dest="kernel", action="store_const", const="off",
+                   help="same as --kernel off")
+    p.add_argument("--kernel-backend", choices=("reference", "triton"), default=None,
+                   help="kernel the oracle runs (default: triton on cuda, reference on cpu; "
+                   "triton on cpu uses the interpreter)")
     p.add_argument("--gpu-busy-cycles", default="1000000",
                    help="cuda: device cycles of work queued ahead of each call, so its copies "
                    "stay queued while the host runs (default 1000000; 0 turns it off)")
@@ -102,6 +112,32 @@ def build_parser() -> argparse.ArgumentParser:
     spec = sub.add_parser("spec", help="check one staging target against the spec")
     spec.add_argument("target")
     _add_campaign_options(spec)
+    kernel = sub.add_parser("kernel", help="kernel oracle 1: the Triton postprocess kernel "
+                            "against its reference, bit for bit")
+    kernel.add_argument("--examples", default="100", help="kernel scenarios (default 100)")
+    kernel.add_argument("--seed", default="0")
+    kernel.add_argument("--device", default="cpu", help="cpu (Triton interpreter) or cuda")
+    kernel.add_argument("--json", metavar="PATH")
+    symbolic = sub.add_parser("symbolic", help="CrossHair: symbolic diff of two targets over "
+                              "list-backed buffers")
+    symbolic.add_argument("baseline")
+    symbolic.add_argument("candidate")
+    symbolic.add_argument("--timeout", default="30", help="seconds of exploration (default 30)")
+    symbolic.add_argument("--max-capacity", default="4", help="largest capacity (default 4)")
+    symbolic.add_argument("--json", metavar="PATH")
+    symbolic.add_argument("--strict", action="store_true", help="info findings also give exit 1")
+    bench = sub.add_parser("bench", help="per-call cost of two targets, interleaved, as ratios")
+    bench.add_argument("baseline")
+    bench.add_argument("candidate")
+    bench.add_argument("--device", default="cpu")
+    bench.add_argument("--json", metavar="PATH")
+    mutants = sub.add_parser("mutants", help="mutation catalog: which oracle kills which "
+                             "realistic refactoring mistake")
+    mutants.add_argument("target")
+    mutants.add_argument("--oracles", default="spec,differential,kernel,symbolic,upstream",
+                         help="comma-separated: spec, differential, kernel, symbolic, upstream")
+    mutants.add_argument("--budget", default="300", help="examples per oracle run (default 300)")
+    mutants.add_argument("--json", metavar="PATH")
     replay = sub.add_parser("replay", help="re-run a saved finding")
     replay.add_argument("file")
     replay.add_argument("--baseline", help="override the saved baseline target")
@@ -129,14 +165,13 @@ def _campaign_config(args):
         examples=_positive_int("--examples", messages.BAD_EXAMPLES)(args.examples),
         seed=_int("--seed", messages.BAD_SEED)(args.seed),
         device=_device(args.device),
-        max_capacity=_positive_int("--max-capacity", messages.BAD_EXAMPLES.replace(
-            "--examples", "--max-capacity").replace("--examples 500", "--max-capacity 8"))(
-                args.max_capacity),
+        max_capacity=_positive_int("--max-capacity", messages.BAD_CAPACITY)(args.max_capacity),
         timeout=_seconds("--timeout")(args.timeout),
         out_of_contract=not args.no_out_of_contract,
         deferred_copies=args.deferred_copies,
         gpu_busy_cycles=_int("--gpu-busy-cycles", messages.BAD_CYCLES)(args.gpu_busy_cycles)
-        if args.device == "cuda" else 0)
+        if args.device == "cuda" else 0,
+        kernel=args.kernel, kernel_backend=args.kernel_backend)
 
 
 def _progress():
@@ -208,6 +243,88 @@ def _replay(args) -> int:
     return EXIT_FINDINGS if any(f.severity == ERROR for f in findings) else EXIT_CLEAN
 
 
+def _use_interpreter_without_gpu() -> None:
+    """Triton runs through its interpreter where torch sees no GPU (set before import)."""
+    import torch
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def _kernel(args) -> int:
+    examples = _positive_int("--examples", messages.BAD_EXAMPLES)(args.examples)
+    seed = _int("--seed", messages.BAD_SEED)(args.seed)
+    device = _device(args.device)
+    if args.json:
+        _write("--json", args.json, "")
+    _use_interpreter_without_gpu()
+    from oracles.kernel_oracle import run_kernel_campaign
+    result = run_kernel_campaign(examples, seed, device)
+    print(f"stagecheck kernel: Triton kernel vs reference on {device}"
+          f"{' (interpreter)' if device == 'cpu' else ''}")
+    print(f"tried {result.examples} kernel scenarios (seed {seed}) in {result.seconds:.1f} s")
+    if result.clean:
+        print("verdict: EQUIVALENT — bit-identical states (every block) and accepted counts")
+        print(messages.KERNEL_CLEAN_HINT.format(more=examples * 10, examples=examples,
+                                                seed=seed))
+    else:
+        print("verdict: DIFFERENT — shrunk scenario:")
+        for line in result.differences:
+            print(f"  {line}")
+        print("  scenario: " + result.failure.to_json())
+    if args.json:
+        _write_json(args.json, result.to_dict())
+    return EXIT_CLEAN if result.clean else EXIT_FINDINGS
+
+
+def _symbolic(args) -> int:
+    from oracles.targets import load_target
+    timeout = _seconds("--timeout")(args.timeout)
+    capacity = _positive_int("--max-capacity", messages.BAD_CAPACITY)(args.max_capacity)
+    if args.json:
+        _write("--json", args.json, "")
+    baseline = load_target(args.baseline, "BASELINE")
+    candidate = load_target(args.candidate, "CANDIDATE")
+    from oracles.symbolic import run_symbolic
+    result = run_symbolic(baseline, candidate, timeout=timeout, max_capacity=capacity)
+    print(result.summary())
+    errors, infos = result.errors, result.infos
+    different = bool(errors) or (args.strict and bool(infos))
+    print(f"verdict: {'DIFFERENT' if different else 'EQUIVALENT'} — {len(errors)} error "
+          f"finding(s), {len(infos)} info finding(s) on the paths explored")
+    for f in errors + infos:
+        where = "in contract" if f.in_contract else "out of contract"
+        print(f"  {f.severity}: {f.invariant} ({f.side}, {where}) {f.message}")
+        print(f"    input: {json.dumps(f.scenario, sort_keys=True)}")
+    if args.json:
+        _write_json(args.json, result.to_dict())
+    return EXIT_FINDINGS if different else EXIT_CLEAN
+
+
+def _bench(args) -> int:
+    from oracles.targets import load_target
+    device = _device(args.device)
+    if args.json:
+        _write("--json", args.json, "")
+    baseline = load_target(args.baseline, "BASELINE")
+    candidate = load_target(args.candidate, "CANDIDATE")
+    from oracles.bench import format_bench, run_bench
+    result = run_bench(baseline, candidate, device=device)
+    print(format_bench(result))
+    if args.json:
+        _write_json(args.json, result.to_dict())
+    return EXIT_CLEAN
+
+
+def _mutants(args) -> int:
+    budget = _positive_int("--budget", messages.BAD_BUDGET)(args.budget)
+    oracles = [o.strip() for o in args.oracles.split(",") if o.strip()]
+    if args.json:
+        _write("--json", args.json, "")
+    _use_interpreter_without_gpu()
+    from oracles.mutants import mutants_command
+    return mutants_command(args.target, oracles, budget, args.json)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -221,6 +338,14 @@ def main(argv: list[str] | None = None) -> int:
             return _run_campaign(args, None, args.target)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "kernel":
+            return _kernel(args)
+        if args.command == "symbolic":
+            return _symbolic(args)
+        if args.command == "bench":
+            return _bench(args)
+        if args.command == "mutants":
+            return _mutants(args)
         raise UsageError(f"unknown command {args.command!r}")
     except StagecheckError as exc:
         print(f"stagecheck: error: {exc}", file=sys.stderr)

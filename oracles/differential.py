@@ -117,20 +117,27 @@ def _outcome(o: Observation) -> str:
 
 def evaluate(baseline: Target | None, candidate: Target, s: StagingScenario,
              device: str = "cpu", timeout: float | None = 5.0, deferred: bool = False,
-             gpu_busy_cycles: int = 0
+             gpu_busy_cycles: int = 0, kernel: str = "auto", kernel_backend: str | None = None
              ) -> tuple[list[Finding], Observation | None, Observation]:
     """Spec findings for each side plus their differences, for one scenario.
 
-    With ``baseline`` None only the candidate is run and checked against the spec.
+    With ``baseline`` None only the candidate is run and checked against the spec (and
+    the kernel oracle compares its mirrors with the values the spec derives).
+    ``kernel``: "auto" runs the kernel oracle where live mirrors differ, "always" on
+    every example, "off" never.
     """
     in_contract = not contract_breaches(s)
     b, _ = observe(candidate, s, device, timeout, deferred, gpu_busy_cycles)
     findings = check(s, b, candidate.profile, "candidate", in_contract)
-    if baseline is None:
-        return findings, None, b
-    a, _ = observe(baseline, s, device, timeout, deferred, gpu_busy_cycles)
-    findings = check(s, a, baseline.profile, "baseline", in_contract) + findings
-    findings += compare(s, a, b, baseline.profile, candidate.profile, in_contract)
+    a = None
+    if baseline is not None:
+        a, _ = observe(baseline, s, device, timeout, deferred, gpu_busy_cycles)
+        findings = check(s, a, baseline.profile, "baseline", in_contract) + findings
+        findings += compare(s, a, b, baseline.profile, candidate.profile, in_contract)
+    if kernel != "off":
+        from oracles.kernel_oracle import annotate
+        backend = kernel_backend or ("triton" if device == "cuda" else "reference")
+        findings = annotate(findings, s, a, b, backend, device, always=kernel == "always")
     return findings, a, b
 
 
@@ -144,6 +151,9 @@ class CampaignConfig:
     out_of_contract: bool = True
     deferred_copies: bool = False  # CPU model of asynchronous copies (hazard detection)
     gpu_busy_cycles: int = 0       # CUDA: device work queued ahead of each call's copies
+    kernel: str = "auto"           # kernel oracle: "auto" (where live mirrors differ),
+                                   # "always", or "off"
+    kernel_backend: str | None = None   # None: triton on cuda, reference on cpu
     database: object = None        # a hypothesis example database (None: none kept)
     derandomize: bool = False      # hypothesis derandomize: the seed is then ignored
 
@@ -182,6 +192,36 @@ def _size(s: StagingScenario) -> tuple:
     return (s.capacity, s.num_reqs, len(s.req_ids), len(s.to_json()))
 
 
+IMPACT_PROBE_EXAMPLES = 60
+
+
+def _probe_impact(baseline, candidate, config: CampaignConfig, kept: dict, impact: dict,
+                  record) -> None:
+    """For error findings not yet seen to reach the kernel, look further.
+
+    A search stops at its first error and shrinks it towards values on which the kernel
+    does nothing; this phase draws more in-contract examples (no shrinking) and records
+    on which of them each difference changes the kernel's results.
+    """
+    open_keys = {k for k, (_, f) in kept.items() if f.severity == ERROR and not impact.get(k)}
+    if not open_keys:
+        return
+
+    @settings(max_examples=IMPACT_PROBE_EXAMPLES, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
+    @hyp_seed(config.seed + 1)
+    @given(staging_scenarios(config.max_capacity))
+    def probe(s):
+        findings, _, _ = evaluate(baseline, candidate, s, config.device, config.timeout,
+                                  config.deferred_copies, config.gpu_busy_cycles,
+                                  config.kernel, config.kernel_backend)
+        for f in findings:
+            if f.key in open_keys and f.kernel_impact is not None:
+                impact[f.key] = bool(impact.get(f.key)) or f.kernel_impact
+
+    probe()
+
+
 def run_campaign(baseline: Target | None, candidate: Target,
                  config: CampaignConfig | None = None, progress=None) -> CampaignResult:
     """Fuzz both targets; keep the smallest example of every distinct finding.
@@ -196,9 +236,14 @@ def run_campaign(baseline: Target | None, candidate: Target,
     total = [0]
     started = time.perf_counter()
 
+    impact: dict[tuple, bool | None] = {}
+
     def record(findings: list[Finding], s: StagingScenario) -> None:
         size = _size(s)
         for f in findings:
+            # a difference reaches the kernel if it did on any example that showed it
+            if f.kernel_impact is not None:
+                impact[f.key] = bool(impact.get(f.key)) or f.kernel_impact
             first_seen.setdefault(f.key, total[0])
             f.examples_to_find = first_seen[f.key]
             if f.key not in kept or size < kept[f.key][0]:
@@ -222,7 +267,8 @@ def run_campaign(baseline: Target | None, candidate: Target,
             counter[0] += 1
             total[0] += 1
             findings, _, _ = evaluate(baseline, candidate, s, config.device, config.timeout,
-                                      config.deferred_copies, config.gpu_busy_cycles)
+                                      config.deferred_copies, config.gpu_busy_cycles,
+                                      config.kernel, config.kernel_backend)
             record(findings, s)
             errors = [f for f in findings if f.severity == ERROR]
             if errors:
@@ -243,6 +289,11 @@ def run_campaign(baseline: Target | None, candidate: Target,
             result.examples_in_contract = counter[0]
         else:
             result.examples_out_of_contract = counter[0]
+    if config.kernel != "off":
+        _probe_impact(baseline, candidate, config, kept, impact, record)
+    for key, (_, f) in kept.items():
+        if impact.get(key) is not None:
+            f.kernel_impact = impact[key]
     result.findings = sorted((f for _, f in kept.values()),
                              key=lambda f: (f.severity != ERROR, f.invariant, f.side,
                                             str(f.field)))

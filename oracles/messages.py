@@ -41,6 +41,9 @@ CUDA_UNAVAILABLE = ("option --device: 'cuda' was asked for but torch sees no CUD
 BAD_EXAMPLES = ("option --examples: {value!r} is not a whole number >= 1; give e.g. --examples 500")
 BAD_CYCLES = ("option --gpu-busy-cycles: {value!r} is not a whole number of cycles; give e.g. "
               "--gpu-busy-cycles 1000000, or 0 for none")
+BAD_CAPACITY = ("option --max-capacity: {value!r} is not a whole number >= 1; give e.g. "
+                "--max-capacity 8")
+BAD_BUDGET = "option --budget: {value!r} is not a whole number >= 1; give e.g. --budget 300"
 BAD_SEED = "option --seed: {value!r} is not a whole number; give e.g. --seed 0"
 BAD_TIMEOUT = "option {option}: {value!r} is not a positive number of seconds; give e.g. {option} 5"
 JSON_UNWRITABLE = ("option {option}: cannot write {value!r} ({error}); give a path in a writable "
@@ -52,4 +55,7 @@ USAGE = "{message}; run 'stagecheck {command} --help' for the options"
 # report lines
 CLEAN_RUN_HINT = ("No error finding. To search harder: --examples {more} (now {examples}), "
                   "another --seed (now {seed}), or a larger --max-capacity (now {capacity}).")
+KERNEL_CLEAN_HINT = ("No difference. To search harder: --examples {more} (now {examples}) or "
+                     "another --seed (now {seed}); on a GPU, --device cuda runs the compiled "
+                     "kernel.")
 HANG = "the call did not return within {seconds} s; stopped it (reported as a hang)"

@@ -47,6 +47,8 @@ def buffer_contents(fill: str, seed: int, capacity: int) -> tuple[dict, dict]:
                                    for _ in range(capacity)]
     return cpu, gpu
 state_indices = st.one_of(st.integers(0, 64), st.integers(0, INT32_MAX))
+REGIMES = ("engine", "wide")
+ENGINE_BLOCK = 4   # block size the "engine" regime's state indices assume
 
 
 @st.composite
@@ -55,7 +57,8 @@ def staging_scenarios(draw, max_capacity: int = 8) -> StagingScenario:
 
     Guarantees: 0 <= num_reqs <= capacity; num_reqs <= len(req_ids) <= capacity
     (trailing padded ids); live ids unique and present in num_scheduled_tokens and
-    requests; live values fit int32. Free: empty and full batches, requests without
+    requests; live values fit int32. Free: engine-like values (scheduled >= drafts + 1,
+    state index at the running block) or any int32 counts, empty and full batches, requests without
     drafts (absent or empty list), live requests without a state index (the
     contract's error path), stale dict entries for padded ids, independent initial
     contents of every CPU view and GPU mirror, and both values of the flag.
@@ -66,22 +69,35 @@ def staging_scenarios(draw, max_capacity: int = 8) -> StagingScenario:
     numbers = draw(st.lists(st.integers(0, 4 * max_capacity), min_size=length,
                             max_size=length, unique=True))
     req_ids = [f"req-{k}" for k in numbers]
+    # "engine": the values a running engine stages (each request schedules its drafts plus
+    # at least one token; the state index is the block column of the running state, as
+    # the preprocess step leaves it) so the kernel acts on them; "wide": any int32 count.
+    regime = draw(st.sampled_from(REGIMES))
     scheduled, spec_tokens, computed, prompt, state_idx = {}, {}, {}, {}, {}
     for position, r in enumerate(req_ids):
         live = position < num_reqs
         # padded ids may be stale entries in the dicts, or gone
         if not live and not draw(st.booleans()):
             continue
-        scheduled[r] = draw(token_counts)
-        computed[r] = draw(token_counts)
-        prompt[r] = draw(token_counts)
         drafts = draw(st.integers(0, 3))   # 0: absent; 1: empty list; 2..3: 1..4 drafts
         if drafts == 1:
             spec_tokens[r] = []
         elif drafts > 1:
             spec_tokens[r] = draw(st.lists(st.integers(0, 50_000), min_size=1, max_size=4))
+        n_drafts = len(spec_tokens.get(r, []))
+        if regime == "engine":
+            scheduled[r] = n_drafts + 1 + draw(st.integers(0, 8))
+            computed[r] = draw(st.one_of(st.integers(0, 64), st.integers(65_536, 200_000)))
+            prompt[r] = draw(st.integers(0, 128))
+            running = computed[r] + scheduled[r] - n_drafts
+            index = max(0, (running - 1) // ENGINE_BLOCK - draw(st.integers(0, 1)))
+        else:
+            scheduled[r] = draw(token_counts)
+            computed[r] = draw(token_counts)
+            prompt[r] = draw(token_counts)
+            index = draw(state_indices)
         if draw(st.integers(0, 7)) != 7:  # about one in eight lacks a state index
-            state_idx[r] = draw(state_indices)
+            state_idx[r] = index
     initial_cpu, initial_gpu = buffer_contents(draw(st.sampled_from(FILLS)),
                                                draw(st.integers(0, 2**32 - 1)), capacity)
     flag = draw(st.booleans().map(lambda b: not b))   # shrinks towards True

@@ -16,12 +16,12 @@ if not torch.cuda.is_available():
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, note, settings  # noqa: E402
 
-from impl.postprocess import (BACKENDS, KernelDecision, MambaStateSpec,  # noqa: E402
-                              kernel_decisions, mamba_postprocess)
+from impl.postprocess import BACKENDS, KernelDecision, MambaStateSpec, kernel_decisions  # noqa: E402
 from impl.postprocess_ref import apply_state_copy  # noqa: E402
 from oracles.kernel_strategies import (KernelInputs, KernelScenario, LayerSpec,  # noqa: E402
                                        build_kernel_inputs, compare_kernel_outputs,
-                                       kernel_scenarios, make_kernel_scenario, page_layout)
+                                       kernel_scenarios, make_kernel_scenario, page_layout,
+                                       state_bytes)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -54,8 +54,7 @@ def changed_blocks(scenario: KernelScenario, after: KernelInputs) -> list[list[i
     before = build_kernel_inputs(scenario, DEVICE)
     result = []
     for old, new in zip(before.states, after.states):
-        diff = (old.tensor.reshape(old.tensor.shape[0], -1).view(torch.uint8)
-                != new.tensor.reshape(new.tensor.shape[0], -1).view(torch.uint8))
+        diff = state_bytes(old.tensor) != state_bytes(new.tensor)
         result.append(diff.any(dim=1).nonzero().flatten().tolist())
     return result
 
