@@ -18,4 +18,5 @@ def test_readme_quickstart_is_two_commands_and_ci_runs_the_second():
     commands = [line for line in block.strip().splitlines() if line.strip()]
     assert len(commands) == 2
     assert "stagecheck diff legacy single-loop" in commands[0]
-    assert commands[1] in (ROOT / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert commands[0] in ci and commands[1] in ci
