@@ -155,7 +155,8 @@ class CampaignConfig:
                                    # "always", or "off"
     kernel_backend: str | None = None   # None: triton on cuda, reference on cpu
     database: object = None        # a hypothesis example database (None: none kept)
-    derandomize: bool = False      # hypothesis derandomize: the seed is then ignored
+    derandomize: bool = False      # hypothesis derandomize (the explicit seed still rules;
+                                   # no example database is used with it)
 
 
 @dataclass
@@ -256,7 +257,8 @@ def run_campaign(baseline: Target | None, candidate: Target,
     for stream, strategy in streams:
         counter = [0]
 
-        @settings(max_examples=config.examples, deadline=None, database=config.database,
+        @settings(max_examples=config.examples, deadline=None,
+                  database=None if config.derandomize else config.database,
                   suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
                   derandomize=config.derandomize,
                   phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))

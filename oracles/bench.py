@@ -1,0 +1,257 @@
+"""Per-call cost of two staging targets, measured side by side.
+
+``run_bench`` times both targets for several batch sizes (``num_reqs``) in one run,
+interleaved round by round, and reports the cost of the candidate as a ratio to the
+baseline with its spread, so a refactor's speed claim is checked next to its
+equivalence (``stagecheck bench BASELINE CANDIDATE``).
+
+What is measured is the staging code itself: the buffers are plain
+``impl.buffer.CpuGpuBuffer`` objects (pinned host memory and device tensors on CUDA),
+not the instrumented ones of the differential oracles. Inputs are in contract, every
+live request has a state index, capacity equals ``num_reqs``; each side gets its own
+copy of the same inputs, built once per size and reused by every call.
+
+Method, per size: a few warm-up calls per side (also checking that neither raises);
+a calibration that picks ``calls`` per batch so the slower side's batch lasts about
+``min_time / (2 * repeats)``, but at most 1 ms (one call when a call takes longer):
+short batches are rarely hit by a preemption, and many rounds make the median
+robust to those that are; then rounds of one batch per side, the order alternating
+each round (AB, BA, ...) so that drift (frequency scaling, a noisy neighbour) hits
+both sides alike. Rounds continue until there are at least ``repeats`` of them and
+``min_time`` has elapsed (at most 10000). Batches are timed with
+``time.perf_counter_ns`` with the garbage collector off; on CUDA the stream is
+synchronized at the end of each batch (the copies are non-blocking). Per round the
+ratio is candidate / baseline per-call time; the report gives the median ratio and
+the interquartile range of the per-round ratios as its spread.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
+
+from oracles.errors import StagecheckError
+from oracles.targets import Target
+from spec.schema import FIELDS_BY_BUFFER, FLAG
+
+__all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "format_bench",
+           "run_bench"]
+
+DEFAULT_SIZES = (1, 8, 64, 256, 1024)
+_WARMUP_CALLS = 3
+_MAX_BATCH_NS = 1_000_000
+_MAX_ROUNDS = 10_000
+
+
+@dataclass
+class BenchRow:
+    """One batch size: per-call medians of both sides and the ratio with its spread."""
+
+    num_reqs: int
+    baseline_s: float          # median per-call seconds over the rounds
+    candidate_s: float
+    ratio: float               # median of the per-round ratios candidate / baseline
+    ratio_q1: float            # first and third quartiles of the per-round ratios
+    ratio_q3: float
+    rounds: int
+    calls_per_round: int       # calls per side in each round's batch
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range of the per-round ratios."""
+        return self.ratio_q3 - self.ratio_q1
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["spread"] = self.spread
+        return data
+
+
+@dataclass
+class BenchResult:
+    baseline: str
+    candidate: str
+    device: str
+    rows: list[BenchRow] = field(default_factory=list)
+    seconds: float = 0.0
+    repeats: int = 0
+    min_time: float = 0.0
+
+    def row(self, num_reqs: int) -> BenchRow:
+        for r in self.rows:
+            if r.num_reqs == num_reqs:
+                return r
+        raise KeyError(num_reqs)
+
+    def to_dict(self) -> dict:
+        return {"baseline": self.baseline, "candidate": self.candidate, "device": self.device,
+                "seconds": round(self.seconds, 3), "repeats": self.repeats,
+                "min_time": self.min_time, "unit": "seconds per call",
+                "ratio": "candidate / baseline",
+                "rows": [r.to_dict() for r in self.rows]}
+
+
+def build_bench_inputs(target: Target, num_reqs: int, device: str = "cpu") -> SimpleNamespace:
+    """In-contract arguments for one staging call with ``num_reqs`` live requests.
+
+    Capacity equals ``num_reqs``; every request has a state index and a prompt
+    length; every other request has draft tokens (the others are absent from
+    ``scheduled_spec_decode_tokens``, as in a real step). Values are deterministic.
+    """
+    import torch
+
+    from impl.buffer import CpuGpuBuffer
+    dtypes = {"int32": torch.int32, "bool": torch.bool}
+    ctx = SimpleNamespace()
+    for buffer in target.profile.buffers():
+        setattr(ctx, buffer, CpuGpuBuffer(num_reqs, dtypes[FIELDS_BY_BUFFER[buffer].dtype],
+                                          device))
+    req_ids = [f"req-{i}" for i in range(num_reqs)]
+    scheduled = {r: 1 + (i * 7) % 512 for i, r in enumerate(req_ids)}
+    drafts = {r: list(range(i % 4)) for i, r in enumerate(req_ids) if i % 2 == 1}
+    requests = {r: SimpleNamespace(num_computed_tokens=(i * 131) % 4096,
+                                   num_prompt_tokens=2048)
+                for i, r in enumerate(req_ids)}
+    state_idx = {r: (i * 3) % 1000 for i, r in enumerate(req_ids)}
+    args = (ctx, SimpleNamespace(num_scheduled_tokens=scheduled,
+                                 scheduled_spec_decode_tokens=drafts),
+            req_ids, num_reqs, requests, state_idx)
+    kwargs = {FLAG: True} if target.profile.takes_flag else {}
+    return SimpleNamespace(args=args, kwargs=kwargs)
+
+
+def _caller(target: Target, inputs: SimpleNamespace):
+    func, args, kwargs = target.func, inputs.args, inputs.kwargs
+    if kwargs:
+        return lambda: func(*args, **kwargs)
+    return lambda: func(*args)
+
+
+def _time_batch(call, calls: int, sync) -> int:
+    """Nanoseconds for ``calls`` calls (and the device synchronization after them)."""
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        call()
+    if sync is not None:
+        sync()
+    return time.perf_counter_ns() - start
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
+def _bench_size(baseline: Target, candidate: Target, num_reqs: int, device: str,
+                repeats: int, min_time: float, sync) -> BenchRow:
+    calls = {}
+    for side, target in (("baseline", baseline), ("candidate", candidate)):
+        call = _caller(target, build_bench_inputs(target, num_reqs, device))
+        try:
+            for _ in range(_WARMUP_CALLS):
+                call()
+            if sync is not None:
+                sync()
+        except Exception as exc:
+            raise StagecheckError(
+                f"bench: the {side} {target.spec!r} raised {type(exc).__name__}: {exc} on an "
+                f"in-contract input with num_reqs={num_reqs}; run 'stagecheck diff' to see "
+                "why (a target that fails on valid inputs cannot be timed)") from None
+        calls[side] = call
+    # calibration: a batch of the slower side lasts min_time / (2 * repeats), at most 1 ms
+    per_call = max(_time_batch(calls[s], _WARMUP_CALLS, sync) / _WARMUP_CALLS for s in calls)
+    target_batch_ns = min(min_time * 1e9 / (2 * repeats), _MAX_BATCH_NS)
+    n = max(1, int(target_batch_ns // max(per_call, 1.0)))
+
+    base_ns: list[float] = []
+    cand_ns: list[float] = []
+    ratios: list[float] = []
+    started = time.perf_counter()
+    rounds = 0
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        while rounds < repeats or (time.perf_counter() - started < min_time
+                                   and rounds < _MAX_ROUNDS):
+            order = ("baseline", "candidate") if rounds % 2 == 0 else ("candidate", "baseline")
+            took = {side: _time_batch(calls[side], n, sync) for side in order}
+            base_ns.append(took["baseline"] / n)
+            cand_ns.append(took["candidate"] / n)
+            ratios.append(took["candidate"] / max(took["baseline"], 1))
+            rounds += 1
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    q1, q3 = _quartiles(ratios)
+    return BenchRow(num_reqs=num_reqs, baseline_s=statistics.median(base_ns) / 1e9,
+                    candidate_s=statistics.median(cand_ns) / 1e9,
+                    ratio=statistics.median(ratios), ratio_q1=q1, ratio_q3=q3,
+                    rounds=rounds, calls_per_round=n)
+
+
+def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
+              sizes=DEFAULT_SIZES, repeats: int = 20, min_time: float = 0.5) -> BenchResult:
+    """Per-call cost of both targets for each ``num_reqs`` in ``sizes``.
+
+    ``repeats`` is the least number of rounds per size, ``min_time`` the least
+    seconds spent per size (both sides together). Raises ``StagecheckError`` when a
+    target raises on the in-contract inputs, or when CUDA is asked for and absent.
+    """
+    import torch
+    if repeats < 1 or not min_time > 0:
+        raise ValueError("run_bench: repeats must be >= 1 and min_time > 0")
+    sizes = tuple(sizes)
+    if not sizes or any(not isinstance(s, int) or s < 1 for s in sizes):
+        raise ValueError(f"run_bench: sizes must be whole numbers >= 1, got {sizes!r}")
+    sync = None
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            from oracles import messages
+            raise StagecheckError(messages.CUDA_UNAVAILABLE.format(torch=torch.__version__))
+        sync = torch.cuda.synchronize
+    elif device != "cpu":
+        from oracles import messages
+        raise StagecheckError(messages.BAD_DEVICE.format(value=device))
+    result = BenchResult(baseline.spec, candidate.spec, device, repeats=repeats,
+                         min_time=min_time)
+    started = time.perf_counter()
+    for num_reqs in sizes:
+        result.rows.append(_bench_size(baseline, candidate, num_reqs, device, repeats,
+                                       min_time, sync))
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _us(seconds: float) -> str:
+    us = seconds * 1e6
+    return f"{us:.2f}" if us < 100 else f"{us:.1f}" if us < 10000 else f"{us:.0f}"
+
+
+def format_bench(result: BenchResult) -> str:
+    """The result as a table: per-call microseconds of both sides, ratio and spread."""
+    header = ("num_reqs", "baseline µs/call", "candidate µs/call",
+              "ratio (candidate/baseline)", "spread (IQR of ratios)")
+    rows = []
+    for r in result.rows:
+        rows.append((str(r.num_reqs), _us(r.baseline_s), _us(r.candidate_s), f"{r.ratio:.3f}",
+                     f"{r.ratio_q1:.3f}..{r.ratio_q3:.3f} (±{r.spread / 2:.3f})"))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+
+    def line(cells) -> str:
+        return " | ".join(c.rjust(w) for c, w in zip(cells, widths))
+
+    rounds = sorted({r.rounds for r in result.rows}) or [0]
+    rounds_text = (str(rounds[0]) if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}")
+    out = [f"stagecheck bench: {result.baseline} (baseline) vs {result.candidate} (candidate) "
+           f"on {result.device}",
+           line(header), "-+-".join("-" * w for w in widths)]
+    out += [line(row) for row in rows]
+    out.append(f"{rounds_text} interleaved rounds per size; per-call medians; ratio < 1: the "
+               f"candidate is faster; {result.seconds:.1f} s in all")
+    return "\n".join(out)
