@@ -178,26 +178,52 @@ class ModelRun:
     observation: Observation
 
 
-def scenario_of(capacity: int, num_reqs: int, req_ids: list[str],
-                num_scheduled_tokens: dict[str, int], spec_decode_tokens: dict[str, list[int]],
-                num_computed_tokens: dict[str, int], mamba_state_idx: dict[str, int],
-                initial_cpu: list[int], initial_gpu: list[int]) -> StagingScenario:
-    """The scenario of a model call; every buffer starts from ``initial_cpu``/``initial_gpu``.
+Ints = tuple[int, int, int]   # one value per request (or per slot); MAX_CAPACITY long
 
-    The models' requests carry only ``num_computed_tokens`` (the older generations read
-    nothing else); ``num_prompt_tokens`` mirrors it so that the contract's "present in
-    requests" means the same as for a full scenario.
+
+def scenario_of(capacity: int, num_ids: int, num_reqs: int, scheduled: Ints, computed: Ints,
+                drafts: Ints, state_idx: Ints, missing: int, initial_cpu: Ints,
+                initial_gpu: Ints) -> StagingScenario:
+    """The scenario the contracted entry points run, from ints and fixed-length tuples.
+
+    A batch of ``capacity`` slots holds ``num_ids`` request ids named ``"r<j>"``,
+    the first ``num_reqs`` live and the rest padded (``shape_ok`` bounds all three). Request ``j`` has ``scheduled[j]`` tokens scheduled, ``computed[j]``
+    computed, ``drafts[j] % 4`` draft tokens if live (absent from the dict when 0)
+    and state index ``state_idx[j]``; live request ``missing`` (any other value:
+    none) has no state index. Every buffer starts from ``initial_cpu[:capacity]`` / ``initial_gpu[:capacity]``.
+
+    Fixed-length tuples of ints keep the search on values (symbolic ints) rather
+    than on list lengths and dict key sets; ids are opaque to the staging code, so
+    naming them by position loses nothing that matters to it.
     """
+    req_ids = [f"r{j}" for j in range(num_ids)]
+    spec_tokens, state_indices = {}, {}
+    for j, r in enumerate(req_ids):
+        # Choices are made for live requests only (padded ones have a state index and
+        # no drafts), and so that the common case is the default: CrossHair takes the
+        # "true" side of a fresh branch less often (1 in 4).
+        live = j < num_reqs
+        count = drafts[j] % 4 if live else 0
+        if not count == 0:
+            spec_tokens[r] = [0] * count
+        if live and j == missing:
+            continue
+        state_indices[r] = state_idx[j]
     return StagingScenario(
-        capacity=capacity, num_reqs=num_reqs, req_ids=list(req_ids),
-        num_scheduled_tokens=dict(num_scheduled_tokens),
-        spec_decode_tokens={r: list(t) for r, t in spec_decode_tokens.items()},
-        num_computed_tokens=dict(num_computed_tokens),
-        num_prompt_tokens=dict(num_computed_tokens),
-        mamba_state_idx=dict(mamba_state_idx),
-        initial_cpu={b: list(initial_cpu) for b in BUFFERS},
-        initial_gpu={b: list(initial_gpu) for b in BUFFERS},
+        capacity=capacity, num_reqs=num_reqs, req_ids=req_ids,
+        num_scheduled_tokens={r: scheduled[j] for j, r in enumerate(req_ids)},
+        spec_decode_tokens=spec_tokens,
+        num_computed_tokens={r: computed[j] for j, r in enumerate(req_ids)},
+        num_prompt_tokens={r: computed[j] for j, r in enumerate(req_ids)},
+        mamba_state_idx=state_indices,
+        initial_cpu={b: list(initial_cpu[:capacity]) for b in BUFFERS},
+        initial_gpu={b: list(initial_gpu[:capacity]) for b in BUFFERS},
         run_prefix_state_migration=True)
+
+
+def shape_ok(capacity: int, num_ids: int, num_reqs: int) -> bool:
+    """Bounds of the entry points' shape (what the staging contract says is ``in_contract``)."""
+    return 1 <= capacity <= MAX_CAPACITY and 0 <= num_reqs <= num_ids <= capacity
 
 
 def run_model(stage, s: StagingScenario) -> ModelRun:
@@ -291,26 +317,17 @@ def inputs_unchanged(run: ModelRun) -> bool:
     return _holds("inputs_unchanged", run)
 
 
-def raises_iff_index_missing(run: ModelRun) -> bool:
-    """``expected_outcome`` and ``missing_index_assertion`` together decide the outcome:
-    it raised exactly when some live request lacks a state index."""
-    missing = first_missing_state_index(run.scenario, PROFILE) is not None
-    return run.observation.returned != missing
-
-
 # --------------------------------------------------------------------------------------
 # The contracted entry points (what `crosshair check spec/models.py` analyses)
 # --------------------------------------------------------------------------------------
 
-def run_legacy(capacity: int, num_reqs: int, req_ids: list[str],
-               num_scheduled_tokens: dict[str, int], spec_decode_tokens: dict[str, list[int]],
-               num_computed_tokens: dict[str, int], mamba_state_idx: dict[str, int],
-               initial_cpu: list[int], initial_gpu: list[int]) -> ModelRun:
-    """Run the legacy model on one in-contract input.
+def run_legacy(capacity: int, num_ids: int, num_reqs: int, scheduled: Ints, computed: Ints,
+               drafts: Ints, state_idx: Ints, missing: int, initial_cpu: Ints,
+               initial_gpu: Ints) -> ModelRun:
+    """Run the legacy model on one in-contract input (see ``scenario_of``).
 
-    pre: 1 <= capacity <= MAX_CAPACITY
-    pre: len(initial_cpu) == capacity == len(initial_gpu)
-    pre: in_contract(scenario_of(capacity, num_reqs, req_ids, num_scheduled_tokens, spec_decode_tokens, num_computed_tokens, mamba_state_idx, initial_cpu, initial_gpu))
+    pre: shape_ok(capacity, num_ids, num_reqs)
+    pre: in_contract(scenario_of(capacity, num_ids, num_reqs, scheduled, computed, drafts, state_idx, missing, initial_cpu, initial_gpu))
     post: slot_alignment(__return__)
     post: no_tail_write(__return__)
     post: mirror_consistency(__return__)
@@ -318,23 +335,19 @@ def run_legacy(capacity: int, num_reqs: int, req_ids: list[str],
     post: missing_index_assertion(__return__)
     post: expected_outcome(__return__)
     post: inputs_unchanged(__return__)
-    post: raises_iff_index_missing(__return__)
     """
-    return run_model(stage_legacy, scenario_of(
-        capacity, num_reqs, req_ids, num_scheduled_tokens, spec_decode_tokens,
-        num_computed_tokens, mamba_state_idx, initial_cpu, initial_gpu))
+    return run_model(stage_legacy, scenario_of(capacity, num_ids, num_reqs, scheduled, computed,
+                                                drafts, state_idx, missing, initial_cpu,
+                                                initial_gpu))
 
 
-def run_single_loop(capacity: int, num_reqs: int, req_ids: list[str],
-                    num_scheduled_tokens: dict[str, int],
-                    spec_decode_tokens: dict[str, list[int]],
-                    num_computed_tokens: dict[str, int], mamba_state_idx: dict[str, int],
-                    initial_cpu: list[int], initial_gpu: list[int]) -> ModelRun:
-    """Run the single-loop model on one in-contract input.
+def run_single_loop(capacity: int, num_ids: int, num_reqs: int, scheduled: Ints,
+                    computed: Ints, drafts: Ints, state_idx: Ints, missing: int,
+                    initial_cpu: Ints, initial_gpu: Ints) -> ModelRun:
+    """Run the single-loop model on one in-contract input (see ``scenario_of``).
 
-    pre: 1 <= capacity <= MAX_CAPACITY
-    pre: len(initial_cpu) == capacity == len(initial_gpu)
-    pre: in_contract(scenario_of(capacity, num_reqs, req_ids, num_scheduled_tokens, spec_decode_tokens, num_computed_tokens, mamba_state_idx, initial_cpu, initial_gpu))
+    pre: shape_ok(capacity, num_ids, num_reqs)
+    pre: in_contract(scenario_of(capacity, num_ids, num_reqs, scheduled, computed, drafts, state_idx, missing, initial_cpu, initial_gpu))
     post: slot_alignment(__return__)
     post: no_tail_write(__return__)
     post: mirror_consistency(__return__)
@@ -342,8 +355,7 @@ def run_single_loop(capacity: int, num_reqs: int, req_ids: list[str],
     post: missing_index_assertion(__return__)
     post: expected_outcome(__return__)
     post: inputs_unchanged(__return__)
-    post: raises_iff_index_missing(__return__)
     """
-    return run_model(stage_single_loop, scenario_of(
-        capacity, num_reqs, req_ids, num_scheduled_tokens, spec_decode_tokens,
-        num_computed_tokens, mamba_state_idx, initial_cpu, initial_gpu))
+    return run_model(stage_single_loop, scenario_of(capacity, num_ids, num_reqs, scheduled,
+                                                    computed, drafts, state_idx, missing,
+                                                    initial_cpu, initial_gpu))
