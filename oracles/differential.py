@@ -208,6 +208,9 @@ def _probe_impact(baseline, candidate, config: CampaignConfig, kept: dict, impac
     if not open_keys:
         return
 
+    class _Settled(Exception):
+        pass
+
     @settings(max_examples=IMPACT_PROBE_EXAMPLES, deadline=None, database=None,
               suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
     @hyp_seed(config.seed + 1)
@@ -219,8 +222,13 @@ def _probe_impact(baseline, candidate, config: CampaignConfig, kept: dict, impac
         for f in findings:
             if f.key in open_keys and f.kernel_impact is not None:
                 impact[f.key] = bool(impact.get(f.key)) or f.kernel_impact
+        if all(impact.get(k) for k in open_keys):
+            raise _Settled()
 
-    probe()
+    try:
+        probe()
+    except _Settled:
+        pass
 
 
 def run_campaign(baseline: Target | None, candidate: Target,

@@ -104,8 +104,11 @@ def _run_side(context: KernelScenario, side: dict, backend: str, device: str):
 
 def kernel_results_differ(s: StagingScenario, a: dict, b: dict, backend: str = "reference",
                           device: str = "cpu") -> list[str]:
-    """Run the kernel on both sides' live staged arrays in every impact context."""
-    out = []
+    """Run the kernel on both sides' live staged arrays, context by context.
+
+    Stops at the first context whose results differ and returns its differences.
+    """
+    out: list[str] = []
     for block_size in IMPACT_BLOCK_SIZES:
         for mode in IMPACT_ACCEPTED:
             context = _context(s, [a, b], block_size, mode)
@@ -115,6 +118,8 @@ def kernel_results_differ(s: StagingScenario, a: dict, b: dict, backend: str = "
                      if not d.startswith(("state_idx", "num_scheduled", "num_computed",
                                           "num_draft"))]
             out += [f"block_size={block_size}, accepted={mode}: {d}" for d in diffs]
+            if out:
+                return out
     return out
 
 
