@@ -14,7 +14,7 @@ from tests.helpers import scenario
 REWRITE = "tests/targets/buggy_draft_written_after_copy.py::stage_postprocess_inputs_to_gpu"
 GENERATIONS = ["legacy", "single-loop", "prefix-migration"]
 MODES = [pytest.param("cpu", {"deferred": True}, id="cpu-deferred"),
-         pytest.param("cuda", {"gpu_busy_cycles": 5_000_000}, id="cuda",
+         pytest.param("cuda", {"gpu_busy_cycles": 50_000_000}, id="cuda",
                       marks=pytest.mark.cuda)]
 
 
