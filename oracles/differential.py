@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
-from hypothesis.errors import Found
 
 from oracles.run import observe
 from oracles.strategies import out_of_contract_scenarios, staging_scenarios

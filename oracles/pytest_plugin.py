@@ -38,6 +38,7 @@ PROFILES = {
     "dev": dict(max_examples=300),
     "thorough": dict(max_examples=5000),
 }
+# and "crosshair" (hypothesis's CrossHair backend) where hypothesis-crosshair is installed
 _PARENTS = {"ci": "ci", "dev": "default", "thorough": "default"}
 
 
@@ -53,6 +54,14 @@ def register_profiles() -> None:
     """
     for name, changes in PROFILES.items():
         _hsettings.register_profile(name, _hsettings.get_profile(_PARENTS[name]), **changes)
+    import importlib.util
+    if importlib.util.find_spec("hypothesis_crosshair_provider") is not None:
+        from hypothesis import HealthCheck, Phase
+        # every example is one CrossHair path; a symbolic failure is realized, not shrunk
+        _hsettings.register_profile(
+            "crosshair", _hsettings.get_profile("default"), backend="crosshair",
+            max_examples=20, phases=(Phase.explicit, Phase.generate), deadline=None,
+            database=None, derandomize=False, suppress_health_check=list(HealthCheck))
 
 
 register_profiles()

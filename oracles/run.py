@@ -48,8 +48,16 @@ class StagingInputs(SimpleNamespace):
 
 
 def build_inputs(s: StagingScenario, target: Target, device: str = "cpu",
-                 deferred: bool = False) -> StagingInputs:
-    """Fresh ctx, scheduler output, requests, ids and state indices for one call."""
+                 deferred: bool = False, make_buffer=None) -> StagingInputs:
+    """Fresh ctx, scheduler output, requests, ids and state indices for one call.
+
+    ``make_buffer(name, dtype, initial_cpu, initial_gpu, events)`` builds each buffer;
+    the default is the instrumented torch buffer (the symbolic oracle passes list models).
+    """
+    if make_buffer is None:
+        def make_buffer(name, dtype, cpu, gpu, events):
+            return InstrumentedBuffer(name, cpu, gpu, _TORCH_DTYPES[dtype], device, events,
+                                      deferred)
     events: list = []
     reads: list[int] = []
     buffers = {}
@@ -60,9 +68,8 @@ def build_inputs(s: StagingScenario, target: Target, device: str = "cpu",
                 and s.omit_state_idx_buf):
             setattr(ctx, buffer, None)
             continue
-        buf = InstrumentedBuffer(buffer, initial_values(s, buffer, "cpu"),
-                                 initial_values(s, buffer, "gpu"), _TORCH_DTYPES[f.dtype],
-                                 device, events, deferred)
+        buf = make_buffer(buffer, f.dtype, initial_values(s, buffer, "cpu"),
+                          initial_values(s, buffer, "gpu"), events)
         buffers[buffer] = buf
         setattr(ctx, buffer, buf)
     scheduler_output = SimpleNamespace(

@@ -11,8 +11,8 @@ Contracts are PEP 316 docstrings (``pre:`` / ``post:``), chosen over icontract a
 deal because: CrossHair 0.0.113 parses them natively, with no decorator layer whose
 wrappers it must see through (icontract's ``OLD`` snapshots and its re-raising of
 violations add paths of their own); they add no runtime dependency to the spec
-package, which must stay importable without any checker; and ``__old__`` / ``__return__``
-are all the two contracts need. (deal is not installed here.)
+package, which must stay importable without any checker; and ``__return__`` is all
+the contracts need. (deal is not installed here.)
 
 Each postcondition is a one-line predicate below that *asks* the statement in
 ``spec.invariants``: ``not INVARIANTS_BY_ID[<id>].check(...)``. The invariants stay
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from spec.invariants import INVARIANTS_BY_ID
 from spec.observation import Copy, HostWrite, Observation
-from spec.scenario import StagingScenario, contract_breaches, first_missing_state_index
-from spec.schema import FIELDS, INT32_MAX, INT32_MIN, TargetProfile
+from spec.scenario import StagingScenario, contract_breaches
+from spec.schema import INT32_MAX, INT32_MIN, TargetProfile
 
 #: Largest buffer the contracts consider; CrossHair's search stays small and fast.
 MAX_CAPACITY = 3
@@ -186,11 +186,13 @@ def scenario_of(capacity: int, num_ids: int, num_reqs: int, scheduled: Ints, com
                 initial_gpu: Ints) -> StagingScenario:
     """The scenario the contracted entry points run, from ints and fixed-length tuples.
 
-    A batch of ``capacity`` slots holds ``num_ids`` request ids named ``"r<j>"``,
-    the first ``num_reqs`` live and the rest padded (``shape_ok`` bounds all three). Request ``j`` has ``scheduled[j]`` tokens scheduled, ``computed[j]``
-    computed, ``drafts[j] % 4`` draft tokens if live (absent from the dict when 0)
-    and state index ``state_idx[j]``; live request ``missing`` (any other value:
-    none) has no state index. Every buffer starts from ``initial_cpu[:capacity]`` / ``initial_gpu[:capacity]``.
+    A batch of ``capacity`` slots holds ``num_ids`` request ids named ``"r<j>"``, the
+    first ``num_reqs`` live and the rest padded (``shape_ok`` bounds all three).
+    Request ``j`` has ``scheduled[j]`` tokens scheduled, ``computed[j]`` computed,
+    ``drafts[j] % 4`` draft tokens if live (absent from the dict when 0) and state
+    index ``state_idx[j]``; live request ``missing`` (any other value: none) has no
+    state index. Every buffer starts from ``initial_cpu[:capacity]`` and
+    ``initial_gpu[:capacity]``.
 
     Fixed-length tuples of ints keep the search on values (symbolic ints) rather
     than on list lengths and dict key sets; ids are opaque to the staging code, so
@@ -222,7 +224,7 @@ def scenario_of(capacity: int, num_ids: int, num_reqs: int, scheduled: Ints, com
 
 
 def shape_ok(capacity: int, num_ids: int, num_reqs: int) -> bool:
-    """Bounds of the entry points' shape (what the staging contract says is ``in_contract``)."""
+    """Bounds on the size of the modelled batch (the staging contract is ``in_contract``)."""
     return 1 <= capacity <= MAX_CAPACITY and 0 <= num_reqs <= num_ids <= capacity
 
 
