@@ -228,6 +228,11 @@ def _replay(args) -> int:
         raise ScenarioError(f"argument FILE: {args.file!r} is not a stagecheck replay file "
                             f"({type(exc).__name__}: {exc}); give a file from "
                             f"{DEFAULT_SAVE_DIR}") from None
+    from spec.scenario import malformed
+    problems = malformed(scenario)
+    if problems:
+        raise ScenarioError(f"argument FILE: the scenario in {args.file!r} cannot be built: "
+                            f"{'; '.join(problems[:3])}; fix the file or re-run the search")
     base_spec = args.baseline or saved.get("baseline")
     cand_spec = args.candidate or saved.get("candidate")
     device = _device(args.device or saved.get("device", "cpu"))

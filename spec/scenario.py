@@ -82,6 +82,26 @@ def contract_breaches(s: StagingScenario) -> list[str]:
     return out
 
 
+def malformed(s: StagingScenario) -> list[str]:
+    """Why ``s`` cannot be built at all (unlike a contract breach, which can be run)."""
+    out: list[str] = []
+    if not isinstance(s.capacity, int) or s.capacity < 1:
+        out.append(f"capacity={s.capacity!r} is not a whole number >= 1")
+        return out
+    for view, table in (("initial_cpu", s.initial_cpu), ("initial_gpu", s.initial_gpu)):
+        for buffer, values in table.items():
+            field = next((f for f in FIELDS if f.buffer == buffer), None)
+            if field is None:
+                out.append(f"{view} names {buffer!r}, which is not a staged buffer")
+            elif len(values) != s.capacity:
+                out.append(f"{view}[{buffer!r}] has {len(values)} values, capacity is "
+                           f"{s.capacity}")
+            elif field.dtype == "int32" and not all(
+                    isinstance(v, int) and INT32_MIN <= v <= INT32_MAX for v in values):
+                out.append(f"{view}[{buffer!r}] holds values that are not int32")
+    return out
+
+
 def first_missing_state_index(s: StagingScenario, profile: TargetProfile) -> tuple[int, str] | None:
     """The first live (slot, request id) without a state index, when the target needs one."""
     if not profile.requires_state_idx(s.run_prefix_state_migration):

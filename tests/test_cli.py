@@ -121,6 +121,16 @@ BAD = [
     (["diff", "legacy", "single-loop", "--json", "/nonexistent/dir/r.json"], "cannot write"),
     (["diff", "legacy", "single-loop", "--frobnicate"], "unrecognized arguments"),
     (["replay", "/nonexistent.json"], "cannot read"),
+    (["diff", "legacy", "single-loop", "--json", "r.out", "--junit-xml", "r.out"],
+     "give each report its own path"),
+    (["diff", "legacy", "single-loop", "--max-capacity", "0"], "option --max-capacity"),
+    (["diff", "legacy", "single-loop", "--kernel", "sometimes"], "invalid choice"),
+    (["spec", "tests/targets/README.md::f"], "is not valid Python"),
+    (["kernel", "--examples", "-3"], "option --examples"),
+    (["symbolic", "legacy", "single-loop", "--timeout", "0"], "positive number of seconds"),
+    (["symbolic", "legacy", "nope.py::f"], "does not exist"),
+    (["bench", "legacy", "single-loop", "--device", "gpu"], "is not a device"),
+    (["mutants", "legacy", "--budget", "none"], "option --budget"),
     (["frobnicate"], "invalid choice"),
     ([], None),
 ]
@@ -139,3 +149,22 @@ def test_bad_invocations_exit_2_with_a_message(argv, needle, capsys):
 def test_usage_message_constants_are_what_is_printed(capsys):
     main(["diff", "legacy", "single-loop", "--device", "tpu"])
     assert messages.BAD_DEVICE.format(value="tpu") in capsys.readouterr().err
+
+
+def test_a_replay_file_whose_scenario_cannot_be_built_exits_2(tmp_path, capsys):
+    from tests.helpers import scenario
+    data = scenario().to_dict()
+    data["initial_cpu"]["num_draft_tokens_buf"] = [2**40] * data["capacity"]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"stagecheck_replay": 1, "baseline": "legacy",
+                                "candidate": "single-loop",
+                                "finding": {"id": "x", "scenario": data}}))
+    assert main(["replay", str(path)]) == 2
+    assert "cannot be built" in capsys.readouterr().err
+    path.write_text("{not json")
+    assert main(["replay", str(path)]) == 2
+    assert "is not a stagecheck replay file" in capsys.readouterr().err
+
+
+def test_bad_invocation_table_is_at_least_twenty():
+    assert len(BAD) >= 20
