@@ -137,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     mutants.add_argument("--oracles", default="spec,differential,kernel,symbolic,upstream",
                          help="comma-separated: spec, differential, kernel, symbolic, upstream")
     mutants.add_argument("--budget", default="300", help="examples per oracle run (default 300)")
+    mutants.add_argument("--symbolic-timeout", default="10",
+                         help="seconds of symbolic search per mutant (default 10)")
+    mutants.add_argument("--jobs", default="1", help="mutants run in parallel processes")
     mutants.add_argument("--json", metavar="PATH")
     replay = sub.add_parser("replay", help="re-run a saved finding")
     replay.add_argument("file")
@@ -322,12 +325,16 @@ def _bench(args) -> int:
 
 def _mutants(args) -> int:
     budget = _positive_int("--budget", messages.BAD_BUDGET)(args.budget)
+    _seconds("--symbolic-timeout")(args.symbolic_timeout)
+    _positive_int("--jobs", messages.BAD_JOBS)(args.jobs)
     oracles = [o.strip() for o in args.oracles.split(",") if o.strip()]
     if args.json:
         _write("--json", args.json, "")
     _use_interpreter_without_gpu()
     from oracles.mutants import mutants_command
-    return mutants_command(args.target, oracles, budget, args.json)
+    return mutants_command(args.target, oracles, budget, args.json,
+                           symbolic_timeout=_seconds("--symbolic-timeout")(args.symbolic_timeout),
+                           jobs=_positive_int("--jobs", messages.BAD_JOBS)(args.jobs))
 
 
 def main(argv: list[str] | None = None) -> int:

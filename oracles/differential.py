@@ -21,7 +21,8 @@ from spec import ERROR, INFO, Finding, Observation, StagingScenario, TargetProfi
 from spec.scenario import contract_breaches, first_missing_state_index
 from spec.schema import FIELDS_BY_BUFFER
 
-__all__ = ["CampaignConfig", "CampaignResult", "compare", "evaluate", "run_campaign"]
+__all__ = ["CampaignConfig", "CampaignResult", "compare", "evaluate", "preload_project_modules",
+           "run_campaign"]
 
 
 def _copy_ranges(o: Observation, buffer: str) -> list[tuple[int, int]]:
@@ -192,6 +193,41 @@ def _size(s: StagingScenario) -> tuple:
     return (s.capacity, s.num_reqs, len(s.req_ids), len(s.to_json()))
 
 
+_PRELOADED = False
+
+
+def preload_project_modules() -> None:
+    """Import the project's modules once, so that runs reproduce whichever way they start.
+
+    Hypothesis draws part of its integers from a pool of constants it collects from
+    every *local* module loaded at the time (test files excluded), and the pool grows
+    as modules are imported; the same seed then gives other examples. Loading the
+    project's modules first makes the pool the same for ``stagecheck mutants``,
+    ``python -m oracles.mutants``, worker processes and pytest.
+    """
+    global _PRELOADED
+    if _PRELOADED:
+        return
+    _PRELOADED = True
+    import importlib
+    import os
+    import pkgutil
+
+    import torch
+    if not torch.cuda.is_available():   # as the CLI and the tests do, before triton loads
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    for package in ("spec", "impl", "oracles"):
+        try:
+            pkg = importlib.import_module(package)
+        except ImportError:
+            continue
+        for info in pkgutil.iter_modules(pkg.__path__, package + "."):
+            try:
+                importlib.import_module(info.name)
+            except Exception:   # an optional dependency (triton) missing: that one stays out
+                pass
+
+
 IMPACT_PROBE_EXAMPLES = 60
 
 
@@ -238,6 +274,7 @@ def run_campaign(baseline: Target | None, candidate: Target,
     scenario; info findings are collected along the way (the smallest example seen).
     """
     config = config or CampaignConfig()
+    preload_project_modules()
     result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config)
     kept: dict[tuple, tuple[tuple, Finding]] = {}
     first_seen: dict[tuple, int] = {}

@@ -19,7 +19,7 @@ from spec.schema import FIELDS, INT32_MAX, INT32_MIN
 token_counts = st.one_of(
     st.integers(0, 16),
     st.integers(0, INT32_MAX),
-    st.sampled_from([65_535, 65_536, 1 << 20, INT32_MAX - 1, INT32_MAX]),
+    st.sampled_from([0, 1, 65_535, 65_536, 1 << 20, INT32_MAX - 1, INT32_MAX]),
 )
 #: How previous buffer contents are made: "sentinel" fills every CPU view with -1 and
 #: every GPU mirror with -2 (True/False for bool buffers), as upstream tests do, so a
