@@ -21,7 +21,7 @@ DEFAULT_SAVE_DIR = os.path.join(".stagecheck", "findings")
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # never exit from inside argparse
-        raise UsageError(messages.USAGE.format(message=message, command=self.prog.split()[-1]))
+        raise UsageError(messages.USAGE.format(message=message, prog=self.prog))
 
 
 def _positive_int(option: str, template: str):
@@ -95,6 +95,8 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel-backend", choices=("reference", "triton"), default=None,
                    help="kernel the oracle runs (default: triton on cuda, reference on cpu; "
                    "triton on cpu uses the interpreter)")
+    p.add_argument("--steps", default="1", help="staging calls per example on the same "
+                   "buffers, each after the previous step's copies completed (default 1)")
     p.add_argument("--gpu-busy-cycles", default="1000000",
                    help="cuda: device cycles of work queued ahead of each call, so its copies "
                    "stay queued while the host runs (default 1000000; 0 turns it off)")
@@ -174,7 +176,8 @@ def _campaign_config(args):
         deferred_copies=args.deferred_copies,
         gpu_busy_cycles=_int("--gpu-busy-cycles", messages.BAD_CYCLES)(args.gpu_busy_cycles)
         if args.device == "cuda" else 0,
-        kernel=args.kernel, kernel_backend=args.kernel_backend)
+        kernel=args.kernel, kernel_backend=args.kernel_backend,
+        steps=_positive_int("--steps", messages.BAD_STEPS)(args.steps))
 
 
 def _progress():

@@ -117,21 +117,22 @@ def _outcome(o: Observation) -> str:
 
 def evaluate(baseline: Target | None, candidate: Target, s: StagingScenario,
              device: str = "cpu", timeout: float | None = 5.0, deferred: bool = False,
-             gpu_busy_cycles: int = 0, kernel: str = "auto", kernel_backend: str | None = None
-             ) -> tuple[list[Finding], Observation | None, Observation]:
+             gpu_busy_cycles: int = 0, kernel: str = "auto", kernel_backend: str | None = None,
+             steps: int = 1) -> tuple[list[Finding], Observation | None, Observation]:
     """Spec findings for each side plus their differences, for one scenario.
 
     With ``baseline`` None only the candidate is run and checked against the spec (and
     the kernel oracle compares its mirrors with the values the spec derives).
     ``kernel``: "auto" runs the kernel oracle where live mirrors differ, "always" on
-    every example, "off" never.
+    every example, "off" never. ``steps`` stages the scenario that many times on the
+    same buffers, waiting for each step's copies before the next (as an engine must).
     """
     in_contract = not contract_breaches(s)
-    b, _ = observe(candidate, s, device, timeout, deferred, gpu_busy_cycles)
+    b, _ = observe(candidate, s, device, timeout, deferred, gpu_busy_cycles, steps)
     findings = check(s, b, candidate.profile, "candidate", in_contract)
     a = None
     if baseline is not None:
-        a, _ = observe(baseline, s, device, timeout, deferred, gpu_busy_cycles)
+        a, _ = observe(baseline, s, device, timeout, deferred, gpu_busy_cycles, steps)
         findings = check(s, a, baseline.profile, "baseline", in_contract) + findings
         findings += compare(s, a, b, baseline.profile, candidate.profile, in_contract)
     if kernel != "off":
@@ -154,6 +155,7 @@ class CampaignConfig:
     kernel: str = "auto"           # kernel oracle: "auto" (where live mirrors differ),
                                    # "always", or "off"
     kernel_backend: str | None = None   # None: triton on cuda, reference on cpu
+    steps: int = 1                 # staging calls per example on the same buffers
     database: object = None        # a hypothesis example database (None: none kept)
     derandomize: bool = False      # hypothesis derandomize (the explicit seed still rules;
                                    # no example database is used with it)
@@ -253,7 +255,7 @@ def _probe_impact(baseline, candidate, config: CampaignConfig, kept: dict, impac
     def probe(s):
         findings, _, _ = evaluate(baseline, candidate, s, config.device, config.timeout,
                                   config.deferred_copies, config.gpu_busy_cycles,
-                                  config.kernel, config.kernel_backend)
+                                  config.kernel, config.kernel_backend, config.steps)
         for f in findings:
             if f.key in open_keys and f.kernel_impact is not None:
                 impact[f.key] = bool(impact.get(f.key)) or f.kernel_impact
@@ -314,7 +316,7 @@ def run_campaign(baseline: Target | None, candidate: Target,
             total[0] += 1
             findings, _, _ = evaluate(baseline, candidate, s, config.device, config.timeout,
                                       config.deferred_copies, config.gpu_busy_cycles,
-                                      config.kernel, config.kernel_backend)
+                                      config.kernel, config.kernel_backend, config.steps)
             record(findings, s)
             errors = [f for f in findings if f.severity == ERROR]
             if errors:

@@ -44,6 +44,7 @@ BAD_CYCLES = ("option --gpu-busy-cycles: {value!r} is not a whole number of cycl
 BAD_CAPACITY = ("option --max-capacity: {value!r} is not a whole number >= 1; give e.g. "
                 "--max-capacity 8")
 BAD_BUDGET = "option --budget: {value!r} is not a whole number >= 1; give e.g. --budget 300"
+BAD_STEPS = "option --steps: {value!r} is not a whole number >= 1; give e.g. --steps 2"
 BAD_JOBS = "option --jobs: {value!r} is not a whole number >= 1; give e.g. --jobs 2"
 BAD_SEED = "option --seed: {value!r} is not a whole number; give e.g. --seed 0"
 BAD_TIMEOUT = "option {option}: {value!r} is not a positive number of seconds; give e.g. {option} 5"
@@ -51,7 +52,7 @@ JSON_UNWRITABLE = ("option {option}: cannot write {value!r} ({error}); give a pa
                    "directory")
 SAME_REPORT_PATH = ("options --json and --junit-xml: both name {value!r}; give each report its "
                     "own path")
-USAGE = "{message}; run 'stagecheck {command} --help' for the options"
+USAGE = "{message}; run '{prog} --help' for the options"
 
 # report lines
 CLEAN_RUN_HINT = ("No error finding. To search harder: --examples {more} (now {examples}), "

@@ -77,3 +77,9 @@ def test_cuda_buffers_are_pinned_and_mirrors_on_the_device():
     for buf in inputs.buffers.values():
         assert buf._plain_cpu.is_pinned() and buf.gpu.is_cuda
     assert torch.cuda.is_available()
+
+
+def test_campaigns_of_two_synchronized_steps_are_silent():
+    config = CampaignConfig(examples=100, deferred_copies=True, steps=2, out_of_contract=False)
+    result = run_campaign(load_target("legacy"), load_target("single-loop"), config)
+    assert result.errors == []

@@ -70,3 +70,15 @@ def test_findings_about_tails_and_unread_fields_have_no_impact():
 def test_kernel_oracle_1_through_the_interpreter():
     result = run_kernel_campaign(examples=15, seed=3)
     assert result.clean and result.examples == 15
+
+
+def test_oracle_2_runs_the_triton_kernel_through_the_interpreter():
+    config = CampaignConfig(examples=8, kernel="always", kernel_backend="triton",
+                            out_of_contract=False)
+    assert run_campaign(load_target("legacy"), load_target("single-loop"), config).errors == []
+    s = scenario(num_scheduled_tokens={"req-a": 5, "req-b": 1, "req-c": 4, "req-p": 4},
+                 num_computed_tokens={"req-a": 3, "req-b": 7, "req-c": 8, "req-p": 55})
+    a, _ = observe(load_target("single-loop"), s)
+    b, _ = observe(load_target("single-loop"), s)
+    b.gpu["num_computed_tokens_buf"][0] += 1
+    assert kernel_impact(s, a, b, backend="triton").impact
