@@ -122,7 +122,9 @@ def test_the_property_bites_under_crosshair():
     buggy = Target("swapped-views", _swapped_views, SINGLE_LOOP.profile, "test")
     seen: list[StagingScenario] = []
 
-    @settings(CROSSHAIR, max_examples=40)
+    # stops at the first failing path; the margin is for a loaded machine, where
+    # CrossHair abandons more paths at its per-path time limit
+    @settings(CROSSHAIR, max_examples=200)
     @given(in_contract_scenarios())
     def prop(s):
         errors = error_findings(SINGLE_LOOP, buggy, s)
