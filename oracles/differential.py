@@ -18,6 +18,7 @@ from oracles.run import observe
 from oracles.strategies import out_of_contract_scenarios, staging_scenarios
 from oracles.targets import Target
 from spec import ERROR, INFO, Finding, Observation, StagingScenario, TargetProfile, check
+from spec.findings import FindingsResult
 from spec.scenario import contract_breaches, first_missing_state_index
 from spec.schema import FIELDS_BY_BUFFER
 
@@ -162,7 +163,7 @@ class CampaignConfig:
 
 
 @dataclass
-class CampaignResult:
+class CampaignResult(FindingsResult):
     baseline: str | None      # None: the spec oracle alone on the candidate
     candidate: str
     config: CampaignConfig
@@ -170,19 +171,6 @@ class CampaignResult:
     examples_in_contract: int = 0
     examples_out_of_contract: int = 0
     seconds: float = 0.0
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == ERROR]
-
-    @property
-    def infos(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == INFO]
-
-    def verdict(self, strict: bool = False) -> str:
-        if self.errors or (strict and self.infos):
-            return "different"
-        return "equivalent"
 
 
 class _ErrorFound(Exception):

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from oracles.errors import StagecheckError
 from oracles.targets import Target
-from spec.findings import ERROR, INFO, Finding
+from spec.findings import ERROR, Finding, FindingsResult
 from spec.observation import Copy, HostWrite, Observation
 from spec.scenario import StagingScenario
 from spec.schema import FIELDS_BY_BUFFER, INT32_MAX, INT32_MIN
@@ -518,7 +518,7 @@ class LostPath:
 
 
 @dataclass
-class SymbolicResult:
+class SymbolicResult(FindingsResult):
     baseline: str
     candidate: str
     findings: list[Finding] = field(default_factory=list)
@@ -534,17 +534,6 @@ class SymbolicResult:
     lost: list[LostPath] = field(default_factory=list)
     max_capacity: int = 4
     timeout: float = 30.0
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == ERROR]
-
-    @property
-    def infos(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == INFO]
-
-    def verdict(self) -> str:
-        return "different" if self.errors else "equivalent"
 
     def summary(self) -> str:
         lines = [f"symbolic diff {self.baseline} -> {self.candidate}: "

@@ -59,3 +59,21 @@ class Finding:
     def from_dict(cls, data: dict) -> "Finding":
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class FindingsResult:
+    """Mixin for an oracle's result that holds ``findings``: errors, infos, verdict."""
+
+    findings: list[Finding]
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def infos(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == INFO]
+
+    def verdict(self, strict: bool = False) -> str:
+        """"different" on an error finding (or on any finding with ``strict``)."""
+        return "different" if self.errors or (strict and self.infos) else "equivalent"
