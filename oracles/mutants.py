@@ -817,7 +817,7 @@ def target_source(spec: str, arg: str = "TARGET") -> tuple[str, str, str]:
     """
     from oracles import messages
     from oracles.errors import TargetLoadError
-    from oracles.targets import BUILTINS, _git_show, _split_file, _split_git
+    from oracles.targets import BUILTINS, read_file_target
     if spec in BUILTINS or (":" in spec and "::" not in spec and not spec.startswith("git:")
                             and not spec.endswith(".py")):
         dotted = BUILTINS.get(spec, spec)
@@ -835,16 +835,9 @@ def target_source(spec: str, arg: str = "TARGET") -> tuple[str, str, str]:
                 f"function {name!r} to mutate; give 'path/to/file.py::function'")
         with open(filename, encoding="utf-8") as fh:
             return fh.read(), filename, name
-    if spec.startswith("git:"):
-        rev, path, name = _split_git(spec, arg)
-        return _git_show(rev, path, spec, arg), f"git:{rev}:{path}", name
-    if "::" in spec:
-        path, name = _split_file(spec, arg)
-        if not os.path.isfile(path):
-            raise TargetLoadError(messages.TARGET_FILE_MISSING.format(
-                arg=arg, path=path, value=spec, cwd=os.getcwd()))
-        with open(path, encoding="utf-8") as fh:
-            return fh.read(), os.path.abspath(path), name
+    if spec.startswith("git:") or "::" in spec:
+        source, filename, name, _ = read_file_target(spec, arg)
+        return source, filename, name
     from oracles.targets import load_target
     load_target(spec, arg)   # raises the usual message for anything else
     raise TargetLoadError(f"argument {arg}: cannot read the source of {spec!r}")

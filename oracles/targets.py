@@ -59,24 +59,28 @@ def load_target(spec: str, arg: str = "TARGET") -> Target:
     if spec in BUILTINS:
         func = _load_module_function(BUILTINS[spec], spec, arg)
         return _finish(spec, func, f"builtin {spec} ({BUILTINS[spec]})", arg)
-    if spec.startswith("git:"):
-        rev, path, name = _split_git(spec, arg)
-        source = _git_show(rev, path, spec, arg)
-        func = load_function_from_source(source, f"git:{rev}:{path}", name, spec, arg)
-        return _finish(spec, func, f"{path} at revision {rev}", arg)
-    if "::" in spec:
-        path, name = _split_file(spec, arg)
-        if not os.path.isfile(path):
-            raise TargetLoadError(messages.TARGET_FILE_MISSING.format(
-                arg=arg, path=path, value=spec, cwd=os.getcwd()))
-        with open(path, encoding="utf-8") as fh:
-            source = fh.read()
-        func = load_function_from_source(source, os.path.abspath(path), name, spec, arg)
-        return _finish(spec, func, f"file {path}", arg)
+    if spec.startswith("git:") or "::" in spec:
+        source, filename, name, origin = read_file_target(spec, arg)
+        func = load_function_from_source(source, filename, name, spec, arg)
+        return _finish(spec, func, origin, arg)
     if ":" in spec and not spec.endswith(".py"):
         func = _load_module_function(spec, spec, arg)
         return _finish(spec, func, f"module {spec}", arg)
     raise TargetLoadError(messages.TARGET_UNKNOWN.format(arg=arg, value=spec, builtins=names))
+
+
+def read_file_target(spec: str, arg: str = "TARGET") -> tuple[str, str, str, str]:
+    """``(source, filename, function name, origin)`` of a file or revision target."""
+    if spec.startswith("git:"):
+        rev, path, name = _split_git(spec, arg)
+        return _git_show(rev, path, spec, arg), f"git:{rev}:{path}", name, \
+            f"{path} at revision {rev}"
+    path, name = _split_file(spec, arg)
+    if not os.path.isfile(path):
+        raise TargetLoadError(messages.TARGET_FILE_MISSING.format(
+            arg=arg, path=path, value=spec, cwd=os.getcwd()))
+    with open(path, encoding="utf-8") as fh:
+        return fh.read(), os.path.abspath(path), name, f"file {path}"
 
 
 def _split_file(spec: str, arg: str) -> tuple[str, str]:

@@ -17,7 +17,7 @@ from spec.findings import ERROR, INFO, Finding
 from spec.observation import HostWrite, Observation
 from spec.scenario import (StagingScenario, contract_breaches, first_missing_state_index,
                            initial_values)
-from spec.schema import TargetProfile
+from spec.schema import FIELDS_BY_BUFFER, TargetProfile
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,6 @@ def inputs_snapshot(s: StagingScenario) -> dict:
 
 
 def _field_name(buffer: str) -> str:
-    from spec.schema import FIELDS_BY_BUFFER
     f = FIELDS_BY_BUFFER.get(buffer)
     return f.name if f else buffer
 
