@@ -18,9 +18,10 @@ from types import SimpleNamespace
 
 import torch
 
-from impl.buffer import CpuGpuBuffer
-from oracles.differential import CampaignConfig, run_campaign
-from oracles.targets import load_target
+from stagecheck.impl.buffer import CpuGpuBuffer
+from stagecheck.oracles.campaign import run_campaign
+from stagecheck.oracles.options import CampaignConfig
+from stagecheck.oracles.targets import load_target
 
 BUFFERS = ("mamba_state_idx_buf", "num_scheduled_tokens_buf", "num_computed_tokens_buf",
            "num_draft_tokens_buf")

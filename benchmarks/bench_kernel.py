@@ -18,7 +18,6 @@ reference) on small generated scenarios.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from stagecheck.oracles.kernel import select_triton_mode  # noqa: E402
 
 
 def _wall_ms(fn: Callable[[], None]) -> float:
@@ -50,7 +51,7 @@ def _gpu_ms(fn: Callable[[], None]) -> float:
 def bench_cuda(batches: list[int], block_mib: float, layers: int) -> None:
     import torch
 
-    from impl.postprocess import MambaStateSpec, mamba_postprocess
+    from stagecheck.impl.postprocess import MambaStateSpec, mamba_postprocess
 
     device = torch.device("cuda")
     words = int(block_mib * (1 << 20)) // 4
@@ -110,7 +111,8 @@ def bench_cuda(batches: list[int], block_mib: float, layers: int) -> None:
 def bench_cpu(examples: int) -> None:
     from hypothesis import HealthCheck, Phase, given, settings
 
-    from oracles.kernel_strategies import KernelScenario, build_kernel_inputs, kernel_scenarios
+    from stagecheck.oracles.kernel.scenarios import (KernelScenario, build_kernel_inputs,
+                                                     kernel_scenarios)
 
     scenarios: list[KernelScenario] = []
 
@@ -150,11 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=20, help="cpu: generated scenarios")
     args = parser.parse_args(argv)
     # The kernel module reads TRITON_INTERPRET when it is imported: decide it first.
+    select_triton_mode(args.device)
     if args.device == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"
         bench_cpu(args.examples)
     else:
-        os.environ.pop("TRITON_INTERPRET", None)
         bench_cuda(args.batches, args.block_mib, args.layers)
     return 0
 

@@ -14,13 +14,13 @@ step 30 bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --forma
   python3 -c "import torch, triton, numpy, hypothesis, sys; print(sys.version.split()[0],
   \"torch\", torch.__version__, \"triton\", triton.__version__, \"numpy\", numpy.__version__,
   \"hypothesis\", hypothesis.__version__)"'
-step 150 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_hazards.py tests/test_postprocess_kernel.py
-step 90 python3 -m oracles.cli kernel --device cuda --examples 2000 --json "$OUT/kernel_oracle1.json"
-step 240 python3 -m oracles.cli diff legacy single-loop --device cuda --examples 5000 \
+step 150 python3 -m pytest -q -p no:cacheprovider tests/gpu
+step 90 python3 -m stagecheck kernel --device cuda --examples 2000 --json "$OUT/kernel_oracle1.json"
+step 240 python3 -m stagecheck diff legacy single-loop --device cuda --examples 5000 \
   --kernel always --save-dir "$OUT/findings-unused" --json "$OUT/diff_cuda.json"
 step 60 python3 benchmarks/bench_kernel.py --device cuda
-step 45 python3 -m oracles.cli bench legacy single-loop --device cuda --json "$OUT/bench_single.json"
-step 45 python3 -m oracles.cli bench legacy prefix-migration --device cuda --json "$OUT/bench_prefix.json"
+step 45 python3 -m stagecheck bench legacy single-loop --device cuda --json "$OUT/bench_single.json"
+step 45 python3 -m stagecheck bench legacy prefix-migration --device cuda --json "$OUT/bench_prefix.json"
 step 30 python3 benchmarks/hazard_program.py
 step 30 python3 benchmarks/hazard_program.py --stagecheck
 step 40 env TORCH_CUDA_SANITIZER=1 python3 benchmarks/hazard_program.py

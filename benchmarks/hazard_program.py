@@ -35,10 +35,10 @@ def stage_then_rewrite(ctx, scheduler_output, req_ids, num_reqs, requests, mamba
 
 
 def hazard_target():
-    from oracles.targets import _finish, load_function_from_source
+    from stagecheck.oracles.targets import load_function_from_source, target_from_callable
     source = (Path(__file__).resolve().parents[1] / "impl" / "staging_single_loop.py").read_text()
     func = load_function_from_source(source + SOURCE, "hazard_program.py", "stage_then_rewrite")
-    return _finish("hazard_program.py::stage_then_rewrite", func, "hazard program", "TARGET")
+    return target_from_callable(func, "hazard_program.py::stage_then_rewrite")
 
 
 def scenario():
@@ -47,7 +47,7 @@ def scenario():
 
 
 def bare() -> None:
-    from impl.buffer import CpuGpuBuffer
+    from stagecheck.impl.buffer import CpuGpuBuffer
     s = scenario()
     ctx = SimpleNamespace(**{b: CpuGpuBuffer(s.capacity, torch.int32, "cuda") for b in BUFFERS})
     so = SimpleNamespace(num_scheduled_tokens=s.num_scheduled_tokens,
@@ -62,10 +62,11 @@ def bare() -> None:
 
 
 def instrumented() -> None:
-    from oracles.run import observe
-    from spec import check
+    from stagecheck.oracles.observe import observe
+    from stagecheck.oracles.options import RunOptions
+    from stagecheck.spec import check
     target, s = hazard_target(), scenario()
-    o, _ = observe(target, s, "cuda", gpu_busy_cycles=50_000_000)
+    o = observe(target, s, RunOptions(device="cuda", gpu_busy_cycles=50_000_000))
     print(f"device received draft[0] = {o.gpu['num_draft_tokens_buf'][0]}")
     for f in check(s, o, target.profile):
         print(f"stagecheck {f.severity}: {f.invariant}: {f.message}")

@@ -1,8 +1,8 @@
 """Time to first counterexample: symbolic diff (CrossHair) next to the fuzzer, in one run.
 
 For every buggy refactor in tests/targets (baseline: the single-loop builtin), runs
-``oracles.symbolic.run_symbolic`` until its first error finding, then the fuzzer
-(``oracles.differential.run_campaign``, in-contract stream, as in
+``stagecheck.oracles.symbolic.run_symbolic`` until its first error finding, then the fuzzer
+(``stagecheck.oracles.campaign.run_campaign``, in-contract stream, as in
 tests/test_fixture_targets.py) and records when its first error finding appeared.
 The equivalent rewrites are run too (symbolic only, full budget): they must give no
 error, and their path counts show what the symbolic diff could and could not follow.
@@ -27,11 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from oracles import differential  # noqa: E402
-from oracles.differential import CampaignConfig, run_campaign  # noqa: E402
-from oracles.symbolic import run_symbolic  # noqa: E402
-from oracles.targets import load_target  # noqa: E402
-from spec import ERROR  # noqa: E402
+from stagecheck.oracles import campaign  # noqa: E402
+from stagecheck.oracles.campaign import run_campaign  # noqa: E402
+from stagecheck.oracles.options import CampaignConfig  # noqa: E402
+from stagecheck.oracles.symbolic import run_symbolic  # noqa: E402
+from stagecheck.oracles.targets import load_target  # noqa: E402
+from stagecheck.spec import ERROR  # noqa: E402
 
 TARGETS = ROOT / "tests" / "targets"
 FUNCTION = "stage_postprocess_inputs_to_gpu"
@@ -62,23 +63,24 @@ def fuzz_row(baseline, candidate, examples: int, seed: int) -> dict:
     """The fuzzer's time to its first error finding (the search itself, before shrinking)."""
     first: list[float] = []
     calls = [0]
-    original = differential.evaluate
+    original = campaign.evaluate
 
     def timed(*args, **kwargs):
         out = original(*args, **kwargs)
         calls[0] += 1
-        if not first and any(f.severity == ERROR for f in out[0]):
+        if not first and any(f.severity == ERROR for f in out.findings):
             first.append(time.perf_counter())
             first.append(calls[0])
         return out
 
-    config = CampaignConfig(examples=examples, seed=seed, out_of_contract=False, kernel="off")
-    differential.evaluate = timed      # measurement hook only: run_campaign looks it up
+    config = CampaignConfig.from_options(examples=examples, seed=seed, out_of_contract=False,
+                                         kernel="off")
+    campaign.evaluate = timed      # measurement hook only: run_campaign looks it up
     started = time.perf_counter()
     try:
         result = run_campaign(baseline, candidate, config)
     finally:
-        differential.evaluate = original
+        campaign.evaluate = original
     return {
         "found": bool(result.errors),
         "invariants": sorted({f.invariant for f in result.errors}),
@@ -111,7 +113,7 @@ def main(argv=None) -> int:
     # warm-up: imports and first-call costs are not part of any row
     run_symbolic(baseline, load_target("legacy"), timeout=2, max_capacity=2, strict=False)
     run_campaign(baseline, load_target("legacy"),
-                 CampaignConfig(examples=5, out_of_contract=False, kernel="off"))
+                 CampaignConfig.from_options(examples=5, out_of_contract=False, kernel="off"))
 
     rows = []
     for path in paths:

@@ -28,8 +28,9 @@ import triton
 import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
 
-from impl.postprocess_ref import (STATE_KINDS, KernelDecision, MambaStateSpec, StateKind,
-                                  kernel_decisions, mamba_postprocess_reference)
+from stagecheck.impl.postprocess_ref import (KernelDecision, MambaStateSpec,
+                                             StateKind, check_inputs, kernel_decisions,
+                                             mamba_postprocess_reference)
 
 __all__ = ["BACKENDS", "KernelDecision", "MambaStateSpec", "StateKind", "kernel_decisions",
            "mamba_postprocess", "mamba_postprocess_reference", "build_state_metadata"]
@@ -196,60 +197,6 @@ def _mamba_postprocess_kernel(
                                 lo, hi, TEMPORAL_WORD, BLOCK, False)
 
 
-def _check_state(spec: MambaStateSpec, index: int, num_groups: int) -> None:
-    if spec.kind not in STATE_KINDS:
-        raise ValueError(f"states[{index}].kind must be one of {STATE_KINDS}, got {spec.kind!r}")
-    if not 0 <= spec.group < num_groups:
-        raise ValueError(f"states[{index}].group is {spec.group}, but there are {num_groups} "
-                         f"block tables")
-    tensor = spec.tensor
-    if spec.kind == "conv" and tensor.dim() != 3:
-        raise ValueError(f"states[{index}] is a conv state and must be "
-                         f"[num_blocks, conv_width, inner], got shape {tuple(tensor.shape)}")
-    if spec.kind == "temporal" and tensor.dim() < 1:
-        raise ValueError(f"states[{index}] is a temporal state and must be [num_blocks, ...], "
-                         f"got shape {tuple(tensor.shape)}")
-    expected = 1
-    for dim in range(tensor.dim() - 1, 0, -1):
-        if tensor.shape[dim] != 1 and tensor.stride(dim) != expected:
-            raise ValueError(f"states[{index}] must be contiguous in its trailing dims, got "
-                             f"shape {tuple(tensor.shape)} strides {tensor.stride()}")
-        expected *= tensor.shape[dim]
-
-
-def _check_inputs(states: Sequence[MambaStateSpec], block_tables: Sequence[torch.Tensor],
-                  staged: dict[str, torch.Tensor], num_reqs: int, block_size: int) -> torch.device:
-    """Validate everything the kernel relies on; return the common device."""
-    if num_reqs < 0:
-        raise ValueError(f"num_reqs must be >= 0, got {num_reqs}")
-    if block_size <= 0:
-        raise ValueError(f"block_size must be > 0, got {block_size}")
-    tensors: list[tuple[str, torch.Tensor]] = list(staged.items())
-    for name, tensor in staged.items():
-        if tensor.dtype != torch.int32 or tensor.dim() != 1 or tensor.stride(0) != 1:
-            raise ValueError(f"{name} must be a contiguous 1-D int32 tensor, got dtype "
-                             f"{tensor.dtype} shape {tuple(tensor.shape)} strides {tensor.stride()}")
-        if tensor.shape[0] < num_reqs:
-            raise ValueError(f"{name} has {tensor.shape[0]} slots, fewer than num_reqs={num_reqs}")
-    for g, table in enumerate(block_tables):
-        if table.dtype != torch.int32 or table.dim() != 2:
-            raise ValueError(f"block_tables[{g}] must be a 2-D int32 tensor, got dtype "
-                             f"{table.dtype} shape {tuple(table.shape)}")
-        if table.shape[0] < num_reqs:
-            raise ValueError(f"block_tables[{g}] has {table.shape[0]} rows, fewer than "
-                             f"num_reqs={num_reqs}")
-        tensors.append((f"block_tables[{g}]", table))
-    for s, spec in enumerate(states):
-        _check_state(spec, s, len(block_tables))
-        tensors.append((f"states[{s}].tensor", spec.tensor))
-    device = staged["num_accepted"].device
-    for name, tensor in tensors:
-        if tensor.device != device:
-            raise ValueError(f"all tensors must be on one device: num_accepted is on {device}, "
-                             f"{name} on {tensor.device}")
-    return device
-
-
 _metadata_cache: OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor, int, int, int]] = OrderedDict()
 _METADATA_CACHE_SIZE = 32
 
@@ -388,13 +335,13 @@ def mamba_postprocess(states: Sequence[MambaStateSpec],
         raise ValueError(f"backend must be one of {BACKENDS}, got backend={backend!r}")
     if num_parts is not None and num_parts < 1:
         raise ValueError(f"num_parts must be >= 1 or None, got {num_parts}")
-    staged = {"num_accepted": num_accepted, "state_idx": state_idx, "num_scheduled": num_scheduled,
-              "num_computed": num_computed, "num_draft": num_draft}
-    device = _check_inputs(states, block_tables, staged, num_reqs, block_size)
-    if backend == "reference":
+    if backend == "reference":   # validates its inputs as below
         mamba_postprocess_reference(states, block_tables, num_accepted, state_idx, num_scheduled,
                                     num_computed, num_draft, num_reqs, block_size)
         return
+    staged = {"num_accepted": num_accepted, "state_idx": state_idx, "num_scheduled": num_scheduled,
+              "num_computed": num_computed, "num_draft": num_draft}
+    device = check_inputs(states, block_tables, staged, num_reqs, block_size)
     _check_runtime(device)
     if num_reqs == 0:
         return

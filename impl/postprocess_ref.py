@@ -127,6 +127,60 @@ def apply_state_copy(spec: MambaStateSpec, block_table: torch.Tensor, req: int,
         state[dest_block] = state[src_block].clone()
 
 
+def _check_state(spec: MambaStateSpec, index: int, num_groups: int) -> None:
+    if spec.kind not in STATE_KINDS:
+        raise ValueError(f"states[{index}].kind must be one of {STATE_KINDS}, got {spec.kind!r}")
+    if not 0 <= spec.group < num_groups:
+        raise ValueError(f"states[{index}].group is {spec.group}, but there are {num_groups} "
+                         f"block tables")
+    tensor = spec.tensor
+    if spec.kind == "conv" and tensor.dim() != 3:
+        raise ValueError(f"states[{index}] is a conv state and must be "
+                         f"[num_blocks, conv_width, inner], got shape {tuple(tensor.shape)}")
+    if spec.kind == "temporal" and tensor.dim() < 1:
+        raise ValueError(f"states[{index}] is a temporal state and must be [num_blocks, ...], "
+                         f"got shape {tuple(tensor.shape)}")
+    expected = 1
+    for dim in range(tensor.dim() - 1, 0, -1):
+        if tensor.shape[dim] != 1 and tensor.stride(dim) != expected:
+            raise ValueError(f"states[{index}] must be contiguous in its trailing dims, got "
+                             f"shape {tuple(tensor.shape)} strides {tensor.stride()}")
+        expected *= tensor.shape[dim]
+
+
+def check_inputs(states: Sequence[MambaStateSpec], block_tables: Sequence[torch.Tensor],
+                  staged: dict[str, torch.Tensor], num_reqs: int, block_size: int) -> torch.device:
+    """Validate everything the kernel relies on; return the common device."""
+    if num_reqs < 0:
+        raise ValueError(f"num_reqs must be >= 0, got {num_reqs}")
+    if block_size <= 0:
+        raise ValueError(f"block_size must be > 0, got {block_size}")
+    tensors: list[tuple[str, torch.Tensor]] = list(staged.items())
+    for name, tensor in staged.items():
+        if tensor.dtype != torch.int32 or tensor.dim() != 1 or tensor.stride(0) != 1:
+            raise ValueError(f"{name} must be a contiguous 1-D int32 tensor, got dtype "
+                             f"{tensor.dtype} shape {tuple(tensor.shape)} strides {tensor.stride()}")
+        if tensor.shape[0] < num_reqs:
+            raise ValueError(f"{name} has {tensor.shape[0]} slots, fewer than num_reqs={num_reqs}")
+    for g, table in enumerate(block_tables):
+        if table.dtype != torch.int32 or table.dim() != 2:
+            raise ValueError(f"block_tables[{g}] must be a 2-D int32 tensor, got dtype "
+                             f"{table.dtype} shape {tuple(table.shape)}")
+        if table.shape[0] < num_reqs:
+            raise ValueError(f"block_tables[{g}] has {table.shape[0]} rows, fewer than "
+                             f"num_reqs={num_reqs}")
+        tensors.append((f"block_tables[{g}]", table))
+    for s, spec in enumerate(states):
+        _check_state(spec, s, len(block_tables))
+        tensors.append((f"states[{s}].tensor", spec.tensor))
+    device = staged["num_accepted"].device
+    for name, tensor in tensors:
+        if tensor.device != device:
+            raise ValueError(f"all tensors must be on one device: num_accepted is on {device}, "
+                             f"{name} on {tensor.device}")
+    return device
+
+
 def mamba_postprocess_reference(states: Sequence[MambaStateSpec],
                                 block_tables: Sequence[torch.Tensor],
                                 num_accepted: torch.Tensor,
@@ -140,8 +194,12 @@ def mamba_postprocess_reference(states: Sequence[MambaStateSpec],
 
     Same arguments and effects as :func:`impl.postprocess.mamba_postprocess`: copies
     states in place and sets ``num_accepted[i] = 1`` where ``src == dest``. All
-    decisions are taken from ``num_accepted`` as it was on entry (a snapshot).
+    decisions are taken from ``num_accepted`` as it was on entry (a snapshot). Malformed
+    inputs are refused with a ValueError, as the kernel's host wrapper refuses them.
     """
+    staged = {"num_accepted": num_accepted, "state_idx": state_idx, "num_scheduled": num_scheduled,
+              "num_computed": num_computed, "num_draft": num_draft}
+    check_inputs(states, block_tables, staged, num_reqs, block_size)
     decisions = kernel_decisions(state_idx, num_scheduled, num_computed, num_draft,
                                  num_accepted, num_reqs, block_size)
     for req, decision in enumerate(decisions):

@@ -33,12 +33,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 
-from oracles.errors import StagecheckError
-from oracles.targets import Target
-from spec.schema import FIELDS_BY_BUFFER, FLAG
+from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.observe import require_device
+from stagecheck.oracles.options import DEVICES, choice
+from stagecheck.oracles.targets import Target
+from stagecheck.spec.schema import FIELDS_BY_BUFFER, FLAG
 
-__all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "format_bench",
-           "run_bench"]
+__all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "run_bench"]
 
 DEFAULT_SIZES = (1, 8, 64, 256, 1024)
 _WARMUP_CALLS = 3
@@ -103,7 +104,7 @@ def build_bench_inputs(target: Target, num_reqs: int, device: str = "cpu") -> Si
     """
     import torch
 
-    from impl.buffer import CpuGpuBuffer
+    from stagecheck.impl.buffer import CpuGpuBuffer
     dtypes = {"int32": torch.int32, "bool": torch.bool}
     ctx = SimpleNamespace()
     for buffer in target.profile.buffers():
@@ -159,9 +160,9 @@ def _bench_size(baseline: Target, candidate: Target, num_reqs: int, device: str,
                 sync()
         except Exception as exc:
             raise StagecheckError(
-                f"bench: the {side} {target.spec!r} raised {type(exc).__name__}: {exc} on an "
-                f"in-contract input with num_reqs={num_reqs}; run 'stagecheck diff' to see "
-                "why (a target that fails on valid inputs cannot be timed)") from None
+                f"the {side} {target.spec!r} raised {type(exc).__name__}: {exc} on an "
+                f"in-contract input with num_reqs={num_reqs}, so it cannot be timed",
+                "run 'stagecheck diff' to see why", value=target.spec) from None
         calls[side] = call
     # calibration: a batch of the slower side lasts min_time / (2 * repeats), at most 1 ms
     per_call = max(_time_batch(calls[s], _WARMUP_CALLS, sync) / _WARMUP_CALLS for s in calls)
@@ -208,15 +209,9 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
     sizes = tuple(sizes)
     if not sizes or any(not isinstance(s, int) or s < 1 for s in sizes):
         raise ValueError(f"run_bench: sizes must be whole numbers >= 1, got {sizes!r}")
-    sync = None
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            from oracles import messages
-            raise StagecheckError(messages.CUDA_UNAVAILABLE.format(torch=torch.__version__))
-        sync = torch.cuda.synchronize
-    elif device != "cpu":
-        from oracles import messages
-        raise StagecheckError(messages.BAD_DEVICE.format(value=device))
+    choice("device", device, DEVICES)
+    require_device(device)
+    sync = torch.cuda.synchronize if device == "cuda" else None
     result = BenchResult(baseline.spec, candidate.spec, device, repeats=repeats,
                          min_time=min_time)
     started = time.perf_counter()
@@ -225,33 +220,3 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
                                        min_time, sync))
     result.seconds = time.perf_counter() - started
     return result
-
-
-def _us(seconds: float) -> str:
-    us = seconds * 1e6
-    return f"{us:.2f}" if us < 100 else f"{us:.1f}" if us < 10000 else f"{us:.0f}"
-
-
-def format_bench(result: BenchResult) -> str:
-    """The result as a table: per-call microseconds of both sides, ratio and spread."""
-    header = ("num_reqs", "baseline µs/call", "candidate µs/call",
-              "ratio (candidate/baseline)", "spread (IQR of ratios)")
-    rows = []
-    for r in result.rows:
-        rows.append((str(r.num_reqs), _us(r.baseline_s), _us(r.candidate_s), f"{r.ratio:.3f}",
-                     f"{r.ratio_q1:.3f}..{r.ratio_q3:.3f} (±{r.spread / 2:.3f})"))
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
-
-    def line(cells) -> str:
-        return " | ".join(c.rjust(w) for c, w in zip(cells, widths))
-
-    rounds = sorted({r.rounds for r in result.rows}) or [0]
-    rounds_text = (str(rounds[0]) if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}")
-    out = [f"stagecheck bench: {result.baseline} (baseline) vs {result.candidate} (candidate) "
-           f"on {result.device}",
-           line(header), "-+-".join("-" * w for w in widths)]
-    out += [line(row) for row in rows]
-    out.append(f"{rounds_text} interleaved rounds per size; per-call medians; ratio < 1: the "
-               f"candidate is faster; {result.seconds:.1f} s in all")
-    return "\n".join(out)

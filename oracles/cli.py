@@ -1,71 +1,39 @@
 """The ``stagecheck`` command: ``main(argv) -> int``.
 
-Exit codes: 0 no error finding; 1 error findings (with ``--strict`` info findings
-count too); 2 usage or load error, with a message that names the argument, the
-value and the fix.
+Each command only loads (targets, options), calls one analysis with one options
+object, hands the result to the renderers and returns an exit code: 0 no error
+finding; 1 error findings (with ``--strict`` info findings count too); 2 usage or
+load error, with a message that names the argument, the value and the fix.
+
+Heavy libraries (torch, hypothesis, triton, crosshair) are imported by the command
+that needs them, after its arguments were parsed and checked.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
-from oracles import messages
-from oracles.errors import StagecheckError, UsageError
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import StagecheckError, UsageError
+from stagecheck.oracles.options import (DEVICES, KERNEL_BACKENDS, KERNEL_MODES, CampaignConfig,
+                                        RunOptions, integer, seconds, whole)
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 DEFAULT_SAVE_DIR = os.path.join(".stagecheck", "findings")
 
+#: Canonical option name -> how the command line spells it, for error messages.
+_FLAGS = {"examples": "--examples", "seed": "--seed", "max_capacity": "--max-capacity",
+          "timeout": "--timeout", "steps": "--steps", "gpu_busy_cycles": "--gpu-busy-cycles",
+          "device": "--device", "kernel": "--kernel", "kernel_backend": "--kernel-backend",
+          "budget": "--budget", "jobs": "--jobs", "symbolic_timeout": "--symbolic-timeout",
+          "oracles": "--oracles", "operators": "--operators"}
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # never exit from inside argparse
-        raise UsageError(messages.USAGE.format(message=message, prog=self.prog))
-
-
-def _positive_int(option: str, template: str):
-    """A parser for a whole number >= 1 whose error names the option and the value."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise UsageError(template.format(value=text, option=option)) from None
-        if value < 1:
-            raise UsageError(template.format(value=text, option=option))
-        return value
-    return parse
-
-
-def _int(option: str, template: str):
-    def parse(text: str) -> int:
-        try:
-            return int(text)
-        except ValueError:
-            raise UsageError(template.format(value=text, option=option)) from None
-    return parse
-
-
-def _seconds(option: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise UsageError(messages.BAD_TIMEOUT.format(option=option, value=text)) from None
-        if not value > 0:
-            raise UsageError(messages.BAD_TIMEOUT.format(option=option, value=text))
-        return value
-    return parse
-
-
-def _device(text: str) -> str:
-    if text not in ("cpu", "cuda"):
-        raise UsageError(messages.BAD_DEVICE.format(value=text))
-    if text == "cuda":
-        import torch
-        if not torch.cuda.is_available():
-            raise UsageError(messages.CUDA_UNAVAILABLE.format(torch=torch.__version__))
-    return text
+        raise UsageError.of(messages.USAGE, message=message, prog=self.prog)
 
 
 def _add_campaign_options(p: argparse.ArgumentParser) -> None:
@@ -86,13 +54,13 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deferred-copies", action="store_true",
                    help="cpu: model asynchronous copies (they execute at the end of the call, "
                    "reading host memory then) to find write-after-copy hazards")
-    p.add_argument("--kernel", default="auto", choices=("auto", "always", "off"),
+    p.add_argument("--kernel", default="auto", choices=KERNEL_MODES,
                    help="kernel oracle: run the postprocess kernel on both sides' mirrors where "
                    "their live slots differ (auto, default), on every example (always), or "
                    "never (off)")
     p.add_argument("--no-kernel", dest="kernel", action="store_const", const="off",
                    help="same as --kernel off")
-    p.add_argument("--kernel-backend", choices=("reference", "triton"), default=None,
+    p.add_argument("--kernel-backend", choices=KERNEL_BACKENDS, default=None,
                    help="kernel the oracle runs (default: triton on cuda, reference on cpu; "
                    "triton on cpu uses the interpreter)")
     p.add_argument("--steps", default="1", help="staging calls per example on the same "
@@ -141,7 +109,14 @@ def build_parser() -> argparse.ArgumentParser:
     mutants.add_argument("--budget", default="300", help="examples per oracle run (default 300)")
     mutants.add_argument("--symbolic-timeout", default="10",
                          help="seconds of symbolic search per mutant (default 10)")
+    mutants.add_argument("--operators", default=None,
+                         help="comma-separated subset of the catalog (default: every operator)")
     mutants.add_argument("--jobs", default="1", help="mutants run in parallel processes")
+    mutants.add_argument("--no-out-of-contract", action="store_true",
+                         help="skip the campaigns' stream of inputs that should not happen (it "
+                         "gives info findings only: same kills, faster, survivors less "
+                         "explained)")
+    mutants.add_argument("--list", action="store_true", help="list the mutants and exit")
     mutants.add_argument("--json", metavar="PATH")
     replay = sub.add_parser("replay", help="re-run a saved finding")
     replay.add_argument("file")
@@ -151,33 +126,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# ------------------------------------------------------------------------------ loading
+
+def _option(error: UsageError) -> UsageError:
+    """Name the option the way the command line spells it."""
+    if error.where is None and getattr(error, "option", None):
+        error.located(f"option {_FLAGS.get(error.option, error.option)}")
+    return error
+
+
+def _load(spec: str, argument: str):
+    from stagecheck.oracles.targets import load_target
+    try:
+        return load_target(spec)
+    except StagecheckError as exc:
+        raise exc.located(f"argument {argument}") from None
+
+
 def _write(option: str, path: str, text: str) -> None:
     try:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
     except OSError as exc:
-        raise UsageError(messages.JSON_UNWRITABLE.format(option=option, value=path,
-                                                         error=exc.strerror)) from None
+        raise UsageError.of(messages.JSON_UNWRITABLE, path, error=exc.strerror).located(
+            f"option {option}") from None
 
 
-def _write_json(path: str, payload: dict) -> None:
-    _write("--json", path, json.dumps(payload, indent=2, sort_keys=True))
+def _check_writable(option: str, path: str | None) -> None:
+    if path:
+        _write(option, path, "")
 
 
-def _campaign_config(args):
-    from oracles.differential import CampaignConfig
-    return CampaignConfig(
-        examples=_positive_int("--examples", messages.BAD_EXAMPLES)(args.examples),
-        seed=_int("--seed", messages.BAD_SEED)(args.seed),
-        device=_device(args.device),
-        max_capacity=_positive_int("--max-capacity", messages.BAD_CAPACITY)(args.max_capacity),
-        timeout=_seconds("--timeout")(args.timeout),
-        out_of_contract=not args.no_out_of_contract,
-        deferred_copies=args.deferred_copies,
-        gpu_busy_cycles=_int("--gpu-busy-cycles", messages.BAD_CYCLES)(args.gpu_busy_cycles)
-        if args.device == "cuda" else 0,
-        kernel=args.kernel, kernel_backend=args.kernel_backend,
-        steps=_positive_int("--steps", messages.BAD_STEPS)(args.steps))
+def _run_options(args) -> RunOptions:
+    return RunOptions(
+        device=args.device, timeout=args.timeout, deferred_copies=args.deferred_copies,
+        gpu_busy_cycles=args.gpu_busy_cycles if args.device == "cuda" else 0,
+        steps=args.steps, kernel=args.kernel, kernel_backend=args.kernel_backend)
+
+
+def _campaign_config(args) -> CampaignConfig:
+    return CampaignConfig(examples=args.examples, seed=args.seed, max_capacity=args.max_capacity,
+                          out_of_contract=not args.no_out_of_contract, run=_run_options(args))
 
 
 def _progress():
@@ -192,152 +181,148 @@ def _progress():
     return show
 
 
-def _run_campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
-    from oracles.differential import run_campaign
-    from oracles.report import json_report, junit_xml, save_findings, text_report
-    from oracles.targets import load_target
+# ------------------------------------------------------------------------------ commands
+
+def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     config = _campaign_config(args)
     if args.json and args.junit_xml and os.path.abspath(args.json) == os.path.abspath(
             args.junit_xml):
-        raise UsageError(messages.SAME_REPORT_PATH.format(value=args.json))
-    for option, path in (("--json", args.json), ("--junit-xml", args.junit_xml)):
-        if path:
-            _write(option, path, "")   # fail early on an unwritable path
-    baseline = load_target(baseline_spec, "BASELINE") if baseline_spec else None
-    candidate = load_target(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET")
+        raise UsageError.of(messages.SAME_REPORT_PATH, args.json)
+    _check_writable("--json", args.json)
+    _check_writable("--junit-xml", args.junit_xml)
+    from stagecheck.oracles.observe import require_device
+    require_device(config.run.device)
+    baseline = _load(baseline_spec, "BASELINE") if baseline_spec else None
+    candidate = _load(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET")
+    from stagecheck.oracles.campaign import run_campaign
+    from stagecheck.oracles.report import (json_document, render_campaign, render_json,
+                                           render_junit, save_findings)
+    from stagecheck.oracles.report.json import campaign_body
     progress = _progress()
     result = run_campaign(baseline, candidate, config, progress)
     if progress:
         sys.stderr.write("\n")
     saved = save_findings(result, args.save_dir) if result.findings else {}
-    print(text_report(result, args.strict, saved))
+    print(render_campaign(result, args.strict, saved))
     if args.json:
-        _write_json(args.json, json_report(result, args.strict))
+        _write("--json", args.json, render_json(json_document(
+            args.command, campaign_body(result, args.strict), result.verdict(args.strict))))
     if args.junit_xml:
-        _write("--junit-xml", args.junit_xml, junit_xml(result, args.strict))
+        _write("--junit-xml", args.junit_xml, render_junit(result, args.strict))
     return EXIT_FINDINGS if result.verdict(args.strict) == "different" else EXIT_CLEAN
 
 
 def _replay(args) -> int:
-    from oracles.differential import evaluate
-    from oracles.errors import ScenarioError
-    from oracles.targets import load_target
-    from spec import ERROR, StagingScenario
+    from stagecheck.oracles.evaluate import evaluate
+    from stagecheck.oracles.observe import require_device
+    from stagecheck.oracles.report import load_replay, render_replay
     try:
-        with open(args.file, encoding="utf-8") as fh:
-            saved = json.load(fh)
-        scenario = StagingScenario.from_dict(saved["finding"]["scenario"])
-    except OSError as exc:
-        raise UsageError(f"argument FILE: cannot read {args.file!r} ({exc.strerror}); give a "
-                         "replay file written by 'stagecheck diff'") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ScenarioError(f"argument FILE: {args.file!r} is not a stagecheck replay file "
-                            f"({type(exc).__name__}: {exc}); give a file from "
-                            f"{DEFAULT_SAVE_DIR}") from None
-    from spec.scenario import malformed
-    problems = malformed(scenario)
-    if problems:
-        raise ScenarioError(f"argument FILE: the scenario in {args.file!r} cannot be built: "
-                            f"{'; '.join(problems[:3])}; fix the file or re-run the search")
+        saved, scenario = load_replay(args.file)
+    except StagecheckError as exc:
+        raise exc.located("argument FILE") from None
     base_spec = args.baseline or saved.get("baseline")
     cand_spec = args.candidate or saved.get("candidate")
-    device = _device(args.device or saved.get("device", "cpu"))
-    baseline = load_target(base_spec, "--baseline") if base_spec else None
-    candidate = load_target(cand_spec, "--candidate")
-    findings, _, _ = evaluate(baseline, candidate, scenario, device)
-    print(f"replay of {saved['finding'].get('id')} ({saved['finding'].get('invariant')}): "
-          f"{base_spec} vs {cand_spec} on {device}")
-    for f in findings:
-        print(f"  {f.severity}: {f.invariant} ({f.side}) {f.message}")
-    if not findings:
-        print("  no finding: the saved example no longer shows a difference")
-    return EXIT_FINDINGS if any(f.severity == ERROR for f in findings) else EXIT_CLEAN
-
-
-def _use_interpreter_without_gpu() -> None:
-    """Triton runs through its interpreter where torch sees no GPU (set before import)."""
-    import torch
-    if not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    options = RunOptions(device=args.device or saved.get("device", "cpu"))
+    require_device(options.device)
+    baseline = _load(base_spec, "--baseline") if base_spec else None
+    candidate = _load(cand_spec, "--candidate")
+    findings = evaluate(baseline, candidate, scenario, options).findings
+    print(render_replay(args.file, saved, base_spec, cand_spec, options.device, findings))
+    return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_CLEAN
 
 
 def _kernel(args) -> int:
-    examples = _positive_int("--examples", messages.BAD_EXAMPLES)(args.examples)
-    seed = _int("--seed", messages.BAD_SEED)(args.seed)
-    device = _device(args.device)
-    if args.json:
-        _write("--json", args.json, "")
-    _use_interpreter_without_gpu()
-    from oracles.kernel_oracle import run_kernel_campaign
+    from stagecheck.oracles.options import choice
+    examples = whole("examples", args.examples, 1, "100")
+    seed = integer("seed", args.seed)
+    device = choice("device", args.device, DEVICES)
+    _check_writable("--json", args.json)
+    from stagecheck.oracles.observe import require_device
+    require_device(device)
+    from stagecheck.oracles.kernel.campaign import run_kernel_campaign
+    from stagecheck.oracles.report import json_document, render_json, render_kernel
     result = run_kernel_campaign(examples, seed, device)
-    print(f"stagecheck kernel: Triton kernel vs reference on {device}"
-          f"{' (interpreter)' if device == 'cpu' else ''}")
-    print(f"tried {result.examples} kernel scenarios (seed {seed}) in {result.seconds:.1f} s")
-    if result.clean:
-        print("verdict: EQUIVALENT — bit-identical states (every block) and accepted counts")
-        print(messages.KERNEL_CLEAN_HINT.format(more=examples * 10, examples=examples,
-                                                seed=seed))
-    else:
-        print("verdict: DIFFERENT — shrunk scenario:")
-        for line in result.differences:
-            print(f"  {line}")
-        print("  scenario: " + result.failure.to_json())
+    print(render_kernel(result))
     if args.json:
-        _write_json(args.json, result.to_dict())
+        _write("--json", args.json, render_json(json_document(
+            "kernel", result.to_dict(), "equivalent" if result.clean else "different")))
     return EXIT_CLEAN if result.clean else EXIT_FINDINGS
 
 
 def _symbolic(args) -> int:
-    from oracles.targets import load_target
-    timeout = _seconds("--timeout")(args.timeout)
-    capacity = _positive_int("--max-capacity", messages.BAD_CAPACITY)(args.max_capacity)
-    if args.json:
-        _write("--json", args.json, "")
-    baseline = load_target(args.baseline, "BASELINE")
-    candidate = load_target(args.candidate, "CANDIDATE")
-    from oracles.symbolic import run_symbolic
+    timeout = seconds("timeout", args.timeout, "30")
+    capacity = whole("max_capacity", args.max_capacity, 1, "4")
+    _check_writable("--json", args.json)
+    baseline = _load(args.baseline, "BASELINE")
+    candidate = _load(args.candidate, "CANDIDATE")
+    from stagecheck.oracles.report import json_document, render_json, render_symbolic
+    from stagecheck.oracles.symbolic import run_symbolic
     result = run_symbolic(baseline, candidate, timeout=timeout, max_capacity=capacity)
-    print(result.summary())
-    errors, infos = result.errors, result.infos
-    different = bool(errors) or (args.strict and bool(infos))
-    print(f"verdict: {'DIFFERENT' if different else 'EQUIVALENT'} — {len(errors)} error "
-          f"finding(s), {len(infos)} info finding(s) on the paths explored")
-    for f in errors + infos:
-        where = "in contract" if f.in_contract else "out of contract"
-        print(f"  {f.severity}: {f.invariant} ({f.side}, {where}) {f.message}")
-        print(f"    input: {json.dumps(f.scenario, sort_keys=True)}")
+    print(render_symbolic(result, args.strict))
     if args.json:
-        _write_json(args.json, result.to_dict())
-    return EXIT_FINDINGS if different else EXIT_CLEAN
+        _write("--json", args.json, render_json(json_document(
+            "symbolic", result.to_dict(), result.verdict(args.strict))))
+    return EXIT_FINDINGS if result.verdict(args.strict) == "different" else EXIT_CLEAN
 
 
 def _bench(args) -> int:
-    from oracles.targets import load_target
-    device = _device(args.device)
-    if args.json:
-        _write("--json", args.json, "")
-    baseline = load_target(args.baseline, "BASELINE")
-    candidate = load_target(args.candidate, "CANDIDATE")
-    from oracles.bench import format_bench, run_bench
+    from stagecheck.oracles.options import choice
+    device = choice("device", args.device, DEVICES)
+    _check_writable("--json", args.json)
+    baseline = _load(args.baseline, "BASELINE")
+    candidate = _load(args.candidate, "CANDIDATE")
+    from stagecheck.oracles.bench import run_bench
+    from stagecheck.oracles.report import json_document, render_bench, render_json
     result = run_bench(baseline, candidate, device=device)
-    print(format_bench(result))
+    print(render_bench(result))
     if args.json:
-        _write_json(args.json, result.to_dict())
+        _write("--json", args.json, render_json(json_document("bench", result.to_dict())))
     return EXIT_CLEAN
 
 
 def _mutants(args) -> int:
-    budget = _positive_int("--budget", messages.BAD_BUDGET)(args.budget)
-    _seconds("--symbolic-timeout")(args.symbolic_timeout)
-    _positive_int("--jobs", messages.BAD_JOBS)(args.jobs)
-    oracles = [o.strip() for o in args.oracles.split(",") if o.strip()]
+    from stagecheck.oracles.mutants import MutantsConfig, list_mutants, parse_list
+    operators = parse_list(args.operators) if args.operators is not None else None
+    config = MutantsConfig(oracles=tuple(parse_list(args.oracles)), budget=args.budget,
+                           symbolic_timeout=args.symbolic_timeout, operators=operators,
+                           jobs=args.jobs, out_of_contract=not args.no_out_of_contract)
+    _check_writable("--json", args.json)
+    if args.list:
+        try:
+            mutants = list_mutants(args.target, config.operators)
+        except StagecheckError as exc:
+            raise exc.located("argument TARGET") from None
+        for m in mutants:
+            eq = "  [equivalent: operator reason]" if m.equivalent_reason else ""
+            print(f"{m.id} {m.operator:<24} {str(m.location):<36} {m.description}{eq}")
+        return EXIT_CLEAN
+    _load(args.target, "TARGET")
+    from stagecheck.oracles.kernel import use_interpreter_without_gpu
+    use_interpreter_without_gpu()
+    from stagecheck.oracles.mutants import run_mutants
+    from stagecheck.oracles.report import json_document, render_json, render_mutants
+    report = run_mutants(args.target, config, _mutant_progress)
+    print(render_mutants(report))
+    verdict = "all-killed" if report.all_killed() else "survivors"
     if args.json:
-        _write("--json", args.json, "")
-    _use_interpreter_without_gpu()
-    from oracles.mutants import mutants_command
-    return mutants_command(args.target, oracles, budget, args.json,
-                           symbolic_timeout=_seconds("--symbolic-timeout")(args.symbolic_timeout),
-                           jobs=_positive_int("--jobs", messages.BAD_JOBS)(args.jobs))
+        _write("--json", args.json, render_json(json_document("mutants", report.to_dict(),
+                                                              verdict)))
+    return EXIT_CLEAN if report.all_killed() else EXIT_FINDINGS
+
+
+def _mutant_progress(res, done: int, total: int) -> None:
+    cells = " ".join(f"{o}={out.cell()}" for o, out in res.outcomes.items())
+    sys.stderr.write(f"[{done}/{total}] {res.mutant.id} {res.mutant.operator} "
+                     f"{res.mutant.location}: {cells}\n")
+    sys.stderr.flush()
+
+
+_COMMANDS = {
+    "diff": lambda args: _campaign(args, args.baseline, args.candidate),
+    "spec": lambda args: _campaign(args, None, args.target),
+    "replay": _replay, "kernel": _kernel, "symbolic": _symbolic, "bench": _bench,
+    "mutants": _mutants,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -347,22 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE
-        if args.command == "diff":
-            return _run_campaign(args, args.baseline, args.candidate)
-        if args.command == "spec":
-            return _run_campaign(args, None, args.target)
-        if args.command == "replay":
-            return _replay(args)
-        if args.command == "kernel":
-            return _kernel(args)
-        if args.command == "symbolic":
-            return _symbolic(args)
-        if args.command == "bench":
-            return _bench(args)
-        if args.command == "mutants":
-            return _mutants(args)
-        raise UsageError(f"unknown command {args.command!r}")
+        return _COMMANDS[args.command](args)
     except StagecheckError as exc:
+        if isinstance(exc, UsageError):
+            _option(exc)
         print(f"stagecheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 

@@ -1,63 +1,89 @@
-"""User-visible messages. Tests import these constants instead of restating text."""
+"""User-visible messages. Tests import these constants instead of restating text.
 
-# target loading
-TARGET_EMPTY = ("argument {arg}: the target is empty; give a builtin name ({builtins}), "
-                "'package.module:function', 'path/to/file.py::function' or "
-                "'git:REV:path/to/file.py::function'")
-TARGET_UNKNOWN = ("argument {arg}: {value!r} is not a builtin target, a 'module:function', a "
-                  "'file.py::function' nor a 'git:REV:file.py::function'; builtins are "
-                  "{builtins}")
-TARGET_FILE_MISSING = ("argument {arg}: file {path!r} in {value!r} does not exist; check the path "
-                       "(relative paths are taken from {cwd})")
-TARGET_FILE_SYNTAX = ("argument {arg}: {path!r} in {value!r} is not valid Python ({error}); fix "
-                      "the file or point at another revision")
-TARGET_FUNCTION_MISSING = ("argument {arg}: {path!r} has no module-level function {name!r} "
-                           "(in {value!r}); functions there: {available}")
-TARGET_NOT_FUNCTION = ("argument {arg}: {name!r} in {value!r} is a {kind}, not a function; name "
-                       "the staging function itself")
-TARGET_BAD_SYNTAX = ("argument {arg}: {value!r} is malformed: {why}; write "
-                     "'path/to/file.py::function' or 'package.module:function'")
-TARGET_MODULE_MISSING = ("argument {arg}: module {module!r} in {value!r} cannot be imported "
-                         "({error}); install it or use 'path/to/file.py::{name}' to load the "
-                         "file without its imports")
-TARGET_ATTRIBUTE_MISSING = ("argument {arg}: module {module!r} has no attribute {name!r} (in "
-                            "{value!r}); check the function name")
-TARGET_SIGNATURE = ("argument {arg}: {value!r} has signature {signature}, which cannot take the "
-                    "staging arguments (ctx, scheduler_output, req_ids, num_reqs, requests, "
-                    "mamba_state_idx); point at the staging function")
-TARGET_COMPILE = ("argument {arg}: {value!r} could not be compiled on its own ({error}); the "
-                  "function or a module-level name it uses needs code stagecheck does not run")
-GIT_NOT_REPO = ("argument {arg}: {value!r} names a git revision but {cwd} is not inside a git "
-                "repository; run from the repository or use a plain file target")
-GIT_BAD_REVISION = ("argument {arg}: revision {rev!r} in {value!r} is unknown to git; check it "
-                    "with 'git rev-parse {rev}'")
-GIT_PATH_MISSING = ("argument {arg}: {path!r} does not exist at revision {rev!r} (in {value!r}); "
-                    "paths are relative to the repository root, check 'git ls-tree -r {rev}'")
+Error messages are ``(problem, fix)`` pairs that ``StagecheckError.of`` formats; the
+front end adds where the value came from (``argument BASELINE: ...``).
+"""
 
-# option values
-BAD_DEVICE = ("option --device: {value!r} is not a device; use 'cpu' or 'cuda'")
-CUDA_UNAVAILABLE = ("option --device: 'cuda' was asked for but torch sees no CUDA device "
-                    "(torch {torch}); run on a GPU machine or use --device cpu")
-BAD_EXAMPLES = ("option --examples: {value!r} is not a whole number >= 1; give e.g. --examples 500")
-BAD_CYCLES = ("option --gpu-busy-cycles: {value!r} is not a whole number of cycles; give e.g. "
-              "--gpu-busy-cycles 1000000, or 0 for none")
-BAD_CAPACITY = ("option --max-capacity: {value!r} is not a whole number >= 1; give e.g. "
-                "--max-capacity 8")
-BAD_BUDGET = "option --budget: {value!r} is not a whole number >= 1; give e.g. --budget 300"
-BAD_STEPS = "option --steps: {value!r} is not a whole number >= 1; give e.g. --steps 2"
-BAD_JOBS = "option --jobs: {value!r} is not a whole number >= 1; give e.g. --jobs 2"
-BAD_SEED = "option --seed: {value!r} is not a whole number; give e.g. --seed 0"
-BAD_TIMEOUT = "option {option}: {value!r} is not a positive number of seconds; give e.g. {option} 5"
-JSON_UNWRITABLE = ("option {option}: cannot write {value!r} ({error}); give a path in a writable "
-                   "directory")
-SAME_REPORT_PATH = ("options --json and --junit-xml: both name {value!r}; give each report its "
-                    "own path")
-USAGE = "{message}; run '{prog} --help' for the options"
+# --------------------------------------------------------------------------- targets
+TARGET_FORMS = ("a builtin name ({builtins}), 'package.module:function', "
+                "'path/to/file.py::function' or 'git:REV:path/to/file.py::function'")
+TARGET_EMPTY = ("the target is empty", "give " + TARGET_FORMS)
+TARGET_UNKNOWN = ("{value!r} is not a builtin target, a 'module:function', a "
+                  "'file.py::function' nor a 'git:REV:file.py::function'",
+                  "builtins are {builtins}")
+TARGET_FILE_MISSING = ("file {path!r} in {value!r} does not exist",
+                       "check the path (relative paths are taken from {cwd})")
+TARGET_FILE_SYNTAX = ("{path!r} in {value!r} is not valid Python ({error})",
+                      "fix the file or point at another revision")
+TARGET_FUNCTION_MISSING = ("{path!r} has no module-level function {name!r} (in {value!r})",
+                           "functions there: {available}")
+TARGET_NOT_FUNCTION = ("{name!r} in {value!r} is a {kind}, not a function",
+                       "name the staging function itself")
+TARGET_BAD_SYNTAX = ("{value!r} is malformed: {why}",
+                     "write 'path/to/file.py::function' or 'package.module:function'")
+TARGET_MODULE_MISSING = ("module {module!r} in {value!r} cannot be imported ({error})",
+                         "install it or use 'path/to/file.py::{name}' to load the file "
+                         "without its imports")
+TARGET_ATTRIBUTE_MISSING = ("module {module!r} has no attribute {name!r} (in {value!r})",
+                            "check the function name")
+TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the staging "
+                    "arguments (ctx, scheduler_output, req_ids, num_reqs, requests, "
+                    "mamba_state_idx)", "point at the staging function")
+TARGET_COMPILE = ("{value!r} could not be compiled on its own ({error})",
+                  "the function or a module-level name it uses needs code stagecheck does "
+                  "not run")
+TARGET_NO_SOURCE = ("{value!r} has no Python source file with a module-level function "
+                    "{name!r} to mutate", "give 'path/to/file.py::function'")
+GIT_NOT_REPO = ("{value!r} names a git revision but {cwd} is not inside a git repository",
+                "run from the repository or use a plain file target")
+GIT_BAD_REVISION = ("revision {rev!r} in {value!r} is unknown to git",
+                    "check it with 'git rev-parse {rev}'")
+GIT_PATH_MISSING = ("{path!r} does not exist at revision {rev!r} (in {value!r})",
+                    "paths are relative to the repository root, check "
+                    "'git ls-tree -r {rev}'")
 
-# report lines
+# --------------------------------------------------------------------------- options
+# ``option`` is the canonical name; the CLI shows it as --option, the fixture as option=.
+BAD_DEVICE = ("{value!r} is not a device", "use 'cpu' or 'cuda'")
+CUDA_UNAVAILABLE = ("'cuda' was asked for but torch sees no CUDA device (torch {torch})",
+                    "run on a GPU machine or use device cpu")
+BAD_WHOLE = ("{value!r} is not a whole number >= {minimum}", "give e.g. {example}")
+BAD_INTEGER = ("{value!r} is not a whole number", "give e.g. {example}")
+BAD_SECONDS = ("{value!r} is not a positive number of seconds", "give e.g. {example}")
+BAD_CHOICE = ("{value!r} is not one of {choices}", "choose one of them")
+USAGE = ("{message}", "run '{prog} --help' for the options")
+JSON_UNWRITABLE = ("cannot write {value!r} ({error})", "give a path in a writable directory")
+SAME_REPORT_PATH = ("--json and --junit-xml both name {value!r}", "give each report its own "
+                    "path")
+UNKNOWN_OPTIONS = ("unknown option(s) {value}", "campaign options are {known}")
+BAD_ORACLES = ("{value} is not an oracle", "choose from {choices} (comma-separated, e.g. "
+               "--oracles spec,differential)")
+BAD_OPERATORS = ("{value} is not an operator", "choose from {choices}")
+REPLAY_UNREADABLE = ("cannot read {value!r} ({error})", "give a replay file written by "
+                     "'stagecheck diff'")
+REPLAY_MALFORMED = ("{value!r} is not a stagecheck replay file ({error})",
+                    "give a file from {save_dir}")
+REPLAY_UNBUILDABLE = ("the scenario in {value!r} cannot be built: {problems}",
+                      "fix the file or re-run the search")
+SYMBOLIC_NO_PATH = ("symbolic diff explored no path in {seconds:.1f} s ({unsupported} lost to "
+                    "unsupported operations, {timed_out} timed out, {pruned} pruned): {why}. "
+                    "Nothing was checked",
+                    "give a longer --timeout, or use the fuzzer ('stagecheck diff') for this "
+                    "target")
+SYMBOLIC_LOST = ("symbolic diff lost {lost} of {total} path(s) to operations the list model "
+                 "or CrossHair does not support (first: {first}). A verdict from the "
+                 "remaining paths would hide what happens on those",
+                 "use the fuzzer ('stagecheck diff') for this target")
+CROSSHAIR_TOO_OLD = ("crosshair-tool {found} is installed; the symbolic oracle needs "
+                     "{needed} or newer", "pip install 'crosshair-tool>={needed}'")
+TRITON_MISSING = ("the Triton kernel backend needs triton, which is not installed ({error})",
+                  "install it (pip install triton) or use the reference backend")
+
+# --------------------------------------------------------------------------- reports
 CLEAN_RUN_HINT = ("No error finding. To search harder: --examples {more} (now {examples}), "
                   "another --seed (now {seed}), or a larger --max-capacity (now {capacity}).")
 KERNEL_CLEAN_HINT = ("No difference. To search harder: --examples {more} (now {examples}) or "
                      "another --seed (now {seed}); on a GPU, --device cuda runs the compiled "
                      "kernel.")
-HANG = "the call did not return within {seconds} s; stopped it (reported as a hang)"
+HANG = "the call did not return within the time limit (hang)"
+REPLAY_NOTHING = "no finding: the saved example no longer shows a difference"

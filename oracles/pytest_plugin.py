@@ -1,16 +1,18 @@
 """pytest plugin: assert equivalence of two staging targets from a project's own suite.
 
-Loaded through the ``pytest11`` entry point (or ``-p oracles.pytest_plugin``). It
-gives a ``stagecheck`` fixture::
+Loaded through the ``pytest11`` entry point (or ``-p stagecheck``). It gives a
+``stagecheck`` fixture::
 
     def test_refactor_is_equivalent(stagecheck):
         stagecheck.assert_equivalent("legacy", "path/to/mamba_utils.py::stage_postprocess_inputs_to_gpu")
 
-and registers three hypothesis profiles, picked with ``--hypothesis-profile=NAME``:
+and registers three hypothesis profiles, picked with ``--hypothesis-profile=NAME``.
+Their names carry the ``stagecheck-`` prefix, so a project's own ``ci`` or ``dev``
+profile (or hypothesis's) is never replaced by installing stagecheck:
 
-- ``ci``: derandomized (fixed seed), 100 examples per stream, no example database;
-- ``dev``: 300 examples, random seed, the directory database (``.hypothesis/examples``);
-- ``thorough``: 5000 examples, random seed, the directory database.
+- ``stagecheck-ci``: derandomized (fixed seed), 100 examples per stream, no database;
+- ``stagecheck-dev``: 300 examples, random seed, the directory database;
+- ``stagecheck-thorough``: 5000 examples, random seed, the directory database.
 
 The fixture's defaults come from the active profile, so under pytest-xdist every
 worker of a long campaign shares one directory database: a failing example found
@@ -28,29 +30,30 @@ import random
 import pytest
 from hypothesis import settings as _hsettings
 
-__all__ = ["PROFILES", "StagecheckFixture", "as_target", "register_profiles",
-           "target_from_callable"]
+__all__ = ["PROFILES", "StagecheckFixture", "as_target", "register_profiles"]
 
 #: The profiles this plugin registers: name -> settings changes over the parent profile.
 PROFILES = {
-    "ci": dict(derandomize=True, max_examples=100, deadline=None, database=None,
-               print_blob=True),
-    "dev": dict(max_examples=300),
-    "thorough": dict(max_examples=5000),
+    "stagecheck-ci": dict(derandomize=True, max_examples=100, deadline=None, database=None,
+                          print_blob=True),
+    "stagecheck-dev": dict(max_examples=300),
+    "stagecheck-thorough": dict(max_examples=5000),
 }
-# and "crosshair" (hypothesis's CrossHair backend) where hypothesis-crosshair is installed
-_PARENTS = {"ci": "ci", "dev": "default", "thorough": "default"}
+# and "stagecheck-crosshair" (hypothesis's CrossHair backend) where hypothesis-crosshair is
+# installed
+_PARENTS = {"stagecheck-ci": "ci", "stagecheck-dev": "default",
+            "stagecheck-thorough": "default"}
 
 
 def register_profiles() -> None:
-    """Register ``ci``, ``dev`` and ``thorough`` with hypothesis.
+    """Register ``stagecheck-ci``, ``stagecheck-dev`` and ``stagecheck-thorough``.
 
     Runs when pytest imports this plugin, which is before ``conftest.py`` files are
     loaded and before hypothesis's own plugin reads ``--hypothesis-profile`` (in
-    ``pytest_configure``): the option can name these profiles, and a project's
-    conftest can still register its own profile under the same name to replace one.
-    ``ci`` extends hypothesis's built-in ``ci`` profile; ``dev`` and ``thorough``
-    extend ``default``, never the profile active at import time.
+    ``pytest_configure``): the option can name these profiles. ``stagecheck-ci``
+    extends hypothesis's built-in ``ci`` profile; the others extend ``default``, never
+    the profile active at import time. Every name is ours alone: no profile of
+    hypothesis or of the project is replaced.
     """
     for name, changes in PROFILES.items():
         _hsettings.register_profile(name, _hsettings.get_profile(_PARENTS[name]), **changes)
@@ -59,7 +62,7 @@ def register_profiles() -> None:
         from hypothesis import HealthCheck, Phase
         # every example is one CrossHair path; a symbolic failure is realized, not shrunk
         _hsettings.register_profile(
-            "crosshair", _hsettings.get_profile("default"), backend="crosshair",
+            "stagecheck-crosshair", _hsettings.get_profile("default"), backend="crosshair",
             max_examples=20, phases=(Phase.explicit, Phase.generate), deadline=None,
             database=None, derandomize=False, suppress_health_check=list(HealthCheck))
 
@@ -69,29 +72,20 @@ register_profiles()
 
 # --------------------------------------------------------------------------- targets
 
-def target_from_callable(func, name: str | None = None, arg: str = "TARGET"):
-    """Wrap a plain staging function into a ``Target`` (same signature checks as files).
-
-    ``name`` becomes the target's spec (shown in reports, and part of the example
-    database key); by default ``module:qualname`` of the function.
-    """
-    from oracles.targets import _finish
-    if name is None:
-        module = getattr(func, "__module__", None) or "<callable>"
-        name = f"{module}:{getattr(func, '__qualname__', type(func).__name__)}"
-    return _finish(name, func, f"callable {name}", arg)
-
-
-def as_target(obj, arg: str = "TARGET"):
+def as_target(obj, where: str = "target"):
     """A ``Target`` from a target spec string, a ``Target``, or a plain callable."""
-    from oracles.targets import Target, load_target
+    from stagecheck.oracles.errors import StagecheckError
+    from stagecheck.oracles.targets import Target, load_target, target_from_callable
     if isinstance(obj, Target):
         return obj
-    if isinstance(obj, str):
-        return load_target(obj, arg)
-    if callable(obj):
-        return target_from_callable(obj, arg=arg)
-    raise TypeError(f"{arg}: expected a target spec string, a Target or a staging function, "
+    try:
+        if isinstance(obj, str):
+            return load_target(obj)
+        if callable(obj):
+            return target_from_callable(obj)
+    except StagecheckError as exc:
+        raise exc.located(where) from None
+    raise TypeError(f"{where}: expected a target spec string, a Target or a staging function, "
                     f"got {type(obj).__name__}")
 
 
@@ -126,34 +120,29 @@ class StagecheckFixture:
                max_capacity: int = 8, seed=None, **options):
         """The ``CampaignConfig`` a call with these arguments runs under.
 
-        ``options`` are further ``CampaignConfig`` fields (``timeout``,
-        ``out_of_contract``, ...), passed through as given.
+        ``options`` are further campaign and run options (``timeout``,
+        ``out_of_contract``, ``steps``, ``kernel``...), validated as the command line
+        validates them: a bad value fails the test with the message the CLI gives.
         """
-        import dataclasses
-
-        from oracles.differential import CampaignConfig
-        known = {f.name for f in dataclasses.fields(CampaignConfig)}
-        reserved = {"examples", "seed", "device", "max_capacity", "database", "derandomize"}
-        wrong = sorted(set(options) - (known - reserved))
+        from stagecheck.oracles.errors import UsageError
+        from stagecheck.oracles.options import CampaignConfig
+        reserved = {"database", "derandomize", "run"}
+        wrong = sorted(set(options) & reserved)
         if wrong:
-            raise TypeError(f"stagecheck: unknown option(s) {', '.join(wrong)}; campaign "
-                            f"options are {', '.join(sorted(known - reserved))} (the example "
+            raise TypeError(f"stagecheck: {', '.join(wrong)} cannot be given (the example "
                             "database and derandomize come from the hypothesis profile)")
         defaults = profile_defaults()
         if examples is None:
             examples = defaults["examples"]
-        if not isinstance(examples, int) or isinstance(examples, bool) or examples < 1:
-            raise ValueError(f"examples: {examples!r} is not a whole number >= 1")
-        if not isinstance(max_capacity, int) or max_capacity < 1:
-            raise ValueError(f"max_capacity: {max_capacity!r} is not a whole number >= 1")
-        if device not in ("cpu", "cuda"):
-            from oracles import messages
-            raise ValueError(messages.BAD_DEVICE.format(value=device))
         seed = _resolve_seed(seed, defaults["derandomize"])
-        return CampaignConfig(examples=examples, seed=seed, device=device,
-                              max_capacity=max_capacity,
-                              database=defaults["database"],
-                              derandomize=defaults["derandomize"], **options)
+        try:
+            return CampaignConfig.from_options(
+                examples=examples, seed=seed, device=device, max_capacity=max_capacity,
+                database=defaults["database"], derandomize=defaults["derandomize"], **options)
+        except UsageError as exc:
+            if exc.where is None and exc.option:
+                exc.located(f"{exc.option}=")
+            pytest.fail(f"stagecheck: {exc}", pytrace=False)
 
     def run(self, baseline, candidate, *, examples: int | None = None, device: str = "cpu",
             max_capacity: int = 8, seed=None, **options):
@@ -161,19 +150,19 @@ class StagecheckFixture:
 
         ``baseline`` None checks ``candidate`` against the spec alone.
         """
-        from oracles.differential import run_campaign
-        from oracles.errors import TargetLoadError
-        if device == "cuda":
-            import torch
-            if not torch.cuda.is_available():
-                from oracles import messages
-                pytest.skip(messages.CUDA_UNAVAILABLE.format(torch=torch.__version__))
+        from stagecheck.oracles.campaign import run_campaign
+        from stagecheck.oracles.errors import StagecheckError
+        from stagecheck.oracles.observe import require_device
         config = self.config(examples=examples, device=device, max_capacity=max_capacity,
                              seed=seed, **options)
         try:
+            require_device(config.run.device)
+        except StagecheckError as exc:
+            pytest.skip(str(exc))
+        try:
             base = as_target(baseline, "baseline") if baseline is not None else None
             cand = as_target(candidate, "candidate" if baseline is not None else "target")
-        except TargetLoadError as exc:
+        except StagecheckError as exc:
             pytest.fail(f"stagecheck: {exc}", pytrace=False)
         return run_campaign(base, cand, config)
 
@@ -201,10 +190,10 @@ class StagecheckFixture:
 
     @staticmethod
     def _check(result, strict: bool, given: tuple, options: dict) -> None:
-        from oracles.report import text_report
+        from stagecheck.oracles.report import render_campaign
         if result.verdict(strict) == "equivalent":
             return
-        message = text_report(result, strict)
+        message = render_campaign(result, strict)
         hint = _reproduce_hint(result, given, options)
         if hint:
             message += "\n" + hint
@@ -220,7 +209,7 @@ def _reproduce_hint(result, given: tuple, options: dict) -> str:
     command = (f"stagecheck diff {baseline} {candidate}" if baseline is not None
                else f"stagecheck spec {candidate}")
     hint = (f"reproduce: {command} --examples {c.examples} --seed {c.seed} "
-            f"--max-capacity {c.max_capacity} --device {c.device}")
+            f"--max-capacity {c.max_capacity} --device {c.run.device}")
     options = dict(options)
     if "timeout" in options:
         hint += f" --timeout {options.pop('timeout')}"

@@ -24,14 +24,14 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from oracles import messages
-from oracles.errors import TargetLoadError
-from spec.schema import FLAG, TargetProfile
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.spec.schema import FLAG, TargetProfile
 
 BUILTINS = {
-    "legacy": "impl.staging_legacy:stage_postprocess_inputs_to_gpu",
-    "single-loop": "impl.staging_single_loop:stage_postprocess_inputs_to_gpu",
-    "prefix-migration": "impl.staging_prefix:stage_postprocess_inputs_to_gpu",
+    "legacy": "stagecheck.impl.staging_legacy:stage_postprocess_inputs_to_gpu",
+    "single-loop": "stagecheck.impl.staging_single_loop:stage_postprocess_inputs_to_gpu",
+    "prefix-migration": "stagecheck.impl.staging_prefix:stage_postprocess_inputs_to_gpu",
 }
 _HONOURED_TOP = {"numpy", "torch"}
 STAGING_ARGS = ("ctx", "scheduler_output", "req_ids", "num_reqs", "requests", "mamba_state_idx")
@@ -46,61 +46,81 @@ class Target:
     profile: TargetProfile
     origin: str          # where it came from, for reports
 
-    @property
-    def name(self) -> str:
-        return self.spec
+
+def _is_module_spec(spec: str) -> bool:
+    return ":" in spec and "::" not in spec and not spec.startswith("git:") \
+        and not spec.endswith(".py")
 
 
-def load_target(spec: str, arg: str = "TARGET") -> Target:
-    """Resolve ``spec``; raise ``TargetLoadError`` naming ``arg``, the value and the fix."""
+def load_target(spec: str) -> Target:
+    """Resolve ``spec``; raise ``TargetLoadError`` naming the value and the fix."""
     names = ", ".join(BUILTINS)
-    if not spec or not spec.strip():
-        raise TargetLoadError(messages.TARGET_EMPTY.format(arg=arg, builtins=names))
+    if not isinstance(spec, str) or not spec.strip():
+        raise TargetLoadError.of(messages.TARGET_EMPTY, spec, builtins=names)
     if spec in BUILTINS:
-        func = _load_module_function(BUILTINS[spec], spec, arg)
-        return _finish(spec, func, f"builtin {spec} ({BUILTINS[spec]})", arg)
+        func = _load_module_function(BUILTINS[spec], spec)
+        return _finish(spec, func, f"builtin {spec} ({BUILTINS[spec]})")
     if spec.startswith("git:") or "::" in spec:
-        source, filename, name, origin = read_file_target(spec, arg)
-        func = load_function_from_source(source, filename, name, spec, arg)
-        return _finish(spec, func, origin, arg)
-    if ":" in spec and not spec.endswith(".py"):
-        func = _load_module_function(spec, spec, arg)
-        return _finish(spec, func, f"module {spec}", arg)
-    raise TargetLoadError(messages.TARGET_UNKNOWN.format(arg=arg, value=spec, builtins=names))
+        source, filename, name, origin = read_file_target(spec)
+        func = load_function_from_source(source, filename, name, spec)
+        return _finish(spec, func, origin)
+    if _is_module_spec(spec):
+        func = _load_module_function(spec, spec)
+        return _finish(spec, func, f"module {spec}")
+    raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=names)
 
 
-def read_file_target(spec: str, arg: str = "TARGET") -> tuple[str, str, str, str]:
+def read_file_target(spec: str) -> tuple[str, str, str, str]:
     """``(source, filename, function name, origin)`` of a file or revision target."""
     if spec.startswith("git:"):
-        rev, path, name = _split_git(spec, arg)
-        return _git_show(rev, path, spec, arg), f"git:{rev}:{path}", name, \
+        rev, path, name = _split_git(spec)
+        return _git_show(rev, path, spec), f"git:{rev}:{path}", name, \
             f"{path} at revision {rev}"
-    path, name = _split_file(spec, arg)
+    path, name = _split_file(spec, spec)
     if not os.path.isfile(path):
-        raise TargetLoadError(messages.TARGET_FILE_MISSING.format(
-            arg=arg, path=path, value=spec, cwd=os.getcwd()))
+        raise TargetLoadError.of(messages.TARGET_FILE_MISSING, spec, path=path, cwd=os.getcwd())
     with open(path, encoding="utf-8") as fh:
         return fh.read(), os.path.abspath(path), name, f"file {path}"
 
 
-def _split_file(spec: str, arg: str) -> tuple[str, str]:
-    path, _, name = spec.rpartition("::")
+def target_source(spec: str) -> tuple[str, str, str]:
+    """``(source, filename, function name)`` of a target: builtin names and
+    ``package.module:function`` read the module's file, file targets the file,
+    ``git:REV:file.py::f`` the file at that revision."""
+    if spec in BUILTINS or _is_module_spec(spec):
+        dotted = BUILTINS.get(spec, spec)
+        module_name, _, name = dotted.partition(":")
+        module = _import(module_name, spec, name)
+        filename = inspect.getsourcefile(module)
+        if filename is None or "." in name:
+            raise TargetLoadError.of(messages.TARGET_NO_SOURCE, spec, name=name)
+        with open(filename, encoding="utf-8") as fh:
+            return fh.read(), filename, name
+    if spec.startswith("git:") or "::" in spec:
+        source, filename, name, _ = read_file_target(spec)
+        return source, filename, name
+    load_target(spec)   # raises the usual message for anything else
+    raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=", ".join(BUILTINS))
+
+
+def _split_file(file_part: str, spec: str) -> tuple[str, str]:
+    path, _, name = file_part.rpartition("::")
     if not path or not name:
-        raise TargetLoadError(messages.TARGET_BAD_SYNTAX.format(
-            arg=arg, value=spec, why="both the file and the function must be given"))
+        raise TargetLoadError.of(messages.TARGET_BAD_SYNTAX, spec,
+                                 why="both the file and the function must be given")
     if not name.isidentifier():
-        raise TargetLoadError(messages.TARGET_BAD_SYNTAX.format(
-            arg=arg, value=spec, why=f"{name!r} is not a Python identifier"))
+        raise TargetLoadError.of(messages.TARGET_BAD_SYNTAX, spec,
+                                 why=f"{name!r} is not a Python identifier")
     return path, name
 
 
-def _split_git(spec: str, arg: str) -> tuple[str, str, str]:
+def _split_git(spec: str) -> tuple[str, str, str]:
     rest = spec[len("git:"):]
     rev, sep, file_part = rest.partition(":")
     if not sep or not rev or "::" not in file_part:
-        raise TargetLoadError(messages.TARGET_BAD_SYNTAX.format(
-            arg=arg, value=spec, why="a revision target is 'git:REV:path/to/file.py::function'"))
-    path, name = _split_file(file_part, arg)
+        raise TargetLoadError.of(messages.TARGET_BAD_SYNTAX, spec,
+                                 why="a revision target is 'git:REV:path/to/file.py::function'")
+    path, name = _split_file(file_part, spec)
     return rev, path, name
 
 
@@ -108,46 +128,59 @@ def _git(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], capture_output=True, text=True)
 
 
-def _git_show(rev: str, path: str, spec: str, arg: str) -> str:
+def _git_show(rev: str, path: str, spec: str) -> str:
     top = _git("rev-parse", "--show-toplevel")
     if top.returncode != 0:
-        raise TargetLoadError(messages.GIT_NOT_REPO.format(arg=arg, value=spec, cwd=os.getcwd()))
+        raise TargetLoadError.of(messages.GIT_NOT_REPO, spec, cwd=os.getcwd())
     if _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode != 0:
-        raise TargetLoadError(messages.GIT_BAD_REVISION.format(arg=arg, rev=rev, value=spec))
+        raise TargetLoadError.of(messages.GIT_BAD_REVISION, spec, rev=rev)
     prefix = _git("rev-parse", "--show-prefix").stdout.strip()
     rel = os.path.normpath(os.path.join(prefix, path)).replace(os.sep, "/")
     shown = _git("show", f"{rev}:{rel}")
     if shown.returncode != 0:
-        raise TargetLoadError(messages.GIT_PATH_MISSING.format(
-            arg=arg, path=rel, rev=rev, value=spec))
+        raise TargetLoadError.of(messages.GIT_PATH_MISSING, spec, path=rel, rev=rev)
     return shown.stdout
 
 
-def _load_module_function(dotted: str, spec: str, arg: str) -> Callable:
+def _import(module_name: str, spec: str, name: str):
+    try:
+        return importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or the module failing at import time
+        raise TargetLoadError.of(messages.TARGET_MODULE_MISSING, spec, module=module_name,
+                                 error=f"{type(exc).__name__}: {exc}", name=name) from None
+
+
+def _load_module_function(dotted: str, spec: str) -> Callable:
     module_name, _, name = dotted.partition(":")
     if not module_name or not name:
-        raise TargetLoadError(messages.TARGET_BAD_SYNTAX.format(
-            arg=arg, value=spec, why="a module target is 'package.module:function'"))
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or the module failing at import time
-        raise TargetLoadError(messages.TARGET_MODULE_MISSING.format(
-            arg=arg, module=module_name, value=spec, error=f"{type(exc).__name__}: {exc}",
-            name=name)) from None
-    obj = module
+        raise TargetLoadError.of(messages.TARGET_BAD_SYNTAX, spec,
+                                 why="a module target is 'package.module:function'")
+    obj = _import(module_name, spec, name)
     for part in name.split("."):
         if not hasattr(obj, part):
-            raise TargetLoadError(messages.TARGET_ATTRIBUTE_MISSING.format(
-                arg=arg, module=module_name, name=name, value=spec))
+            raise TargetLoadError.of(messages.TARGET_ATTRIBUTE_MISSING, spec,
+                                     module=module_name, name=name)
         obj = getattr(obj, part)
     return obj
 
 
-def _finish(spec: str, func, origin: str, arg: str) -> Target:
+def target_from_callable(func, name: str | None = None) -> Target:
+    """Wrap a plain staging function into a ``Target`` (same signature checks as files).
+
+    ``name`` becomes the target's spec (shown in reports, and part of the example
+    database key); by default ``module:qualname`` of the function.
+    """
+    if name is None:
+        module = getattr(func, "__module__", None) or "<callable>"
+        name = f"{module}:{getattr(func, '__qualname__', type(func).__name__)}"
+    return _finish(name, func, f"callable {name}")
+
+
+def _finish(spec: str, func, origin: str) -> Target:
     if inspect.isclass(func) or not callable(func):
         kind = "class" if inspect.isclass(func) else type(func).__name__
-        raise TargetLoadError(messages.TARGET_NOT_FUNCTION.format(
-            arg=arg, name=getattr(func, "__name__", spec), value=spec, kind=kind))
+        raise TargetLoadError.of(messages.TARGET_NOT_FUNCTION, spec,
+                                 name=getattr(func, "__name__", spec), kind=kind)
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):
@@ -156,8 +189,8 @@ def _finish(spec: str, func, origin: str, arg: str) -> Target:
     try:
         sig.bind(*STAGING_ARGS, **({FLAG: True} if takes_flag else {}))
     except TypeError:
-        raise TargetLoadError(messages.TARGET_SIGNATURE.format(
-            arg=arg, value=spec, signature=f"{getattr(func, '__name__', spec)}{sig}")) from None
+        raise TargetLoadError.of(messages.TARGET_SIGNATURE, spec,
+                                 signature=f"{getattr(func, '__name__', spec)}{sig}") from None
     return Target(spec, func, TargetProfile(takes_flag=takes_flag), origin)
 
 
@@ -216,15 +249,14 @@ class _StripAnnotations(ast.NodeTransformer):
         return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
 
 
-def load_function_from_source(source: str, filename: str, name: str, spec: str = "",
-                              arg: str = "TARGET") -> Callable:
+def load_function_from_source(source: str, filename: str, name: str, spec: str = "") -> Callable:
     """Compile ``name`` and what it uses from ``source`` without running the module."""
     spec = spec or f"{filename}::{name}"
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as exc:
-        raise TargetLoadError(messages.TARGET_FILE_SYNTAX.format(
-            arg=arg, path=filename, value=spec, error=f"line {exc.lineno}: {exc.msg}")) from None
+        raise TargetLoadError.of(messages.TARGET_FILE_SYNTAX, spec, path=filename,
+                                 error=f"line {exc.lineno}: {exc.msg}") from None
     defs: dict[str, ast.stmt] = {}
     imports: dict[str, tuple[str, str | None]] = {}   # local name -> (module, attribute)
     for node in tree.body:
@@ -245,11 +277,10 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
     node = defs.get(name)
     if node is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         if isinstance(node, ast.ClassDef):
-            raise TargetLoadError(messages.TARGET_NOT_FUNCTION.format(
-                arg=arg, name=name, value=spec, kind="class"))
+            raise TargetLoadError.of(messages.TARGET_NOT_FUNCTION, spec, name=name, kind="class")
         available = sorted(n for n, d in defs.items() if isinstance(d, ast.FunctionDef))
-        raise TargetLoadError(messages.TARGET_FUNCTION_MISSING.format(
-            arg=arg, path=filename, name=name, value=spec, available=available or "none"))
+        raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, spec, path=filename, name=name,
+                                 available=", ".join(available) or "none")
 
     wanted, queue, needed_imports = set(), [name], set()
     while queue:
@@ -285,6 +316,6 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
     try:
         exec(compile(module, filename, "exec"), namespace)
     except Exception as exc:
-        raise TargetLoadError(messages.TARGET_COMPILE.format(
-            arg=arg, value=spec, error=f"{type(exc).__name__}: {exc}")) from None
+        raise TargetLoadError.of(messages.TARGET_COMPILE, spec,
+                                 error=f"{type(exc).__name__}: {exc}") from None
     return namespace[name]

@@ -10,17 +10,18 @@ from typing import Any
 
 ERROR = "error"
 INFO = "info"
-SEVERITIES = (ERROR, INFO)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Finding:
     """One observed violation or difference.
 
     ``side`` says whose behaviour the finding is about: ``baseline`` or
     ``candidate`` for a spec violation, ``both`` for a difference between them.
     ``kernel_impact`` is True/False once the kernel oracle has run on the
-    example, None when it has not (or could not).
+    example, None when it has not (or could not). Findings are values: a stage
+    that adds to one (its scenario, its kernel impact) makes a new one with
+    ``dataclasses.replace``.
     """
 
     invariant: str
@@ -59,6 +60,11 @@ class Finding:
     def from_dict(cls, data: dict) -> "Finding":
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def sort_key(f: Finding) -> tuple:
+    """Report order: errors first, then by invariant, side and field."""
+    return (f.severity != ERROR, f.invariant, f.side, str(f.field))
 
 
 class FindingsResult:

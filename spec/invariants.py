@@ -10,14 +10,14 @@ on an input that should not happen it is info. ``padded_read`` is always info.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
-from spec.findings import ERROR, INFO, Finding
-from spec.observation import HostWrite, Observation
-from spec.scenario import (StagingScenario, contract_breaches, first_missing_state_index,
+from stagecheck.spec.findings import ERROR, INFO, Finding
+from stagecheck.spec.observation import HostWrite, Observation
+from stagecheck.spec.scenario import (StagingScenario, contract_breaches, first_missing_state_index,
                            initial_values)
-from spec.schema import FIELDS_BY_BUFFER, TargetProfile
+from stagecheck.spec.schema import FIELDS_BY_BUFFER, TargetProfile
 
 
 @dataclass(frozen=True)
@@ -291,6 +291,26 @@ INVARIANTS: tuple[Invariant, ...] = (
 )
 INVARIANTS_BY_ID = {inv.id: inv for inv in INVARIANTS}
 
+#: What two runs of one scenario (baseline and candidate) must share, each stated once;
+#: ``oracles/compare.py`` checks them, ``kernel_results`` is the kernel oracle's.
+DIFFERENCES: dict[str, str] = {
+    "same_outcome": "Both generations end the same way (return, or the same exception type).",
+    "same_message": "Both raise with the same message text (info: the contract is the type "
+                    "and the request id).",
+    "same_buffers": "Every CPU view and GPU mirror, live slots and tail, ends identical.",
+    "same_copies": "Each buffer is copied over the same ranges.",
+    "same_inputs_after": "The inputs look the same after both calls.",
+    "same_fields": "Both stage the same fields (info where a generation adds or drops one).",
+    "kernel_results": "The postprocess kernel gives bit-identical results on both sides' "
+                      "mirrors.",
+}
+
+
+def statement(invariant: str) -> str:
+    """The prose of an invariant or difference, by id ('' for an unknown id)."""
+    inv = INVARIANTS_BY_ID.get(invariant)
+    return inv.statement if inv else DIFFERENCES.get(invariant, "")
+
 
 def check(s: StagingScenario, o: Observation, profile: TargetProfile, side: str = "candidate",
           in_contract: bool | None = None) -> list[Finding]:
@@ -303,11 +323,10 @@ def check(s: StagingScenario, o: Observation, profile: TargetProfile, side: str 
         if not in_contract and inv.id in ("expected_outcome", "missing_index_assertion"):
             continue   # the contract says nothing about the outcome of such inputs
         for f in inv.check(s, o, profile):
-            f.side = side
-            f.in_contract = in_contract
-            if inv.always_info or not in_contract:
-                f.severity = INFO
+            extra = f.extra
             if not in_contract:
-                f.extra["context"] = "out of contract: " + "; ".join(breaches[:2])
-            findings.append(f)
+                extra = {**extra, "context": "out of contract: " + "; ".join(breaches[:2])}
+            findings.append(replace(
+                f, side=side, in_contract=in_contract, extra=extra,
+                severity=INFO if inv.always_info or not in_contract else f.severity))
     return findings

@@ -6,7 +6,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from spec.schema import FIELDS, INT32_MAX, INT32_MIN, TargetProfile
+from stagecheck.spec.schema import FIELDS, INT32_MAX, INT32_MIN, TargetProfile
 
 
 @dataclass

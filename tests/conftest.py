@@ -1,13 +1,15 @@
-import os
+"""Shared test configuration: Triton's mode, and CUDA tests skipped where no GPU exists.
 
+The suite is in tiers (tests/unit, tests/quality, tests/e2e, tests/gpu); ``python -m
+pytest -n 2`` runs them all, ``python -m pytest tests/unit`` is the fast inner loop.
+"""
+
+import pytest
 import torch
 
-# Triton runs on the CPU through its interpreter where no GPU exists; the variable
-# must be set before triton is first imported.
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+from stagecheck.oracles.kernel import use_interpreter_without_gpu
 
-import pytest  # noqa: E402
+use_interpreter_without_gpu()   # before anything imports triton
 
 
 def pytest_collection_modifyitems(config, items):

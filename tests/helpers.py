@@ -1,6 +1,6 @@
 """Small builders shared by the tests."""
 
-from spec import StagingScenario
+from stagecheck.spec import StagingScenario
 
 
 def scenario(**overrides) -> StagingScenario:

@@ -1,0 +1,42 @@
+"""Load every stagecheck module once, so that a seed gives the same examples however a
+run starts (an import-order workaround for hypothesis; see ``preload_project_modules``)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+__all__ = ["preload_project_modules"]
+
+_PRELOADED = False
+
+
+def preload_project_modules() -> None:
+    """Import the project's modules once, so that runs reproduce whichever way they start.
+
+    Hypothesis draws part of its integers from a pool of constants it collects from
+    every *local* module loaded at the time (test files excluded), and the pool grows
+    as modules are imported; the same seed then gives other examples. Loading the
+    project's modules first makes the pool the same for ``stagecheck diff``,
+    ``stagecheck mutants``, worker processes and pytest.
+    """
+    global _PRELOADED
+    if _PRELOADED:
+        return
+    _PRELOADED = True
+    from stagecheck.oracles.kernel import use_interpreter_without_gpu
+    use_interpreter_without_gpu()
+    for name in ("stagecheck.spec", "stagecheck.impl", "stagecheck.oracles"):
+        package = _try_import(name)
+        if package is None:
+            continue
+        for info in pkgutil.walk_packages(package.__path__, name + ".", onerror=lambda _: None):
+            if not info.name.endswith(".__main__"):
+                _try_import(info.name)
+
+
+def _try_import(name: str):
+    try:
+        return importlib.import_module(name)
+    except Exception:   # an optional dependency (triton, crosshair) missing: that one stays out
+        return None

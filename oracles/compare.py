@@ -1,0 +1,108 @@
+"""The compare stage: every difference between the baseline's and the candidate's run.
+
+Severity of a difference: error on an in-contract input where both calls returned
+normally (or where their outcomes differ); info on the contract's failure path (a
+missing state index, where partial writes may differ), on inputs that should not
+happen, where the two generations' contracts differ, and for a changed message text.
+What each difference means is stated once, in ``spec.invariants.DIFFERENCES``.
+"""
+
+from __future__ import annotations
+
+from stagecheck.spec import ERROR, INFO, Finding, Observation, StagingScenario, TargetProfile
+from stagecheck.spec.scenario import contract_breaches, first_missing_state_index
+from stagecheck.spec.schema import FIELDS_BY_BUFFER
+
+__all__ = ["compare", "outcome"]
+
+
+def _copy_ranges(o: Observation, buffer: str) -> list[tuple[int, int]]:
+    return [(c.start, c.stop) for c in o.copies(buffer)]
+
+
+def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfile,
+            pb: TargetProfile, in_contract: bool | None = None) -> list[Finding]:
+    """Differences between baseline ``a`` and candidate ``b`` on scenario ``s``."""
+    if in_contract is None:
+        in_contract = not contract_breaches(s)
+    flag = s.run_prefix_state_migration
+    out: list[Finding] = []
+    # The two contracts can differ: with the flag False the later generation does not
+    # need state indices, an older one does. Differences that follow from that are info.
+    contracts_differ = (pa.requires_state_idx(flag) != pb.requires_state_idx(flag)
+                        and (first_missing_state_index(s, pa) or first_missing_state_index(s, pb)))
+    both_returned = a.returned and b.returned
+    context = _context(s, pa, pb, in_contract, contracts_differ)
+
+    def severity(strict: bool) -> str:
+        return ERROR if in_contract and strict and not contracts_differ else INFO
+
+    def add(inv: str, message: str, strict: bool, extra: dict | None = None, **kw) -> None:
+        level = severity(strict)
+        extra = dict(extra or {})
+        if level == INFO and context:
+            extra["context"] = context
+        out.append(Finding(inv, level, message, side="both", in_contract=in_contract,
+                           extra=extra, **kw))
+
+    if (a.exception_type, a.timed_out) != (b.exception_type, b.timed_out):
+        add("same_outcome", f"baseline {outcome(a)}, candidate {outcome(b)}", True,
+            baseline=outcome(a), candidate=outcome(b))
+    elif a.exception_message != b.exception_message:
+        add("same_message", "same exception type, different message text (the contract is the "
+            "type and the request id; logs matched on the text would change)", False,
+            baseline=a.exception_message, candidate=b.exception_message)
+    strict_state = both_returned
+    fields_a = {f.buffer for f in pa.staged_fields(flag)}
+    fields_b = {f.buffer for f in pb.staged_fields(flag)}
+    for buffer in sorted(fields_a ^ fields_b):
+        who = "baseline" if buffer in fields_a else "candidate"
+        add("same_fields", f"only the {who} stages {FIELDS_BY_BUFFER[buffer].name} "
+            f"(run_prefix_state_migration={flag})", False, field=FIELDS_BY_BUFFER[buffer].name,
+            extra={"kind": who})
+    for buffer in sorted(fields_a & fields_b):
+        name = FIELDS_BY_BUFFER[buffer].name
+        for view, va, vb in (("cpu", a.cpu.get(buffer), b.cpu.get(buffer)),
+                             ("gpu", a.gpu.get(buffer), b.gpu.get(buffer))):
+            if va is None or vb is None or va == vb:
+                continue
+            slots = [i for i, (x, y) in enumerate(zip(va, vb)) if x != y]
+            i = slots[0]
+            where = "live" if i < s.num_reqs else "tail"
+            add("same_buffers", f"{view} {name}[{i}] ({where}): baseline {va[i]!r}, candidate "
+                f"{vb[i]!r}", strict_state, field=name, slot=i, view=view, baseline=va[i],
+                candidate=vb[i], extra={"slots": slots, "baseline_values": va,
+                                        "candidate_values": vb})
+        ra, rb = _copy_ranges(a, buffer), _copy_ranges(b, buffer)
+        if ra != rb:
+            add("same_copies", f"{name} copied over {ra} by the baseline, {rb} by the candidate",
+                strict_state, field=name, baseline=ra, candidate=rb)
+    if a.inputs_after != b.inputs_after:
+        keys = [k for k in a.inputs_after if a.inputs_after.get(k) != b.inputs_after.get(k)]
+        for k in keys:
+            add("same_inputs_after", f"{k} differs after the call", strict_state, field=k,
+                baseline=a.inputs_after.get(k), candidate=b.inputs_after.get(k))
+    return out
+
+
+def _context(s: StagingScenario, pa: TargetProfile, pb: TargetProfile, in_contract: bool,
+             contracts_differ) -> str:
+    """Why a difference on this scenario is allowed (info), in one line."""
+    if not in_contract:
+        return "out of contract: " + "; ".join(contract_breaches(s)[:2])
+    if contracts_differ:
+        return ("the two contracts differ: with run_prefix_state_migration=False only one side "
+                "needs state indices")
+    missing = first_missing_state_index(s, pa) or first_missing_state_index(s, pb)
+    if missing:
+        return (f"failure path: live request {missing[1]!r} (slot {missing[0]}) has no state "
+                "index, so both raise and partial writes may differ")
+    return ""
+
+
+def outcome(o: Observation) -> str:
+    if o.timed_out:
+        return "hung"
+    if o.exception_type is None:
+        return "returned"
+    return f"raised {o.exception_type}"

@@ -1,0 +1,56 @@
+"""The kernel oracles: the postprocess kernel's scenarios, its impact on a differential
+run (oracle 2, ``impact.py``), and the kernel against its reference (oracle 1,
+``campaign.py``). The kernel and its reference are code under test, in ``impl/``.
+
+This module is the one place that decides how Triton runs: compiled where torch sees
+a GPU, through Triton's interpreter (``TRITON_INTERPRET=1``) where it does not. That
+must be decided before triton is first imported, so everything that runs the kernel
+gets it through ``postprocess_function``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+__all__ = ["postprocess_function", "select_triton_mode", "use_interpreter_without_gpu"]
+
+
+def select_triton_mode(device: str) -> None:
+    """Run the kernel through Triton's interpreter for ``device`` "cpu", compiled for
+    "cuda" (a no-op once triton is loaded: it reads the variable at import)."""
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+
+
+def use_interpreter_without_gpu() -> None:
+    """Select Triton's interpreter where torch sees no GPU.
+
+    An explicit ``TRITON_INTERPRET`` in the environment is left as the user set it.
+    """
+    import torch
+    if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
+        select_triton_mode("cpu")
+
+
+def postprocess_function(backend: str) -> Callable:
+    """The kernel's entry point for ``backend`` ("reference" needs no triton)."""
+    backends = ("triton", "reference")
+    if backend not in backends:
+        raise ValueError(f"backend must be one of {backends}, got backend={backend!r}")
+    if backend == "reference":
+        from stagecheck.impl.postprocess_ref import mamba_postprocess_reference
+        return mamba_postprocess_reference
+    use_interpreter_without_gpu()
+    try:
+        from stagecheck.impl.postprocess import mamba_postprocess
+    except ImportError as exc:
+        from stagecheck.oracles import messages
+        from stagecheck.oracles.errors import StagecheckError
+        raise StagecheckError.of(messages.TRITON_MISSING, error=f"{exc}") from None
+
+    def triton_postprocess(*args, **kwargs):
+        return mamba_postprocess(*args, backend="triton", **kwargs)
+    return triton_postprocess

@@ -1,0 +1,190 @@
+"""Kernel oracle 2: does a staging difference reach the postprocess kernel's results?
+
+Inside a differential run (``evaluate``), run the kernel on each side's staged GPU
+mirrors with identical cloned states and compare what it wrote.
+
+The kernel reads only slots ``< num_reqs`` of the staged arrays (oracle 1 checks that
+with garbage tails), so two sides whose live mirrors agree give identical results; the
+kernel runs only when they differ, unless ``always`` is asked for, which also proves
+that shortcut on the run at hand.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field, replace
+
+from stagecheck.impl.postprocess_ref import kernel_decisions
+from stagecheck.oracles.kernel.scenarios import (KernelScenario, LayerSpec, build_kernel_inputs,
+                                                 compare_kernel_outputs)
+from stagecheck.spec import ERROR, Finding, Observation, StagingScenario
+from stagecheck.spec.schema import DRAFT, FIELDS
+
+__all__ = ["KERNEL_FIELDS", "KernelImpact", "annotate", "kernel_impact",
+           "kernel_results_differ", "staged_live"]
+
+#: The staged fields the kernel reads, in its argument order.
+KERNEL_FIELDS = tuple(f for f in FIELDS if f.read_by_kernel)
+_KERNEL_FIELD_NAMES = frozenset(f.name for f in KERNEL_FIELDS)
+
+#: The state tensors the impact check runs the kernel on: two layers in two groups,
+#: with different shapes and dtypes, conv and temporal states sharing each page.
+IMPACT_LAYERS = (
+    LayerSpec(group=0, conv_width=3, conv_inner=2, conv_dtype="float32",
+              temporal_shape=[2, 2], temporal_dtype="float16"),
+    LayerSpec(group=1, conv_width=2, conv_inner=3, conv_dtype="bfloat16",
+              temporal_shape=[3], temporal_dtype="float32", temporal_first=True, pad_bytes=4),
+)
+#: Contexts the impact check tries: block sizes and how many drafts were accepted.
+IMPACT_BLOCK_SIZES = (1, 4)
+IMPACT_ACCEPTED = ("one", "all")
+MAX_IMPACT_COLUMNS = 1 << 16
+
+
+def _live(values: list, n: int) -> list[int]:
+    return [int(v) for v in values[:n]]
+
+
+def staged_live(s: StagingScenario, o: Observation | None) -> dict[str, list[int]] | None:
+    """The four kernel-read arrays, live slots only: from mirrors, or from the spec."""
+    n = s.num_reqs
+    if o is None:   # what the spec says the mirrors should hold
+        try:
+            return {f.name: [int(f.derive(s, r)) for r in s.live_ids] for f in KERNEL_FIELDS}
+        except KeyError:
+            return None
+    if not all(f.buffer in o.gpu for f in KERNEL_FIELDS):
+        return None
+    return {f.name: _live(o.gpu[f.buffer], n) for f in KERNEL_FIELDS}
+
+
+def _context(s: StagingScenario, sides: list[dict], block_size: int,
+             accepted_mode: str) -> KernelScenario:
+    """Block tables, accepted counts and states for one impact run over both sides.
+
+    Every block column a decision of either side touches gets its own physical block;
+    every other column maps to block 0, which no decision touches. So long-context
+    values (columns in the tens of thousands) cost table width, not state memory.
+    Columns past ``MAX_IMPACT_COLUMNS`` stay out of the table: the kernel skips them.
+    """
+    n = s.num_reqs
+    drafts = [DRAFT.derive(s, r) for r in s.live_ids]
+    accepted = [1 if accepted_mode == "one" else d + 1 for d in drafts]
+    used: set[tuple[int, int]] = set()
+    for side in sides:
+        for i, d in enumerate(kernel_decisions(side["state_idx"], side["scheduled"],
+                                               side["computed"], side["draft"], accepted, n,
+                                               block_size)):
+            if d is not None:
+                used.update((i, c) for c in (d.src, d.dest, d.src + d.bias)
+                            if 0 <= c < MAX_IMPACT_COLUMNS)
+    columns = 1 + max((c for _, c in used), default=0)
+    physical = {pair: 1 + k for k, pair in enumerate(sorted(used))}
+    num_blocks = 1 + len(physical)
+    tables = []
+    for g in range(len(IMPACT_LAYERS)):   # each group its own permutation of the blocks
+        shift = g * 7919
+        table = [[0] * columns for _ in range(n)]
+        for (i, c), block in physical.items():
+            table[i][c] = 1 + (block - 1 + shift) % len(physical)
+        tables.append(table)
+    seed = zlib.crc32(s.to_json().encode())
+    return KernelScenario(block_size=block_size, num_reqs=n, num_blocks=num_blocks,
+                          state_idx=[], num_scheduled=[], num_computed=[], num_draft=[],
+                          num_accepted=accepted, block_tables=tables,
+                          layers=list(IMPACT_LAYERS), seed=seed)
+
+
+def _run_side(context: KernelScenario, side: dict, backend: str, device: str):
+    k = KernelScenario(**{**context.__dict__, "state_idx": side["state_idx"],
+                          "num_scheduled": side["scheduled"], "num_computed": side["computed"],
+                          "num_draft": side["draft"], "num_accepted": list(context.num_accepted)})
+    inputs = build_kernel_inputs(k, device)
+    return inputs.run(backend)
+
+
+def kernel_results_differ(s: StagingScenario, a: dict, b: dict, backend: str = "reference",
+                          device: str = "cpu") -> list[str]:
+    """Run the kernel on both sides' live staged arrays, context by context.
+
+    Stops at the first context whose results differ and returns its differences.
+    """
+    out: list[str] = []
+    for block_size in IMPACT_BLOCK_SIZES:
+        for mode in IMPACT_ACCEPTED:
+            context = _context(s, [a, b], block_size, mode)
+            ra, rb = _run_side(context, a, backend, device), _run_side(context, b, backend, device)
+            # the staged inputs differ by construction; compare what the kernel wrote
+            diffs = [d for d in compare_kernel_outputs(ra, rb)
+                     if not d.startswith(("state_idx", "num_scheduled", "num_computed",
+                                          "num_draft"))]
+            out += [f"block_size={block_size}, accepted={mode}: {d}" for d in diffs]
+            if out:
+                return out
+    return out
+
+
+@dataclass
+class KernelImpact:
+    """What the kernel oracle concluded for one example."""
+
+    live_differ: bool
+    ran: bool
+    differences: list[str] = field(default_factory=list)
+
+    @property
+    def impact(self) -> bool:
+        return bool(self.differences)
+
+
+def kernel_impact(s: StagingScenario, a: Observation | None, b: Observation,
+                  backend: str = "reference", device: str = "cpu",
+                  always: bool = False) -> KernelImpact | None:
+    """Compare the kernel's results on side ``a`` (or the spec's values) and side ``b``.
+
+    None when the kernel would not run on both sides (a call raised).
+    """
+    if (a is not None and not a.returned) or not b.returned:
+        return None
+    la, lb = staged_live(s, a), staged_live(s, b)
+    if la is None or lb is None:
+        return None
+    differ = la != lb
+    if not differ and not always:
+        return KernelImpact(False, False)
+    return KernelImpact(differ, True, kernel_results_differ(s, la, lb, backend, device))
+
+
+def annotate(findings: list[Finding], s: StagingScenario, a: Observation | None,
+             b: Observation, backend: str = "reference", device: str = "cpu",
+             always: bool = False) -> list[Finding]:
+    """The findings with ``kernel_impact`` set; plus ``kernel_results`` if nothing explains
+    a kernel difference."""
+    both_raise = (a is None or not a.returned) and not b.returned
+    one_raises = not both_raise and ((a is not None and not a.returned) or not b.returned)
+    result = None
+    if findings or always:
+        result = kernel_impact(s, a, b, backend, device, always)
+    out = []
+    for f in findings:
+        if one_raises and f.invariant in ("same_outcome", "expected_outcome",
+                                          "missing_index_assertion"):
+            impact = True     # the kernel runs on one side and not on the other
+        elif both_raise or result is None:
+            impact = False if both_raise else None
+        elif f.field is not None and f.field not in _KERNEL_FIELD_NAMES:
+            impact = False    # e.g. is_prefilling: the kernel does not read it
+        elif f.slot is not None and f.slot >= s.num_reqs:
+            impact = False    # a tail slot: never read by the kernel
+        else:
+            impact = result.impact
+        extra = f.extra
+        if impact and result is not None and result.differences:
+            extra = {**extra, "kernel": result.differences[:3]}
+        out.append(replace(f, kernel_impact=impact, extra=extra))
+    if result is not None and result.impact and not findings:
+        out.append(Finding(
+            "kernel_results", ERROR, "the kernel's results differ although no staging finding "
+            "explains it: " + result.differences[0], kernel_impact=True,
+            extra={"kernel": result.differences[:5]}))
+    return out

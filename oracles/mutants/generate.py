@@ -1,0 +1,115 @@
+"""Mutant generation: every operator applied at every site of a target's source."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+import difflib
+import os
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.mutants.catalog import CATALOG, EQUIVALENT_MUTANTS, OPERATORS
+from stagecheck.oracles.mutants.operators import Location, Scope
+from stagecheck.oracles.targets import load_function_from_source
+
+__all__ = ["Mutant", "functions_in_scope", "generate_mutants"]
+
+
+@dataclass
+class Mutant:
+    id: str
+    operator: str
+    location: Location
+    description: str
+    source: str                  # the whole module, mutated, as ast.unparse writes it
+    diff: str                    # unified diff against the unmutated unparsed source
+    filename: str                # where the target's source came from
+    function: str                # the staging function to load from ``source``
+    equivalent_reason: str | None = None
+
+    @property
+    def load_name(self) -> str:
+        return f"<stagecheck mutant {self.id} of {self.filename}>"
+
+    def load(self) -> Callable:
+        return load_function_from_source(self.source, self.load_name, self.function,
+                                         spec=f"{self.filename}::{self.function}@{self.id}")
+
+    def to_dict(self, with_source: bool = False) -> dict:
+        data = {"id": self.id, "operator": self.operator,
+                "location": dataclasses.asdict(self.location), "description": self.description,
+                "diff": self.diff, "equivalent_reason": self.equivalent_reason}
+        if with_source:
+            data["source"] = self.source
+        return data
+
+
+def functions_in_scope(tree: ast.Module, name: str) -> tuple[str, ...]:
+    """``name`` and the module-level functions it calls, transitively (source order)."""
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    seen, queue = set(), [name]
+    while queue:
+        current = queue.pop()
+        if current in seen or current not in defs:
+            continue
+        seen.add(current)
+        for node in ast.walk(defs[current]):
+            if isinstance(node, ast.Name) and node.id in defs:
+                queue.append(node.id)
+    return tuple(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in seen)
+
+
+def _with_prelude(tree: ast.Module, prelude: str) -> ast.Module:
+    if not prelude:
+        return tree
+    at = 0
+    for k, node in enumerate(tree.body):
+        doc = (k == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+               and isinstance(node.value.value, str))
+        future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if doc or future:
+            at = k + 1
+    tree.body[at:at] = ast.parse(prelude).body
+    return tree
+
+
+def generate_mutants(source: str, filename: str, function: str, takes_flag: bool = False,
+                     operators: Sequence[str] | None = None) -> list[Mutant]:
+    """Every mutant of ``function`` (and its helpers) in ``source``, catalog order."""
+    tree = ast.parse(source, filename)
+    scope = Scope(functions_in_scope(tree, function), takes_flag)
+    if function not in scope.functions:
+        raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, function, path=filename,
+                                 name=function, available=", ".join(scope.functions) or "none")
+    original = ast.unparse(tree)
+    chosen = [OPERATORS[name] for name in operators] if operators else list(CATALOG)
+    out: list[Mutant] = []
+    seen = {original}
+    for op_class in chosen:
+        finder = op_class(scope)
+        finder.run(copy.deepcopy(tree))
+        for site in finder.sites:
+            applier = op_class(scope, target=site.index)
+            mutated = applier.run(copy.deepcopy(tree))
+            if applier.applied is None:
+                continue
+            mutated = _with_prelude(mutated, op_class.prelude)
+            ast.fix_missing_locations(mutated)
+            text = ast.unparse(mutated)
+            if text in seen:
+                continue
+            seen.add(text)
+            loc = site.location
+            reason = site.equivalent_reason or EQUIVALENT_MUTANTS.get(
+                (op_class.name, loc.function, loc.line))
+            mid = f"m{len(out) + 1:02d}"
+            diff = "".join(difflib.unified_diff(
+                original.splitlines(True), text.splitlines(True),
+                fromfile=f"{os.path.basename(filename)}", tofile=f"{mid}", n=2))
+            out.append(Mutant(mid, op_class.name, loc, site.description, text, diff, filename,
+                              function, reason))
+    return out

@@ -1,0 +1,214 @@
+"""The instrumented torch backend of ``observe``: every host write and copy, in order.
+
+Writes through ``.np`` (an ndarray subclass) and through ``.cpu`` (a tensor
+subclass) are logged as they happen, with the slots they touch. Anything that
+bypasses both (``np.copyto``, ufunc ``out=``, a raw pointer) is still caught as an
+``untracked`` write by comparing contents with the last logged state before every
+copy and at the end of the run; only such a write of an equal value is invisible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from stagecheck.impl.buffer import CpuGpuBuffer, copy_prefix
+from stagecheck.spec.observation import Copy, HostWrite, StaleTransfer
+
+# storage address -> InstrumentedBuffer; lets derived views find their buffer
+_BY_STORAGE: dict[int, "InstrumentedBuffer"] = {}
+
+_NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream_",
+                         "pin_memory", "untyped_storage"})
+
+
+def _slots_of(view_offset: int, view_stride: int, length: int, key) -> tuple[int, ...]:
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        k = int(key)
+        if k < 0:
+            k += length
+        return (view_offset + k * view_stride,)
+    try:
+        local = np.arange(length)[key]
+    except Exception:
+        local = np.arange(length)
+    return tuple(int(view_offset + j * view_stride) for j in np.atleast_1d(local))
+
+
+class RecordingArray(np.ndarray):
+    """``.np`` of an instrumented buffer: logs ``__setitem__`` on it and on views of it."""
+
+    _owner: "InstrumentedBuffer | None" = None
+
+    def __array_finalize__(self, obj) -> None:
+        self._owner = getattr(obj, "_owner", None)
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        owner = self._owner
+        if owner is not None and self.ndim == 1:
+            if self is owner.np:
+                offset, stride = 0, 1
+            else:
+                offset = (self.__array_interface__["data"][0] - owner.address) // self.itemsize
+                stride = self.strides[0] // self.itemsize
+            owner.note_write(_slots_of(offset, stride, self.shape[0], key), "np")
+
+
+def _note_tensor_write(target: torch.Tensor, key) -> None:
+    with torch._C.DisableTorchFunctionSubclass():
+        owner = _BY_STORAGE.get(target.untyped_storage().data_ptr())
+        if owner is None or target.dim() != 1:
+            return
+        offset = (target.data_ptr() - owner.address) // target.element_size()
+        length, stride = target.shape[0], target.stride(0)
+    owner.note_write(_slots_of(offset, stride, length, key), "cpu")
+
+
+class RecordingTensor(torch.Tensor):
+    """``.cpu`` of an instrumented buffer: logs ``__setitem__`` and in-place ops on it."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = super().__torch_function__(func, types, args, kwargs)
+        name = getattr(func, "__name__", "")
+        target = None
+        if name == "__setitem__" or (name.endswith("_") and not name.startswith("_")
+                                     and name not in _NOT_WRITES):
+            target = args[0] if args else None
+        elif isinstance(kwargs.get("out"), torch.Tensor):
+            target = kwargs["out"]
+        if isinstance(target, torch.Tensor) and target.device.type == "cpu":
+            _note_tensor_write(target, args[1] if name == "__setitem__" else slice(None))
+        return result
+
+
+class _QueuedCopy:
+    """A copy that was issued and may not have executed yet, with what the host held then."""
+
+    def __init__(self, start: int, stop: int, snapshot: np.ndarray, event) -> None:
+        self.start, self.stop, self.snapshot, self.event = start, stop, snapshot, event
+
+    def executed(self) -> bool:
+        return self.event is not None and self.event.query()
+
+    def overlaps(self, slots) -> bool:
+        return any(self.start <= s < self.stop for s in slots)
+
+
+class InstrumentedBuffer(CpuGpuBuffer):
+    """A ``CpuGpuBuffer`` with given initial contents whose host writes and copies are logged.
+
+    On CUDA the host side is pinned and copies are non-blocking: each queued copy keeps a
+    snapshot of the range and a CUDA event, so a host write into a range whose copy has
+    not executed is logged as a hazard. ``deferred=True`` models the same on the CPU:
+    copies execute only at ``complete_copies()``, reading host memory then, the way a
+    DMA engine reads a pinned page late.
+    """
+
+    def __init__(self, name: str, initial_cpu: list, initial_gpu: list, dtype: torch.dtype,
+                 device: str, events: list, deferred: bool = False) -> None:
+        pin = torch.device(device).type == "cuda"
+        plain = torch.tensor(initial_cpu, dtype=dtype)
+        if pin:
+            plain = plain.pin_memory()
+        self.name = name
+        self.events = events
+        self._plain_cpu = plain
+        self.address = plain.data_ptr()
+        self.np = plain.numpy().view(RecordingArray)
+        self.np._owner = self
+        self.cpu = plain.as_subclass(RecordingTensor)
+        self.gpu = torch.tensor(initial_gpu, dtype=dtype, device=device)
+        self._raw = plain.numpy()
+        self._last_seen = self._raw.copy()
+        self.asynchronous = pin or deferred
+        self.deferred = deferred and not pin
+        self.queued: list[_QueuedCopy] = []
+        _BY_STORAGE[plain.untyped_storage().data_ptr()] = self
+
+    def _into_pending_copy(self, slots) -> bool:
+        return any(q.overlaps(slots) and not q.executed() for q in self.queued)
+
+    def note_write(self, slots: tuple[int, ...], via: str) -> None:
+        hazard = self.asynchronous and self._into_pending_copy(slots)
+        self.events.append(HostWrite(self.name, slots, via, hazard))
+        idx = [s for s in slots if 0 <= s < self._raw.shape[0]]
+        self._last_seen[idx] = self._raw[idx]
+
+    def sweep_untracked(self) -> None:
+        """Log writes that bypassed the recording views (seen as changed values)."""
+        changed = np.flatnonzero(self._raw != self._last_seen)
+        if changed.size:
+            slots = tuple(int(i) for i in changed)
+            hazard = self.asynchronous and self._into_pending_copy(slots)
+            self.events.append(HostWrite(self.name, slots, "untracked", hazard))
+            self._last_seen[changed] = self._raw[changed]
+
+    def copy_to_gpu(self, n: int | None = None) -> torch.Tensor:
+        self.sweep_untracked()
+        size = self._raw.shape[0]
+        stop = size if n is None else len(range(size)[:n])
+        self.events.append(Copy(self.name, 0, stop, n))
+        if not self.asynchronous:
+            return copy_prefix(self._plain_cpu, self.gpu, n)
+        snapshot = self._raw[:stop].copy()
+        if self.deferred:
+            self.queued.append(_QueuedCopy(0, stop, snapshot, None))
+            return self.gpu[:stop]
+        result = copy_prefix(self._plain_cpu, self.gpu, n)
+        event = torch.cuda.Event()
+        event.record()
+        self.queued.append(_QueuedCopy(0, stop, snapshot, event))
+        return result
+
+    def complete_copies(self) -> None:
+        """Let every queued copy execute, then check what the device received."""
+        self.sweep_untracked()
+        if self.deferred:
+            for q in self.queued:       # the DMA reads host memory now, not when queued
+                self.gpu[q.start:q.stop].copy_(self._plain_cpu[q.start:q.stop])
+        elif self.queued:
+            torch.cuda.synchronize()
+        latest: dict[int, int] = {}
+        for q in self.queued:
+            for slot in range(q.start, q.stop):
+                latest[slot] = q.snapshot[slot - q.start].item()
+        if latest:
+            slots = sorted(latest)
+            received = self.gpu.cpu().numpy()[slots].tolist()
+            queued = [latest[s] for s in slots]
+            bad = [i for i, (a, b) in enumerate(zip(queued, received)) if a != b]
+            if bad:
+                self.events.append(StaleTransfer(self.name, tuple(slots[i] for i in bad),
+                                                 tuple(queued[i] for i in bad),
+                                                 tuple(received[i] for i in bad)))
+        self.queued.clear()
+
+    def release(self) -> None:
+        _BY_STORAGE.pop(self._plain_cpu.untyped_storage().data_ptr(), None)
+
+    def final_cpu(self) -> list:
+        return self._raw.tolist()
+
+    def final_gpu(self) -> list:
+        return self.gpu.cpu().tolist()
+
+
+_TORCH_DTYPES = {"int32": torch.int32, "bool": torch.bool}
+
+
+class InstrumentedBackend:
+    """The ``observe`` backend of instrumented torch buffers on one device."""
+
+    def __init__(self, device: str = "cpu", deferred: bool = False) -> None:
+        self.device, self.deferred = device, deferred
+
+    def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list,
+                    events: list) -> InstrumentedBuffer:
+        return InstrumentedBuffer(name, cpu, gpu, _TORCH_DTYPES[dtype], self.device, events,
+                                  self.deferred)
+
+    def passes_through(self, exc: BaseException) -> bool:
+        return False

@@ -1,0 +1,314 @@
+"""The text renderer: every command's result as the readable report it prints.
+
+One function per result type, and one ``finding_lines`` that every report uses for a
+finding, so a finding reads the same in ``diff``, ``spec``, ``replay``, ``symbolic``
+and the pytest fixture's failure message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+
+from stagecheck.oracles import messages
+from stagecheck.spec import ERROR, Finding, StagingScenario, statement
+from stagecheck.spec.schema import FIELDS_BY_NAME
+
+__all__ = ["finding_lines", "render_bench", "render_campaign", "render_kernel",
+           "render_mutants", "render_replay", "render_symbolic", "slot_table"]
+
+
+def _cell(v) -> str:
+    return "-" if v is None else str(v)
+
+
+def slot_table(f: Finding, max_rows: int = 12) -> list[str]:
+    """The finding's scenario as a small table of slots for its field."""
+    if not f.scenario or not f.field or f.field not in FIELDS_BY_NAME:
+        return []
+    s = StagingScenario.from_dict(f.scenario)
+    field = FIELDS_BY_NAME[f.field]
+    view = f.view or "cpu"
+    extra = f.extra or {}
+    base = extra.get("baseline_values")
+    cand = extra.get("candidate_values") or extra.get("values")
+    before = (s.initial_cpu if view == "cpu" else s.initial_gpu).get(field.buffer)
+    rows = [f"{'slot':>4}  {'request':<10} {'live':<4}  {'before':>11}  {'expected':>11}  "
+            f"{'baseline':>11}  {'candidate':>11}  view"]
+    flagged = set(extra.get("slots", [f.slot] if f.slot is not None else []))
+    for i in range(min(s.capacity, max_rows)):
+        r = s.req_ids[i] if i < len(s.req_ids) else "-"
+        live = i < s.num_reqs
+        if live:
+            try:
+                expected = field.derive(s, r)
+            except KeyError:
+                expected = "(missing)"
+        else:
+            expected = before[i] if before else "-"
+        cells = [_cell(before[i] if before else None), _cell(expected),
+                 _cell(base[i] if base and i < len(base) else None),
+                 _cell(cand[i] if cand and i < len(cand) else None)]
+        mark = " <" if i in flagged else ""
+        rows.append(f"{i:>4}  {r:<10} {'yes' if live else 'tail':<4}  {cells[0]:>11}  "
+                    f"{cells[1]:>11}  {cells[2]:>11}  {cells[3]:>11}  {view}{mark}")
+    if s.capacity > max_rows:
+        rows.append(f"  ... {s.capacity - max_rows} more slots")
+    return rows
+
+
+def finding_lines(f: Finding, saved: dict | None = None, tables: bool = True) -> list[str]:
+    """One finding: its headline, why it is allowed, how soon it was found, its slot table
+    (errors), and the replay command when it was saved."""
+    where = "in contract" if f.in_contract else "out of contract"
+    impact = "" if f.kernel_impact is None else \
+        f", kernel impact: {'yes' if f.kernel_impact else 'no'}"
+    lines = [f"[{f.id}] ({f.side}, {where}{impact}) {f.message}"]
+    if f.extra.get("context"):
+        lines.append(f"  why allowed: {f.extra['context']}")
+    if f.examples_to_find is not None:
+        lines.append(f"  found after {f.examples_to_find} example(s)")
+    if tables and f.severity == ERROR:
+        lines += ["  " + row for row in slot_table(f)]
+    if saved and f.id in saved:
+        lines.append(f"  replay: stagecheck replay {saved[f.id]}")
+    return lines
+
+
+def _grouped(findings: list[Finding], saved: dict | None, tables: bool = True) -> list[str]:
+    by_inv: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        by_inv[f.invariant].append(f)
+    lines = []
+    for inv, fs in by_inv.items():
+        lines.append(f"  {inv}: {statement(inv)}")
+        for f in fs:
+            lines += ["    " + line for line in finding_lines(f, saved, tables)]
+    return lines
+
+
+def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict | None,
+                       tables: bool = True) -> list[str]:
+    lines: list[str] = []
+    for group, title in ((errors, "ERRORS (spec violations or in-contract divergence)"),
+                         (infos, "INFO (failure-path and out-of-contract differences the "
+                                 "spec allows)")):
+        if group:
+            lines += ["", title, *_grouped(group, saved, tables)]
+    return lines
+
+
+def render_campaign(result, strict: bool = False, saved: dict | None = None,
+                    show_tests: bool = True) -> str:
+    """``diff`` and ``spec``: what was tried, the verdict, findings, reproductions."""
+    from stagecheck.oracles.report.snippet import pytest_example
+    c = result.config
+    what = (f"{result.baseline} vs {result.candidate}" if result.baseline
+            else f"spec of {result.candidate}")
+    lines = [f"stagecheck: {what} on {c.run.device}",
+             f"tried {result.examples_in_contract} in-contract and "
+             f"{result.examples_out_of_contract} out-of-contract examples (seed {c.seed}, "
+             f"capacity <= {c.max_capacity}, budget {c.examples} per stream) in "
+             f"{result.seconds:.1f} s" + ("; a stream stops at its first error finding, "
+                                          "then shrinks it" if result.errors else "")]
+    errors, infos = result.errors, result.infos
+    lines.append(f"verdict: {result.verdict(strict).upper()} — {len(errors)} error finding(s), "
+                 f"{len(infos)} info finding(s)" + (" (--strict: info counts)" if strict else ""))
+    lines += _findings_sections(errors, infos, saved)
+    if errors and show_tests:
+        distinct = {json.dumps(f.scenario, sort_keys=True): f for f in errors}
+        lines += ["", f"REPRODUCE: {len(distinct)} shrunk scenario(s) as pytest tests "
+                  "(they survive hypothesis upgrades)"]
+        for f in distinct.values():
+            lines += ["", *("    " + row for row in
+                            pytest_example(f, result.baseline, result.candidate).splitlines())]
+    if not errors:
+        lines += ["", messages.CLEAN_RUN_HINT.format(
+            more=c.examples * 10, examples=c.examples, seed=c.seed, capacity=c.max_capacity)]
+    return "\n".join(lines)
+
+
+def render_symbolic(result, strict: bool = False) -> str:
+    """``symbolic``: paths explored and lost, the verdict, the findings with their inputs."""
+    lines = [f"symbolic diff {result.baseline} -> {result.candidate}: "
+             f"{result.paths_explored} path(s) explored, {result.paths_unsupported} lost to "
+             f"unsupported operations, {result.paths_timed_out} timed out, "
+             f"{result.paths_ignored} pruned; {result.seconds:.1f} s"
+             + (" (path tree exhausted)" if result.exhausted else "")]
+    if result.paths_concretized:
+        lines.append(f"{result.paths_concretized} explored path(s) passed symbolic values "
+                     "through numpy, which made them concrete: on those paths value-level "
+                     "differences were sampled, not searched")
+    if result.first_counterexample_seconds is not None:
+        lines.append(f"first counterexample after {result.first_counterexample_seconds:.1f} s")
+    errors, infos = result.errors, result.infos
+    lines.append(f"verdict: {result.verdict(strict).upper()} — {len(errors)} error "
+                 f"finding(s), {len(infos)} info finding(s) on the paths explored")
+    for f in errors + infos:
+        lines += ["  " + line for line in finding_lines(f, tables=False)]
+        lines.append(f"    input: {json.dumps(f.scenario, sort_keys=True)}")
+    return "\n".join(lines)
+
+
+def render_kernel(result) -> str:
+    """``kernel``: the Triton kernel against its reference."""
+    lines = [f"stagecheck kernel: Triton kernel vs reference on {result.device}"
+             f"{' (interpreter)' if result.device == 'cpu' else ''}",
+             f"tried {result.examples} kernel scenarios (seed {result.seed}) in "
+             f"{result.seconds:.1f} s"]
+    if result.clean:
+        lines.append("verdict: EQUIVALENT — bit-identical states (every block) and accepted "
+                     "counts")
+        lines.append(messages.KERNEL_CLEAN_HINT.format(more=result.examples * 10,
+                                                       examples=result.examples,
+                                                       seed=result.seed))
+    else:
+        lines.append("verdict: DIFFERENT — shrunk scenario:")
+        lines += [f"  {line}" for line in result.differences]
+        lines.append("  scenario: " + result.failure.to_json())
+    return "\n".join(lines)
+
+
+def render_replay(path: str, saved: dict, baseline: str | None, candidate: str, device: str,
+                  findings: list[Finding]) -> str:
+    """``replay``: the saved finding re-run, and what it shows now."""
+    finding = saved.get("finding", {})
+    lines = [f"replay of {finding.get('id')} ({finding.get('invariant')}): "
+             f"{baseline} vs {candidate} on {device}"]
+    for f in findings:
+        lines.append(f"  {f.severity}: {f.invariant} ({f.side}) {f.message}")
+    if not findings:
+        lines.append(f"  {messages.REPLAY_NOTHING}")
+    return "\n".join(lines)
+
+
+def _us(seconds: float) -> str:
+    us = seconds * 1e6
+    return f"{us:.2f}" if us < 100 else f"{us:.1f}" if us < 10000 else f"{us:.0f}"
+
+
+def render_bench(result) -> str:
+    """``bench``: per-call microseconds of both sides, the ratio and its spread."""
+    header = ("num_reqs", "baseline µs/call", "candidate µs/call",
+              "ratio (candidate/baseline)", "spread (IQR of ratios)")
+    rows = []
+    for r in result.rows:
+        rows.append((str(r.num_reqs), _us(r.baseline_s), _us(r.candidate_s), f"{r.ratio:.3f}",
+                     f"{r.ratio_q1:.3f}..{r.ratio_q3:.3f} (±{r.spread / 2:.3f})"))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+
+    def line(cells) -> str:
+        return " | ".join(c.rjust(w) for c, w in zip(cells, widths))
+
+    rounds = sorted({r.rounds for r in result.rows}) or [0]
+    rounds_text = (str(rounds[0]) if len(rounds) == 1 else f"{rounds[0]}-{rounds[-1]}")
+    out = [f"stagecheck bench: {result.baseline} (baseline) vs {result.candidate} (candidate) "
+           f"on {result.device}",
+           line(header), "-+-".join("-" * w for w in widths)]
+    out += [line(row) for row in rows]
+    out.append(f"{rounds_text} interleaved rounds per size; per-call medians; ratio < 1: the "
+               f"candidate is faster; {result.seconds:.1f} s in all")
+    return "\n".join(out)
+
+
+def _pct(pair: tuple[int, int]) -> str:
+    k, n = pair
+    return f"{k}/{n} = {100.0 * k / n:.0f}%" if n else "0/0"
+
+
+def render_mutants(report, diffs: bool = True) -> str:
+    """``mutants``: the kill matrix, the scores (stagecheck next to the upstream baseline),
+    and every survivor with its diff."""
+    from stagecheck.oracles.mutants import ORACLES, STAGECHECK_ORACLES, SYMBOLIC_MAX_CAPACITY
+    lines: list[str] = []
+    n = len(report.results)
+    lines.append(f"stagecheck mutants {report.target}: {n} mutant(s) of {report.function} "
+                 f"and its helpers ({os.path.basename(report.filename)}), "
+                 f"{len({r.mutant.operator for r in report.results})} operator(s)")
+    lines.append(f"budget {report.budget} examples per stream (spec, differential), "
+                 f"symbolic {report.symbolic_timeout:g} s per mutant (capacity <= "
+                 f"{SYMBOLIC_MAX_CAPACITY}); {report.seconds:.0f} s in all")
+    for o, why in report.unavailable.items():
+        lines.append(f"{o}: n/a ({why})")
+    if report.control:
+        lines.append("control (the unmutated source, reloaded as mutants are): " + ", ".join(
+            f"{k} {v}" for k, v in report.control.items()))
+    lines.append("cells: ✓ Nex = killed after N generated examples; ✓ N.Ns = seconds to the "
+                 "first counterexample; ✓ test = the failing upstream test; - = survived; "
+                 "? = inconclusive; n/a = oracle not available")
+    lines.append("")
+    cols = report.oracles
+    header = ["id", "operator", "location"] + cols + ["equiv."]
+    rows = []
+    for r in report.results:
+        m = r.mutant
+        rows.append([m.id, m.operator, str(m.location)]
+                    + [r.outcomes[o].cell() if o in r.outcomes else "" for o in cols]
+                    + ["yes" if r.equivalent else ("withdrawn" if r.reason_withdrawn else "")])
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)] if rows else \
+        [len(h) for h in header]
+
+    def fmt(row):
+        return " | ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip()
+    lines.append(fmt(header))
+    lines.append("-+-".join("-" * w for w in widths))
+    lines.extend(fmt(row) for row in rows)
+    lines.append("")
+    equivalent = [r for r in report.results if r.equivalent]
+    lines.append(f"mutation score (killed / non-equivalent; {len(equivalent)} equivalent "
+                 "mutant(s) excluded, each with its reason below):")
+    sc = [o for o in STAGECHECK_ORACLES if o in report.ran]
+    scored = [(o, report.score([o])) for o in sc]
+    scored.append(("STAGECHECK (any of " + ", ".join(sc) + ")", report.stagecheck_score))
+    if "upstream" in report.ran:
+        scored.append(("UPSTREAM BASELINE (the two example tests)", report.upstream_score))
+    width = max(len(label) for label, _ in scored)
+    for label, pair in scored:
+        lines.append(f"  {label:<{width}}  {_pct(pair)}")
+    if "upstream" in report.ran:
+        only = [r.mutant.id for r in report.non_equivalent
+                if r.killed_by_stagecheck and not r.killed_by(["upstream"])]
+        rev = [r.mutant.id for r in report.non_equivalent
+               if r.killed_by(["upstream"]) and not r.killed_by_stagecheck]
+        lines.append(f"  killed by stagecheck, missed by the upstream tests: "
+                     f"{', '.join(only) or 'none'}")
+        lines.append(f"  killed by the upstream tests, missed by stagecheck: "
+                     f"{', '.join(rev) or 'none'}")
+    withdrawn = [r for r in report.results if r.reason_withdrawn]
+    if withdrawn:
+        lines.append("")
+        lines.append("equivalence reasons withdrawn (the mutant was killed, so it is not "
+                     "equivalent):")
+        for r in withdrawn:
+            lines.append(f"  {r.mutant.id} killed by {', '.join(r.killed_by(ORACLES))}; "
+                         f"claimed: {r.mutant.equivalent_reason}")
+    survivors = report.survivors
+    lines.append("")
+    lines.append(f"survivors of every stagecheck oracle: {len(survivors)}"
+                 + (" (all labeled equivalent)" if survivors and all(
+                     r.equivalent for r in survivors) else ""))
+    for r in survivors:
+        m = r.mutant
+        lines.append("")
+        lines.append(f"{m.id} {m.operator} at {m.location} (col {m.location.col}): "
+                     f"{m.description}")
+        if r.equivalent:
+            lines.append(f"  EQUIVALENT: {m.equivalent_reason}")
+        elif r.killed_by(["upstream"]):
+            lines.append("  NOT EQUIVALENT: killed by the upstream tests only ("
+                         f"{r.outcomes['upstream'].finding})")
+        else:
+            lines.append("  NOT EQUIVALENT (no reason): a gap in stagecheck's oracles")
+        if r.load_error:
+            lines.append(f"  load error: {r.load_error}")
+        for o, out in r.outcomes.items():
+            if out.infos:
+                lines.append(f"  {o}: differences seen, info only: " + "; ".join(out.infos))
+        for o, out in r.outcomes.items():
+            if out.status in ("inconclusive", "error"):
+                lines.append(f"  {o}: {out.status}: {out.note}")
+        if diffs:
+            lines.extend("    " + line for line in m.diff.rstrip("\n").splitlines())
+    return "\n".join(lines)

@@ -1,0 +1,238 @@
+"""Symbolic differential check of real staging code with CrossHair: the exploration.
+
+The staging functions run unchanged, on list models of the paired buffer
+(``observe/listmodel.py``) instead of torch/numpy, which CrossHair cannot reason
+about. The inputs of one call are built from CrossHair symbolic values
+(``scenario.py``). Each path:
+
+1. *symbolic phase* (traced): build the scenario, run both targets on fresh list
+   models through ``observe``, and compare the two observations field by field. The
+   comparisons fork the path, so CrossHair goes looking for inputs where the
+   observations differ (the criterion ``crosshair diffbehavior`` uses);
+2. *concrete phase*: realize the path's scenario and replay it on the real torch
+   buffers with the fuzzer's own ``evaluate`` (the spec checks of each side plus
+   ``compare``). Findings are taken from this replay only, so every finding is
+   reproducible with ``stagecheck replay``;
+3. *fidelity check*: the realized model observations must equal the torch ones
+   (outcome, buffers, copies, writes, inputs afterwards). A path where they do not
+   (the target used a numpy/torch operation the model does not offer, or CrossHair
+   could not handle a value) is *lost*, not explored.
+
+``run_symbolic`` raises ``SymbolicInconclusive`` when no path was explored or any
+path was lost, instead of reporting "equivalent" (``crosshair diffbehavior`` prints
+"No differences found" in that situation).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from stagecheck.oracles.collect import FindingsCollector
+from stagecheck.oracles.compare import outcome
+from stagecheck.oracles.evaluate import evaluate
+from stagecheck.oracles.observe import observe
+from stagecheck.oracles.observe.listmodel import ListBackend, ModelUnsupported
+from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.symbolic import _crosshair as ch
+from stagecheck.oracles.symbolic.result import (LostPath, SymbolicResult,
+                                                raise_if_inconclusive)
+from stagecheck.oracles.symbolic.scenario import Symbols, symbolic_scenario
+from stagecheck.oracles.targets import Target
+from stagecheck.spec.findings import ERROR
+from stagecheck.spec.observation import Observation
+from stagecheck.spec.scenario import StagingScenario
+
+__all__ = ["model_backend", "observations_differ", "run_symbolic"]
+
+
+def _machinery(exc: BaseException) -> bool:
+    """CrossHair's own exceptions pass through; a value it cannot tolerate loses the path."""
+    if ch.is_machinery(exc):
+        return True
+    if ch.suspected_intolerance(exc):
+        raise ModelUnsupported(f"CrossHair value not tolerated: {type(exc).__name__}: "
+                               f"{exc}") from exc
+    return False
+
+
+def model_backend(on_concretized: Callable[[str], None] | None = None) -> ListBackend:
+    """The list-model backend the symbolic phase observes through."""
+    return ListBackend(on_concretized, realize=ch.realize_values, machinery=_machinery)
+
+
+def observations_differ(a: Observation, b: Observation) -> bool:
+    """Field-by-field inequality; on symbolic values every comparison forks the path."""
+    if a.exception_type != b.exception_type:
+        return True
+    if a.exception_message != b.exception_message:
+        return True
+    for buffer in sorted(set(a.cpu) & set(b.cpu)):
+        if a.cpu[buffer] != b.cpu[buffer] or a.gpu[buffer] != b.gpu[buffer]:
+            return True
+        if ([(c.start, c.stop) for c in a.copies(buffer)]
+                != [(c.start, c.stop) for c in b.copies(buffer)]):
+            return True
+    return a.inputs_after != b.inputs_after
+
+
+def _short(value, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _fidelity_gaps(model: Observation, real: Observation) -> list[str]:
+    """Where the realized list-model observation differs from the torch run.
+
+    Exception messages are not compared: findings come from the torch run, and the
+    model's messages only steer the search.
+    """
+    gaps = []
+    if model.exception_type != real.exception_type:
+        gaps.append(f"the list model {outcome(model)}, the torch run {outcome(real)}")
+    for name, m, r in (("cpu", model.cpu, real.cpu), ("gpu", model.gpu, real.gpu)):
+        for buffer in sorted(set(m) | set(r)):
+            if m.get(buffer) != r.get(buffer):
+                gaps.append(f"{name} {buffer}: list model {_short(m.get(buffer))}, torch run "
+                            f"{_short(r.get(buffer))}")
+    if model.events != real.events:
+        gaps.append(f"events: list model {_short(model.events)}, torch run {_short(real.events)}")
+    if model.inputs_after != real.inputs_after:
+        gaps.append("the inputs after the call differ")
+    if model.req_ids_reads != real.req_ids_reads:
+        gaps.append("the reads of req_ids differ")
+    return gaps
+
+
+def run_symbolic(baseline: Target, candidate: Target, timeout: float = 30.0,
+                 max_capacity: int = 4, *, stop_at_first_error: bool = False,
+                 per_path_timeout: float | None = None, replay_timeout: float = 5.0,
+                 strict: bool = True, progress: Callable[[SymbolicResult], None] | None = None
+                 ) -> SymbolicResult:
+    """Explore both targets symbolically for ``timeout`` seconds (wall clock).
+
+    Returns the distinct findings (the fuzzer's findings, from a concrete torch replay
+    of each path; the smallest scenario kept for each) and path counts. With
+    ``strict`` (the default) raises ``SymbolicInconclusive`` when no path was explored
+    or any path was lost to unsupported operations; the result rides on the exception.
+    """
+    from stagecheck.oracles.options import seconds, whole
+    max_capacity = whole("max_capacity", max_capacity, 1, "4")
+    timeout = seconds("timeout", timeout, "30")
+    result = SymbolicResult(baseline.spec, candidate.spec, max_capacity=max_capacity,
+                            timeout=timeout)
+    buffers = tuple(dict.fromkeys(baseline.profile.buffers() + candidate.profile.buffers()))
+    flagged = baseline.profile.takes_flag or candidate.profile.takes_flag
+    collector = FindingsCollector()
+    replay = RunOptions(timeout=replay_timeout, kernel="off")
+    started = time.monotonic()
+    deadline = started + timeout
+    stop = [False]
+    stopped_early = [False]
+    path_no = [0]
+
+    def lose(kind: str, reason: str, scenario: dict | None = None) -> None:
+        if kind == "timeout":
+            result.paths_timed_out += 1
+        else:
+            result.paths_unsupported += 1
+        result.lost.append(LostPath(kind, reason, scenario))
+
+    def run_path(space):
+        if time.monotonic() > deadline or stop[0]:
+            stopped_early[0] = True
+            return ch.outcome("none", breakout=True)
+        path_no[0] += 1
+        concretized: list[str] = []
+        backend = model_backend(concretized.append)
+        sym = Symbols(space, max_capacity, buffers, flagged)
+        s = None
+        try:
+            with ch.ResumedTracing():
+                s = symbolic_scenario(space, sym, max_capacity)
+                obs_a = observe(baseline, s, backend=backend, time_limited=False)
+                obs_b = observe(candidate, s, backend=backend, time_limited=False)
+                differ = observations_differ(obs_a, obs_b)
+                ch.detach(space)
+        except ch.IgnoreAttempt:
+            result.paths_ignored += 1
+            raise
+        except ModelUnsupported as exc:
+            with ch.ResumedTracing():
+                ch.detach(space)
+            lose("unsupported", str(exc), ch.realizer(space)(s).to_dict() if s is not None
+                 else None)
+            return ch.outcome("unknown")
+        except ch.PathTimeout:
+            lose("timeout", "CrossHair's per-path time limit ran out")
+            raise
+        except ch.CrosshairUnsupported as exc:
+            lose("crosshair", f"CrossHair does not support an operation: {exc}")
+            raise
+        except ch.UnexploredPath as exc:
+            lose("crosshair", f"CrossHair could not decide the path ({type(exc).__name__})")
+            raise
+        except ch.NotDeterministic:
+            lose("crosshair", "the path did not replay deterministically")
+            return ch.outcome("unknown")
+        # concrete phase (not traced)
+        realize = ch.realizer(space)
+        concrete: StagingScenario = realize(s)
+        model_a, model_b = realize(obs_a), realize(obs_b)
+        findings, real_a, real_b = evaluate(baseline, candidate, concrete, replay)
+        gaps = ([f"baseline {g}" for g in _fidelity_gaps(model_a, real_a)]
+                + [f"candidate {g}" for g in _fidelity_gaps(model_b, real_b)])
+        if gaps:
+            lose("model-mismatch", "; ".join(gaps[:3]), concrete.to_dict())
+            return ch.outcome("unknown")
+        result.paths_explored += 1
+        if concretized:
+            result.paths_concretized += 1
+        if differ:
+            result.paths_with_difference += 1
+        now = time.monotonic() - started
+        # every finding comes from the torch replay of the path's concrete input
+        collector.add(findings, concrete, path_no[0],
+                      extra={"oracle": "symbolic", "symbolic_path": path_no[0],
+                             "found_after_s": round(now, 3), "replayed_on": "torch (cpu)"})
+        if any(f.severity == ERROR for f in findings):
+            if result.first_counterexample_seconds is None:
+                result.first_counterexample_seconds = now
+            if stop_at_first_error:
+                stop[0] = True
+        if progress is not None:
+            progress(result)
+        return ch.outcome("confirmed", breakout=stop[0])
+
+    exhausted = ch.explore(run_path, timeout,
+                           per_path_timeout or max(2.0, min(10.0, timeout ** 0.5)))
+    result.exhausted = exhausted and not stopped_early[0]
+    result.seconds = time.monotonic() - started
+    result.findings = _with_kernel_impact(baseline, candidate, collector.findings(),
+                                          replay_timeout)
+    if strict:
+        raise_if_inconclusive(result)
+    return result
+
+
+def _with_kernel_impact(baseline: Target, candidate: Target, findings: list,
+                        timeout: float) -> list:
+    """Replay each kept finding's scenario once with the kernel oracle on (as the fuzzer
+    does), to fill ``kernel_impact``. Exploration replays run with it off: per path it
+    would cost more than the path itself."""
+    from dataclasses import replace
+    options = RunOptions(timeout=timeout, kernel="auto")
+    out = []
+    for finding in findings:
+        if finding.kernel_impact is None:
+            try:
+                again = evaluate(baseline, candidate,
+                                 StagingScenario.from_dict(finding.scenario), options).findings
+            except Exception:   # the annotation is optional; the finding stands without it
+                again = []
+            impact = next((f.kernel_impact for f in again
+                           if f.key == finding.key and f.kernel_impact is not None), None)
+            if impact is not None:
+                finding = replace(finding, kernel_impact=impact)
+        out.append(finding)
+    return out

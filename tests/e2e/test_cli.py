@@ -1,0 +1,169 @@
+"""The command line, end to end in a subprocess, and its usage errors."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUGGY = os.path.join(ROOT, "tests", "targets", "buggy_swapped_views.py")
+
+
+def run_cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "stagecheck", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_diff_legacy_single_loop_is_clean_and_shows_failure_path_differences(tmp_path):
+    out = tmp_path / "report.json"
+    proc = run_cli("diff", "legacy", "single-loop", "--json", str(out),
+                   "--save-dir", str(tmp_path / "found"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "verdict: EQUIVALENT" in proc.stdout
+    report = json.loads(out.read_text())
+    assert report["verdict"] == "equivalent"
+    assert report["examples"]["in_contract"] >= 300
+    assert report["examples"]["out_of_contract"] >= 300
+    findings = report["findings"]
+    assert findings and all(f["severity"] == "info" for f in findings)
+    seen = {(f["invariant"], f["in_contract"]) for f in findings}
+    # domain.md section 2: partial writes differ on the missing-index path (in contract),
+    # legacy copied state_idx before a KeyError (out of contract), message text changed.
+    assert ("same_buffers", True) in seen
+    assert ("same_copies", False) in seen
+    assert ("same_message", True) in seen
+    msg = next(f for f in findings if f["invariant"] == "same_message" and f["in_contract"])
+    assert "stage_mamba_state_idx_to_gpu" in msg["baseline"]
+    assert "stage_postprocess_inputs_to_gpu" in msg["candidate"]
+    # --strict turns info findings into a difference
+    strict = run_cli("diff", "legacy", "single-loop", "--strict", "--examples", "50",
+                     "--save-dir", str(tmp_path / "found"))
+    assert strict.returncode == 1
+
+
+def test_buggy_file_target_exit_1_saved_finding_replays(tmp_path):
+    found = tmp_path / "found"
+    proc = run_cli("diff", "single-loop", f"{BUGGY}::stage_postprocess_inputs_to_gpu",
+                   "--save-dir", str(found))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "slot_alignment" in proc.stdout and "verdict: DIFFERENT" in proc.stdout
+    assert " slot  request" in proc.stdout           # the slot table of the shrunk scenario
+    files = sorted(found.glob("slot_alignment-*.json"))
+    assert files
+    replay = run_cli("replay", str(files[0]))
+    assert replay.returncode == 1 and "slot_alignment" in replay.stdout
+    fixed = run_cli("replay", str(files[0]), "--candidate", "legacy")
+    assert fixed.returncode == 0, fixed.stdout
+
+
+def test_spec_command_checks_one_target():
+    assert main(["spec", "single-loop", "--examples", "40"]) == 0
+    assert main(["spec", f"{BUGGY}::stage_postprocess_inputs_to_gpu", "--examples", "40"]) == 1
+
+
+def test_vllm_style_file_runs_without_vllm(tmp_path):
+    path = tmp_path / "mamba_utils.py"
+    path.write_text(textwrap.dedent('''
+        import numpy as np
+        import torch
+        from vllm.v1.core.sched.output import SchedulerOutput
+        from vllm.v1.worker.gpu_input_batch import CachedRequestState
+        from vllm.config import VllmConfig
+
+        _MSG = "preprocess must run before stage_postprocess_inputs_to_gpu"
+
+        @torch.inference_mode()
+        def stage_postprocess_inputs_to_gpu(ctx, scheduler_output: SchedulerOutput,
+                                            req_ids: list[str], num_reqs: int,
+                                            requests: dict[str, CachedRequestState],
+                                            mamba_state_idx: dict[str, int]) -> None:
+            for i, req_id in enumerate(req_ids[:num_reqs]):
+                assert req_id in mamba_state_idx, f"no state index for {req_id}: {_MSG}"
+                _write(ctx, i, req_id, scheduler_output, requests, mamba_state_idx)
+            for buf in (ctx.mamba_state_idx_buf, ctx.num_scheduled_tokens_buf,
+                        ctx.num_computed_tokens_buf, ctx.num_draft_tokens_buf):
+                buf.copy_to_gpu(num_reqs)
+
+        def _write(ctx, i, req_id, so, requests, idx):
+            ctx.mamba_state_idx_buf.np[i] = idx[req_id]
+            ctx.num_scheduled_tokens_buf.np[i] = so.num_scheduled_tokens[req_id]
+            ctx.num_computed_tokens_buf.np[i] = requests[req_id].num_computed_tokens
+            ctx.num_draft_tokens_buf.np[i] = len(so.scheduled_spec_decode_tokens.get(req_id, []))
+
+        class Unrelated(VllmConfig):
+            pass
+    '''))
+    proc = run_cli("diff", "single-loop", f"{path}::stage_postprocess_inputs_to_gpu",
+                   "--examples", "100", "--save-dir", str(tmp_path / "f"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+BAD = [
+    (["diff", "legacy"], "the following arguments are required"),
+    (["diff", "legacy", "nope"], "is not a builtin target"),
+    (["diff", "legacy", "missing.py::f"], "does not exist"),
+    (["diff", "legacy", "tests/targets/buggy_swapped_views.py::nothing"], "has no module-level"),
+    (["diff", "legacy", "tests/targets/buggy_swapped_views.py::"], "is malformed"),
+    (["diff", "legacy", "json:dumps"], "cannot take the staging arguments"),
+    (["diff", "legacy", "no_such_module_xyz:f"], "cannot be imported"),
+    (["diff", "legacy", "argparse:ArgumentParser"], "not a function"),
+    (["diff", "legacy", "single-loop", "--device", "tpu"], "is not a device"),
+    (["diff", "legacy", "single-loop", "--examples", "0"], "whole number >= 1"),
+    (["diff", "legacy", "single-loop", "--examples", "many"], "whole number >= 1"),
+    (["diff", "legacy", "single-loop", "--seed", "x"], "option --seed"),
+    (["diff", "legacy", "single-loop", "--timeout", "-1"], "positive number of seconds"),
+    (["diff", "legacy", "single-loop", "--json", "/nonexistent/dir/r.json"], "cannot write"),
+    (["diff", "legacy", "single-loop", "--frobnicate"], "unrecognized arguments"),
+    (["replay", "/nonexistent.json"], "cannot read"),
+    (["diff", "legacy", "single-loop", "--json", "r.out", "--junit-xml", "r.out"],
+     "give each report its own path"),
+    (["diff", "legacy", "single-loop", "--max-capacity", "0"], "option --max-capacity"),
+    (["diff", "legacy", "single-loop", "--kernel", "sometimes"], "invalid choice"),
+    (["spec", "tests/targets/README.md::f"], "is not valid Python"),
+    (["kernel", "--examples", "-3"], "option --examples"),
+    (["symbolic", "legacy", "single-loop", "--timeout", "0"], "positive number of seconds"),
+    (["symbolic", "legacy", "nope.py::f"], "does not exist"),
+    (["bench", "legacy", "single-loop", "--device", "gpu"], "is not a device"),
+    (["mutants", "legacy", "--budget", "none"], "option --budget"),
+    (["frobnicate"], "invalid choice"),
+    ([], None),
+]
+
+
+@pytest.mark.parametrize("argv,needle", BAD, ids=lambda x: " ".join(x) if isinstance(x, list)
+                         else str(x))
+def test_bad_invocations_exit_2_with_a_message(argv, needle, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    if needle:
+        assert needle in err and err.startswith("stagecheck: error: ")
+        assert "Traceback" not in err
+
+
+def test_usage_message_constants_are_what_is_printed(capsys):
+    main(["diff", "legacy", "single-loop", "--device", "tpu"])
+    problem, fix = messages.BAD_DEVICE
+    assert (f"option --device: {problem.format(value='tpu')}; {fix}"
+            in capsys.readouterr().err)
+
+
+def test_a_replay_file_whose_scenario_cannot_be_built_exits_2(tmp_path, capsys):
+    from tests.helpers import scenario
+    data = scenario().to_dict()
+    data["initial_cpu"]["num_draft_tokens_buf"] = [2**40] * data["capacity"]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"stagecheck_replay": 1, "baseline": "legacy",
+                                "candidate": "single-loop",
+                                "finding": {"id": "x", "scenario": data}}))
+    assert main(["replay", str(path)]) == 2
+    assert "cannot be built" in capsys.readouterr().err
+    path.write_text("{not json")
+    assert main(["replay", str(path)]) == 2
+    assert "is not a stagecheck replay file" in capsys.readouterr().err
+

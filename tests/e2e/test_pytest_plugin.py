@@ -1,0 +1,251 @@
+"""The pytest plugin: the ``stagecheck`` fixture, the hypothesis profiles, xdist scale-out.
+
+Inner pytest sessions run in subprocesses (pytester) with the plugin loaded the way
+a user's suite loads it: through the ``pytest11`` entry point when the installed
+metadata has it, else with ``-p stagecheck.oracles.pytest_plugin``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.pytest_plugin import StagecheckFixture, as_target
+from stagecheck.oracles.targets import Target, load_target, target_from_callable
+
+pytest_plugins = ["pytester"]
+
+BUGGY = str(Path(__file__).resolve().parents[1] / "targets" / "buggy_swapped_views.py") + \
+    "::stage_postprocess_inputs_to_gpu"
+# These tests are about the plugin: the kernel oracle (it re-runs the postprocess kernel
+# to tell whether a difference reaches it) is left out of the inner runs.
+FAST = ', kernel="off"'
+
+
+def _plugin_args() -> list[str]:
+    """Load the plugin once: by its entry point name if installed, else by module."""
+    for ep in entry_points(group="pytest11"):
+        if ep.value == "stagecheck.oracles.pytest_plugin":
+            return ["-p", ep.name]          # -p NAME also loads an entry point by name
+    return ["-p", "stagecheck.oracles.pytest_plugin"]
+
+
+def _autoloaded(*names: str) -> list[str]:
+    """``-p`` options for plugins normally autoloaded, where autoloading is off."""
+    if not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return []
+    return [arg for name in names for arg in ("-p", name)]
+
+
+def _run(pytester, *args):
+    return pytester.runpytest_subprocess(*_autoloaded("hypothesispytest"), *_plugin_args(),
+                                         "-p", "no:cacheprovider", *args, timeout=120)
+
+
+def _found_after(text: str) -> list[int]:
+    """'found after N example(s)' of the error findings (the ERRORS sections) in ``text``."""
+    counts, in_errors = [], False
+    for line in text.splitlines():
+        if line.startswith("ERRORS ("):
+            in_errors = True
+        elif line.strip() and not line[0].isspace():
+            in_errors = False      # the next heading: INFO, the reproduce lines, pytest's
+        elif in_errors:
+            counts += [int(n) for n in re.findall(r"found after (\d+) example\(s\)", line)]
+    return counts
+
+
+def _tried(text: str) -> list[str]:
+    """The 'tried N in-contract and M out-of-contract examples (seed S, ...)' lines,
+    without the elapsed time."""
+    return [re.sub(r" in [\d.]+ s\b", "", line.strip())
+            for line in text.splitlines() if line.strip().startswith("tried ")]
+
+
+# ----------------------------------------------------------------- in-process units
+
+def test_target_forms_are_accepted():
+    from stagecheck.impl.staging_prefix import stage_postprocess_inputs_to_gpu as prefix
+    from stagecheck.impl.staging_single_loop import stage_postprocess_inputs_to_gpu as single
+    assert as_target("legacy").spec == "legacy"
+    loaded = load_target("single-loop")
+    assert as_target(loaded) is loaded
+    wrapped = as_target(single)
+    assert isinstance(wrapped, Target) and wrapped.func is single
+    assert wrapped.spec == "stagecheck.impl.staging_single_loop:stage_postprocess_inputs_to_gpu"
+    assert not wrapped.profile.takes_flag
+    assert target_from_callable(prefix, "later").profile.takes_flag
+
+
+def test_callable_with_wrong_signature_is_a_load_error():
+    def stage(ctx, scheduler_output):
+        pass
+    with pytest.raises(TargetLoadError, match="cannot take the staging arguments"):
+        target_from_callable(stage)
+    with pytest.raises(TypeError, match="expected a target spec"):
+        as_target(42)
+
+
+def test_unknown_and_bad_campaign_options_are_refused():
+    assert StagecheckFixture().config(seed=3, timeout=2.0).run.timeout == 2.0
+    with pytest.raises(pytest.fail.Exception, match="unknown option.*no_such_option"):
+        StagecheckFixture().config(no_such_option=1)
+    with pytest.raises(pytest.fail.Exception, match=r"timeout=: -1 is not a positive number"):
+        StagecheckFixture().config(timeout=-1)
+    with pytest.raises(TypeError, match="database"):
+        StagecheckFixture().config(database=None)
+
+
+def test_profiles_are_registered_under_stagecheck_names_and_drive_the_defaults():
+    ci = settings.get_profile("stagecheck-ci")
+    assert (ci.derandomize, ci.max_examples, ci.deadline, ci.database, ci.print_blob) == \
+        (True, 100, None, None, True)
+    assert settings.get_profile("stagecheck-dev").max_examples == 300
+    assert settings.get_profile("stagecheck-thorough").max_examples == 5000
+    with pytest.raises(Exception):          # hypothesis's own names stay unregistered
+        settings.get_profile("thorough")
+    previous = settings.get_current_profile_name()
+    try:
+        settings.load_profile("stagecheck-ci")
+        config = StagecheckFixture().config()
+        assert (config.examples, config.derandomize, config.database, config.seed) == \
+            (100, True, None, 0)
+        settings.load_profile("stagecheck-thorough")
+        config = StagecheckFixture().config(seed=7)
+        assert (config.examples, config.derandomize, config.seed) == (5000, False, 7)
+        assert config.database is not None
+    finally:
+        settings.load_profile(previous)
+
+
+# ----------------------------------------------------------------- inner pytest sessions
+
+def test_user_suite_asserts_equivalence_and_fails_on_findings(pytester):
+    pytester.makepyfile(test_user=f"""
+        from stagecheck.impl.staging_legacy import stage_postprocess_inputs_to_gpu as legacy
+
+        def test_refactor_is_equivalent(stagecheck):
+            result = stagecheck.assert_equivalent("legacy", "single-loop", examples=40,
+                                                  seed=0{FAST})
+            assert result.verdict() == "equivalent" and result.examples_in_contract == 40
+
+        def test_plain_callable_and_spec_only(stagecheck):
+            stagecheck.assert_equivalent(legacy, "single-loop", examples=20, seed=1{FAST})
+            stagecheck.assert_conforms("single-loop", examples=20, seed=1{FAST})
+
+        def test_info_findings_fail_only_with_strict(stagecheck):
+            stagecheck.assert_equivalent("legacy", "single-loop", examples=60, seed=0,
+                                         strict=True{FAST})
+
+        def test_buggy_refactor(stagecheck):
+            stagecheck.assert_equivalent("legacy", {BUGGY!r}, examples=100, seed=0{FAST})
+    """)
+    result = _run(pytester, "--hypothesis-profile=stagecheck-dev", "-rf")
+    result.assert_outcomes(passed=2, failed=2)
+    out = result.stdout.str()
+    strict_failure, buggy_failure = out.split("_ test_buggy_refactor _")
+    assert "_ test_info_findings_fail_only_with_strict _" in strict_failure
+    assert "INFO (failure-path" in strict_failure and "(--strict: info counts)" in strict_failure
+    assert "slot_alignment" not in strict_failure
+    # the buggy target: the finding and its slot table are the failure message
+    assert "verdict: DIFFERENT" in buggy_failure
+    assert "ERRORS (spec violations" in buggy_failure and "slot_alignment" in buggy_failure
+    assert f"reproduce: stagecheck diff legacy {BUGGY} --examples 100 --seed 0" in buggy_failure
+    assert "pytest_plugin.py" not in out   # the report, not a traceback through the plugin
+
+
+def test_ci_profile_is_selectable_and_derandomized(pytester):
+    pytester.makepyfile(test_user=f"""
+        from hypothesis import settings
+
+        def test_profile_is_active(stagecheck):
+            assert settings.get_current_profile_name() == "stagecheck-ci"
+            assert settings.default.derandomize and settings.default.max_examples == 100
+
+        def test_refactor_is_equivalent(stagecheck):
+            stagecheck.assert_equivalent("legacy", {BUGGY!r}{FAST})
+    """)
+    runs = [_run(pytester, "--hypothesis-profile=stagecheck-ci", "-v") for _ in range(2)]
+    texts = [r.stdout.str() for r in runs]
+    for r, text in zip(runs, texts):
+        r.assert_outcomes(passed=1, failed=1)
+        assert "stagecheck: hypothesis profile 'stagecheck-ci': 100 examples per stream, " \
+               "derandomize=True, database=None" in text
+        assert "slot_alignment" in text
+    assert _tried(texts[0]) and _tried(texts[0]) == _tried(texts[1])
+    assert "out-of-contract examples (seed 0," in texts[0]
+    assert _found_after(texts[0]) and _found_after(texts[0]) == _found_after(texts[1])
+
+
+def test_xdist_workers_share_one_example_database(pytester):
+    db = pytester.path / "shared-db"
+    pytester.makeconftest(f"""
+        from hypothesis import settings
+        from hypothesis.database import DirectoryBasedExampleDatabase
+
+        settings.register_profile("shared", settings.get_profile("stagecheck-dev"),
+                                  database=DirectoryBasedExampleDatabase({str(db)!r}))
+    """)
+    pytester.makepyfile(test_user=f"""
+        def test_one(stagecheck):
+            stagecheck.assert_equivalent("legacy", {BUGGY!r}, examples=50{FAST})
+
+        def test_two(stagecheck):
+            stagecheck.assert_equivalent("legacy", {BUGGY!r}, examples=80{FAST})
+    """)
+    args = (*_autoloaded("xdist"), "-n", "2", "--hypothesis-profile=shared")
+    first = _run(pytester, *args)
+    first.assert_outcomes(failed=2)
+    out = first.stdout.str()
+    assert "created: 2/2 workers" in out
+    assert out.count("slot_alignment") >= 2
+    saved = [p for p in db.rglob("*") if p.is_file()]
+    assert saved, "the failing example was not saved in the shared database"
+    # A later run (here again on two workers) replays the saved failing example first:
+    # both tests find the bug on their first example, whatever seed each one drew.
+    second = _run(pytester, *args)
+    second.assert_outcomes(failed=2)
+    found = _found_after(second.stdout.str())
+    assert found and set(found) == {1}, (_found_after(out), found)
+
+
+def test_an_unrelated_projects_profile_names_are_left_alone(pytester):
+    """Installing stagecheck changes no other project's runs: ``--hypothesis-profile=dev``
+    is hypothesis's error there, not a profile of ours."""
+    pytester.makepyfile(test_other="def test_nothing():\n    pass\n")
+    result = _run(pytester, "--hypothesis-profile=dev")
+    assert result.ret != 0
+    assert "dev" in (result.stderr.str() + result.stdout.str())
+
+
+def test_a_project_with_its_own_spec_impl_and_oracles_packages(pytester):
+    """One import name: a user project whose own top-level packages are called spec, impl
+    and oracles runs the fixture and the command line without any collision."""
+    for package in ("spec", "impl", "oracles"):
+        pytester.mkpydir(package)
+        (pytester.path / package / "__init__.py").write_text(
+            f"ERROR = {'the project' + chr(39) + 's own ' + package!r}\n")
+    pytester.makepyfile(test_user=f"""
+        import impl, oracles, spec
+
+        def test_own_packages_are_the_projects():
+            assert spec.ERROR == "the project's own spec" and oracles.ERROR.endswith("oracles")
+            assert impl.ERROR.endswith("impl")
+
+        def test_the_fixture_works_beside_them(stagecheck):
+            result = stagecheck.assert_equivalent("legacy", "single-loop", examples=20,
+                                                  seed=0{FAST})
+            assert result.verdict() == "equivalent"
+    """)
+    result = _run(pytester, "-p", "pytester")
+    result.assert_outcomes(passed=2)
+    cli = pytester.run("stagecheck", "spec", "single-loop", "--examples", "20", "--no-kernel",
+                       "--save-dir", str(pytester.path / "found"), timeout=300)
+    assert cli.ret == 0, cli.stdout.str() + cli.stderr.str()
+    assert "verdict: EQUIVALENT" in cli.stdout.str()

@@ -1,0 +1,87 @@
+"""Kernel oracle 2: does a staging difference reach the postprocess kernel's results?"""
+
+import pytest
+
+from stagecheck.oracles.campaign import run_campaign
+from stagecheck.oracles.options import CampaignConfig
+from stagecheck.oracles.kernel.campaign import run_kernel_campaign
+from stagecheck.oracles.kernel.impact import annotate, kernel_impact
+from stagecheck.oracles.observe import observe
+from stagecheck.oracles.targets import load_target
+from stagecheck.spec import Finding
+from tests.helpers import scenario
+
+FUNC = "stage_postprocess_inputs_to_gpu"
+
+
+def impacts(bug):
+    result = run_campaign(load_target("single-loop"),
+                          load_target(f"tests/targets/buggy_{bug}.py::{FUNC}"),
+                          CampaignConfig.from_options(out_of_contract=False))
+    assert result.errors
+    return {(f.invariant, f.field, f.view): f.kernel_impact for f in result.errors}
+
+
+@pytest.mark.parametrize("bug", ["loop_one_slot_short", "post_step_computed",
+                                 "draft_count_carried_over", "uint16_computed_counts",
+                                 "draft_view_aliases_computed"])
+def test_live_slot_bugs_reach_the_kernel(bug):
+    found = impacts(bug)
+    live = {k: v for k, v in found.items() if k[0] in ("same_buffers", "slot_alignment")}
+    assert live and all(v is True for v in live.values()), found
+
+
+def test_tail_only_bug_does_not_reach_the_kernel():
+    found = impacts("copy_whole_buffer")
+    assert found and all(v is False for v in found.values()), found
+
+
+def test_computed_and_scheduled_swapped_cannot_reach_the_kernel():
+    # the kernel only uses computed + scheduled - draft: the swap is invisible to it
+    found = impacts("swapped_views")
+    assert found and all(v is False for v in found.values()), found
+
+
+def test_always_mode_finds_no_kernel_difference_between_the_generations():
+    result = run_campaign(load_target("legacy"), load_target("single-loop"),
+                          CampaignConfig.from_options(examples=60, kernel="always", out_of_contract=False))
+    assert result.errors == []
+
+
+def test_a_kernel_difference_without_a_staging_finding_is_an_error():
+    s = scenario(num_scheduled_tokens={"req-a": 5, "req-b": 1, "req-c": 4, "req-p": 4},
+                 num_computed_tokens={"req-a": 3, "req-b": 7, "req-c": 8, "req-p": 55})
+    a = observe(load_target("single-loop"), s)
+    b = observe(load_target("single-loop"), s)
+    b.gpu["num_computed_tokens_buf"][0] += 1       # a mirror no comparison was asked about
+    assert kernel_impact(s, a, b).impact
+    (f,) = annotate([], s, a, b, always=True)
+    assert f.invariant == "kernel_results" and f.severity == "error" and f.kernel_impact
+
+
+def test_findings_about_tails_and_unread_fields_have_no_impact():
+    s = scenario()
+    a = observe(load_target("single-loop"), s)
+    b = observe(load_target("single-loop"), s)
+    tail = Finding("no_tail_write", "error", "x", field="computed", slot=4, view="gpu")
+    prefill = Finding("same_buffers", "error", "x", field="is_prefilling", slot=0)
+    tail_after, prefill_after = annotate([tail, prefill], s, a, b)
+    assert tail_after.kernel_impact is False and prefill_after.kernel_impact is False
+    assert tail.kernel_impact is None   # findings are values: annotate made new ones
+
+
+def test_kernel_oracle_1_through_the_interpreter():
+    result = run_kernel_campaign(examples=15, seed=3)
+    assert result.clean and result.examples == 15
+
+
+def test_oracle_2_runs_the_triton_kernel_through_the_interpreter():
+    config = CampaignConfig.from_options(examples=8, kernel="always", kernel_backend="triton",
+                            out_of_contract=False)
+    assert run_campaign(load_target("legacy"), load_target("single-loop"), config).errors == []
+    s = scenario(num_scheduled_tokens={"req-a": 5, "req-b": 1, "req-c": 4, "req-p": 4},
+                 num_computed_tokens={"req-a": 3, "req-b": 7, "req-c": 8, "req-p": 55})
+    a = observe(load_target("single-loop"), s)
+    b = observe(load_target("single-loop"), s)
+    b.gpu["num_computed_tokens_buf"][0] += 1
+    assert kernel_impact(s, a, b, backend="triton").impact

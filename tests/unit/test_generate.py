@@ -1,0 +1,52 @@
+"""The strategies build what they promise, by construction."""
+
+from hypothesis import HealthCheck, find, given, settings
+
+from stagecheck.oracles.generate import BREACHES, out_of_contract_scenarios, staging_scenarios
+from stagecheck.spec import contract_breaches
+from stagecheck.spec.schema import INT32_MAX
+
+FAST = settings(max_examples=200, database=None, deadline=None,
+                suppress_health_check=list(HealthCheck))
+
+
+@FAST
+@given(staging_scenarios())
+def test_in_contract_stream_is_in_contract(s):
+    assert contract_breaches(s) == []
+    assert len(s.req_ids) <= s.capacity
+    for view in (s.initial_cpu, s.initial_gpu):
+        assert all(len(v) == s.capacity for v in view.values())
+
+
+@FAST
+@given(out_of_contract_scenarios())
+def test_out_of_contract_stream_is_labeled_and_out_of_contract(labeled):
+    breach, s = labeled
+    assert breach in BREACHES
+    assert contract_breaches(s)
+
+
+def _finds(condition):
+    return find(staging_scenarios(), condition,
+                settings=settings(max_examples=2000, database=None, deadline=None))
+
+
+def test_the_in_contract_stream_reaches_every_case_it_promises():
+    assert _finds(lambda s: s.num_reqs == 0)
+    assert _finds(lambda s: s.num_reqs == s.capacity and s.capacity > 1)
+    assert _finds(lambda s: len(s.req_ids) > s.num_reqs)                      # padded ids
+    assert _finds(lambda s: any(r not in s.spec_decode_tokens for r in s.live_ids))
+    assert _finds(lambda s: any(s.spec_decode_tokens.get(r) == [] for r in s.live_ids))
+    assert _finds(lambda s: any(s.num_computed_tokens[r] > 65_535 for r in s.live_ids))
+    assert _finds(lambda s: any(s.num_scheduled_tokens[r] == INT32_MAX for r in s.live_ids))
+    assert _finds(lambda s: any(r not in s.mamba_state_idx for r in s.live_ids))
+    assert _finds(lambda s: not s.run_prefix_state_migration and s.omit_state_idx_buf)
+    assert _finds(lambda s: any(a != b for a, b in zip(
+        s.initial_cpu["num_draft_tokens_buf"], s.initial_gpu["num_draft_tokens_buf"])))
+
+
+def test_every_breach_is_drawn():
+    for breach in BREACHES:
+        assert find(out_of_contract_scenarios(), lambda x, b=breach: x[0] == b,
+                    settings=settings(max_examples=500, database=None, deadline=None))

@@ -1,0 +1,120 @@
+"""Each invariant check holds on a correct run and fires on the violation it states."""
+
+import dataclasses
+
+import pytest
+
+from stagecheck.oracles.observe import observe
+from stagecheck.oracles.targets import load_target
+from stagecheck.spec import ERROR, INFO, INVARIANTS, Copy, HostWrite, TargetProfile, check
+from stagecheck.spec.invariants import names_request
+from tests.helpers import scenario
+
+PROFILE = TargetProfile()
+
+
+@pytest.fixture
+def good():
+    s = scenario()
+    o = observe(load_target("single-loop"), s)
+    assert check(s, o, PROFILE) == []
+    return s, o
+
+
+def ids(findings):
+    return {f.invariant for f in findings}
+
+
+def test_every_invariant_has_prose_and_a_check():
+    assert {i.id for i in INVARIANTS} >= {"slot_alignment", "no_tail_write", "mirror_consistency",
+                                          "copy_discipline", "missing_index_assertion",
+                                          "inputs_unchanged", "padded_read", "expected_outcome"}
+    for inv in INVARIANTS:
+        assert len(inv.statement) > 40 and callable(inv.check)
+
+
+def test_slot_alignment(good):
+    s, o = good
+    o.cpu["num_computed_tokens_buf"][1] = 8
+    o.gpu["num_computed_tokens_buf"][1] = 8
+    (f,) = check(s, o, PROFILE)
+    assert (f.invariant, f.field, f.slot, f.severity) == ("slot_alignment", "computed", 1, ERROR)
+    assert f.expected == 7 and f.candidate == 8
+
+
+def test_no_tail_write_on_cpu_and_gpu(good):
+    s, o = good
+    o.cpu["num_draft_tokens_buf"][4] = 0
+    o.gpu["mamba_state_idx_buf"][5] = 0
+    found = {(f.invariant, f.view, f.slot) for f in check(s, o, PROFILE)}
+    assert found == {("no_tail_write", "cpu", 4), ("no_tail_write", "gpu", 5)}
+
+
+def test_mirror_consistency(good):
+    s, o = good
+    o.gpu["num_scheduled_tokens_buf"][2] = 0
+    assert ids(check(s, o, PROFILE)) == {"mirror_consistency"}
+
+
+def test_copy_discipline_range_count_and_order(good):
+    s, o = good
+    events = [e for e in o.events if not (isinstance(e, Copy) and e.buffer ==
+                                         "num_draft_tokens_buf")]
+    o2 = dataclasses.replace(o, events=events + [Copy("num_draft_tokens_buf", 0, 6, None)])
+    assert ids(check(s, o2, PROFILE)) == {"copy_discipline"}
+    o3 = dataclasses.replace(o, events=o.events + [HostWrite("num_draft_tokens_buf", (0,), "np")])
+    (f,) = check(s, o3, PROFILE)
+    assert f.invariant == "copy_discipline" and f.extra["kind"] == "write-after-copy"
+    o4 = dataclasses.replace(o, events=o.events + [Copy("num_draft_tokens_buf", 0, 3, 3)])
+    assert ids(check(s, o4, PROFILE)) == {"copy_discipline"}
+
+
+def test_missing_index_assertion_type_message_and_copy():
+    s = scenario(mamba_state_idx={"req-a": 3, "req-c": 9})
+    o = observe(load_target("legacy"), s)
+    assert check(s, o, PROFILE) == []
+    wrong_type = dataclasses.replace(o, exception_type="KeyError", exception_mro=("KeyError",))
+    assert ids(check(s, wrong_type, PROFILE)) == {"missing_index_assertion"}
+    no_id = dataclasses.replace(o, exception_message="state index missing for req-bb")
+    assert ids(check(s, no_id, PROFILE)) == {"missing_index_assertion"}
+    copied = dataclasses.replace(o, events=o.events + [Copy("mamba_state_idx_buf", 0, 3, 3)])
+    assert ids(check(s, copied, PROFILE)) == {"missing_index_assertion"}
+    returned = dataclasses.replace(o, exception_type=None, exception_message=None)
+    assert "missing_index_assertion" in ids(check(s, returned, PROFILE))
+
+
+def test_expected_outcome_and_hang(good):
+    s, o = good
+    raised = dataclasses.replace(o, exception_type="KeyError", exception_message="'req-b'")
+    assert ids(check(s, raised, PROFILE)) == {"expected_outcome"}
+    hung = dataclasses.replace(o, timed_out=True, exception_type="CallTimedOut")
+    (f,) = check(s, hung, PROFILE)
+    assert f.extra["kind"] == "hang"
+
+
+def test_inputs_unchanged(good):
+    s, o = good
+    after = dict(o.inputs_after, req_ids=o.inputs_after["req_ids"][:3])
+    (f,) = check(s, dataclasses.replace(o, inputs_after=after), PROFILE)
+    assert (f.invariant, f.field) == ("inputs_unchanged", "req_ids")
+
+
+def test_padded_read_is_info(good):
+    s, o = good
+    (f,) = check(s, dataclasses.replace(o, req_ids_reads=o.req_ids_reads + [3]), PROFILE)
+    assert (f.invariant, f.severity, f.slot) == ("padded_read", INFO, 3)
+
+
+def test_out_of_contract_violations_are_info(good):
+    s, o = good
+    s.num_computed_tokens["req-a"] = 2**40          # a value beyond int32: out of contract
+    o.cpu["num_draft_tokens_buf"][4] = 0
+    found = check(s, o, PROFILE)
+    assert "no_tail_write" in {f.invariant for f in found}
+    assert all(f.severity == INFO and not f.in_contract for f in found)
+
+
+def test_request_ids_are_matched_as_whole_tokens():
+    assert names_request("mamba state index for request 'req-1' is missing", "req-1")
+    assert not names_request("mamba state index for request 'req-12' is missing", "req-1")
+    assert not names_request("must run before the stage", "b")
