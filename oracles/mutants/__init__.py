@@ -5,7 +5,7 @@ next to the upstream-style example tests (``upstream.py``); ``matrix.py`` holds 
 matrix and its scores.
 """
 
-from stagecheck.oracles.mutants.catalog import CATALOG, EQUIVALENT_MUTANTS, OPERATORS
+from stagecheck.oracles.mutants.catalog import CATALOG, OPERATORS
 from stagecheck.oracles.mutants.generate import Mutant, generate_mutants
 from stagecheck.oracles.mutants.matrix import (ORACLES, STAGECHECK_ORACLES, MutantResult,
                                                MutationReport, OracleOutcome)
@@ -17,7 +17,7 @@ from stagecheck.oracles.mutants.runners import (DEFAULT_BUDGET, DEFAULT_SYMBOLIC
 from stagecheck.oracles.mutants.upstream import upstream_example_test, upstream_missing_index_test
 
 __all__ = [
-    "CATALOG", "DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_TIMEOUT", "EQUIVALENT_MUTANTS", "OPERATORS",
+    "CATALOG", "DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_TIMEOUT", "OPERATORS",
     "ORACLES", "STAGECHECK_ORACLES", "SYMBOLIC_MAX_CAPACITY", "Location", "Mutant",
     "MutantResult", "MutantsConfig", "MutationOperator", "MutationReport", "OracleOutcome",
     "evaluate_mutant", "generate_mutants", "list_mutants", "parse_list", "run_mutants",

@@ -1,5 +1,4 @@
-"""The mutation catalog: every operator, in report order, and the equivalent mutants no
-operator can recognise on its own."""
+"""The mutation catalog: every operator, in report order."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from stagecheck.oracles.mutants.operators import (AssertDropped, AssertMoved, As
                                                   MutationOperator, NonBlockingToggled,
                                                   PostStepCount, SwappedViews, WholeBufferCopy)
 
-__all__ = ["CATALOG", "EQUIVALENT_MUTANTS", "OPERATORS"]
+__all__ = ["CATALOG", "OPERATORS"]
 
 #: The catalog, in report order.
 CATALOG: tuple[type[MutationOperator], ...] = (
@@ -22,8 +21,3 @@ CATALOG: tuple[type[MutationOperator], ...] = (
     DtypeNarrowing, PostStepCount, NonBlockingToggled, EarlyReturn,
 )
 OPERATORS = {op.name: op for op in CATALOG}
-
-
-#: Equivalent mutants no operator can recognise on its own:
-#: (operator, function, line) -> reason. Lines are those of the target's source.
-EQUIVALENT_MUTANTS: dict[tuple[str, str, int], str] = {}

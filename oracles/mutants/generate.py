@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
-from stagecheck.oracles.mutants.catalog import CATALOG, EQUIVALENT_MUTANTS, OPERATORS
+from stagecheck.oracles.mutants.catalog import CATALOG, OPERATORS
 from stagecheck.oracles.mutants.operators import Location, Scope
 from stagecheck.oracles.targets import load_function_from_source
 
@@ -104,8 +104,7 @@ def generate_mutants(source: str, filename: str, function: str, takes_flag: bool
                 continue
             seen.add(text)
             loc = site.location
-            reason = site.equivalent_reason or EQUIVALENT_MUTANTS.get(
-                (op_class.name, loc.function, loc.line))
+            reason = site.equivalent_reason
             mid = f"m{len(out) + 1:02d}"
             diff = "".join(difflib.unified_diff(
                 original.splitlines(True), text.splitlines(True),

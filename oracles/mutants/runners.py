@@ -6,10 +6,9 @@
 baseline stagecheck is measured against). A mutant is killed by an oracle when the
 oracle reports at least one error finding (upstream: a test fails).
 
-A survivor is labeled equivalent only with a reason: given by the operator that
-knows it (e.g. a blocking copy is invisible on the CPU) or listed in
-``EQUIVALENT_MUTANTS``. A mutant with a reason that some oracle kills is not
-equivalent, and the report says the reason was withdrawn.
+A survivor is labeled equivalent only with a reason, given by the operator that
+knows it (e.g. a blocking copy is invisible on the CPU). A mutant with a reason that
+some oracle kills is not equivalent, and the report says the reason was withdrawn.
 """
 
 from __future__ import annotations

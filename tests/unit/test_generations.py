@@ -21,8 +21,8 @@ def test_three_requests_one_padded_id(name):
     assert o.cpu["num_draft_tokens_buf"] == [2, 0, 1, -1, -1, -1]
     for buffer in o.gpu:
         assert o.gpu[buffer][:3] == o.cpu[buffer][:3]
-        assert o.gpu[buffer][3:] == s.initial_gpu.get(buffer, [0] * 6)[3:] if buffer in \
-            s.initial_gpu else True
+        before = s.initial_gpu.get(buffer, [False if buffer == "is_prefilling_buf" else 0] * 6)
+        assert o.gpu[buffer][3:] == before[3:]       # device tail untouched
     assert max(o.req_ids_reads) < s.num_reqs        # padded id never read
     assert o.inputs_after == inputs_snapshot(s)
     assert check(s, o, load_target(name).profile) == []

@@ -1,0 +1,102 @@
+"""The compare stage's rules, as a table: which difference on which input is an error."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from stagecheck.oracles.compare import compare
+from stagecheck.spec import ERROR, INFO, Copy, Observation, TargetProfile
+from tests.helpers import scenario
+
+FOUR = ("mamba_state_idx_buf", "num_scheduled_tokens_buf", "num_computed_tokens_buf",
+        "num_draft_tokens_buf")
+OLD, LATER = TargetProfile(), TargetProfile(takes_flag=True)
+
+
+def run(exception: str | None = None, message: str | None = None, timed_out=False,
+        buffers=FOUR, **changes) -> Observation:
+    """What a correct single-loop run of ``scenario()`` leaves, with ``changes`` applied:
+    ``cpu={buffer: {slot: value}}``, ``gpu=...``, ``copies={buffer: (start, stop)}``,
+    ``inputs={name: value}``."""
+    s = scenario()
+    live = {"mamba_state_idx_buf": [3, 0, 9], "num_scheduled_tokens_buf": [5, 1, 70_000],
+            "num_computed_tokens_buf": [100, 7, 2**31 - 1], "num_draft_tokens_buf": [2, 0, 1],
+            "is_prefilling_buf": [False, True, False]}
+    cpu = {b: live[b] + [-1] * 3 for b in buffers}
+    gpu = {b: live[b] + [-2] * 3 for b in buffers}
+    for view, table in (("cpu", cpu), ("gpu", gpu)):
+        for b, slots in changes.get(view, {}).items():
+            for i, v in slots.items():
+                table[b][i] = v
+    ranges = {b: (0, s.num_reqs) for b in buffers}
+    ranges.update(changes.get("copies", {}))
+    events = [Copy(b, *ranges[b], s.num_reqs) for b in buffers]
+    from stagecheck.spec import inputs_snapshot
+    inputs = {**inputs_snapshot(s), **changes.get("inputs", {})}
+    return Observation(exception_type=exception, exception_message=message, cpu=cpu, gpu=gpu,
+                       events=events, inputs_after=inputs, timed_out=timed_out,
+                       exception_mro=(exception, "Exception") if exception else ())
+
+
+MISSING_B = dict(mamba_state_idx={"req-a": 3, "req-c": 9, "req-p": 6})   # live req-b lacks one
+OUT_OF_CONTRACT = dict(num_reqs=7)                                       # above capacity 6
+ASSERT = ("AssertionError", "no state index for 'req-b'")
+
+#: (name, scenario changes, baseline, candidate, profiles, expected [(invariant, severity,
+#: field, words in the context of an info)])
+RULES = [
+    ("same runs", {}, run(), run(), (OLD, OLD), []),
+    ("one raises on an in-contract input", {}, run(), run(*ASSERT), (OLD, OLD),
+     [("same_outcome", ERROR, None, None)]),
+    ("one hangs", {}, run(), run("CallTimedOut", timed_out=True), (OLD, OLD),
+     [("same_outcome", ERROR, None, None)]),
+    ("message text only", MISSING_B, run(*ASSERT), run("AssertionError", "req-b: no index"),
+     (OLD, OLD), [("same_message", INFO, None, "failure path")]),
+    ("live slot differs, both returned", {}, run(), run(cpu={FOUR[2]: {1: 8}}), (OLD, OLD),
+     [("same_buffers", ERROR, "computed", None)]),
+    ("device tail differs, both returned", {}, run(), run(gpu={FOUR[0]: {4: 0}}), (OLD, OLD),
+     [("same_buffers", ERROR, "state_idx", None)]),
+    ("partial writes differ on the missing-index path", MISSING_B, run(*ASSERT),
+     run(*ASSERT, cpu={FOUR[1]: {0: 77}}), (OLD, OLD),
+     [("same_buffers", INFO, "scheduled", "failure path: live request 'req-b'")]),
+    ("buffers differ out of contract", OUT_OF_CONTRACT, run(*ASSERT),
+     run(*ASSERT, cpu={FOUR[1]: {0: 77}}), (OLD, OLD),
+     [("same_buffers", INFO, "scheduled", "out of contract: num_reqs=7")]),
+    ("copy ranges differ", {}, run(), run(copies={FOUR[3]: (0, 6)}), (OLD, OLD),
+     [("same_copies", ERROR, "draft", None)]),
+    ("inputs differ afterwards", {}, run(), run(inputs={"mamba_state_idx": {}}), (OLD, OLD),
+     [("same_inputs_after", ERROR, "mamba_state_idx", None)]),
+    ("a generation adds a field", {}, run(), run(buffers=FOUR + ("is_prefilling_buf",)),
+     (OLD, LATER), [("same_fields", INFO, "is_prefilling", None)]),
+    ("the two contracts differ (flag off, one side needs an index)",
+     dict(run_prefix_state_migration=False, **MISSING_B), run(*ASSERT),
+     run(buffers=FOUR[1:] + ("is_prefilling_buf",)), (OLD, LATER),
+     [("same_outcome", INFO, None, "the two contracts differ"),
+      ("same_fields", INFO, "is_prefilling", "the two contracts differ"),
+      ("same_fields", INFO, "state_idx", "the two contracts differ")]),
+]
+
+
+@pytest.mark.parametrize("name, changes, a, b, profiles, expected", RULES,
+                         ids=[r[0] for r in RULES])
+def test_compare_rules(name, changes, a, b, profiles, expected):
+    s = dataclasses.replace(scenario(), **changes)
+    found = compare(s, a, b, *profiles)
+    got = [(f.invariant, f.severity, f.field) for f in found]
+    assert got == [(inv, sev, field) for inv, sev, field, _ in expected], found
+    for f, (_, severity, _, words) in zip(found, expected):
+        assert f.side == "both"
+        if severity == INFO and words:
+            assert words in f.extra["context"], f.extra
+        if severity == ERROR:
+            assert "context" not in f.extra
+
+
+def test_a_buffer_difference_names_the_first_slot_and_keeps_every_slot():
+    s = scenario()
+    (f,) = compare(s, run(), run(cpu={FOUR[2]: {1: 8, 4: 9}}), OLD, OLD)
+    assert (f.slot, f.view, f.baseline, f.candidate) == (1, "cpu", 7, 8)
+    assert f.extra["slots"] == [1, 4]
+    assert "computed[1] (live)" in f.message

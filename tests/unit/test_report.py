@@ -1,0 +1,110 @@
+"""The renderers, against snapshots: what a user reads for fixed results.
+
+A snapshot is the exact text in ``tests/unit/snapshots/``. When a renderer changes on
+purpose, re-create them with ``STAGECHECK_UPDATE_SNAPSHOTS=1 python -m pytest
+tests/unit/test_report.py`` and review the diff like any other change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from stagecheck.oracles.campaign import CampaignResult
+from stagecheck.oracles.options import CampaignConfig
+from stagecheck.oracles.report import (json_document, pytest_example, render_campaign,
+                                       render_json, render_junit, render_replay)
+from stagecheck.oracles.report.json import campaign_body
+from stagecheck.spec import ERROR, INFO, Finding
+from tests.helpers import scenario
+
+SNAPSHOTS = pathlib.Path(__file__).parent / "snapshots"
+
+
+def matches_snapshot(name: str, text: str) -> None:
+    path = SNAPSHOTS / name
+    if os.environ.get("STAGECHECK_UPDATE_SNAPSHOTS"):
+        SNAPSHOTS.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no snapshot {name}: run with STAGECHECK_UPDATE_SNAPSHOTS=1"
+    assert text == path.read_text(), f"{name} changed; see the module docstring"
+
+
+def result() -> CampaignResult:
+    s = scenario().to_dict()
+    error = Finding("slot_alignment", ERROR, "computed[1] holds 8, expected "
+                    "requests[r].num_computed_tokens = 7 for request 'req-b'", side="candidate",
+                    field="computed", slot=1, view="cpu", candidate=8, expected=7,
+                    kernel_impact=True, scenario=s, examples_to_find=4,
+                    extra={"slots": [1], "values": [100, 8, 2**31 - 1, -1, -1, -1]})
+    info = Finding("same_message", INFO, "same exception type, different message text",
+                   in_contract=True, baseline="a", candidate="b", scenario=s,
+                   examples_to_find=9, extra={"context": "failure path: live request 'req-b'"})
+    return CampaignResult("legacy", "file.py::stage", CampaignConfig(examples=50, seed=3),
+                          [error, info], examples_in_contract=4, examples_out_of_contract=50,
+                          seconds=1.25)
+
+
+def test_campaign_text():
+    matches_snapshot("campaign.txt", render_campaign(result(), saved={
+        "slot_alignment-c54416b8f4": ".stagecheck/findings/slot_alignment-c54416b8f4.json"}))
+
+
+def test_clean_campaign_text_says_how_to_search_harder():
+    clean = CampaignResult("legacy", "single-loop", CampaignConfig(examples=20), [],
+                           examples_in_contract=20, examples_out_of_contract=20, seconds=0.5)
+    matches_snapshot("campaign_clean.txt", render_campaign(clean))
+
+
+def test_campaign_json_envelope_and_body():
+    document = json_document("diff", campaign_body(result()), result().verdict())
+    data = json.loads(render_json(document))
+    assert data["schema_version"] == 1 and data["tool"] == "stagecheck"
+    assert data["command"] == "diff" and data["verdict"] == "different"
+    assert data["examples"] == {"in_contract": 4, "out_of_contract": 50}
+    assert [f["invariant"] for f in data["findings"]] == ["slot_alignment", "same_message"]
+    assert data["findings"][0]["id"] == result().findings[0].id
+
+
+def test_junit_is_well_formed_with_a_failure_per_error():
+    root = ET.fromstring(render_junit(result()))
+    (suite,) = root.findall("testsuite")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert cases["slot_alignment"].find("failure") is not None
+    assert cases["same_message"].find("failure") is None
+    assert suite.get("failures") == "1"
+    strict = ET.fromstring(render_junit(result(), strict=True)).find("testsuite")
+    assert strict.get("failures") == "2"
+
+
+def test_replay_text():
+    f = result().findings[0]
+    saved = {"finding": f.to_dict(), "baseline": "legacy", "candidate": "file.py::stage"}
+    matches_snapshot("replay.txt", render_replay("x.json", saved, "legacy", "file.py::stage",
+                                                 "cpu", [f]))
+    assert "no longer shows a difference" in render_replay("x.json", saved, "legacy",
+                                                           "single-loop", "cpu", [])
+
+
+def test_pytest_example_imports_only_the_public_api_and_runs(tmp_path):
+    code = pytest_example(result().findings[0], "legacy", "single-loop")
+    imports = [line for line in code.splitlines() if line.startswith(("import", "from"))]
+    assert imports == ["import json", "from hypothesis import Phase, example, given, settings",
+                       "from stagecheck import StagingScenario, evaluate, load_target, "
+                       "staging_scenarios"]
+    assert "deadline=None" in code
+    namespace: dict = {}
+    exec(compile(code, "snippet.py", "exec"), namespace)
+    test = next(v for k, v in namespace.items() if k.startswith("test_"))
+    test()   # legacy vs single-loop on the finding's scenario: no error finding
+
+
+@pytest.mark.parametrize("severity", [ERROR, INFO])
+def test_every_finding_line_names_its_id_side_and_contract(severity):
+    f = [g for g in result().findings if g.severity == severity][0]
+    text = render_campaign(result())
+    assert f"[{f.id}] ({f.side}, in contract" in text
