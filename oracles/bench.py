@@ -37,7 +37,6 @@ from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import DEVICES, choice
 from stagecheck.oracles.targets import Target
-from stagecheck.spec.schema import FIELDS_BY_BUFFER, FLAG
 
 __all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "run_bench"]
 
@@ -98,30 +97,18 @@ class BenchResult:
 def build_bench_inputs(target: Target, num_reqs: int, device: str = "cpu") -> SimpleNamespace:
     """In-contract arguments for one staging call with ``num_reqs`` live requests.
 
-    Capacity equals ``num_reqs``; every request has a state index and a prompt
-    length; every other request has draft tokens (the others are absent from
-    ``scheduled_spec_decode_tokens``, as in a real step). Values are deterministic.
+    The scenario is the schema's ``bench`` one (deterministic, in contract, capacity
+    ``num_reqs``); the buffers are plain ``CpuGpuBuffer`` objects on ``device``, not the
+    instrumented ones, so what is timed is the staging code itself.
     """
-    import torch
-
-    from stagecheck.impl.buffer import CpuGpuBuffer
-    dtypes = {"int32": torch.int32, "bool": torch.bool}
-    ctx = SimpleNamespace()
-    for buffer in target.profile.buffers():
-        setattr(ctx, buffer, CpuGpuBuffer(num_reqs, dtypes[FIELDS_BY_BUFFER[buffer].dtype],
-                                          device))
-    req_ids = [f"req-{i}" for i in range(num_reqs)]
-    scheduled = {r: 1 + (i * 7) % 512 for i, r in enumerate(req_ids)}
-    drafts = {r: list(range(i % 4)) for i, r in enumerate(req_ids) if i % 2 == 1}
-    requests = {r: SimpleNamespace(num_computed_tokens=(i * 131) % 4096,
-                                   num_prompt_tokens=2048)
-                for i, r in enumerate(req_ids)}
-    state_idx = {r: (i * 3) % 1000 for i, r in enumerate(req_ids)}
-    args = (ctx, SimpleNamespace(num_scheduled_tokens=scheduled,
-                                 scheduled_spec_decode_tokens=drafts),
-            req_ids, num_reqs, requests, state_idx)
-    kwargs = {FLAG: True} if target.profile.takes_flag else {}
-    return SimpleNamespace(args=args, kwargs=kwargs)
+    from stagecheck.oracles.observe import build_inputs
+    from stagecheck.oracles.observe.bare import BareBackend
+    schema = target.schema
+    if schema.bench is None:
+        raise StagecheckError(f"schema {schema.name!r} declares no bench scenario",
+                              "add a bench= function to the schema", value=schema.name)
+    _, call = build_inputs(schema.bench(num_reqs), target.profile, BareBackend(device))
+    return SimpleNamespace(args=call.args, kwargs=call.kwargs)
 
 
 def _caller(target: Target, inputs: SimpleNamespace):

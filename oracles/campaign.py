@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
 
+from stagecheck.oracles import messages
 from stagecheck.oracles._preload import preload_project_modules
+from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.evaluate import evaluate
 from stagecheck.oracles.generate import out_of_contract_scenarios, staging_scenarios
@@ -24,8 +26,9 @@ from stagecheck.oracles.options import CampaignConfig
 from stagecheck.oracles.targets import Target
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
+from stagecheck.spec.schema import StagingSchema
 
-__all__ = ["CampaignResult", "run_campaign"]
+__all__ = ["CampaignResult", "run_campaign", "same_schema"]
 
 #: Examples the kernel-impact probe draws at most after the search.
 IMPACT_PROBE_EXAMPLES = 60
@@ -40,6 +43,7 @@ class CampaignResult(FindingsResult):
     examples_in_contract: int = 0
     examples_out_of_contract: int = 0
     seconds: float = 0.0
+    schema: StagingSchema | None = None    # what both targets were checked against
 
 
 class _ErrorFound(Exception):
@@ -62,7 +66,7 @@ def _probe_impact(baseline: Target | None, candidate: Target, config: CampaignCo
     @settings(max_examples=IMPACT_PROBE_EXAMPLES, deadline=None, database=None,
               suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
     @hyp_seed(config.seed + 1)
-    @given(staging_scenarios(config.max_capacity))
+    @given(staging_scenarios(config.max_capacity, candidate.schema))
     def probe(s):
         findings = evaluate(baseline, candidate, s, config.run).findings
         collector.note_impact(f for f in findings if f.key in open_keys)
@@ -75,6 +79,16 @@ def _probe_impact(baseline: Target | None, candidate: Target, config: CampaignCo
         pass
 
 
+def same_schema(baseline: Target | None, candidate: Target):
+    """The one schema both targets are checked against; a ``TargetLoadError`` if they
+    were loaded against different ones."""
+    if baseline is not None and baseline.schema.name != candidate.schema.name:
+        raise TargetLoadError.of(messages.SCHEMAS_DIFFER, candidate.spec,
+                                 baseline=baseline.spec, a=baseline.schema.name,
+                                 b=candidate.schema.name)
+    return candidate.schema
+
+
 def run_campaign(baseline: Target | None, candidate: Target,
                  config: CampaignConfig | None = None, progress=None) -> CampaignResult:
     """Fuzz both targets (``baseline`` None: the candidate against the spec alone).
@@ -82,15 +96,17 @@ def run_campaign(baseline: Target | None, candidate: Target,
     ``progress(stream, done, total)`` is called after each example.
     """
     config = config or CampaignConfig()
+    schema = same_schema(baseline, candidate)
     preload_project_modules()
-    result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config)
+    result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config,
+                            schema=schema)
     collector = FindingsCollector()
     total = [0]
     started = time.perf_counter()
 
-    streams = [("in", staging_scenarios(config.max_capacity).map(lambda s: ("", s)))]
+    streams = [("in", staging_scenarios(config.max_capacity, schema).map(lambda s: ("", s)))]
     if config.out_of_contract:
-        streams.append(("out", out_of_contract_scenarios(config.max_capacity)))
+        streams.append(("out", out_of_contract_scenarios(config.max_capacity, schema)))
     for stream, strategy in streams:
         counter = [0]
 
@@ -115,7 +131,7 @@ def run_campaign(baseline: Target | None, candidate: Target,
 
         # one database key per (baseline, candidate, stream): campaigns never share examples
         probe.hypothesis.inner_test._hypothesis_internal_add_digest = repr(
-            (result.baseline, result.candidate, stream, config.max_capacity)).encode()
+            (result.baseline, result.candidate, stream, config.max_capacity, schema.name)).encode()
         try:
             probe()
         except _ErrorFound as found:   # the shrunk example, replayed by hypothesis, wins

@@ -14,7 +14,7 @@ from stagecheck.oracles.observe import observe
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.targets import Target
 from stagecheck.spec import Finding, Observation, StagingScenario, check
-from stagecheck.spec.scenario import contract_breaches
+from stagecheck.spec.space import contract_breaches
 
 __all__ = ["Evaluation", "evaluate"]
 
@@ -37,7 +37,7 @@ def evaluate(baseline: Target | None, candidate: Target, s: StagingScenario,
     "always" on every example, "off" never. ``options.steps`` stages the scenario that
     many times on the same buffers, waiting for each step's copies before the next.
     """
-    in_contract = not contract_breaches(s)
+    in_contract = not contract_breaches(candidate.schema, s)
     b = observe(candidate, s, options)
     findings = check(s, b, candidate.profile, "candidate", in_contract)
     a = None
@@ -47,6 +47,6 @@ def evaluate(baseline: Target | None, candidate: Target, s: StagingScenario,
         findings += compare(s, a, b, baseline.profile, candidate.profile, in_contract)
     if options.kernel != "off":
         from stagecheck.oracles.kernel.impact import annotate
-        findings = annotate(findings, s, a, b, options.resolved_kernel_backend, options.device,
-                            always=options.kernel == "always")
+        findings = annotate(findings, s, a, b, candidate.profile, options.resolved_kernel_backend,
+                            options.device, always=options.kernel == "always")
     return Evaluation(findings, a, b)

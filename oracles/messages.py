@@ -26,14 +26,17 @@ TARGET_MODULE_MISSING = ("module {module!r} in {value!r} cannot be imported ({er
                          "without its imports")
 TARGET_ATTRIBUTE_MISSING = ("module {module!r} has no attribute {name!r} (in {value!r})",
                             "check the function name")
-TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the staging "
-                    "arguments (ctx, scheduler_output, req_ids, num_reqs, requests, "
-                    "mamba_state_idx)", "point at the staging function")
+TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the arguments "
+                    "of schema {schema!r} ({parameters})",
+                    "point at the staging function, or give its schema with --schema")
 TARGET_COMPILE = ("{value!r} could not be compiled on its own ({error})",
                   "the function or a module-level name it uses needs code stagecheck does "
                   "not run")
 TARGET_NO_SOURCE = ("{value!r} has no Python source file with a module-level function "
                     "{name!r} to mutate", "give 'path/to/file.py::function'")
+SCHEMAS_DIFFER = ("{baseline!r} is a {a!r} function but {value!r} is a {b!r} function",
+                  "compare two generations of one staging function, or give both the same "
+                  "--schema")
 GIT_NOT_REPO = ("{value!r} names a git revision but {cwd} is not inside a git repository",
                 "run from the repository or use a plain file target")
 GIT_BAD_REVISION = ("revision {rev!r} in {value!r} is unknown to git",

@@ -26,7 +26,8 @@ from typing import Callable
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
-from stagecheck.spec.schema import FLAG, TargetProfile
+from stagecheck.spec.schema import StagingSchema, TargetProfile
+from stagecheck.spec.schemas import DEFAULT_SCHEMA, schema_for_function
 
 BUILTINS = {
     "legacy": "stagecheck.impl.staging_legacy:stage_postprocess_inputs_to_gpu",
@@ -34,17 +35,21 @@ BUILTINS = {
     "prefix-migration": "stagecheck.impl.staging_prefix:stage_postprocess_inputs_to_gpu",
 }
 _HONOURED_TOP = {"numpy", "torch"}
-STAGING_ARGS = ("ctx", "scheduler_output", "req_ids", "num_reqs", "requests", "mamba_state_idx")
 
 
 @dataclass
 class Target:
-    """A resolved staging function and what the spec needs to know about it."""
+    """A resolved staging function and what the spec needs to know about it: its schema
+    and the optional keywords it takes (``profile``)."""
 
     spec: str
     func: Callable
     profile: TargetProfile
     origin: str          # where it came from, for reports
+
+    @property
+    def schema(self) -> StagingSchema:
+        return self.profile.schema
 
 
 def _is_module_spec(spec: str) -> bool:
@@ -52,21 +57,22 @@ def _is_module_spec(spec: str) -> bool:
         and not spec.endswith(".py")
 
 
-def load_target(spec: str) -> Target:
-    """Resolve ``spec``; raise ``TargetLoadError`` naming the value and the fix."""
+def load_target(spec: str, schema: StagingSchema | None = None) -> Target:
+    """Resolve ``spec`` (against ``schema``, else the built-in schema its function's name
+    chooses); raise ``TargetLoadError`` naming the value and the fix."""
     names = ", ".join(BUILTINS)
     if not isinstance(spec, str) or not spec.strip():
         raise TargetLoadError.of(messages.TARGET_EMPTY, spec, builtins=names)
     if spec in BUILTINS:
         func = _load_module_function(BUILTINS[spec], spec)
-        return _finish(spec, func, f"builtin {spec} ({BUILTINS[spec]})")
+        return _finish(spec, func, f"builtin {spec} ({BUILTINS[spec]})", schema)
     if spec.startswith("git:") or "::" in spec:
         source, filename, name, origin = read_file_target(spec)
         func = load_function_from_source(source, filename, name, spec)
-        return _finish(spec, func, origin)
+        return _finish(spec, func, origin, schema)
     if _is_module_spec(spec):
         func = _load_module_function(spec, spec)
-        return _finish(spec, func, f"module {spec}")
+        return _finish(spec, func, f"module {spec}", schema)
     raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=names)
 
 
@@ -164,7 +170,8 @@ def _load_module_function(dotted: str, spec: str) -> Callable:
     return obj
 
 
-def target_from_callable(func, name: str | None = None) -> Target:
+def target_from_callable(func, name: str | None = None,
+                         schema: StagingSchema | None = None) -> Target:
     """Wrap a plain staging function into a ``Target`` (same signature checks as files).
 
     ``name`` becomes the target's spec (shown in reports, and part of the example
@@ -173,25 +180,35 @@ def target_from_callable(func, name: str | None = None) -> Target:
     if name is None:
         module = getattr(func, "__module__", None) or "<callable>"
         name = f"{module}:{getattr(func, '__qualname__', type(func).__name__)}"
-    return _finish(name, func, f"callable {name}")
+    return _finish(name, func, f"callable {name}", schema)
 
 
-def _finish(spec: str, func, origin: str) -> Target:
+def _binds(sig: inspect.Signature, schema: StagingSchema, keywords: frozenset) -> bool:
+    try:
+        sig.bind(*schema.parameters, **{k: None for k in keywords})
+    except TypeError:
+        return False
+    return True
+
+
+def _finish(spec: str, func, origin: str, schema: StagingSchema | None = None) -> Target:
+    """The target of ``func``: its schema (given, or the built-in one its name chooses,
+    else the default one if the signature fits it) and the keywords it takes."""
     if inspect.isclass(func) or not callable(func):
         kind = "class" if inspect.isclass(func) else type(func).__name__
         raise TargetLoadError.of(messages.TARGET_NOT_FUNCTION, spec,
                                  name=getattr(func, "__name__", spec), kind=kind)
+    chosen = schema or schema_for_function(getattr(func, "__name__", "")) or DEFAULT_SCHEMA
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):
-        return Target(spec, func, TargetProfile(), origin)
-    takes_flag = FLAG in sig.parameters
-    try:
-        sig.bind(*STAGING_ARGS, **({FLAG: True} if takes_flag else {}))
-    except TypeError:
-        raise TargetLoadError.of(messages.TARGET_SIGNATURE, spec,
+        return Target(spec, func, chosen.profile(), origin)
+    keywords = frozenset(k for k in chosen.keywords if k in sig.parameters)
+    if not _binds(sig, chosen, keywords):
+        raise TargetLoadError.of(messages.TARGET_SIGNATURE, spec, schema=chosen.name,
+                                 parameters=", ".join(chosen.parameters),
                                  signature=f"{getattr(func, '__name__', spec)}{sig}") from None
-    return Target(spec, func, TargetProfile(takes_flag=takes_flag), origin)
+    return Target(spec, func, chosen.profile(keywords), origin)
 
 
 class _Unavailable:

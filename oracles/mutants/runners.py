@@ -158,11 +158,13 @@ def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig) -> Or
 def _run_upstream(original: Target, mutant: Target, config: MutantsConfig) -> OracleOutcome:
     from stagecheck.oracles.observe import CallTimedOut, time_limit
     started = time.perf_counter()
-    takes_flag = mutant.profile.takes_flag
-    for label, test in UPSTREAM_TESTS:
+    tests = UPSTREAM_TESTS.get(mutant.schema.name)
+    if tests is None:
+        return OracleOutcome("n/a", note=f"no upstream tests for schema {mutant.schema.name!r}")
+    for label, test in tests:
         try:
             with time_limit(5.0):
-                test(mutant.func, takes_flag)
+                test(mutant.func, mutant.profile)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:   # a failing test, a crash, or a hang (CallTimedOut)
@@ -225,9 +227,15 @@ def _worker(payload) -> MutantResult:
     return evaluate_mutant(_WORKER_TARGETS[spec], mutant, config, unavailable)
 
 
-def _unavailable(config: MutantsConfig) -> dict[str, str]:
-    """Oracles that cannot run here, and why (the symbolic one needs crosshair)."""
+def _unavailable(config: MutantsConfig, target: Target) -> dict[str, str]:
+    """Oracles that cannot run here, and why (the symbolic one needs crosshair; the
+    upstream baseline exists for the schemas upstream wrote tests for; the kernel column
+    needs a schema with a consumer)."""
     out = {}
+    if "upstream" in config.oracles and target.schema.name not in UPSTREAM_TESTS:
+        out["upstream"] = f"no upstream tests for schema {target.schema.name!r}"
+    if "kernel" in config.oracles and target.schema.consumer is None:
+        out["kernel"] = f"schema {target.schema.name!r} declares no consumer kernel"
     if "symbolic" in config.oracles:
         try:
             import stagecheck.oracles.symbolic  # noqa: F401
@@ -259,7 +267,7 @@ def list_mutants(target_spec: str, operators=None) -> list[Mutant]:
     """The mutants of ``target_spec`` without running anything (``--list``)."""
     original = load_target(target_spec)
     source, filename, function = target_source(target_spec)
-    return generate_mutants(source, filename, function, original.profile.takes_flag, operators)
+    return generate_mutants(source, filename, function, original.profile, operators)
 
 
 def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
@@ -276,11 +284,10 @@ def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
     preload_project_modules()
     original = load_target(target_spec)
     source, filename, function = target_source(target_spec)
-    mutants = generate_mutants(source, filename, function, original.profile.takes_flag,
-                               config.operators)
+    mutants = generate_mutants(source, filename, function, original.profile, config.operators)
     report = MutationReport(target_spec, filename, function, list(config.oracles),
                             config.budget, config.symbolic_timeout)
-    report.unavailable.update(_unavailable(config))
+    report.unavailable.update(_unavailable(config, original))
     if config.control:
         _control(original, source, filename, function, config, report)
     total = len(mutants)

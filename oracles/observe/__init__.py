@@ -17,16 +17,17 @@ import signal
 import threading
 from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.targets import Target
 from stagecheck.spec.observation import Observation
-from stagecheck.spec.scenario import StagingScenario, initial_values
-from stagecheck.spec.schema import FIELDS_BY_BUFFER, FLAG, STATE_IDX, TargetProfile
+from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.schema import Call, TargetProfile
+from stagecheck.spec.space import initial_values
 
-__all__ = ["Backend", "CallTimedOut", "RecordingList", "StagingInputs", "build_inputs",
-           "call_target", "observe", "require_device"]
+__all__ = ["Backend", "Builder", "CallTimedOut", "RecordingList", "build_inputs", "observe",
+           "plain", "require_device"]
 
 
 class CallTimedOut(BaseException):
@@ -63,10 +64,6 @@ class Backend(Protocol):
         """True for an exception that belongs to the machinery, not to the target."""
 
 
-class StagingInputs(SimpleNamespace):
-    """The objects one staging call receives, built from a scenario, plus their recorders."""
-
-
 class RecordingList(list):
     """``req_ids`` that records which indices the staging code reads."""
 
@@ -90,63 +87,93 @@ class RecordingList(list):
             yield list.__getitem__(self, i)
 
 
-
-def build_inputs(s: StagingScenario, profile: TargetProfile, backend: Backend) -> StagingInputs:
-    """Fresh ctx, scheduler output, requests, ids and state indices for one call."""
-    events: list = []
-    reads: list[int] = []
-    buffers = {}
-    ctx = SimpleNamespace()
-    for buffer in profile.buffers():
-        f = FIELDS_BY_BUFFER[buffer]
-        if (f is STATE_IDX and profile.takes_flag and not s.run_prefix_state_migration
-                and s.omit_state_idx_buf):
-            setattr(ctx, buffer, None)
-            continue
-        buf = backend.make_buffer(buffer, f.dtype, initial_values(s, buffer, "cpu"),
-                                  initial_values(s, buffer, "gpu"), events)
-        buffers[buffer] = buf
-        setattr(ctx, buffer, buf)
-    scheduler_output = SimpleNamespace(
-        num_scheduled_tokens=dict(s.num_scheduled_tokens),
-        scheduled_spec_decode_tokens={k: list(v) for k, v in s.spec_decode_tokens.items()})
-    requests = {r: SimpleNamespace(num_computed_tokens=c,
-                                   num_prompt_tokens=s.num_prompt_tokens.get(r))
-                for r, c in s.num_computed_tokens.items()}
-    return StagingInputs(ctx=ctx, scheduler_output=scheduler_output,
-                         req_ids=RecordingList(s.req_ids, reads), num_reqs=s.num_reqs,
-                         requests=requests, mamba_state_idx=dict(s.mamba_state_idx),
-                         buffers=buffers, events=events, reads=reads)
-
-
-def _plain(value):
+def plain(value: Any) -> Any:
+    """Plain data of what a target left in an input (numpy scalars and arrays included)."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, SimpleNamespace):
-        return [_plain(getattr(value, "num_computed_tokens", None)),
-                _plain(getattr(value, "num_prompt_tokens", None))]
+        return [plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(plain(v) for v in value)
+    tolist = getattr(value, "tolist", None)
+    if tolist is not None and type(value).__module__.split(".")[0] == "numpy":
+        return tolist()
     return value
 
 
-def inputs_after(inputs: StagingInputs) -> dict:
-    """The inputs as plain data after the call (``spec.inputs_snapshot``'s shape)."""
-    inputs.req_ids.recording = False
-    so = inputs.scheduler_output
-    return {
-        "req_ids": list(inputs.req_ids),
-        "num_scheduled_tokens": _plain(getattr(so, "num_scheduled_tokens", None)),
-        "scheduled_spec_decode_tokens": _plain(getattr(so, "scheduled_spec_decode_tokens", None)),
-        "requests": _plain(inputs.requests),
-        "mamba_state_idx": _plain(inputs.mamba_state_idx),
-    }
+class Builder:
+    """Makes the objects of one call from a scenario (what a schema's ``build`` uses),
+    and reads each one back after the call as plain data, by input name."""
+
+    def __init__(self, scenario: StagingScenario, profile: TargetProfile, backend: "Backend"
+                 ) -> None:
+        self.scenario, self.profile, self.backend = scenario, profile, backend
+        self.events: list = []
+        self.reads: list[int] = []
+        self.buffers: dict[str, Any] = {}
+        self._readers: dict[str, Callable[[], Any]] = {}
+        self._ids: RecordingList | None = None
+
+    def req_ids(self) -> RecordingList:
+        if self._ids is None:
+            ids = self._ids = RecordingList(self.scenario.req_ids, self.reads)
+
+            def read():
+                ids.recording = False
+                return plain(list(ids))
+            self._readers["req_ids"] = read
+        return self._ids
+
+    def table(self, name: str) -> dict:
+        made = {k: list(v) if isinstance(v, list) else v
+                for k, v in self.scenario.inputs[name].items()}
+        self._readers[name] = lambda: plain(made)
+        return made
+
+    def objects(self, **attributes: str) -> dict:
+        """One object per request of the given per-request inputs (``attr=input name``),
+        for every id that any of them holds."""
+        tables = {attr: self.scenario.inputs[name] for attr, name in attributes.items()}
+        ids = dict.fromkeys(r for table in tables.values() for r in table)
+        made = {r: SimpleNamespace(**{attr: table[r] for attr, table in tables.items()
+                                      if r in table}) for r in ids}
+        for attr, name in attributes.items():
+            self._readers[name] = (lambda a: lambda: {r: plain(getattr(o, a)) for r, o
+                                                      in made.items() if hasattr(o, a)})(attr)
+        return made
+
+    def id_set(self, name: str) -> set:
+        made = set(self.scenario.inputs[name])
+        self._readers[name] = lambda: plain(made)
+        return made
+
+    def array(self, name: str, dtype: str):
+        import numpy as np
+        made = np.array(self.scenario.inputs[name], dtype=dtype)
+        self._readers[name] = lambda: plain(made)
+        return made
+
+    def value(self, name: str) -> Any:
+        return self.scenario.inputs[name]
+
+    def buffer(self, name: str):
+        if name not in self.buffers:
+            schema = self.profile.schema
+            f = schema.field_of_buffer(name)
+            self.buffers[name] = self.backend.make_buffer(
+                name, f.dtype, initial_values(self.scenario, schema, name, "cpu"),
+                initial_values(self.scenario, schema, name, "gpu"), self.events)
+        return self.buffers[name]
+
+    def inputs_after(self) -> dict:
+        return {name: read() for name, read in self._readers.items()}
 
 
-def call_target(target: Target, inputs: StagingInputs, flag: bool):
-    kwargs = {FLAG: flag} if target.profile.takes_flag else {}
-    return target.func(inputs.ctx, inputs.scheduler_output, inputs.req_ids, inputs.num_reqs,
-                       inputs.requests, inputs.mamba_state_idx, **kwargs)
+def build_inputs(s: StagingScenario, profile: TargetProfile, backend: "Backend"
+                 ) -> tuple[Builder, Call]:
+    """Fresh arguments for one call of a target with ``profile`` on ``s``."""
+    builder = Builder(s, profile, backend)
+    return builder, profile.schema.build(builder, profile)
 
 
 def queue_gpu_work(cycles: int) -> None:
@@ -183,7 +210,7 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
     if backend is None:
         from stagecheck.oracles.observe.instrumented import InstrumentedBackend
         backend = InstrumentedBackend(options.device, options.deferred_copies)
-    inputs = build_inputs(s, target.profile, backend)
+    inputs, call = build_inputs(s, target.profile, backend)
     exc_type = exc_msg = None
     mro: tuple[str, ...] = ()
     timed_out = False
@@ -196,7 +223,7 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
                         buf.complete_copies()
                 last_step_start = len(inputs.events)
                 queue_gpu_work(options.gpu_busy_cycles)
-                call_target(target, inputs, s.run_prefix_state_migration)
+                target.func(*call.args, **call.kwargs)
     except CallTimedOut:
         timed_out = True
         exc_type = "CallTimedOut"
@@ -217,6 +244,6 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         cpu={name: b.final_cpu() for name, b in inputs.buffers.items()},
         gpu={name: b.final_gpu() for name, b in inputs.buffers.items()},
         events=list(inputs.events), req_ids_reads=list(inputs.reads),
-        inputs_after=inputs_after(inputs), timed_out=timed_out, exception_mro=mro,
+        inputs_after=inputs.inputs_after(), timed_out=timed_out, exception_mro=mro,
         last_step_start=last_step_start)
 

@@ -196,7 +196,7 @@ class InstrumentedBuffer(CpuGpuBuffer):
         return self.gpu.cpu().tolist()
 
 
-_TORCH_DTYPES = {"int32": torch.int32, "bool": torch.bool}
+_TORCH_DTYPES = {"int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
 
 
 class InstrumentedBackend:

@@ -8,7 +8,7 @@ import os
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
 from stagecheck.spec import StagingScenario
-from stagecheck.spec.scenario import malformed
+from stagecheck.spec.space import malformed
 
 __all__ = ["DEFAULT_SAVE_DIR", "load_replay", "save_findings"]
 
@@ -41,7 +41,9 @@ def load_replay(path: str) -> tuple[dict, StagingScenario]:
         raise ScenarioError.of(messages.REPLAY_MALFORMED, path,
                                error=f"{type(exc).__name__}: {exc}",
                                save_dir=DEFAULT_SAVE_DIR) from None
-    problems = malformed(scenario)
+    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+    schema = BUILTIN_SCHEMAS.get(scenario.schema)
+    problems = malformed(schema, scenario) if schema is not None else []
     if problems:
         raise ScenarioError.of(messages.REPLAY_UNBUILDABLE, path, problems="; ".join(problems[:3]))
     return saved, scenario

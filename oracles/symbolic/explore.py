@@ -37,7 +37,7 @@ from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.symbolic import _crosshair as ch
 from stagecheck.oracles.symbolic.result import (LostPath, SymbolicResult,
                                                 raise_if_inconclusive)
-from stagecheck.oracles.symbolic.scenario import Symbols, symbolic_scenario
+from stagecheck.oracles.symbolic.scenario import symbolic_scenario
 from stagecheck.oracles.targets import Target
 from stagecheck.spec.findings import ERROR
 from stagecheck.spec.observation import Observation
@@ -119,10 +119,10 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float = 30.0,
     from stagecheck.oracles.options import seconds, whole
     max_capacity = whole("max_capacity", max_capacity, 1, "4")
     timeout = seconds("timeout", timeout, "30")
+    from stagecheck.oracles.campaign import same_schema
+    schema = same_schema(baseline, candidate)
     result = SymbolicResult(baseline.spec, candidate.spec, max_capacity=max_capacity,
                             timeout=timeout)
-    buffers = tuple(dict.fromkeys(baseline.profile.buffers() + candidate.profile.buffers()))
-    flagged = baseline.profile.takes_flag or candidate.profile.takes_flag
     collector = FindingsCollector()
     replay = RunOptions(timeout=replay_timeout, kernel="off")
     started = time.monotonic()
@@ -145,11 +145,10 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float = 30.0,
         path_no[0] += 1
         concretized: list[str] = []
         backend = model_backend(concretized.append)
-        sym = Symbols(space, max_capacity, buffers, flagged)
         s = None
         try:
             with ch.ResumedTracing():
-                s = symbolic_scenario(space, sym, max_capacity)
+                s = symbolic_scenario(space, schema, max_capacity)
                 obs_a = observe(baseline, s, backend=backend, time_limited=False)
                 obs_b = observe(candidate, s, backend=backend, time_limited=False)
                 differ = observations_differ(obs_a, obs_b)

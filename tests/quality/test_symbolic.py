@@ -104,7 +104,7 @@ def test_inline_bug_is_found(tmp_path):
     result = run_symbolic(load_target("single-loop"), load_target(f"{tmp_path}/short.py::stage"),
                           timeout=30 * SCALE, max_capacity=2, stop_at_first_error=True)
     assert {f.invariant for f in result.findings if f.severity == ERROR} & {
-        "slot_alignment", "same_buffers", "missing_index_assertion", "same_outcome"}
+        "slot_alignment", "same_buffers", "missing_input", "same_outcome"}
 
 
 UNSUPPORTED = textwrap.dedent('''

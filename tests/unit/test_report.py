@@ -19,7 +19,7 @@ from stagecheck.oracles.options import CampaignConfig
 from stagecheck.oracles.report import (json_document, pytest_example, render_campaign,
                                        render_json, render_junit, render_replay)
 from stagecheck.oracles.report.json import campaign_body
-from stagecheck.spec import ERROR, INFO, Finding
+from stagecheck.spec import DEFAULT_SCHEMA, ERROR, INFO, Finding
 from tests.helpers import scenario
 
 SNAPSHOTS = pathlib.Path(__file__).parent / "snapshots"
@@ -46,7 +46,7 @@ def result() -> CampaignResult:
                    examples_to_find=9, extra={"context": "failure path: live request 'req-b'"})
     return CampaignResult("legacy", "file.py::stage", CampaignConfig(examples=50, seed=3),
                           [error, info], examples_in_contract=4, examples_out_of_contract=50,
-                          seconds=1.25)
+                          seconds=1.25, schema=DEFAULT_SCHEMA)
 
 
 def test_campaign_text():
