@@ -44,6 +44,7 @@ class CampaignResult(FindingsResult):
     examples_out_of_contract: int = 0
     seconds: float = 0.0
     schema: StagingSchema | None = None    # what both targets were checked against
+    schema_spec: str | None = None         # how to load it again (--schema), if not built in
 
 
 class _ErrorFound(Exception):

@@ -36,7 +36,14 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError.of(messages.USAGE, message=message, prog=self.prog)
 
 
+def _add_schema_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--schema", default=None, metavar="SCHEMA",
+                   help="the staging schema of the targets: a built-in name or "
+                   "'path/to/schema.py[:NAME]' (default: chosen by the function's name)")
+
+
 def _add_campaign_options(p: argparse.ArgumentParser) -> None:
+    _add_schema_option(p)
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--examples", default="300",
                    help="examples per stream, in contract and out of contract (default 300)")
@@ -96,11 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     symbolic.add_argument("--max-capacity", default="4", help="largest capacity (default 4)")
     symbolic.add_argument("--json", metavar="PATH")
     symbolic.add_argument("--strict", action="store_true", help="info findings also give exit 1")
+    _add_schema_option(symbolic)
     bench = sub.add_parser("bench", help="per-call cost of two targets, interleaved, as ratios")
     bench.add_argument("baseline")
     bench.add_argument("candidate")
     bench.add_argument("--device", default="cpu")
     bench.add_argument("--json", metavar="PATH")
+    _add_schema_option(bench)
     mutants = sub.add_parser("mutants", help="mutation catalog: which oracle kills which "
                              "realistic refactoring mistake")
     mutants.add_argument("target")
@@ -117,12 +126,23 @@ def build_parser() -> argparse.ArgumentParser:
                          "gives info findings only: same kills, faster, survivors less "
                          "explained)")
     mutants.add_argument("--list", action="store_true", help="list the mutants and exit")
+    _add_schema_option(mutants)
     mutants.add_argument("--json", metavar="PATH")
     replay = sub.add_parser("replay", help="re-run a saved finding")
     replay.add_argument("file")
     replay.add_argument("--baseline", help="override the saved baseline target")
     replay.add_argument("--candidate", help="override the saved candidate target")
     replay.add_argument("--device", default=None)
+    _add_schema_option(replay)
+    schema = sub.add_parser("schema", help="staging schemas: list the built-in ones, show one, "
+                            "or check a schema file and the scenario space it induces")
+    schema_sub = schema.add_subparsers(dest="schema_command", parser_class=_Parser)
+    schema_sub.add_parser("list", help="the built-in schemas and the functions they describe")
+    show = schema_sub.add_parser("show", help="what a schema declares, as Markdown")
+    show.add_argument("schema", help="a built-in name or 'path/to/schema.py[:NAME]'")
+    check = schema_sub.add_parser("check", help="validate a schema (declarations and a dry "
+                                  "run) and show the scenario space it induces")
+    check.add_argument("schema", help="a built-in name or 'path/to/schema.py[:NAME]'")
     return parser
 
 
@@ -135,10 +155,22 @@ def _option(error: UsageError) -> UsageError:
     return error
 
 
-def _load(spec: str, argument: str):
+def _schema(args):
+    """The schema ``--schema`` names (None: chosen by each target's function name)."""
+    spec = getattr(args, "schema", None)
+    if spec is None:
+        return None
+    from stagecheck.oracles.schemas import load_schema
+    try:
+        return load_schema(spec)
+    except StagecheckError as exc:
+        raise exc.located("option --schema") from None
+
+
+def _load(spec: str, argument: str, schema=None):
     from stagecheck.oracles.targets import load_target
     try:
-        return load_target(spec)
+        return load_target(spec, schema)
     except StagecheckError as exc:
         raise exc.located(f"argument {argument}") from None
 
@@ -192,14 +224,16 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     _check_writable("--junit-xml", args.junit_xml)
     from stagecheck.oracles.observe import require_device
     require_device(config.run.device)
-    baseline = _load(baseline_spec, "BASELINE") if baseline_spec else None
-    candidate = _load(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET")
+    schema = _schema(args)
+    baseline = _load(baseline_spec, "BASELINE", schema) if baseline_spec else None
+    candidate = _load(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET", schema)
     from stagecheck.oracles.campaign import run_campaign
     from stagecheck.oracles.report import (json_document, render_campaign, render_json,
                                            render_junit, save_findings)
     from stagecheck.oracles.report.json import campaign_body
     progress = _progress()
     result = run_campaign(baseline, candidate, config, progress)
+    result.schema_spec = args.schema
     if progress:
         sys.stderr.write("\n")
     saved = save_findings(result, args.save_dir) if result.findings else {}
@@ -224,8 +258,15 @@ def _replay(args) -> int:
     cand_spec = args.candidate or saved.get("candidate")
     options = RunOptions(device=args.device or saved.get("device", "cpu"))
     require_device(options.device)
-    baseline = _load(base_spec, "--baseline") if base_spec else None
-    candidate = _load(cand_spec, "--candidate")
+    schema = _schema(args)
+    if schema is None and saved.get("schema"):
+        from stagecheck.oracles.schemas import load_schema
+        try:
+            schema = load_schema(saved["schema"])
+        except StagecheckError as exc:
+            raise exc.located("argument FILE") from None
+    baseline = _load(base_spec, "--baseline", schema) if base_spec else None
+    candidate = _load(cand_spec, "--candidate", schema)
     findings = evaluate(baseline, candidate, scenario, options).findings
     print(render_replay(args.file, saved, base_spec, cand_spec, options.device, findings))
     return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_CLEAN
@@ -253,8 +294,9 @@ def _symbolic(args) -> int:
     timeout = seconds("timeout", args.timeout, "30")
     capacity = whole("max_capacity", args.max_capacity, 1, "4")
     _check_writable("--json", args.json)
-    baseline = _load(args.baseline, "BASELINE")
-    candidate = _load(args.candidate, "CANDIDATE")
+    schema = _schema(args)
+    baseline = _load(args.baseline, "BASELINE", schema)
+    candidate = _load(args.candidate, "CANDIDATE", schema)
     from stagecheck.oracles.report import json_document, render_json, render_symbolic
     from stagecheck.oracles.symbolic import run_symbolic
     result = run_symbolic(baseline, candidate, timeout=timeout, max_capacity=capacity)
@@ -269,8 +311,9 @@ def _bench(args) -> int:
     from stagecheck.oracles.options import choice
     device = choice("device", args.device, DEVICES)
     _check_writable("--json", args.json)
-    baseline = _load(args.baseline, "BASELINE")
-    candidate = _load(args.candidate, "CANDIDATE")
+    schema = _schema(args)
+    baseline = _load(args.baseline, "BASELINE", schema)
+    candidate = _load(args.candidate, "CANDIDATE", schema)
     from stagecheck.oracles.bench import run_bench
     from stagecheck.oracles.report import json_document, render_bench, render_json
     result = run_bench(baseline, candidate, device=device)
@@ -287,21 +330,22 @@ def _mutants(args) -> int:
                            symbolic_timeout=args.symbolic_timeout, operators=operators,
                            jobs=args.jobs, out_of_contract=not args.no_out_of_contract)
     _check_writable("--json", args.json)
+    schema = _schema(args)
     if args.list:
         try:
-            mutants = list_mutants(args.target, config.operators)
+            mutants = list_mutants(args.target, config.operators, args.schema)
         except StagecheckError as exc:
             raise exc.located("argument TARGET") from None
         for m in mutants:
             eq = "  [equivalent: operator reason]" if m.equivalent_reason else ""
             print(f"{m.id} {m.operator:<24} {str(m.location):<36} {m.description}{eq}")
         return EXIT_CLEAN
-    _load(args.target, "TARGET")
+    _load(args.target, "TARGET", schema)
     from stagecheck.oracles.kernel import use_interpreter_without_gpu
     use_interpreter_without_gpu()
     from stagecheck.oracles.mutants import run_mutants
     from stagecheck.oracles.report import json_document, render_json, render_mutants
-    report = run_mutants(args.target, config, _mutant_progress)
+    report = run_mutants(args.target, config, _mutant_progress, schema=args.schema)
     print(render_mutants(report))
     verdict = "all-killed" if report.all_killed() else "survivors"
     if args.json:
@@ -317,11 +361,42 @@ def _mutant_progress(res, done: int, total: int) -> None:
     sys.stderr.flush()
 
 
+def _schema_command(args) -> int:
+    from stagecheck.spec.prose import render_schema
+    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+    if args.schema_command in (None, "list"):
+        for name, s in BUILTIN_SCHEMAS.items():
+            print(f"{name}: {', '.join(s.functions)} — {s.summary}")
+        return EXIT_CLEAN
+    schema = _schema(args)
+    if args.schema_command == "check":
+        from stagecheck.oracles.schemas import check_schema
+        problems = check_schema(schema)
+        if problems:
+            for problem in problems:
+                print(f"stagecheck: error: schema {schema.name!r}: {problem}", file=sys.stderr)
+            return EXIT_USAGE
+    print("\n".join(render_schema(schema)))
+    if args.schema_command == "check":
+        from stagecheck.oracles.schemas import schema_space
+        space = schema_space(schema)
+        print(f"\nschema {schema.name!r}: the declarations and a dry run on 30 drawn scenarios "
+              "are fine.")
+        print(f"scenario space over {space['scenarios']} drawn in-contract scenarios:")
+        for key, value in space.items():
+            if key not in ("scenarios", "out-of-contract breaches"):
+                print(f"  {key}: {value}")
+        print("out-of-contract stream, breaches drawn:")
+        for key, value in space["out-of-contract breaches"].items():
+            print(f"  {key}: {value}")
+    return EXIT_CLEAN
+
+
 _COMMANDS = {
     "diff": lambda args: _campaign(args, args.baseline, args.candidate),
     "spec": lambda args: _campaign(args, None, args.target),
     "replay": _replay, "kernel": _kernel, "symbolic": _symbolic, "bench": _bench,
-    "mutants": _mutants,
+    "mutants": _mutants, "schema": _schema_command,
 }
 
 

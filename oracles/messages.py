@@ -45,6 +45,20 @@ GIT_PATH_MISSING = ("{path!r} does not exist at revision {rev!r} (in {value!r})"
                     "paths are relative to the repository root, check "
                     "'git ls-tree -r {rev}'")
 
+# --------------------------------------------------------------------------- schemas
+SCHEMA_UNKNOWN = ("{value!r} is neither a built-in schema nor a 'path/to/schema.py[:NAME]'",
+                  "built-in schemas are {builtins}")
+SCHEMA_FILE_MISSING = ("schema file {path!r} (in {value!r}) does not exist",
+                       "check the path (relative paths are taken from {cwd})")
+SCHEMA_IMPORT = ("schema file {path!r} failed to import ({error})", "fix the file")
+SCHEMA_NOT_FOUND = ("{path!r} has no StagingSchema named {name!r}",
+                    "give 'path.py:NAME' with one of: {found}")
+SCHEMA_INVALID = ("schema {value!r} is not right: {problems}{more}",
+                  "fix the schema; 'stagecheck schema check {value}' lists every problem")
+SCHEMA_NONE_FOR = ("no built-in schema describes function {name!r} of {value!r}",
+                   "give its schema with --schema (built-in: {builtins}); docs/schemas.md "
+                   "says how to write one")
+
 # --------------------------------------------------------------------------- options
 # ``option`` is the canonical name; the CLI shows it as --option, the fixture as option=.
 BAD_DEVICE = ("{value!r} is not a device", "use 'cpu' or 'cuda'")

@@ -198,12 +198,18 @@ def _finish(spec: str, func, origin: str, schema: StagingSchema | None = None) -
         kind = "class" if inspect.isclass(func) else type(func).__name__
         raise TargetLoadError.of(messages.TARGET_NOT_FUNCTION, spec,
                                  name=getattr(func, "__name__", spec), kind=kind)
-    chosen = schema or schema_for_function(getattr(func, "__name__", "")) or DEFAULT_SCHEMA
+    by_name = schema_for_function(getattr(func, "__name__", ""))
+    chosen = schema or by_name or DEFAULT_SCHEMA
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):
         return Target(spec, func, chosen.profile(), origin)
     keywords = frozenset(k for k in chosen.keywords if k in sig.parameters)
+    if schema is None and by_name is None and not _binds(sig, chosen, keywords):
+        from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+        raise TargetLoadError.of(messages.SCHEMA_NONE_FOR, spec,
+                                 name=getattr(func, "__name__", spec),
+                                 builtins=", ".join(BUILTIN_SCHEMAS))
     if not _binds(sig, chosen, keywords):
         raise TargetLoadError.of(messages.TARGET_SIGNATURE, spec, schema=chosen.name,
                                  parameters=", ".join(chosen.parameters),

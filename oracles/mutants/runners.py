@@ -215,16 +215,21 @@ def evaluate_mutant(original: Target, mutant: Mutant, config: MutantsConfig,
     return result
 
 
-_WORKER_TARGETS: dict[str, Target] = {}
+_WORKER_TARGETS: dict[tuple, Target] = {}
+
+
+def _load(target_spec: str, schema_spec: str | None) -> Target:
+    from stagecheck.oracles.schemas import load_schema
+    return load_target(target_spec, load_schema(schema_spec) if schema_spec else None)
 
 
 def _worker(payload) -> MutantResult:
     """Process-pool entry point: one mutant, everything else from the payload."""
-    spec, mutant, config, unavailable = payload
+    spec, schema_spec, mutant, config, unavailable = payload
     preload_project_modules()
-    if spec not in _WORKER_TARGETS:
-        _WORKER_TARGETS[spec] = load_target(spec)
-    return evaluate_mutant(_WORKER_TARGETS[spec], mutant, config, unavailable)
+    if (spec, schema_spec) not in _WORKER_TARGETS:
+        _WORKER_TARGETS[spec, schema_spec] = _load(spec, schema_spec)
+    return evaluate_mutant(_WORKER_TARGETS[spec, schema_spec], mutant, config, unavailable)
 
 
 def _unavailable(config: MutantsConfig, target: Target) -> dict[str, str]:
@@ -263,16 +268,17 @@ def _control(original: Target, source: str, filename: str, function: str,
         report.control["upstream"] = "passes" if not u.killed else f"FAILS: {u.finding}"
 
 
-def list_mutants(target_spec: str, operators=None) -> list[Mutant]:
-    """The mutants of ``target_spec`` without running anything (``--list``)."""
-    original = load_target(target_spec)
+def list_mutants(target_spec: str, operators=None, schema: str | None = None) -> list[Mutant]:
+    """The mutants of ``target_spec`` without running anything (``--list``); ``schema``
+    is a schema spec (built-in name or path), None to choose by the function's name."""
+    original = _load(target_spec, schema)
     source, filename, function = target_source(target_spec)
     return generate_mutants(source, filename, function, original.profile, operators)
 
 
 def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
-                progress: Callable[[MutantResult, int, int], None] | None = None
-                ) -> MutationReport:
+                progress: Callable[[MutantResult, int, int], None] | None = None,
+                schema: str | None = None) -> MutationReport:
     """Apply every operator to ``target_spec`` and run each oracle on each mutant.
 
     With ``config.jobs`` > 1 mutants run in that many worker processes.
@@ -282,7 +288,7 @@ def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
     """
     started = time.perf_counter()
     preload_project_modules()
-    original = load_target(target_spec)
+    original = _load(target_spec, schema)
     source, filename, function = target_source(target_spec)
     mutants = generate_mutants(source, filename, function, original.profile, config.operators)
     report = MutationReport(target_spec, filename, function, list(config.oracles),
@@ -296,7 +302,7 @@ def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
         ctx = multiprocessing.get_context("spawn")
-        payloads = [(target_spec, m, config, report.unavailable) for m in mutants]
+        payloads = [(target_spec, schema, m, config, report.unavailable) for m in mutants]
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             for k, res in enumerate(pool.map(_worker, payloads), 1):
                 report.results.append(res)

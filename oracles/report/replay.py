@@ -24,7 +24,8 @@ def save_findings(result, directory: str) -> dict[str, str]:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump({"stagecheck_replay": 1, "baseline": result.baseline,
                        "candidate": result.candidate, "device": result.config.run.device,
-                       "finding": f.to_dict()}, fh, indent=1, sort_keys=True)
+                       "schema": result.schema_spec, "finding": f.to_dict()}, fh, indent=1,
+                      sort_keys=True)
         saved[f.id] = path
     return saved
 
