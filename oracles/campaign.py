@@ -1,37 +1,52 @@
 """The campaign stage: search for examples on which the two targets differ.
 
-Two streams of scenarios (in contract, and out of contract) are drawn by hypothesis;
-each example goes through ``evaluate``; the ``FindingsCollector`` keeps one finding
-per distinct bug. Error findings stop a stream and are shrunk by hypothesis to a
-minimal scenario; info findings are collected along the way (the smallest example
-seen). When the kernel oracle is on, error findings not yet seen to reach the kernel
-get a short probe of further examples (shrunk examples tend to be values the kernel
-does nothing with).
+Two streams of scenarios, in contract and out of contract, are drawn from the schema's
+scenario space (``spec/space.py``). The targets run in a worker process (``Runner``);
+the checker judges every observation here; the ``FindingsCollector`` keeps one finding
+per distinct bug.
+
+The batched engine (the default) draws each stream's scenarios from a seeded random
+source, ``(seed, index)`` identifies every example, and sends them to the worker in
+batches that run on fast numpy buffers. Every example whose fast run shows an error,
+and one in ``SAMPLE_EVERY`` of the rest, is run again on the instrumented buffers
+(write order, copy order, padded reads). A stream stops at its first error, which the
+scenario shrinker (``oracles/shrink.py``) reduces to a smallest failing scenario.
+A bounded hypothesis stream then looks for edge cases, with hypothesis's own shrinking.
+The ``hypothesis`` engine (the pytest plugin's) draws both streams with hypothesis,
+under its profiles and example database.
+
+When the kernel oracle is on, each finding's kept scenario is run through it; error
+findings not yet seen to reach the kernel get a short probe of further examples
+(shrunk examples tend to be values the kernel does nothing with). Each finding says
+which engine found it (``extra["engine"]``).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-
-from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
+from typing import Callable
 
 from stagecheck.oracles import messages
 from stagecheck.oracles._preload import preload_project_modules
-from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.collect import FindingsCollector
-from stagecheck.oracles.evaluate import evaluate
-from stagecheck.oracles.generate import out_of_contract_scenarios, staging_scenarios
-from stagecheck.oracles.options import CampaignConfig
+from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.evaluate import judge, with_kernel_impact
+from stagecheck.oracles.options import CampaignConfig, RunOptions
 from stagecheck.oracles.targets import Target
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
 from stagecheck.spec.schema import StagingSchema
 
-__all__ = ["CampaignResult", "run_campaign", "same_schema"]
+__all__ = ["BATCH", "SAMPLE_EVERY", "CampaignResult", "run_campaign", "same_schema"]
 
-#: Examples the kernel-impact probe draws at most after the search.
+#: examples per batch sent to a worker
+BATCH = 128
+#: one example in this many (that the fast run passed) is run again instrumented
+SAMPLE_EVERY = 16
+#: examples the kernel-impact probe draws at most after the search
 IMPACT_PROBE_EXAMPLES = 60
+STREAMS = ("in", "out")
 
 
 @dataclass
@@ -45,39 +60,10 @@ class CampaignResult(FindingsResult):
     seconds: float = 0.0
     schema: StagingSchema | None = None    # what both targets were checked against
     schema_spec: str | None = None         # how to load it again (--schema), if not built in
-
-
-class _ErrorFound(Exception):
-    def __init__(self, findings: list[Finding], scenario: StagingScenario) -> None:
-        super().__init__(findings[0].message)
-        self.findings, self.scenario = findings, scenario
-
-
-class _Settled(Exception):
-    pass
-
-
-def _probe_impact(baseline: Target | None, candidate: Target, config: CampaignConfig,
-                  collector: FindingsCollector) -> None:
-    """For error findings not yet seen to reach the kernel, look further (no shrinking)."""
-    open_keys = collector.open_impact()
-    if not open_keys:
-        return
-
-    @settings(max_examples=IMPACT_PROBE_EXAMPLES, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
-    @hyp_seed(config.seed + 1)
-    @given(staging_scenarios(config.max_capacity, candidate.schema))
-    def probe(s):
-        findings = evaluate(baseline, candidate, s, config.run).findings
-        collector.note_impact(f for f in findings if f.key in open_keys)
-        if not collector.open_impact() & open_keys:
-            raise _Settled()
-
-    try:
-        probe()
-    except _Settled:
-        pass
+    examples_instrumented: int = 0         # examples also run on instrumented buffers
+    examples_edge: int = 0                 # examples of the hypothesis edge-case stream
+    shrink_evaluations: int = 0
+    first_error_seconds: float | None = None   # from the start of the campaign
 
 
 def same_schema(baseline: Target | None, candidate: Target):
@@ -90,59 +76,213 @@ def same_schema(baseline: Target | None, candidate: Target):
     return candidate.schema
 
 
+class _Search:
+    """One campaign's state: the runner, the judge, the collector."""
+
+    def __init__(self, baseline: Target | None, candidate: Target, config: CampaignConfig,
+                 runner, result: CampaignResult, progress) -> None:
+        self.baseline, self.candidate, self.config = baseline, candidate, config
+        self.runner, self.result, self.progress = runner, result, progress
+        self.schema = candidate.schema
+        self.sides = [0, 1] if baseline is not None else [0]
+        self.collector = FindingsCollector()
+        self.examples = 0
+        self.started = time.perf_counter()
+        self.fast = RunOptions(**{**config.run.__dict__, "kernel": "off"})
+
+    # ------------------------------------------------------------------ judging
+    def observe(self, batch: list[tuple[int, StagingScenario]], backend: str):
+        return self.runner.observe(self.sides, batch, self.fast, backend)
+
+    def judge(self, s: StagingScenario, observations) -> list[Finding]:
+        b = observations[-1]
+        a = observations[0] if self.baseline is not None else None
+        return judge(s, self.baseline, self.candidate, a, b)
+
+    def evaluate(self, s: StagingScenario, backend: str = "instrumented",
+                 kernel: bool = False) -> list[Finding]:
+        ((_, observations),) = self.observe([(0, s)], backend)
+        findings = self.judge(s, observations)
+        if kernel:
+            b = observations[-1]
+            a = observations[0] if self.baseline is not None else None
+            findings = with_kernel_impact(findings, s, self.candidate, a, b, self.config.run)
+        return findings
+
+    def record(self, findings: list[Finding], s: StagingScenario, engine: str,
+               final: bool = False) -> list[Finding]:
+        errors = [f for f in findings if f.severity == ERROR]
+        if errors and self.result.first_error_seconds is None:
+            self.result.first_error_seconds = time.perf_counter() - self.started
+        self.collector.add(findings, s, self.examples, extra={"engine": engine}, final=final)
+        return errors
+
+    # ------------------------------------------------------------------ batched engine
+    def scenario(self, stream: str, index: int) -> StagingScenario:
+        from stagecheck.oracles.sample import sample_breach, sample_scenario
+        if stream == "in":
+            return sample_scenario(self.schema, self.config.seed, index, self.config.max_capacity)
+        return sample_breach(self.schema, self.config.seed, index, self.config.max_capacity)[1]
+
+    def backend(self) -> str:
+        """Fast numpy buffers where they see what matters; instrumented ones where only
+        the instrumentation can (asynchronous copies, CUDA)."""
+        run = self.config.run
+        return "fast" if run.device == "cpu" and not run.deferred_copies else "instrumented"
+
+    def batched_stream(self, stream: str) -> int:
+        """Run one stream; the number of examples it ran."""
+        total, backend = self.config.examples, self.backend()
+        done = 0
+        for start in range(0, total, BATCH):
+            batch = [(i, self.scenario(stream, i)) for i in range(start, min(total, start + BATCH))]
+            scenarios = dict(batch)
+            for index, observations in sorted(self.observe(batch, backend), key=lambda r: r[0]):
+                s = scenarios[index]
+                self.examples += 1
+                done += 1
+                findings = self.judge(s, observations)
+                errors = [f for f in findings if f.severity == ERROR]
+                if not errors and backend == "fast" and index % SAMPLE_EVERY == 0:
+                    self.result.examples_instrumented += 1
+                    findings = self.evaluate(s)
+                    errors = [f for f in findings if f.severity == ERROR]
+                elif errors and backend == "fast":
+                    self.result.examples_instrumented += 1
+                    findings = self.evaluate(s) or findings
+                self.record(findings, s, "random")
+                if self.progress is not None:
+                    self.progress(stream, done, total)
+                if errors:
+                    self.shrink(s, findings)
+                    return done
+        return done
+
+    def shrink(self, s: StagingScenario, findings: list[Finding]) -> None:
+        from stagecheck.oracles.shrink import shrink
+        keys = {f.key for f in findings if f.severity == ERROR}
+
+        def still_fails(candidates: list[StagingScenario]) -> int | None:
+            results = self.observe(list(enumerate(candidates)), "instrumented")
+            for position, observations in sorted(results, key=lambda r: r[0]):
+                found = self.judge(candidates[position], observations)
+                if any(f.key in keys for f in found):
+                    return position
+            return None
+
+        smallest, spent = shrink(self.schema, s, still_fails)
+        self.result.shrink_evaluations += spent
+        final = [f for f in self.evaluate(smallest) if f.key in keys]
+        self.record(final, smallest, "random", final=True)
+
+    # ------------------------------------------------------------------ hypothesis engine
+    def hypothesis_stream(self, stream: str, examples: int, database, derandomize: bool,
+                          engine: str) -> int:
+        from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
+
+        from stagecheck.oracles.generate import out_of_contract_scenarios, staging_scenarios
+        strategy = (staging_scenarios(self.config.max_capacity, self.schema).map(lambda s: ("", s))
+                    if stream == "in" else
+                    out_of_contract_scenarios(self.config.max_capacity, self.schema))
+        counter = [0]
+
+        class _ErrorFound(Exception):
+            def __init__(self, found: list[Finding], scenario: StagingScenario) -> None:
+                super().__init__()
+                self.found, self.scenario = found, scenario
+
+        @settings(max_examples=examples, deadline=None, database=database,
+                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+                  derandomize=derandomize,
+                  phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))
+        @hyp_seed(self.config.seed)
+        @given(strategy)
+        def probe(labeled):
+            _, s = labeled
+            counter[0] += 1
+            self.examples += 1
+            findings = self.evaluate(s)
+            errors = self.record(findings, s, engine)
+            if errors:
+                raise _ErrorFound(errors, s)
+            if self.progress is not None:
+                self.progress(stream, counter[0], examples)
+
+        # one database key per (baseline, candidate, stream): campaigns never share examples
+        probe.hypothesis.inner_test._hypothesis_internal_add_digest = repr(
+            (self.result.baseline, self.result.candidate, stream, self.config.max_capacity,
+             self.schema.name)).encode()
+        try:
+            probe()
+        except _ErrorFound as found:   # the shrunk example, replayed by hypothesis, wins
+            self.record(found.found, found.scenario, engine, final=True)
+        return counter[0]
+
+    # ------------------------------------------------------------------ kernel impact
+    def kernel_impact(self) -> None:
+        """Run each kept finding's scenario through the kernel oracle; probe further for
+        error findings not yet seen to reach the kernel."""
+        if self.config.run.kernel == "off" or self.schema.consumer is None:
+            return
+        for f in self.collector.findings():
+            if f.kernel_impact is None and f.scenario is not None:
+                s = StagingScenario.from_dict(f.scenario)
+                self.collector.note_impact(g for g in self.evaluate(s, kernel=True)
+                                           if g.key == f.key)
+        open_keys = self.collector.open_impact()
+        for index in range(IMPACT_PROBE_EXAMPLES):
+            if not open_keys & self.collector.open_impact():
+                break
+            s = self.scenario("in", self.config.examples + index)
+            found = self.evaluate(s, backend=self.backend(), kernel=True)
+            self.collector.note_impact(f for f in found if f.key in open_keys)
+
+
 def run_campaign(baseline: Target | None, candidate: Target,
-                 config: CampaignConfig | None = None, progress=None) -> CampaignResult:
+                 config: CampaignConfig | None = None,
+                 progress: Callable[[str, int, int], None] | None = None,
+                 runner=None) -> CampaignResult:
     """Fuzz both targets (``baseline`` None: the candidate against the spec alone).
 
-    ``progress(stream, done, total)`` is called after each example.
+    ``progress(stream, done, total)`` is called after each example. ``runner`` runs
+    the targets (default: a worker process of this campaign's own, or this process
+    where ``config.isolated`` is False).
     """
+    from stagecheck.oracles.runner import runner_for
     config = config or CampaignConfig()
     schema = same_schema(baseline, candidate)
     preload_project_modules()
     result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config,
                             schema=schema)
-    collector = FindingsCollector()
-    total = [0]
-    started = time.perf_counter()
-
-    streams = [("in", staging_scenarios(config.max_capacity, schema).map(lambda s: ("", s)))]
-    if config.out_of_contract:
-        streams.append(("out", out_of_contract_scenarios(config.max_capacity, schema)))
-    for stream, strategy in streams:
-        counter = [0]
-
-        @settings(max_examples=config.examples, deadline=None,
-                  database=None if config.derandomize else config.database,
-                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-                  derandomize=config.derandomize,
-                  phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))
-        @hyp_seed(config.seed)
-        @given(strategy)
-        def probe(labeled):
-            _, s = labeled
-            counter[0] += 1
-            total[0] += 1
-            findings = evaluate(baseline, candidate, s, config.run).findings
-            collector.add(findings, s, total[0])
-            errors = [f for f in findings if f.severity == ERROR]
-            if errors:
-                raise _ErrorFound(errors, s)
-            if progress is not None:
-                progress(stream, counter[0], config.examples)
-
-        # one database key per (baseline, candidate, stream): campaigns never share examples
-        probe.hypothesis.inner_test._hypothesis_internal_add_digest = repr(
-            (result.baseline, result.candidate, stream, config.max_capacity, schema.name)).encode()
-        try:
-            probe()
-        except _ErrorFound as found:   # the shrunk example, replayed by hypothesis, wins
-            collector.add(found.findings, found.scenario, total[0], final=True)
-        if stream == "in":
-            result.examples_in_contract = counter[0]
-        else:
-            result.examples_out_of_contract = counter[0]
-    if config.run.kernel != "off":
-        _probe_impact(baseline, candidate, config, collector)
-    result.findings = collector.findings()
-    result.seconds = time.perf_counter() - started
+    targets = [baseline, candidate] if baseline is not None else [candidate]
+    own = runner is None
+    if own:
+        runner = runner_for(targets, config.isolated)
+    search = _Search(baseline, candidate, config, runner, result, progress)
+    try:
+        streams = STREAMS if config.out_of_contract else STREAMS[:1]
+        for stream in streams:
+            if config.engine == "hypothesis":
+                done = search.hypothesis_stream(stream, config.examples, config.database,
+                                                config.derandomize, "hypothesis")
+            else:
+                done = search.batched_stream(stream)
+            if stream == "in":
+                result.examples_in_contract = done
+            else:
+                result.examples_out_of_contract = done
+        if config.engine == "batched" and not result.errors:
+            edge = (config.edge_examples if config.edge_examples is not None
+                    else min(200, config.examples // 10))
+            for stream in streams:
+                if edge and not any(f.severity == ERROR for f in search.collector.findings()):
+                    result.examples_edge += search.hypothesis_stream(
+                        stream, edge, None, True, "hypothesis")
+        search.kernel_impact()
+    finally:
+        if own:
+            runner.close()
+    result.findings = search.collector.findings()
+    result.seconds = time.perf_counter() - search.started
     return result
+

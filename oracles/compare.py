@@ -44,7 +44,7 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
         out.append(Finding(inv, level, message, side="both", in_contract=in_contract,
                            extra=extra, **kw))
 
-    if (a.exception_type, a.timed_out) != (b.exception_type, b.timed_out):
+    if (a.exception_type, a.timed_out, a.crashed) != (b.exception_type, b.timed_out, b.crashed):
         add("same_outcome", f"baseline {outcome(a)}, candidate {outcome(b)}", True,
             baseline=outcome(a), candidate=outcome(b))
     elif a.exception_message != b.exception_message:
@@ -109,6 +109,8 @@ def _context(s: StagingScenario, pa: TargetProfile, pb: TargetProfile, in_contra
 def outcome(o: Observation) -> str:
     if o.timed_out:
         return "hung"
+    if o.crashed is not None:
+        return f"ended its process ({o.crashed})"
     if o.exception_type is None:
         return "returned"
     return f"raised {o.exception_type}"

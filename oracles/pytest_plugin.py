@@ -135,6 +135,7 @@ class StagecheckFixture:
         if examples is None:
             examples = defaults["examples"]
         seed = _resolve_seed(seed, defaults["derandomize"])
+        options.setdefault("engine", "hypothesis")   # the profiles and the example database
         try:
             return CampaignConfig.from_options(
                 examples=examples, seed=seed, device=device, max_capacity=max_capacity,

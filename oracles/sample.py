@@ -39,16 +39,19 @@ class RandomDraw:
         return options[self.rng.randrange(len(options))]
 
     def value(self, values: Values) -> int:
+        """Small values, any in range, the ends of the range (as hypothesis favours them)
+        and the special values, about equally often."""
         rng = self.rng
-        parts = (2 if values.small is not None else 1) + (1 if values.special else 0)
-        k = rng.randrange(parts)
-        if values.small is not None:
-            if k == 0:
-                return rng.randint(values.low, min(values.high, values.low + values.small))
-            k -= 1
-        if k == 0:
-            return rng.randint(values.low, values.high)
-        return values.special[rng.randrange(len(values.special))]
+        k = rng.randrange(4)
+        if k == 0 and values.small is not None:
+            return rng.randint(values.low, min(values.high, values.low + values.small))
+        if k == 1 or (k == 3 and not values.special):
+            ends = (values.low, min(values.low + 1, values.high), max(values.high - 1, values.low),
+                    values.high)
+            return ends[rng.randrange(4)]
+        if k == 3:
+            return values.special[rng.randrange(len(values.special))]
+        return rng.randint(values.low, values.high)
 
     def integer(self, low: int, high: int) -> int:
         return self.rng.randint(low, high)

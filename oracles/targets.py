@@ -37,15 +37,33 @@ BUILTINS = {
 _HONOURED_TOP = {"numpy", "torch"}
 
 
+@dataclass(frozen=True)
+class TargetRef:
+    """How a worker process loads a target: a target spec, or (for mutants) a module's
+    source text with the function to take from it."""
+
+    spec: str
+    schema: str | None = None           # a schema spec; None: chosen by the function name
+    source: str | None = None           # with ``filename`` and ``function``: load from text
+    filename: str | None = None
+    function: str | None = None
+
+
 @dataclass
 class Target:
     """A resolved staging function and what the spec needs to know about it: its schema
-    and the optional keywords it takes (``profile``)."""
+    and the optional keywords it takes (``profile``).
+
+    In the checker's process ``func`` is None when the target was loaded into a worker
+    (``oracles/runner.py``); ``ref`` says how a worker loads it (None: it cannot be,
+    e.g. a lambda, and runs in this process).
+    """
 
     spec: str
-    func: Callable
+    func: Callable | None
     profile: TargetProfile
     origin: str          # where it came from, for reports
+    ref: TargetRef | None = None
 
     @property
     def schema(self) -> StagingSchema:
@@ -63,17 +81,27 @@ def load_target(spec: str, schema: StagingSchema | None = None) -> Target:
     names = ", ".join(BUILTINS)
     if not isinstance(spec, str) or not spec.strip():
         raise TargetLoadError.of(messages.TARGET_EMPTY, spec, builtins=names)
+    ref = TargetRef(spec, schema_spec(schema))
     if spec in BUILTINS:
         func = _load_module_function(BUILTINS[spec], spec)
-        return _finish(spec, func, f"builtin {spec} ({BUILTINS[spec]})", schema)
+        return _finish(spec, func, f"builtin {spec} ({BUILTINS[spec]})", schema, ref)
     if spec.startswith("git:") or "::" in spec:
         source, filename, name, origin = read_file_target(spec)
         func = load_function_from_source(source, filename, name, spec)
-        return _finish(spec, func, origin, schema)
+        return _finish(spec, func, origin, schema, ref)
     if _is_module_spec(spec):
         func = _load_module_function(spec, spec)
-        return _finish(spec, func, f"module {spec}", schema)
+        return _finish(spec, func, f"module {spec}", schema, ref)
     raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=names)
+
+
+def schema_spec(schema: StagingSchema | None) -> str | None:
+    """How a worker loads ``schema`` again: its built-in name, or the spec it was loaded
+    from (``oracles.schemas.load_schema`` records it)."""
+    if schema is None:
+        return None
+    from stagecheck.oracles.schemas import spec_of
+    return spec_of(schema)
 
 
 def read_file_target(spec: str) -> tuple[str, str, str, str]:
@@ -177,10 +205,15 @@ def target_from_callable(func, name: str | None = None,
     ``name`` becomes the target's spec (shown in reports, and part of the example
     database key); by default ``module:qualname`` of the function.
     """
+    module = getattr(func, "__module__", None)
+    qualname = getattr(func, "__qualname__", type(func).__name__)
     if name is None:
-        module = getattr(func, "__module__", None) or "<callable>"
-        name = f"{module}:{getattr(func, '__qualname__', type(func).__name__)}"
-    return _finish(name, func, f"callable {name}", schema)
+        name = f"{module or '<callable>'}:{qualname}"
+    ref = None
+    if module and "<" not in qualname and sys.modules.get(module) is not None and \
+            getattr(sys.modules[module], qualname, None) is func:
+        ref = TargetRef(f"{module}:{qualname}", schema_spec(schema))
+    return _finish(name, func, f"callable {name}", schema, ref)
 
 
 def _binds(sig: inspect.Signature, schema: StagingSchema, keywords: frozenset) -> bool:
@@ -191,7 +224,8 @@ def _binds(sig: inspect.Signature, schema: StagingSchema, keywords: frozenset) -
     return True
 
 
-def _finish(spec: str, func, origin: str, schema: StagingSchema | None = None) -> Target:
+def _finish(spec: str, func, origin: str, schema: StagingSchema | None = None,
+            ref: TargetRef | None = None) -> Target:
     """The target of ``func``: its schema (given, or the built-in one its name chooses,
     else the default one if the signature fits it) and the keywords it takes."""
     if inspect.isclass(func) or not callable(func):
@@ -203,7 +237,7 @@ def _finish(spec: str, func, origin: str, schema: StagingSchema | None = None) -
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):
-        return Target(spec, func, chosen.profile(), origin)
+        return Target(spec, func, chosen.profile(), origin, ref)
     keywords = frozenset(k for k in chosen.keywords if k in sig.parameters)
     if schema is None and by_name is None and not _binds(sig, chosen, keywords):
         from stagecheck.spec.schemas import BUILTIN_SCHEMAS
@@ -214,7 +248,7 @@ def _finish(spec: str, func, origin: str, schema: StagingSchema | None = None) -
         raise TargetLoadError.of(messages.TARGET_SIGNATURE, spec, schema=chosen.name,
                                  parameters=", ".join(chosen.parameters),
                                  signature=f"{getattr(func, '__name__', spec)}{sig}") from None
-    return Target(spec, func, chosen.profile(keywords), origin)
+    return Target(spec, func, chosen.profile(keywords), origin, ref)
 
 
 class _Unavailable:

@@ -71,6 +71,9 @@ def check_expected_outcome(s, o, p):
     if o.timed_out:
         return [_finding("expected_outcome", "the call did not return within the time limit "
                          "(hang)", extra={"kind": "hang"})]
+    if o.crashed is not None:
+        return [_finding("expected_outcome", f"the call never returned: {o.crashed}",
+                         extra={"kind": "crash"})]
     if p.first_missing(s) is None and not o.returned:
         return [_finding("expected_outcome",
                          f"raised {o.exception_type}: {o.exception_message} on an input where "
@@ -81,7 +84,7 @@ def check_expected_outcome(s, o, p):
 
 def check_missing_input(s, o, p):
     missing = p.first_missing(s)
-    if missing is None or o.timed_out:
+    if missing is None or o.timed_out or o.crashed is not None:
         return []
     slot, req_id, f = missing
     policy = f.missing
@@ -277,7 +280,7 @@ def expected_inputs_after(profile: TargetProfile, s: StagingScenario) -> dict:
 
 
 def check_inputs_unchanged(s, o, p):
-    if not o.inputs_after:
+    if not o.inputs_after or o.crashed is not None:
         return []
     declared = p.schema.mutations is not None
     if declared and not o.returned:

@@ -271,7 +271,11 @@ class StagingSchema:
         raise KeyError(name)
 
     def field_of_buffer(self, buffer: str) -> Field | None:
-        return next((f for f in self.fields if f.buffer == buffer), None)
+        by_buffer = self.__dict__.get("_by_buffer")
+        if by_buffer is None:
+            by_buffer = {f.buffer: f for f in self.fields}
+            object.__setattr__(self, "_by_buffer", by_buffer)
+        return by_buffer.get(buffer)
 
     def profile(self, keywords=frozenset()) -> TargetProfile:
         """The profile of a target of this schema that takes ``keywords``."""

@@ -22,8 +22,8 @@ from typing import Any, Protocol, Sequence
 
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import (FLAG, ID_SET, INT32_MAX, INT32_MIN, MAY_MISS, NUMBER,
-                                    OPTIONAL, PER_REQUEST, PER_SLOT, REQUIRED, Field, Input,
-                                    StagingSchema, Values)
+                                    PER_REQUEST, PER_SLOT, REQUIRED, Field, Input, StagingSchema,
+                                    Values)
 
 __all__ = ["BREACH_ABOVE_CAPACITY", "Draw", "breach_kinds", "buffer_contents",
            "contract_breaches", "draw_breach", "draw_scenario", "initial_values", "malformed"]

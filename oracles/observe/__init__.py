@@ -87,8 +87,18 @@ class RecordingList(list):
             yield list.__getitem__(self, i)
 
 
+_ATOMS = frozenset({int, str, bool, float, type(None)})
+
+
 def plain(value: Any) -> Any:
     """Plain data of what a target left in an input (numpy scalars and arrays included)."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else plain(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [v if type(v) in _ATOMS else plain(v) for v in value]
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -96,7 +106,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return sorted(plain(v) for v in value)
     tolist = getattr(value, "tolist", None)
-    if tolist is not None and type(value).__module__.split(".")[0] == "numpy":
+    if tolist is not None and kind.__module__.split(".")[0] == "numpy":
         return tolist()
     return value
 
@@ -157,13 +167,16 @@ class Builder:
         return self.scenario.inputs[name]
 
     def buffer(self, name: str):
-        if name not in self.buffers:
-            schema = self.profile.schema
-            f = schema.field_of_buffer(name)
-            self.buffers[name] = self.backend.make_buffer(
-                name, f.dtype, initial_values(self.scenario, schema, name, "cpu"),
-                initial_values(self.scenario, schema, name, "gpu"), self.events)
-        return self.buffers[name]
+        made = self.buffers.get(name)
+        if made is None:
+            s, schema = self.scenario, self.profile.schema
+            cpu, gpu = s.initial_cpu.get(name), s.initial_gpu.get(name)
+            if cpu is None or gpu is None:
+                cpu = initial_values(s, schema, name, "cpu")
+                gpu = initial_values(s, schema, name, "gpu")
+            made = self.buffers[name] = self.backend.make_buffer(
+                name, schema.field_of_buffer(name).dtype, cpu, gpu, self.events)
+        return made
 
     def inputs_after(self) -> dict:
         return {name: read() for name, read in self._readers.items()}
@@ -197,7 +210,7 @@ def require_device(device: str) -> None:
 
 def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions(),
             backend: Backend | None = None, *, sync_between_steps: bool = True,
-            time_limited: bool = True) -> Observation:
+            time_limited: bool = True, exits_are_observations: bool = False) -> Observation:
     """Call ``target`` on a fresh build of ``s``; return what was seen.
 
     ``options.steps`` > 1 stages the same inputs again on the same buffers, with or
@@ -205,7 +218,9 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
     instrumented torch buffer on ``options.device`` (``options.deferred_copies`` runs
     its CPU model of asynchronous copies; ``options.gpu_busy_cycles`` queues device
     work ahead of the copies on CUDA). ``time_limited=False`` drops the per-call
-    limit (the symbolic oracle: CrossHair bounds its own paths).
+    limit (the symbolic oracle: CrossHair bounds its own paths). In a worker process,
+    ``exits_are_observations``: a target that raises ``SystemExit`` (or
+    ``KeyboardInterrupt``) is observed doing so, instead of ending the worker.
     """
     if backend is None:
         from stagecheck.oracles.observe.instrumented import InstrumentedBackend
@@ -227,8 +242,15 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
     except CallTimedOut:
         timed_out = True
         exc_type = "CallTimedOut"
-    except (KeyboardInterrupt, SystemExit):
-        raise
+    except SystemExit as exc:
+        if not exits_are_observations:
+            raise
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return Observation.of_crash(f"exited the interpreter with code {code}")
+    except KeyboardInterrupt:
+        if not exits_are_observations:
+            raise
+        exc_type, exc_msg, mro = "KeyboardInterrupt", "", ("KeyboardInterrupt", "BaseException")
     except BaseException as exc:  # the target's own failure is an observation
         if backend.passes_through(exc):
             raise

@@ -86,8 +86,10 @@ def test_target_forms_are_accepted():
 def test_callable_with_wrong_signature_is_a_load_error():
     def stage(ctx, scheduler_output):
         pass
-    with pytest.raises(TargetLoadError, match="cannot take the arguments of schema"):
+    with pytest.raises(TargetLoadError, match="no built-in schema describes function 'stage'"):
         target_from_callable(stage)
+    with pytest.raises(TargetLoadError, match="cannot take the arguments of schema"):
+        target_from_callable(stage, schema=load_target("legacy").schema)
     with pytest.raises(TypeError, match="expected a target spec"):
         as_target(42)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.instrumented import InstrumentedBuffer
@@ -15,7 +14,7 @@ from tests.helpers import scenario
 def _both(dtype: str, cpu: list, gpu: list):
     ev_model, ev_real = [], []
     model = ListBuffer("b", dtype, cpu, gpu, ev_model)
-    real = InstrumentedBuffer("b", cpu, gpu, {"int32": torch.int32, "bool": torch.bool}[dtype],
+    real = InstrumentedBuffer("b", cpu, gpu, dtype,
                               "cpu", ev_real)
     return model, real, ev_model, ev_real
 

@@ -1,0 +1,499 @@
+"""Worker processes: code under test runs here, the checker in the parent.
+
+A worker loads the targets (module imports, a file's module-level names: everything
+a target's loading executes), builds each scenario's inputs, calls the targets and
+sends back what it observed as plain data (``Observation``). The parent checks and
+compares. Anything a target does to its own process ends at most its worker: an
+exit (``SystemExit`` is caught in the worker; ``os._exit`` ends it), a fatal signal,
+a memory blow-up past the worker's limit, closing or writing into the pipe. The
+parent sees the worker end, reports that example's call as ``Observation.of_crash``
+("exited the interpreter with code 0", "killed by SIGSEGV", "exceeded 4096 MiB"),
+starts a fresh worker and goes on. Hangs are enforced from the parent: a call that
+has not returned within its time limit (plus a grace period) gets its worker killed,
+whatever the target does to signals, threads or exceptions.
+
+The protocol is request/response over a ``multiprocessing`` pipe: the parent sends
+``(command, payload)``; the worker answers ``("ok", result)`` or ``("error", text)``
+for a failure of stagecheck's own machinery. During a batch, the worker writes the
+position it is at (example and side) into a shared counter, so the parent knows
+which call crashed or hung. Workers start from a fork server that has preloaded
+stagecheck and numpy (not torch: a fast path that never touches ``.cpu`` never
+imports it), so a fresh worker is ready in milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from stagecheck.oracles.errors import StagecheckError, TargetLoadError
+from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.targets import TargetRef
+from stagecheck.spec.observation import Observation
+from stagecheck.spec.scenario import StagingScenario
+
+__all__ = ["DEFAULT_MEMORY_MIB", "TargetRef", "WorkerError", "WorkerPool", "default_pool"]
+
+#: address-space limit of a worker (a target that allocates past it is reported)
+DEFAULT_MEMORY_MIB = 4096
+#: seconds a stuck call gets on top of its time limit before its worker is killed
+GRACE_SECONDS = 1.0
+#: seconds loading the targets may take in a worker (imports included)
+LOAD_SECONDS = 120.0
+_POLL = 0.02
+
+
+class WorkerError(StagecheckError):
+    """stagecheck's own machinery failed inside a worker (not the code under test)."""
+
+
+# ============================================================================ the worker
+
+class _Worker:
+    """The worker side: loaded targets, and what each command does."""
+
+    def __init__(self, counter, memory_mib: int) -> None:
+        self.counter = counter
+        self.memory_mib = memory_mib
+        self.targets: list = []
+
+    # ---------------------------------------------------------------- commands
+    def load(self, refs: list[TargetRef]) -> list[tuple]:
+        """Load every target; per target ``("target", schema, keywords, origin)`` or
+        ``("error", kind, problem, fix, value)``."""
+        self.counter.value = 1      # loading runs target code: under the parent's deadline
+        from stagecheck.oracles.schemas import load_schema
+        from stagecheck.oracles.targets import (load_function_from_source, load_target,
+                                                target_from_callable)
+        out = []
+        self.targets = []
+        for ref in refs:
+            try:
+                schema = load_schema(ref.schema) if ref.schema else None
+                if ref.source is not None:
+                    func = load_function_from_source(ref.source, ref.filename, ref.function,
+                                                     ref.spec)
+                    target = target_from_callable(func, ref.spec, schema)
+                else:
+                    target = load_target(ref.spec, schema)
+            except StagecheckError as exc:
+                self.targets.append(None)
+                out.append(("error", type(exc).__name__, exc.problem, exc.fix, repr(exc.value)))
+                continue
+            self.targets.append(target)
+            out.append(("target", target.schema.name, sorted(target.profile.keywords),
+                        target.origin))
+        self.counter.value = 0
+        return out
+
+    def observe(self, payload) -> list[tuple[int, list[Observation]]]:
+        """Run targets ``sides`` on every ``(index, scenario)`` of the batch."""
+        from stagecheck.oracles.observe import observe
+        sides, batch, options, backend_kind = payload
+        out = []
+        for position, (index, scenario) in enumerate(batch):
+            observations = []
+            for side in sides:
+                self.counter.value = position * 8 + side + 1
+                observations.append(observe(self.targets[side], scenario, options,
+                                            self._backend(backend_kind, options),
+                                            exits_are_observations=True))
+            out.append((index, [o.to_wire() for o in observations]))
+        self.counter.value = 0
+        return out
+
+    def _backend(self, kind: str, options: RunOptions):
+        if kind == "fast":
+            from stagecheck.oracles.observe.fast import FastBackend
+            return FastBackend()
+        from stagecheck.oracles.observe.instrumented import InstrumentedBackend
+        return InstrumentedBackend(options.device, options.deferred_copies)
+
+    def call(self, payload) -> Any:
+        """Run a named function of stagecheck in this worker (bench, upstream tests)."""
+        import importlib
+        module, name, args = payload
+        args = [self.targets[a.index] if isinstance(a, _TargetArg) else a for a in args]
+        return getattr(importlib.import_module(module), name)(*args)
+
+
+@dataclass(frozen=True)
+class _TargetArg:
+    """An argument of ``call`` that stands for the worker's loaded target ``index``."""
+
+    index: int
+
+
+def _limit_memory(mib: int) -> None:
+    try:
+        import resource
+        limit = mib * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def _quiet_stdio() -> None:
+    """What a target prints goes nowhere: never into the user's report or terminal."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        try:
+            os.dup2(devnull, fd)
+        except OSError:
+            pass
+    os.close(devnull)
+
+
+def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
+                path: list[str]) -> None:
+    """The worker process: answer the parent's commands until told to stop."""
+    import mmap
+    import sys
+    from multiprocessing.connection import Connection
+    signal.signal(signal.SIGINT, signal.SIG_IGN)       # interrupts are the parent's
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    sys.path[:] = path
+    receive = Connection(recv_fd, writable=False)
+    send = Connection(send_fd, readable=False)
+    with open(counter_path, "r+b") as fh:
+        counter = _Counter(mmap.mmap(fh.fileno(), 8))
+    _quiet_stdio()
+    _limit_memory(memory_mib)
+    worker = _Worker(counter, memory_mib)
+    while True:
+        try:
+            command, payload = receive.recv()
+        except (EOFError, OSError):
+            return
+        if command == "stop":
+            return
+        try:
+            result = getattr(worker, command)(payload)
+        except MemoryError:
+            os._exit(_MEMORY_EXIT)
+        except BaseException:      # stagecheck's machinery failed: tell the parent
+            send.send(("error", traceback.format_exc(limit=8)))
+            continue
+        try:
+            send.send(("ok", result))
+        except MemoryError:
+            os._exit(_MEMORY_EXIT)
+
+
+#: the exit code a worker uses when it ran out of memory (so the parent can say so)
+_MEMORY_EXIT = 86
+
+
+class _Counter:
+    """An int64 in shared memory: where the worker is (0: between requests)."""
+
+    __slots__ = ("_view",)
+
+    def __init__(self, buf) -> None:
+        self._view = memoryview(buf).cast("q")
+
+    @property
+    def value(self) -> int:
+        return self._view[0]
+
+    @value.setter
+    def value(self, v: int) -> None:
+        self._view[0] = v
+
+
+# ============================================================================ the parent
+
+class _Process:
+    """One worker process (``python -m stagecheck.oracles.worker``), seen from the parent.
+
+    A plain subprocess, not ``multiprocessing``'s: it never re-imports the parent's
+    ``__main__``, and shares nothing with it but two pipes and a counter. It runs in
+    a session of its own, so killing it also kills whatever the target started.
+    """
+
+    def __init__(self, memory_mib: int) -> None:
+        import json
+        import mmap
+        import subprocess
+        import sys
+        import tempfile
+        from multiprocessing.connection import Connection
+        fd, self._counter_path = tempfile.mkstemp(prefix="stagecheck-worker-")
+        os.write(fd, bytes(8))
+        self._memory = mmap.mmap(fd, 8)
+        os.close(fd)
+        self._view = _Counter(self._memory)
+        to_child_r, to_child_w = os.pipe()
+        to_parent_r, to_parent_w = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "stagecheck.oracles.worker", str(to_child_r),
+             str(to_parent_w), self._counter_path, str(memory_mib), json.dumps(sys.path)],
+            pass_fds=(to_child_r, to_parent_w), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=os.getcwd(),
+            start_new_session=True)
+        os.close(to_child_r)
+        os.close(to_parent_w)
+        self._send = Connection(to_child_w, readable=False)
+        self._recv = Connection(to_parent_r, writable=False)
+        self._last_position = 0
+
+    @property
+    def position(self) -> int:
+        if self._view is not None:
+            self._last_position = self._view.value
+        return self._last_position
+
+    def send(self, message) -> None:
+        self._send.send(message)
+
+    def poll(self, timeout: float) -> bool:
+        return self._recv.poll(timeout)
+
+    def recv(self):
+        return self._recv.recv()
+
+    def is_alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        self.position      # noqa: B018  (keep the last position readable after the kill)
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except OSError:
+                self.process.kill()
+        try:
+            self.process.wait(timeout=5)
+        except Exception:
+            pass
+        for conn in (self._send, self._recv):
+            try:
+                conn.close()
+            except OSError:
+                pass
+        if self._view is not None:
+            self._view._view.release()
+            self._view = None
+            try:
+                self._memory.close()
+                os.unlink(self._counter_path)
+            except (OSError, BufferError):
+                pass
+
+    def ended(self, memory_mib: int) -> str:
+        """How the process ended, in words."""
+        try:
+            code = self.process.wait(timeout=2)
+        except Exception:
+            return "stopped answering"
+        if code == _MEMORY_EXIT:
+            return f"exceeded {memory_mib} MiB"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exited the interpreter with code {code}"
+
+
+class _Ended(Exception):
+    """The worker ended (or was killed) during a request."""
+
+    def __init__(self, what: str, position: int, hung: bool = False) -> None:
+        super().__init__(what)
+        self.what, self.position, self.hung = what, position, hung
+
+
+class WorkerPool:
+    """Workers that run the code under test for the parent (the checker).
+
+    ``load`` loads the targets in a worker and gives the parent ``Target``s without
+    their functions; ``observe`` runs a batch of scenarios and gives back one
+    observation per side, whatever the targets do to their process.
+    """
+
+    def __init__(self, memory_mib: int = DEFAULT_MEMORY_MIB) -> None:
+        self.memory_mib = memory_mib
+        self._process: _Process | None = None
+        self._refs: list[TargetRef] = []
+        self.restarts = 0
+
+    # ---------------------------------------------------------------- process
+    def _fresh(self) -> _Process:
+        if self._process is not None:
+            self._process.kill()
+            self.restarts += 1
+        self._process = _Process(self.memory_mib)
+        if self._refs:
+            self._request("load", self._refs, deadline=LOAD_SECONDS)
+        return self._process
+
+    def _worker(self) -> _Process:
+        if self._process is None or not self._process.is_alive():
+            return self._fresh()
+        return self._process
+
+    def close(self) -> None:
+        if self._process is not None:
+            try:
+                self._process.send(("stop", None))
+            except OSError:
+                pass
+            self._process.kill()
+            self._process = None
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _request(self, command: str, payload, deadline: float | None = None,
+                 started: float | None = None):
+        """Send one command and wait for its answer; ``deadline`` seconds per position."""
+        process = self._process
+        try:
+            process.send((command, payload))
+        except OSError:
+            raise _Ended(process.ended(self.memory_mib), process.position) from None
+        last, since = process.position, time.monotonic()
+        while True:
+            try:
+                if process.poll(_POLL):
+                    status, result = process.recv()
+                    break
+            except (EOFError, OSError):
+                raise _Ended(process.ended(self.memory_mib), process.position) from None
+            except Exception:      # garbage in the pipe: a target wrote into it
+                position = process.position
+                process.kill()
+                raise _Ended("wrote into stagecheck's pipe", position) from None
+            if not process.is_alive():
+                raise _Ended(process.ended(self.memory_mib), process.position)
+            now = time.monotonic()
+            position = process.position
+            if position != last:
+                last, since = position, now
+            elif deadline is not None and position and now - since > deadline:
+                process.kill()
+                raise _Ended("hung", position, hung=True)
+        if status == "error":
+            raise WorkerError(f"stagecheck failed inside its worker: {result}",
+                              "this is a bug in stagecheck; please report it with the "
+                              "command line")
+        return result
+
+    # ---------------------------------------------------------------- commands
+    def load(self, refs: list[TargetRef], schemas: dict | None = None) -> list:
+        """Load ``refs`` in a worker; ``Target``s (without ``func``) for the parent.
+
+        ``schemas`` maps a schema spec to the parent's schema object (loaded once)."""
+        from stagecheck.oracles import errors
+        from stagecheck.oracles.schemas import load_schema
+        from stagecheck.oracles.targets import Target
+        from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+        self._refs = []
+        self._fresh()
+        try:
+            answers = self._request("load", list(refs), deadline=LOAD_SECONDS)
+        except _Ended as ended:
+            raise TargetLoadError(f"loading the targets ended the worker process: "
+                                  f"{ended.what}", "a target's module runs code at import "
+                                  "that ends the process; use a file target") from None
+        self._refs = list(refs)
+        out = []
+        for ref, answer in zip(refs, answers):
+            if answer[0] == "error":
+                _, kind, problem, fix, _value = answer
+                cls = getattr(errors, kind, TargetLoadError)
+                raise cls(problem, fix, value=ref.spec)
+            _, schema_name, keywords, origin = answer
+            schema = (schemas or {}).get(ref.schema) or BUILTIN_SCHEMAS.get(schema_name) \
+                or load_schema(ref.schema)
+            out.append(Target(ref.spec, None, schema.profile(frozenset(keywords)), origin, ref))
+        return out
+
+    def observe(self, sides: list[int], batch: list[tuple[int, StagingScenario]],
+                options: RunOptions, backend: str = "fast"
+                ) -> list[tuple[int, list[Observation]]]:
+        """Observations of the loaded targets ``sides`` on each scenario of ``batch``.
+
+        A call that ends its worker or hangs gets ``Observation.of_crash``/``of_hang``;
+        the rest of the batch runs on in a fresh worker.
+        """
+        out: list[tuple[int, list[Observation]]] = []
+        todo = list(batch)
+        deadline = options.timeout * options.steps + GRACE_SECONDS
+        while todo:
+            self._worker()
+            try:
+                out += self._request("observe", (sides, todo, options, backend), deadline)
+                return [(i, [o if isinstance(o, Observation) else Observation.from_wire(o)
+                             for o in obs]) for i, obs in out]
+            except _Ended as ended:
+                position = ended.position - 1
+                k, side_at = divmod(max(position, 0), 8)
+                if position < 0:
+                    k, side_at = 0, sides[0]
+                self._fresh()
+                if k:   # the examples before the failing one ran fine: again, in one batch
+                    out += self._request("observe", (sides, todo[:k], options, backend),
+                                         deadline)
+                index, scenario = todo[k]
+                failed = Observation.of_hang() if ended.hung else Observation.of_crash(ended.what)
+                observations = []
+                for side in sides:
+                    if side == side_at:
+                        observations.append(failed)
+                        continue
+                    observations.append(self._single(side, index, scenario, options, backend,
+                                                     deadline))
+                out.append((index, observations))
+                todo = todo[k + 1:]
+        return [(i, [o if isinstance(o, Observation) else Observation.from_wire(o)
+                     for o in obs]) for i, obs in out]
+
+    def _single(self, side: int, index: int, scenario: StagingScenario, options: RunOptions,
+                backend: str, deadline: float) -> Observation:
+        self._worker()
+        try:
+            ((_, (observation,)),) = self._request(
+                "observe", ([side], [(index, scenario)], options, backend), deadline)
+            return Observation.from_wire(observation)
+        except _Ended as ended:
+            self._fresh()
+            return Observation.of_hang() if ended.hung else Observation.of_crash(ended.what)
+
+    def call(self, module: str, name: str, *args, deadline: float | None = None):
+        """Run ``module.name(*args)`` in the worker (targets passed as ``target_arg(i)``)."""
+        self._worker()
+        try:
+            return self._request("call", (module, name, list(args)), deadline)
+        except _Ended as ended:
+            self._fresh()
+            raise WorkerError(f"the worker ended: {ended.what}", "") from None
+
+
+def target_arg(index: int) -> _TargetArg:
+    return _TargetArg(index)
+
+
+_DEFAULT: WorkerPool | None = None
+
+
+def default_pool() -> WorkerPool:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = WorkerPool()
+    return _DEFAULT
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]),
+                json.loads(sys.argv[5]))
