@@ -183,14 +183,16 @@ def _bench_size(baseline: Target, candidate: Target, num_reqs: int, device: str,
 
 
 def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
-              sizes=DEFAULT_SIZES, repeats: int = 20, min_time: float = 0.5) -> BenchResult:
+              sizes=DEFAULT_SIZES, repeats: int = 20, min_time: float = 0.5,
+              runner=None) -> BenchResult:
     """Per-call cost of both targets for each ``num_reqs`` in ``sizes``.
 
     ``repeats`` is the least number of rounds per size, ``min_time`` the least
-    seconds spent per size (both sides together). Raises ``StagecheckError`` when a
-    target raises on the in-contract inputs, or when CUDA is asked for and absent.
+    seconds spent per size (both sides together). The timing runs in the worker that
+    holds the targets (``runner``; by default a fresh one), never in the checker's
+    process. Raises ``StagecheckError`` when a target raises on the in-contract
+    inputs, or when CUDA is asked for and absent.
     """
-    import torch
     if repeats < 1 or not min_time > 0:
         raise ValueError("run_bench: repeats must be >= 1 and min_time > 0")
     sizes = tuple(sizes)
@@ -198,12 +200,37 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
         raise ValueError(f"run_bench: sizes must be whole numbers >= 1, got {sizes!r}")
     choice("device", device, DEVICES)
     require_device(device)
-    sync = torch.cuda.synchronize if device == "cuda" else None
+    from stagecheck.oracles.campaign import _position
+    from stagecheck.oracles.runner import runner_for
+    from stagecheck.oracles.worker import WorkerEnded, target_arg
+    own = runner is None
+    if own:
+        runner = runner_for([baseline, candidate])
+    try:
+        sides = [_position(runner, t) for t in (baseline, candidate)]
+        deadline = 60.0 + len(sizes) * (min_time * 20 + 30)
+        try:
+            rows, seconds = runner.call("stagecheck.oracles.bench", "bench_here",
+                                        target_arg(sides[0]), target_arg(sides[1]), device,
+                                        sizes, repeats, min_time, deadline=deadline)
+        except WorkerEnded as ended:
+            raise StagecheckError(f"a target ended the bench's worker ({ended.what})",
+                                  "run 'stagecheck diff' on the two targets to see where",
+                                  value=candidate.spec) from None
+    finally:
+        if own:
+            runner.close()
     result = BenchResult(baseline.spec, candidate.spec, device, repeats=repeats,
-                         min_time=min_time)
-    started = time.perf_counter()
-    for num_reqs in sizes:
-        result.rows.append(_bench_size(baseline, candidate, num_reqs, device, repeats,
-                                       min_time, sync))
-    result.seconds = time.perf_counter() - started
+                         min_time=min_time, rows=rows, seconds=seconds)
     return result
+
+
+def bench_here(baseline: Target, candidate: Target, device: str, sizes, repeats: int,
+               min_time: float) -> tuple[list[BenchRow], float]:
+    """The timing itself, in the process that holds the targets (a worker)."""
+    import torch
+    sync = torch.cuda.synchronize if device == "cuda" else None
+    started = time.perf_counter()
+    rows = [_bench_size(baseline, candidate, num_reqs, device, repeats, min_time, sync)
+            for num_reqs in sizes]
+    return rows, time.perf_counter() - started

@@ -84,7 +84,7 @@ class _Search:
         self.baseline, self.candidate, self.config = baseline, candidate, config
         self.runner, self.result, self.progress = runner, result, progress
         self.schema = candidate.schema
-        self.sides = [0, 1] if baseline is not None else [0]
+        self.sides = [_position(runner, t) for t in (baseline, candidate) if t is not None]
         self.collector = FindingsCollector()
         self.examples = 0
         self.started = time.perf_counter()
@@ -236,6 +236,17 @@ class _Search:
             s = self.scenario("in", self.config.examples + index)
             found = self.evaluate(s, backend=self.backend(), kernel=True)
             self.collector.note_impact(f for f in found if f.key in open_keys)
+
+
+def _position(runner, target: Target) -> int:
+    """Where ``target`` is among the runner's targets (the same object, else the same spec)."""
+    for i, held in enumerate(runner.targets):
+        if held is target:
+            return i
+    for i, held in enumerate(runner.targets):
+        if held.spec == target.spec and held.ref == target.ref:
+            return i
+    raise ValueError(f"the runner does not hold target {target.spec!r}")
 
 
 def run_campaign(baseline: Target | None, candidate: Target,

@@ -167,12 +167,19 @@ def _schema(args):
         raise exc.located("option --schema") from None
 
 
-def _load(spec: str, argument: str, schema=None):
-    from stagecheck.oracles.targets import load_target
+def _open(pairs: list[tuple[str, str]], schema=None):
+    """Load the targets ``(spec, argument)`` in a worker process, never in this one; a
+    runner holding them. A loading error names its argument."""
+    from stagecheck.oracles.runner import load_isolated
+    from stagecheck.oracles.targets import TargetRef, schema_spec
+    spec = schema_spec(schema)
     try:
-        return load_target(spec, schema)
+        return load_isolated([TargetRef(target, spec) for target, _ in pairs],
+                             {spec: schema} if schema is not None else None)
     except StagecheckError as exc:
-        raise exc.located(f"argument {argument}") from None
+        index = getattr(exc, "target_index", None)
+        raise exc.located(f"argument {pairs[index][1]}" if index is not None
+                          else "arguments") from None
 
 
 def _write(option: str, path: str, text: str) -> None:
@@ -225,14 +232,17 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     from stagecheck.oracles.observe import require_device
     require_device(config.run.device)
     schema = _schema(args)
-    baseline = _load(baseline_spec, "BASELINE", schema) if baseline_spec else None
-    candidate = _load(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET", schema)
+    pairs = ([(baseline_spec, "BASELINE")] if baseline_spec else []) + \
+        [(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET")]
     from stagecheck.oracles.campaign import run_campaign
     from stagecheck.oracles.report import (json_document, render_campaign, render_json,
                                            render_junit, save_findings)
     from stagecheck.oracles.report.json import campaign_body
     progress = _progress()
-    result = run_campaign(baseline, candidate, config, progress)
+    with _open(pairs, schema) as runner:
+        baseline = runner.targets[0] if baseline_spec else None
+        candidate = runner.targets[-1]
+        result = run_campaign(baseline, candidate, config, progress, runner=runner)
     result.schema_spec = args.schema
     if progress:
         sys.stderr.write("\n")
@@ -265,9 +275,10 @@ def _replay(args) -> int:
             schema = load_schema(saved["schema"])
         except StagecheckError as exc:
             raise exc.located("argument FILE") from None
-    baseline = _load(base_spec, "--baseline", schema) if base_spec else None
-    candidate = _load(cand_spec, "--candidate", schema)
-    findings = evaluate(baseline, candidate, scenario, options).findings
+    pairs = ([(base_spec, "--baseline")] if base_spec else []) + [(cand_spec, "--candidate")]
+    with _open(pairs, schema) as runner:
+        baseline = runner.targets[0] if base_spec else None
+        findings = evaluate(baseline, runner.targets[-1], scenario, options, runner).findings
     print(render_replay(args.file, saved, base_spec, cand_spec, options.device, findings))
     return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_CLEAN
 
@@ -295,11 +306,11 @@ def _symbolic(args) -> int:
     capacity = whole("max_capacity", args.max_capacity, 1, "4")
     _check_writable("--json", args.json)
     schema = _schema(args)
-    baseline = _load(args.baseline, "BASELINE", schema)
-    candidate = _load(args.candidate, "CANDIDATE", schema)
     from stagecheck.oracles.report import json_document, render_json, render_symbolic
     from stagecheck.oracles.symbolic import run_symbolic
-    result = run_symbolic(baseline, candidate, timeout=timeout, max_capacity=capacity)
+    with _open([(args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")], schema) as runner:
+        result = run_symbolic(*runner.targets, timeout=timeout, max_capacity=capacity,
+                              runner=runner)
     print(render_symbolic(result, args.strict))
     if args.json:
         _write("--json", args.json, render_json(json_document(
@@ -312,11 +323,10 @@ def _bench(args) -> int:
     device = choice("device", args.device, DEVICES)
     _check_writable("--json", args.json)
     schema = _schema(args)
-    baseline = _load(args.baseline, "BASELINE", schema)
-    candidate = _load(args.candidate, "CANDIDATE", schema)
     from stagecheck.oracles.bench import run_bench
     from stagecheck.oracles.report import json_document, render_bench, render_json
-    result = run_bench(baseline, candidate, device=device)
+    with _open([(args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")], schema) as runner:
+        result = run_bench(*runner.targets, device=device, runner=runner)
     print(render_bench(result))
     if args.json:
         _write("--json", args.json, render_json(json_document("bench", result.to_dict())))
@@ -340,7 +350,7 @@ def _mutants(args) -> int:
             eq = "  [equivalent: operator reason]" if m.equivalent_reason else ""
             print(f"{m.id} {m.operator:<24} {str(m.location):<36} {m.description}{eq}")
         return EXIT_CLEAN
-    _load(args.target, "TARGET", schema)
+    _open([(args.target, "TARGET")], schema).close()
     from stagecheck.oracles.kernel import use_interpreter_without_gpu
     use_interpreter_without_gpu()
     from stagecheck.oracles.mutants import run_mutants

@@ -65,14 +65,15 @@ def evaluate(baseline: Target | None, candidate: Target, s: StagingScenario,
     stages the scenario that many times on the same buffers, waiting for each step's
     copies before the next.
     """
+    from stagecheck.oracles.campaign import _position
     from stagecheck.oracles.runner import runner_for
     targets = [baseline, candidate] if baseline is not None else [candidate]
     own = runner is None
     if own:
         runner = runner_for(targets)
     try:
-        ((_, observations),) = runner.observe(list(range(len(targets))), [(0, s)], options,
-                                              backend)
+        sides = [_position(runner, t) for t in targets]
+        ((_, observations),) = runner.observe(sides, [(0, s)], options, backend)
     finally:
         if own:
             runner.close()

@@ -89,6 +89,26 @@ def as_target(obj, where: str = "target"):
                     f"got {type(obj).__name__}")
 
 
+def _runner(baseline, candidate):
+    """A runner holding the two targets: spec strings are loaded in a worker only (never
+    in the test's process); a plain function, already imported by the test, runs in a
+    worker where the worker can import it by name, else in the test's process."""
+    from stagecheck.oracles.errors import StagecheckError
+    from stagecheck.oracles.runner import load_isolated, runner_for
+    from stagecheck.oracles.targets import TargetRef
+    items = [(x, name) for x, name in ((baseline, "baseline"), (candidate, "candidate"))
+             if x is not None]
+    if len(items) == 1:
+        items = [(candidate, "target")]
+    if all(isinstance(x, str) for x, _ in items):
+        try:
+            return load_isolated([TargetRef(x) for x, _ in items])
+        except StagecheckError as exc:
+            index = getattr(exc, "target_index", 0)
+            raise exc.located(items[index][1]) from None
+    return runner_for([as_target(x, name) for x, name in items])
+
+
 # --------------------------------------------------------------------------- fixture
 
 def profile_defaults() -> dict:
@@ -161,11 +181,12 @@ class StagecheckFixture:
         except StagecheckError as exc:
             pytest.skip(str(exc))
         try:
-            base = as_target(baseline, "baseline") if baseline is not None else None
-            cand = as_target(candidate, "candidate" if baseline is not None else "target")
+            runner = _runner(baseline, candidate)
         except StagecheckError as exc:
             pytest.fail(f"stagecheck: {exc}", pytrace=False)
-        return run_campaign(base, cand, config)
+        with runner:
+            base = runner.targets[0] if baseline is not None else None
+            return run_campaign(base, runner.targets[-1], config, runner=runner)
 
     def assert_equivalent(self, baseline, candidate, *, examples: int | None = None,
                           strict: bool = False, device: str = "cpu", max_capacity: int = 8,

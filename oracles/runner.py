@@ -16,7 +16,7 @@ from stagecheck.oracles.targets import Target
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["InProcessRunner", "Runner", "isolated_runner", "runner_for"]
+__all__ = ["InProcessRunner", "Runner", "isolated_runner", "load_isolated", "runner_for"]
 
 
 class Runner(Protocol):
@@ -27,6 +27,8 @@ class Runner(Protocol):
     def observe(self, sides: list[int], batch: list[tuple[int, StagingScenario]],
                 options: RunOptions, backend: str = "fast"
                 ) -> list[tuple[int, list[Observation]]]: ...
+
+    def call(self, module: str, name: str, *args, deadline: float | None = None): ...
 
     def close(self) -> None: ...
 
@@ -44,6 +46,14 @@ class InProcessRunner:
             out.append((index, [observe(self.targets[side], scenario, options,
                                         _backend(backend, options)) for side in sides]))
         return out
+
+    def call(self, module: str, name: str, *args, deadline: float | None = None):
+        """``module.name(*args)`` here; ``target_arg(i)`` stands for target ``i``."""
+        import importlib
+
+        from stagecheck.oracles.worker import _TargetArg
+        args = [self.targets[a.index] if isinstance(a, _TargetArg) else a for a in args]
+        return getattr(importlib.import_module(module), name)(*args)
 
     def close(self) -> None:
         pass
@@ -74,6 +84,11 @@ class _IsolatedRunner:
                           and not options.deferred_copies) else "instrumented"
         return self.pool.observe(sides, batch, options, kind)
 
+    def call(self, module: str, name: str, *args, deadline: float | None = None):
+        """``module.name(*args)`` in the worker; ``target_arg(i)`` stands for target ``i``.
+        A worker that ends or passes ``deadline`` raises ``WorkerEnded``."""
+        return self.pool.call(module, name, *args, deadline=deadline)
+
     def close(self) -> None:
         self.pool.close()
 
@@ -86,13 +101,22 @@ class _IsolatedRunner:
 
 def isolated_runner(targets: list[Target], memory_mib: int | None = None) -> _IsolatedRunner:
     """Load ``targets`` into a fresh worker; the runner holds the checker's copies."""
-    from stagecheck.oracles.worker import DEFAULT_MEMORY_MIB, WorkerPool
-    pool = WorkerPool(memory_mib or DEFAULT_MEMORY_MIB)
     schemas = {t.ref.schema: t.schema for t in targets if t.ref is not None}
+    return load_isolated([t.ref for t in targets], schemas, memory_mib)
+
+
+def load_isolated(refs: list, schemas: dict | None = None, memory_mib: int | None = None,
+                  pool=None) -> _IsolatedRunner:
+    """Load targets by reference into a worker, never into this process: a loading
+    error names the target (``target_index``). ``pool``: reuse that worker pool."""
+    from stagecheck.oracles.worker import DEFAULT_MEMORY_MIB, WorkerPool
+    own = pool is None
+    pool = pool or WorkerPool(memory_mib or DEFAULT_MEMORY_MIB)
     try:
-        loaded = pool.load([t.ref for t in targets], schemas)
+        loaded = pool.load(list(refs), schemas, fresh=own)
     except BaseException:
-        pool.close()
+        if own:
+            pool.close()
         raise
     return _IsolatedRunner(pool, loaded)
 

@@ -36,7 +36,8 @@ from stagecheck.oracles.targets import TargetRef
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["DEFAULT_MEMORY_MIB", "TargetRef", "WorkerError", "WorkerPool", "default_pool"]
+__all__ = ["DEFAULT_MEMORY_MIB", "TargetRef", "WorkerEnded", "WorkerError", "WorkerPool",
+           "target_arg"]
 
 #: address-space limit of a worker (a target that allocates past it is reported)
 DEFAULT_MEMORY_MIB = 4096
@@ -49,6 +50,15 @@ _POLL = 0.02
 
 class WorkerError(StagecheckError):
     """stagecheck's own machinery failed inside a worker (not the code under test)."""
+
+
+class WorkerEnded(Exception):
+    """A ``call`` in a worker ended its process or passed its deadline (the code under
+    test did it: a finding of the command that asked, not an error of stagecheck)."""
+
+    def __init__(self, what: str, hung: bool = False) -> None:
+        super().__init__(what)
+        self.what, self.hung = what, hung
 
 
 # ============================================================================ the worker
@@ -114,11 +124,16 @@ class _Worker:
         return InstrumentedBackend(options.device, options.deferred_copies)
 
     def call(self, payload) -> Any:
-        """Run a named function of stagecheck in this worker (bench, upstream tests)."""
+        """Run a named function of stagecheck in this worker (bench, upstream tests, the
+        symbolic exploration), under the parent's deadline."""
         import importlib
         module, name, args = payload
         args = [self.targets[a.index] if isinstance(a, _TargetArg) else a for a in args]
-        return getattr(importlib.import_module(module), name)(*args)
+        self.counter.value = 1
+        try:
+            return getattr(importlib.import_module(module), name)(*args)
+        finally:
+            self.counter.value = 0
 
 
 @dataclass(frozen=True)
@@ -175,6 +190,9 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
             result = getattr(worker, command)(payload)
         except MemoryError:
             os._exit(_MEMORY_EXIT)
+        except StagecheckError as exc:    # a usage problem found here: the parent says it
+            send.send(("usage", (type(exc).__name__, exc.problem, exc.fix, repr(exc.value))))
+            continue
         except BaseException:      # stagecheck's machinery failed: tell the parent
             send.send(("error", traceback.format_exc(limit=8)))
             continue
@@ -385,32 +403,44 @@ class WorkerPool:
             raise WorkerError(f"stagecheck failed inside its worker: {result}",
                               "this is a bug in stagecheck; please report it with the "
                               "command line")
+        if status == "usage":
+            from stagecheck.oracles import errors
+            kind, problem, fix, _value = result
+            raise getattr(errors, kind, StagecheckError)(problem, fix)
         return result
 
     # ---------------------------------------------------------------- commands
-    def load(self, refs: list[TargetRef], schemas: dict | None = None) -> list:
+    def load(self, refs: list[TargetRef], schemas: dict | None = None,
+             fresh: bool = True) -> list:
         """Load ``refs`` in a worker; ``Target``s (without ``func``) for the parent.
 
-        ``schemas`` maps a schema spec to the parent's schema object (loaded once)."""
+        ``schemas`` maps a schema spec to the parent's schema object (loaded once). A
+        ``TargetLoadError`` (or ``SchemaError``) names the target (``target_index``).
+        ``fresh=False`` reuses a live worker (mutants of one target, one after another).
+        """
         from stagecheck.oracles import errors
         from stagecheck.oracles.schemas import load_schema
         from stagecheck.oracles.targets import Target
         from stagecheck.spec.schemas import BUILTIN_SCHEMAS
         self._refs = []
-        self._fresh()
+        if fresh or self._process is None or not self._process.is_alive():
+            self._fresh()
         try:
             answers = self._request("load", list(refs), deadline=LOAD_SECONDS)
         except _Ended as ended:
+            self._fresh()
             raise TargetLoadError(f"loading the targets ended the worker process: "
                                   f"{ended.what}", "a target's module runs code at import "
                                   "that ends the process; use a file target") from None
         self._refs = list(refs)
         out = []
-        for ref, answer in zip(refs, answers):
+        for position, (ref, answer) in enumerate(zip(refs, answers)):
             if answer[0] == "error":
                 _, kind, problem, fix, _value = answer
                 cls = getattr(errors, kind, TargetLoadError)
-                raise cls(problem, fix, value=ref.spec)
+                error = cls(problem, fix, value=ref.spec)
+                error.target_index = position
+                raise error
             _, schema_name, keywords, origin = answer
             schema = (schemas or {}).get(ref.schema) or BUILTIN_SCHEMAS.get(schema_name) \
                 or load_schema(ref.schema)
@@ -469,31 +499,29 @@ class WorkerPool:
             return Observation.of_hang() if ended.hung else Observation.of_crash(ended.what)
 
     def call(self, module: str, name: str, *args, deadline: float | None = None):
-        """Run ``module.name(*args)`` in the worker (targets passed as ``target_arg(i)``)."""
+        """Run ``module.name(*args)`` in the worker (targets passed as ``target_arg(i)``).
+
+        A worker that ends or passes ``deadline`` raises ``WorkerEnded`` (with what ended
+        it), and the next request gets a fresh worker."""
         self._worker()
         try:
             return self._request("call", (module, name, list(args)), deadline)
         except _Ended as ended:
             self._fresh()
-            raise WorkerError(f"the worker ended: {ended.what}", "") from None
+            raise WorkerEnded(ended.what, hung=ended.hung) from None
 
 
 def target_arg(index: int) -> _TargetArg:
     return _TargetArg(index)
 
 
-_DEFAULT: WorkerPool | None = None
-
-
-def default_pool() -> WorkerPool:
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = WorkerPool()
-    return _DEFAULT
-
 
 if __name__ == "__main__":
+    # run the module's own copy (not this ``__main__`` one), so the classes that travel
+    # in pickles are the ones the parent pickled
     import json
     import sys
-    worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]),
-                json.loads(sys.argv[5]))
+
+    from stagecheck.oracles import worker as _module
+    _module.worker_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]),
+                        json.loads(sys.argv[5]))

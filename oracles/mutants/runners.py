@@ -115,31 +115,37 @@ def _from_campaign(result, started: float, only_kernel: bool = False) -> OracleO
                          kill_seconds=None if counts else took, finding=_first_error(errors))
 
 
-def _run_spec(original: Target, mutant: Target, config: MutantsConfig) -> OracleOutcome:
+def _run_spec(original: Target, mutant: Target, config: MutantsConfig, runner) -> OracleOutcome:
     started = time.perf_counter()
-    return _from_campaign(run_campaign(None, mutant, config.campaign()), started)
+    return _from_campaign(run_campaign(None, mutant, config.campaign(), runner=runner), started)
 
 
-def _run_differential(original: Target, mutant: Target, config: MutantsConfig) -> OracleOutcome:
+def _run_differential(original: Target, mutant: Target, config: MutantsConfig,
+                      runner) -> OracleOutcome:
     started = time.perf_counter()
-    return _from_campaign(run_campaign(original, mutant, config.campaign()), started)
+    return _from_campaign(run_campaign(original, mutant, config.campaign(), runner=runner),
+                          started)
 
 
-def _run_kernel(original: Target, mutant: Target, config: MutantsConfig) -> OracleOutcome:
+def _run_kernel(original: Target, mutant: Target, config: MutantsConfig,
+                runner) -> OracleOutcome:
     """Differential findings that reach the postprocess kernel (in-contract stream only:
     the kernel's verdict matters where the staging contract holds)."""
     started = time.perf_counter()
-    result = run_campaign(original, mutant, config.campaign(kernel=True, out_of_contract=False))
+    result = run_campaign(original, mutant, config.campaign(kernel=True, out_of_contract=False),
+                          runner=runner)
     return _from_campaign(result, started, only_kernel=True)
 
 
-def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig) -> OracleOutcome:
+def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig,
+                  runner) -> OracleOutcome:
     from stagecheck.oracles.symbolic import SymbolicInconclusive, run_symbolic
     started = time.perf_counter()
     note = None
     try:
         result = run_symbolic(original, mutant, timeout=config.symbolic_timeout,
-                              max_capacity=SYMBOLIC_MAX_CAPACITY, stop_at_first_error=True)
+                              max_capacity=SYMBOLIC_MAX_CAPACITY, stop_at_first_error=True,
+                              runner=runner)
     except SymbolicInconclusive as exc:
         result = exc.result
         note = str(exc)[:200]
@@ -155,26 +161,32 @@ def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig) -> Or
                          finding=_first_error(result.errors), note=note)
 
 
-def _run_upstream(original: Target, mutant: Target, config: MutantsConfig) -> OracleOutcome:
-    from stagecheck.oracles.observe import CallTimedOut, time_limit
+#: seconds the upstream-style tests may take on one mutant (a hang is a kill)
+UPSTREAM_SECONDS = 5.0
+
+
+def _run_upstream(original: Target, mutant: Target, config: MutantsConfig,
+                  runner) -> OracleOutcome:
+    """The upstream-style example tests, in the worker that holds the mutant."""
+    from stagecheck.oracles.campaign import _position
+    from stagecheck.oracles.worker import WorkerEnded, target_arg
     started = time.perf_counter()
-    tests = UPSTREAM_TESTS.get(mutant.schema.name)
-    if tests is None:
+    if mutant.schema.name not in UPSTREAM_TESTS:
         return OracleOutcome("n/a", note=f"no upstream tests for schema {mutant.schema.name!r}")
-    for label, test in tests:
-        try:
-            with time_limit(5.0):
-                test(mutant.func, mutant.profile)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:   # a failing test, a crash, or a hang (CallTimedOut)
-            what = "hang" if isinstance(exc, CallTimedOut) else f"{type(exc).__name__}: {exc}"
-            return OracleOutcome("killed", seconds=time.perf_counter() - started, note=label,
-                                 finding=f"test {label} fails: {what}"[:160])
-    return OracleOutcome("survived", seconds=time.perf_counter() - started)
+    try:
+        failure = runner.call("stagecheck.oracles.mutants.upstream", "run_upstream_tests",
+                              target_arg(_position(runner, mutant)),
+                              deadline=UPSTREAM_SECONDS)
+    except WorkerEnded as ended:
+        failure = ("example", "hang" if ended.hung else ended.what)
+    if failure is None:
+        return OracleOutcome("survived", seconds=time.perf_counter() - started)
+    label, what = failure
+    return OracleOutcome("killed", seconds=time.perf_counter() - started, note=label,
+                         finding=f"test {label} fails: {what}"[:160])
 
 
-_RUNNERS: dict[str, Callable[[Target, Target, MutantsConfig], OracleOutcome]] = {
+_RUNNERS: dict[str, Callable[..., OracleOutcome]] = {
     "spec": _run_spec, "differential": _run_differential, "kernel": _run_kernel,
     "symbolic": _run_symbolic, "upstream": _run_upstream,
 }
@@ -191,45 +203,73 @@ def _guard(run, *args) -> OracleOutcome:
                              note=f"{type(exc).__name__}: {exc}"[:200])
 
 
+def mutant_target(original: Target, mutant: Mutant) -> Target:
+    """The mutant as a target for the checker: loaded only in a worker, from its source."""
+    from stagecheck.oracles.targets import TargetRef
+    spec = f"{original.spec}@{mutant.id}"
+    ref = TargetRef(spec, original.ref.schema if original.ref else None, mutant.source,
+                    mutant.load_name, mutant.function)
+    return Target(spec, None, original.profile,
+                  f"mutant {mutant.id} ({mutant.operator}) of {original.origin}", ref)
+
+
 def evaluate_mutant(original: Target, mutant: Mutant, config: MutantsConfig,
-                    unavailable: dict[str, str] | None = None) -> MutantResult:
-    """Run every chosen oracle on one mutant."""
+                    unavailable: dict[str, str] | None = None, pool=None) -> MutantResult:
+    """Run every chosen oracle on one mutant, the mutant in a worker (``pool``: reuse it)."""
+    from stagecheck.oracles.runner import load_isolated
     unavailable = unavailable or {}
     result = MutantResult(mutant)
+    candidate = mutant_target(original, mutant)
+    schemas = {original.ref.schema if original.ref else None: original.schema}
     try:
-        func = mutant.load()
+        runner = load_isolated([original.ref, candidate.ref], schemas, pool=pool)
     except StagecheckError as exc:
         result.load_error = str(exc)
         for o in config.oracles:
             result.outcomes[o] = OracleOutcome("error", note=f"mutant does not load: {exc}")
         return result
-    target = Target(f"{original.spec}@{mutant.id}", func, original.profile,
-                    f"mutant {mutant.id} ({mutant.operator}) of {original.origin}")
-    for oracle in config.oracles:
-        if oracle in unavailable:
-            result.outcomes[oracle] = OracleOutcome("n/a", note=unavailable[oracle])
-        elif oracle == "upstream":
-            result.outcomes[oracle] = _run_upstream(original, target, config)
-        else:
-            result.outcomes[oracle] = _guard(_RUNNERS[oracle], original, target, config)
+    base, mut = runner.targets
+    try:
+        for oracle in config.oracles:
+            if oracle in unavailable:
+                result.outcomes[oracle] = OracleOutcome("n/a", note=unavailable[oracle])
+            else:
+                result.outcomes[oracle] = _guard(_RUNNERS[oracle], base, mut, config, runner)
+    finally:
+        if pool is None:
+            runner.close()
     return result
 
 
 _WORKER_TARGETS: dict[tuple, Target] = {}
+_WORKER_POOL = None
 
 
 def _load(target_spec: str, schema_spec: str | None) -> Target:
+    """The original target for the checker (loaded in a worker, never here)."""
+    from stagecheck.oracles.runner import load_isolated
     from stagecheck.oracles.schemas import load_schema
-    return load_target(target_spec, load_schema(schema_spec) if schema_spec else None)
+    from stagecheck.oracles.targets import TargetRef
+    schema = load_schema(schema_spec) if schema_spec else None
+    runner = load_isolated([TargetRef(target_spec, schema_spec)], {schema_spec: schema})
+    try:
+        return runner.targets[0]
+    finally:
+        runner.close()
 
 
 def _worker(payload) -> MutantResult:
     """Process-pool entry point: one mutant, everything else from the payload."""
+    global _WORKER_POOL
     spec, schema_spec, mutant, config, unavailable = payload
     preload_project_modules()
     if (spec, schema_spec) not in _WORKER_TARGETS:
         _WORKER_TARGETS[spec, schema_spec] = _load(spec, schema_spec)
-    return evaluate_mutant(_WORKER_TARGETS[spec, schema_spec], mutant, config, unavailable)
+    if _WORKER_POOL is None:
+        from stagecheck.oracles.worker import WorkerPool
+        _WORKER_POOL = WorkerPool()
+    return evaluate_mutant(_WORKER_TARGETS[spec, schema_spec], mutant, config, unavailable,
+                           _WORKER_POOL)
 
 
 def _unavailable(config: MutantsConfig, target: Target) -> dict[str, str]:
@@ -253,19 +293,23 @@ def _control(original: Target, source: str, filename: str, function: str,
              config: MutantsConfig, report: MutationReport) -> None:
     """Check the unmutated source, reloaded the way mutants are, so a kill is never an
     artefact of the reloading."""
+    from stagecheck.oracles.runner import load_isolated
+    from stagecheck.oracles.targets import TargetRef
     unparsed = ast.unparse(ast.parse(source))
-    func = load_function_from_source(unparsed, f"<stagecheck unmutated {filename}>", function)
-    reloaded = Target(f"{original.spec}@unmutated", func, original.profile, "unmutated")
-    if "spec" in config.oracles:
-        r = run_campaign(None, reloaded, config.campaign())
-        report.control["spec"] = f"{len(r.errors)} error finding(s)" if r.errors else "clean"
-    if "differential" in config.oracles:
-        r = run_campaign(original, reloaded, config.campaign())
-        report.control["differential"] = (f"{len(r.errors)} error finding(s)" if r.errors
-                                          else "clean")
-    if "upstream" in config.oracles:
-        u = _run_upstream(original, reloaded, config)
-        report.control["upstream"] = "passes" if not u.killed else f"FAILS: {u.finding}"
+    ref = TargetRef(f"{original.spec}@unmutated", original.ref.schema if original.ref else None,
+                    unparsed, f"<stagecheck unmutated {filename}>", function)
+    with load_isolated([original.ref, ref], {ref.schema: original.schema}) as runner:
+        base, reloaded = runner.targets
+        if "spec" in config.oracles:
+            r = run_campaign(None, reloaded, config.campaign(), runner=runner)
+            report.control["spec"] = f"{len(r.errors)} error finding(s)" if r.errors else "clean"
+        if "differential" in config.oracles:
+            r = run_campaign(base, reloaded, config.campaign(), runner=runner)
+            report.control["differential"] = (f"{len(r.errors)} error finding(s)" if r.errors
+                                              else "clean")
+        if "upstream" in config.oracles and "upstream" not in report.unavailable:
+            u = _run_upstream(base, reloaded, config, runner)
+            report.control["upstream"] = "passes" if not u.killed else f"FAILS: {u.finding}"
 
 
 def list_mutants(target_spec: str, operators=None, schema: str | None = None) -> list[Mutant]:
@@ -309,10 +353,12 @@ def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
                 if progress:
                     progress(res, k, total)
     else:
-        for k, m in enumerate(mutants, 1):
-            res = evaluate_mutant(original, m, config, report.unavailable)
-            report.results.append(res)
-            if progress:
-                progress(res, k, total)
+        from stagecheck.oracles.worker import WorkerPool
+        with WorkerPool() as pool:      # one worker, the mutants loaded into it in turn
+            for k, m in enumerate(mutants, 1):
+                res = evaluate_mutant(original, m, config, report.unavailable, pool)
+                report.results.append(res)
+                if progress:
+                    progress(res, k, total)
     report.seconds = time.perf_counter() - started
     return report

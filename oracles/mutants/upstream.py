@@ -6,8 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Callable
 
-__all__ = ["UPSTREAM_TESTS", "UpstreamTestFailure", "upstream_example_test",
-           "upstream_missing_index_test"]
+__all__ = ["UPSTREAM_TESTS", "UpstreamTestFailure", "run_upstream_tests",
+           "upstream_example_test", "upstream_missing_index_test"]
 
 _FLAG = "run_prefix_state_migration"
 
@@ -95,6 +95,23 @@ def upstream_missing_index_test(func: Callable, profile=None) -> None:
         raise UpstreamTestFailure(f"expected AssertionError, got {type(exc).__name__}: "
                                   f"{exc}") from None
     raise UpstreamTestFailure("DID NOT RAISE AssertionError for a missing state index")
+
+
+def run_upstream_tests(target) -> tuple[str, str] | None:
+    """Run the upstream tests of ``target``'s schema on it (in the worker that holds it):
+    ``(label, what failed)`` of the first failing test, None when all pass."""
+    for label, test in UPSTREAM_TESTS[target.schema.name]:
+        try:
+            test(target.func, target.profile)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            return label, f"{type(exc).__name__}: {exc}"
+        except BaseException as exc:   # a failing test or a crash of the code under test
+            try:
+                text = f"{type(exc).__name__}: {exc}"
+            except Exception:
+                text = type(exc).__name__
+            return label, text
+    return None
 
 
 #: schema name -> the example-based tests upstream wrote for it, by label
