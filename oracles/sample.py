@@ -22,38 +22,40 @@ FILLS = ("sentinel", "random")
 
 
 class RandomDraw:
-    """Each decision from one seeded ``random.Random``."""
+    """Each decision from one seeded ``random.Random`` (``random()`` only: the C call)."""
 
-    __slots__ = ("rng",)
+    __slots__ = ("random", "rng")
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
+        self.random = rng.random
 
     def size(self, low: int, high: int) -> int:
-        return self.rng.randint(low, high)
+        return low + int(self.random() * (high - low + 1))
 
     def chance(self, numerator: int, denominator: int) -> bool:
-        return self.rng.randrange(denominator) >= denominator - numerator
+        return self.random() * denominator < numerator
 
     def pick(self, options: Sequence) -> Any:
-        return options[self.rng.randrange(len(options))]
+        return options[int(self.random() * len(options))]
 
     def value(self, values: Values) -> int:
         """Small values, any in range, the ends of the range (as hypothesis favours them)
         and the special values, about equally often."""
-        rng = self.rng
-        k = rng.randrange(4)
+        k = int(self.random() * 4)
+        low, high = values.low, values.high
         if k == 0 and values.small is not None:
-            return rng.randint(values.low, min(values.high, values.low + values.small))
+            return self.integer(low, min(high, low + values.small))
         if k == 1 or (k == 3 and not values.special):
-            ends = (values.low, min(values.low + 1, values.high), max(values.high - 1, values.low),
-                    values.high)
-            return ends[rng.randrange(4)]
+            return (low, min(low + 1, high), max(high - 1, low), high)[int(self.random() * 4)]
         if k == 3:
-            return values.special[rng.randrange(len(values.special))]
-        return rng.randint(values.low, values.high)
+            return values.special[int(self.random() * len(values.special))]
+        return self.integer(low, high)
 
     def integer(self, low: int, high: int) -> int:
+        span = high - low + 1
+        if span <= 1 << 52:
+            return low + int(self.random() * span)
         return self.rng.randint(low, high)
 
     def contents(self, fields: Sequence[Field], capacity: int) -> tuple[dict, dict]:

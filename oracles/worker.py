@@ -178,6 +178,8 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
         counter = _Counter(mmap.mmap(fh.fileno(), 8))
     _quiet_stdio()
     _limit_memory(memory_mib)
+    from stagecheck.oracles import observe as _observe
+    _observe._KEEP_HANDLER = True
     worker = _Worker(counter, memory_mib)
     while True:
         try:

@@ -59,7 +59,11 @@ class StagingScenario:
             raise AttributeError(f"scenario of {self.schema!r} has no input {name!r}") from None
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Plain data (a deep copy of every container)."""
+        return {"capacity": self.capacity, "num_reqs": self.num_reqs,
+                "req_ids": list(self.req_ids), "inputs": _copy(self.inputs),
+                "initial_cpu": _copy(self.initial_cpu), "initial_gpu": _copy(self.initial_gpu),
+                "schema": self.schema}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -76,6 +80,14 @@ class StagingScenario:
         if unknown:
             raise ValueError(f"unknown scenario keys {sorted(unknown)}; expected {sorted(names)}")
         return cls(**data)
+
+
+def _copy(value: Any) -> Any:
+    if type(value) is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copy(v) for v in value]
+    return value
 
 
 class _Missing:

@@ -185,8 +185,14 @@ class TargetProfile:
         return keyword in self.keywords
 
     def staged_fields(self, scenario: Any) -> tuple[Field, ...]:
-        """The fields this target must stage on ``scenario``."""
-        return tuple(f for f in self.schema.fields if f.when(self, scenario))
+        """The fields this target must stage on ``scenario`` (the last answer is kept:
+        every invariant asks it of the same scenario in turn)."""
+        last = self.__dict__.get("_last")
+        if last is not None and last[0] is scenario:
+            return last[1]
+        staged = tuple(f for f in self.schema.fields if f.when(self, scenario))
+        object.__setattr__(self, "_last", (scenario, staged))
+        return staged
 
     def buffers(self) -> tuple[str, ...]:
         """Every buffer this target is given (staged on a given call or not)."""

@@ -34,25 +34,38 @@ class CallTimedOut(BaseException):
     """Raised inside a target that ran past its time limit (BaseException: not swallowed)."""
 
 
+def _expire(signum, frame):
+    raise CallTimedOut()
+
+
 @contextmanager
 def time_limit(seconds: float | None):
-    """Interrupt the body after ``seconds`` (main thread on POSIX only; otherwise no limit)."""
+    """Interrupt the body after ``seconds`` (main thread on POSIX only; otherwise no limit).
+
+    Where this process's alarm handler is ours already (a worker), only the timer is
+    set; elsewhere the previous handler comes back afterwards. The worker's parent
+    enforces the limit as well, by killing the worker: nothing a target does to the
+    alarm can stop it.
+    """
     usable = (seconds and hasattr(signal, "setitimer")
               and threading.current_thread() is threading.main_thread())
     if not usable:
         yield
         return
-
-    def _expire(signum, frame):
-        raise CallTimedOut()
-
-    previous = signal.signal(signal.SIGALRM, _expire)
+    previous = signal.getsignal(signal.SIGALRM)
+    if previous is not _expire:
+        signal.signal(signal.SIGALRM, _expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        if previous is not _expire and not _KEEP_HANDLER:
+            signal.signal(signal.SIGALRM, previous)
+
+
+#: a worker keeps its alarm handler installed between calls
+_KEEP_HANDLER = False
 
 
 class Backend(Protocol):
