@@ -23,7 +23,9 @@ which engine found it (``extra["engine"]``).
 
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -131,31 +133,56 @@ class _Search:
         return "fast" if run.device == "cpu" and not run.deferred_copies else "instrumented"
 
     def batched_stream(self, stream: str) -> int:
-        """Run one stream; the number of examples it ran."""
+        """Run one stream; the number of examples it ran.
+
+        The worker(s) run the next batches while the checker judges this one; answers
+        are judged in index order and the stream stops at its first error, so the
+        examples run and the findings are the same for any ``jobs``.
+        """
         total, backend = self.config.examples, self.backend()
+        sample = SAMPLE_EVERY if backend == "fast" else 0
+        drawn: dict[int, StagingScenario] = {}
+
+        def batches():
+            for start in range(0, total, BATCH):
+                batch = [(i, self.scenario(stream, i))
+                         for i in range(start, min(total, start + BATCH))]
+                drawn.update(batch)
+                yield batch
+
         done = 0
-        for start in range(0, total, BATCH):
-            batch = [(i, self.scenario(stream, i)) for i in range(start, min(total, start + BATCH))]
-            scenarios = dict(batch)
-            for index, observations in sorted(self.observe(batch, backend), key=lambda r: r[0]):
-                s = scenarios[index]
-                self.examples += 1
-                done += 1
-                findings = self.judge(s, observations)
-                errors = [f for f in findings if f.severity == ERROR]
-                if not errors and backend == "fast" and index % SAMPLE_EVERY == 0:
-                    self.result.examples_instrumented += 1
-                    findings = self.evaluate(s)
-                    errors = [f for f in findings if f.severity == ERROR]
-                elif errors and backend == "fast":
-                    self.result.examples_instrumented += 1
-                    findings = self.evaluate(s) or findings
-                self.record(findings, s, "random")
-                if self.progress is not None:
-                    self.progress(stream, done, total)
-                if errors:
-                    self.shrink(s, findings)
-                    return done
+        flagged: tuple[StagingScenario, list[Finding], bool] | None = None
+        answers = self.runner.stream(self.sides, batches(), self.fast, backend, sample,
+                                     self.config.jobs)
+        try:
+            for answer in answers:
+                for index, observations in answer:
+                    s = drawn.pop(index)
+                    self.examples += 1
+                    done += 1
+                    if sample and index % sample == 0:
+                        self.result.examples_instrumented += 1
+                    findings = self.judge(s, observations)
+                    if any(f.severity == ERROR for f in findings):
+                        flagged = (s, findings, bool(sample and index % sample == 0))
+                        break
+                    self.record(findings, s, "random")
+                    if self.progress is not None:
+                        self.progress(stream, done, total)
+                if flagged is not None:
+                    break
+        finally:
+            answers.close()      # the workers finish what they hold, then are free again
+        if flagged is not None:
+            s, findings, instrumented = flagged
+            if backend == "fast" and not instrumented:
+                # the instrumented run sees the order of writes: it has the final word
+                self.result.examples_instrumented += 1
+                findings = self.evaluate(s) or findings
+            self.record(findings, s, "random")
+            if self.progress is not None:
+                self.progress(stream, done, total)
+            self.shrink(s, findings)
         return done
 
     def shrink(self, s: StagingScenario, findings: list[Finding]) -> None:
@@ -249,6 +276,44 @@ def _position(runner, target: Target) -> int:
     raise ValueError(f"the runner does not hold target {target.spec!r}")
 
 
+def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> None:
+    """Both streams, the edge-case stream, the kernel-impact probe."""
+    streams = STREAMS if config.out_of_contract else STREAMS[:1]
+    for stream in streams:
+        if config.engine == "hypothesis":
+            done = search.hypothesis_stream(stream, config.examples, config.database,
+                                            config.derandomize, "hypothesis")
+        else:
+            done = search.batched_stream(stream)
+        if stream == "in":
+            result.examples_in_contract = done
+        else:
+            result.examples_out_of_contract = done
+    if config.engine == "batched" and not result.errors:
+        edge = (config.edge_examples if config.edge_examples is not None
+                else min(200, config.examples // 10))
+        for stream in streams:
+            if edge and not any(f.severity == ERROR for f in search.collector.findings()):
+                result.examples_edge += search.hypothesis_stream(
+                    stream, edge, None, True, "hypothesis")
+    search.kernel_impact()
+
+
+@contextmanager
+def _fewer_collections():
+    """A search makes millions of short-lived containers: the cyclic garbage collector
+    would walk every long-lived object (torch, hypothesis) again and again. Freeze what
+    exists when the search starts and collect the young generation less often."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
 def run_campaign(baseline: Target | None, candidate: Target,
                  config: CampaignConfig | None = None,
                  progress: Callable[[str, int, int], None] | None = None,
@@ -271,25 +336,8 @@ def run_campaign(baseline: Target | None, candidate: Target,
         runner = runner_for(targets, config.isolated)
     search = _Search(baseline, candidate, config, runner, result, progress)
     try:
-        streams = STREAMS if config.out_of_contract else STREAMS[:1]
-        for stream in streams:
-            if config.engine == "hypothesis":
-                done = search.hypothesis_stream(stream, config.examples, config.database,
-                                                config.derandomize, "hypothesis")
-            else:
-                done = search.batched_stream(stream)
-            if stream == "in":
-                result.examples_in_contract = done
-            else:
-                result.examples_out_of_contract = done
-        if config.engine == "batched" and not result.errors:
-            edge = (config.edge_examples if config.edge_examples is not None
-                    else min(200, config.examples // 10))
-            for stream in streams:
-                if edge and not any(f.severity == ERROR for f in search.collector.findings()):
-                    result.examples_edge += search.hypothesis_stream(
-                        stream, edge, None, True, "hypothesis")
-        search.kernel_impact()
+        with _fewer_collections():
+            _search(search, config, result)
     finally:
         if own:
             runner.close()

@@ -10,7 +10,6 @@ What each difference means is stated once, in ``spec.invariants.DIFFERENCES``.
 from __future__ import annotations
 
 from stagecheck.spec import ERROR, INFO, Finding, Observation, StagingScenario, TargetProfile
-from stagecheck.spec.space import contract_breaches
 
 __all__ = ["compare", "outcome"]
 
@@ -23,7 +22,7 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
             pb: TargetProfile, in_contract: bool | None = None) -> list[Finding]:
     """Differences between baseline ``a`` and candidate ``b`` on scenario ``s``."""
     if in_contract is None:
-        in_contract = not contract_breaches(pa.schema, s)
+        in_contract = not pa.breaches(s)
     out: list[Finding] = []
     # The two contracts can differ: e.g. with run_prefix_state_migration=False the later
     # generation does not need state indices, an older one does. Where one side's
@@ -31,7 +30,7 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
     missing_a, missing_b = pa.first_missing(s), pb.first_missing(s)
     contracts_differ = (missing_a is None) != (missing_b is None)
     both_returned = a.returned and b.returned
-    context = _context(s, pa, pb, in_contract, contracts_differ)
+    context: list[str] = []        # why an info difference is allowed, made when needed
 
     def severity(strict: bool) -> str:
         return ERROR if in_contract and strict and not contracts_differ else INFO
@@ -39,8 +38,10 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
     def add(inv: str, message: str, strict: bool, extra: dict | None = None, **kw) -> None:
         level = severity(strict)
         extra = dict(extra or {})
-        if level == INFO and context:
-            extra["context"] = context
+        if level == INFO and not context:
+            context.append(_context(s, pa, pb, in_contract, contracts_differ))
+        if level == INFO and context[0]:
+            extra["context"] = context[0]
         out.append(Finding(inv, level, message, side="both", in_contract=in_contract,
                            extra=extra, **kw))
 
@@ -54,11 +55,10 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
     strict_state = both_returned
     fields_a = {f.buffer for f in pa.staged_fields(s)}
     fields_b = {f.buffer for f in pb.staged_fields(s)}
-    flags = _flags(pa, s)
     for buffer in sorted(fields_a ^ fields_b):
         who = "baseline" if buffer in fields_a else "candidate"
         name = pa.schema.field_of_buffer(buffer).name
-        add("same_fields", f"only the {who} stages {name}{flags}", False, field=name,
+        add("same_fields", f"only the {who} stages {name}{_flags(pa, s)}", False, field=name,
             extra={"kind": who})
     for buffer in sorted(fields_a & fields_b):
         name = pa.schema.field_of_buffer(buffer).name
@@ -95,7 +95,7 @@ def _context(s: StagingScenario, pa: TargetProfile, pb: TargetProfile, in_contra
              contracts_differ) -> str:
     """Why a difference on this scenario is allowed (info), in one line."""
     if not in_contract:
-        return "out of contract: " + "; ".join(contract_breaches(pa.schema, s)[:2])
+        return "out of contract: " + "; ".join(pa.breaches(s)[:2])
     missing = pa.first_missing(s) or pb.first_missing(s)
     if contracts_differ:
         return (f"the two contracts differ{_flags(pa, s)}: only one side needs "

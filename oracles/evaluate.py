@@ -9,13 +9,14 @@ the pasted reproduction tests.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 from stagecheck.oracles.compare import compare
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.targets import Target
 from stagecheck.spec import Finding, Observation, StagingScenario, check
-from stagecheck.spec.space import contract_breaches
+from stagecheck.spec.schema import one_scenario
 
 __all__ = ["Evaluation", "evaluate", "judge", "with_kernel_impact"]
 
@@ -32,13 +33,26 @@ def judge(s: StagingScenario, baseline: Target | None, candidate: Target,
           a: Observation | None, b: Observation, in_contract: bool | None = None
           ) -> list[Finding]:
     """Spec findings for each side plus their differences (no kernel oracle)."""
+    with one_scenario(s):
+        return _judge(s, baseline, candidate, a, b, in_contract)
+
+
+def _judge(s, baseline, candidate, a, b, in_contract) -> list[Finding]:
     if in_contract is None:
-        in_contract = not contract_breaches(candidate.schema, s)
+        in_contract = not candidate.profile.breaches(s)
     findings = check(s, b, candidate.profile, "candidate", in_contract)
     if baseline is not None and a is not None:
+        if a is b and _same_profile(baseline.profile, candidate.profile):
+            # one observation for both sides (the worker saw the same twice): the same
+            # spec findings for each, and nothing to compare
+            return [replace(f, side="baseline") for f in findings] + findings
         findings = check(s, a, baseline.profile, "baseline", in_contract) + findings
         findings += compare(s, a, b, baseline.profile, candidate.profile, in_contract)
     return findings
+
+
+def _same_profile(pa, pb) -> bool:
+    return pa.schema is pb.schema and pa.keywords == pb.keywords
 
 
 def with_kernel_impact(findings: list[Finding], s: StagingScenario, candidate: Target,

@@ -28,6 +28,9 @@ class Runner(Protocol):
                 options: RunOptions, backend: str = "fast"
                 ) -> list[tuple[int, list[Observation]]]: ...
 
+    def stream(self, sides: list[int], batches, options: RunOptions, backend: str = "fast",
+               sample_every: int = 0, jobs: int = 1): ...
+
     def call(self, module: str, name: str, *args, deadline: float | None = None): ...
 
     def close(self) -> None: ...
@@ -39,13 +42,23 @@ class InProcessRunner:
     def __init__(self, targets: list[Target]) -> None:
         self.targets = list(targets)
 
-    def observe(self, sides, batch, options: RunOptions, backend: str = "fast"):
+    def observe(self, sides, batch, options: RunOptions, backend: str = "fast",
+                sample_every: int = 0):
         from stagecheck.oracles.observe import observe
+        fast = _backend(backend, options)
+        instrumented = _backend("instrumented", options)
         out = []
         for index, scenario in batch:
-            out.append((index, [observe(self.targets[side], scenario, options,
-                                        _backend(backend, options)) for side in sides]))
+            chosen = instrumented if sample_every and index % sample_every == 0 else fast
+            out.append((index, [observe(self.targets[side], scenario, options, chosen)
+                                for side in sides]))
         return out
+
+    def stream(self, sides, batches, options: RunOptions, backend: str = "fast",
+               sample_every: int = 0, jobs: int = 1):
+        """One answer per batch, in order (``jobs`` is ignored: one process)."""
+        for batch in batches:
+            yield self.observe(sides, batch, options, backend, sample_every)
 
     def call(self, module: str, name: str, *args, deadline: float | None = None):
         """``module.name(*args)`` here; ``target_arg(i)`` stands for target ``i``."""
@@ -66,11 +79,18 @@ class InProcessRunner:
 
 
 def _backend(kind: str, options: RunOptions):
-    if kind == "fast" and options.device == "cpu" and not options.deferred_copies:
+    if _kind(kind, options) == "fast":
         from stagecheck.oracles.observe.fast import FastBackend
         return FastBackend()
     from stagecheck.oracles.observe.instrumented import InstrumentedBackend
     return InstrumentedBackend(options.device, options.deferred_copies)
+
+
+def _kind(backend: str, options: RunOptions) -> str:
+    """The fast backend where it sees what matters (synchronous CPU copies), else the
+    instrumented one."""
+    fast = backend == "fast" and options.device == "cpu" and not options.deferred_copies
+    return "fast" if fast else "instrumented"
 
 
 class _IsolatedRunner:
@@ -78,11 +98,22 @@ class _IsolatedRunner:
 
     def __init__(self, pool, targets: list[Target]) -> None:
         self.pool, self.targets = pool, targets
+        self._more: list = []          # further pools for ``stream`` with jobs > 1
 
-    def observe(self, sides, batch, options: RunOptions, backend: str = "fast"):
-        kind = "fast" if (backend == "fast" and options.device == "cpu"
-                          and not options.deferred_copies) else "instrumented"
-        return self.pool.observe(sides, batch, options, kind)
+    def observe(self, sides, batch, options: RunOptions, backend: str = "fast",
+                sample_every: int = 0):
+        return self.pool.observe(sides, batch, options, _kind(backend, options), sample_every)
+
+    def stream(self, sides, batches, options: RunOptions, backend: str = "fast",
+               sample_every: int = 0, jobs: int = 1):
+        """One answer per batch, in order, the batches spread over ``jobs`` workers that
+        run ahead of the checker (``worker.stream_batches``)."""
+        from stagecheck.oracles.worker import stream_batches
+        while len(self._more) < jobs - 1:
+            self._more.append(self.pool.clone())
+        pools = [self.pool] + self._more[: jobs - 1]
+        return stream_batches(pools, sides, batches, options, _kind(backend, options),
+                              sample_every)
 
     def call(self, module: str, name: str, *args, deadline: float | None = None):
         """``module.name(*args)`` in the worker; ``target_arg(i)`` stands for target ``i``.
@@ -90,6 +121,8 @@ class _IsolatedRunner:
         return self.pool.call(module, name, *args, deadline=deadline)
 
     def close(self) -> None:
+        for pool in self._more:
+            pool.close()
         self.pool.close()
 
     def __enter__(self):

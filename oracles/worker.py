@@ -100,19 +100,26 @@ class _Worker:
         self.counter.value = 0
         return out
 
-    def observe(self, payload) -> list[tuple[int, list[Observation]]]:
-        """Run targets ``sides`` on every ``(index, scenario)`` of the batch."""
+    def observe(self, payload) -> list[tuple[int, list[tuple]]]:
+        """Run targets ``sides`` on every ``(index, scenario)`` of the batch: on the
+        ``backend`` buffers, except that with the fast backend every example whose
+        index is a multiple of ``sample_every`` (0: none) runs instrumented."""
         from stagecheck.oracles.observe import observe
-        sides, batch, options, backend_kind = payload
+        sides, batch, options, kind, sample_every = payload
+        fast = self._backend(kind, options)
+        instrumented = self._backend("instrumented", options) if kind == "fast" else fast
         out = []
         for position, (index, scenario) in enumerate(batch):
-            observations = []
+            backend = instrumented if sample_every and index % sample_every == 0 else fast
+            observations: list = []
             for side in sides:
                 self.counter.value = position * 8 + side + 1
-                observations.append(observe(self.targets[side], scenario, options,
-                                            self._backend(backend_kind, options),
-                                            exits_are_observations=True))
-            out.append((index, [o.to_wire() for o in observations]))
+                wire = observe(self.targets[side], scenario, options, backend,
+                               exits_are_observations=True).to_wire()
+                # a side that saw exactly what the first saw is sent as None (the common
+                # case: half the data to pickle, and the checker judges it once)
+                observations.append(None if observations and wire == observations[0] else wire)
+            out.append((index, observations))
         self.counter.value = 0
         return out
 
@@ -181,9 +188,10 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
     from stagecheck.oracles import observe as _observe
     _observe._KEEP_HANDLER = True
     worker = _Worker(counter, memory_mib)
+    requests = _Requests(receive)
     while True:
         try:
-            command, payload = receive.recv()
+            command, payload = requests.get()
         except (EOFError, OSError):
             return
         if command == "stop":
@@ -206,6 +214,40 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
 
 #: the exit code a worker uses when it ran out of memory (so the parent can say so)
 _MEMORY_EXIT = 86
+
+
+class _Requests:
+    """The parent's requests, read as they arrive by a thread of their own.
+
+    The parent sends the next batch while this worker answers the previous one: were
+    requests read only between answers, a large request and a large answer could
+    each fill their pipe, and both processes would wait on the other for ever.
+    """
+
+    def __init__(self, receive) -> None:
+        import queue
+        import threading
+        self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._receive = receive
+        threading.Thread(target=self._read, name="stagecheck-requests", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self._receive.recv()
+            except (EOFError, OSError) as exc:
+                self._queue.put(exc)
+                return
+            except BaseException as exc:      # a request that cannot be read: the parent's
+                self._queue.put(EOFError(repr(exc)))
+                return
+            self._queue.put(message)
+
+    def get(self):
+        message = self._queue.get()
+        if isinstance(message, BaseException):
+            raise message
+        return message
 
 
 class _Counter:
@@ -372,14 +414,18 @@ class WorkerPool:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _request(self, command: str, payload, deadline: float | None = None,
-                 started: float | None = None):
+    def _request(self, command: str, payload, deadline: float | None = None):
         """Send one command and wait for its answer; ``deadline`` seconds per position."""
         process = self._process
         try:
             process.send((command, payload))
         except OSError:
             raise _Ended(process.ended(self.memory_mib), process.position) from None
+        return self._answer(deadline)
+
+    def _answer(self, deadline: float | None = None):
+        """The answer to the oldest request sent and not yet answered."""
+        process = self._process
         last, since = process.position, time.monotonic()
         while True:
             try:
@@ -450,55 +496,88 @@ class WorkerPool:
         return out
 
     def observe(self, sides: list[int], batch: list[tuple[int, StagingScenario]],
-                options: RunOptions, backend: str = "fast"
+                options: RunOptions, backend: str = "fast", sample_every: int = 0
                 ) -> list[tuple[int, list[Observation]]]:
-        """Observations of the loaded targets ``sides`` on each scenario of ``batch``.
+        """Observations of the loaded targets ``sides`` on each scenario of ``batch``
+        (``sample_every``: see ``_Worker.observe``).
 
         A call that ends its worker or hangs gets ``Observation.of_crash``/``of_hang``;
         the rest of the batch runs on in a fresh worker.
         """
-        out: list[tuple[int, list[Observation]]] = []
-        todo = list(batch)
-        deadline = options.timeout * options.steps + GRACE_SECONDS
-        while todo:
-            self._worker()
+        self._worker()
+        payload = (sides, list(batch), options, backend, sample_every)
+        try:
+            return _decoded(self._request("observe", payload, _deadline(options)))
+        except _Ended as ended:
+            return self._recover(ended, payload)
+
+    def _recover(self, ended: "_Ended", payload) -> list[tuple[int, list[Observation]]]:
+        """The answer to batch ``payload`` whose worker ended at ``ended.position``."""
+        sides, todo, options, backend, sample_every = payload
+        deadline = _deadline(options)
+        out: list = []
+        while True:
+            position = ended.position - 1
+            k, side_at = divmod(max(position, 0), 8)
+            if position < 0:
+                k, side_at = 0, sides[0]
+            self._fresh()
             try:
-                out += self._request("observe", (sides, todo, options, backend), deadline)
-                return [(i, [o if isinstance(o, Observation) else Observation.from_wire(o)
-                             for o in obs]) for i, obs in out]
-            except _Ended as ended:
-                position = ended.position - 1
-                k, side_at = divmod(max(position, 0), 8)
-                if position < 0:
-                    k, side_at = 0, sides[0]
-                self._fresh()
                 if k:   # the examples before the failing one ran fine: again, in one batch
-                    out += self._request("observe", (sides, todo[:k], options, backend),
-                                         deadline)
+                    out += self._request("observe", (sides, todo[:k], options, backend,
+                                                     sample_every), deadline)
                 index, scenario = todo[k]
                 failed = Observation.of_hang() if ended.hung else Observation.of_crash(ended.what)
-                observations = []
-                for side in sides:
-                    if side == side_at:
-                        observations.append(failed)
-                        continue
-                    observations.append(self._single(side, index, scenario, options, backend,
-                                                     deadline))
-                out.append((index, observations))
+                kind = ("instrumented" if backend == "fast" and sample_every
+                        and index % sample_every == 0 else backend)
+                out.append((index, [failed if side == side_at else
+                                    self._single(side, index, scenario, options, kind, deadline)
+                                    for side in sides]))
                 todo = todo[k + 1:]
-        return [(i, [o if isinstance(o, Observation) else Observation.from_wire(o)
-                     for o in obs]) for i, obs in out]
+                if not todo:
+                    return _decoded(out)
+                self._worker()
+                out += self._request("observe", (sides, todo, options, backend, sample_every),
+                                     deadline)
+                return _decoded(out)
+            except _Ended as again:
+                ended = again
 
     def _single(self, side: int, index: int, scenario: StagingScenario, options: RunOptions,
                 backend: str, deadline: float) -> Observation:
         self._worker()
         try:
             ((_, (observation,)),) = self._request(
-                "observe", ([side], [(index, scenario)], options, backend), deadline)
+                "observe", ([side], [(index, scenario)], options, backend, 0), deadline)
             return Observation.from_wire(observation)
         except _Ended as ended:
             self._fresh()
             return Observation.of_hang() if ended.hung else Observation.of_crash(ended.what)
+
+    # ---------------------------------------------------------------- pipelined batches
+    def _post(self, payload) -> None:
+        """Send batch ``payload`` without waiting (a dead worker shows when its answer is
+        waited for; the batches it had in hand are then posted again)."""
+        if self._process is None:
+            self._fresh()
+        try:
+            self._process.send(("observe", payload))
+        except OSError:
+            pass
+
+    def _collect(self, payload) -> list[tuple[int, list[Observation]]]:
+        """The answer to the oldest batch posted, ``payload``."""
+        try:
+            return _decoded(self._answer(_deadline(payload[2])))
+        except _Ended as ended:
+            return self._recover(ended, payload)
+
+    def clone(self) -> "WorkerPool":
+        """Another pool with the same targets loaded in a worker of its own."""
+        other = WorkerPool(self.memory_mib)
+        other._refs = list(self._refs)
+        other._fresh()
+        return other
 
     def call(self, module: str, name: str, *args, deadline: float | None = None):
         """Run ``module.name(*args)`` in the worker (targets passed as ``target_arg(i)``).
@@ -515,6 +594,88 @@ class WorkerPool:
 
 def target_arg(index: int) -> _TargetArg:
     return _TargetArg(index)
+
+
+def _deadline(options: RunOptions) -> float:
+    return options.timeout * options.steps + GRACE_SECONDS
+
+
+def _decoded(answer: list) -> list[tuple[int, list[Observation]]]:
+    """Observations from the worker's answer; a side sent as None saw exactly what the
+    first side saw, and gets the same ``Observation`` object."""
+    out = []
+    for index, wires in answer:
+        observations: list[Observation] = []
+        for wire in wires:
+            if wire is None:
+                observations.append(observations[0])
+            else:
+                observations.append(wire if isinstance(wire, Observation)
+                                    else Observation.from_wire(wire))
+        out.append((index, observations))
+    return out
+
+
+def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: RunOptions,
+                   backend: str = "fast", sample_every: int = 0, depth: int = 2):
+    """Answers to ``batches`` (an iterable of ``[(index, scenario), ...]``), in order,
+    one list per batch, while the workers already run the next ones.
+
+    Batch ``j`` goes to ``pools[j % len(pools)]``; each worker has up to ``depth``
+    batches in hand, so it never waits for the checker, and the checker reads the
+    answers in the order the batches were drawn. Every answer depends only on its
+    batch: the results are those of one worker, whatever the number of pools. Closing
+    the generator early waits for the batches still in hand (and drops their answers),
+    so each worker is idle and in step again afterwards.
+    """
+    from collections import deque
+    batches = iter(batches)
+    pending: deque = deque()       # (pool, payload), in the order posted
+    posted = 0
+
+    def fill() -> None:
+        nonlocal posted
+        while len(pending) < depth * len(pools):
+            batch = next(batches, None)
+            if batch is None:
+                return
+            pool = pools[posted % len(pools)]
+            payload = (sides, list(batch), options, backend, sample_every)
+            pool._post(payload)
+            pending.append((pool, payload))
+            posted += 1
+
+    try:
+        fill()
+        while pending:
+            answer = _next_answer(pending)
+            fill()
+            yield answer
+    finally:
+        while pending:
+            pool = pending[0][0]
+            try:
+                _next_answer(pending)
+            except Exception:           # its worker is beyond use: the next request starts one
+                if pool._process is not None:
+                    pool._process.kill()
+                    pool._process = None
+                for k in range(len(pending) - 1, -1, -1):
+                    if pending[k][0] is pool:
+                        del pending[k]
+
+
+def _next_answer(pending) -> list[tuple[int, list[Observation]]]:
+    """The answer to the oldest pending batch; a worker restarted on the way gets the
+    batches its old process had in hand again."""
+    pool, payload = pending.popleft()
+    restarts = pool.restarts
+    answer = pool._collect(payload)
+    if pool.restarts != restarts:
+        for other, again in pending:
+            if other is pool:
+                pool._post(again)
+    return answer
 
 
 

@@ -20,7 +20,7 @@ from stagecheck.spec.findings import ERROR, INFO, Finding
 from stagecheck.spec.observation import HostWrite, Observation
 from stagecheck.spec.scenario import MISSING, RequestView, StagingScenario
 from stagecheck.spec.schema import FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, TargetProfile
-from stagecheck.spec.space import contract_breaches, initial_values
+from stagecheck.spec.space import initial_values
 
 __all__ = ["DIFFERENCES", "INVARIANTS", "INVARIANTS_BY_ID", "Invariant", "check",
            "expected_inputs_after", "inputs_snapshot", "names_request", "statement"]
@@ -39,6 +39,8 @@ def _same(a, b) -> bool:
 
 
 def _diff(xs: list, ys: list) -> list[int]:
+    if xs == ys:        # equal values are the same (True == 1 holds for _same too)
+        return []
     return [i for i, (x, y) in enumerate(zip(xs, ys)) if not _same(x, y)]
 
 
@@ -163,17 +165,20 @@ def check_tail_policy(s, o, p):
                                     candidate=values[i], extra={"slots": bad, "kind": "fill"}))
             continue
         for view, final in (("cpu", o.cpu), ("gpu", o.gpu)):
-            if buffer not in final:
+            after = final.get(buffer)
+            if after is None:
                 continue
             before = initial_values(s, p.schema, buffer, view)
-            bad = [n + i for i in _diff(final[buffer][n:], before[n:])]
+            if after == before:
+                continue
+            bad = [n + i for i in _diff(after[n:], before[n:])]
             if bad:
                 i = bad[0]
                 out.append(_finding("tail_policy",
                                     f"{view} tail slot {i} of {buffer} changed from "
-                                    f"{before[i]!r} to {final[buffer][i]!r}",
+                                    f"{before[i]!r} to {after[i]!r}",
                                     field=_field_name(p, buffer), slot=i, view=view,
-                                    expected=before[i], candidate=final[buffer][i],
+                                    expected=before[i], candidate=after[i],
                                     extra={"slots": bad}))
     return out
 
@@ -274,6 +279,10 @@ def inputs_snapshot(profile: TargetProfile, s: StagingScenario) -> dict:
 def expected_inputs_after(profile: TargetProfile, s: StagingScenario) -> dict:
     """What the inputs must look like after a successful call: as before, except the
     mutations the schema declares."""
+    return profile.memo(s, "inputs_after", _expected_inputs_after)
+
+
+def _expected_inputs_after(profile: TargetProfile, s: StagingScenario) -> dict:
     snap = inputs_snapshot(profile, s)
     mutate = profile.schema.mutations
     return mutate(s, snap) if mutate is not None else snap
@@ -398,7 +407,7 @@ def statement(invariant: str) -> str:
 def check(s: StagingScenario, o: Observation, profile: TargetProfile, side: str = "candidate",
           in_contract: bool | None = None) -> list[Finding]:
     """Check one observed run against every invariant."""
-    breaches = contract_breaches(profile.schema, s) if not in_contract else []
+    breaches = profile.breaches(s) if not in_contract else []
     if in_contract is None:
         in_contract = not breaches
     findings: list[Finding] = []

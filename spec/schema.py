@@ -24,6 +24,7 @@ machinery: a schema's ``build`` receives the builder as an argument.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -184,15 +185,24 @@ class TargetProfile:
     def takes(self, keyword: str) -> bool:
         return keyword in self.keywords
 
+    def memo(self, scenario: Any, key: str, compute: Callable[["TargetProfile", Any], Any]):
+        """``compute(self, scenario)``; inside ``one_scenario(scenario)`` computed once
+        (every invariant asks the same things of one scenario in turn)."""
+        if not _SCOPES or _SCOPES[-1][0] is not scenario:
+            return compute(self, scenario)
+        table = _SCOPES[-1][1]
+        slot = (id(self), key)
+        if slot not in table:
+            table[slot] = compute(self, scenario)
+        return table[slot]
+
+    def breaches(self, scenario: Any) -> list[str]:
+        """``spec.space.contract_breaches`` of ``scenario`` (kept, as ``memo`` says)."""
+        return self.memo(scenario, "breaches", _breaches)
+
     def staged_fields(self, scenario: Any) -> tuple[Field, ...]:
-        """The fields this target must stage on ``scenario`` (the last answer is kept:
-        every invariant asks it of the same scenario in turn)."""
-        last = self.__dict__.get("_last")
-        if last is not None and last[0] is scenario:
-            return last[1]
-        staged = tuple(f for f in self.schema.fields if f.when(self, scenario))
-        object.__setattr__(self, "_last", (scenario, staged))
-        return staged
+        """The fields this target must stage on ``scenario``."""
+        return self.memo(scenario, "staged", _staged_fields)
 
     def buffers(self) -> tuple[str, ...]:
         """Every buffer this target is given (staged on a given call or not)."""
@@ -200,12 +210,43 @@ class TargetProfile:
 
     def first_missing(self, s: Any) -> tuple[int, str, Field] | None:
         """The first live (slot, request id, field) whose missing-input policy applies."""
+        return self.memo(s, "missing", _first_missing)
+
+    def _first_missing(self, s: Any) -> tuple[int, str, Field] | None:
         policed = [f for f in self.staged_fields(s) if f.missing is not None]
         for i, r in enumerate(s.live_ids if policed else ()):
             for f in policed:
                 if r not in s.inputs.get(f.missing.input, {}):
                     return i, r, f
         return None
+
+
+#: the scenarios being judged (innermost last), each with its answers so far
+_SCOPES: list[tuple[Any, dict]] = []
+
+
+@contextmanager
+def one_scenario(scenario: Any):
+    """Judge ``scenario`` (which must not change meanwhile) with each profile's
+    answers about it (staged fields, contract breaches, ...) computed once."""
+    _SCOPES.append((scenario, {}))
+    try:
+        yield
+    finally:
+        _SCOPES.pop()
+
+
+def _staged_fields(profile: TargetProfile, scenario: Any) -> tuple[Field, ...]:
+    return tuple(f for f in profile.schema.fields if f.when(profile, scenario))
+
+
+def _breaches(profile: TargetProfile, s: Any) -> list[str]:
+    from stagecheck.spec.space import contract_breaches
+    return contract_breaches(profile.schema, s)
+
+
+def _first_missing(profile: TargetProfile, s: Any):
+    return profile._first_missing(s)
 
 
 class Builder(Protocol):
