@@ -279,7 +279,7 @@ def inputs_snapshot(profile: TargetProfile, s: StagingScenario) -> dict:
 def expected_inputs_after(profile: TargetProfile, s: StagingScenario) -> dict:
     """What the inputs must look like after a successful call: as before, except the
     mutations the schema declares."""
-    return profile.memo(s, "inputs_after", _expected_inputs_after)
+    return profile.memo(s, "inputs_after", _expected_inputs_after, per_schema=True)
 
 
 def _expected_inputs_after(profile: TargetProfile, s: StagingScenario) -> dict:

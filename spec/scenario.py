@@ -58,6 +58,12 @@ class StagingScenario:
         except KeyError:
             raise AttributeError(f"scenario of {self.schema!r} has no input {name!r}") from None
 
+    def __reduce__(self):
+        # pickled field by field (a worker receives thousands): no attribute lookups
+        # that ``__getattr__`` would answer with an exception
+        return (StagingScenario, (self.capacity, self.num_reqs, self.req_ids, self.inputs,
+                                  self.initial_cpu, self.initial_gpu, self.schema))
+
     def to_dict(self) -> dict:
         """Plain data (a deep copy of every container)."""
         return {"capacity": self.capacity, "num_reqs": self.num_reqs,

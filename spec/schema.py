@@ -185,20 +185,23 @@ class TargetProfile:
     def takes(self, keyword: str) -> bool:
         return keyword in self.keywords
 
-    def memo(self, scenario: Any, key: str, compute: Callable[["TargetProfile", Any], Any]):
+    def memo(self, scenario: Any, key: str, compute: Callable[["TargetProfile", Any], Any],
+             per_schema: bool = False):
         """``compute(self, scenario)``; inside ``one_scenario(scenario)`` computed once
-        (every invariant asks the same things of one scenario in turn)."""
+        (every invariant asks the same things of one scenario in turn), once for every
+        profile of the schema where ``per_schema`` (the answer does not depend on the
+        keywords)."""
         if not _SCOPES or _SCOPES[-1][0] is not scenario:
             return compute(self, scenario)
         table = _SCOPES[-1][1]
-        slot = (id(self), key)
+        slot = (id(self.schema) if per_schema else id(self), key)
         if slot not in table:
             table[slot] = compute(self, scenario)
         return table[slot]
 
     def breaches(self, scenario: Any) -> list[str]:
         """``spec.space.contract_breaches`` of ``scenario`` (kept, as ``memo`` says)."""
-        return self.memo(scenario, "breaches", _breaches)
+        return self.memo(scenario, "breaches", _breaches, per_schema=True)
 
     def staged_fields(self, scenario: Any) -> tuple[Field, ...]:
         """The fields this target must stage on ``scenario``."""
@@ -206,7 +209,11 @@ class TargetProfile:
 
     def buffers(self) -> tuple[str, ...]:
         """Every buffer this target is given (staged on a given call or not)."""
-        return tuple(f.buffer for f in self.schema.fields if f.offered(self))
+        kept = self.__dict__.get("_buffers")
+        if kept is None:
+            kept = tuple(f.buffer for f in self.schema.fields if f.offered(self))
+            object.__setattr__(self, "_buffers", kept)
+        return kept
 
     def first_missing(self, s: Any) -> tuple[int, str, Field] | None:
         """The first live (slot, request id, field) whose missing-input policy applies."""

@@ -70,21 +70,28 @@ def buffer_contents(fields: Sequence[Field], capacity: int, fill: str,
     ``random`` draws every slot of every view independently (any bit pattern of the
     dtype, extremes included) from ``seed``.
     """
-    rng = random.Random(seed)
     cpu, gpu = {}, {}
-    for f in fields:
-        if fill == "sentinel":
+    if fill == "sentinel":
+        for f in fields:
             cpu[f.buffer] = [True] * capacity if f.dtype == "bool" else [-1] * capacity
             gpu[f.buffer] = [False] * capacity if f.dtype == "bool" else [-2] * capacity
-            continue
+        return cpu, gpu
+    rng = random.Random(seed)
+    uniform, bits = rng.random, rng.getrandbits
+    for f in fields:
         for table in (cpu, gpu):
             if f.dtype == "bool":
-                table[f.buffer] = [rng.random() < 0.5 for _ in range(capacity)]
-            else:
-                low, high = _RANGES.get(f.dtype, _RANGES["int32"])
-                extremes = _EXTREMES.get(f.dtype, _EXTREMES["int32"])
-                table[f.buffer] = [rng.choice(extremes) if rng.random() < 0.2
-                                   else rng.randint(low, high) for _ in range(capacity)]
+                table[f.buffer] = [uniform() < 0.5 for _ in range(capacity)]
+                continue
+            low, high = _RANGES.get(f.dtype, _RANGES["int32"])
+            extremes = _EXTREMES.get(f.dtype, _EXTREMES["int32"])
+            width = (high - low).bit_length()        # the dtype's whole range: 2**width values
+            values = []
+            for _ in range(capacity):
+                u = uniform()       # one in five an extreme, else any bit pattern
+                values.append(extremes[int(u * 5 * len(extremes)) % len(extremes)]
+                              if u < 0.2 else low + bits(width))
+            table[f.buffer] = values
     return cpu, gpu
 
 
@@ -121,7 +128,16 @@ def _one(d: Draw, inp: Input) -> Any:
 
 def _groups(schema: StagingSchema) -> dict[str, list[Input]]:
     """Per-request inputs by group (inputs of one group share their keys); an input
-    without a group is a group of its own, named after it."""
+    without a group is a group of its own, named after it. (Kept on the schema: its
+    inputs never change.)"""
+    kept = schema.__dict__.get("_groups")
+    if kept is None:
+        kept = _group_inputs(schema)
+        object.__setattr__(schema, "_groups", kept)
+    return kept
+
+
+def _group_inputs(schema: StagingSchema) -> dict[str, list[Input]]:
     out: dict[str, list[Input]] = {}
     for inp in schema.inputs:
         if inp.kind != PER_REQUEST:

@@ -47,6 +47,15 @@ def time_limit(seconds: float | None):
     enforces the limit as well, by killing the worker: nothing a target does to the
     alarm can stop it.
     """
+    if _KEEP_HANDLER and seconds:      # a worker: its handler is installed once
+        if not _KEEP_HANDLER_SET:
+            _install_kept_handler()
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return
     usable = (seconds and hasattr(signal, "setitimer")
               and threading.current_thread() is threading.main_thread())
     if not usable:
@@ -60,12 +69,19 @@ def time_limit(seconds: float | None):
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        if previous is not _expire and not _KEEP_HANDLER:
+        if previous is not _expire:
             signal.signal(signal.SIGALRM, previous)
 
 
 #: a worker keeps its alarm handler installed between calls
 _KEEP_HANDLER = False
+_KEEP_HANDLER_SET = False
+
+
+def _install_kept_handler() -> None:
+    global _KEEP_HANDLER_SET
+    signal.signal(signal.SIGALRM, _expire)
+    _KEEP_HANDLER_SET = True
 
 
 class Backend(Protocol):
