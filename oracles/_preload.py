@@ -9,8 +9,10 @@ import pkgutil
 __all__ = ["preload_project_modules"]
 
 _PRELOADED = False
-#: modules that pull in crosshair or triton (seconds to import): their constants stay out
-_HEAVY = ("stagecheck.oracles.symbolic", "stagecheck.impl.postprocess.",
+#: modules that pull in torch, triton or crosshair (seconds to import), or that only a
+#: worker process runs: their constants stay out
+_HEAVY = ("stagecheck.oracles.symbolic", "stagecheck.impl.postprocess",
+          "stagecheck.impl.buffer", "stagecheck.oracles.kernel.",
           "stagecheck.oracles.worker")
 
 
@@ -27,8 +29,6 @@ def preload_project_modules() -> None:
     if _PRELOADED:
         return
     _PRELOADED = True
-    from stagecheck.oracles.kernel import use_interpreter_without_gpu
-    use_interpreter_without_gpu()
     for name in ("stagecheck.spec", "stagecheck.impl", "stagecheck.oracles"):
         package = _try_import(name)
         if package is None:

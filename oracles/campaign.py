@@ -46,6 +46,9 @@ __all__ = ["BATCH", "SAMPLE_EVERY", "CampaignResult", "run_campaign", "same_sche
 BATCH = 128
 #: one example in this many (that the fast run passed) is run again instrumented
 SAMPLE_EVERY = 16
+#: examples of the hypothesis edge-case stream per stream, at most (about 4 ms each:
+#: hypothesis draws value by value), by default one per 20 of the random stream
+EDGE_EXAMPLES = 100
 #: examples the kernel-impact probe draws at most after the search
 IMPACT_PROBE_EXAMPLES = 60
 STREAMS = ("in", "out")
@@ -206,6 +209,7 @@ class _Search:
     def hypothesis_stream(self, stream: str, examples: int, database, derandomize: bool,
                           engine: str) -> int:
         from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
+        preload_project_modules()     # hypothesis's constant pool: the same however run
 
         from stagecheck.oracles.generate import out_of_contract_scenarios, staging_scenarios
         strategy = (staging_scenarios(self.config.max_capacity, self.schema).map(lambda s: ("", s))
@@ -291,7 +295,7 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
             result.examples_out_of_contract = done
     if config.engine == "batched" and not result.errors:
         edge = (config.edge_examples if config.edge_examples is not None
-                else min(200, config.examples // 10))
+                else min(EDGE_EXAMPLES, config.examples // 20))
         for stream in streams:
             if edge and not any(f.severity == ERROR for f in search.collector.findings()):
                 result.examples_edge += search.hypothesis_stream(
@@ -327,7 +331,6 @@ def run_campaign(baseline: Target | None, candidate: Target,
     from stagecheck.oracles.runner import runner_for
     config = config or CampaignConfig()
     schema = same_schema(baseline, candidate)
-    preload_project_modules()
     result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config,
                             schema=schema)
     targets = [baseline, candidate] if baseline is not None else [candidate]

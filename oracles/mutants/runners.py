@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from stagecheck.oracles import messages
@@ -38,6 +38,9 @@ __all__ = ["DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_TIMEOUT", "SYMBOLIC_MAX_CAPACITY"
 DEFAULT_BUDGET = 300
 DEFAULT_SYMBOLIC_TIMEOUT = 10.0
 SYMBOLIC_MAX_CAPACITY = 4
+#: seconds of symbolic search on a mutant the catalog shows equivalent (a control for
+#: false kills: no search can kill it, so the full timeout would only be spent)
+EQUIVALENT_SYMBOLIC_SECONDS = 2.0
 
 
 def parse_list(text: str) -> list[str]:
@@ -203,6 +206,28 @@ def _guard(run, *args) -> OracleOutcome:
                              note=f"{type(exc).__name__}: {exc}"[:200])
 
 
+def _guard_both(original: Target, mutant: Target, config: MutantsConfig, runner
+                ) -> tuple[OracleOutcome, OracleOutcome]:
+    """The differential and kernel columns from one campaign: the kernel column is the
+    differential's error findings that reach the kernel (its in-contract search is the
+    differential's own, the same seed and examples; the kernel oracle runs on each kept
+    finding after the search)."""
+    started = time.perf_counter()
+    try:
+        result = run_campaign(original, mutant, config.campaign(kernel=True), runner=runner)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:
+        failed = OracleOutcome("error", seconds=time.perf_counter() - started,
+                               note=f"{type(exc).__name__}: {exc}"[:200])
+        return failed, failed
+    kernel = _from_campaign(result, started, only_kernel=True)
+    infos = _difference_infos([f for f in result.infos if f.in_contract])
+    return _from_campaign(result, started), replace(
+        kernel, seconds=0.0, infos=infos if not kernel.killed else kernel.infos,
+        note="from the differential campaign")
+
+
 def mutant_target(original: Target, mutant: Mutant) -> Target:
     """The mutant as a target for the checker: loaded only in a worker, from its source."""
     from stagecheck.oracles.targets import TargetRef
@@ -229,10 +254,20 @@ def evaluate_mutant(original: Target, mutant: Mutant, config: MutantsConfig,
             result.outcomes[o] = OracleOutcome("error", note=f"mutant does not load: {exc}")
         return result
     base, mut = runner.targets
+    if mutant.equivalent_reason is not None:
+        config = replace(config, symbolic_timeout=min(config.symbolic_timeout,
+                                                      EQUIVALENT_SYMBOLIC_SECONDS))
+    shared = "differential" in config.oracles and "kernel" in config.oracles \
+        and "kernel" not in unavailable
     try:
         for oracle in config.oracles:
             if oracle in unavailable:
                 result.outcomes[oracle] = OracleOutcome("n/a", note=unavailable[oracle])
+            elif shared and oracle == "differential":
+                result.outcomes["differential"], result.outcomes["kernel"] = _guard_both(
+                    base, mut, config, runner)
+            elif shared and oracle == "kernel":
+                continue
             else:
                 result.outcomes[oracle] = _guard(_RUNNERS[oracle], base, mut, config, runner)
     finally:

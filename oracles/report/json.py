@@ -32,6 +32,12 @@ def campaign_body(result, strict: bool = False) -> dict:
         "seed": c.seed,
         "seconds": round(result.seconds, 3),
         "examples": {"in_contract": result.examples_in_contract,
-                     "out_of_contract": result.examples_out_of_contract},
+                     "out_of_contract": result.examples_out_of_contract,
+                     "edge": result.examples_edge,
+                     "instrumented": result.examples_instrumented},
+        "engine": c.engine,
+        "jobs": c.jobs,
+        "first_error_seconds": (None if result.first_error_seconds is None
+                                else round(result.first_error_seconds, 3)),
         "findings": [f.to_dict() for f in result.findings],
     }
