@@ -1,0 +1,86 @@
+"""The batched engine's parts: seeded scenarios and the scenario shrinker."""
+
+from stagecheck.oracles.sample import sample_breach, sample_scenario
+from stagecheck.oracles.shrink import shrink
+from stagecheck.spec.schema import INT32_MAX, INT32_MIN
+from stagecheck.spec.schemas import DEFAULT_SCHEMA
+from stagecheck.spec.space import breach_kinds, contract_breaches, malformed
+
+SCHEMA = DEFAULT_SCHEMA
+
+
+def test_a_scenario_is_a_function_of_seed_and_index():
+    assert sample_scenario(SCHEMA, 3, 17) == sample_scenario(SCHEMA, 3, 17)
+    assert sample_scenario(SCHEMA, 3, 17) != sample_scenario(SCHEMA, 3, 18)
+    assert sample_scenario(SCHEMA, 3, 17) != sample_scenario(SCHEMA, 4, 17)
+    assert sample_breach(SCHEMA, 3, 17) == sample_breach(SCHEMA, 3, 17)
+
+
+def test_seeded_scenarios_cover_the_space_and_stay_in_contract():
+    drawn = [sample_scenario(SCHEMA, 0, i, max_capacity=8) for i in range(2000)]
+    for s in drawn:
+        assert not malformed(SCHEMA, s) and not contract_breaches(SCHEMA, s), s
+    assert any(s.num_reqs == 0 for s in drawn)                      # empty batches
+    assert any(s.num_reqs == s.capacity for s in drawn)             # full batches
+    assert any(len(s.req_ids) > s.num_reqs for s in drawn)          # padded ids
+    assert {s.capacity for s in drawn} == set(range(1, 9))
+    live_missing = [s for s in drawn if any(r not in s.inputs["mamba_state_idx"]
+                                            for r in s.live_ids)]
+    assert 0.02 < len(live_missing) / len(drawn) < 0.5               # the failure path
+    contents = [v for s in drawn for values in s.initial_cpu.values() for v in values]
+    assert INT32_MIN in contents and INT32_MAX in contents and -1 in contents
+    assert all(INT32_MIN <= v <= INT32_MAX for v in contents)
+    values = [v for s in drawn for v in s.inputs["num_computed_tokens"].values()]
+    assert 0 in values and INT32_MAX in values and any(1000 < v < INT32_MAX - 1 for v in values)
+
+
+def test_seeded_breaches_each_break_the_contract_as_labeled():
+    seen = set()
+    for i in range(600):
+        label, s = sample_breach(SCHEMA, 1, i)
+        seen.add(label)
+        assert contract_breaches(SCHEMA, s), (label, s)
+    assert seen == set(breach_kinds(SCHEMA))
+
+
+def _largest(predicate, count=400):
+    return max((sample_scenario(SCHEMA, 5, i) for i in range(count)
+                if predicate(sample_scenario(SCHEMA, 5, i))),
+               key=lambda s: (s.capacity, len(s.req_ids)))
+
+
+def test_the_shrinker_reaches_the_smallest_batch_that_still_fails():
+    def fails(s):
+        return s.num_reqs >= 2
+
+    start = _largest(fails)
+    assert start.capacity >= 6
+
+    def still_fails(candidates):
+        return next((k for k, c in enumerate(candidates) if fails(c)), None)
+
+    smallest, spent = shrink(SCHEMA, start, still_fails)
+    assert fails(smallest) and spent > 0
+    assert (smallest.capacity, smallest.num_reqs, len(smallest.req_ids)) == (2, 2, 2)
+    assert smallest.req_ids == ["req-0", "req-1"]
+    assert not contract_breaches(SCHEMA, smallest)
+    for buffer, values in smallest.initial_cpu.items():     # the sentinel fill
+        assert values == ([True] * 2 if buffer == "is_prefilling_buf" else [-1] * 2)
+    for buffer, values in smallest.initial_gpu.items():
+        assert values == ([False] * 2 if buffer == "is_prefilling_buf" else [-2] * 2)
+
+
+def test_the_shrinker_lowers_values_to_the_boundary_that_matters():
+    def fails(s):
+        return any(v > 1000 for v in s.inputs["num_scheduled_tokens"].values())
+
+    start = _largest(fails, 2000)
+
+    def still_fails(candidates):
+        return next((k for k, c in enumerate(candidates) if fails(c)), None)
+
+    smallest, _ = shrink(SCHEMA, start, still_fails)
+    assert fails(smallest)
+    assert len(smallest.inputs["num_scheduled_tokens"]) == 1
+    (value,) = smallest.inputs["num_scheduled_tokens"].values()
+    assert 1000 < value <= 2001       # halving towards 0 stops within a factor of two
