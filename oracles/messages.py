@@ -17,6 +17,12 @@ TARGET_FILE_SYNTAX = ("{path!r} in {value!r} is not valid Python ({error})",
                       "fix the file or point at another revision")
 TARGET_FUNCTION_MISSING = ("{path!r} has no module-level function {name!r} (in {value!r})",
                            "functions there: {available}")
+TARGET_CLASS_MISSING = ("{path!r} has no module-level class {name!r} (in {value!r})",
+                        "classes there: {available}")
+TARGET_METHOD_MISSING = ("class {name!r} in {path!r} has no method {method!r} (in {value!r})",
+                         "its methods: {available}")
+TARGET_METHOD_KIND = ("{name!r} in {value!r} is a static or class method",
+                      "name a plain method (it is loaded as a function taking self)")
 TARGET_NOT_FUNCTION = ("{name!r} in {value!r} is a {kind}, not a function",
                        "name the staging function itself")
 TARGET_BAD_SYNTAX = ("{value!r} is malformed: {why}",

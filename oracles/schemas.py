@@ -83,6 +83,18 @@ def _import_file(path: str, spec: str):
     return module
 
 
+#: attributes of the request view (``q``) itself: an input of one of these names is
+#: unreachable as ``q.<name>``
+_VIEW_NAMES = ("scenario", "slot", "id", "get", "has", "slot_value", "input")
+
+
+def _fits(value: Any, dtype: str) -> bool:
+    if dtype == "bool":
+        return isinstance(value, bool)
+    low, high = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}[dtype]
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
 def check_declarations(schema: StagingSchema) -> list[str]:
     """Problems with the declarations themselves, each naming the part and the fix."""
     out: list[str] = []
@@ -95,6 +107,7 @@ def check_declarations(schema: StagingSchema) -> list[str]:
     if not callable(schema.build):
         out.append("build: must be a function (builder, profile) -> Call")
     names = [i.name for i in schema.inputs]
+    by_name = {i.name: i for i in schema.inputs}
     for dup in sorted({n for n in names if names.count(n) > 1}):
         out.append(f"input {dup!r}: declared twice; give each input one name")
     groups_seen: set = set()
@@ -111,6 +124,14 @@ def check_declarations(schema: StagingSchema) -> list[str]:
         if i.values.low > i.values.high:
             out.append(f"{where}: values.low {i.values.low} is above values.high "
                        f"{i.values.high}; swap them")
+        outside = [v for v in i.values.special if not i.values.low <= v <= i.values.high]
+        if outside:
+            out.append(f"{where}: values.special {outside[0]} lies outside [values.low, "
+                       f"values.high] = [{i.values.low}, {i.values.high}]; drawn in contract "
+                       "it would breach the contract: widen the range or drop the value")
+        if i.name in _VIEW_NAMES or i.name.startswith("_"):
+            out.append(f"{where}: the request view has its own attribute {i.name!r}, so "
+                       f"q.{i.name} would not read this input; rename the input")
         if i.group and i.group in groups_seen and previous_group != i.group:
             out.append(f"{where}: the inputs of group {i.group!r} must be declared one after "
                        "the other")
@@ -140,6 +161,25 @@ def check_declarations(schema: StagingSchema) -> list[str]:
             out.append(f"{where}: missing.input {f.missing.input!r} is not a declared input")
         if f.missing is not None and f.missing.kind not in ("assertion", "raises"):
             out.append(f"{where}: missing.kind {f.missing.kind!r} is not assertion or raises")
+        if f.tail.kind == "untouched" and f.copy.kind == "whole":
+            out.append(f"{where}: tail untouched and copy whole contradict each other (the "
+                       "whole copy overwrites the device tail); give tail=TAIL_FREE, or "
+                       "tail_fill(value) if the function fills the tail")
+        if f.tail.kind == "fill" and not _fits(f.tail.value, f.dtype):
+            out.append(f"{where}: the tail fill value {f.tail.value!r} is not a {f.dtype} "
+                       "value; give one the buffer can hold")
+        policed = by_name.get(f.missing.input) if f.missing is not None else None
+        if policed is not None and policed.kind != PER_REQUEST:
+            out.append(f"{where}: missing.input {policed.name!r} is a {policed.kind} input; "
+                       "a missing-input policy is about a per-request input")
+        elif policed is not None and policed.presence == REQUIRED:
+            out.append(f"{where}: missing.input {policed.name!r} is required, so no "
+                       "in-contract scenario lacks it and the policy is never checked; "
+                       "declare it with presence=MAY_MISS")
+        if f.missing is not None and f.missing.applies is not None \
+                and not callable(f.missing.applies):
+            out.append(f"{where}: missing.applies must be a function of the request view "
+                       "(lambda q: ...) or None")
     for k in schema.keywords:
         if k not in names:
             out.append(f"keyword {k!r}: declare it as an input (kind=FLAG) so scenarios hold "
@@ -193,6 +233,14 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
                         return [f"field {f.name!r}: derive raised {type(exc).__name__}: "
                                 f"{exc} for slot {i}; a request lacking an input may raise "
                                 "KeyError only"]
+                    if f.missing is None:
+                        continue
+                    try:
+                        f.missing.applies_to(s, i, r)
+                    except Exception as exc:
+                        return [f"field {f.name!r}: missing.applies raised "
+                                f"{type(exc).__name__}: {exc} for slot {i}; it may read only "
+                                "what the request has (the policy's input is absent)"]
             try:
                 after = expected_inputs_after(profile, s)
             except Exception as exc:

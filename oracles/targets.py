@@ -1,7 +1,9 @@
 """Resolve a target specification to a staging function.
 
 A target is a builtin name, ``package.module:function``, ``path/to/file.py::function``
-or ``git:REV:path/to/file.py::function``. File targets are parsed, not imported: the
+or ``git:REV:path/to/file.py::function``; in a file target, ``Class.method`` names one
+method of a module-level class, loaded as a function whose first parameter is ``self``
+(the schema's adapter makes a stand-in for it). File targets are parsed, not imported: the
 named function, and the module-level functions and constants it uses (transitively),
 are compiled without running the module's imports, so a staging function from an
 engine checkout at any revision runs without the engine installed. Imports of the
@@ -142,9 +144,11 @@ def _split_file(file_part: str, spec: str) -> tuple[str, str]:
     if not path or not name:
         raise TargetLoadError.of(messages.TARGET_BAD_SYNTAX, spec,
                                  why="both the file and the function must be given")
-    if not name.isidentifier():
+    parts = name.split(".")
+    if len(parts) > 2 or not all(part.isidentifier() for part in parts):
         raise TargetLoadError.of(messages.TARGET_BAD_SYNTAX, spec,
-                                 why=f"{name!r} is not a Python identifier")
+                                 why=f"{name!r} is neither a Python identifier nor "
+                                 "'Class.method'")
     return path, name
 
 
@@ -300,6 +304,20 @@ class _StripAnnotations(ast.NodeTransformer):
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
+    def visit_ClassDef(self, node):
+        """A class-level ``name: T`` declares a field (NamedTuple, dataclass): keep it,
+        with the annotation as a string, which names nothing."""
+        body = []
+        for stmt in node.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                stmt.annotation = ast.copy_location(ast.Constant(ast.unparse(stmt.annotation)),
+                                                    stmt.annotation)
+                body.append(stmt)
+            else:
+                body.append(self.visit(stmt))
+        node.body = body
+        return node
+
     def visit_AnnAssign(self, node):
         if node.value is None:
             return ast.Pass()
@@ -331,6 +349,9 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for alias in node.names:
                 imports[alias.asname or alias.name] = (node.module, alias.name)
+    dotted = name
+    if "." in name:
+        name = _method_as_function(defs, name, filename, spec)
     node = defs.get(name)
     if node is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         if isinstance(node, ast.ClassDef):
@@ -353,7 +374,10 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
             elif used in imports:
                 needed_imports.add(used)
     chosen = {id(defs[w]) for w in wanted}
+    in_tree = {id(n) for n in tree.body}
     body = [_StripAnnotations().visit(n) for n in tree.body if id(n) in chosen]
+    if id(defs[name]) not in in_tree:     # a method, compiled as a module-level function
+        body.append(_StripAnnotations().visit(defs[name]))
     module = ast.Module(body=body, type_ignores=[])
     ast.fix_missing_locations(module)
     digest = hashlib.sha1(source.encode()).hexdigest()[:12]
@@ -375,4 +399,32 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
     except Exception as exc:
         raise TargetLoadError.of(messages.TARGET_COMPILE, spec,
                                  error=f"{type(exc).__name__}: {exc}") from None
-    return namespace[name]
+    func = namespace[name]
+    if dotted != name:        # a method: named as in its class
+        func.__name__, func.__qualname__ = dotted.rpartition(".")[2], dotted
+    return func
+
+
+def _method_as_function(defs: dict, dotted: str, filename: str, spec: str) -> str:
+    """Put method ``Class.method`` of ``defs`` among them as a module-level function;
+    return its key. It keeps its name unless a module-level name takes it."""
+    class_name, _, method = dotted.partition(".")
+    owner = defs.get(class_name)
+    if not isinstance(owner, ast.ClassDef):
+        available = sorted(n for n, d in defs.items() if isinstance(d, ast.ClassDef))
+        raise TargetLoadError.of(messages.TARGET_CLASS_MISSING, spec, path=filename,
+                                 name=class_name, available=", ".join(available) or "none")
+    methods = {n.name: n for n in owner.body
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if method not in methods:
+        raise TargetLoadError.of(messages.TARGET_METHOD_MISSING, spec, path=filename,
+                                 name=class_name, method=method,
+                                 available=", ".join(sorted(methods)) or "none")
+    node = copy.deepcopy(methods[method])
+    if any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
+           for d in node.decorator_list):
+        raise TargetLoadError.of(messages.TARGET_METHOD_KIND, spec, name=dotted)
+    key = method if method not in defs else f"_stagecheck_method_{method}"
+    node.name = key
+    defs[key] = node
+    return key

@@ -133,17 +133,34 @@ class MissingPolicy:
     ``assertion``: raise ``AssertionError`` whose message names the request id, before
     any copy of the field's buffer; ``raises``: raise ``exception``. (A default value
     is no policy: the field's derivation gives it, e.g. ``q.get(name, -1)``.)
+
+    ``applies`` (a function of the ``RequestView``) narrows the policy to the requests
+    that lack ``input`` *and* for which it holds, the others being served without it
+    (e.g. a prompt given as embeddings raises only when a prompt token id is needed);
+    ``applies_prose`` says the same in words. None: every request that lacks it.
     """
 
     input: str
     kind: str = "assertion"
     exception: str = "AssertionError"
+    applies: Callable[[Any], bool] | None = None
+    applies_prose: str = ""
+
+    def applies_to(self, scenario: Any, slot: int, req_id: str) -> bool:
+        """Whether live request ``req_id`` at ``slot`` gets this policy on ``scenario``."""
+        if req_id in scenario.inputs.get(self.input, {}):
+            return False
+        if self.applies is None:
+            return True
+        from stagecheck.spec.scenario import RequestView
+        return bool(self.applies(RequestView(scenario, slot, req_id)))
 
     def describe(self) -> str:
+        when = f" {self.applies_prose}" if self.applies_prose else ""
         if self.kind == "assertion":
-            return (f"a live request without {self.input} raises AssertionError naming its "
-                    "id, before any copy of this buffer")
-        return f"a live request without {self.input} raises {self.exception}"
+            return (f"a live request without {self.input}{when} raises AssertionError naming "
+                    "its id, before any copy of this buffer")
+        return f"a live request without {self.input}{when} raises {self.exception}"
 
 
 def always(profile: "TargetProfile", scenario: Any) -> bool:
@@ -223,7 +240,7 @@ class TargetProfile:
         policed = [f for f in self.staged_fields(s) if f.missing is not None]
         for i, r in enumerate(s.live_ids if policed else ()):
             for f in policed:
-                if r not in s.inputs.get(f.missing.input, {}):
+                if f.missing.applies_to(s, i, r):
                     return i, r, f
         return None
 
