@@ -35,6 +35,7 @@ BUILTINS = {
     "legacy": "stagecheck.impl.staging_legacy:stage_postprocess_inputs_to_gpu",
     "single-loop": "stagecheck.impl.staging_single_loop:stage_postprocess_inputs_to_gpu",
     "prefix-migration": "stagecheck.impl.staging_prefix:stage_postprocess_inputs_to_gpu",
+    "specdec": "stagecheck.impl.staging_all_specdec:preprocess_mamba_all_specdec",
 }
 _HONOURED_TOP = {"numpy", "torch"}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stagecheck.spec.invariants import DIFFERENCES, INVARIANTS
-from stagecheck.spec.schema import FLAG, PER_REQUEST, StagingSchema
+from stagecheck.spec.schema import FLAG, ID_SET, PER_REQUEST, StagingSchema
 from stagecheck.spec.space import breach_kinds
 
 __all__ = ["render_schema", "render_spec"]
@@ -24,7 +24,7 @@ def render_schema(schema: StagingSchema, level: str = "##") -> list[str]:
              "| input | kind | values (in contract) | presence | what it is |",
              "| --- | --- | --- | --- | --- |"]
     for i in schema.inputs:
-        values = ("bool" if i.kind == FLAG
+        values = ("bool" if i.kind == FLAG else "request ids" if i.kind == ID_SET
                   else f"{i.dtype} in [{i.values.low}, {i.values.high}]" if i.dtype == "int"
                   else i.dtype)
         presence = _PRESENCE[i.presence] if i.kind == PER_REQUEST else "-"
