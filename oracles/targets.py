@@ -36,6 +36,7 @@ BUILTINS = {
     "single-loop": "stagecheck.impl.staging_single_loop:stage_postprocess_inputs_to_gpu",
     "prefix-migration": "stagecheck.impl.staging_prefix:stage_postprocess_inputs_to_gpu",
     "specdec": "stagecheck.impl.staging_all_specdec:preprocess_mamba_all_specdec",
+    "preprocess-fused": "stagecheck.impl.staging_preprocess_fused:preprocess_mamba",
 }
 _HONOURED_TOP = {"numpy", "torch"}
 

@@ -1,0 +1,244 @@
+"""``preprocess_mamba`` on its fused path: vLLM's Mamba prefix-caching preprocess step.
+
+``preprocess_mamba(scheduler_output, kv_cache_config, cache_config, mamba_state_idx,
+input_batch, requests, forward_context, mamba_state_copy_funcs, copy_bufs, align_ctx)``
+(v0.27 on) decides, for every request of the batch, whether its running Mamba state
+must move to another block column before the step runs. It first removes from
+``mamba_state_idx`` the ids the scheduler output names as finished, preempted (None:
+none) or resumed. Then, for every ``i`` and ``r = input_batch.req_ids[i]`` (all of
+them: ``num_reqs`` is ``len(req_ids)``), with ``c = requests[r].num_computed_tokens``,
+``s = scheduler_output.num_scheduled_tokens[r]`` and ``B`` the Mamba block size:
+
+- ``curr = cdiv(c + s, B) - 1``: the column that will hold the running state (the
+  ``num_speculative_blocks`` terms upstream cancel out);
+- ``prev = mamba_state_idx[r]`` if it has an entry (after the cleanup), else
+  ``(c - 1) // B`` (-1 for a request with nothing computed);
+- the state moves when ``prev != -1`` and ``prev != curr``: then the accepted-token
+  bias is ``num_accepted_tokens_cpu[i] - 1`` and ``num_accepted_tokens_cpu[i]``
+  becomes 1; in every case ``mamba_state_idx[r]`` becomes ``curr``.
+
+With ``align_ctx`` given (the fused path) three int32 buffers of ``align_ctx`` are
+staged: ``mamba_state_idx_buf[i] = curr``, ``precopy_src_col_buf[i] = prev`` on a move
+else -1, ``precopy_token_bias_buf[i] = bias`` on a move else 0; each is copied over
+``[0, num_reqs)``, then the pre-copy kernel is launched. An empty batch returns right
+after the cleanup: nothing is staged or copied. The scalar path (``align_ctx`` None)
+stages no per-slot buffer (it gathers pointer metadata of state tensors for a batched
+memcpy), so the adapter always takes the fused path; ``align_ctx.replayssm`` is None
+(the ReplaySSM variant of an unreleased revision takes another path when it is set).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from stagecheck.spec.scenario import RequestView
+from stagecheck.spec.schema import (FLAG, ID_SET, INT32_MAX, NUMBER, OPTIONAL, PER_SLOT, Call,
+                                    CopyPolicy, Field, Input, StagingSchema, Values)
+
+#: the three id sets the cleanup removes from ``mamba_state_idx``
+CLEANED = ("finished_req_ids", "preempted_req_ids", "resumed_req_ids")
+#: token counts: their sum fits int32 even with block size 1
+_COUNTS = Values(0, 2**30, small=40, special=(0, 1, 2**30))
+
+INPUTS = (
+    Input("num_scheduled_tokens", values=_COUNTS,
+          doc="scheduler_output.num_scheduled_tokens: tokens scheduled this step"),
+    Input("num_computed_tokens", values=_COUNTS, group="requests",
+          doc="requests[r].num_computed_tokens"),
+    Input("mamba_state_idx", values=Values(-1, INT32_MAX, small=64, special=(-1, 0)),
+          presence=OPTIONAL,
+          doc="mamba_state_idx: the column of the running state after the previous step "
+              "(absent: a new or resumed request)"),
+    Input("num_accepted_tokens", kind=PER_SLOT, values=Values(1, INT32_MAX, small=4,
+                                                              special=(1, 2)),
+          doc="input_batch.num_accepted_tokens_cpu: accepted tokens of the previous step, "
+              "by slot (int32)"),
+    Input("block_size", kind=NUMBER, values=Values(1, 4096, small=16, special=(1, 4, 16, 1024)),
+          doc="copy_bufs.mamba_spec.block_size"),
+    Input("num_speculative_blocks", kind=NUMBER, values=Values(0, 4, small=4),
+          doc="copy_bufs.mamba_spec.num_speculative_blocks"),
+    Input("finished_req_ids", kind=ID_SET, doc="scheduler_output.finished_req_ids"),
+    Input("preempted_req_ids", kind=ID_SET,
+          doc="scheduler_output.preempted_req_ids (empty when preempted_is_none)"),
+    Input("preempted_is_none", kind=FLAG, default=False,
+          doc="scheduler_output.preempted_req_ids is None (no preemption this step)"),
+    Input("resumed_req_ids", kind=ID_SET,
+          doc="scheduler_output.scheduled_cached_reqs.resumed_req_ids"),
+)
+
+
+def dropped(s) -> set[str]:
+    """The ids the cleanup removes from ``mamba_state_idx`` on scenario ``s``."""
+    out = set(s.inputs["finished_req_ids"]) | set(s.inputs["resumed_req_ids"])
+    if not s.inputs["preempted_is_none"]:
+        out |= set(s.inputs["preempted_req_ids"])
+    return out
+
+
+def curr(q) -> int:
+    """The column that holds the running state after this step."""
+    total = q.num_computed_tokens + q.num_scheduled_tokens
+    return -(-total // q.input("block_size")) - 1
+
+
+def prev(q) -> int:
+    """The column that held it before (the entry after the cleanup, else computed)."""
+    if q.has("mamba_state_idx") and q.id not in dropped(q.scenario):
+        return q.mamba_state_idx
+    return (q.num_computed_tokens - 1) // q.input("block_size")
+
+
+def moves(q) -> bool:
+    p = prev(q)
+    return p != -1 and p != curr(q)
+
+
+_COPY = CopyPolicy("live", skip_when_empty=True)
+_WHEN = "on the fused path (align_ctx given), for a non-empty batch"
+FIELDS = (
+    Field("state_idx", "mamba_state_idx_buf", "int32", curr,
+          "cdiv(num_computed_tokens[r] + num_scheduled_tokens[r], block_size) - 1",
+          copy=_COPY, when_prose=_WHEN),
+    Field("src_col", "precopy_src_col_buf", "int32",
+          lambda q: prev(q) if moves(q) else -1,
+          "prev if the state moves (prev != -1 and prev != curr) else -1, where prev = "
+          "mamba_state_idx[r] after the cleanup, else (num_computed_tokens[r] - 1) // "
+          "block_size", copy=_COPY, when_prose=_WHEN),
+    Field("token_bias", "precopy_token_bias_buf", "int32",
+          lambda q: q.slot_value("num_accepted_tokens") - 1 if moves(q) else 0,
+          "num_accepted_tokens_cpu[i] - 1 if the state moves else 0",
+          copy=_COPY, when_prose=_WHEN),
+)
+
+
+def mutations(s, inputs: dict) -> dict:
+    """The cleanup, then ``curr`` recorded for every request, and the accepted count of
+    every request whose state moves reset to 1."""
+    gone = dropped(s)
+    table = {r: v for r, v in inputs["mamba_state_idx"].items() if r not in gone}
+    accepted = inputs["num_accepted_tokens"]
+    for i, r in enumerate(s.req_ids):
+        q = RequestView(s, i, r)
+        if moves(q):
+            accepted[i] = 1
+        table[r] = curr(q)
+    inputs["mamba_state_idx"] = table
+    return inputs
+
+
+class FusedAlignContext:
+    """Stand-in for the engine's spec-decode GPU context: the three staging buffers, one
+    Mamba group, no ReplaySSM, and the two device-side steps of the fused path (the lazy
+    binding to the forward context's state tensors and block tables, and the pre-copy
+    kernel launch), which stagecheck does not model: they record that they ran."""
+
+    def __init__(self, state_idx, src_col, token_bias) -> None:
+        self.mamba_state_idx_buf = state_idx
+        self.precopy_src_col_buf = src_col
+        self.precopy_token_bias_buf = token_bias
+        self.mamba_group_ids = [0]
+        self.replayssm = None
+        self.is_initialized = False
+        self.precopy_launches: list[int] = []
+
+    def initialize_from_forward_context(self, kv_cache_config, forward_context,
+                                        mamba_state_copy_funcs, block_tables) -> None:
+        self.is_initialized = True
+
+    def run_fused_precopy(self, *, num_reqs, state_idx_gpu, src_col_gpu, token_bias_gpu,
+                          idx_mapping=None) -> None:
+        self.precopy_launches.append(num_reqs)
+
+
+def build(b, profile) -> Call:
+    s = b.scenario
+    preempted = b.id_set("preempted_req_ids")
+    scheduler_output = SimpleNamespace(
+        num_scheduled_tokens=b.table("num_scheduled_tokens"),
+        finished_req_ids=b.id_set("finished_req_ids"),
+        preempted_req_ids=None if s.inputs["preempted_is_none"] else preempted,
+        scheduled_cached_reqs=SimpleNamespace(resumed_req_ids=b.id_set("resumed_req_ids")))
+    block_table = SimpleNamespace(get_device_tensor=lambda n: None)
+    input_batch = SimpleNamespace(req_ids=b.req_ids(), block_table=[block_table],
+                                  num_accepted_tokens_cpu=b.array("num_accepted_tokens",
+                                                                  "int32"))
+    requests = b.objects(num_computed_tokens="num_computed_tokens")
+    mamba_spec = SimpleNamespace(block_size=s.inputs["block_size"],
+                                 num_speculative_blocks=s.inputs["num_speculative_blocks"])
+    copy_bufs = SimpleNamespace(mamba_group_ids=[0], mamba_spec=mamba_spec, offset=-1)
+    align_ctx = FusedAlignContext(b.buffer("mamba_state_idx_buf"),
+                                  b.buffer("precopy_src_col_buf"),
+                                  b.buffer("precopy_token_bias_buf"))
+    return Call((scheduler_output, SimpleNamespace(), SimpleNamespace(enable_prefix_caching=True),
+                 b.table("mamba_state_idx"), input_batch, requests, {}, (), copy_bufs,
+                 align_ctx))
+
+
+def generate(d, s) -> None:
+    """Engine-like steps half of the time: a small block size, each request one decode
+    step (1-4 tokens) or a prefill chunk past what it computed, its entry the column its
+    previous step ended in (or none, as a new request), 1-4 accepted tokens; so states
+    stay, move one column, or start. Always: entries of requests that left the batch
+    (``req-gone``), and a None preempted set is empty."""
+    tables = s.inputs
+    if d.chance(1, 2):
+        tables["mamba_state_idx"]["req-gone"] = d.integer(0, 64)
+    if d.pick(("engine", "wide")) == "engine":
+        block = tables["block_size"] = d.pick((4, 16, 2, 64))
+        tables["num_speculative_blocks"] = d.size(0, 2)
+        for i, r in enumerate(s.req_ids):
+            computed = d.integer(0, 4 * block)
+            tables["num_computed_tokens"][r] = computed
+            tables["num_scheduled_tokens"][r] = (1 + d.size(0, 3) if d.chance(3, 4)
+                                                 else d.integer(1, 3 * block))
+            if computed and d.chance(3, 4):
+                tables["mamba_state_idx"][r] = -(-computed // block) - 1 - d.size(0, 1)
+            else:
+                tables["mamba_state_idx"].pop(r, None)
+            tables["num_accepted_tokens"][i] = 1 + d.size(0, 3)
+    for name in CLEANED:
+        tables[name] = sorted(set(tables[name]))
+    if tables["preempted_is_none"]:
+        tables["preempted_req_ids"] = []
+
+
+def bench(n: int):
+    """In contract, deterministic: ``n`` requests in a batch of capacity ``n``, block
+    size 16, decode steps of 1-4 tokens, every other state moving one column."""
+    from stagecheck.spec.scenario import StagingScenario
+    req_ids = [f"req-{i}" for i in range(n)]
+    computed = {r: 16 * (i % 7) + (15 if i % 2 else 3) for i, r in enumerate(req_ids)}
+    return StagingScenario(
+        n, n, req_ids,
+        {"num_scheduled_tokens": {r: 1 + i % 4 for i, r in enumerate(req_ids)},
+         "num_computed_tokens": computed,
+         "mamba_state_idx": {r: -(-c // 16) - 1 for r, c in computed.items() if c},
+         "num_accepted_tokens": [1 + i % 3 for i in range(n)],
+         "block_size": 16, "num_speculative_blocks": 1,
+         "finished_req_ids": ["req-gone"], "preempted_req_ids": [], "preempted_is_none": True,
+         "resumed_req_ids": []}, schema=SCHEMA.name)
+
+
+SCHEMA = StagingSchema(
+    name="mamba-preprocess-fused",
+    summary="vLLM's Mamba preprocess on its fused path: mamba_state_idx cleaned of "
+            "finished/preempted/resumed ids, then for every request of the batch the "
+            "column of its running state, and the source column and accepted-token bias "
+            "of a state move (-1 and 0 without one), each copied over [0, num_reqs); an "
+            "empty batch stages nothing",
+    functions=("preprocess_mamba",),
+    parameters=("scheduler_output", "kv_cache_config", "cache_config", "mamba_state_idx",
+                "input_batch", "requests", "forward_context", "mamba_state_copy_funcs",
+                "copy_bufs", "align_ctx"),
+    num_reqs_is_len=True,
+    inputs=INPUTS,
+    fields=FIELDS,
+    build=build,
+    mutations=mutations,
+    mutations_prose="mamba_state_idx loses every finished, preempted (None: none) and "
+                    "resumed id, then maps every request of the batch to its curr column; "
+                    "input_batch.num_accepted_tokens_cpu[i] becomes 1 where the state of "
+                    "slot i moves; every other input stays unchanged",
+    generate=generate,
+    bench=bench,
+)
