@@ -37,6 +37,7 @@ BUILTINS = {
     "prefix-migration": "stagecheck.impl.staging_prefix:stage_postprocess_inputs_to_gpu",
     "specdec": "stagecheck.impl.staging_all_specdec:preprocess_mamba_all_specdec",
     "preprocess-fused": "stagecheck.impl.staging_preprocess_fused:preprocess_mamba",
+    "backup-tokens": "stagecheck.impl.staging_backup_tokens:prepare_next_token_ids_padded",
 }
 _HONOURED_TOP = {"numpy", "torch"}
 

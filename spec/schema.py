@@ -153,7 +153,10 @@ class MissingPolicy:
         if self.applies is None:
             return True
         from stagecheck.spec.scenario import RequestView
-        return bool(self.applies(RequestView(scenario, slot, req_id)))
+        try:
+            return bool(self.applies(RequestView(scenario, slot, req_id)))
+        except KeyError:    # the request lacks what the condition reads: out of contract
+            return False
 
     def describe(self) -> str:
         when = f" {self.applies_prose}" if self.applies_prose else ""

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from stagecheck.spec.schema import StagingSchema
-from stagecheck.spec.schemas import mamba_all_specdec, mamba_postprocess, mamba_preprocess_fused
+from stagecheck.spec.schemas import (mamba_all_specdec, mamba_postprocess,
+                                     mamba_preprocess_fused, specdec_backup_tokens)
 
 __all__ = ["BUILTIN_SCHEMAS", "DEFAULT_SCHEMA", "schema_for_function"]
 
 #: name -> schema, in the order ``stagecheck schema list`` shows them
 BUILTIN_SCHEMAS: dict[str, StagingSchema] = {
     s.name: s for s in (mamba_postprocess.SCHEMA, mamba_all_specdec.SCHEMA,
-                        mamba_preprocess_fused.SCHEMA)
+                        mamba_preprocess_fused.SCHEMA, specdec_backup_tokens.SCHEMA)
 }
 DEFAULT_SCHEMA = mamba_postprocess.SCHEMA
 
