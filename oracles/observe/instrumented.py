@@ -39,7 +39,8 @@ def _slots_of(view_offset: int, view_stride: int, length: int, key) -> tuple[int
 
 
 class RecordingArray(np.ndarray):
-    """``.np`` of an instrumented buffer: logs ``__setitem__`` on it and on views of it."""
+    """``.np`` of an instrumented buffer: logs ``__setitem__`` and ``fill`` on it and on views
+    of it."""
 
     _owner: "InstrumentedBuffer | None" = None
 
@@ -48,6 +49,13 @@ class RecordingArray(np.ndarray):
 
     def __setitem__(self, key, value) -> None:
         super().__setitem__(key, value)
+        self._note(key)
+
+    def fill(self, value) -> None:
+        super().fill(value)
+        self._note(slice(None))
+
+    def _note(self, key) -> None:
         owner = self._owner
         if owner is not None and self.ndim == 1:
             if self is owner.np:

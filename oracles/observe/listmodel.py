@@ -114,6 +114,21 @@ class ListView:
             storage[i] = v
         self._owner.events.append(HostWrite(self._owner.name, tuple(slots), self._via))
 
+    def fill(self, value) -> None:
+        """``ndarray.fill`` of the numpy view: every slot of the view takes ``value``."""
+        if self._via != "np":
+            raise ModelUnsupported(f".fill of a {_VIA_LABEL[self._via]} is not offered by the "
+                                   "list model of CpuGpuBuffer")
+        self[:] = value
+
+    def fill_(self, value) -> "ListView":
+        """``Tensor.fill_`` of the torch view: every slot of the view takes ``value``."""
+        if self._via != "cpu":
+            raise ModelUnsupported(f".fill_ of a {_VIA_LABEL[self._via]} is not offered by "
+                                   "the list model of CpuGpuBuffer")
+        self[:] = value
+        return self
+
     def _broadcast(self, value, n: int) -> list:
         owner = self._owner
         if isinstance(value, ListView):
