@@ -170,7 +170,7 @@ def check_declarations(schema: StagingSchema) -> list[str]:
                        "value; give one the buffer can hold")
         policed = by_name.get(f.missing.input) if f.missing is not None else None
         if policed is not None and policed.kind != PER_REQUEST:
-            out.append(f"{where}: missing.input {policed.name!r} is a {policed.kind} input; "
+            out.append(f"{where}: missing.input {policed.name!r} is of kind {policed.kind}; "
                        "a missing-input policy is about a per-request input")
         elif policed is not None and policed.presence == REQUIRED:
             out.append(f"{where}: missing.input {policed.name!r} is required, so no "

@@ -1,0 +1,113 @@
+"""Schema checks: every built-in schema passes them; each problem a schema can have is
+named with its part and the fix; a schema file loads by path, and its errors are
+``SchemaError`` (exit 2)."""
+
+import dataclasses
+
+import pytest
+
+from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.schemas import check_declarations, check_schema, load_schema
+from stagecheck.spec import StagingScenario
+from stagecheck.spec.schema import (COPY_WHOLE, ID_SET, MAY_MISS, REQUIRED, TAIL_UNTOUCHED,
+                                    Input, MissingPolicy, Values, tail_fill)
+from stagecheck.spec.schemas import BUILTIN_SCHEMAS, schema_for_function
+from stagecheck.spec.schemas.mamba_all_specdec import SCHEMA as SPECDEC
+from stagecheck.spec.schemas.mamba_postprocess import SCHEMA as SEED
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_SCHEMAS))
+def test_every_builtin_schema_is_sound_and_chosen_by_its_function_names(name):
+    schema = BUILTIN_SCHEMAS[name]
+    assert check_schema(schema) == []
+    for function in schema.functions:
+        assert schema_for_function(function) is schema
+
+
+def _field(schema, **changes):
+    return dataclasses.replace(schema, fields=(dataclasses.replace(schema.fields[0], **changes),)
+                               + schema.fields[1:])
+
+
+def _input(schema, name, **changes):
+    return dataclasses.replace(schema, inputs=tuple(
+        dataclasses.replace(i, **changes) if i.name == name else i for i in schema.inputs))
+
+
+PROBLEMS = [
+    (_input(SEED, "num_scheduled_tokens", values=Values(0, 10, special=(11,))),
+     ["input 'num_scheduled_tokens'", "values.special 11", "widen the range or drop"]),
+    (dataclasses.replace(SEED, inputs=SEED.inputs + (Input("get"),)),
+     ["input 'get'", "request view has its own attribute", "rename the input"]),
+    (_field(SPECDEC, tail=TAIL_UNTOUCHED, copy=COPY_WHOLE),
+     ["field 'prev_last_idx'", "contradict", "TAIL_FREE", "tail_fill"]),
+    (_field(SPECDEC, tail=tail_fill(2**31)),
+     ["field 'prev_last_idx'", "fill value 2147483648 is not a int32 value"]),
+    (_field(SEED, missing=MissingPolicy("finished")), ["missing.input 'finished'"]),
+    (_field(SPECDEC, missing=MissingPolicy("finished_req_ids")),
+     ["finished_req_ids' is of kind id-set", "per-request input"]),
+    (_input(SEED, "mamba_state_idx", presence=REQUIRED),
+     ["field 'state_idx'", "required", "never checked", "presence=MAY_MISS"]),
+    (_field(SEED, missing=MissingPolicy("mamba_state_idx", applies="yes")),
+     ["missing.applies must be a function"]),
+]
+
+
+@pytest.mark.parametrize("schema,words", PROBLEMS, ids=range(len(PROBLEMS)))
+def test_a_declaration_problem_names_the_part_and_the_fix(schema, words):
+    problems = check_declarations(schema)
+    assert len(problems) == 1, problems
+    for word in words:
+        assert word in problems[0]
+
+
+def test_a_missing_policy_condition_that_fails_is_named_by_the_dry_run():
+    def broken(q):
+        raise ZeroDivisionError("boom")
+    schema = _field(SEED, missing=MissingPolicy("mamba_state_idx", applies=broken))
+    (problem,) = check_schema(schema)
+    assert "field 'state_idx': missing.applies raised ZeroDivisionError" in problem
+
+
+def test_a_narrowed_missing_policy_applies_only_where_its_condition_holds():
+    policy = MissingPolicy("idx", applies=lambda q: q.count > 1)
+    s = StagingScenario(3, 2, ["req-a", "req-b"],
+                        {"idx": {"req-a": 0}, "count": {"req-a": 5, "req-b": 1}})
+    assert not policy.applies_to(s, 0, "req-a")       # it has the input
+    assert not policy.applies_to(s, 1, "req-b")       # lacks it, but the condition is false
+    s.inputs["count"]["req-b"] = 2
+    assert policy.applies_to(s, 1, "req-b")
+    del s.inputs["count"]["req-b"]                    # the condition cannot be read
+    assert not policy.applies_to(s, 1, "req-b")
+    assert "(when large)" in MissingPolicy("idx", applies_prose="(when large)").describe()
+
+
+SCHEMA_FILE = '''
+from stagecheck.spec.schema import Call, Field, Input, StagingSchema
+
+def build(b, profile):
+    return Call((b.buffer("buf"), b.req_ids(), b.scenario.num_reqs, b.table("value")))
+
+MINE = StagingSchema(
+    name="mine", summary="one value per slot", functions=("stage_mine",),
+    parameters=("buf", "req_ids", "num_reqs", "values"),
+    inputs=(Input("value"),),
+    fields=(Field("value", "buf", "int32", lambda q: q.value, "values[r]"),),
+    build=build)
+BROKEN = StagingSchema(
+    name="broken", summary="", functions=("f",), parameters=("a",), inputs=(),
+    fields=(Field("x", "buf", "int16", None, "x"),), build=build)
+'''
+
+
+def test_a_schema_file_loads_by_path_and_name(tmp_path):
+    path = tmp_path / "schema.py"
+    path.write_text(SCHEMA_FILE)
+    assert load_schema(f"{path}:MINE").name == "mine"
+    with pytest.raises(SchemaError) as info:
+        load_schema(str(path))                          # no SCHEMA in it
+    assert "BROKEN, MINE" in str(info.value)
+    with pytest.raises(SchemaError) as info:
+        load_schema(f"{path}:BROKEN")
+    assert "dtype 'int16' is not one of int32, int64, bool" in str(info.value)
+    assert f"stagecheck schema check {path}:BROKEN" in str(info.value)
