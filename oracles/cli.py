@@ -155,16 +155,16 @@ def _option(error: UsageError) -> UsageError:
     return error
 
 
-def _schema(args):
+def _schema(args, where: str = "option --schema", checked: bool = True):
     """The schema ``--schema`` names (None: chosen by each target's function name)."""
     spec = getattr(args, "schema", None)
     if spec is None:
         return None
     from stagecheck.oracles.schemas import load_schema
     try:
-        return load_schema(spec)
+        return load_schema(spec, checked=checked)
     except StagecheckError as exc:
-        raise exc.located("option --schema") from None
+        raise exc.located(where) from None
 
 
 def _open(pairs: list[tuple[str, str]], schema=None):
@@ -378,7 +378,8 @@ def _schema_command(args) -> int:
         for name, s in BUILTIN_SCHEMAS.items():
             print(f"{name}: {', '.join(s.functions)} — {s.summary}")
         return EXIT_CLEAN
-    schema = _schema(args)
+    # 'check' lists every problem itself; a schema with problems is no use elsewhere
+    schema = _schema(args, "argument SCHEMA", checked=args.schema_command != "check")
     if args.schema_command == "check":
         from stagecheck.oracles.schemas import check_schema
         problems = check_schema(schema)

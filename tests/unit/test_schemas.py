@@ -111,3 +111,27 @@ def test_a_schema_file_loads_by_path_and_name(tmp_path):
         load_schema(f"{path}:BROKEN")
     assert "dtype 'int16' is not one of int32, int64, bool" in str(info.value)
     assert f"stagecheck schema check {path}:BROKEN" in str(info.value)
+
+
+MANY_PROBLEMS = SCHEMA_FILE + '''
+from stagecheck.spec.schema import COPY_WHOLE, Values
+BROKEN = StagingSchema(
+    name="broken", summary="", functions=("f",), parameters=("a",),
+    inputs=(Input("a", values=Values(5, 1)), Input("a")),
+    fields=(Field("x", "buf", "int16", None, "x", copy=COPY_WHOLE),), build=build)
+'''
+
+
+def test_schema_check_lists_every_problem_and_exits_2(tmp_path, capsys):
+    from stagecheck.oracles.cli import main
+    path = tmp_path / "schema.py"
+    path.write_text(MANY_PROBLEMS)
+    assert main(["schema", "check", f"{path}:BROKEN"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 4, err
+    assert all(line.startswith("stagecheck: error: schema 'broken': ") for line in err)
+    assert main(["schema", "check", f"{path}:MINE"]) == 0
+    assert main(["diff", "--schema", f"{path}:BROKEN", "legacy", "legacy"]) == 2
+    assert "option --schema" in capsys.readouterr().err
+    assert main(["schema", "check", str(tmp_path / "none.py")]) == 2
+    assert "argument SCHEMA" in capsys.readouterr().err
