@@ -147,14 +147,18 @@ def breaches(s) -> list[str]:
 
 
 def generate(d, s) -> None:
-    """Prompt lengths agree with the prompt ids; half of the time the engine's own
-    positions, ``num_tokens_no_spec[i] = num_prompt_tokens + len(output_token_ids)``
-    (the last token), with one in four slots a position before it (a prompt or an
-    earlier output position, or -1 for 0 tokens)."""
+    """Prompt lengths agree with the prompt ids; token id 0 appears on purpose; half of
+    the time the engine's own positions, ``num_tokens_no_spec[i] = num_prompt_tokens +
+    len(output_token_ids)`` (the last token), with one in four slots a position before
+    it (a prompt or an earlier output position, or -1 for 0 tokens)."""
     prompts, lengths = s.inputs["prompt_token_ids"], s.inputs["num_prompt_tokens"]
     for r, prompt in prompts.items():
         if r in lengths:
             lengths[r] = len(prompt)
+    for r in s.live_ids:       # token id 0 on purpose: a value carried over hides behind it
+        for tokens in (prompts.get(r), s.inputs["output_token_ids"].get(r)):
+            if tokens and d.chance(1, 4):
+                tokens[d.size(0, len(tokens) - 1)] = 0
     if d.pick(("engine", "wide")) != "engine":
         return
     positions = s.inputs["num_tokens_no_spec"]

@@ -135,3 +135,15 @@ def test_schema_check_lists_every_problem_and_exits_2(tmp_path, capsys):
     assert "option --schema" in capsys.readouterr().err
     assert main(["schema", "check", str(tmp_path / "none.py")]) == 2
     assert "argument SCHEMA" in capsys.readouterr().err
+
+
+def test_the_worked_example_of_the_docs_is_the_files_it_names_and_is_sound():
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "schemas.md").read_text()
+    schema_file = root / "docs" / "examples" / "sample_positions_schema.py"
+    function = (root / "docs" / "examples" / "sample_positions.py").read_text()
+    assert schema_file.read_text() in page
+    assert function[function.index("def "):] in page
+    assert len(schema_file.read_text().splitlines()) <= 40
+    assert check_schema(load_schema(str(schema_file))) == []
