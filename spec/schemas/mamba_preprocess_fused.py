@@ -75,37 +75,40 @@ def dropped(s) -> set[str]:
     return out
 
 
-def curr(q) -> int:
-    """The column that holds the running state after this step."""
-    total = q.num_computed_tokens + q.num_scheduled_tokens
-    return -(-total // q.input("block_size")) - 1
-
-
-def prev(q) -> int:
-    """The column that held it before (the entry after the cleanup, else computed)."""
+def decide(q) -> tuple[int, int, bool]:
+    """``(curr, prev, moves)`` of the request in slot ``q.slot``: the column that holds
+    its running state after this step, the column that held it before (the entry after
+    the cleanup, else computed), and whether the state moves."""
+    block = q.input("block_size")
+    computed = q.num_computed_tokens
+    curr = -(-(computed + q.num_scheduled_tokens) // block) - 1
     if q.has("mamba_state_idx") and q.id not in dropped(q.scenario):
-        return q.mamba_state_idx
-    return (q.num_computed_tokens - 1) // q.input("block_size")
+        prev = q.mamba_state_idx
+    else:
+        prev = (computed - 1) // block
+    return curr, prev, prev != -1 and prev != curr
 
 
-def moves(q) -> bool:
-    p = prev(q)
-    return p != -1 and p != curr(q)
+def _src_col(q) -> int:
+    _, prev, moves = decide(q)
+    return prev if moves else -1
+
+
+def _token_bias(q) -> int:
+    return q.slot_value("num_accepted_tokens") - 1 if decide(q)[2] else 0
 
 
 _COPY = CopyPolicy("live", skip_when_empty=True)
 _WHEN = "on the fused path (align_ctx given), for a non-empty batch"
 FIELDS = (
-    Field("state_idx", "mamba_state_idx_buf", "int32", curr,
+    Field("state_idx", "mamba_state_idx_buf", "int32", lambda q: decide(q)[0],
           "cdiv(num_computed_tokens[r] + num_scheduled_tokens[r], block_size) - 1",
           copy=_COPY, when_prose=_WHEN),
-    Field("src_col", "precopy_src_col_buf", "int32",
-          lambda q: prev(q) if moves(q) else -1,
+    Field("src_col", "precopy_src_col_buf", "int32", _src_col,
           "prev if the state moves (prev != -1 and prev != curr) else -1, where prev = "
           "mamba_state_idx[r] after the cleanup, else (num_computed_tokens[r] - 1) // "
           "block_size", copy=_COPY, when_prose=_WHEN),
-    Field("token_bias", "precopy_token_bias_buf", "int32",
-          lambda q: q.slot_value("num_accepted_tokens") - 1 if moves(q) else 0,
+    Field("token_bias", "precopy_token_bias_buf", "int32", _token_bias,
           "num_accepted_tokens_cpu[i] - 1 if the state moves else 0",
           copy=_COPY, when_prose=_WHEN),
 )
@@ -118,10 +121,10 @@ def mutations(s, inputs: dict) -> dict:
     table = {r: v for r, v in inputs["mamba_state_idx"].items() if r not in gone}
     accepted = inputs["num_accepted_tokens"]
     for i, r in enumerate(s.req_ids):
-        q = RequestView(s, i, r)
-        if moves(q):
+        curr, _, moves = decide(RequestView(s, i, r))
+        if moves:
             accepted[i] = 1
-        table[r] = curr(q)
+        table[r] = curr
     inputs["mamba_state_idx"] = table
     return inputs
 
