@@ -130,10 +130,9 @@ class _Search:
         return sample_breach(self.schema, self.config.seed, index, self.config.max_capacity)[1]
 
     def backend(self) -> str:
-        """Fast numpy buffers where they see what matters; instrumented ones where only
-        the instrumentation can (asynchronous copies, CUDA)."""
-        run = self.config.run
-        return "fast" if run.device == "cpu" and not run.deferred_copies else "instrumented"
+        """Fast buffers where they see what matters; instrumented ones where only the
+        instrumentation can (the CPU model of asynchronous copies)."""
+        return "instrumented" if self.config.run.deferred_copies else "fast"
 
     def batched_stream(self, stream: str) -> int:
         """Run one stream; the number of examples it ran.

@@ -16,7 +16,8 @@ from stagecheck.oracles.targets import Target
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["InProcessRunner", "Runner", "isolated_runner", "load_isolated", "runner_for"]
+__all__ = ["InProcessRunner", "Runner", "isolated_runner", "load_isolated", "make_backend",
+           "runner_for"]
 
 
 class Runner(Protocol):
@@ -41,16 +42,26 @@ class InProcessRunner:
 
     def __init__(self, targets: list[Target]) -> None:
         self.targets = list(targets)
+        self._fast = None
 
     def observe(self, sides, batch, options: RunOptions, backend: str = "fast",
                 sample_every: int = 0):
+        from dataclasses import replace
+
         from stagecheck.oracles.observe import observe
-        fast = _backend(backend, options)
-        instrumented = _backend("instrumented", options)
+        kind = _kind(backend, options)
+        fast = self._fast if kind == "fast" and self._fast is not None \
+            else make_backend(kind, options)
+        if kind == "fast" and options.device == "cuda":
+            self._fast = fast              # its pinned buffers are kept
+        instrumented = make_backend("instrumented", options)
+        quick = replace(options, gpu_busy_cycles=0) if kind == "fast" else options
         out = []
         for index, scenario in batch:
-            chosen = instrumented if sample_every and index % sample_every == 0 else fast
-            out.append((index, [observe(self.targets[side], scenario, options, chosen)
+            sampled = sample_every and index % sample_every == 0
+            out.append((index, [observe(self.targets[side], scenario,
+                                        options if sampled else quick,
+                                        instrumented if sampled else fast)
                                 for side in sides]))
         return out
 
@@ -78,19 +89,20 @@ class InProcessRunner:
         self.close()
 
 
-def _backend(kind: str, options: RunOptions):
+def make_backend(kind: str, options: RunOptions):
+    """The buffers of one call: ``fast`` (plain numpy buffers on the CPU, reused pinned
+    buffers on CUDA) or ``instrumented`` (every write and copy logged)."""
     if _kind(kind, options) == "fast":
-        from stagecheck.oracles.observe.fast import FastBackend
-        return FastBackend()
+        from stagecheck.oracles.observe.fast import FastBackend, FastCudaBackend
+        return FastCudaBackend() if options.device == "cuda" else FastBackend()
     from stagecheck.oracles.observe.instrumented import InstrumentedBackend
     return InstrumentedBackend(options.device, options.deferred_copies)
 
 
 def _kind(backend: str, options: RunOptions) -> str:
-    """The fast backend where it sees what matters (synchronous CPU copies), else the
-    instrumented one."""
-    fast = backend == "fast" and options.device == "cpu" and not options.deferred_copies
-    return "fast" if fast else "instrumented"
+    """The fast backend where it was asked for and sees what matters (real copies, not
+    the CPU model of asynchronous ones), else the instrumented one."""
+    return "fast" if backend == "fast" and not options.deferred_copies else "instrumented"
 
 
 class _IsolatedRunner:

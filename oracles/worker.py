@@ -27,7 +27,7 @@ import os
 import signal
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError
@@ -70,6 +70,7 @@ class _Worker:
         self.counter = counter
         self.memory_mib = memory_mib
         self.targets: list = []
+        self._cuda_fast = None
 
     # ---------------------------------------------------------------- commands
     def load(self, refs: list[TargetRef]) -> list[tuple]:
@@ -108,14 +109,18 @@ class _Worker:
         sides, batch, options, kind, sample_every = payload
         fast = self._backend(kind, options)
         instrumented = self._backend("instrumented", options) if kind == "fast" else fast
+        # the fast buffers queue no device work ahead of their copies (hazards are the
+        # instrumented runs' to see)
+        quick = replace(options, gpu_busy_cycles=0) if kind == "fast" else options
         out = []
         for position, (index, scenario) in enumerate(batch):
-            backend = instrumented if sample_every and index % sample_every == 0 else fast
+            sampled = sample_every and index % sample_every == 0
+            backend = instrumented if sampled else fast
             observations: list = []
             for side in sides:
                 self.counter.value = position * 8 + side + 1
-                wire = observe(self.targets[side], scenario, options, backend,
-                               exits_are_observations=True).to_wire()
+                wire = observe(self.targets[side], scenario, options if sampled else quick,
+                               backend, exits_are_observations=True).to_wire()
                 # a side that saw exactly what the first saw is sent as None (the common
                 # case: half the data to pickle, and the checker judges it once)
                 observations.append(None if observations and wire == observations[0] else wire)
@@ -124,11 +129,12 @@ class _Worker:
         return out
 
     def _backend(self, kind: str, options: RunOptions):
-        if kind == "fast":
-            from stagecheck.oracles.observe.fast import FastBackend
-            return FastBackend()
-        from stagecheck.oracles.observe.instrumented import InstrumentedBackend
-        return InstrumentedBackend(options.device, options.deferred_copies)
+        from stagecheck.oracles.runner import make_backend
+        if kind == "fast" and options.device == "cuda":      # its pinned buffers are kept
+            if self._cuda_fast is None:
+                self._cuda_fast = make_backend("fast", options)
+            return self._cuda_fast
+        return make_backend(kind, options)
 
     def call(self, payload) -> Any:
         """Run a named function of stagecheck in this worker (bench, upstream tests, the

@@ -20,7 +20,7 @@ import numpy as np
 
 from stagecheck.spec.observation import Copy
 
-__all__ = ["FastBackend", "FastBuffer"]
+__all__ = ["FastBackend", "FastBuffer", "FastCudaBackend", "FastCudaBuffer"]
 
 _NUMPY = {"int32": np.int32, "int64": np.int64, "bool": np.bool_}
 
@@ -100,6 +100,78 @@ class FastBackend:
 
     def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list, events: list):
         return FastBuffer(name, dtype, cpu, gpu, events)
+
+    def passes_through(self, exc: BaseException) -> bool:
+        return False
+
+
+class _Pinned:
+    """One reused pair: a pinned host tensor and its device tensor (per name, dtype, size)."""
+
+    __slots__ = ("cpu", "np", "gpu", "staging")
+
+    def __init__(self, torch, dtype, size: int) -> None:
+        self.cpu = torch.zeros(size, dtype=dtype, pin_memory=True)
+        self.np = self.cpu.numpy()
+        self.staging = torch.zeros(size, dtype=dtype, pin_memory=True)
+        self.gpu = torch.zeros(size, dtype=dtype, device="cuda")
+
+
+class FastCudaBuffer:
+    """A ``CpuGpuBuffer`` on CUDA with given contents: pinned host memory, non-blocking
+    copies on the current stream, reused from call to call (a call ends with a device
+    synchronization, so nothing of the previous call is in flight). Host writes are not
+    logged, and no device work is queued ahead of the copies: the order of writes and
+    the hazards of asynchronous copies are the instrumented backend's job, on flagged
+    and sampled examples."""
+
+    __slots__ = ("name", "events", "cpu", "np", "gpu")
+
+    def __init__(self, name: str, pair: _Pinned, initial_cpu: list, initial_gpu: list,
+                 events: list) -> None:
+        self.name, self.events = name, events
+        self.cpu, self.np, self.gpu = pair.cpu, pair.np, pair.gpu
+        self.np[:] = initial_cpu
+        pair.staging.numpy()[:] = initial_gpu
+        self.gpu.copy_(pair.staging, non_blocking=True)
+
+    def copy_to_gpu(self, n: int | None = None):
+        from stagecheck.impl.buffer import copy_prefix
+        size = self.np.shape[0]
+        stop = size if n is None else len(range(size)[:n])
+        self.events.append(Copy(self.name, 0, stop, n))
+        return copy_prefix(self.cpu, self.gpu, n)
+
+    def complete_copies(self) -> None:
+        import torch
+        torch.cuda.synchronize()
+
+    def release(self) -> None:
+        """The pair stays with the backend for the next call."""
+
+    def final_cpu(self) -> list:
+        return self.np.tolist()
+
+    def final_gpu(self) -> list:
+        return self.gpu.cpu().tolist()
+
+
+class FastCudaBackend:
+    """The ``observe`` backend of ``FastCudaBuffer``: one pinned pair per buffer name,
+    dtype and size, made once per worker."""
+
+    def __init__(self) -> None:
+        import torch
+        self._torch = torch
+        self._dtypes = {"int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
+        self._pairs: dict[tuple, _Pinned] = {}
+
+    def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list, events: list):
+        key = (name, dtype, len(cpu))
+        pair = self._pairs.get(key)
+        if pair is None:
+            pair = self._pairs[key] = _Pinned(self._torch, self._dtypes[dtype], len(cpu))
+        return FastCudaBuffer(name, pair, cpu, gpu, events)
 
     def passes_through(self, exc: BaseException) -> bool:
         return False

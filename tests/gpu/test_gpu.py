@@ -85,3 +85,29 @@ def test_cuda_large_states_and_wide_conv_rows() -> None:
     scenario_ = make_kernel_scenario(requests, BS, layers)
     for _ in range(3):
         run_both(scenario_)
+
+
+def test_fast_cuda_buffers_end_as_the_instrumented_ones():
+    """The engine's fast CUDA buffers (reused pinned pairs, no logging) leave the same
+    host views, device mirrors and copies as the instrumented ones, call after call."""
+    from stagecheck.oracles.observe.fast import FastCudaBackend
+    from stagecheck.oracles.sample import sample_scenario
+    fast = FastCudaBackend()
+    for name in GENERATIONS + ["tests/targets/buggy_copy_one_slot_short.py::"
+                               "stage_postprocess_inputs_to_gpu"]:
+        target = load_target(name)
+        for index in range(60):
+            s = sample_scenario(target.schema, 7, index)
+            a = observe(target, s, RunOptions(device="cuda", gpu_busy_cycles=0), fast)
+            b = observe(target, s, RunOptions(device="cuda"))
+            assert (a.cpu, a.gpu, a.exception_type) == (b.cpu, b.gpu, b.exception_type)
+            assert [c for c in a.events if type(c).__name__ == "Copy"] == \
+                [c for c in b.events if type(c).__name__ == "Copy"]
+
+
+def test_the_batched_engine_on_cuda_finds_a_buggy_fixture_and_passes_the_generations():
+    buggy = load_target("tests/targets/buggy_swapped_views.py::stage_postprocess_inputs_to_gpu")
+    config = CampaignConfig.from_options(examples=2000, device="cuda")
+    assert run_campaign(load_target("single-loop"), buggy, config).verdict() == "different"
+    result = run_campaign(load_target("legacy"), load_target("single-loop"), config)
+    assert result.errors == [] and result.examples_in_contract == 2000
