@@ -33,6 +33,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 
+from stagecheck.oracles import interrupt
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import DEVICES, choice
@@ -216,6 +217,7 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
                          min_time=min_time)
     started = time.perf_counter()
     for num_reqs in sizes:
+        interrupt.check()   # a signal stops the bench between sizes
         result.rows.append(_bench_size(baseline, candidate, num_reqs, device, repeats,
                                        min_time, sync))
     result.seconds = time.perf_counter() - started

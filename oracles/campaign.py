@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
 
+from stagecheck.oracles import interrupt
 from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.evaluate import evaluate
@@ -40,6 +41,8 @@ class CampaignResult(FindingsResult):
     examples_in_contract: int = 0
     examples_out_of_contract: int = 0
     seconds: float = 0.0
+    interrupted: str | None = None   # the signal (e.g. "SIGINT") that stopped the run early:
+                                     # then this is a partial result and has no verdict
 
 
 class _ErrorFound(Exception):
@@ -66,12 +69,13 @@ def _probe_impact(baseline: Target | None, candidate: Target, config: CampaignCo
     def probe(s):
         findings = evaluate(baseline, candidate, s, config.run).findings
         collector.note_impact(f for f in findings if f.key in open_keys)
+        interrupt.check()
         if not collector.open_impact() & open_keys:
             raise _Settled()
 
     try:
         probe()
-    except _Settled:
+    except (_Settled, interrupt.Interrupted):
         pass
 
 
@@ -107,6 +111,7 @@ def run_campaign(baseline: Target | None, candidate: Target,
             total[0] += 1
             findings = evaluate(baseline, candidate, s, config.run).findings
             collector.add(findings, s, total[0])
+            interrupt.check()   # after every example: a signal stops the run here
             errors = [f for f in findings if f.severity == ERROR]
             if errors:
                 raise _ErrorFound(errors, s)
@@ -120,12 +125,18 @@ def run_campaign(baseline: Target | None, candidate: Target,
             probe()
         except _ErrorFound as found:   # the shrunk example, replayed by hypothesis, wins
             collector.add(found.findings, found.scenario, total[0], final=True)
+        except interrupt.Interrupted:
+            pass
         if stream == "in":
             result.examples_in_contract = counter[0]
         else:
             result.examples_out_of_contract = counter[0]
-    if config.run.kernel != "off":
+        if interrupt.requested():
+            break
+    if config.run.kernel != "off" and not interrupt.requested():
         _probe_impact(baseline, candidate, config, collector)
     result.findings = collector.findings()
     result.seconds = time.perf_counter() - started
+    if interrupt.requested():   # the flag decides, whether or not the exception got through
+        result.interrupted = interrupt.signal_name(interrupt.requested())
     return result

@@ -3,7 +3,14 @@
 Each command only loads (targets, options), calls one analysis with one options
 object, hands the result to the renderers and returns an exit code: 0 no error
 finding; 1 error findings (with ``--strict`` info findings count too); 2 usage or
-load error, with a message that names the argument, the value and the fix.
+load error, with a message that names the argument, the value and the fix, an
+undecided symbolic run, or a requested output that could not be written; 130/143 a
+run stopped by SIGINT/SIGTERM (never 0).
+
+Outputs are resolved to absolute paths and probed (nothing is created or truncated)
+before anything runs; after the run, every file (replay files and the run manifest,
+``--json``, ``--junit-xml``) is written, atomically, before the report is printed, so
+a closed stdout (``| head -1``) changes neither the files nor the exit code.
 
 Heavy libraries (torch, hypothesis, triton, crosshair) are imported by the command
 that needs them, after its arguments were parsed and checked.
@@ -14,13 +21,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from types import SimpleNamespace
 
-from stagecheck.oracles import messages
+from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.options import (DEVICES, KERNEL_BACKENDS, KERNEL_MODES, CampaignConfig,
                                         RunOptions, integer, seconds, whole)
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+VERDICT_EXIT = {"equivalent": EXIT_CLEAN, "different": EXIT_FINDINGS, "undecided": EXIT_USAGE}
 DEFAULT_SAVE_DIR = os.path.join(".stagecheck", "findings")
 
 #: Canonical option name -> how the command line spells it, for error messages.
@@ -28,7 +37,7 @@ _FLAGS = {"examples": "--examples", "seed": "--seed", "max_capacity": "--max-cap
           "timeout": "--timeout", "steps": "--steps", "gpu_busy_cycles": "--gpu-busy-cycles",
           "device": "--device", "kernel": "--kernel", "kernel_backend": "--kernel-backend",
           "budget": "--budget", "jobs": "--jobs", "symbolic_timeout": "--symbolic-timeout",
-          "oracles": "--oracles", "operators": "--operators"}
+          "oracles": "--oracles", "operators": "--operators", "max_paths": "--max-paths"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,7 +57,9 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
                    "case per invariant) for CI")
     p.add_argument("--strict", action="store_true", help="info findings also give exit 1")
     p.add_argument("--save-dir", default=DEFAULT_SAVE_DIR,
-                   help=f"where replay files of findings go (default {DEFAULT_SAVE_DIR})")
+                   help=f"where replay files of findings go, with a manifest per run under "
+                   f"runs/ (default {DEFAULT_SAVE_DIR})")
+    _add_shim_option(p)
     p.add_argument("--no-out-of-contract", action="store_true",
                    help="skip the stream of inputs that should not happen")
     p.add_argument("--deferred-copies", action="store_true",
@@ -68,6 +79,12 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-busy-cycles", default="1000000",
                    help="cuda: device cycles of work queued ahead of each call, so its copies "
                    "stay queued while the host runs (default 1000000; 0 turns it off)")
+
+
+def _add_shim_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shim", action="append", default=[], metavar="PATH.py",
+                   help="a module whose top-level names file targets may use where their "
+                   "imports cannot be honoured (e.g. def cdiv(a, b): ...); repeatable")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,15 +109,21 @@ def build_parser() -> argparse.ArgumentParser:
                               "list-backed buffers")
     symbolic.add_argument("baseline")
     symbolic.add_argument("candidate")
-    symbolic.add_argument("--timeout", default="30", help="seconds of exploration (default 30)")
+    symbolic.add_argument("--timeout", default=None, help="seconds of exploration (default "
+                          "30; with --max-paths, a limit the budget should not reach)")
+    symbolic.add_argument("--max-paths", default=None, metavar="N",
+                          help="path budget: stop after N paths, so that two runs with the "
+                          "same arguments explore the same paths")
     symbolic.add_argument("--max-capacity", default="4", help="largest capacity (default 4)")
     symbolic.add_argument("--json", metavar="PATH")
+    _add_shim_option(symbolic)
     symbolic.add_argument("--strict", action="store_true", help="info findings also give exit 1")
     bench = sub.add_parser("bench", help="per-call cost of two targets, interleaved, as ratios")
     bench.add_argument("baseline")
     bench.add_argument("candidate")
     bench.add_argument("--device", default="cpu")
     bench.add_argument("--json", metavar="PATH")
+    _add_shim_option(bench)
     mutants = sub.add_parser("mutants", help="mutation catalog: which oracle kills which "
                              "realistic refactoring mistake")
     mutants.add_argument("target")
@@ -118,11 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "explained)")
     mutants.add_argument("--list", action="store_true", help="list the mutants and exit")
     mutants.add_argument("--json", metavar="PATH")
+    _add_shim_option(mutants)
     replay = sub.add_parser("replay", help="re-run a saved finding")
     replay.add_argument("file")
     replay.add_argument("--baseline", help="override the saved baseline target")
     replay.add_argument("--candidate", help="override the saved candidate target")
     replay.add_argument("--device", default=None)
+    _add_shim_option(replay)
     return parser
 
 
@@ -135,26 +160,116 @@ def _option(error: UsageError) -> UsageError:
     return error
 
 
-def _load(spec: str, argument: str):
+def _load(spec: str, argument: str, shims=()):
     from stagecheck.oracles.targets import load_target
     try:
-        return load_target(spec)
+        return load_target(spec, shims)
     except StagecheckError as exc:
         raise exc.located(f"argument {argument}") from None
 
 
-def _write(option: str, path: str, text: str) -> None:
+def _shims(args) -> tuple[str, ...]:
+    """``--shim`` paths, absolute (a target that changes folder must not move them)."""
+    return tuple(os.path.abspath(p) for p in getattr(args, "shim", None) or ())
+
+
+# ------------------------------------------------------------------------------ output
+
+def _stdout_gone() -> None:
+    """stdout was closed by its reader (``| head -1``): send the rest to /dev/null."""
     try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise UsageError.of(messages.JSON_UNWRITABLE, path, error=exc.strerror).located(
-            f"option {option}") from None
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
-def _check_writable(option: str, path: str | None) -> None:
-    if path:
-        _write(option, path, "")
+def _emit(text: str) -> None:
+    """Print the report; a closed stdout silences it and changes nothing else."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+
+
+def _note(text: str) -> None:
+    """One line on stderr (never fails)."""
+    try:
+        print(text, file=sys.stderr)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+class _Outputs:
+    """The files a command writes: resolved to absolute paths and probed before the run
+    (nothing created or truncated), written atomically after it. A write that fails is
+    remembered, reported on stderr, and makes the exit code 2 (unless interrupted)."""
+
+    def __init__(self, reports: dict[str, str | None], save_dir: str | None = None) -> None:
+        from stagecheck.oracles.report.files import probe_file, probe_folder
+        self.reports = {opt: os.path.abspath(p) for opt, p in reports.items() if p}
+        self.save_dir = os.path.abspath(save_dir) if save_dir else None
+        self.failed: list[tuple[str, str, str]] = []
+        paths = list(self.reports.values())
+        if len(set(paths)) < len(paths):
+            raise UsageError.of(messages.SAME_REPORT_PATH, paths[0])
+        for option, path in self.reports.items():
+            why = probe_file(path)
+            if why:
+                raise UsageError.of(messages.REPORT_UNWRITABLE, path, why=why).located(
+                    f"option {option}")
+        if self.save_dir:
+            why = probe_folder(self.save_dir)
+            if why:
+                raise UsageError.of(messages.SAVE_DIR_UNWRITABLE, self.save_dir,
+                                    why=why).located("option --save-dir")
+
+    def write(self, option: str, text_of) -> None:
+        """Write the report ``option`` asked for (``text_of()`` renders it)."""
+        from stagecheck.oracles.report.files import write_atomic
+        path = self.reports.get(option)
+        if not path:
+            return
+        try:
+            write_atomic(path, text_of())
+        except OSError as exc:
+            self.failed.append((option, path, exc.strerror or str(exc)))
+
+    def attempt(self, option: str, path: str, action):
+        """Run ``action()`` (writes under ``path``); None when it failed (remembered)."""
+        try:
+            return action()
+        except OSError as exc:
+            self.failed.append((option, path, exc.strerror or str(exc)))
+            return None
+
+    def finish(self, code: int, verdict: str) -> int:
+        """The exit code: ``code``, or 2 when a requested output could not be written."""
+        for option, path, error in self.failed:
+            error_ = UsageError.of(messages.REPORT_NOT_WRITTEN, path, error=error,
+                                   verdict=verdict.upper()).located(f"option {option}")
+            _note(f"stagecheck: error: {error_}")
+        if self.failed and code in (EXIT_CLEAN, EXIT_FINDINGS):
+            return EXIT_USAGE
+        return code
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the current folder when it is under it (shorter to read)."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def _interrupted(examples: int, findings=(), saved: str = "") -> int:
+    """The one line of an interrupted run (what ran, what was found so far, where it was
+    saved), and its exit code."""
+    findings = list(findings)
+    errors = sum(1 for f in findings if f.severity == "error")
+    _note(messages.INTERRUPTED.format(
+        signal=interrupt.signal_name(interrupt.requested()), examples=examples,
+        findings=len(findings), errors=errors, infos=len(findings) - errors, saved=saved))
+    return interrupt.exit_code()
 
 
 def _run_options(args) -> RunOptions:
@@ -185,31 +300,42 @@ def _progress():
 
 def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     config = _campaign_config(args)
-    if args.json and args.junit_xml and os.path.abspath(args.json) == os.path.abspath(
-            args.junit_xml):
-        raise UsageError.of(messages.SAME_REPORT_PATH, args.json)
-    _check_writable("--json", args.json)
-    _check_writable("--junit-xml", args.junit_xml)
+    outputs = _Outputs({"--json": args.json, "--junit-xml": args.junit_xml}, args.save_dir)
+    shims = _shims(args)
     from stagecheck.oracles.observe import require_device
     require_device(config.run.device)
-    baseline = _load(baseline_spec, "BASELINE") if baseline_spec else None
-    candidate = _load(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET")
+    baseline = _load(baseline_spec, "BASELINE", shims) if baseline_spec else None
+    candidate = _load(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET", shims)
     from stagecheck.oracles.campaign import run_campaign
     from stagecheck.oracles.report import (json_document, render_campaign, render_json,
-                                           render_junit, save_findings)
+                                           render_junit)
     from stagecheck.oracles.report.json import campaign_body
+    from stagecheck.oracles.report.replay import new_run_id, save_findings, write_manifest
+    targets = {"baseline": baseline.record() if baseline else None,
+               "candidate": candidate.record()}
     progress = _progress()
     result = run_campaign(baseline, candidate, config, progress)
     if progress:
-        sys.stderr.write("\n")
-    saved = save_findings(result, args.save_dir) if result.findings else {}
-    print(render_campaign(result, args.strict, saved))
-    if args.json:
-        _write("--json", args.json, render_json(json_document(
-            args.command, campaign_body(result, args.strict), result.verdict(args.strict))))
-    if args.junit_xml:
-        _write("--junit-xml", args.junit_xml, render_junit(result, args.strict))
-    return EXIT_FINDINGS if result.verdict(args.strict) == "different" else EXIT_CLEAN
+        _note("")
+    verdict = "interrupted" if result.interrupted else result.verdict(args.strict)
+    # every file first, the report last: a closed stdout cannot cost a file
+    saved, manifest = {}, None
+    if result.findings:
+        saved = outputs.attempt("--save-dir", outputs.save_dir, lambda: save_findings(
+            result, outputs.save_dir, baseline, candidate, shims)) or {}
+        manifest = outputs.attempt("--save-dir", outputs.save_dir, lambda: write_manifest(
+            outputs.save_dir, new_run_id(), args.command, result, saved, targets, verdict))
+    body = campaign_body(result, args.strict, targets, manifest)
+    outputs.write("--json", lambda: render_json(json_document(args.command, body, verdict)))
+    outputs.write("--junit-xml", lambda: render_junit(result, args.strict, targets=targets))
+    if result.interrupted:
+        where = f"; saved: {_shown(manifest)}" if manifest else ""
+        return outputs.finish(_interrupted(
+            result.examples_in_contract + result.examples_out_of_contract, result.findings,
+            where), verdict)
+    _emit(render_campaign(result, args.strict, {k: _shown(v) for k, v in saved.items()},
+                          targets=targets, manifest=_shown(manifest) if manifest else None))
+    return outputs.finish(VERDICT_EXIT[verdict], verdict)
 
 
 def _replay(args) -> int:
@@ -222,12 +348,15 @@ def _replay(args) -> int:
         raise exc.located("argument FILE") from None
     base_spec = args.baseline or saved.get("baseline")
     cand_spec = args.candidate or saved.get("candidate")
+    shims = _shims(args) or tuple(saved.get("shims") or ())
     options = RunOptions(device=args.device or saved.get("device", "cpu"))
     require_device(options.device)
-    baseline = _load(base_spec, "--baseline") if base_spec else None
-    candidate = _load(cand_spec, "--candidate")
+    baseline = _load(base_spec, "--baseline", shims) if base_spec else None
+    candidate = _load(cand_spec, "--candidate", shims)
     findings = evaluate(baseline, candidate, scenario, options).findings
-    print(render_replay(args.file, saved, base_spec, cand_spec, options.device, findings))
+    if interrupt.requested():
+        return _interrupted(1, findings)
+    _emit(render_replay(args.file, saved, base_spec, cand_spec, options.device, findings))
     return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_CLEAN
 
 
@@ -236,78 +365,91 @@ def _kernel(args) -> int:
     examples = whole("examples", args.examples, 1, "100")
     seed = integer("seed", args.seed)
     device = choice("device", args.device, DEVICES)
-    _check_writable("--json", args.json)
+    outputs = _Outputs({"--json": args.json})
     from stagecheck.oracles.observe import require_device
     require_device(device)
     from stagecheck.oracles.kernel.campaign import run_kernel_campaign
     from stagecheck.oracles.report import json_document, render_json, render_kernel
     result = run_kernel_campaign(examples, seed, device)
-    print(render_kernel(result))
-    if args.json:
-        _write("--json", args.json, render_json(json_document(
-            "kernel", result.to_dict(), "equivalent" if result.clean else "different")))
-    return EXIT_CLEAN if result.clean else EXIT_FINDINGS
+    verdict = ("interrupted" if result.interrupted else
+               "equivalent" if result.clean else "different")
+    outputs.write("--json", lambda: render_json(json_document("kernel", result.to_dict(),
+                                                              verdict)))
+    if result.interrupted:
+        mismatch = [] if result.clean else [SimpleNamespace(severity="error")]
+        return outputs.finish(_interrupted(result.examples, mismatch), verdict)
+    _emit(render_kernel(result))
+    return outputs.finish(VERDICT_EXIT[verdict], verdict)
 
 
 def _symbolic(args) -> int:
-    timeout = seconds("timeout", args.timeout, "30")
+    max_paths = whole("max_paths", args.max_paths, 1, "500") if args.max_paths else None
+    timeout = seconds("timeout", args.timeout, "30") if args.timeout is not None else None
     capacity = whole("max_capacity", args.max_capacity, 1, "4")
-    _check_writable("--json", args.json)
-    baseline = _load(args.baseline, "BASELINE")
-    candidate = _load(args.candidate, "CANDIDATE")
+    outputs = _Outputs({"--json": args.json})
+    shims = _shims(args)
+    baseline = _load(args.baseline, "BASELINE", shims)
+    candidate = _load(args.candidate, "CANDIDATE", shims)
     from stagecheck.oracles.report import json_document, render_json, render_symbolic
     from stagecheck.oracles.symbolic import run_symbolic
-    result = run_symbolic(baseline, candidate, timeout=timeout, max_capacity=capacity)
-    print(render_symbolic(result, args.strict))
-    if args.json:
-        _write("--json", args.json, render_json(json_document(
-            "symbolic", result.to_dict(), result.verdict(args.strict))))
-    return EXIT_FINDINGS if result.verdict(args.strict) == "different" else EXIT_CLEAN
+    result = run_symbolic(baseline, candidate, timeout=timeout, max_capacity=capacity,
+                          max_paths=max_paths)
+    verdict = "interrupted" if result.interrupted else result.verdict(args.strict)
+    outputs.write("--json", lambda: render_json(json_document("symbolic", result.to_dict(),
+                                                              verdict)))
+    if result.interrupted:
+        return outputs.finish(_interrupted(result.paths_attempted, result.findings), verdict)
+    _emit(render_symbolic(result, args.strict))
+    return outputs.finish(VERDICT_EXIT[verdict], verdict)
 
 
 def _bench(args) -> int:
     from stagecheck.oracles.options import choice
     device = choice("device", args.device, DEVICES)
-    _check_writable("--json", args.json)
-    baseline = _load(args.baseline, "BASELINE")
-    candidate = _load(args.candidate, "CANDIDATE")
+    outputs = _Outputs({"--json": args.json})
+    shims = _shims(args)
+    baseline = _load(args.baseline, "BASELINE", shims)
+    candidate = _load(args.candidate, "CANDIDATE", shims)
     from stagecheck.oracles.bench import run_bench
     from stagecheck.oracles.report import json_document, render_bench, render_json
     result = run_bench(baseline, candidate, device=device)
-    print(render_bench(result))
-    if args.json:
-        _write("--json", args.json, render_json(json_document("bench", result.to_dict())))
-    return EXIT_CLEAN
+    outputs.write("--json", lambda: render_json(json_document("bench", result.to_dict())))
+    _emit(render_bench(result))
+    return outputs.finish(EXIT_CLEAN, "measured")
 
 
 def _mutants(args) -> int:
     from stagecheck.oracles.mutants import MutantsConfig, list_mutants, parse_list
     operators = parse_list(args.operators) if args.operators is not None else None
+    shims = _shims(args)
     config = MutantsConfig(oracles=tuple(parse_list(args.oracles)), budget=args.budget,
                            symbolic_timeout=args.symbolic_timeout, operators=operators,
-                           jobs=args.jobs, out_of_contract=not args.no_out_of_contract)
-    _check_writable("--json", args.json)
+                           jobs=args.jobs, out_of_contract=not args.no_out_of_contract,
+                           shims=shims)
+    outputs = _Outputs({"--json": args.json})
     if args.list:
         try:
-            mutants = list_mutants(args.target, config.operators)
+            mutants = list_mutants(args.target, config.operators, shims)
         except StagecheckError as exc:
             raise exc.located("argument TARGET") from None
-        for m in mutants:
-            eq = "  [equivalent: operator reason]" if m.equivalent_reason else ""
-            print(f"{m.id} {m.operator:<24} {str(m.location):<36} {m.description}{eq}")
+        _emit("\n".join(f"{m.id} {m.operator:<24} {str(m.location):<36} {m.description}"
+                        + ("  [equivalent: operator reason]" if m.equivalent_reason else "")
+                        for m in mutants))
         return EXIT_CLEAN
-    _load(args.target, "TARGET")
+    _load(args.target, "TARGET", shims)
     from stagecheck.oracles.kernel import use_interpreter_without_gpu
     use_interpreter_without_gpu()
     from stagecheck.oracles.mutants import run_mutants
     from stagecheck.oracles.report import json_document, render_json, render_mutants
     report = run_mutants(args.target, config, _mutant_progress)
-    print(render_mutants(report))
-    verdict = "all-killed" if report.all_killed() else "survivors"
-    if args.json:
-        _write("--json", args.json, render_json(json_document("mutants", report.to_dict(),
+    verdict = ("interrupted" if report.interrupted else
+               "all-killed" if report.all_killed() else "survivors")
+    outputs.write("--json", lambda: render_json(json_document("mutants", report.to_dict(),
                                                               verdict)))
-    return EXIT_CLEAN if report.all_killed() else EXIT_FINDINGS
+    if report.interrupted:
+        return outputs.finish(_interrupted(len(report.results)), verdict)
+    _emit(render_mutants(report))
+    return outputs.finish(EXIT_CLEAN if report.all_killed() else EXIT_FINDINGS, verdict)
 
 
 def _mutant_progress(res, done: int, total: int) -> None:
@@ -326,27 +468,45 @@ _COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit code. SIGINT/SIGTERM are taken over for the run (see
+    ``oracles/interrupt.py``) and given back on return."""
     parser = build_parser()
+    interrupt.reset()
+    interrupt.install()
     try:
-        args = parser.parse_args(argv)
-        if args.command is None:
-            parser.print_help()
-            return EXIT_USAGE
-        return _COMMANDS[args.command](args)
-    except StagecheckError as exc:
-        if isinstance(exc, UsageError):
-            _option(exc)
-        print(f"stagecheck: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        try:
+            args = parser.parse_args(argv)
+            if args.command is None:
+                parser.print_help()
+                code = EXIT_USAGE
+            else:
+                code = _COMMANDS[args.command](args)
+        except StagecheckError as exc:
+            if isinstance(exc, UsageError):
+                _option(exc)
+            _note(f"stagecheck: error: {exc}")
+            code = EXIT_USAGE
+        except KeyboardInterrupt:   # a second signal, or Ctrl-C outside a search loop
+            if not interrupt.requested():
+                raise
+            code = _interrupted(0)
+        if interrupt.requested() and code != interrupt.exit_code():
+            # the flag decides: a signal that came while files were written, or one an
+            # exception handler swallowed, still ends the run as interrupted
+            _note(f"stagecheck: interrupted by {interrupt.signal_name(interrupt.requested())}"
+                  "; no verdict: interrupted")
+            code = interrupt.exit_code()
+        return code
+    finally:
+        interrupt.uninstall()
 
 
 def entry_point() -> None:
+    code = main()
     try:
-        code = main()
         sys.stdout.flush()
-    except BrokenPipeError:   # e.g. piped into head: not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = EXIT_CLEAN
+    except BrokenPipeError:   # e.g. piped into head: the exit code stays the verdict's
+        _stdout_gone()
     sys.exit(code)
 
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from stagecheck.oracles import messages
+from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.campaign import run_campaign
 from stagecheck.oracles.errors import StagecheckError, UsageError
@@ -29,8 +29,8 @@ from stagecheck.oracles.mutants.matrix import (ORACLES, MutantResult, MutationRe
                                                OracleOutcome)
 from stagecheck.oracles.mutants.upstream import UPSTREAM_TESTS
 from stagecheck.oracles.options import CampaignConfig, RunOptions, seconds, whole
-from stagecheck.oracles.targets import (Target, load_function_from_source, load_target,
-                                        target_source)
+from stagecheck.oracles.targets import (Target, load_function_from_source, load_shims,
+                                        load_target, target_source)
 
 __all__ = ["DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_TIMEOUT", "SYMBOLIC_MAX_CAPACITY",
            "MutantsConfig", "evaluate_mutant", "list_mutants", "parse_list", "run_mutants"]
@@ -56,6 +56,7 @@ class MutantsConfig:
     jobs: int = 1                          # worker processes
     control: bool = True                   # check the unmutated source, reloaded, first
     out_of_contract: bool = True           # the campaigns' out-of-contract stream
+    shims: tuple[str, ...] = ()            # shim modules for file targets (--shim)
 
     def __post_init__(self) -> None:
         oracles = tuple(self.oracles)
@@ -195,7 +196,7 @@ def evaluate_mutant(original: Target, mutant: Mutant, config: MutantsConfig,
     unavailable = unavailable or {}
     result = MutantResult(mutant)
     try:
-        func = mutant.load()
+        func = mutant.load(load_shims(config.shims))
     except StagecheckError as exc:
         result.load_error = str(exc)
         for o in config.oracles:
@@ -216,12 +217,19 @@ def evaluate_mutant(original: Target, mutant: Mutant, config: MutantsConfig,
 _WORKER_TARGETS: dict[str, Target] = {}
 
 
+def _ignore_interrupts() -> None:
+    """Worker processes leave SIGINT/SIGTERM to the parent, which stops them."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _worker(payload) -> MutantResult:
     """Process-pool entry point: one mutant, everything else from the payload."""
     spec, mutant, config, unavailable = payload
     preload_project_modules()
     if spec not in _WORKER_TARGETS:
-        _WORKER_TARGETS[spec] = load_target(spec)
+        _WORKER_TARGETS[spec] = load_target(spec, config.shims)
     return evaluate_mutant(_WORKER_TARGETS[spec], mutant, config, unavailable)
 
 
@@ -241,7 +249,8 @@ def _control(original: Target, source: str, filename: str, function: str,
     """Check the unmutated source, reloaded the way mutants are, so a kill is never an
     artefact of the reloading."""
     unparsed = ast.unparse(ast.parse(source))
-    func = load_function_from_source(unparsed, f"<stagecheck unmutated {filename}>", function)
+    func = load_function_from_source(unparsed, f"<stagecheck unmutated {filename}>", function,
+                                     shims=load_shims(config.shims))
     reloaded = Target(f"{original.spec}@unmutated", func, original.profile, "unmutated")
     if "spec" in config.oracles:
         r = run_campaign(None, reloaded, config.campaign())
@@ -255,10 +264,10 @@ def _control(original: Target, source: str, filename: str, function: str,
         report.control["upstream"] = "passes" if not u.killed else f"FAILS: {u.finding}"
 
 
-def list_mutants(target_spec: str, operators=None) -> list[Mutant]:
+def list_mutants(target_spec: str, operators=None, shims=()) -> list[Mutant]:
     """The mutants of ``target_spec`` without running anything (``--list``)."""
-    original = load_target(target_spec)
-    source, filename, function = target_source(target_spec)
+    original = load_target(target_spec, shims)
+    source, filename, function = target_source(original.pinned)
     return generate_mutants(source, filename, function, original.profile.takes_flag, operators)
 
 
@@ -274,8 +283,9 @@ def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
     """
     started = time.perf_counter()
     preload_project_modules()
-    original = load_target(target_spec)
-    source, filename, function = target_source(target_spec)
+    original = load_target(target_spec, config.shims)
+    # the pinned spec from here on: a git revision is resolved to its commit once
+    source, filename, function = target_source(original.pinned)
     mutants = generate_mutants(source, filename, function, original.profile.takes_flag,
                                config.operators)
     report = MutationReport(target_spec, filename, function, list(config.oracles),
@@ -285,21 +295,50 @@ def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
         _control(original, source, filename, function, config, report)
     total = len(mutants)
     jobs = min(config.jobs, total, os.cpu_count() or 1)
-    if jobs > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-        ctx = multiprocessing.get_context("spawn")
-        payloads = [(target_spec, m, config, report.unavailable) for m in mutants]
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            for k, res in enumerate(pool.map(_worker, payloads), 1):
-                report.results.append(res)
-                if progress:
-                    progress(res, k, total)
+    if interrupt.requested():
+        pass
+    elif jobs > 1:
+        _run_parallel(original.pinned, mutants, config, report, jobs, progress)
     else:
         for k, m in enumerate(mutants, 1):
             res = evaluate_mutant(original, m, config, report.unavailable)
+            if interrupt.requested():   # this mutant's campaigns were cut short: drop it
+                break
             report.results.append(res)
             if progress:
                 progress(res, k, total)
+    if interrupt.requested():
+        report.interrupted = interrupt.signal_name(interrupt.requested())
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _run_parallel(target_spec: str, mutants: list[Mutant], config: MutantsConfig,
+                  report: MutationReport, jobs: int, progress) -> None:
+    """Mutants in ``jobs`` worker processes; a signal to the parent stops them all."""
+    import concurrent.futures as cf
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    total = len(mutants)
+    pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx,
+                                  initializer=_ignore_interrupts)
+    futures = [pool.submit(_worker, (target_spec, m, config, report.unavailable))
+               for m in mutants]
+    try:
+        for k, future in enumerate(futures, 1):
+            while True:   # wake up now and then to look at the flag
+                try:
+                    res = future.result(timeout=0.2)
+                    break
+                except cf.TimeoutError:
+                    interrupt.check()
+            report.results.append(res)
+            if progress:
+                progress(res, k, total)
+            interrupt.check()
+    except interrupt.Interrupted:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+    else:
+        pool.shutdown()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from stagecheck.oracles import interrupt
 from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.compare import outcome
 from stagecheck.oracles.evaluate import evaluate
@@ -104,23 +105,30 @@ def _fidelity_gaps(model: Observation, real: Observation) -> list[str]:
     return gaps
 
 
-def run_symbolic(baseline: Target, candidate: Target, timeout: float = 30.0,
-                 max_capacity: int = 4, *, stop_at_first_error: bool = False,
+def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30.0,
+                 max_capacity: int = 4, *, max_paths: int | None = None,
+                 stop_at_first_error: bool = False,
                  per_path_timeout: float | None = None, replay_timeout: float = 5.0,
                  strict: bool = True, progress: Callable[[SymbolicResult], None] | None = None
                  ) -> SymbolicResult:
-    """Explore both targets symbolically for ``timeout`` seconds (wall clock).
+    """Explore both targets symbolically for ``timeout`` seconds (wall clock), or for
+    ``max_paths`` paths (a path budget: two runs with the same budget explore the same
+    paths; ``timeout`` None then means no wall-clock limit but the longest a run may take).
 
     Returns the distinct findings (the fuzzer's findings, from a concrete torch replay
     of each path; the smallest scenario kept for each) and path counts. With
     ``strict`` (the default) raises ``SymbolicInconclusive`` when no path was explored
     or any path was lost to unsupported operations; the result rides on the exception.
     """
-    from stagecheck.oracles.options import seconds, whole
+    from stagecheck.oracles.options import LIMITS, seconds, whole
     max_capacity = whole("max_capacity", max_capacity, 1, "4")
+    if max_paths is not None:
+        max_paths = whole("max_paths", max_paths, 1, "500")
+    if timeout is None:
+        timeout = LIMITS["timeout"] if max_paths is not None else 30.0
     timeout = seconds("timeout", timeout, "30")
     result = SymbolicResult(baseline.spec, candidate.spec, max_capacity=max_capacity,
-                            timeout=timeout)
+                            timeout=timeout, max_paths=max_paths)
     buffers = tuple(dict.fromkeys(baseline.profile.buffers() + candidate.profile.buffers()))
     flagged = baseline.profile.takes_flag or candidate.profile.takes_flag
     collector = FindingsCollector()
@@ -139,7 +147,7 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float = 30.0,
         result.lost.append(LostPath(kind, reason, scenario))
 
     def run_path(space):
-        if time.monotonic() > deadline or stop[0]:
+        if time.monotonic() > deadline or stop[0] or interrupt.requested():
             stopped_early[0] = True
             return ch.outcome("none", breakout=True)
         path_no[0] += 1
@@ -202,15 +210,19 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float = 30.0,
                 stop[0] = True
         if progress is not None:
             progress(result)
-        return ch.outcome("confirmed", breakout=stop[0])
+        return ch.outcome("confirmed", breakout=stop[0] or bool(interrupt.requested()))
 
     exhausted = ch.explore(run_path, timeout,
-                           per_path_timeout or max(2.0, min(10.0, timeout ** 0.5)))
+                           per_path_timeout or max(2.0, min(10.0, timeout ** 0.5)),
+                           max_iterations=max_paths)
     result.exhausted = exhausted and not stopped_early[0]
+    result.paths_attempted = path_no[0]
+    if interrupt.requested():
+        result.interrupted = interrupt.signal_name(interrupt.requested())
     result.seconds = time.monotonic() - started
-    result.findings = _with_kernel_impact(baseline, candidate, collector.findings(),
-                                          replay_timeout)
-    if strict:
+    result.findings = collector.findings() if result.interrupted else _with_kernel_impact(
+        baseline, candidate, collector.findings(), replay_timeout)
+    if strict and not result.interrupted:
         raise_if_inconclusive(result)
     return result
 
