@@ -245,12 +245,16 @@ class _Outputs:
             return None
 
     def finish(self, code: int, verdict: str) -> int:
-        """The exit code: ``code``, or 2 when a requested output could not be written."""
+        """The exit code: ``code``; 2 instead of 0 when a requested output could not be
+        written (0 means a clean verdict *and* every output written). A non-zero code
+        (findings, undecided, interrupted) is kept: it already says the run is not clean."""
         for option, path, error in self.failed:
-            error_ = UsageError.of(messages.REPORT_NOT_WRITTEN, path, error=error,
-                                   verdict=verdict.upper()).located(f"option {option}")
+            template = messages.REPORT_NOT_WRITTEN if code == EXIT_CLEAN else \
+                messages.REPORT_NOT_WRITTEN_KEPT
+            error_ = UsageError.of(template, path, error=error, verdict=verdict.upper(),
+                                   code=code).located(f"option {option}")
             _note(f"stagecheck: error: {error_}")
-        if self.failed and code in (EXIT_CLEAN, EXIT_FINDINGS):
+        if self.failed and code == EXIT_CLEAN:
             return EXIT_USAGE
         return code
 

@@ -114,8 +114,10 @@ SYMBOLIC_UNDECIDED = ("verdict: UNDECIDED on {paths} path(s) — no error findin
 INTERRUPTED = ("stagecheck: interrupted by {signal} after {examples} example(s), {findings} "
                "finding(s) so far ({errors} error, {infos} info){saved}; no verdict: interrupted")
 REPORT_NOT_WRITTEN = ("cannot write {value!r} ({error})", "the verdict was {verdict}, but a "
-                      "requested output is missing, so the exit code is 2; free space or "
-                      "give another path")
+                      "requested output is missing, so the exit code is 2, not 0; free space "
+                      "or give another path")
+REPORT_NOT_WRITTEN_KEPT = ("cannot write {value!r} ({error})", "the exit code stays the "
+                           "verdict's ({verdict}: {code}); free space or give another path")
 SAVE_DIR_UNWRITABLE = ("cannot write replay files under {value!r}: {why}",
                        "give --save-dir a folder that can be written")
 REPORT_UNWRITABLE = ("cannot write {value!r}: {why}", "give a path in a writable folder")
