@@ -204,7 +204,7 @@ def _note(text: str) -> None:
 class _Outputs:
     """The files a command writes: resolved to absolute paths and probed before the run
     (nothing created or truncated), written atomically after it. A write that fails is
-    remembered, reported on stderr, and makes the exit code 2 (unless interrupted)."""
+    remembered and reported on stderr by ``finish``, which turns exit 0 into 2."""
 
     def __init__(self, reports: dict[str, str | None], save_dir: str | None = None) -> None:
         from stagecheck.oracles.report.files import probe_file, probe_folder
@@ -265,13 +265,13 @@ def _shown(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def _interrupted(examples: int, findings=(), saved: str = "") -> int:
+def _interrupted(examples: int, findings=(), saved: str = "", unit: str = "example(s)") -> int:
     """The one line of an interrupted run (what ran, what was found so far, where it was
     saved), and its exit code."""
     findings = list(findings)
     errors = sum(1 for f in findings if f.severity == "error")
     _note(messages.INTERRUPTED.format(
-        signal=interrupt.signal_name(interrupt.requested()), examples=examples,
+        signal=interrupt.signal_name(interrupt.requested()), examples=examples, unit=unit,
         findings=len(findings), errors=errors, infos=len(findings) - errors, saved=saved))
     return interrupt.exit_code()
 
@@ -402,7 +402,8 @@ def _symbolic(args) -> int:
     outputs.write("--json", lambda: render_json(json_document("symbolic", result.to_dict(),
                                                               verdict)))
     if result.interrupted:
-        return outputs.finish(_interrupted(result.paths_attempted, result.findings), verdict)
+        return outputs.finish(_interrupted(result.paths_attempted, result.findings,
+                                           unit="symbolic path(s)"), verdict)
     _emit(render_symbolic(result, args.strict))
     return outputs.finish(VERDICT_EXIT[verdict], verdict)
 
@@ -451,7 +452,10 @@ def _mutants(args) -> int:
     outputs.write("--json", lambda: render_json(json_document("mutants", report.to_dict(),
                                                               verdict)))
     if report.interrupted:
-        return outputs.finish(_interrupted(len(report.results)), verdict)
+        killed = [SimpleNamespace(severity="error") for r in report.results
+                  if r.killed_by_stagecheck]
+        return outputs.finish(_interrupted(len(report.results), killed,
+                                           unit="mutant(s) (findings: mutants killed)"), verdict)
     _emit(render_mutants(report))
     return outputs.finish(EXIT_CLEAN if report.all_killed() else EXIT_FINDINGS, verdict)
 
@@ -481,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             args = parser.parse_args(argv)
             if args.command is None:
-                parser.print_help()
+                _emit(parser.format_help().rstrip("\n"))
                 code = EXIT_USAGE
             else:
                 code = _COMMANDS[args.command](args)

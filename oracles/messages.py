@@ -111,7 +111,7 @@ SYMBOLIC_UNDECIDED = ("verdict: UNDECIDED on {paths} path(s) — no error findin
                       "symbolic values concrete, so value-level differences there were sampled, "
                       "not searched. For a verdict run the fuzzer: stagecheck diff {baseline} "
                       "{candidate}")
-INTERRUPTED = ("stagecheck: interrupted by {signal} after {examples} example(s), {findings} "
+INTERRUPTED = ("stagecheck: interrupted by {signal} after {examples} {unit}, {findings} "
                "finding(s) so far ({errors} error, {infos} info){saved}; no verdict: interrupted")
 REPORT_NOT_WRITTEN = ("cannot write {value!r} ({error})", "the verdict was {verdict}, but a "
                       "requested output is missing, so the exit code is 2, not 0; free space "

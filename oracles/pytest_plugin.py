@@ -72,15 +72,17 @@ register_profiles()
 
 # --------------------------------------------------------------------------- targets
 
-def as_target(obj, where: str = "target"):
-    """A ``Target`` from a target spec string, a ``Target``, or a plain callable."""
+def as_target(obj, where: str = "target", shims=()):
+    """A ``Target`` from a target spec string, a ``Target``, or a plain callable.
+
+    ``shims``: paths of shim modules for file targets (``--shim`` of the CLI)."""
     from stagecheck.oracles.errors import StagecheckError
     from stagecheck.oracles.targets import Target, load_target, target_from_callable
     if isinstance(obj, Target):
         return obj
     try:
         if isinstance(obj, str):
-            return load_target(obj)
+            return load_target(obj, tuple(shims))
         if callable(obj):
             return target_from_callable(obj)
     except StagecheckError as exc:
@@ -145,10 +147,11 @@ class StagecheckFixture:
             pytest.fail(f"stagecheck: {exc}", pytrace=False)
 
     def run(self, baseline, candidate, *, examples: int | None = None, device: str = "cpu",
-            max_capacity: int = 8, seed=None, **options):
+            max_capacity: int = 8, seed=None, shims=(), **options):
         """Run the campaign and return its ``CampaignResult`` without asserting anything.
 
-        ``baseline`` None checks ``candidate`` against the spec alone.
+        ``baseline`` None checks ``candidate`` against the spec alone. ``shims``: paths
+        of shim modules whose names file targets may use (the CLI's ``--shim``).
         """
         from stagecheck.oracles.campaign import run_campaign
         from stagecheck.oracles.errors import StagecheckError
@@ -160,8 +163,9 @@ class StagecheckFixture:
         except StagecheckError as exc:
             pytest.skip(str(exc))
         try:
-            base = as_target(baseline, "baseline") if baseline is not None else None
-            cand = as_target(candidate, "candidate" if baseline is not None else "target")
+            base = as_target(baseline, "baseline", shims) if baseline is not None else None
+            cand = as_target(candidate, "candidate" if baseline is not None else "target",
+                             shims)
         except StagecheckError as exc:
             pytest.fail(f"stagecheck: {exc}", pytrace=False)
         return run_campaign(base, cand, config)
@@ -211,6 +215,8 @@ def _reproduce_hint(result, given: tuple, options: dict) -> str:
     hint = (f"reproduce: {command} --examples {c.examples} --seed {c.seed} "
             f"--max-capacity {c.max_capacity} --device {c.run.device}")
     options = dict(options)
+    for shim in options.pop("shims", ()) or ():
+        hint += f" --shim {shim}"
     if "timeout" in options:
         hint += f" --timeout {options.pop('timeout')}"
     if options.get("out_of_contract", True) is False:

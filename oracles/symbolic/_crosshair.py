@@ -63,6 +63,11 @@ from crosshair.tracers import NoTracing, ResumedTracing  # noqa: E402
 from crosshair.util import (ControlFlowException, CrosshairUnsupported,  # noqa: E402
                             IgnoreAttempt, NotDeterministic, PathTimeout, UnexploredPath)
 
+# z3 catches SIGINT itself while a solver check runs (its "ctrl_c" parameter) and cancels
+# the check instead: a Ctrl-C would be eaten and the exploration go on. stagecheck's own
+# handler (oracles/interrupt.py) must see every signal, so z3 leaves them alone.
+z3.set_param("ctrl_c", False)
+
 __all__ = ["CallAnalysis", "CrosshairUnsupported", "IgnoreAttempt", "NotDeterministic",
            "PathOutcome", "PathTimeout", "ResumedTracing", "UnexploredPath", "VerificationStatus",
            "assume", "explore", "fork", "is_machinery", "realizer", "suspected_intolerance",

@@ -112,6 +112,24 @@ def test_a_signal_stops_the_run_saves_what_it_found_and_exits_128_plus_its_numbe
     assert all(Path(f["file"]).is_file() for f in manifest["findings"])
 
 
+@pytest.mark.parametrize("command", [
+    ["symbolic", "legacy", "single-loop", "--timeout", "120"],
+    ["kernel", "--examples", "5000"],
+    ["mutants", "single-loop", "--oracles", "spec", "--budget", "200", "--jobs", "2"],
+], ids=["symbolic", "kernel", "mutants"])
+def test_every_search_loop_stops_on_sigint(tmp_path, command):
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "stagecheck", *command, "--json", str(out)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(random.uniform(7.0, 10.0))   # symbolic: z3 must not eat the signal
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stdout + stderr
+    assert stderr.strip().splitlines()[-1].endswith("no verdict: interrupted"), stderr
+    assert json.loads(out.read_text())["verdict"] == "interrupted"
+
+
 def test_an_interrupt_the_target_swallows_still_ends_the_run_as_interrupted(tmp_path):
     """Code that catches KeyboardInterrupt (as hypothesis's gc callback does) cannot turn
     Ctrl-C into a verdict: the signal sets a flag, and the flag decides."""

@@ -151,3 +151,21 @@ def test_load_target_records_the_shims_and_the_pinned_file(tmp_path):
     target = load_target(f"{path}::stage_postprocess_inputs_to_gpu")
     assert target.resolved == f"{path}::stage_postprocess_inputs_to_gpu"
     assert target.sha is None and target.shimmed and target.record()["shims"]
+
+
+def test_the_fixture_takes_shims_as_the_cli_does(tmp_path):
+    from stagecheck.oracles.pytest_plugin import as_target
+    path = tmp_path / "mamba_utils.py"
+    path.write_text(textwrap.dedent('''
+        from vllm.v1.worker.block_table import clamp_blocks
+
+        def stage_postprocess_inputs_to_gpu(ctx, scheduler_output, req_ids, num_reqs,
+                                            requests, mamba_state_idx):
+            return clamp_blocks(num_reqs)
+    '''))
+    spec = f"{path}::stage_postprocess_inputs_to_gpu"
+    with pytest.raises(TargetLoadError, match="clamp_blocks"):
+        as_target(spec, "candidate")
+    shim = tmp_path / "shim.py"
+    shim.write_text("def clamp_blocks(n):\n    return n\n")
+    assert as_target(spec, "candidate", [str(shim)]).func(None, None, [], 3, {}, {}) == 3
