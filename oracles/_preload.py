@@ -9,6 +9,9 @@ import pkgutil
 __all__ = ["preload_project_modules"]
 
 _PRELOADED = False
+#: modules that pull in crosshair or triton (seconds to import): their constants stay out
+_HEAVY = ("stagecheck.oracles.symbolic", "stagecheck.impl.postprocess.",
+          "stagecheck.oracles.worker")
 
 
 def preload_project_modules() -> None:
@@ -31,7 +34,7 @@ def preload_project_modules() -> None:
         if package is None:
             continue
         for info in pkgutil.walk_packages(package.__path__, name + ".", onerror=lambda _: None):
-            if not info.name.endswith(".__main__"):
+            if not info.name.endswith(".__main__") and not info.name.startswith(_HEAVY):
                 _try_import(info.name)
 
 

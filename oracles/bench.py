@@ -38,7 +38,6 @@ from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import DEVICES, choice
 from stagecheck.oracles.targets import Target
-from stagecheck.spec.schema import FIELDS_BY_BUFFER, FLAG
 
 __all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "run_bench"]
 
@@ -99,30 +98,18 @@ class BenchResult:
 def build_bench_inputs(target: Target, num_reqs: int, device: str = "cpu") -> SimpleNamespace:
     """In-contract arguments for one staging call with ``num_reqs`` live requests.
 
-    Capacity equals ``num_reqs``; every request has a state index and a prompt
-    length; every other request has draft tokens (the others are absent from
-    ``scheduled_spec_decode_tokens``, as in a real step). Values are deterministic.
+    The scenario is the schema's ``bench`` one (deterministic, in contract, capacity
+    ``num_reqs``); the buffers are plain ``CpuGpuBuffer`` objects on ``device``, not the
+    instrumented ones, so what is timed is the staging code itself.
     """
-    import torch
-
-    from stagecheck.impl.buffer import CpuGpuBuffer
-    dtypes = {"int32": torch.int32, "bool": torch.bool}
-    ctx = SimpleNamespace()
-    for buffer in target.profile.buffers():
-        setattr(ctx, buffer, CpuGpuBuffer(num_reqs, dtypes[FIELDS_BY_BUFFER[buffer].dtype],
-                                          device))
-    req_ids = [f"req-{i}" for i in range(num_reqs)]
-    scheduled = {r: 1 + (i * 7) % 512 for i, r in enumerate(req_ids)}
-    drafts = {r: list(range(i % 4)) for i, r in enumerate(req_ids) if i % 2 == 1}
-    requests = {r: SimpleNamespace(num_computed_tokens=(i * 131) % 4096,
-                                   num_prompt_tokens=2048)
-                for i, r in enumerate(req_ids)}
-    state_idx = {r: (i * 3) % 1000 for i, r in enumerate(req_ids)}
-    args = (ctx, SimpleNamespace(num_scheduled_tokens=scheduled,
-                                 scheduled_spec_decode_tokens=drafts),
-            req_ids, num_reqs, requests, state_idx)
-    kwargs = {FLAG: True} if target.profile.takes_flag else {}
-    return SimpleNamespace(args=args, kwargs=kwargs)
+    from stagecheck.oracles.observe import build_inputs
+    from stagecheck.oracles.observe.bare import BareBackend
+    schema = target.schema
+    if schema.bench is None:
+        raise StagecheckError(f"schema {schema.name!r} declares no bench scenario",
+                              "add a bench= function to the schema", value=schema.name)
+    _, call = build_inputs(schema.bench(num_reqs), target.profile, BareBackend(device))
+    return SimpleNamespace(args=call.args, kwargs=call.kwargs)
 
 
 def _caller(target: Target, inputs: SimpleNamespace):
@@ -197,14 +184,16 @@ def _bench_size(baseline: Target, candidate: Target, num_reqs: int, device: str,
 
 
 def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
-              sizes=DEFAULT_SIZES, repeats: int = 20, min_time: float = 0.5) -> BenchResult:
+              sizes=DEFAULT_SIZES, repeats: int = 20, min_time: float = 0.5,
+              runner=None) -> BenchResult:
     """Per-call cost of both targets for each ``num_reqs`` in ``sizes``.
 
     ``repeats`` is the least number of rounds per size, ``min_time`` the least
-    seconds spent per size (both sides together). Raises ``StagecheckError`` when a
-    target raises on the in-contract inputs, or when CUDA is asked for and absent.
+    seconds spent per size (both sides together). The timing runs in the worker that
+    holds the targets (``runner``; by default a fresh one), never in the checker's
+    process. Raises ``StagecheckError`` when a target raises on the in-contract
+    inputs, or when CUDA is asked for and absent.
     """
-    import torch
     if repeats < 1 or not min_time > 0:
         raise ValueError("run_bench: repeats must be >= 1 and min_time > 0")
     sizes = tuple(sizes)
@@ -212,13 +201,44 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
         raise ValueError(f"run_bench: sizes must be whole numbers >= 1, got {sizes!r}")
     choice("device", device, DEVICES)
     require_device(device)
-    sync = torch.cuda.synchronize if device == "cuda" else None
+    from stagecheck.oracles.campaign import _position
+    from stagecheck.oracles.runner import runner_for
+    from stagecheck.oracles.worker import WorkerEnded, target_arg
+    own = runner is None
+    if own:
+        runner = runner_for([baseline, candidate])
+    rows: list[BenchRow] = []
+    seconds = 0.0
+    try:
+        sides = [_position(runner, t) for t in (baseline, candidate)]
+        deadline = 60.0 + min_time * 20 + 30
+        for num_reqs in sizes:
+            # one size per call to the worker: a signal stops the bench between sizes
+            interrupt.check()
+            try:
+                more, took = runner.call("stagecheck.oracles.bench", "bench_here",
+                                         target_arg(sides[0]), target_arg(sides[1]), device,
+                                         (num_reqs,), repeats, min_time, deadline=deadline)
+            except WorkerEnded as ended:
+                raise StagecheckError(f"a target ended the bench's worker ({ended.what})",
+                                      "run 'stagecheck diff' on the two targets to see where",
+                                      value=candidate.spec) from None
+            rows += more
+            seconds += took
+    finally:
+        if own:
+            runner.close()
     result = BenchResult(baseline.spec, candidate.spec, device, repeats=repeats,
-                         min_time=min_time)
-    started = time.perf_counter()
-    for num_reqs in sizes:
-        interrupt.check()   # a signal stops the bench between sizes
-        result.rows.append(_bench_size(baseline, candidate, num_reqs, device, repeats,
-                                       min_time, sync))
-    result.seconds = time.perf_counter() - started
+                         min_time=min_time, rows=rows, seconds=seconds)
     return result
+
+
+def bench_here(baseline: Target, candidate: Target, device: str, sizes, repeats: int,
+               min_time: float) -> tuple[list[BenchRow], float]:
+    """The timing itself, in the process that holds the targets (a worker)."""
+    import torch
+    sync = torch.cuda.synchronize if device == "cuda" else None
+    started = time.perf_counter()
+    rows = [_bench_size(baseline, candidate, num_reqs, device, repeats, min_time, sync)
+            for num_reqs in sizes]
+    return rows, time.perf_counter() - started

@@ -1,35 +1,59 @@
 """The campaign stage: search for examples on which the two targets differ.
 
-Two streams of scenarios (in contract, and out of contract) are drawn by hypothesis;
-each example goes through ``evaluate``; the ``FindingsCollector`` keeps one finding
-per distinct bug. Error findings stop a stream and are shrunk by hypothesis to a
-minimal scenario; info findings are collected along the way (the smallest example
-seen). When the kernel oracle is on, error findings not yet seen to reach the kernel
-get a short probe of further examples (shrunk examples tend to be values the kernel
-does nothing with).
+Two streams of scenarios, in contract and out of contract, are drawn from the schema's
+scenario space (``spec/space.py``). The targets run in a worker process (``Runner``);
+the checker judges every observation here; the ``FindingsCollector`` keeps one finding
+per distinct bug.
+
+The batched engine (the default) draws each stream's scenarios from a seeded random
+source, ``(seed, index)`` identifies every example, and sends them to the worker in
+batches that run on fast numpy buffers. Every example whose fast run shows an error,
+and one in ``SAMPLE_EVERY`` of the rest, is run again on the instrumented buffers
+(write order, copy order, padded reads). A stream stops at its first error, which the
+scenario shrinker (``oracles/shrink.py``) reduces to a smallest failing scenario.
+A bounded hypothesis stream then looks for edge cases, with hypothesis's own shrinking.
+The ``hypothesis`` engine (the pytest plugin's) draws both streams with hypothesis,
+under its profiles and example database.
+
+When the kernel oracle is on, each finding's kept scenario is run through it; error
+findings not yet seen to reach the kernel get a short probe of further examples
+(shrunk examples tend to be values the kernel does nothing with). Each finding says
+which engine found it (``extra["engine"]``).
+
+SIGINT/SIGTERM (``oracles/interrupt.py``) stop a campaign between examples: each loop
+(the batched streams, the hypothesis streams, the shrinker, the kernel-impact probe)
+looks at the flag after every example and stops, the workers are stopped, and the
+result holds what was found so far with ``interrupted`` set (no verdict).
 """
 
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Callable
 
-from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
-
-from stagecheck.oracles import interrupt
+from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.collect import FindingsCollector
-from stagecheck.oracles.evaluate import evaluate
-from stagecheck.oracles.generate import out_of_contract_scenarios, staging_scenarios
-from stagecheck.oracles.options import CampaignConfig
+from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.evaluate import judge, with_kernel_impact
+from stagecheck.oracles.options import CampaignConfig, RunOptions
 from stagecheck.oracles.targets import Target
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
+from stagecheck.spec.schema import StagingSchema
 
-__all__ = ["CampaignResult", "run_campaign"]
+__all__ = ["BATCH", "SAMPLE_EVERY", "CampaignResult", "run_campaign", "same_schema"]
 
-#: Examples the kernel-impact probe draws at most after the search.
+#: examples per batch sent to a worker
+BATCH = 128
+#: one example in this many (that the fast run passed) is run again instrumented
+SAMPLE_EVERY = 16
+#: examples the kernel-impact probe draws at most after the search
 IMPACT_PROBE_EXAMPLES = 60
+STREAMS = ("in", "out")
 
 
 @dataclass
@@ -41,102 +65,306 @@ class CampaignResult(FindingsResult):
     examples_in_contract: int = 0
     examples_out_of_contract: int = 0
     seconds: float = 0.0
+    schema: StagingSchema | None = None    # what both targets were checked against
+    schema_spec: str | None = None         # how to load it again (--schema), if not built in
+    examples_instrumented: int = 0         # examples also run on instrumented buffers
+    examples_edge: int = 0                 # examples of the hypothesis edge-case stream
+    shrink_evaluations: int = 0
+    first_error_seconds: float | None = None   # from the start of the campaign
     interrupted: str | None = None   # the signal (e.g. "SIGINT") that stopped the run early:
                                      # then this is a partial result and has no verdict
 
 
-class _ErrorFound(Exception):
-    def __init__(self, findings: list[Finding], scenario: StagingScenario) -> None:
-        super().__init__(findings[0].message)
-        self.findings, self.scenario = findings, scenario
+def same_schema(baseline: Target | None, candidate: Target):
+    """The one schema both targets are checked against; a ``TargetLoadError`` if they
+    were loaded against different ones."""
+    if baseline is not None and baseline.schema.name != candidate.schema.name:
+        raise TargetLoadError.of(messages.SCHEMAS_DIFFER, candidate.spec,
+                                 baseline=baseline.spec, a=baseline.schema.name,
+                                 b=candidate.schema.name)
+    return candidate.schema
 
 
-class _Settled(Exception):
-    pass
+class _Search:
+    """One campaign's state: the runner, the judge, the collector."""
 
+    def __init__(self, baseline: Target | None, candidate: Target, config: CampaignConfig,
+                 runner, result: CampaignResult, progress) -> None:
+        self.baseline, self.candidate, self.config = baseline, candidate, config
+        self.runner, self.result, self.progress = runner, result, progress
+        self.schema = candidate.schema
+        self.sides = [_position(runner, t) for t in (baseline, candidate) if t is not None]
+        self.collector = FindingsCollector()
+        self.examples = 0
+        self.started = time.perf_counter()
+        self.fast = RunOptions(**{**config.run.__dict__, "kernel": "off"})
 
-def _probe_impact(baseline: Target | None, candidate: Target, config: CampaignConfig,
-                  collector: FindingsCollector) -> None:
-    """For error findings not yet seen to reach the kernel, look further (no shrinking)."""
-    open_keys = collector.open_impact()
-    if not open_keys:
-        return
+    # ------------------------------------------------------------------ judging
+    def observe(self, batch: list[tuple[int, StagingScenario]], backend: str):
+        return self.runner.observe(self.sides, batch, self.fast, backend)
 
-    @settings(max_examples=IMPACT_PROBE_EXAMPLES, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
-    @hyp_seed(config.seed + 1)
-    @given(staging_scenarios(config.max_capacity))
-    def probe(s):
-        findings = evaluate(baseline, candidate, s, config.run).findings
-        collector.note_impact(f for f in findings if f.key in open_keys)
-        interrupt.check()
-        if not collector.open_impact() & open_keys:
-            raise _Settled()
+    def judge(self, s: StagingScenario, observations) -> list[Finding]:
+        b = observations[-1]
+        a = observations[0] if self.baseline is not None else None
+        return judge(s, self.baseline, self.candidate, a, b)
 
-    try:
-        probe()
-    except (_Settled, interrupt.Interrupted):
-        pass
+    def evaluate(self, s: StagingScenario, backend: str = "instrumented",
+                 kernel: bool = False) -> list[Finding]:
+        ((_, observations),) = self.observe([(0, s)], backend)
+        findings = self.judge(s, observations)
+        if kernel:
+            b = observations[-1]
+            a = observations[0] if self.baseline is not None else None
+            findings = with_kernel_impact(findings, s, self.candidate, a, b, self.config.run)
+        return findings
 
+    def record(self, findings: list[Finding], s: StagingScenario, engine: str,
+               final: bool = False) -> list[Finding]:
+        errors = [f for f in findings if f.severity == ERROR]
+        if errors and self.result.first_error_seconds is None:
+            self.result.first_error_seconds = time.perf_counter() - self.started
+        self.collector.add(findings, s, self.examples, extra={"engine": engine}, final=final)
+        return errors
 
-def run_campaign(baseline: Target | None, candidate: Target,
-                 config: CampaignConfig | None = None, progress=None) -> CampaignResult:
-    """Fuzz both targets (``baseline`` None: the candidate against the spec alone).
+    # ------------------------------------------------------------------ batched engine
+    def scenario(self, stream: str, index: int) -> StagingScenario:
+        from stagecheck.oracles.sample import sample_breach, sample_scenario
+        if stream == "in":
+            return sample_scenario(self.schema, self.config.seed, index, self.config.max_capacity)
+        return sample_breach(self.schema, self.config.seed, index, self.config.max_capacity)[1]
 
-    ``progress(stream, done, total)`` is called after each example.
-    """
-    config = config or CampaignConfig()
-    preload_project_modules()
-    result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config)
-    collector = FindingsCollector()
-    total = [0]
-    started = time.perf_counter()
+    def backend(self) -> str:
+        """Fast numpy buffers where they see what matters; instrumented ones where only
+        the instrumentation can (asynchronous copies, CUDA)."""
+        run = self.config.run
+        return "fast" if run.device == "cpu" and not run.deferred_copies else "instrumented"
 
-    streams = [("in", staging_scenarios(config.max_capacity).map(lambda s: ("", s)))]
-    if config.out_of_contract:
-        streams.append(("out", out_of_contract_scenarios(config.max_capacity)))
-    for stream, strategy in streams:
+    def batched_stream(self, stream: str) -> int:
+        """Run one stream; the number of examples it ran.
+
+        The worker(s) run the next batches while the checker judges this one; answers
+        are judged in index order and the stream stops at its first error, so the
+        examples run and the findings are the same for any ``jobs``.
+        """
+        total, backend = self.config.examples, self.backend()
+        sample = SAMPLE_EVERY if backend == "fast" else 0
+        drawn: dict[int, StagingScenario] = {}
+
+        def batches():
+            for start in range(0, total, BATCH):
+                batch = [(i, self.scenario(stream, i))
+                         for i in range(start, min(total, start + BATCH))]
+                drawn.update(batch)
+                yield batch
+
+        done = 0
+        flagged: tuple[StagingScenario, list[Finding], bool] | None = None
+        answers = self.runner.stream(self.sides, batches(), self.fast, backend, sample,
+                                     self.config.jobs)
+        try:
+            for answer in answers:
+                for index, observations in answer:
+                    s = drawn.pop(index)
+                    self.examples += 1
+                    done += 1
+                    if sample and index % sample == 0:
+                        self.result.examples_instrumented += 1
+                    findings = self.judge(s, observations)
+                    if any(f.severity == ERROR for f in findings):
+                        flagged = (s, findings, bool(sample and index % sample == 0))
+                        break
+                    self.record(findings, s, "random")
+                    if self.progress is not None:
+                        self.progress(stream, done, total)
+                # a signal stops the stream once the batch in hand is judged: its examples
+                # already ran in the worker, and judging them takes milliseconds (so a
+                # signal that came while the first batch ran still leaves its findings)
+                if flagged is not None or interrupt.requested():
+                    break
+        finally:
+            answers.close()      # the workers finish what they hold, then are free again
+        if flagged is not None:
+            s, findings, instrumented = flagged
+            if backend == "fast" and not instrumented:
+                # the instrumented run sees the order of writes: it has the final word
+                self.result.examples_instrumented += 1
+                findings = self.evaluate(s) or findings
+            self.record(findings, s, "random")
+            if self.progress is not None:
+                self.progress(stream, done, total)
+            self.shrink(s, findings)
+        return done
+
+    def shrink(self, s: StagingScenario, findings: list[Finding]) -> None:
+        from stagecheck.oracles.shrink import shrink
+        keys = {f.key for f in findings if f.severity == ERROR}
+
+        def still_fails(candidates: list[StagingScenario]) -> int | None:
+            results = self.observe(list(enumerate(candidates)), "instrumented")
+            for position, observations in sorted(results, key=lambda r: r[0]):
+                found = self.judge(candidates[position], observations)
+                if any(f.key in keys for f in found):
+                    return position
+            return None
+
+        # a signal stops the shrinking; the smallest failing scenario so far is kept
+        smallest, spent = shrink(self.schema, s, still_fails, stop=interrupt.requested)
+        self.result.shrink_evaluations += spent
+        final = [f for f in self.evaluate(smallest) if f.key in keys]
+        self.record(final, smallest, "random", final=True)
+
+    # ------------------------------------------------------------------ hypothesis engine
+    def hypothesis_stream(self, stream: str, examples: int, database, derandomize: bool,
+                          engine: str) -> int:
+        from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
+
+        from stagecheck.oracles.generate import out_of_contract_scenarios, staging_scenarios
+        strategy = (staging_scenarios(self.config.max_capacity, self.schema).map(lambda s: ("", s))
+                    if stream == "in" else
+                    out_of_contract_scenarios(self.config.max_capacity, self.schema))
         counter = [0]
 
-        @settings(max_examples=config.examples, deadline=None,
-                  database=None if config.derandomize else config.database,
+        class _ErrorFound(Exception):
+            def __init__(self, found: list[Finding], scenario: StagingScenario) -> None:
+                super().__init__()
+                self.found, self.scenario = found, scenario
+
+        @settings(max_examples=examples, deadline=None, database=database,
                   suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-                  derandomize=config.derandomize,
+                  derandomize=derandomize,
                   phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))
-        @hyp_seed(config.seed)
+        @hyp_seed(self.config.seed)
         @given(strategy)
         def probe(labeled):
             _, s = labeled
             counter[0] += 1
-            total[0] += 1
-            findings = evaluate(baseline, candidate, s, config.run).findings
-            collector.add(findings, s, total[0])
-            interrupt.check()   # after every example: a signal stops the run here
-            errors = [f for f in findings if f.severity == ERROR]
+            self.examples += 1
+            findings = self.evaluate(s)
+            errors = self.record(findings, s, engine)
+            interrupt.check()   # after every example (recorded): a signal stops the stream
             if errors:
                 raise _ErrorFound(errors, s)
-            if progress is not None:
-                progress(stream, counter[0], config.examples)
+            if self.progress is not None:
+                self.progress(stream, counter[0], examples)
 
         # one database key per (baseline, candidate, stream): campaigns never share examples
         probe.hypothesis.inner_test._hypothesis_internal_add_digest = repr(
-            (result.baseline, result.candidate, stream, config.max_capacity)).encode()
+            (self.result.baseline, self.result.candidate, stream, self.config.max_capacity,
+             self.schema.name)).encode()
         try:
             probe()
         except _ErrorFound as found:   # the shrunk example, replayed by hypothesis, wins
-            collector.add(found.findings, found.scenario, total[0], final=True)
-        except interrupt.Interrupted:
+            self.record(found.found, found.scenario, engine, final=True)
+        except interrupt.Interrupted:  # what the stream recorded so far stays
             pass
-        if stream == "in":
-            result.examples_in_contract = counter[0]
+        return counter[0]
+
+    # ------------------------------------------------------------------ kernel impact
+    def kernel_impact(self) -> None:
+        """Run each kept finding's scenario through the kernel oracle; probe further for
+        error findings not yet seen to reach the kernel."""
+        if self.config.run.kernel == "off" or self.schema.consumer is None:
+            return
+        for f in self.collector.findings():
+            if interrupt.requested():
+                return
+            if f.kernel_impact is None and f.scenario is not None:
+                s = StagingScenario.from_dict(f.scenario)
+                self.collector.note_impact(g for g in self.evaluate(s, kernel=True)
+                                           if g.key == f.key)
+        open_keys = self.collector.open_impact()
+        for index in range(IMPACT_PROBE_EXAMPLES):
+            if not open_keys & self.collector.open_impact() or interrupt.requested():
+                break
+            s = self.scenario("in", self.config.examples + index)
+            found = self.evaluate(s, backend=self.backend(), kernel=True)
+            self.collector.note_impact(f for f in found if f.key in open_keys)
+
+
+def _position(runner, target: Target) -> int:
+    """Where ``target`` is among the runner's targets (the same object, else the same spec)."""
+    for i, held in enumerate(runner.targets):
+        if held is target:
+            return i
+    for i, held in enumerate(runner.targets):
+        if held.spec == target.spec and held.ref == target.ref:
+            return i
+    raise ValueError(f"the runner does not hold target {target.spec!r}")
+
+
+def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> None:
+    """Both streams, the edge-case stream, the kernel-impact probe."""
+    streams = STREAMS if config.out_of_contract else STREAMS[:1]
+    for stream in streams:
+        if config.engine == "hypothesis":
+            done = search.hypothesis_stream(stream, config.examples, config.database,
+                                            config.derandomize, "hypothesis")
         else:
-            result.examples_out_of_contract = counter[0]
+            done = search.batched_stream(stream)
+        if stream == "in":
+            result.examples_in_contract = done
+        else:
+            result.examples_out_of_contract = done
         if interrupt.requested():
-            break
-    if config.run.kernel != "off" and not interrupt.requested():
-        _probe_impact(baseline, candidate, config, collector)
-    result.findings = collector.findings()
-    result.seconds = time.perf_counter() - started
-    if interrupt.requested():   # the flag decides, whether or not the exception got through
+            return
+    if config.engine == "batched" and not result.errors:
+        edge = (config.edge_examples if config.edge_examples is not None
+                else min(200, config.examples // 10))
+        for stream in streams:
+            if interrupt.requested():
+                return
+            if edge and not any(f.severity == ERROR for f in search.collector.findings()):
+                result.examples_edge += search.hypothesis_stream(
+                    stream, edge, None, True, "hypothesis")
+    search.kernel_impact()
+
+
+@contextmanager
+def _fewer_collections():
+    """A search makes millions of short-lived containers: the cyclic garbage collector
+    would walk every long-lived object (torch, hypothesis) again and again. Freeze what
+    exists when the search starts and collect the young generation less often."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
+def run_campaign(baseline: Target | None, candidate: Target,
+                 config: CampaignConfig | None = None,
+                 progress: Callable[[str, int, int], None] | None = None,
+                 runner=None) -> CampaignResult:
+    """Fuzz both targets (``baseline`` None: the candidate against the spec alone).
+
+    ``progress(stream, done, total)`` is called after each example. ``runner`` runs
+    the targets (default: a worker process of this campaign's own, or this process
+    where ``config.isolated`` is False). A SIGINT/SIGTERM recorded by
+    ``interrupt.install`` stops the search: the result is partial, ``interrupted`` set.
+    """
+    from stagecheck.oracles.runner import runner_for
+    config = config or CampaignConfig()
+    schema = same_schema(baseline, candidate)
+    preload_project_modules()
+    result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config,
+                            schema=schema)
+    targets = [baseline, candidate] if baseline is not None else [candidate]
+    own = runner is None
+    if own:
+        runner = runner_for(targets, config.isolated)
+    search = _Search(baseline, candidate, config, runner, result, progress)
+    try:
+        with _fewer_collections():
+            _search(search, config, result)
+    finally:
+        if own:
+            runner.close()
+    result.findings = search.collector.findings()
+    result.seconds = time.perf_counter() - search.started
+    if interrupt.requested():   # the flag decides, whether or not an exception got through
         result.interrupted = interrupt.signal_name(interrupt.requested())
     return result
+

@@ -45,7 +45,14 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError.of(messages.USAGE, message=message, prog=self.prog)
 
 
+def _add_schema_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--schema", default=None, metavar="SCHEMA",
+                   help="the staging schema of the targets: a built-in name or "
+                   "'path/to/schema.py[:NAME]' (default: chosen by the function's name)")
+
+
 def _add_campaign_options(p: argparse.ArgumentParser) -> None:
+    _add_schema_option(p)
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--examples", default="300",
                    help="examples per stream, in contract and out of contract (default 300)")
@@ -118,12 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     symbolic.add_argument("--json", metavar="PATH")
     _add_shim_option(symbolic)
     symbolic.add_argument("--strict", action="store_true", help="info findings also give exit 1")
+    _add_schema_option(symbolic)
     bench = sub.add_parser("bench", help="per-call cost of two targets, interleaved, as ratios")
     bench.add_argument("baseline")
     bench.add_argument("candidate")
     bench.add_argument("--device", default="cpu")
     bench.add_argument("--json", metavar="PATH")
     _add_shim_option(bench)
+    _add_schema_option(bench)
     mutants = sub.add_parser("mutants", help="mutation catalog: which oracle kills which "
                              "realistic refactoring mistake")
     mutants.add_argument("target")
@@ -140,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "gives info findings only: same kills, faster, survivors less "
                          "explained)")
     mutants.add_argument("--list", action="store_true", help="list the mutants and exit")
+    _add_schema_option(mutants)
     mutants.add_argument("--json", metavar="PATH")
     _add_shim_option(mutants)
     replay = sub.add_parser("replay", help="re-run a saved finding")
@@ -148,6 +158,16 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--candidate", help="override the saved candidate target")
     replay.add_argument("--device", default=None)
     _add_shim_option(replay)
+    _add_schema_option(replay)
+    schema = sub.add_parser("schema", help="staging schemas: list the built-in ones, show one, "
+                            "or check a schema file and the scenario space it induces")
+    schema_sub = schema.add_subparsers(dest="schema_command", parser_class=_Parser)
+    schema_sub.add_parser("list", help="the built-in schemas and the functions they describe")
+    show = schema_sub.add_parser("show", help="what a schema declares, as Markdown")
+    show.add_argument("schema", help="a built-in name or 'path/to/schema.py[:NAME]'")
+    check = schema_sub.add_parser("check", help="validate a schema (declarations and a dry "
+                                  "run) and show the scenario space it induces")
+    check.add_argument("schema", help="a built-in name or 'path/to/schema.py[:NAME]'")
     return parser
 
 
@@ -160,12 +180,40 @@ def _option(error: UsageError) -> UsageError:
     return error
 
 
-def _load(spec: str, argument: str, shims=()):
-    from stagecheck.oracles.targets import load_target
+def _schema(args):
+    """The schema ``--schema`` names (None: chosen by each target's function name)."""
+    spec = getattr(args, "schema", None)
+    if spec is None:
+        return None
+    from stagecheck.oracles.schemas import load_schema
     try:
-        return load_target(spec, shims)
+        return load_schema(spec)
     except StagecheckError as exc:
-        raise exc.located(f"argument {argument}") from None
+        raise exc.located("option --schema") from None
+
+
+def _open(pairs: list[tuple[str, str]], schema=None, shims=()):
+    """Load the targets ``(spec, argument)`` in a worker process, never in this one; a
+    runner holding them. A file or revision target is read here first (a ``git:REV``
+    resolved to its commit once: the runner's targets keep the commit and the pinned
+    spec); the worker compiles it with ``shims``. A loading error names its argument,
+    whether it came from reading here or from loading in the worker (a global name no
+    import, definition or shim provides: exit 2, never a difference in a run)."""
+    from stagecheck.oracles.runner import load_isolated
+    from stagecheck.oracles.targets import schema_spec, target_ref
+    spec = schema_spec(schema)
+    refs = []
+    for target, argument in pairs:
+        try:
+            refs.append(target_ref(target, spec, shims))
+        except StagecheckError as exc:
+            raise exc.located(f"argument {argument}") from None
+    try:
+        return load_isolated(refs, {spec: schema} if schema is not None else None)
+    except StagecheckError as exc:
+        index = getattr(exc, "target_index", None)
+        raise exc.located(f"argument {pairs[index][1]}" if index is not None
+                          else "arguments") from None
 
 
 def _shims(args) -> tuple[str, ...]:
@@ -308,17 +356,23 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     shims = _shims(args)
     from stagecheck.oracles.observe import require_device
     require_device(config.run.device)
-    baseline = _load(baseline_spec, "BASELINE", shims) if baseline_spec else None
-    candidate = _load(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET", shims)
+    schema = _schema(args)
+    pairs = ([(baseline_spec, "BASELINE")] if baseline_spec else []) + \
+        [(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET")]
     from stagecheck.oracles.campaign import run_campaign
     from stagecheck.oracles.report import (json_document, render_campaign, render_json,
                                            render_junit)
     from stagecheck.oracles.report.json import campaign_body
     from stagecheck.oracles.report.replay import new_run_id, save_findings, write_manifest
+    from stagecheck.oracles.targets import schema_spec
+    progress = _progress()
+    with _open(pairs, schema, shims) as runner:     # the workers end with the search
+        baseline = runner.targets[0] if baseline_spec else None
+        candidate = runner.targets[-1]
+        result = run_campaign(baseline, candidate, config, progress, runner=runner)
+    result.schema_spec = schema_spec(schema)     # pinned: a schema file by its absolute path
     targets = {"baseline": baseline.record() if baseline else None,
                "candidate": candidate.record()}
-    progress = _progress()
-    result = run_campaign(baseline, candidate, config, progress)
     if progress:
         _note("")
     verdict = "interrupted" if result.interrupted else result.verdict(args.strict)
@@ -355,9 +409,17 @@ def _replay(args) -> int:
     shims = _shims(args) or tuple(saved.get("shims") or ())
     options = RunOptions(device=args.device or saved.get("device", "cpu"))
     require_device(options.device)
-    baseline = _load(base_spec, "--baseline", shims) if base_spec else None
-    candidate = _load(cand_spec, "--candidate", shims)
-    findings = evaluate(baseline, candidate, scenario, options).findings
+    schema = _schema(args)
+    if schema is None and saved.get("schema"):
+        from stagecheck.oracles.schemas import load_schema
+        try:
+            schema = load_schema(saved["schema"])
+        except StagecheckError as exc:
+            raise exc.located("argument FILE") from None
+    pairs = ([(base_spec, "--baseline")] if base_spec else []) + [(cand_spec, "--candidate")]
+    with _open(pairs, schema, shims) as runner:
+        baseline = runner.targets[0] if base_spec else None
+        findings = evaluate(baseline, runner.targets[-1], scenario, options, runner).findings
     if interrupt.requested():
         return _interrupted(1, findings)
     _emit(render_replay(args.file, saved, base_spec, cand_spec, options.device, findings))
@@ -392,12 +454,13 @@ def _symbolic(args) -> int:
     capacity = whole("max_capacity", args.max_capacity, 1, "4")
     outputs = _Outputs({"--json": args.json})
     shims = _shims(args)
-    baseline = _load(args.baseline, "BASELINE", shims)
-    candidate = _load(args.candidate, "CANDIDATE", shims)
+    schema = _schema(args)
     from stagecheck.oracles.report import json_document, render_json, render_symbolic
     from stagecheck.oracles.symbolic import run_symbolic
-    result = run_symbolic(baseline, candidate, timeout=timeout, max_capacity=capacity,
-                          max_paths=max_paths)
+    with _open([(args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")], schema,
+               shims) as runner:
+        result = run_symbolic(*runner.targets, timeout=timeout, max_capacity=capacity,
+                              max_paths=max_paths, runner=runner)
     verdict = "interrupted" if result.interrupted else result.verdict(args.strict)
     outputs.write("--json", lambda: render_json(json_document("symbolic", result.to_dict(),
                                                               verdict)))
@@ -413,11 +476,12 @@ def _bench(args) -> int:
     device = choice("device", args.device, DEVICES)
     outputs = _Outputs({"--json": args.json})
     shims = _shims(args)
-    baseline = _load(args.baseline, "BASELINE", shims)
-    candidate = _load(args.candidate, "CANDIDATE", shims)
+    schema = _schema(args)
     from stagecheck.oracles.bench import run_bench
     from stagecheck.oracles.report import json_document, render_bench, render_json
-    result = run_bench(baseline, candidate, device=device)
+    with _open([(args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")], schema,
+               shims) as runner:
+        result = run_bench(*runner.targets, device=device, runner=runner)
     outputs.write("--json", lambda: render_json(json_document("bench", result.to_dict())))
     _emit(render_bench(result))
     return outputs.finish(EXIT_CLEAN, "measured")
@@ -432,21 +496,26 @@ def _mutants(args) -> int:
                            jobs=args.jobs, out_of_contract=not args.no_out_of_contract,
                            shims=shims)
     outputs = _Outputs({"--json": args.json})
+    schema = _schema(args)
+    from stagecheck.oracles.targets import schema_spec
+    pinned_schema = schema_spec(schema)    # a schema file by its absolute path
     if args.list:
         try:
-            mutants = list_mutants(args.target, config.operators, shims)
+            mutants = list_mutants(args.target, config.operators, pinned_schema, shims)
         except StagecheckError as exc:
             raise exc.located("argument TARGET") from None
         _emit("\n".join(f"{m.id} {m.operator:<24} {str(m.location):<36} {m.description}"
                         + ("  [equivalent: operator reason]" if m.equivalent_reason else "")
                         for m in mutants))
         return EXIT_CLEAN
-    _load(args.target, "TARGET", shims)
+    with _open([(args.target, "TARGET")], schema, shims) as runner:   # checked, read once
+        original = runner.targets[0]
     from stagecheck.oracles.kernel import use_interpreter_without_gpu
     use_interpreter_without_gpu()
     from stagecheck.oracles.mutants import run_mutants
     from stagecheck.oracles.report import json_document, render_json, render_mutants
-    report = run_mutants(args.target, config, _mutant_progress)
+    report = run_mutants(args.target, config, _mutant_progress, schema=pinned_schema,
+                         original=original)
     verdict = ("interrupted" if report.interrupted else
                "all-killed" if report.all_killed() else "survivors")
     outputs.write("--json", lambda: render_json(json_document("mutants", report.to_dict(),
@@ -467,11 +536,47 @@ def _mutant_progress(res, done: int, total: int) -> None:
     sys.stderr.flush()
 
 
+def _schema_command(args) -> int:
+    """``schema list|show|check``: nothing is written but the report (through ``_emit``,
+    so a closed stdout keeps the exit code), problems go to stderr."""
+    from stagecheck.spec.prose import render_schema
+    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+    outputs = _Outputs({})
+    if args.schema_command in (None, "list"):
+        _emit("\n".join(f"{name}: {', '.join(s.functions)} — {s.summary}"
+                        for name, s in BUILTIN_SCHEMAS.items()))
+        return outputs.finish(EXIT_CLEAN, "listed")
+    schema = _schema(args)
+    lines = []
+    if args.schema_command == "check":
+        from stagecheck.oracles.schemas import check_schema
+        problems = check_schema(schema)
+        if problems:
+            for problem in problems:
+                _note(f"stagecheck: error: schema {schema.name!r}: {problem}")
+            return EXIT_USAGE
+    lines += render_schema(schema)
+    if args.schema_command == "check":
+        from stagecheck.oracles.schemas import schema_space
+        space = schema_space(schema)
+        lines.append(f"\nschema {schema.name!r}: the declarations and a dry run on 30 drawn "
+                     "scenarios are fine.")
+        lines.append(f"scenario space over {space['scenarios']} drawn in-contract scenarios:")
+        for key, value in space.items():
+            if key not in ("scenarios", "out-of-contract breaches"):
+                lines.append(f"  {key}: {value}")
+        lines.append("out-of-contract stream, breaches drawn:")
+        for key, value in space["out-of-contract breaches"].items():
+            lines.append(f"  {key}: {value}")
+    _emit("\n".join(lines))
+    return outputs.finish(EXIT_CLEAN, "shown")
+
+
 _COMMANDS = {
     "diff": lambda args: _campaign(args, args.baseline, args.candidate),
     "spec": lambda args: _campaign(args, None, args.target),
     "replay": _replay, "kernel": _kernel, "symbolic": _symbolic, "bench": _bench,
-    "mutants": _mutants,
+    "mutants": _mutants, "schema": _schema_command,
 }
 
 

@@ -20,7 +20,8 @@ __all__ = ["FindingsCollector", "scenario_size"]
 
 def scenario_size(s: StagingScenario) -> tuple:
     """How big a scenario is to a reader: capacity, live slots, ids, then its text."""
-    return (s.capacity, s.num_reqs, len(s.req_ids), len(s.to_json()))
+    return (s.capacity, s.num_reqs, len(s.req_ids),
+            len(repr(s.inputs)) + len(repr(s.initial_cpu)) + len(repr(s.initial_gpu)))
 
 
 class FindingsCollector:

@@ -10,8 +10,6 @@ What each difference means is stated once, in ``spec.invariants.DIFFERENCES``.
 from __future__ import annotations
 
 from stagecheck.spec import ERROR, INFO, Finding, Observation, StagingScenario, TargetProfile
-from stagecheck.spec.scenario import contract_breaches, first_missing_state_index
-from stagecheck.spec.schema import FIELDS_BY_BUFFER
 
 __all__ = ["compare", "outcome"]
 
@@ -24,15 +22,15 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
             pb: TargetProfile, in_contract: bool | None = None) -> list[Finding]:
     """Differences between baseline ``a`` and candidate ``b`` on scenario ``s``."""
     if in_contract is None:
-        in_contract = not contract_breaches(s)
-    flag = s.run_prefix_state_migration
+        in_contract = not pa.breaches(s)
     out: list[Finding] = []
-    # The two contracts can differ: with the flag False the later generation does not
-    # need state indices, an older one does. Differences that follow from that are info.
-    contracts_differ = (pa.requires_state_idx(flag) != pb.requires_state_idx(flag)
-                        and (first_missing_state_index(s, pa) or first_missing_state_index(s, pb)))
+    # The two contracts can differ: e.g. with run_prefix_state_migration=False the later
+    # generation does not need state indices, an older one does. Where one side's
+    # missing-input policy applies and the other's does not, differences are info.
+    missing_a, missing_b = pa.first_missing(s), pb.first_missing(s)
+    contracts_differ = (missing_a is None) != (missing_b is None)
     both_returned = a.returned and b.returned
-    context = _context(s, pa, pb, in_contract, contracts_differ)
+    context: list[str] = []        # why an info difference is allowed, made when needed
 
     def severity(strict: bool) -> str:
         return ERROR if in_contract and strict and not contracts_differ else INFO
@@ -40,12 +38,14 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
     def add(inv: str, message: str, strict: bool, extra: dict | None = None, **kw) -> None:
         level = severity(strict)
         extra = dict(extra or {})
-        if level == INFO and context:
-            extra["context"] = context
+        if level == INFO and not context:
+            context.append(_context(s, pa, pb, in_contract, contracts_differ))
+        if level == INFO and context[0]:
+            extra["context"] = context[0]
         out.append(Finding(inv, level, message, side="both", in_contract=in_contract,
                            extra=extra, **kw))
 
-    if (a.exception_type, a.timed_out) != (b.exception_type, b.timed_out):
+    if (a.exception_type, a.timed_out, a.crashed) != (b.exception_type, b.timed_out, b.crashed):
         add("same_outcome", f"baseline {outcome(a)}, candidate {outcome(b)}", True,
             baseline=outcome(a), candidate=outcome(b))
     elif a.exception_message != b.exception_message:
@@ -53,15 +53,15 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
             "type and the request id; logs matched on the text would change)", False,
             baseline=a.exception_message, candidate=b.exception_message)
     strict_state = both_returned
-    fields_a = {f.buffer for f in pa.staged_fields(flag)}
-    fields_b = {f.buffer for f in pb.staged_fields(flag)}
+    fields_a = {f.buffer for f in pa.staged_fields(s)}
+    fields_b = {f.buffer for f in pb.staged_fields(s)}
     for buffer in sorted(fields_a ^ fields_b):
         who = "baseline" if buffer in fields_a else "candidate"
-        add("same_fields", f"only the {who} stages {FIELDS_BY_BUFFER[buffer].name} "
-            f"(run_prefix_state_migration={flag})", False, field=FIELDS_BY_BUFFER[buffer].name,
+        name = pa.schema.field_of_buffer(buffer).name
+        add("same_fields", f"only the {who} stages {name}{_flags(pa, s)}", False, field=name,
             extra={"kind": who})
     for buffer in sorted(fields_a & fields_b):
-        name = FIELDS_BY_BUFFER[buffer].name
+        name = pa.schema.field_of_buffer(buffer).name
         for view, va, vb in (("cpu", a.cpu.get(buffer), b.cpu.get(buffer)),
                              ("gpu", a.gpu.get(buffer), b.gpu.get(buffer))):
             if va is None or vb is None or va == vb:
@@ -85,24 +85,32 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
     return out
 
 
+def _flags(p: TargetProfile, s: StagingScenario) -> str:
+    """The scenario's keyword flags, as `` (flag=value)`` (empty for a schema without)."""
+    shown = [f"{k}={s.inputs[k]}" for k in p.schema.keywords if k in s.inputs]
+    return f" ({', '.join(shown)})" if shown else ""
+
+
 def _context(s: StagingScenario, pa: TargetProfile, pb: TargetProfile, in_contract: bool,
              contracts_differ) -> str:
     """Why a difference on this scenario is allowed (info), in one line."""
     if not in_contract:
-        return "out of contract: " + "; ".join(contract_breaches(s)[:2])
+        return "out of contract: " + "; ".join(pa.breaches(s)[:2])
+    missing = pa.first_missing(s) or pb.first_missing(s)
     if contracts_differ:
-        return ("the two contracts differ: with run_prefix_state_migration=False only one side "
-                "needs state indices")
-    missing = first_missing_state_index(s, pa) or first_missing_state_index(s, pb)
+        return (f"the two contracts differ{_flags(pa, s)}: only one side needs "
+                f"{missing[2].missing.input}")
     if missing:
-        return (f"failure path: live request {missing[1]!r} (slot {missing[0]}) has no state "
-                "index, so both raise and partial writes may differ")
+        return (f"failure path: live request {missing[1]!r} (slot {missing[0]}) has no "
+                f"{missing[2].missing.input}, so both raise and partial writes may differ")
     return ""
 
 
 def outcome(o: Observation) -> str:
     if o.timed_out:
         return "hung"
+    if o.crashed is not None:
+        return f"ended its process ({o.crashed})"
     if o.exception_type is None:
         return "returned"
     return f"raised {o.exception_type}"

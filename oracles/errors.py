@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ConfigError", "ScenarioError", "StagecheckError", "TargetLoadError", "UsageError"]
+__all__ = ["ConfigError", "ScenarioError", "SchemaError", "StagecheckError", "TargetLoadError",
+           "UsageError"]
 
 
 class StagecheckError(Exception):
@@ -70,6 +71,10 @@ class ConfigError(UsageError):
 
 class TargetLoadError(StagecheckError):
     """A target specification cannot be resolved to a staging function."""
+
+
+class SchemaError(StagecheckError):
+    """A staging schema cannot be found, imported, or is not right."""
 
 
 class ScenarioError(StagecheckError):

@@ -14,6 +14,11 @@ the case where a loop is stuck in one long example.
 
 Without ``install`` (the library API, the pytest fixture) nothing changes: Ctrl-C
 raises ``KeyboardInterrupt`` as usual.
+
+Worker processes (``oracles/worker.py``) ignore SIGINT and run in a session of their
+own; a loop that runs inside a worker (the symbolic exploration) is told to stop by
+the checker, which sends ``FORWARDED`` (SIGUSR1) while it waits for the answer: the
+worker's handler sets the worker's own flag (``request``), which the loop polls.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from __future__ import annotations
 import signal
 import threading
 
-__all__ = ["Interrupted", "check", "exit_code", "install", "requested", "reset",
-           "signal_name", "uninstall"]
+__all__ = ["FORWARDED", "Interrupted", "check", "exit_code", "install", "request",
+           "requested", "reset", "signal_name", "uninstall"]
 
 _state: dict = {"signum": None, "count": 0, "previous": {}}
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: what the checker sends a worker to pass its interrupt on (workers ignore SIGINT)
+FORWARDED = getattr(signal, "SIGUSR1", None)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -68,6 +75,12 @@ def uninstall() -> None:
 def reset() -> None:
     """Forget a recorded signal (a new run in the same process)."""
     _state["signum"], _state["count"] = None, 0
+
+
+def request(signum: int = signal.SIGINT) -> None:
+    """Set the flag as a first signal would (a worker told by its checker to stop)."""
+    if _state["signum"] is None:
+        _state["signum"] = signum
 
 
 def requested() -> int | None:

@@ -26,9 +26,9 @@ TARGET_MODULE_MISSING = ("module {module!r} in {value!r} cannot be imported ({er
                          "without its imports")
 TARGET_ATTRIBUTE_MISSING = ("module {module!r} has no attribute {name!r} (in {value!r})",
                             "check the function name")
-TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the staging "
-                    "arguments (ctx, scheduler_output, req_ids, num_reqs, requests, "
-                    "mamba_state_idx)", "point at the staging function")
+TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the arguments "
+                    "of schema {schema!r} ({parameters})",
+                    "point at the staging function, or give its schema with --schema")
 TARGET_COMPILE = ("{value!r} could not be compiled on its own ({error})",
                   "the function or a module-level name it uses needs code stagecheck does "
                   "not run")
@@ -43,6 +43,9 @@ SHIM_MISSING = ("shim {value!r} does not exist", "give the path of a Python file
                 "paths are taken from {cwd})")
 SHIM_BROKEN = ("shim {value!r} cannot be imported ({error})", "fix the file: a shim is a plain "
                "module whose top-level functions and constants stand in for engine helpers")
+SCHEMAS_DIFFER = ("{baseline!r} is a {a!r} function but {value!r} is a {b!r} function",
+                  "compare two generations of one staging function, or give both the same "
+                  "--schema")
 GIT_NOT_REPO = ("{value!r} names a git revision but {cwd} is not inside a git repository",
                 "run from the repository or use a plain file target")
 GIT_BAD_REVISION = ("revision {rev!r} in {value!r} is unknown to git{shallow}",
@@ -61,6 +64,20 @@ GIT_PATH_MISSING = ("{path!r} does not exist at revision {rev!r} (in {value!r})"
                     "folder with 'git ls-tree --name-only {rev} -- {folder}/'")
 GIT_PATH_OUTSIDE = ("{path!r} in {value!r} is outside the git repository at {top}",
                     "paths are taken relative to the current folder, as for a file target")
+
+# --------------------------------------------------------------------------- schemas
+SCHEMA_UNKNOWN = ("{value!r} is neither a built-in schema nor a 'path/to/schema.py[:NAME]'",
+                  "built-in schemas are {builtins}")
+SCHEMA_FILE_MISSING = ("schema file {path!r} (in {value!r}) does not exist",
+                       "check the path (relative paths are taken from {cwd})")
+SCHEMA_IMPORT = ("schema file {path!r} failed to import ({error})", "fix the file")
+SCHEMA_NOT_FOUND = ("{path!r} has no StagingSchema named {name!r}",
+                    "give 'path.py:NAME' with one of: {found}")
+SCHEMA_INVALID = ("schema {value!r} is not right: {problems}{more}",
+                  "fix the schema; 'stagecheck schema check {value}' lists every problem")
+SCHEMA_NONE_FOR = ("no built-in schema describes function {name!r} of {value!r}",
+                   "give its schema with --schema (built-in: {builtins}); docs/schemas.md "
+                   "says how to write one")
 
 # --------------------------------------------------------------------------- options
 # ``option`` is the canonical name; the CLI shows it as --option, the fixture as option=.

@@ -20,12 +20,13 @@ from stagecheck.oracles.errors import UsageError
 __all__ = ["CampaignConfig", "DEVICES", "KERNEL_BACKENDS", "KERNEL_MODES", "RunOptions"]
 
 DEVICES = ("cpu", "cuda")
+ENGINES = ("batched", "hypothesis")
 KERNEL_MODES = ("auto", "always", "off")
 KERNEL_BACKENDS = ("reference", "triton")
 #: Largest values an option may take: beyond them a run cannot finish on any machine
 #: (or the value is a typo), so they are refused up front.
 LIMITS = {"timeout": 3600.0, "steps": 64, "examples": 10_000_000, "max_capacity": 4096,
-          "gpu_busy_cycles": 10**12}
+          "gpu_busy_cycles": 10**12, "jobs": 64, "edge_examples": 100_000}
 
 
 def whole(option: str, value: Any, minimum: int = 1, example: str = "1") -> int:
@@ -124,9 +125,20 @@ class CampaignConfig:
     database: object = None          # a hypothesis example database (None: none kept)
     derandomize: bool = False        # hypothesis derandomize (the explicit seed still rules;
                                      # no example database is used with it)
+    engine: str = "batched"          # "batched": seeded batches + a bounded hypothesis
+                                     # stream for edge cases; "hypothesis": hypothesis alone
+    jobs: int = 1                    # worker processes running the targets
+    isolated: bool = True            # the targets run in worker processes
+    edge_examples: int | None = None    # the hypothesis stream of the batched engine
+                                        # (None: a tenth of examples, at most 200)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "examples", whole("examples", self.examples, 1, "500"))
+        choice("engine", self.engine, ENGINES)
+        object.__setattr__(self, "jobs", whole("jobs", self.jobs, 1, "2"))
+        if self.edge_examples is not None:
+            object.__setattr__(self, "edge_examples",
+                               whole("edge_examples", self.edge_examples, 0, "100"))
         object.__setattr__(self, "seed", integer("seed", self.seed))
         object.__setattr__(self, "max_capacity",
                            whole("max_capacity", self.max_capacity, 1, "8"))

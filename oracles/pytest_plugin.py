@@ -82,13 +82,41 @@ def as_target(obj, where: str = "target", shims=()):
         return obj
     try:
         if isinstance(obj, str):
-            return load_target(obj, tuple(shims))
+            return load_target(obj, shims=tuple(shims))
         if callable(obj):
             return target_from_callable(obj)
     except StagecheckError as exc:
         raise exc.located(where) from None
     raise TypeError(f"{where}: expected a target spec string, a Target or a staging function, "
                     f"got {type(obj).__name__}")
+
+
+def _runner(baseline, candidate, shims=()):
+    """A runner holding the two targets: spec strings are loaded in a worker only (never
+    in the test's process: a file is only read here, a revision resolved to its commit
+    once); a plain function, already imported by the test, runs in a worker where the
+    worker can import it by name, else in the test's process. ``shims``: see
+    ``as_target``."""
+    from stagecheck.oracles.errors import StagecheckError
+    from stagecheck.oracles.runner import load_isolated, runner_for
+    from stagecheck.oracles.targets import target_ref
+    items = [(x, name) for x, name in ((baseline, "baseline"), (candidate, "candidate"))
+             if x is not None]
+    if len(items) == 1:
+        items = [(candidate, "target")]
+    if all(isinstance(x, str) for x, _ in items):
+        refs = []
+        for x, name in items:
+            try:
+                refs.append(target_ref(x, None, tuple(shims)))
+            except StagecheckError as exc:
+                raise exc.located(name) from None
+        try:
+            return load_isolated(refs)
+        except StagecheckError as exc:
+            index = getattr(exc, "target_index", 0)
+            raise exc.located(items[index][1]) from None
+    return runner_for([as_target(x, name, shims) for x, name in items])
 
 
 # --------------------------------------------------------------------------- fixture
@@ -137,6 +165,7 @@ class StagecheckFixture:
         if examples is None:
             examples = defaults["examples"]
         seed = _resolve_seed(seed, defaults["derandomize"])
+        options.setdefault("engine", "hypothesis")   # the profiles and the example database
         try:
             return CampaignConfig.from_options(
                 examples=examples, seed=seed, device=device, max_capacity=max_capacity,
@@ -163,12 +192,12 @@ class StagecheckFixture:
         except StagecheckError as exc:
             pytest.skip(str(exc))
         try:
-            base = as_target(baseline, "baseline", shims) if baseline is not None else None
-            cand = as_target(candidate, "candidate" if baseline is not None else "target",
-                             shims)
+            runner = _runner(baseline, candidate, shims)
         except StagecheckError as exc:
             pytest.fail(f"stagecheck: {exc}", pytrace=False)
-        return run_campaign(base, cand, config)
+        with runner:
+            base = runner.targets[0] if baseline is not None else None
+            return run_campaign(base, runner.targets[-1], config, runner=runner)
 
     def assert_equivalent(self, baseline, candidate, *, examples: int | None = None,
                           strict: bool = False, device: str = "cpu", max_capacity: int = 8,

@@ -39,7 +39,8 @@ from typing import Any, Callable
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
-from stagecheck.spec.schema import FLAG, TargetProfile
+from stagecheck.spec.schema import StagingSchema, TargetProfile
+from stagecheck.spec.schemas import DEFAULT_SCHEMA, schema_for_function
 
 BUILTINS = {
     "legacy": "stagecheck.impl.staging_legacy:stage_postprocess_inputs_to_gpu",
@@ -47,22 +48,49 @@ BUILTINS = {
     "prefix-migration": "stagecheck.impl.staging_prefix:stage_postprocess_inputs_to_gpu",
 }
 _HONOURED_TOP = {"numpy", "torch"}
-STAGING_ARGS = ("ctx", "scheduler_output", "req_ids", "num_reqs", "requests", "mamba_state_idx")
+
+
+@dataclass(frozen=True)
+class TargetRef:
+    """How a worker process loads a target: a target spec, or a module's source text with
+    the function to take from it (file and revision targets, read once by the checker
+    with ``target_ref``; mutants), with the shims its global names may come from."""
+
+    spec: str
+    schema: str | None = None           # a schema spec; None: chosen by the function name
+    source: str | None = None           # with ``filename`` and ``function``: load from text
+    filename: str | None = None
+    function: str | None = None
+    shims: tuple[str, ...] = ()         # shim modules (absolute paths) for file targets
+    origin: str | None = None           # where the source came from, for reports
+    resolved: str | None = None         # the pinned spec (see ``Target.resolved``)
+    sha: str | None = None              # the commit a revision target was read at
 
 
 @dataclass
 class Target:
-    """A resolved staging function and what the spec needs to know about it."""
+    """A resolved staging function and what the spec needs to know about it: its schema
+    and the optional keywords it takes (``profile``).
+
+    In the checker's process ``func`` is None when the target was loaded into a worker
+    (``oracles/runner.py``); ``ref`` says how a worker loads it (None: it cannot be,
+    e.g. a lambda, and runs in this process).
+    """
 
     spec: str
-    func: Callable
+    func: Callable | None
     profile: TargetProfile
     origin: str          # where it came from, for reports
+    ref: TargetRef | None = None
     resolved: str | None = None    # the spec pinned: git targets name their commit, file
                                    # targets their absolute path (None: same as spec)
     sha: str | None = None         # the commit a git target was read from
     shimmed: tuple[str, ...] = field(default_factory=tuple)   # "name from module" bound by
                                                               # a shim
+
+    @property
+    def schema(self) -> StagingSchema:
+        return self.profile.schema
 
     @property
     def pinned(self) -> str:
@@ -92,31 +120,64 @@ def _is_module_spec(spec: str) -> bool:
         and not spec.endswith(".py")
 
 
-def load_target(spec: str, shims: tuple[str, ...] | list[str] = ()) -> Target:
-    """Resolve ``spec``; raise ``TargetLoadError`` naming the value and the fix.
+def load_target(spec: str, schema: StagingSchema | None = None,
+                shims: tuple[str, ...] | list[str] = ()) -> Target:
+    """Resolve ``spec`` (against ``schema``, else the built-in schema its function's name
+    chooses); raise ``TargetLoadError`` naming the value and the fix.
 
     ``shims``: paths of shim modules whose top-level names file targets may use (see
-    ``load_shims``).
+    ``load_shims``). The target's ``ref`` loads the very same function in a worker: a
+    file target's ref carries the source read here (a revision read once, at its commit)
+    and the shims.
     """
     names = ", ".join(BUILTINS)
     if not isinstance(spec, str) or not spec.strip():
         raise TargetLoadError.of(messages.TARGET_EMPTY, spec, builtins=names)
+    ref = TargetRef(spec, schema_spec(schema))
     if spec in BUILTINS:
         func = _load_module_function(BUILTINS[spec], spec)
-        return _finish(spec, func, f"builtin {spec} ({BUILTINS[spec]})")
+        return _finish(spec, func, f"builtin {spec} ({BUILTINS[spec]})", schema, ref)
     if spec.startswith("git:") or "::" in spec:
-        read = read_file_target(spec)
-        offered = load_shims(shims)
-        func = load_function_from_source(read.source, read.filename, read.name, spec,
-                                         shims=offered)
-        target = _finish(spec, func, read.origin)
-        target.resolved, target.sha = read.resolved, read.sha
+        ref = target_ref(spec, schema_spec(schema), shims)
+        func = load_function_from_source(ref.source, ref.filename, ref.function, spec,
+                                         shims=load_shims(ref.shims))
+        target = _finish(spec, func, ref.origin, schema, ref)
+        target.resolved, target.sha = ref.resolved, ref.sha
         target.shimmed = getattr(func, "__stagecheck_shimmed__", ())
         return target
     if _is_module_spec(spec):
         func = _load_module_function(spec, spec)
-        return _finish(spec, func, f"module {spec}")
+        return _finish(spec, func, f"module {spec}", schema, ref)
     raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=names)
+
+
+def schema_spec(schema: StagingSchema | None) -> str | None:
+    """How a worker loads ``schema`` again: its built-in name, or the spec it was loaded
+    from (``oracles.schemas.load_schema`` records it)."""
+    if schema is None:
+        return None
+    from stagecheck.oracles.schemas import spec_of
+    return spec_of(schema)
+
+
+def is_file_spec(spec: str) -> bool:
+    """``path.py::function`` or ``git:REV:path.py::function``: parsed, not imported."""
+    return isinstance(spec, str) and (spec.startswith("git:") or "::" in spec)
+
+
+def target_ref(spec: str, schema: str | None = None,
+               shims: tuple[str, ...] | list[str] = ()) -> TargetRef:
+    """How a worker loads ``spec`` (``schema``: a schema spec). Read here, in the
+    checker's process, for a file or revision target: the source (a ``git:REV`` resolved
+    to its commit once, so every worker, restarted or not, loads that commit), where it
+    came from and its pinned spec; the worker compiles it with the ``shims`` (absolute
+    paths). Raises ``TargetLoadError`` for a file or revision that cannot be read."""
+    shims = tuple(os.path.abspath(s) if isinstance(s, str) else s for s in shims or ())
+    if not is_file_spec(spec):
+        return TargetRef(spec, schema, shims=shims)
+    read = read_file_target(spec)
+    return TargetRef(spec, schema, read.source, read.filename, read.name, shims=shims,
+                     origin=read.origin, resolved=read.resolved, sha=read.sha)
 
 
 def read_file_target(spec: str) -> FileSource:
@@ -262,34 +323,57 @@ def _load_module_function(dotted: str, spec: str) -> Callable:
     return obj
 
 
-def target_from_callable(func, name: str | None = None) -> Target:
+def target_from_callable(func, name: str | None = None,
+                         schema: StagingSchema | None = None) -> Target:
     """Wrap a plain staging function into a ``Target`` (same signature checks as files).
 
     ``name`` becomes the target's spec (shown in reports, and part of the example
     database key); by default ``module:qualname`` of the function.
     """
+    module = getattr(func, "__module__", None)
+    qualname = getattr(func, "__qualname__", type(func).__name__)
     if name is None:
-        module = getattr(func, "__module__", None) or "<callable>"
-        name = f"{module}:{getattr(func, '__qualname__', type(func).__name__)}"
-    return _finish(name, func, f"callable {name}")
+        name = f"{module or '<callable>'}:{qualname}"
+    ref = None
+    if module and "<" not in qualname and sys.modules.get(module) is not None and \
+            getattr(sys.modules[module], qualname, None) is func:
+        ref = TargetRef(f"{module}:{qualname}", schema_spec(schema))
+    return _finish(name, func, f"callable {name}", schema, ref)
 
 
-def _finish(spec: str, func, origin: str) -> Target:
+def _binds(sig: inspect.Signature, schema: StagingSchema, keywords: frozenset) -> bool:
+    try:
+        sig.bind(*schema.parameters, **{k: None for k in keywords})
+    except TypeError:
+        return False
+    return True
+
+
+def _finish(spec: str, func, origin: str, schema: StagingSchema | None = None,
+            ref: TargetRef | None = None) -> Target:
+    """The target of ``func``: its schema (given, or the built-in one its name chooses,
+    else the default one if the signature fits it) and the keywords it takes."""
     if inspect.isclass(func) or not callable(func):
         kind = "class" if inspect.isclass(func) else type(func).__name__
         raise TargetLoadError.of(messages.TARGET_NOT_FUNCTION, spec,
                                  name=getattr(func, "__name__", spec), kind=kind)
+    by_name = schema_for_function(getattr(func, "__name__", ""))
+    chosen = schema or by_name or DEFAULT_SCHEMA
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):
-        return Target(spec, func, TargetProfile(), origin)
-    takes_flag = FLAG in sig.parameters
-    try:
-        sig.bind(*STAGING_ARGS, **({FLAG: True} if takes_flag else {}))
-    except TypeError:
-        raise TargetLoadError.of(messages.TARGET_SIGNATURE, spec,
+        return Target(spec, func, chosen.profile(), origin, ref)
+    keywords = frozenset(k for k in chosen.keywords if k in sig.parameters)
+    if schema is None and by_name is None and not _binds(sig, chosen, keywords):
+        from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+        raise TargetLoadError.of(messages.SCHEMA_NONE_FOR, spec,
+                                 name=getattr(func, "__name__", spec),
+                                 builtins=", ".join(BUILTIN_SCHEMAS))
+    if not _binds(sig, chosen, keywords):
+        raise TargetLoadError.of(messages.TARGET_SIGNATURE, spec, schema=chosen.name,
+                                 parameters=", ".join(chosen.parameters),
                                  signature=f"{getattr(func, '__name__', spec)}{sig}") from None
-    return Target(spec, func, TargetProfile(takes_flag=takes_flag), origin)
+    return Target(spec, func, chosen.profile(keywords), origin, ref)
 
 
 def _honoured(module: str) -> bool:

@@ -33,13 +33,14 @@ from typing import Callable
 from stagecheck.impl import staging_legacy, staging_single_loop
 from stagecheck.spec.invariants import INVARIANTS_BY_ID
 from stagecheck.spec.observation import Observation
-from stagecheck.spec.scenario import StagingScenario, contract_breaches
-from stagecheck.spec.schema import TargetProfile
+from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.schemas.mamba_postprocess import SCHEMA
+from stagecheck.spec.space import contract_breaches
 
 #: Largest buffer the contracts consider; CrossHair's search stays small and fast.
 MAX_CAPACITY = 3
 #: Both generations stage the same four fields and take no flag.
-PROFILE = TargetProfile(takes_flag=False)
+PROFILE = SCHEMA.profile()
 BUFFERS = PROFILE.buffers()
 
 
@@ -90,14 +91,14 @@ def scenario_of(capacity: int, num_ids: int, num_reqs: int, scheduled: Ints, com
         state_indices[r] = state_idx[j]
     return StagingScenario(
         capacity=capacity, num_reqs=num_reqs, req_ids=req_ids,
-        num_scheduled_tokens={r: scheduled[j] for j, r in enumerate(req_ids)},
-        spec_decode_tokens=spec_tokens,
-        num_computed_tokens={r: computed[j] for j, r in enumerate(req_ids)},
-        num_prompt_tokens={r: computed[j] for j, r in enumerate(req_ids)},
-        mamba_state_idx=state_indices,
+        inputs={"num_scheduled_tokens": {r: scheduled[j] for j, r in enumerate(req_ids)},
+                "spec_decode_tokens": spec_tokens,
+                "num_computed_tokens": {r: computed[j] for j, r in enumerate(req_ids)},
+                "num_prompt_tokens": {r: computed[j] for j, r in enumerate(req_ids)},
+                "mamba_state_idx": state_indices,
+                "run_prefix_state_migration": True, "omit_state_idx_buf": False},
         initial_cpu={b: list(initial_cpu[:capacity]) for b in BUFFERS},
-        initial_gpu={b: list(initial_gpu[:capacity]) for b in BUFFERS},
-        run_prefix_state_migration=True)
+        initial_gpu={b: list(initial_gpu[:capacity]) for b in BUFFERS})
 
 
 def shape_ok(capacity: int, num_ids: int, num_reqs: int) -> bool:
@@ -120,7 +121,7 @@ def run_model(stage: Callable, s: StagingScenario) -> ModelRun:
 
 def in_contract(s: StagingScenario) -> bool:
     """The input can happen: ``spec.contract_breaches`` finds nothing."""
-    return not contract_breaches(s)
+    return not contract_breaches(SCHEMA, s)
 
 
 def _holds(invariant_id: str, run: ModelRun) -> bool:
@@ -132,9 +133,9 @@ def slot_alignment(run: ModelRun) -> bool:
     return _holds("slot_alignment", run)
 
 
-def no_tail_write(run: ModelRun) -> bool:
-    """Invariant ``no_tail_write``: slots >= num_reqs of every view are unchanged."""
-    return _holds("no_tail_write", run)
+def tail_policy(run: ModelRun) -> bool:
+    """Invariant ``tail_policy``: slots >= num_reqs of every view are unchanged."""
+    return _holds("tail_policy", run)
 
 
 def mirror_consistency(run: ModelRun) -> bool:
@@ -147,9 +148,9 @@ def copy_discipline(run: ModelRun) -> bool:
     return _holds("copy_discipline", run)
 
 
-def missing_index_assertion(run: ModelRun) -> bool:
-    """Invariant ``missing_index_assertion``: AssertionError naming the id, no state copy yet."""
-    return _holds("missing_index_assertion", run)
+def missing_input(run: ModelRun) -> bool:
+    """Invariant ``missing_input``: AssertionError naming the id, no state copy yet."""
+    return _holds("missing_input", run)
 
 
 def expected_outcome(run: ModelRun) -> bool:
@@ -174,10 +175,10 @@ def run_legacy(capacity: int, num_ids: int, num_reqs: int, scheduled: Ints, comp
     pre: shape_ok(capacity, num_ids, num_reqs)
     pre: in_contract(scenario_of(capacity, num_ids, num_reqs, scheduled, computed, drafts, state_idx, missing, initial_cpu, initial_gpu))
     post: slot_alignment(__return__)
-    post: no_tail_write(__return__)
+    post: tail_policy(__return__)
     post: mirror_consistency(__return__)
     post: copy_discipline(__return__)
-    post: missing_index_assertion(__return__)
+    post: missing_input(__return__)
     post: expected_outcome(__return__)
     post: inputs_unchanged(__return__)
     """
@@ -194,10 +195,10 @@ def run_single_loop(capacity: int, num_ids: int, num_reqs: int, scheduled: Ints,
     pre: shape_ok(capacity, num_ids, num_reqs)
     pre: in_contract(scenario_of(capacity, num_ids, num_reqs, scheduled, computed, drafts, state_idx, missing, initial_cpu, initial_gpu))
     post: slot_alignment(__return__)
-    post: no_tail_write(__return__)
+    post: tail_policy(__return__)
     post: mirror_consistency(__return__)
     post: copy_discipline(__return__)
-    post: missing_index_assertion(__return__)
+    post: missing_input(__return__)
     post: expected_outcome(__return__)
     post: inputs_unchanged(__return__)
     """

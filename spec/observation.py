@@ -54,6 +54,20 @@ class Observation:
     timed_out: bool = False
     exception_mro: tuple[str, ...] = ()
     last_step_start: int = 0            # index in events where the last staging call began
+    crashed: str | None = None          # what ended the call's process, e.g. "exited the
+                                        # interpreter with code 0", "killed by SIGSEGV"
+
+    @classmethod
+    def of_crash(cls, what: str) -> "Observation":
+        """The call never came back: its process ended (``what`` says how)."""
+        return cls(exception_type="ProcessEnded", exception_message=what, cpu={}, gpu={},
+                   crashed=what)
+
+    @classmethod
+    def of_hang(cls) -> "Observation":
+        """The call did not return within its time limit and was stopped."""
+        return cls(exception_type="CallTimedOut", exception_message=None, cpu={}, gpu={},
+                   timed_out=True)
 
     @property
     def last_step(self) -> list:
@@ -62,7 +76,7 @@ class Observation:
 
     @property
     def returned(self) -> bool:
-        return self.exception_type is None and not self.timed_out
+        return self.exception_type is None and not self.timed_out and self.crashed is None
 
     def raised(self, type_name: str) -> bool:
         return type_name in self.exception_mro or self.exception_type == type_name
@@ -81,3 +95,20 @@ class Observation:
         d = dataclasses.asdict(self)
         d["events"] = [{"op": type(e).__name__, **dataclasses.asdict(e)} for e in self.events]
         return d
+
+    def to_wire(self) -> tuple:
+        """Plain tuples, cheap to pickle between processes (``from_wire`` reverses it)."""
+        events = [(0, e.buffer, e.start, e.stop, e.requested) if type(e) is Copy
+                  else (1, e.buffer, e.slots, e.via, e.into_pending_copy) if type(e) is HostWrite
+                  else (2, e.buffer, e.slots, e.queued, e.received) for e in self.events]
+        return (self.exception_type, self.exception_message, self.cpu, self.gpu, events,
+                self.req_ids_reads, self.inputs_after, self.timed_out, self.exception_mro,
+                self.last_step_start, self.crashed)
+
+    @classmethod
+    def from_wire(cls, wire: tuple) -> "Observation":
+        (exc_type, message, cpu, gpu, events, reads, inputs_after, timed_out, mro, start,
+         crashed) = wire
+        kinds = (Copy, HostWrite, StaleTransfer)
+        return cls(exc_type, message, cpu, gpu, [kinds[e[0]](*e[1:]) for e in events], reads,
+                   inputs_after, timed_out, tuple(mro), start, crashed)

@@ -1,49 +1,80 @@
-"""A staging scenario as plain data, and the contract that says which inputs can happen."""
+"""A staging scenario as plain data: everything one staging call sees.
+
+The shape is the same for every staging function: a batch of ``capacity`` slots, the
+first ``num_reqs`` live, ``req_ids`` in batch order (possibly longer than
+``num_reqs``: padded entries must not be read), the function's inputs by name, and
+the contents of every buffer before the call. What the inputs are (per-request
+tables, per-slot arrays, id sets, flags, numbers) is declared by the function's
+schema (``spec/schema.py``); the scenario holds their values as ints, strings,
+lists and dicts, so it prints, saves as JSON, shrinks and replays anywhere.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
-from stagecheck.spec.schema import FIELDS, INT32_MAX, INT32_MIN, TargetProfile
+__all__ = ["MISSING", "RequestView", "StagingScenario"]
+
+#: The seed function's inputs, as replay files of earlier versions stored them at the
+#: top level of the scenario (read back into ``inputs``).
+_LEGACY_KEYS = ("num_scheduled_tokens", "spec_decode_tokens", "num_computed_tokens",
+                "num_prompt_tokens", "mamba_state_idx", "run_prefix_state_migration",
+                "omit_state_idx_buf")
 
 
 @dataclass
 class StagingScenario:
-    """Everything one staging call sees, as ints, strings, lists and dicts.
+    """Everything one staging call sees, as plain data.
 
-    ``num_computed_tokens`` and ``num_prompt_tokens`` describe ``requests``: a
-    request id present in them is present in ``requests``. ``initial_cpu`` and
+    ``inputs`` maps each input the schema declares to its value: a dict
+    ``req_id -> value`` for a per-request table (an id that is absent is absent from
+    the engine's dict too), a list of ``capacity`` values for a per-slot array, a list
+    of ids for an id set, a bool for a flag, an int for a number. ``initial_cpu`` and
     ``initial_gpu`` hold every buffer's contents before the call, one list of
-    ``capacity`` values per buffer attribute, tails included.
+    ``capacity`` values per buffer, tails included.
     """
 
     capacity: int
     num_reqs: int
     req_ids: list[str]
-    num_scheduled_tokens: dict[str, int]
-    spec_decode_tokens: dict[str, list[int]]
-    num_computed_tokens: dict[str, int]
-    num_prompt_tokens: dict[str, int]
-    mamba_state_idx: dict[str, int]
+    inputs: dict[str, Any] = field(default_factory=dict)
     initial_cpu: dict[str, list] = field(default_factory=dict)
     initial_gpu: dict[str, list] = field(default_factory=dict)
-    run_prefix_state_migration: bool = True
-    omit_state_idx_buf: bool = False   # with the flag False: ctx.mamba_state_idx_buf is None
+    schema: str = "mamba-postprocess"
 
     @property
     def live_ids(self) -> list[str]:
         return list(self.req_ids[: max(self.num_reqs, 0)])
 
+    def __getattr__(self, name: str) -> Any:
+        """An input by name (``s.mamba_state_idx``), for readable schemas and tests."""
+        if name.startswith("_") or name in ("inputs", "capacity", "num_reqs", "req_ids"):
+            raise AttributeError(name)
+        try:
+            return self.__dict__["inputs"][name]
+        except KeyError:
+            raise AttributeError(f"scenario of {self.schema!r} has no input {name!r}") from None
+
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Plain data (a deep copy of every container)."""
+        return {"capacity": self.capacity, "num_reqs": self.num_reqs,
+                "req_ids": list(self.req_ids), "inputs": _copy(self.inputs),
+                "initial_cpu": _copy(self.initial_cpu), "initial_gpu": _copy(self.initial_gpu),
+                "schema": self.schema}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict) -> "StagingScenario":
+        if not isinstance(data, dict):
+            raise TypeError(f"a scenario is a JSON object, got {type(data).__name__}")
+        data = dict(data)
+        if "inputs" not in data and any(k in data for k in _LEGACY_KEYS):
+            data["inputs"] = {k: data.pop(k) for k in _LEGACY_KEYS if k in data}
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
@@ -51,72 +82,49 @@ class StagingScenario:
         return cls(**data)
 
 
-def contract_breaches(s: StagingScenario) -> list[str]:
-    """Why ``s`` is an input that should not happen; empty for an in-contract input.
+def _copy(value: Any) -> Any:
+    if type(value) is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copy(v) for v in value]
+    return value
 
-    A live request without a state index IS in contract: the contract's answer
-    to it is an ``AssertionError`` (see ``missing_index_assertion``).
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: What a ``RequestView`` gives for an input its request lacks (with a default asked for).
+MISSING = _Missing()
+
+
+class RequestView:
+    """One live slot ``i`` and its request ``r = req_ids[i]``, as a schema's derivation
+    sees them: ``q.num_computed_tokens`` is ``inputs["num_computed_tokens"][r]`` (a
+    ``KeyError`` when the request lacks it), ``q.get(name, default)`` allows absence,
+    ``q.slot_value(name)`` reads a per-slot array at ``i``, ``q.input(name)`` a whole input.
     """
-    out: list[str] = []
-    if not 0 <= s.num_reqs <= s.capacity:
-        out.append(f"num_reqs={s.num_reqs} outside [0, capacity={s.capacity}]")
-    if len(s.req_ids) < s.num_reqs:
-        out.append(f"req_ids has {len(s.req_ids)} entries, fewer than num_reqs={s.num_reqs}")
-    if len(s.req_ids) > s.capacity:
-        out.append(f"req_ids has {len(s.req_ids)} entries, more than capacity={s.capacity}")
-    live = s.live_ids
-    if len(set(live)) != len(live):
-        out.append("a request id appears twice among the live slots")
-    for r in live:
-        if r not in s.num_scheduled_tokens:
-            out.append(f"live request {r!r} missing from num_scheduled_tokens")
-        if r not in s.num_computed_tokens or r not in s.num_prompt_tokens:
-            out.append(f"live request {r!r} missing from requests")
-    for name, table in (("num_scheduled_tokens", s.num_scheduled_tokens),
-                        ("num_computed_tokens", s.num_computed_tokens),
-                        ("mamba_state_idx", s.mamba_state_idx)):
-        for r in live:
-            v = table.get(r)
-            if v is not None and not INT32_MIN <= v <= INT32_MAX:
-                out.append(f"{name}[{r!r}]={v} does not fit int32")
-    return out
 
+    __slots__ = ("scenario", "slot", "id")
 
-def malformed(s: StagingScenario) -> list[str]:
-    """Why ``s`` cannot be built at all (unlike a contract breach, which can be run)."""
-    out: list[str] = []
-    if not isinstance(s.capacity, int) or s.capacity < 1:
-        out.append(f"capacity={s.capacity!r} is not a whole number >= 1")
-        return out
-    for view, table in (("initial_cpu", s.initial_cpu), ("initial_gpu", s.initial_gpu)):
-        for buffer, values in table.items():
-            field = next((f for f in FIELDS if f.buffer == buffer), None)
-            if field is None:
-                out.append(f"{view} names {buffer!r}, which is not a staged buffer")
-            elif len(values) != s.capacity:
-                out.append(f"{view}[{buffer!r}] has {len(values)} values, capacity is "
-                           f"{s.capacity}")
-            elif field.dtype == "int32" and not all(
-                    isinstance(v, int) and INT32_MIN <= v <= INT32_MAX for v in values):
-                out.append(f"{view}[{buffer!r}] holds values that are not int32")
-    return out
+    def __init__(self, scenario: StagingScenario, slot: int, req_id: str) -> None:
+        self.scenario, self.slot, self.id = scenario, slot, req_id
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        table = self.scenario.inputs[name]
+        return table[self.id]
 
-def first_missing_state_index(s: StagingScenario, profile: TargetProfile) -> tuple[int, str] | None:
-    """The first live (slot, request id) without a state index, when the target needs one."""
-    if not profile.requires_state_idx(s.run_prefix_state_migration):
-        return None
-    for i, r in enumerate(s.live_ids):
-        if r not in s.mamba_state_idx:
-            return i, r
-    return None
+    def get(self, name: str, default: Any = MISSING) -> Any:
+        return self.scenario.inputs[name].get(self.id, default)
 
+    def has(self, name: str) -> bool:
+        return self.id in self.scenario.inputs[name]
 
-def initial_values(s: StagingScenario, buffer: str, view: str) -> list:
-    """Initial contents of one view, zeros where the scenario does not say."""
-    table = s.initial_cpu if view == "cpu" else s.initial_gpu
-    values = table.get(buffer)
-    if values is None:
-        dtype = next(f.dtype for f in FIELDS if f.buffer == buffer)
-        return [False if dtype == "bool" else 0] * s.capacity
-    return list(values)
+    def slot_value(self, name: str) -> Any:
+        return self.scenario.inputs[name][self.slot]
+
+    def input(self, name: str) -> Any:
+        return self.scenario.inputs[name]

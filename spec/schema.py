@@ -1,81 +1,329 @@
-"""The staged fields, declared once.
+"""Staging schemas: what one staging function must do, declared once.
 
-Each field names the buffer attribute on ``ctx``, the element type, and how the
-value of slot ``i`` derives from the inputs for ``r = req_ids[i]``. Which fields a
-target stages depends on its generation: a target that takes the keyword
-``run_prefix_state_migration`` is of the later generation and also stages
-``is_prefilling``; with that flag False it does not stage ``state_idx``.
+A ``StagingSchema`` declares, for one staging function (and every generation of it):
+
+- its **inputs** (``Input``): per-request tables, per-slot arrays, id sets, flags and
+  numbers, with their value ranges and whether a live request may lack them;
+- how to **call** it from a scenario (``build``: an adapter that makes its arguments,
+  context objects, scheduler output, input batch, dicts, flags, from a ``Builder``);
+- each **staged buffer** (``Field``): dtype, the value of live slot ``i`` derived from
+  the inputs for ``r = req_ids[i]`` (a function, and the same in prose), its tail
+  policy (untouched, filled with a value, or free), its copy policy (the live range,
+  the whole buffer, or none) and what happens when the request lacks the input it
+  derives from (an assertion naming the id, a default, an exception);
+- the inputs it may change, and how (``mutations``); all others stay unchanged;
+- optional hooks: a custom input space (``generate``), extra contract breaches, a
+  deterministic scenario of a given size for ``bench``, and a consumer (a kernel with
+  a reference) that tells whether a difference in the staged values matters.
+
+The invariants (``spec/invariants.py``) are stated once for every schema and read
+these policies; the generators (``spec/space.py``) derive the in-contract and
+out-of-contract scenario streams from the inputs. Nothing here imports the
+machinery: a schema's ``build`` receives the builder as an argument.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+__all__ = [
+    "COPY_LIVE", "COPY_NONE", "COPY_WHOLE", "Consumer", "CopyPolicy", "Field", "FLAG", "ID_SET",
+    "INT32_MAX", "INT32_MIN", "Input", "MAY_MISS", "MissingPolicy", "NUMBER", "OPTIONAL",
+    "PER_REQUEST", "PER_SLOT", "REQUIRED", "StagingSchema", "TAIL_FREE", "TAIL_UNTOUCHED",
+    "TailPolicy", "TargetProfile", "Values", "always", "offered_always", "tail_fill",
+]
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
-#: Keyword that marks the later generation.
-FLAG = "run_prefix_state_migration"
+# kinds of input
+PER_REQUEST = "per-request"   # dict req_id -> value
+PER_SLOT = "per-slot"         # list of capacity values, indexed by slot
+ID_SET = "id-set"             # a set of request ids (a list in the scenario)
+FLAG = "flag"                 # a bool
+NUMBER = "number"             # an int
+
+# presence of a per-request input for a live request
+REQUIRED = "required"         # every live request has it; lacking it is out of contract
+OPTIONAL = "optional"         # may be absent (absent has a meaning, e.g. no drafts)
+MAY_MISS = "may-miss"         # may be absent in contract: the function's failure path
 
 
 @dataclass(frozen=True)
-class StagedField:
-    name: str                       # short name used in reports
-    buffer: str                     # attribute of ctx holding the CpuGpuBuffer
-    dtype: str                      # numpy/torch dtype name
-    derivation: str                 # prose: the value of slot i for r = req_ids[i]
-    derive: Callable[[Any, str], Any]   # (scenario, req_id) -> value; KeyError if absent
-    later_generation_only: bool = False
-    needs_flag: bool = False        # staged only when run_prefix_state_migration is True
-    read_by_kernel: bool = True
+class Values:
+    """How the generators draw an int: mostly small, over the whole range, and on purpose
+    the values in ``special``. In contract, values lie in ``[low, high]``."""
+
+    low: int = 0
+    high: int = INT32_MAX
+    small: int | None = 16
+    special: tuple[int, ...] = ()
 
 
-STATE_IDX = StagedField(
-    "state_idx", "mamba_state_idx_buf", "int32", "mamba_state_idx[r]",
-    lambda s, r: s.mamba_state_idx[r], needs_flag=True)
-SCHEDULED = StagedField(
-    "scheduled", "num_scheduled_tokens_buf", "int32",
-    "scheduler_output.num_scheduled_tokens[r]",
-    lambda s, r: s.num_scheduled_tokens[r])
-COMPUTED = StagedField(
-    "computed", "num_computed_tokens_buf", "int32", "requests[r].num_computed_tokens",
-    lambda s, r: s.num_computed_tokens[r])
-DRAFT = StagedField(
-    "draft", "num_draft_tokens_buf", "int32",
-    "len(scheduler_output.scheduled_spec_decode_tokens.get(r, []))",
-    lambda s, r: len(s.spec_decode_tokens.get(r, [])))
-IS_PREFILLING = StagedField(
-    "is_prefilling", "is_prefilling_buf", "bool",
-    "requests[r].num_computed_tokens < requests[r].num_prompt_tokens",
-    lambda s, r: s.num_computed_tokens[r] < s.num_prompt_tokens[r],
-    later_generation_only=True, read_by_kernel=False)
+@dataclass(frozen=True)
+class Input:
+    """One input of the staging function, as the scenario holds it (``inputs[name]``)."""
 
-FIELDS: tuple[StagedField, ...] = (STATE_IDX, SCHEDULED, COMPUTED, DRAFT, IS_PREFILLING)
-FIELDS_BY_NAME = {f.name: f for f in FIELDS}
-FIELDS_BY_BUFFER = {f.buffer: f for f in FIELDS}
+    name: str
+    kind: str = PER_REQUEST
+    dtype: str = "int"            # "int", "int-list" (a list of ints per request), "bool"
+    values: Values = Values()
+    presence: str = REQUIRED      # per-request inputs only
+    stale: bool = True            # padded ids may hold stale entries (per-request inputs)
+    length: tuple[int, int] = (0, 4)   # "int-list": how many items
+    group: str | None = None      # per-request inputs of one group share their keys: one
+                                  # object per request carries them all (e.g. "requests")
+    default: Any = False          # flags: the value a shrunk scenario has
+    doc: str = ""
+
+    @property
+    def in_int32(self) -> bool:
+        return self.dtype in ("int", "int-list") and self.values.high <= INT32_MAX \
+            and self.values.low >= INT32_MIN
+
+
+@dataclass(frozen=True)
+class TailPolicy:
+    """What slots ``>= num_reqs`` of a buffer may become: ``untouched`` (bit-identical,
+    on success and on failure), ``fill`` (every CPU tail slot holds ``value`` after a
+    successful call) or ``free`` (anything)."""
+
+    kind: str
+    value: Any = None
+
+    def describe(self) -> str:
+        return {"untouched": "untouched", "free": "unconstrained",
+                "fill": f"filled with {self.value!r}"}[self.kind]
+
+
+TAIL_UNTOUCHED = TailPolicy("untouched")
+TAIL_FREE = TailPolicy("free")
+
+
+def tail_fill(value: Any) -> TailPolicy:
+    return TailPolicy("fill", value)
+
+
+@dataclass(frozen=True)
+class CopyPolicy:
+    """How a staged buffer reaches the device: once over ``[0, num_reqs)`` (``live``), once
+    over the whole buffer (``whole``), or not at all (``none``); with ``skip_when_empty``
+    a batch of no requests may skip the copy."""
+
+    kind: str
+    skip_when_empty: bool = False
+
+    def describe(self) -> str:
+        text = {"live": "once over [0, num_reqs)", "whole": "once, the whole buffer",
+                "none": "never"}[self.kind]
+        return text + (" (none for an empty batch)" if self.skip_when_empty else "")
+
+
+COPY_LIVE = CopyPolicy("live")
+COPY_WHOLE = CopyPolicy("whole")
+COPY_NONE = CopyPolicy("none")
+
+
+@dataclass(frozen=True)
+class MissingPolicy:
+    """What a live request that lacks ``input`` makes the call do.
+
+    ``assertion``: raise ``AssertionError`` whose message names the request id, before
+    any copy of the field's buffer; ``raises``: raise ``exception``. (A default value
+    is no policy: the field's derivation gives it, e.g. ``q.get(name, -1)``.)
+    """
+
+    input: str
+    kind: str = "assertion"
+    exception: str = "AssertionError"
+
+    def describe(self) -> str:
+        if self.kind == "assertion":
+            return (f"a live request without {self.input} raises AssertionError naming its "
+                    "id, before any copy of this buffer")
+        return f"a live request without {self.input} raises {self.exception}"
+
+
+def always(profile: "TargetProfile", scenario: Any) -> bool:
+    return True
+
+
+def offered_always(profile: "TargetProfile") -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Field:
+    """One staged buffer: how it is passed, its element type and what each slot holds."""
+
+    name: str                          # short name used in reports
+    buffer: str                        # the buffer's name (ctx attribute or argument)
+    dtype: str                         # "int32", "int64" or "bool"
+    derive: Callable[[Any], Any] | None   # RequestView -> value of the slot; None: not checked
+    derivation: str                    # the same, in prose
+    tail: TailPolicy = TAIL_UNTOUCHED
+    copy: CopyPolicy = COPY_LIVE
+    missing: MissingPolicy | None = None
+    when: Callable[["TargetProfile", Any], bool] = always   # staged on this call?
+    offered: Callable[["TargetProfile"], bool] = offered_always  # given to this target?
+    read_by_consumer: bool = False
+    when_prose: str = "on every call"   # ``when`` (and ``offered``), in prose
+    nullable: Callable[["TargetProfile"], bool] = lambda profile: False   # may the adapter
+                                        # pass None instead of the buffer to this target?
 
 
 @dataclass(frozen=True)
 class TargetProfile:
-    """What the spec needs to know about a target: whether it is of the later generation."""
+    """What the spec needs to know about one target: its schema, and the optional
+    keywords it takes (a generation that adds one, e.g. ``run_prefix_state_migration``)."""
 
-    takes_flag: bool = False
+    schema: "StagingSchema"
+    keywords: frozenset[str] = frozenset()
 
-    def staged_fields(self, flag: bool) -> tuple[StagedField, ...]:
-        """The fields this target must stage when called with ``flag``."""
-        out = []
-        for f in FIELDS:
-            if f.later_generation_only and not self.takes_flag:
-                continue
-            if f.needs_flag and self.takes_flag and not flag:
-                continue
-            out.append(f)
-        return tuple(out)
+    def takes(self, keyword: str) -> bool:
+        return keyword in self.keywords
 
-    def requires_state_idx(self, flag: bool) -> bool:
-        return STATE_IDX in self.staged_fields(flag)
+    def memo(self, scenario: Any, key: str, compute: Callable[["TargetProfile", Any], Any]):
+        """``compute(self, scenario)``; inside ``one_scenario(scenario)`` computed once
+        (every invariant asks the same things of one scenario in turn)."""
+        if not _SCOPES or _SCOPES[-1][0] is not scenario:
+            return compute(self, scenario)
+        table = _SCOPES[-1][1]
+        slot = (id(self), key)
+        if slot not in table:
+            table[slot] = compute(self, scenario)
+        return table[slot]
+
+    def breaches(self, scenario: Any) -> list[str]:
+        """``spec.space.contract_breaches`` of ``scenario`` (kept, as ``memo`` says)."""
+        return self.memo(scenario, "breaches", _breaches)
+
+    def staged_fields(self, scenario: Any) -> tuple[Field, ...]:
+        """The fields this target must stage on ``scenario``."""
+        return self.memo(scenario, "staged", _staged_fields)
 
     def buffers(self) -> tuple[str, ...]:
-        """Every buffer attribute the target's ctx carries."""
-        return tuple(f.buffer for f in FIELDS if self.takes_flag or not f.later_generation_only)
+        """Every buffer this target is given (staged on a given call or not)."""
+        return tuple(f.buffer for f in self.schema.fields if f.offered(self))
+
+    def first_missing(self, s: Any) -> tuple[int, str, Field] | None:
+        """The first live (slot, request id, field) whose missing-input policy applies."""
+        return self.memo(s, "missing", _first_missing)
+
+    def _first_missing(self, s: Any) -> tuple[int, str, Field] | None:
+        policed = [f for f in self.staged_fields(s) if f.missing is not None]
+        for i, r in enumerate(s.live_ids if policed else ()):
+            for f in policed:
+                if r not in s.inputs.get(f.missing.input, {}):
+                    return i, r, f
+        return None
+
+
+#: the scenarios being judged (innermost last), each with its answers so far
+_SCOPES: list[tuple[Any, dict]] = []
+
+
+@contextmanager
+def one_scenario(scenario: Any):
+    """Judge ``scenario`` (which must not change meanwhile) with each profile's
+    answers about it (staged fields, contract breaches, ...) computed once."""
+    _SCOPES.append((scenario, {}))
+    try:
+        yield
+    finally:
+        _SCOPES.pop()
+
+
+def _staged_fields(profile: TargetProfile, scenario: Any) -> tuple[Field, ...]:
+    return tuple(f for f in profile.schema.fields if f.when(profile, scenario))
+
+
+def _breaches(profile: TargetProfile, s: Any) -> list[str]:
+    from stagecheck.spec.space import contract_breaches
+    return contract_breaches(profile.schema, s)
+
+
+def _first_missing(profile: TargetProfile, s: Any):
+    return profile._first_missing(s)
+
+
+class Builder(Protocol):
+    """What a schema's ``build`` receives (implemented by ``oracles/observe``): fresh
+    objects made from the scenario, each registered so it is read back after the call."""
+
+    scenario: Any
+
+    def req_ids(self) -> list: ...
+    def table(self, name: str) -> dict: ...
+    def objects(self, **attributes: str) -> dict: ...
+    def id_set(self, name: str) -> set: ...
+    def array(self, name: str, dtype: str) -> Any: ...
+    def buffer(self, name: str) -> Any: ...
+    def value(self, name: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Call:
+    """The arguments of one call, as ``build`` made them."""
+
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """What reads the staged values on the device (a kernel with a reference), for
+    kernel-impact triage: ``results_differ(scenario, a, b, backend, device)`` returns the
+    differences between its results on two sides' live values (``{field: [values]}``).
+    A built-in consumer is named and its implementation registered by the kernel oracle
+    (``results_differ`` None); the fields it reads are those with ``read_by_consumer``."""
+
+    name: str
+    results_differ: Callable[..., list[str]] | None = None
+
+
+@dataclass(frozen=True)
+class StagingSchema:
+    """Everything stagecheck needs to check one staging function (see the module doc)."""
+
+    name: str
+    summary: str
+    functions: tuple[str, ...]          # function names this schema describes
+    parameters: tuple[str, ...]         # the positional parameters, in order
+    inputs: tuple[Input, ...]
+    fields: tuple[Field, ...]
+    build: Callable[[Builder, TargetProfile], Call]
+    keywords: tuple[str, ...] = ()      # optional keyword-only parameters (variants)
+    num_reqs_is_len: bool = False       # every entry of req_ids is live (no padding)
+    mutations: Callable[[Any, dict], dict] | None = None
+    mutations_prose: str = ""
+    generate: Callable[[Any, Any], None] | None = None   # (draw, scenario) -> None
+    breaches: Callable[[Any], list[str]] | None = None
+    bench: Callable[[int], Any] | None = None
+    consumer: Consumer | None = None
+
+    # ------------------------------------------------------------------ lookups
+    def input(self, name: str) -> Input:
+        for i in self.inputs:
+            if i.name == name:
+                return i
+        raise KeyError(name)
+
+    def field(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def field_of_buffer(self, buffer: str) -> Field | None:
+        by_buffer = self.__dict__.get("_by_buffer")
+        if by_buffer is None:
+            by_buffer = {f.buffer: f for f in self.fields}
+            object.__setattr__(self, "_by_buffer", by_buffer)
+        return by_buffer.get(buffer)
+
+    def profile(self, keywords=frozenset()) -> TargetProfile:
+        """The profile of a target of this schema that takes ``keywords``."""
+        return TargetProfile(self, frozenset(k for k in keywords if k in self.keywords))

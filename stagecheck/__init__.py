@@ -43,6 +43,10 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "stagecheck.oracles.errors",
     "TargetLoadError": "stagecheck.oracles.errors",
     "ScenarioError": "stagecheck.oracles.errors",
+    "SchemaError": "stagecheck.oracles.errors",
+    # schemas
+    "StagingSchema": "stagecheck.spec.schema",
+    "load_schema": "stagecheck.oracles.schemas",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

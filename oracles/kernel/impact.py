@@ -1,7 +1,9 @@
-"""Kernel oracle 2: does a staging difference reach the postprocess kernel's results?
+"""Kernel oracle 2: does a staging difference reach the consumer's results?
 
-Inside a differential run (``evaluate``), run the kernel on each side's staged GPU
-mirrors with identical cloned states and compare what it wrote.
+Inside a differential run (``evaluate``), run the schema's consumer on each side's
+staged GPU mirrors and compare what it computes. The built-in consumer is the Mamba
+postprocess kernel (``mamba_postprocess_results_differ``): it runs on identical
+cloned states, and what it wrote is compared.
 
 The kernel reads only slots ``< num_reqs`` of the staged arrays (oracle 1 checks that
 with garbage tails), so two sides whose live mirrors agree give identical results; the
@@ -18,14 +20,17 @@ from stagecheck.impl.postprocess_ref import kernel_decisions
 from stagecheck.oracles.kernel.scenarios import (KernelScenario, LayerSpec, build_kernel_inputs,
                                                  compare_kernel_outputs)
 from stagecheck.spec import ERROR, Finding, Observation, StagingScenario
-from stagecheck.spec.schema import DRAFT, FIELDS
+from stagecheck.spec.invariants import expected_value
+from stagecheck.spec.scenario import MISSING
+from stagecheck.spec.schema import TargetProfile
 
-__all__ = ["KERNEL_FIELDS", "KernelImpact", "annotate", "kernel_impact",
-           "kernel_results_differ", "staged_live"]
+__all__ = ["CONSUMERS", "KernelImpact", "annotate", "consumer_fields", "kernel_impact",
+           "mamba_postprocess_results_differ", "staged_live"]
 
-#: The staged fields the kernel reads, in its argument order.
-KERNEL_FIELDS = tuple(f for f in FIELDS if f.read_by_kernel)
-_KERNEL_FIELD_NAMES = frozenset(f.name for f in KERNEL_FIELDS)
+
+def consumer_fields(profile: TargetProfile) -> tuple:
+    """The staged fields the schema's consumer reads."""
+    return tuple(f for f in profile.schema.fields if f.read_by_consumer)
 
 #: The state tensors the impact check runs the kernel on: two layers in two groups,
 #: with different shapes and dtypes, conv and temporal states sharing each page.
@@ -45,17 +50,21 @@ def _live(values: list, n: int) -> list[int]:
     return [int(v) for v in values[:n]]
 
 
-def staged_live(s: StagingScenario, o: Observation | None) -> dict[str, list[int]] | None:
-    """The four kernel-read arrays, live slots only: from mirrors, or from the spec."""
-    n = s.num_reqs
+def staged_live(s: StagingScenario, o: Observation | None,
+                profile: TargetProfile) -> dict[str, list[int]] | None:
+    """The consumer-read arrays, live slots only: from mirrors, or from the spec."""
+    fields = consumer_fields(profile)
     if o is None:   # what the spec says the mirrors should hold
-        try:
-            return {f.name: [int(f.derive(s, r)) for r in s.live_ids] for f in KERNEL_FIELDS}
-        except KeyError:
-            return None
-    if not all(f.buffer in o.gpu for f in KERNEL_FIELDS):
+        out = {}
+        for f in fields:
+            values = [expected_value(s, f, i, r) for i, r in enumerate(s.live_ids)]
+            if any(v is MISSING for v in values):
+                return None
+            out[f.name] = [int(v) for v in values]
+        return out
+    if not all(f.buffer in o.gpu for f in fields):
         return None
-    return {f.name: _live(o.gpu[f.buffer], n) for f in KERNEL_FIELDS}
+    return {f.name: _live(o.gpu[f.buffer], s.num_reqs) for f in fields}
 
 
 def _context(s: StagingScenario, sides: list[dict], block_size: int,
@@ -68,7 +77,7 @@ def _context(s: StagingScenario, sides: list[dict], block_size: int,
     Columns past ``MAX_IMPACT_COLUMNS`` stay out of the table: the kernel skips them.
     """
     n = s.num_reqs
-    drafts = [DRAFT.derive(s, r) for r in s.live_ids]
+    drafts = [len(s.inputs["spec_decode_tokens"].get(r, ())) for r in s.live_ids]
     accepted = [1 if accepted_mode == "one" else d + 1 for d in drafts]
     used: set[tuple[int, int]] = set()
     for side in sides:
@@ -103,8 +112,8 @@ def _run_side(context: KernelScenario, side: dict, backend: str, device: str):
     return inputs.run(backend)
 
 
-def kernel_results_differ(s: StagingScenario, a: dict, b: dict, backend: str = "reference",
-                          device: str = "cpu") -> list[str]:
+def mamba_postprocess_results_differ(s: StagingScenario, a: dict, b: dict,
+                                     backend: str = "reference", device: str = "cpu") -> list[str]:
     """Run the kernel on both sides' live staged arrays, context by context.
 
     Stops at the first context whose results differ and returns its differences.
@@ -137,42 +146,57 @@ class KernelImpact:
         return bool(self.differences)
 
 
-def kernel_impact(s: StagingScenario, a: Observation | None, b: Observation,
-                  backend: str = "reference", device: str = "cpu",
-                  always: bool = False) -> KernelImpact | None:
-    """Compare the kernel's results on side ``a`` (or the spec's values) and side ``b``.
+#: built-in consumers by name (``Consumer.name`` in a schema)
+CONSUMERS = {"mamba-postprocess-kernel": mamba_postprocess_results_differ}
 
-    None when the kernel would not run on both sides (a call raised).
-    """
-    if (a is not None and not a.returned) or not b.returned:
+
+def _results_differ(profile: TargetProfile):
+    consumer = profile.schema.consumer
+    if consumer is None:
         return None
-    la, lb = staged_live(s, a), staged_live(s, b)
+    return consumer.results_differ or CONSUMERS.get(consumer.name)
+
+
+def kernel_impact(s: StagingScenario, a: Observation | None, b: Observation,
+                  profile: TargetProfile, backend: str = "reference", device: str = "cpu",
+                  always: bool = False) -> KernelImpact | None:
+    """Compare the consumer's results on side ``a`` (or the spec's values) and side ``b``.
+
+    None when the consumer would not run on both sides (a call raised), or the schema
+    has none.
+    """
+    results_differ = _results_differ(profile)
+    if results_differ is None or (a is not None and not a.returned) or not b.returned:
+        return None
+    la, lb = staged_live(s, a, profile), staged_live(s, b, profile)
     if la is None or lb is None:
         return None
     differ = la != lb
     if not differ and not always:
         return KernelImpact(False, False)
-    return KernelImpact(differ, True, kernel_results_differ(s, la, lb, backend, device))
+    return KernelImpact(differ, True, results_differ(s, la, lb, backend, device))
 
 
 def annotate(findings: list[Finding], s: StagingScenario, a: Observation | None,
-             b: Observation, backend: str = "reference", device: str = "cpu",
-             always: bool = False) -> list[Finding]:
+             b: Observation, profile: TargetProfile, backend: str = "reference",
+             device: str = "cpu", always: bool = False) -> list[Finding]:
     """The findings with ``kernel_impact`` set; plus ``kernel_results`` if nothing explains
-    a kernel difference."""
+    a kernel difference. A schema without a consumer leaves them as they are."""
+    if _results_differ(profile) is None:
+        return findings
+    readers = frozenset(f.name for f in consumer_fields(profile))
     both_raise = (a is None or not a.returned) and not b.returned
     one_raises = not both_raise and ((a is not None and not a.returned) or not b.returned)
     result = None
     if findings or always:
-        result = kernel_impact(s, a, b, backend, device, always)
+        result = kernel_impact(s, a, b, profile, backend, device, always)
     out = []
     for f in findings:
-        if one_raises and f.invariant in ("same_outcome", "expected_outcome",
-                                          "missing_index_assertion"):
+        if one_raises and f.invariant in ("same_outcome", "expected_outcome", "missing_input"):
             impact = True     # the kernel runs on one side and not on the other
         elif both_raise or result is None:
             impact = False if both_raise else None
-        elif f.field is not None and f.field not in _KERNEL_FIELD_NAMES:
+        elif f.field is not None and f.field not in readers:
             impact = False    # e.g. is_prefilling: the kernel does not read it
         elif f.slot is not None and f.slot >= s.num_reqs:
             impact = False    # a tail slot: never read by the kernel

@@ -79,11 +79,11 @@ def _with_prelude(tree: ast.Module, prelude: str) -> ast.Module:
     return tree
 
 
-def generate_mutants(source: str, filename: str, function: str, takes_flag: bool = False,
+def generate_mutants(source: str, filename: str, function: str, profile=None,
                      operators: Sequence[str] | None = None) -> list[Mutant]:
     """Every mutant of ``function`` (and its helpers) in ``source``, catalog order."""
     tree = ast.parse(source, filename)
-    scope = Scope(functions_in_scope(tree, function), takes_flag)
+    scope = Scope.of(functions_in_scope(tree, function), profile)
     if function not in scope.functions:
         raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, function, path=filename,
                                  name=function, available=", ".join(scope.functions) or "none")

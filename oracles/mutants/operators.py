@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["Location", "MutationOperator", "Scope", "Site"]
 
@@ -42,10 +42,26 @@ class Site:
 
 @dataclass
 class Scope:
-    """What the operators know about the module being mutated."""
+    """What the operators know about the module being mutated, and from its schema."""
 
     functions: tuple[str, ...]        # the staging function and the helpers it calls
-    takes_flag: bool = False          # later generation: ctx may lack the state-index buffer
+    nullable: bool = False            # a buffer may be None (e.g. the later generation's
+                                      # state-index buffer with its flag False)
+    complete: dict[str, str] = field(default_factory=dict)   # dicts the contract fills
+                                      # for every live request: name -> how to say it
+
+    @classmethod
+    def of(cls, functions: tuple[str, ...], profile) -> "Scope":
+        """The scope of a target with ``profile`` (``None``: nothing known)."""
+        if profile is None:
+            return cls(functions)
+        from stagecheck.spec.schema import PER_REQUEST, REQUIRED
+        complete = {}
+        for inp in profile.schema.inputs:
+            if inp.kind == PER_REQUEST and inp.presence == REQUIRED:
+                complete[inp.group or inp.name] = inp.group or inp.name
+        nullable = any(f.nullable(profile) for f in profile.schema.fields)
+        return cls(functions, nullable, complete)
 
 
 # --------------------------------------------------------------------------------------
@@ -53,10 +69,11 @@ class Scope:
 # --------------------------------------------------------------------------------------
 
 REASON_NONE_CHECK = (
-    "equivalent within the contract: a target of this generation always gets the four "
-    "buffers (only the later generation may be called with mamba_state_idx_buf=None, and "
-    "only with run_prefix_state_migration=False), so this None check never fires on an "
-    "input that can happen; without it a None buffer would fail with AttributeError instead")
+    "equivalent within the contract: the schema gives a target of this generation every "
+    "buffer (none of them may be None for it, unlike e.g. the later generation's "
+    "mamba_state_idx_buf with run_prefix_state_migration=False), so this None check never "
+    "fires on an input that can happen; without it a None buffer would fail with "
+    "AttributeError instead")
 REASON_BLOCKING = (
     "equivalent on CPU: copies are synchronous; the mutant makes the upload blocking "
     "(non_blocking=False), which on CUDA only closes the write-after-copy window (slower, "
@@ -78,12 +95,6 @@ REASON_BOUNDED_LEN = (
     "generators draw at most 4), so int16 never wraps; it differs only for a request with "
     "more than 32,767 draft tokens")
 
-#: Dictionaries the contract guarantees to hold every live request (by the last name of
-#: the expression), with the words the reason uses for them.
-CONTRACT_COMPLETE = {
-    "num_scheduled_tokens": "scheduler_output.num_scheduled_tokens",
-    "requests": "requests",
-}
 
 
 # --------------------------------------------------------------------------------------
@@ -393,7 +404,7 @@ class CopyDuplicated(MutationOperator):
 class _AssertOperator(MutationOperator):
     def can_fire(self, node: ast.Assert) -> bool:
         """Whether the assertion can fail on an input that can happen."""
-        return not _is_none_check(node) or self.scope.takes_flag
+        return not _is_none_check(node) or self.scope.nullable
 
 
 class AssertDropped(_AssertOperator):
@@ -475,8 +486,10 @@ def _is_get(node: ast.AST) -> bool:
             and node.func.attr == "get" and 1 <= len(node.args) <= 2 and not node.keywords)
 
 
-def _complete_dict_reason(dict_expr: ast.AST) -> str | None:
-    what = CONTRACT_COMPLETE.get(_last_name(dict_expr) or "")
+def _complete_dict_reason(scope: Scope, dict_expr: ast.AST) -> str | None:
+    """Why ``d[k]`` and ``d.get(k)`` agree within the contract, when the schema says the
+    dict (named by the expression's last name) holds every live request."""
+    what = scope.complete.get(_last_name(dict_expr) or "")
     return REASON_COMPLETE_DICT.format(what=what) if what else None
 
 
@@ -490,7 +503,7 @@ class GetToIndex(MutationOperator):
         self.generic_visit(node)
         if _is_get(node) and self.hit(node, f"{_src(node.func.value)}[{_src(node.args[0])}] "
                                             f"instead of {_src(node)}",
-                                      _complete_dict_reason(node.func.value)):
+                                      _complete_dict_reason(self.scope, node.func.value)):
             return ast.Subscript(node.func.value, node.args[0], ast.Load())
         return node
 
@@ -531,7 +544,7 @@ class IndexToGet(MutationOperator):
         if (not isinstance(node.ctx, ast.Load) or not isinstance(key, ast.Name)
                 or key.id in self.index_names or _last_name(value) in ("np", "cpu", "gpu")):
             return node
-        reason = _complete_dict_reason(value)
+        reason = _complete_dict_reason(self.scope, value)
         for k, d, line, text in self.guards:
             if k == ast.dump(key) and d == ast.dump(value) and line < node.lineno:
                 reason = REASON_GUARDED.format(guard=text, line=line)

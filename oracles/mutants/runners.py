@@ -9,6 +9,10 @@ oracle reports at least one error finding (upstream: a test fails).
 A survivor is labeled equivalent only with a reason, given by the operator that
 knows it (e.g. a blocking copy is invisible on the CPU). A mutant with a reason that
 some oracle kills is not equivalent, and the report says the reason was withdrawn.
+
+SIGINT/SIGTERM (``oracles/interrupt.py``) stop the run between mutants: the report
+keeps the mutants finished before the signal, marked interrupted. With ``--jobs``, the
+pool processes are stopped, and with them the worker processes they started.
 """
 
 from __future__ import annotations
@@ -29,8 +33,7 @@ from stagecheck.oracles.mutants.matrix import (ORACLES, MutantResult, MutationRe
                                                OracleOutcome)
 from stagecheck.oracles.mutants.upstream import UPSTREAM_TESTS
 from stagecheck.oracles.options import CampaignConfig, RunOptions, seconds, whole
-from stagecheck.oracles.targets import (Target, load_function_from_source, load_shims,
-                                        load_target, target_source)
+from stagecheck.oracles.targets import Target, TargetRef, target_ref, target_source
 
 __all__ = ["DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_TIMEOUT", "SYMBOLIC_MAX_CAPACITY",
            "MutantsConfig", "evaluate_mutant", "list_mutants", "parse_list", "run_mutants"]
@@ -116,31 +119,37 @@ def _from_campaign(result, started: float, only_kernel: bool = False) -> OracleO
                          kill_seconds=None if counts else took, finding=_first_error(errors))
 
 
-def _run_spec(original: Target, mutant: Target, config: MutantsConfig) -> OracleOutcome:
+def _run_spec(original: Target, mutant: Target, config: MutantsConfig, runner) -> OracleOutcome:
     started = time.perf_counter()
-    return _from_campaign(run_campaign(None, mutant, config.campaign()), started)
+    return _from_campaign(run_campaign(None, mutant, config.campaign(), runner=runner), started)
 
 
-def _run_differential(original: Target, mutant: Target, config: MutantsConfig) -> OracleOutcome:
+def _run_differential(original: Target, mutant: Target, config: MutantsConfig,
+                      runner) -> OracleOutcome:
     started = time.perf_counter()
-    return _from_campaign(run_campaign(original, mutant, config.campaign()), started)
+    return _from_campaign(run_campaign(original, mutant, config.campaign(), runner=runner),
+                          started)
 
 
-def _run_kernel(original: Target, mutant: Target, config: MutantsConfig) -> OracleOutcome:
+def _run_kernel(original: Target, mutant: Target, config: MutantsConfig,
+                runner) -> OracleOutcome:
     """Differential findings that reach the postprocess kernel (in-contract stream only:
     the kernel's verdict matters where the staging contract holds)."""
     started = time.perf_counter()
-    result = run_campaign(original, mutant, config.campaign(kernel=True, out_of_contract=False))
+    result = run_campaign(original, mutant, config.campaign(kernel=True, out_of_contract=False),
+                          runner=runner)
     return _from_campaign(result, started, only_kernel=True)
 
 
-def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig) -> OracleOutcome:
+def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig,
+                  runner) -> OracleOutcome:
     from stagecheck.oracles.symbolic import SymbolicInconclusive, run_symbolic
     started = time.perf_counter()
     note = None
     try:
         result = run_symbolic(original, mutant, timeout=config.symbolic_timeout,
-                              max_capacity=SYMBOLIC_MAX_CAPACITY, stop_at_first_error=True)
+                              max_capacity=SYMBOLIC_MAX_CAPACITY, stop_at_first_error=True,
+                              runner=runner)
     except SymbolicInconclusive as exc:
         result = exc.result
         note = str(exc)[:200]
@@ -156,24 +165,32 @@ def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig) -> Or
                          finding=_first_error(result.errors), note=note)
 
 
-def _run_upstream(original: Target, mutant: Target, config: MutantsConfig) -> OracleOutcome:
-    from stagecheck.oracles.observe import CallTimedOut, time_limit
+#: seconds the upstream-style tests may take on one mutant (a hang is a kill)
+UPSTREAM_SECONDS = 5.0
+
+
+def _run_upstream(original: Target, mutant: Target, config: MutantsConfig,
+                  runner) -> OracleOutcome:
+    """The upstream-style example tests, in the worker that holds the mutant."""
+    from stagecheck.oracles.campaign import _position
+    from stagecheck.oracles.worker import WorkerEnded, target_arg
     started = time.perf_counter()
-    takes_flag = mutant.profile.takes_flag
-    for label, test in UPSTREAM_TESTS:
-        try:
-            with time_limit(5.0):
-                test(mutant.func, takes_flag)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:   # a failing test, a crash, or a hang (CallTimedOut)
-            what = "hang" if isinstance(exc, CallTimedOut) else f"{type(exc).__name__}: {exc}"
-            return OracleOutcome("killed", seconds=time.perf_counter() - started, note=label,
-                                 finding=f"test {label} fails: {what}"[:160])
-    return OracleOutcome("survived", seconds=time.perf_counter() - started)
+    if mutant.schema.name not in UPSTREAM_TESTS:
+        return OracleOutcome("n/a", note=f"no upstream tests for schema {mutant.schema.name!r}")
+    try:
+        failure = runner.call("stagecheck.oracles.mutants.upstream", "run_upstream_tests",
+                              target_arg(_position(runner, mutant)),
+                              deadline=UPSTREAM_SECONDS)
+    except WorkerEnded as ended:
+        failure = ("example", "hang" if ended.hung else ended.what)
+    if failure is None:
+        return OracleOutcome("survived", seconds=time.perf_counter() - started)
+    label, what = failure
+    return OracleOutcome("killed", seconds=time.perf_counter() - started, note=label,
+                         finding=f"test {label} fails: {what}"[:160])
 
 
-_RUNNERS: dict[str, Callable[[Target, Target, MutantsConfig], OracleOutcome]] = {
+_RUNNERS: dict[str, Callable[..., OracleOutcome]] = {
     "spec": _run_spec, "differential": _run_differential, "kernel": _run_kernel,
     "symbolic": _run_symbolic, "upstream": _run_upstream,
 }
@@ -190,52 +207,117 @@ def _guard(run, *args) -> OracleOutcome:
                              note=f"{type(exc).__name__}: {exc}"[:200])
 
 
+def _shims_of(original: Target) -> tuple[str, ...]:
+    return original.ref.shims if original.ref is not None else ()
+
+
+def mutant_target(original: Target, mutant: Mutant) -> Target:
+    """The mutant as a target for the checker: loaded only in a worker, from its source,
+    with the original's shims."""
+    spec = f"{original.spec}@{mutant.id}"
+    ref = TargetRef(spec, original.ref.schema if original.ref else None, mutant.source,
+                    mutant.load_name, mutant.function, shims=_shims_of(original))
+    return Target(spec, None, original.profile,
+                  f"mutant {mutant.id} ({mutant.operator}) of {original.origin}", ref)
+
+
 def evaluate_mutant(original: Target, mutant: Mutant, config: MutantsConfig,
-                    unavailable: dict[str, str] | None = None) -> MutantResult:
-    """Run every chosen oracle on one mutant."""
+                    unavailable: dict[str, str] | None = None, pool=None) -> MutantResult:
+    """Run every chosen oracle on one mutant, the mutant in a worker (``pool``: reuse it)."""
+    from stagecheck.oracles.runner import load_isolated
     unavailable = unavailable or {}
     result = MutantResult(mutant)
+    candidate = mutant_target(original, mutant)
+    schemas = {original.ref.schema if original.ref else None: original.schema}
     try:
-        func = mutant.load(load_shims(config.shims))
+        runner = load_isolated([original.ref, candidate.ref], schemas, pool=pool)
     except StagecheckError as exc:
         result.load_error = str(exc)
         for o in config.oracles:
             result.outcomes[o] = OracleOutcome("error", note=f"mutant does not load: {exc}")
         return result
-    target = Target(f"{original.spec}@{mutant.id}", func, original.profile,
-                    f"mutant {mutant.id} ({mutant.operator}) of {original.origin}")
-    for oracle in config.oracles:
-        if oracle in unavailable:
-            result.outcomes[oracle] = OracleOutcome("n/a", note=unavailable[oracle])
-        elif oracle == "upstream":
-            result.outcomes[oracle] = _run_upstream(original, target, config)
-        else:
-            result.outcomes[oracle] = _guard(_RUNNERS[oracle], original, target, config)
+    base, mut = runner.targets
+    try:
+        for oracle in config.oracles:
+            if oracle in unavailable:
+                result.outcomes[oracle] = OracleOutcome("n/a", note=unavailable[oracle])
+            else:
+                result.outcomes[oracle] = _guard(_RUNNERS[oracle], base, mut, config, runner)
+    finally:
+        if pool is None:
+            runner.close()
     return result
 
 
-_WORKER_TARGETS: dict[str, Target] = {}
+_WORKER_TARGETS: dict[TargetRef, Target] = {}
+_WORKER_POOL = None
 
 
-def _ignore_interrupts() -> None:
-    """Worker processes leave SIGINT/SIGTERM to the parent, which stops them."""
+def _load_ref(ref: TargetRef) -> Target:
+    """The original target for the checker (loaded in a worker, never here)."""
+    from stagecheck.oracles.runner import load_isolated
+    from stagecheck.oracles.schemas import load_schema
+    schema = load_schema(ref.schema) if ref.schema else None
+    runner = load_isolated([ref], {ref.schema: schema})
+    try:
+        return runner.targets[0]
+    finally:
+        runner.close()
+
+
+def _load(target_spec: str, schema_spec: str | None, shims=()) -> Target:
+    """The original target: a file or revision read here once (a ``git:REV`` resolved to
+    its commit), loaded in a worker with ``shims``."""
+    return _load_ref(target_ref(target_spec, schema_spec, shims))
+
+
+def _source(original: Target, target_spec: str) -> tuple[str, str, str]:
+    """``(source, filename, function)`` the mutants are made from: the very text the
+    original was loaded from (a revision at the commit it was resolved to once)."""
+    ref = original.ref
+    if ref is not None and ref.source is not None:
+        return ref.source, ref.filename, ref.function
+    return target_source(target_spec)
+
+
+def _pool_process_started() -> None:
+    """A process of the ``--jobs`` pool: SIGINT is the parent's (it stops the pool);
+    SIGTERM (how the parent stops it) ends this process and the workers it started,
+    which run in sessions of their own and would not get the signal."""
     import signal
+
+    def stop(signum, frame) -> None:
+        from stagecheck.oracles.worker import kill_all
+        kill_all()
+        os._exit(128 + signum)
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _worker(payload) -> MutantResult:
-    """Process-pool entry point: one mutant, everything else from the payload."""
-    spec, mutant, config, unavailable = payload
+    """Process-pool entry point: one mutant, everything else from the payload (the
+    original's ``TargetRef``, with its source read once by the parent)."""
+    global _WORKER_POOL
+    ref, mutant, config, unavailable = payload
     preload_project_modules()
-    if spec not in _WORKER_TARGETS:
-        _WORKER_TARGETS[spec] = load_target(spec, config.shims)
-    return evaluate_mutant(_WORKER_TARGETS[spec], mutant, config, unavailable)
+    if ref not in _WORKER_TARGETS:
+        _WORKER_TARGETS[ref] = _load_ref(ref)
+    if _WORKER_POOL is None:
+        from stagecheck.oracles.worker import WorkerPool
+        _WORKER_POOL = WorkerPool()
+    return evaluate_mutant(_WORKER_TARGETS[ref], mutant, config, unavailable, _WORKER_POOL)
 
 
-def _unavailable(config: MutantsConfig) -> dict[str, str]:
-    """Oracles that cannot run here, and why (the symbolic one needs crosshair)."""
+def _unavailable(config: MutantsConfig, target: Target) -> dict[str, str]:
+    """Oracles that cannot run here, and why (the symbolic one needs crosshair; the
+    upstream baseline exists for the schemas upstream wrote tests for; the kernel column
+    needs a schema with a consumer)."""
     out = {}
+    if "upstream" in config.oracles and target.schema.name not in UPSTREAM_TESTS:
+        out["upstream"] = f"no upstream tests for schema {target.schema.name!r}"
+    if "kernel" in config.oracles and target.schema.consumer is None:
+        out["kernel"] = f"schema {target.schema.name!r} declares no consumer kernel"
     if "symbolic" in config.oracles:
         try:
             import stagecheck.oracles.symbolic  # noqa: F401
@@ -248,82 +330,93 @@ def _control(original: Target, source: str, filename: str, function: str,
              config: MutantsConfig, report: MutationReport) -> None:
     """Check the unmutated source, reloaded the way mutants are, so a kill is never an
     artefact of the reloading."""
+    from stagecheck.oracles.runner import load_isolated
     unparsed = ast.unparse(ast.parse(source))
-    func = load_function_from_source(unparsed, f"<stagecheck unmutated {filename}>", function,
-                                     shims=load_shims(config.shims))
-    reloaded = Target(f"{original.spec}@unmutated", func, original.profile, "unmutated")
-    if "spec" in config.oracles:
-        r = run_campaign(None, reloaded, config.campaign())
-        report.control["spec"] = f"{len(r.errors)} error finding(s)" if r.errors else "clean"
-    if "differential" in config.oracles:
-        r = run_campaign(original, reloaded, config.campaign())
-        report.control["differential"] = (f"{len(r.errors)} error finding(s)" if r.errors
-                                          else "clean")
-    if "upstream" in config.oracles:
-        u = _run_upstream(original, reloaded, config)
-        report.control["upstream"] = "passes" if not u.killed else f"FAILS: {u.finding}"
+    ref = TargetRef(f"{original.spec}@unmutated", original.ref.schema if original.ref else None,
+                    unparsed, f"<stagecheck unmutated {filename}>", function,
+                    shims=_shims_of(original))
+    with load_isolated([original.ref, ref], {ref.schema: original.schema}) as runner:
+        base, reloaded = runner.targets
+        if "spec" in config.oracles:
+            r = run_campaign(None, reloaded, config.campaign(), runner=runner)
+            report.control["spec"] = f"{len(r.errors)} error finding(s)" if r.errors else "clean"
+        if "differential" in config.oracles and not interrupt.requested():
+            r = run_campaign(base, reloaded, config.campaign(), runner=runner)
+            report.control["differential"] = (f"{len(r.errors)} error finding(s)" if r.errors
+                                              else "clean")
+        if "upstream" in config.oracles and "upstream" not in report.unavailable \
+                and not interrupt.requested():
+            u = _run_upstream(base, reloaded, config, runner)
+            report.control["upstream"] = "passes" if not u.killed else f"FAILS: {u.finding}"
 
 
-def list_mutants(target_spec: str, operators=None, shims=()) -> list[Mutant]:
-    """The mutants of ``target_spec`` without running anything (``--list``)."""
-    original = load_target(target_spec, shims)
-    source, filename, function = target_source(original.pinned)
-    return generate_mutants(source, filename, function, original.profile.takes_flag, operators)
+def list_mutants(target_spec: str, operators=None, schema: str | None = None,
+                 shims=()) -> list[Mutant]:
+    """The mutants of ``target_spec`` without running anything (``--list``); ``schema``
+    is a schema spec (built-in name or path), None to choose by the function's name;
+    ``shims``: shim modules for a file target's global names."""
+    original = _load(target_spec, schema, shims)
+    source, filename, function = _source(original, target_spec)
+    return generate_mutants(source, filename, function, original.profile, operators)
 
 
 def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
-                progress: Callable[[MutantResult, int, int], None] | None = None
+                progress: Callable[[MutantResult, int, int], None] | None = None,
+                schema: str | None = None, original: Target | None = None
                 ) -> MutationReport:
     """Apply every operator to ``target_spec`` and run each oracle on each mutant.
 
     With ``config.jobs`` > 1 mutants run in that many worker processes.
     ``config.out_of_contract=False`` skips the campaigns' stream of inputs that should
     not happen: it can only give info findings, so kills are the same, but survivors
-    then show no info differences.
+    then show no info differences. ``original``: ``target_spec`` already loaded (by the
+    CLI, which checked it), so a revision is not resolved a second time.
     """
     started = time.perf_counter()
     preload_project_modules()
-    original = load_target(target_spec, config.shims)
-    # the pinned spec from here on: a git revision is resolved to its commit once
-    source, filename, function = target_source(original.pinned)
-    mutants = generate_mutants(source, filename, function, original.profile.takes_flag,
-                               config.operators)
+    if original is None:
+        original = _load(target_spec, schema, config.shims)
+    # the text read once from here on: a git revision is resolved to its commit once
+    source, filename, function = _source(original, target_spec)
+    mutants = generate_mutants(source, filename, function, original.profile, config.operators)
     report = MutationReport(target_spec, filename, function, list(config.oracles),
                             config.budget, config.symbolic_timeout)
-    report.unavailable.update(_unavailable(config))
-    if config.control:
+    report.unavailable.update(_unavailable(config, original))
+    if config.control and not interrupt.requested():
         _control(original, source, filename, function, config, report)
     total = len(mutants)
     jobs = min(config.jobs, total, os.cpu_count() or 1)
     if interrupt.requested():
         pass
     elif jobs > 1:
-        _run_parallel(original.pinned, mutants, config, report, jobs, progress)
+        _run_parallel(original.ref, mutants, config, report, jobs, progress)
     else:
-        for k, m in enumerate(mutants, 1):
-            res = evaluate_mutant(original, m, config, report.unavailable)
-            if interrupt.requested():   # this mutant's campaigns were cut short: drop it
-                break
-            report.results.append(res)
-            if progress:
-                progress(res, k, total)
+        from stagecheck.oracles.worker import WorkerPool
+        with WorkerPool() as pool:      # one worker, the mutants loaded into it in turn
+            for k, m in enumerate(mutants, 1):
+                res = evaluate_mutant(original, m, config, report.unavailable, pool)
+                if interrupt.requested():   # this mutant's campaigns were cut short: drop it
+                    break
+                report.results.append(res)
+                if progress:
+                    progress(res, k, total)
     if interrupt.requested():
         report.interrupted = interrupt.signal_name(interrupt.requested())
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _run_parallel(target_spec: str, mutants: list[Mutant], config: MutantsConfig,
+def _run_parallel(ref: TargetRef, mutants: list[Mutant], config: MutantsConfig,
                   report: MutationReport, jobs: int, progress) -> None:
-    """Mutants in ``jobs`` worker processes; a signal to the parent stops them all."""
+    """Mutants in ``jobs`` pool processes; a signal to the parent stops them all, and
+    the worker processes each of them started (see ``_pool_process_started``)."""
     import concurrent.futures as cf
     import multiprocessing
     ctx = multiprocessing.get_context("spawn")
     total = len(mutants)
     pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx,
-                                  initializer=_ignore_interrupts)
-    futures = [pool.submit(_worker, (target_spec, m, config, report.unavailable))
-               for m in mutants]
+                                  initializer=_pool_process_started)
+    futures = [pool.submit(_worker, (ref, m, config, report.unavailable)) for m in mutants]
     try:
         for k, future in enumerate(futures, 1):
             while True:   # wake up now and then to look at the flag
@@ -337,8 +430,14 @@ def _run_parallel(target_spec: str, mutants: list[Mutant], config: MutantsConfig
                 progress(res, k, total)
             interrupt.check()
     except interrupt.Interrupted:
-        for process in list(getattr(pool, "_processes", {}).values()):
-            process.terminate()
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        for process in processes:
+            process.terminate()        # SIGTERM: the process stops its workers, then exits
         pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
     else:
         pool.shutdown()

@@ -6,8 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Callable
 
-__all__ = ["UPSTREAM_TESTS", "UpstreamTestFailure", "upstream_example_test",
-           "upstream_missing_index_test"]
+__all__ = ["UPSTREAM_TESTS", "UpstreamTestFailure", "run_upstream_tests",
+           "upstream_example_test", "upstream_missing_index_test"]
+
+_FLAG = "run_prefix_state_migration"
 
 # ======================================================================================
 # The upstream-style baseline: two example-based tests
@@ -43,12 +45,16 @@ def _upstream_inputs(capacity: int = 8, takes_flag: bool = False):
     return ctx, scheduler_output, req_ids, 3, requests, mamba_state_idx
 
 
+def _takes_flag(profile) -> bool:
+    return profile is not None and profile.takes(_FLAG)
+
+
 def _call(func, args, takes_flag: bool):
-    kwargs = {"run_prefix_state_migration": True} if takes_flag else {}
+    kwargs = {_FLAG: True} if takes_flag else {}
     return func(*args, **kwargs)
 
 
-def upstream_example_test(func: Callable, takes_flag: bool = False) -> None:
+def upstream_example_test(func: Callable, profile=None) -> None:
     """Stage three requests (one without drafts) plus a padded id into sentinel buffers.
 
     Checks the live slots of the four buffers, that the CPU tails keep the sentinel,
@@ -56,6 +62,7 @@ def upstream_example_test(func: Callable, takes_flag: bool = False) -> None:
     (``UpstreamTestFailure`` or whatever the staging call raised) when it fails.
     """
     import torch
+    takes_flag = _takes_flag(profile)
     args = _upstream_inputs(takes_flag=takes_flag)
     ctx = args[0]
     _call(func, args, takes_flag)
@@ -75,8 +82,9 @@ def upstream_example_test(func: Callable, takes_flag: bool = False) -> None:
                                       f"{want.tolist()}")
 
 
-def upstream_missing_index_test(func: Callable, takes_flag: bool = False) -> None:
+def upstream_missing_index_test(func: Callable, profile=None) -> None:
     """A live request without a state index must raise AssertionError."""
+    takes_flag = _takes_flag(profile)
     args = list(_upstream_inputs(takes_flag=takes_flag))
     del args[5]["req-1"]
     try:
@@ -89,5 +97,23 @@ def upstream_missing_index_test(func: Callable, takes_flag: bool = False) -> Non
     raise UpstreamTestFailure("DID NOT RAISE AssertionError for a missing state index")
 
 
-UPSTREAM_TESTS = (("example", upstream_example_test), ("missing-index",
-                                                       upstream_missing_index_test))
+def run_upstream_tests(target) -> tuple[str, str] | None:
+    """Run the upstream tests of ``target``'s schema on it (in the worker that holds it):
+    ``(label, what failed)`` of the first failing test, None when all pass."""
+    for label, test in UPSTREAM_TESTS[target.schema.name]:
+        try:
+            test(target.func, target.profile)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            return label, f"{type(exc).__name__}: {exc}"
+        except BaseException as exc:   # a failing test or a crash of the code under test
+            try:
+                text = f"{type(exc).__name__}: {exc}"
+            except Exception:
+                text = type(exc).__name__
+            return label, text
+    return None
+
+
+#: schema name -> the example-based tests upstream wrote for it, by label
+UPSTREAM_TESTS = {"mamba-postprocess": (("example", upstream_example_test),
+                                        ("missing-index", upstream_missing_index_test))}

@@ -17,41 +17,55 @@ import signal
 import threading
 from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.targets import Target
 from stagecheck.spec.observation import Observation
-from stagecheck.spec.scenario import StagingScenario, initial_values
-from stagecheck.spec.schema import FIELDS_BY_BUFFER, FLAG, STATE_IDX, TargetProfile
+from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.schema import Call, TargetProfile
+from stagecheck.spec.space import initial_values
 
-__all__ = ["Backend", "CallTimedOut", "RecordingList", "StagingInputs", "build_inputs",
-           "call_target", "observe", "require_device"]
+__all__ = ["Backend", "Builder", "CallTimedOut", "RecordingList", "build_inputs", "observe",
+           "plain", "require_device"]
 
 
 class CallTimedOut(BaseException):
     """Raised inside a target that ran past its time limit (BaseException: not swallowed)."""
 
 
+def _expire(signum, frame):
+    raise CallTimedOut()
+
+
 @contextmanager
 def time_limit(seconds: float | None):
-    """Interrupt the body after ``seconds`` (main thread on POSIX only; otherwise no limit)."""
+    """Interrupt the body after ``seconds`` (main thread on POSIX only; otherwise no limit).
+
+    Where this process's alarm handler is ours already (a worker), only the timer is
+    set; elsewhere the previous handler comes back afterwards. The worker's parent
+    enforces the limit as well, by killing the worker: nothing a target does to the
+    alarm can stop it.
+    """
     usable = (seconds and hasattr(signal, "setitimer")
               and threading.current_thread() is threading.main_thread())
     if not usable:
         yield
         return
-
-    def _expire(signum, frame):
-        raise CallTimedOut()
-
-    previous = signal.signal(signal.SIGALRM, _expire)
+    previous = signal.getsignal(signal.SIGALRM)
+    if previous is not _expire:
+        signal.signal(signal.SIGALRM, _expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        if previous is not _expire and not _KEEP_HANDLER:
+            signal.signal(signal.SIGALRM, previous)
+
+
+#: a worker keeps its alarm handler installed between calls
+_KEEP_HANDLER = False
 
 
 class Backend(Protocol):
@@ -61,10 +75,6 @@ class Backend(Protocol):
 
     def passes_through(self, exc: BaseException) -> bool:
         """True for an exception that belongs to the machinery, not to the target."""
-
-
-class StagingInputs(SimpleNamespace):
-    """The objects one staging call receives, built from a scenario, plus their recorders."""
 
 
 class RecordingList(list):
@@ -90,63 +100,106 @@ class RecordingList(list):
             yield list.__getitem__(self, i)
 
 
-
-def build_inputs(s: StagingScenario, profile: TargetProfile, backend: Backend) -> StagingInputs:
-    """Fresh ctx, scheduler output, requests, ids and state indices for one call."""
-    events: list = []
-    reads: list[int] = []
-    buffers = {}
-    ctx = SimpleNamespace()
-    for buffer in profile.buffers():
-        f = FIELDS_BY_BUFFER[buffer]
-        if (f is STATE_IDX and profile.takes_flag and not s.run_prefix_state_migration
-                and s.omit_state_idx_buf):
-            setattr(ctx, buffer, None)
-            continue
-        buf = backend.make_buffer(buffer, f.dtype, initial_values(s, buffer, "cpu"),
-                                  initial_values(s, buffer, "gpu"), events)
-        buffers[buffer] = buf
-        setattr(ctx, buffer, buf)
-    scheduler_output = SimpleNamespace(
-        num_scheduled_tokens=dict(s.num_scheduled_tokens),
-        scheduled_spec_decode_tokens={k: list(v) for k, v in s.spec_decode_tokens.items()})
-    requests = {r: SimpleNamespace(num_computed_tokens=c,
-                                   num_prompt_tokens=s.num_prompt_tokens.get(r))
-                for r, c in s.num_computed_tokens.items()}
-    return StagingInputs(ctx=ctx, scheduler_output=scheduler_output,
-                         req_ids=RecordingList(s.req_ids, reads), num_reqs=s.num_reqs,
-                         requests=requests, mamba_state_idx=dict(s.mamba_state_idx),
-                         buffers=buffers, events=events, reads=reads)
+_ATOMS = frozenset({int, str, bool, float, type(None)})
 
 
-def _plain(value):
+def plain(value: Any) -> Any:
+    """Plain data of what a target left in an input (numpy scalars and arrays included)."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else plain(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [v if type(v) in _ATOMS else plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, SimpleNamespace):
-        return [_plain(getattr(value, "num_computed_tokens", None)),
-                _plain(getattr(value, "num_prompt_tokens", None))]
+        return [plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(plain(v) for v in value)
+    tolist = getattr(value, "tolist", None)
+    if tolist is not None and kind.__module__.split(".")[0] == "numpy":
+        return tolist()
     return value
 
 
-def inputs_after(inputs: StagingInputs) -> dict:
-    """The inputs as plain data after the call (``spec.inputs_snapshot``'s shape)."""
-    inputs.req_ids.recording = False
-    so = inputs.scheduler_output
-    return {
-        "req_ids": list(inputs.req_ids),
-        "num_scheduled_tokens": _plain(getattr(so, "num_scheduled_tokens", None)),
-        "scheduled_spec_decode_tokens": _plain(getattr(so, "scheduled_spec_decode_tokens", None)),
-        "requests": _plain(inputs.requests),
-        "mamba_state_idx": _plain(inputs.mamba_state_idx),
-    }
+class Builder:
+    """Makes the objects of one call from a scenario (what a schema's ``build`` uses),
+    and reads each one back after the call as plain data, by input name."""
+
+    def __init__(self, scenario: StagingScenario, profile: TargetProfile, backend: "Backend"
+                 ) -> None:
+        self.scenario, self.profile, self.backend = scenario, profile, backend
+        self.events: list = []
+        self.reads: list[int] = []
+        self.buffers: dict[str, Any] = {}
+        self._readers: dict[str, Callable[[], Any]] = {}
+        self._ids: RecordingList | None = None
+
+    def req_ids(self) -> RecordingList:
+        if self._ids is None:
+            ids = self._ids = RecordingList(self.scenario.req_ids, self.reads)
+
+            def read():
+                ids.recording = False
+                return plain(list(ids))
+            self._readers["req_ids"] = read
+        return self._ids
+
+    def table(self, name: str) -> dict:
+        made = {k: list(v) if isinstance(v, list) else v
+                for k, v in self.scenario.inputs[name].items()}
+        self._readers[name] = lambda: plain(made)
+        return made
+
+    def objects(self, **attributes: str) -> dict:
+        """One object per request of the given per-request inputs (``attr=input name``),
+        for every id that any of them holds."""
+        tables = {attr: self.scenario.inputs[name] for attr, name in attributes.items()}
+        ids = dict.fromkeys(r for table in tables.values() for r in table)
+        made = {r: SimpleNamespace(**{attr: table[r] for attr, table in tables.items()
+                                      if r in table}) for r in ids}
+        for attr, name in attributes.items():
+            self._readers[name] = (lambda a: lambda: {r: plain(getattr(o, a)) for r, o
+                                                      in made.items() if hasattr(o, a)})(attr)
+        return made
+
+    def id_set(self, name: str) -> set:
+        made = set(self.scenario.inputs[name])
+        self._readers[name] = lambda: plain(made)
+        return made
+
+    def array(self, name: str, dtype: str):
+        import numpy as np
+        made = np.array(self.scenario.inputs[name], dtype=dtype)
+        self._readers[name] = lambda: plain(made)
+        return made
+
+    def value(self, name: str) -> Any:
+        return self.scenario.inputs[name]
+
+    def buffer(self, name: str):
+        made = self.buffers.get(name)
+        if made is None:
+            s, schema = self.scenario, self.profile.schema
+            cpu, gpu = s.initial_cpu.get(name), s.initial_gpu.get(name)
+            if cpu is None or gpu is None:
+                cpu = initial_values(s, schema, name, "cpu")
+                gpu = initial_values(s, schema, name, "gpu")
+            made = self.buffers[name] = self.backend.make_buffer(
+                name, schema.field_of_buffer(name).dtype, cpu, gpu, self.events)
+        return made
+
+    def inputs_after(self) -> dict:
+        return {name: read() for name, read in self._readers.items()}
 
 
-def call_target(target: Target, inputs: StagingInputs, flag: bool):
-    kwargs = {FLAG: flag} if target.profile.takes_flag else {}
-    return target.func(inputs.ctx, inputs.scheduler_output, inputs.req_ids, inputs.num_reqs,
-                       inputs.requests, inputs.mamba_state_idx, **kwargs)
+def build_inputs(s: StagingScenario, profile: TargetProfile, backend: "Backend"
+                 ) -> tuple[Builder, Call]:
+    """Fresh arguments for one call of a target with ``profile`` on ``s``."""
+    builder = Builder(s, profile, backend)
+    return builder, profile.schema.build(builder, profile)
 
 
 def queue_gpu_work(cycles: int) -> None:
@@ -170,7 +223,7 @@ def require_device(device: str) -> None:
 
 def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions(),
             backend: Backend | None = None, *, sync_between_steps: bool = True,
-            time_limited: bool = True) -> Observation:
+            time_limited: bool = True, exits_are_observations: bool = False) -> Observation:
     """Call ``target`` on a fresh build of ``s``; return what was seen.
 
     ``options.steps`` > 1 stages the same inputs again on the same buffers, with or
@@ -178,12 +231,14 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
     instrumented torch buffer on ``options.device`` (``options.deferred_copies`` runs
     its CPU model of asynchronous copies; ``options.gpu_busy_cycles`` queues device
     work ahead of the copies on CUDA). ``time_limited=False`` drops the per-call
-    limit (the symbolic oracle: CrossHair bounds its own paths).
+    limit (the symbolic oracle: CrossHair bounds its own paths). In a worker process,
+    ``exits_are_observations``: a target that raises ``SystemExit`` (or
+    ``KeyboardInterrupt``) is observed doing so, instead of ending the worker.
     """
     if backend is None:
         from stagecheck.oracles.observe.instrumented import InstrumentedBackend
         backend = InstrumentedBackend(options.device, options.deferred_copies)
-    inputs = build_inputs(s, target.profile, backend)
+    inputs, call = build_inputs(s, target.profile, backend)
     exc_type = exc_msg = None
     mro: tuple[str, ...] = ()
     timed_out = False
@@ -196,12 +251,19 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
                         buf.complete_copies()
                 last_step_start = len(inputs.events)
                 queue_gpu_work(options.gpu_busy_cycles)
-                call_target(target, inputs, s.run_prefix_state_migration)
+                target.func(*call.args, **call.kwargs)
     except CallTimedOut:
         timed_out = True
         exc_type = "CallTimedOut"
-    except (KeyboardInterrupt, SystemExit):
-        raise
+    except SystemExit as exc:
+        if not exits_are_observations:
+            raise
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return Observation.of_crash(f"exited the interpreter with code {code}")
+    except KeyboardInterrupt:
+        if not exits_are_observations:
+            raise
+        exc_type, exc_msg, mro = "KeyboardInterrupt", "", ("KeyboardInterrupt", "BaseException")
     except BaseException as exc:  # the target's own failure is an observation
         if backend.passes_through(exc):
             raise
@@ -217,6 +279,6 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         cpu={name: b.final_cpu() for name, b in inputs.buffers.items()},
         gpu={name: b.final_gpu() for name, b in inputs.buffers.items()},
         events=list(inputs.events), req_ids_reads=list(inputs.reads),
-        inputs_after=inputs_after(inputs), timed_out=timed_out, exception_mro=mro,
+        inputs_after=inputs.inputs_after(), timed_out=timed_out, exception_mro=mro,
         last_step_start=last_step_start)
 

@@ -3,7 +3,8 @@ run manifest that lists what one run saved.
 
 A replay file's name is ``<Finding.id>-<digest>.json``: ``Finding.id`` says which bug
 (the same across examples and runs), the digest which pair of targets (pinned: a git
-target by its commit, a file by its absolute path), device and scenario showed it.
+target by its commit, a file by its absolute path), device, schema and scenario showed
+it.
 Runs of other pairs, sequential or parallel, in one folder never write the same name;
 two runs that do write one name write the same content (atomically). The file holds
 the pinned targets, so ``stagecheck replay FILE`` re-runs the pair it was printed for.
@@ -25,7 +26,7 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
 from stagecheck.oracles.report.files import write_atomic
 from stagecheck.spec import StagingScenario
-from stagecheck.spec.scenario import malformed
+from stagecheck.spec.space import malformed
 
 __all__ = ["DEFAULT_SAVE_DIR", "REPLAY_VERSION", "load_replay", "new_run_id", "replay_id",
            "save_findings", "write_manifest"]
@@ -35,10 +36,12 @@ RUNS_DIR = "runs"
 REPLAY_VERSION = 2
 
 
-def replay_id(finding, baseline: str | None, candidate: str, device: str) -> str:
+def replay_id(finding, baseline: str | None, candidate: str, device: str,
+              schema: list | None = None) -> str:
     """The file id of ``finding`` as shown by this pair on this device: its bug id and a
-    digest of the pinned targets, the device and the scenario."""
-    key = json.dumps([baseline, candidate, device, finding.scenario], sort_keys=True,
+    digest of the pinned targets, the device, the schema (``[spec, name]``: the pinned
+    ``--schema`` or None, and the name of the schema the run used) and the scenario."""
+    key = json.dumps([baseline, candidate, device, schema, finding.scenario], sort_keys=True,
                      default=repr)
     return f"{finding.id}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
@@ -57,21 +60,27 @@ def save_findings(result, directory: str, baseline=None, candidate=None,
     """Write one replay file per finding; return finding id -> path.
 
     ``baseline``/``candidate``: the ``Target``s of the run, whose pinned specs the
-    files keep (without them, the result's specs as given).
+    files keep (without them, the result's specs as given). The file also keeps the
+    schema (``result.schema_spec``: how ``--schema`` loads it again, None when each
+    target's function name chose it) and the shims, and the digest in its name covers
+    the schema too: the same pair under two schemas never shares a file.
     """
     os.makedirs(directory, exist_ok=True)
     device = result.config.run.device
     base = _pinned(baseline, result.baseline)
     cand = _pinned(candidate, result.candidate)
+    used = getattr(result, "schema", None)
+    schema = [getattr(result, "schema_spec", None), used.name if used is not None else None]
     saved = {}
     for f in result.findings:
-        rid = replay_id(f, base, cand, device)
+        rid = replay_id(f, base, cand, device, schema)
         path = os.path.join(directory, f"{rid}.json")
         write_atomic(path, json.dumps(
             {"stagecheck_replay": REPLAY_VERSION, "replay_id": rid, "baseline": base,
              "candidate": cand, "given": {"baseline": result.baseline,
                                           "candidate": result.candidate},
-             "device": device, "shims": list(shims), "finding": f.to_dict()},
+             "device": device, "schema": result.schema_spec, "shims": list(shims),
+             "finding": f.to_dict()},
             indent=1, sort_keys=True))
         saved[f.id] = path
     return saved
@@ -89,6 +98,8 @@ def write_manifest(directory: str, run_id: str, command: str, result, saved: dic
         {"stagecheck_run": 1, "run_id": run_id, "command": command,
          "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "targets": targets,
          "verdict": verdict, "interrupted": getattr(result, "interrupted", None),
+         "schema": {"spec": getattr(result, "schema_spec", None),
+                    "name": getattr(getattr(result, "schema", None), "name", None)},
          "examples": {"in_contract": result.examples_in_contract,
                       "out_of_contract": result.examples_out_of_contract},
          "findings": findings}, indent=1, sort_keys=True))
@@ -107,7 +118,9 @@ def load_replay(path: str) -> tuple[dict, StagingScenario]:
         raise ScenarioError.of(messages.REPLAY_MALFORMED, path,
                                error=f"{type(exc).__name__}: {exc}",
                                save_dir=DEFAULT_SAVE_DIR) from None
-    problems = malformed(scenario)
+    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+    schema = BUILTIN_SCHEMAS.get(scenario.schema)
+    problems = malformed(schema, scenario) if schema is not None else []
     if problems:
         raise ScenarioError.of(messages.REPLAY_UNBUILDABLE, path, problems="; ".join(problems[:3]))
     return saved, scenario

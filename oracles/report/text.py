@@ -13,7 +13,8 @@ from collections import defaultdict
 
 from stagecheck.oracles import messages
 from stagecheck.spec import ERROR, Finding, StagingScenario, statement
-from stagecheck.spec.schema import FIELDS_BY_NAME
+from stagecheck.spec.invariants import expected_value
+from stagecheck.spec.scenario import MISSING
 
 __all__ = ["finding_lines", "render_bench", "render_campaign", "render_kernel",
            "render_mutants", "render_replay", "render_symbolic", "slot_table", "target_lines"]
@@ -23,12 +24,15 @@ def _cell(v) -> str:
     return "-" if v is None else str(v)
 
 
-def slot_table(f: Finding, max_rows: int = 12) -> list[str]:
+def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
     """The finding's scenario as a small table of slots for its field."""
-    if not f.scenario or not f.field or f.field not in FIELDS_BY_NAME:
+    if not f.scenario or not f.field or schema is None:
+        return []
+    try:
+        field = schema.field(f.field)
+    except KeyError:
         return []
     s = StagingScenario.from_dict(f.scenario)
-    field = FIELDS_BY_NAME[f.field]
     view = f.view or "cpu"
     extra = f.extra or {}
     base = extra.get("baseline_values")
@@ -41,10 +45,8 @@ def slot_table(f: Finding, max_rows: int = 12) -> list[str]:
         r = s.req_ids[i] if i < len(s.req_ids) else "-"
         live = i < s.num_reqs
         if live:
-            try:
-                expected = field.derive(s, r)
-            except KeyError:
-                expected = "(missing)"
+            expected = expected_value(s, field, i, r) if field.derive else None
+            expected = "(missing)" if expected is MISSING else expected
         else:
             expected = before[i] if before else "-"
         cells = [_cell(before[i] if before else None), _cell(expected),
@@ -58,7 +60,7 @@ def slot_table(f: Finding, max_rows: int = 12) -> list[str]:
     return rows
 
 
-def finding_lines(f: Finding, saved: dict | None = None, tables: bool = True) -> list[str]:
+def finding_lines(f: Finding, saved: dict | None = None, schema=None) -> list[str]:
     """One finding: its headline, why it is allowed, how soon it was found, its slot table
     (errors), and the replay command when it was saved."""
     where = "in contract" if f.in_contract else "out of contract"
@@ -69,14 +71,14 @@ def finding_lines(f: Finding, saved: dict | None = None, tables: bool = True) ->
         lines.append(f"  why allowed: {f.extra['context']}")
     if f.examples_to_find is not None:
         lines.append(f"  found after {f.examples_to_find} example(s)")
-    if tables and f.severity == ERROR:
-        lines += ["  " + row for row in slot_table(f)]
+    if schema is not None and f.severity == ERROR:
+        lines += ["  " + row for row in slot_table(f, schema)]
     if saved and f.id in saved:
         lines.append(f"  replay: stagecheck replay {saved[f.id]}")
     return lines
 
 
-def _grouped(findings: list[Finding], saved: dict | None, tables: bool = True) -> list[str]:
+def _grouped(findings: list[Finding], saved: dict | None, schema=None) -> list[str]:
     by_inv: dict[str, list[Finding]] = defaultdict(list)
     for f in findings:
         by_inv[f.invariant].append(f)
@@ -84,18 +86,18 @@ def _grouped(findings: list[Finding], saved: dict | None, tables: bool = True) -
     for inv, fs in by_inv.items():
         lines.append(f"  {inv}: {statement(inv)}")
         for f in fs:
-            lines += ["    " + line for line in finding_lines(f, saved, tables)]
+            lines += ["    " + line for line in finding_lines(f, saved, schema)]
     return lines
 
 
 def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict | None,
-                       tables: bool = True) -> list[str]:
+                       schema=None) -> list[str]:
     lines: list[str] = []
     for group, title in ((errors, "ERRORS (spec violations or in-contract divergence)"),
                          (infos, "INFO (failure-path and out-of-contract differences the "
                                  "spec allows)")):
         if group:
-            lines += ["", title, *_grouped(group, saved, tables)]
+            lines += ["", title, *_grouped(group, saved, schema)]
     return lines
 
 
@@ -135,7 +137,7 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     errors, infos = result.errors, result.infos
     lines.append(f"verdict: {result.verdict(strict).upper()} — {len(errors)} error finding(s), "
                  f"{len(infos)} info finding(s)" + (" (--strict: info counts)" if strict else ""))
-    lines += _findings_sections(errors, infos, saved)
+    lines += _findings_sections(errors, infos, saved, result.schema)
     if manifest:
         lines += ["", messages.MANIFEST_LINE.format(count=len(saved or {}), path=manifest)]
     if errors and show_tests:
@@ -176,7 +178,7 @@ def render_symbolic(result, strict: bool = False) -> str:
         lines.append(f"verdict: {verdict.upper()} — {len(errors)} error "
                      f"finding(s), {len(infos)} info finding(s) on the paths explored")
     for f in errors + infos:
-        lines += ["  " + line for line in finding_lines(f, tables=False)]
+        lines += ["  " + line for line in finding_lines(f)]
         lines.append(f"    input: {json.dumps(f.scenario, sort_keys=True)}")
     return "\n".join(lines)
 

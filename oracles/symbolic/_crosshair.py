@@ -76,11 +76,13 @@ __all__ = ["CallAnalysis", "CrosshairUnsupported", "IgnoreAttempt", "NotDetermin
 
 def symbolic_int(space, name: str):
     """A fresh symbolic int of the path."""
-    return proxy_for_type(int, name + space.uniq())
+    with NoTracing():
+        return proxy_for_type(int, name + space.uniq())
 
 
 def symbolic_bool(space, name: str):
-    return proxy_for_type(bool, name + space.uniq())
+    with NoTracing():
+        return proxy_for_type(bool, name + space.uniq())
 
 
 def assume(space, condition) -> None:

@@ -26,6 +26,7 @@ path was lost, instead of reporting "equivalent" (``crosshair diffbehavior`` pri
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 from stagecheck.oracles import interrupt
@@ -38,13 +39,14 @@ from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.symbolic import _crosshair as ch
 from stagecheck.oracles.symbolic.result import (LostPath, SymbolicResult,
                                                 raise_if_inconclusive)
-from stagecheck.oracles.symbolic.scenario import Symbols, symbolic_scenario
+from stagecheck.oracles.symbolic.scenario import symbolic_scenario
 from stagecheck.oracles.targets import Target
 from stagecheck.spec.findings import ERROR
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["model_backend", "observations_differ", "run_symbolic"]
+__all__ = ["Exploration", "PathRecord", "explore", "model_backend", "observations_differ",
+           "run_symbolic"]
 
 
 def _machinery(exc: BaseException) -> bool:
@@ -105,33 +107,46 @@ def _fidelity_gaps(model: Observation, real: Observation) -> list[str]:
     return gaps
 
 
-def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30.0,
-                 max_capacity: int = 4, *, max_paths: int | None = None,
-                 stop_at_first_error: bool = False,
-                 per_path_timeout: float | None = None, replay_timeout: float = 5.0,
-                 strict: bool = True, progress: Callable[[SymbolicResult], None] | None = None
-                 ) -> SymbolicResult:
-    """Explore both targets symbolically for ``timeout`` seconds (wall clock), or for
-    ``max_paths`` paths (a path budget: two runs with the same budget explore the same
-    paths; ``timeout`` None then means no wall-clock limit but the longest a run may take).
+@dataclass
+class PathRecord:
+    """One explored path: its concrete scenario and the torch replay of both sides."""
 
-    Returns the distinct findings (the fuzzer's findings, from a concrete torch replay
-    of each path; the smallest scenario kept for each) and path counts. With
-    ``strict`` (the default) raises ``SymbolicInconclusive`` when no path was explored
-    or any path was lost to unsupported operations; the result rides on the exception.
-    """
-    from stagecheck.oracles.options import LIMITS, seconds, whole
-    max_capacity = whole("max_capacity", max_capacity, 1, "4")
-    if max_paths is not None:
-        max_paths = whole("max_paths", max_paths, 1, "500")
-    if timeout is None:
-        timeout = LIMITS["timeout"] if max_paths is not None else 30.0
-    timeout = seconds("timeout", timeout, "30")
-    result = SymbolicResult(baseline.spec, candidate.spec, max_capacity=max_capacity,
-                            timeout=timeout, max_paths=max_paths)
-    buffers = tuple(dict.fromkeys(baseline.profile.buffers() + candidate.profile.buffers()))
-    flagged = baseline.profile.takes_flag or candidate.profile.takes_flag
-    collector = FindingsCollector()
+    path: int
+    seconds: float
+    scenario: StagingScenario
+    baseline: Observation
+    candidate: Observation
+    differ: bool
+    concretized: bool
+
+
+@dataclass
+class Exploration:
+    """What a symbolic exploration (in the worker that holds the targets) came back with."""
+
+    records: list[PathRecord] = field(default_factory=list)
+    lost: list[LostPath] = field(default_factory=list)
+    timed_out: int = 0
+    unsupported: int = 0
+    ignored: int = 0
+    exhausted: bool = False
+    seconds: float = 0.0
+    attempted: int = 0          # paths started (explored, lost, pruned, timed out)
+    interrupted: bool = False   # a signal stopped the exploration (see ``interrupt``)
+
+
+def explore(baseline: Target, candidate: Target, timeout: float, max_capacity: int,
+            stop_at_first_error: bool, per_path_timeout: float | None,
+            replay_timeout: float, max_paths: int | None = None) -> Exploration:
+    """Explore both targets symbolically for ``timeout`` seconds (wall clock), or for
+    ``max_paths`` paths, in the process that holds them (a worker): the symbolic phase,
+    the concrete torch replay of each path and the fidelity check. The checker judges
+    the records. The interrupt flag (in a worker: the checker forwards its signal, see
+    ``WorkerPool.call``) stops it after the current path, with the paths so far."""
+    from stagecheck.oracles.campaign import same_schema
+    from stagecheck.oracles.evaluate import judge
+    schema = same_schema(baseline, candidate)
+    out = Exploration()
     replay = RunOptions(timeout=replay_timeout, kernel="off")
     started = time.monotonic()
     deadline = started + timeout
@@ -141,10 +156,10 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
 
     def lose(kind: str, reason: str, scenario: dict | None = None) -> None:
         if kind == "timeout":
-            result.paths_timed_out += 1
+            out.timed_out += 1
         else:
-            result.paths_unsupported += 1
-        result.lost.append(LostPath(kind, reason, scenario))
+            out.unsupported += 1
+        out.lost.append(LostPath(kind, reason, scenario))
 
     def run_path(space):
         if time.monotonic() > deadline or stop[0] or interrupt.requested():
@@ -153,17 +168,16 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
         path_no[0] += 1
         concretized: list[str] = []
         backend = model_backend(concretized.append)
-        sym = Symbols(space, max_capacity, buffers, flagged)
         s = None
         try:
             with ch.ResumedTracing():
-                s = symbolic_scenario(space, sym, max_capacity)
+                s = symbolic_scenario(space, schema, max_capacity)
                 obs_a = observe(baseline, s, backend=backend, time_limited=False)
                 obs_b = observe(candidate, s, backend=backend, time_limited=False)
                 differ = observations_differ(obs_a, obs_b)
                 ch.detach(space)
         except ch.IgnoreAttempt:
-            result.paths_ignored += 1
+            out.ignored += 1
             raise
         except ModelUnsupported as exc:
             with ch.ResumedTracing():
@@ -187,48 +201,112 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
         realize = ch.realizer(space)
         concrete: StagingScenario = realize(s)
         model_a, model_b = realize(obs_a), realize(obs_b)
-        findings, real_a, real_b = evaluate(baseline, candidate, concrete, replay)
+        real_a = observe(baseline, concrete, replay)
+        real_b = observe(candidate, concrete, replay)
         gaps = ([f"baseline {g}" for g in _fidelity_gaps(model_a, real_a)]
                 + [f"candidate {g}" for g in _fidelity_gaps(model_b, real_b)])
         if gaps:
             lose("model-mismatch", "; ".join(gaps[:3]), concrete.to_dict())
             return ch.outcome("unknown")
-        result.paths_explored += 1
-        if concretized:
-            result.paths_concretized += 1
-        if differ:
-            result.paths_with_difference += 1
-        now = time.monotonic() - started
-        # every finding comes from the torch replay of the path's concrete input
-        collector.add(findings, concrete, path_no[0],
-                      extra={"oracle": "symbolic", "symbolic_path": path_no[0],
-                             "found_after_s": round(now, 3), "replayed_on": "torch (cpu)"})
-        if any(f.severity == ERROR for f in findings):
-            if result.first_counterexample_seconds is None:
-                result.first_counterexample_seconds = now
-            if stop_at_first_error:
-                stop[0] = True
-        if progress is not None:
-            progress(result)
+        out.records.append(PathRecord(path_no[0], time.monotonic() - started, concrete,
+                                      real_a, real_b, bool(differ), bool(concretized)))
+        if stop_at_first_error and any(
+                f.severity == ERROR for f in judge(concrete, baseline, candidate, real_a,
+                                                   real_b)):
+            stop[0] = True
         return ch.outcome("confirmed", breakout=stop[0] or bool(interrupt.requested()))
 
     exhausted = ch.explore(run_path, timeout,
                            per_path_timeout or max(2.0, min(10.0, timeout ** 0.5)),
                            max_iterations=max_paths)
-    result.exhausted = exhausted and not stopped_early[0]
-    result.paths_attempted = path_no[0]
-    if interrupt.requested():
-        result.interrupted = interrupt.signal_name(interrupt.requested())
-    result.seconds = time.monotonic() - started
-    result.findings = collector.findings() if result.interrupted else _with_kernel_impact(
-        baseline, candidate, collector.findings(), replay_timeout)
+    out.exhausted = exhausted and not stopped_early[0]
+    out.attempted = path_no[0]
+    out.interrupted = bool(interrupt.requested())
+    out.seconds = time.monotonic() - started
+    return out
+
+
+def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30.0,
+                 max_capacity: int = 4, *, max_paths: int | None = None,
+                 stop_at_first_error: bool = False,
+                 per_path_timeout: float | None = None, replay_timeout: float = 5.0,
+                 strict: bool = True, runner=None) -> SymbolicResult:
+    """Explore both targets symbolically for ``timeout`` seconds (wall clock), or for
+    ``max_paths`` paths (a path budget: two runs with the same budget explore the same
+    paths; ``timeout`` None then means no wall-clock limit but the longest a run may take).
+
+    The exploration runs in the worker that holds the targets (``runner``; by default
+    a fresh one); the checker judges every explored path's torch replay here. Returns
+    the distinct findings (the fuzzer's findings; the smallest scenario kept for each)
+    and path counts. With ``strict`` (the default) raises ``SymbolicInconclusive`` when
+    no path was explored or any path was lost to unsupported operations; the result
+    rides on the exception. A SIGINT/SIGTERM stops the exploration after the current
+    path: the result holds the paths so far, ``interrupted`` set (never inconclusive).
+    """
+    from stagecheck.oracles.campaign import _position, same_schema
+    from stagecheck.oracles.evaluate import judge
+    from stagecheck.oracles.options import LIMITS, seconds, whole
+    from stagecheck.oracles.runner import runner_for
+    from stagecheck.oracles.worker import WorkerEnded, target_arg
+    max_capacity = whole("max_capacity", max_capacity, 1, "4")
+    if max_paths is not None:
+        max_paths = whole("max_paths", max_paths, 1, "500")
+    if timeout is None:
+        timeout = LIMITS["timeout"] if max_paths is not None else 30.0
+    timeout = seconds("timeout", timeout, "30")
+    same_schema(baseline, candidate)
+    result = SymbolicResult(baseline.spec, candidate.spec, max_capacity=max_capacity,
+                            timeout=timeout, max_paths=max_paths)
+    own = runner is None
+    if own:
+        runner = runner_for([baseline, candidate])
+    try:
+        sides = [_position(runner, t) for t in (baseline, candidate)]
+        try:
+            found: Exploration = runner.call(
+                "stagecheck.oracles.symbolic.explore", "explore", target_arg(sides[0]),
+                target_arg(sides[1]), timeout, max_capacity, stop_at_first_error,
+                per_path_timeout, replay_timeout, max_paths, deadline=timeout * 2 + 60)
+        except WorkerEnded as ended:
+            found = Exploration(seconds=timeout)
+            found.lost.append(LostPath("crash", f"a target ended the exploration's worker "
+                                                f"({ended.what})"))
+            found.unsupported += 1
+        collector = FindingsCollector()
+        for record in found.records:
+            result.paths_explored += 1
+            result.paths_concretized += record.concretized
+            result.paths_with_difference += record.differ
+            findings = judge(record.scenario, baseline, candidate, record.baseline,
+                             record.candidate)
+            # every finding comes from the torch replay of the path's concrete input
+            collector.add(findings, record.scenario, record.path,
+                          extra={"oracle": "symbolic", "engine": "symbolic",
+                                 "symbolic_path": record.path,
+                                 "found_after_s": round(record.seconds, 3),
+                                 "replayed_on": "torch (cpu)"})
+            if result.first_counterexample_seconds is None and any(
+                    f.severity == ERROR for f in findings):
+                result.first_counterexample_seconds = record.seconds
+        result.lost = found.lost
+        result.paths_timed_out, result.paths_unsupported = found.timed_out, found.unsupported
+        result.paths_ignored, result.exhausted = found.ignored, found.exhausted
+        result.paths_attempted = found.attempted
+        result.seconds = found.seconds
+        if interrupt.requested():
+            result.interrupted = interrupt.signal_name(interrupt.requested())
+        result.findings = collector.findings() if result.interrupted else _with_kernel_impact(
+            baseline, candidate, collector.findings(), replay_timeout, runner)
+    finally:
+        if own:
+            runner.close()
     if strict and not result.interrupted:
         raise_if_inconclusive(result)
     return result
 
 
 def _with_kernel_impact(baseline: Target, candidate: Target, findings: list,
-                        timeout: float) -> list:
+                        timeout: float, runner) -> list:
     """Replay each kept finding's scenario once with the kernel oracle on (as the fuzzer
     does), to fill ``kernel_impact``. Exploration replays run with it off: per path it
     would cost more than the path itself."""
@@ -239,7 +317,8 @@ def _with_kernel_impact(baseline: Target, candidate: Target, findings: list,
         if finding.kernel_impact is None:
             try:
                 again = evaluate(baseline, candidate,
-                                 StagingScenario.from_dict(finding.scenario), options).findings
+                                 StagingScenario.from_dict(finding.scenario), options,
+                                 runner).findings
             except Exception:   # the annotation is optional; the finding stands without it
                 again = []
             impact = next((f.kernel_impact for f in again

@@ -1,123 +1,88 @@
-"""The symbolic scenario: the shape of one path chosen by forks, its values symbolic."""
+"""The symbolic scenario: one path's scenario, drawn by ``spec.space`` from CrossHair.
+
+``SymbolicDraw`` answers the decisions of ``spec/space.py`` for any schema: sizes,
+chances and picks fork the path (so they are concrete on it, and CrossHair's random
+descent of the path tree tries them all), values are CrossHair symbolic ints within
+their range, and every slot of every buffer's previous contents is a symbolic value.
+About one path in five carries one breach of the contract (``draw_breach``), so the
+symbolic oracle also explores inputs that should not happen, as the fuzzer does.
+"""
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 from stagecheck.oracles.symbolic._crosshair import assume, fork, symbolic_bool, symbolic_int
 from stagecheck.spec.scenario import StagingScenario
-from stagecheck.spec.schema import FIELDS_BY_BUFFER, INT32_MAX, INT32_MIN
+from stagecheck.spec.schema import INT32_MAX, INT32_MIN, Field, StagingSchema, Values
+from stagecheck.spec.space import draw_breach, draw_scenario
 
-__all__ = ["Symbols", "pick", "symbolic_scenario"]
+__all__ = ["SymbolicDraw", "pick", "symbolic_scenario"]
 
-_MAX_DRAFTS = 3
-
-
-class Symbols:
-    """The symbolic values of one path, created before tracing resumes."""
-
-    def __init__(self, space, max_capacity: int, buffers: tuple[str, ...], flagged: bool):
-        def sym_int(name: str):
-            return symbolic_int(space, name)
-
-        m = max_capacity
-        self.sched = [sym_int(f"scheduled_{k}") for k in range(m)]
-        self.computed = [sym_int(f"computed_{k}") for k in range(m)]
-        self.prompt = [sym_int(f"prompt_{k}") for k in range(m)]
-        self.state = [sym_int(f"state_idx_{k}") for k in range(m)]
-        self.draft_tokens = [[sym_int(f"draft_{k}_{t}") for t in range(_MAX_DRAFTS)]
-                             for k in range(m)]
-        self.initial: dict[tuple[str, str], list] = {}
-        for buffer in buffers:
-            is_bool = FIELDS_BY_BUFFER[buffer].dtype == "bool"
-            for view in ("cpu", "gpu"):
-                self.initial[buffer, view] = [
-                    symbolic_bool(space, f"{buffer}_{view}_{j}") if is_bool
-                    else sym_int(f"{buffer}_{view}_{j}") for j in range(m)]
-        self.flagged = flagged
+_RANGES = {"int32": (INT32_MIN, INT32_MAX), "int64": (-(2**63), 2**63 - 1)}
 
 
-def pick(space, desc: str, weighted: list[tuple[int, float]]) -> int:
+def pick(space, desc: str, weighted: list[tuple[Any, float]]) -> Any:
     """Choose one of ``weighted`` (value, weight) by a chain of forks.
 
     The weights steer CrossHair's random descent of the path tree (the shapes that
     matter most are tried first); every option stays reachable.
     """
     options = [(v, w) for v, w in weighted if w > 0]
-    seen: set = set()
-    options = [(v, w) for v, w in options if not (v in seen or seen.add(v))]
     for i, (value, weight) in enumerate(options[:-1]):
         rest = sum(w for _, w in options[i:])
-        if fork(space, f"{desc}={value}", weight / rest):
+        if fork(space, f"{desc}={value!r}", weight / rest):
             return value
     return options[-1][0]
 
 
-def symbolic_scenario(space, sym: Symbols, max_capacity: int) -> StagingScenario:
-    """Build (under tracing) a scenario from the path's symbols; forks on its shape.
+class SymbolicDraw:
+    """The decisions of one path: forks for its shape, symbolic ints for its values."""
 
-    Shape (capacity, length of ``req_ids``, ``num_reqs``, repeated ids, which dict
-    entries exist, the flag) is chosen by forks; every value (token counts, state
-    indices, draft lists, the previous contents of every view) stays symbolic.
-    """
-    m = max_capacity
-    capacity = pick(space, "capacity", [(m, 3.0)] + [(c, 1.0) for c in range(m - 1, 0, -1)])
-    length = pick(space, "len_req_ids", [(capacity, 2.0), (capacity - 1, 2.0)]
-                   + [(n, 1.0) for n in range(capacity - 2, -1, -1)])
-    num_reqs = pick(space, "num_reqs", [(max(length - 1, 0), 3.0), (length, 3.0), (0, 1.0)]
-                     + [(n, 1.0) for n in range(1, length)]
-                     + [(n, 0.5) for n in range(length + 1, capacity + 2)])  # out of contract
+    def __init__(self, space) -> None:
+        self.space = space
+        self._n = 0
 
-    req_ids: list[str] = []
-    for j in range(length):
-        if j == 0 or fork(space, f"fresh_id_{j}", 0.9):
-            req_ids.append(f"r{j}")
-        else:  # repeats an earlier id (out of contract among the live slots)
-            req_ids.append(req_ids[pick(space, f"alias_{j}", [(k, 1.0) for k in range(j)])])
-    # Values beyond int32 are out of contract (numpy raises at the first such write):
-    # one fork decides whether this path may hold any, instead of a fork at every write.
-    if fork(space, "values_fit_int32", 0.85):
-        for values in (sym.sched, sym.computed, sym.prompt, sym.state):
-            for v in values[:len(req_ids)]:
-                assume(space, v >= INT32_MIN)
-                assume(space, v <= INT32_MAX)
-    scheduled, spec_tokens, computed, prompt, state_idx = {}, {}, {}, {}, {}
-    live = set(req_ids[:num_reqs])
-    # Padded ids: one choice for all of them, stale entries everywhere or none at all.
-    stale = fork(space, "padded_ids_stale", 0.5)
-    for k, r in enumerate(dict.fromkeys(req_ids)):
-        if r in live:
-            has_scheduled = has_request = True
-            if not fork(space, f"entries_complete_{k}", 0.9):   # out of contract
-                if fork(space, f"missing_scheduled_{k}", 0.5):
-                    has_scheduled = False
+    def _name(self, what: str) -> str:
+        self._n += 1
+        return f"{what}_{self._n}"
+
+    def size(self, low: int, high: int) -> int:
+        # the ends (an empty or a full batch, the smallest and largest capacity) first
+        weights = [(v, 3.0 if v in (low, high) else 1.0) for v in range(high, low - 1, -1)]
+        return pick(self.space, self._name("size"), weights)
+
+    def chance(self, numerator: int, denominator: int) -> bool:
+        return fork(self.space, self._name("chance"), numerator / denominator)
+
+    def pick(self, options: Sequence) -> Any:
+        return pick(self.space, self._name("pick"), [(o, 1.0) for o in options])
+
+    def integer(self, low: int, high: int) -> int:
+        x = symbolic_int(self.space, self._name("int"))
+        assume(self.space, x >= low)
+        assume(self.space, x <= high)
+        return x
+
+    def value(self, values: Values) -> int:
+        return self.integer(values.low, values.high)
+
+    def contents(self, fields: Sequence[Field], capacity: int) -> tuple[dict, dict]:
+        cpu, gpu = {}, {}
+        for f in fields:
+            for table, view in ((cpu, "cpu"), (gpu, "gpu")):
+                if f.dtype == "bool":
+                    table[f.buffer] = [symbolic_bool(self.space, self._name(f"{f.buffer}_{view}"))
+                                       for _ in range(capacity)]
                 else:
-                    has_request = False
-            has_state_idx = fork(space, f"state_idx_has_{k}", 0.85)
-            has_drafts = fork(space, f"drafts_has_{k}", 0.6)
-        else:
-            has_scheduled = has_request = has_state_idx = has_drafts = stale
-        if has_scheduled:
-            scheduled[r] = sym.sched[k]
-        if has_request:
-            computed[r] = sym.computed[k]
-            prompt[r] = sym.prompt[k]
-        if has_drafts:
-            # The number of drafts is a list length, which every copy of the list would
-            # realize anyway: chosen here, with an empty list (same as absent) least likely.
-            count = pick(space, f"num_drafts_{k}", [(1, 3.0), (2, 1.0), (3, 1.0), (0, 1.0)])
-            spec_tokens[r] = sym.draft_tokens[k][:count]
-        if has_state_idx:
-            state_idx[r] = sym.state[k]
-    initial_cpu, initial_gpu = {}, {}
-    for (buffer, view), values in sym.initial.items():
-        values = values[:capacity]
-        if FIELDS_BY_BUFFER[buffer].dtype != "bool":
-            for v in values:
-                assume(space, v >= INT32_MIN)
-                assume(space, v <= INT32_MAX)
-        (initial_cpu if view == "cpu" else initial_gpu)[buffer] = values
-    flag, omit = True, False
-    if sym.flagged:
-        flag = fork(space, "run_prefix_state_migration", 0.6)
-        omit = (not flag) and fork(space, "omit_state_idx_buf", 0.3)
-    return StagingScenario(capacity, num_reqs, req_ids, scheduled, spec_tokens, computed,
-                           prompt, state_idx, initial_cpu, initial_gpu, flag, omit)
+                    low, high = _RANGES.get(f.dtype, _RANGES["int32"])
+                    table[f.buffer] = [self.integer(low, high) for _ in range(capacity)]
+        return cpu, gpu
+
+
+def symbolic_scenario(space, schema: StagingSchema, max_capacity: int) -> StagingScenario:
+    """Build (under tracing) one path's scenario of ``schema``."""
+    d = SymbolicDraw(space)
+    if fork(space, "in_contract", 0.8):
+        return draw_scenario(schema, d, max_capacity)
+    return draw_breach(schema, d, max_capacity)[1]

@@ -1,5 +1,6 @@
 """The documented pre-merge workflow, end to end, on a throwaway git repository."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -74,7 +75,8 @@ def test_premerge_command_planted_bug_gives_exit_1_and_a_replay_file(repo):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "verdict: DIFFERENT" in proc.stdout and "copy_discipline" in proc.stdout
     assert "<failure" in (repo / "stagecheck.xml").read_text()
-    replays = sorted((repo / ".stagecheck" / "findings").glob("copy_discipline-*.json"))
+    replays = [f for f in sorted((repo / ".stagecheck" / "findings").glob("copy_discipline-*"))
+               if json.loads(f.read_text())["finding"]["severity"] == "error"]
     assert replays
     again = stagecheck(repo, "replay", str(replays[0]))
     assert again.returncode == 1 and "copy_discipline" in again.stdout

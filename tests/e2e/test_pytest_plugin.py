@@ -79,15 +79,17 @@ def test_target_forms_are_accepted():
     wrapped = as_target(single)
     assert isinstance(wrapped, Target) and wrapped.func is single
     assert wrapped.spec == "stagecheck.impl.staging_single_loop:stage_postprocess_inputs_to_gpu"
-    assert not wrapped.profile.takes_flag
-    assert target_from_callable(prefix, "later").profile.takes_flag
+    assert not wrapped.profile.keywords
+    assert target_from_callable(prefix, "later").profile.takes("run_prefix_state_migration")
 
 
 def test_callable_with_wrong_signature_is_a_load_error():
     def stage(ctx, scheduler_output):
         pass
-    with pytest.raises(TargetLoadError, match="cannot take the staging arguments"):
+    with pytest.raises(TargetLoadError, match="no built-in schema describes function 'stage'"):
         target_from_callable(stage)
+    with pytest.raises(TargetLoadError, match="cannot take the arguments of schema"):
+        target_from_callable(stage, schema=load_target("legacy").schema)
     with pytest.raises(TypeError, match="expected a target spec"):
         as_target(42)
 

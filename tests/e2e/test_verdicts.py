@@ -132,15 +132,32 @@ def test_every_search_loop_stops_on_sigint(tmp_path, command):
 
 def test_an_interrupt_the_target_swallows_still_ends_the_run_as_interrupted(tmp_path):
     """Code that catches KeyboardInterrupt (as hypothesis's gc callback does) cannot turn
-    Ctrl-C into a verdict: the signal sets a flag, and the flag decides."""
-    target = staging_file(tmp_path / "swallows.py", "import os\nimport signal\n",
-                          "try:\n    os.kill(os.getpid(), signal.SIGINT)\n"
-                          "except BaseException:\n    pass")
+    Ctrl-C into a verdict: the signal sets a flag, and the flag decides.
+
+    Targets run in a worker process (``oracles/worker.py``): the SIGINT that stagecheck
+    gets while a target runs is sent to stagecheck itself (the worker's parent), by a
+    target that catches everything around the call; sent once, as one Ctrl-C."""
+    target = staging_file(tmp_path / "swallows.py", "import os\nimport signal\n_SENT = []\n",
+                          "if not _SENT:\n    _SENT.append(1)\n    try:\n"
+                          "        os.kill(os.getppid(), signal.SIGINT)\n"
+                          "    except BaseException:\n        pass")
     proc = stagecheck("diff", "single-loop", target, "--examples", "200", "--json",
                       tmp_path / "r.json", "--save-dir", tmp_path / "found", cwd=tmp_path)
     assert proc.returncode == 130, proc.stdout + proc.stderr
     assert proc.stderr.strip().endswith("no verdict: interrupted")
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "interrupted"
+
+
+def test_a_signal_a_target_sends_its_own_process_is_not_an_interrupt_of_the_run(tmp_path):
+    """The worker that runs the targets ignores SIGINT (interrupts are stagecheck's, and
+    reach it, not the worker): a target that sends SIGINT to its own process changes
+    nothing, and the run ends with its verdict."""
+    target = staging_file(tmp_path / "self.py", "import os\nimport signal\n",
+                          "os.kill(os.getpid(), signal.SIGINT)")
+    proc = stagecheck("diff", "single-loop", target, "--examples", "100", "--json",
+                      tmp_path / "r.json", "--save-dir", tmp_path / "found", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "equivalent"
 
 
 # ------------------------------------------------------------------ 3. atomic files
@@ -230,13 +247,15 @@ NARROWING = '''
 
 
     def _narrow(value):
-        return np.int64(value).astype(np.int16)
+        return np.int64(value).astype(np.float32).astype(np.int64)
 '''
 
 
 def test_symbolic_values_made_concrete_give_undecided_not_equivalent(tmp_path):
-    """The refactor narrows computed counts through numpy (a bug above 32767): numpy
-    makes the symbolic values concrete, so the symbolic run only sampled them."""
+    """The refactor narrows computed counts through numpy's float32 (a bug above 2**24,
+    for counts float32 cannot hold): numpy makes the symbolic values concrete, so the
+    symbolic run only sampled them (the values it sampled are held exactly). The
+    fuzzer the verdict points to finds the bug."""
     computed = "computed_buf.np[i] = requests[req_id].num_computed_tokens"
     target = staging_file(tmp_path / "narrow.py", NARROWING, replace=(
         computed, "computed_buf.np[i] = _narrow(requests[req_id].num_computed_tokens)"))
@@ -244,6 +263,9 @@ def test_symbolic_values_made_concrete_give_undecided_not_equivalent(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "verdict: UNDECIDED on " in proc.stdout and "EQUIVALENT" not in proc.stdout
     assert f"stagecheck diff single-loop {target}" in proc.stdout
+    fuzzed = stagecheck("diff", "single-loop", target, "--save-dir", tmp_path / "found",
+                        cwd=tmp_path)
+    assert fuzzed.returncode == 1 and "verdict: DIFFERENT" in fuzzed.stdout, fuzzed.stdout
 
 
 def test_a_symbolic_path_budget_explores_the_same_paths_every_time(tmp_path):

@@ -60,9 +60,9 @@ def test_the_models_run_concretely_and_satisfy_their_own_contracts():
             assert models.in_contract(s)
             run = run_model(stage, s)
             assert run.observation.returned == (case[-1] == -1)
-            for predicate in (models.slot_alignment, models.no_tail_write,
+            for predicate in (models.slot_alignment, models.tail_policy,
                               models.mirror_consistency, models.copy_discipline,
-                              models.missing_index_assertion, models.expected_outcome,
+                              models.missing_input, models.expected_outcome,
                               models.inputs_unchanged):
                 assert predicate(run), (stage.__module__, case, predicate.__name__)
 
@@ -82,10 +82,10 @@ PLANTED = {
         ["slot_alignment"]),
     "writes_the_tail": (
         [("enumerate(req_ids[:num_reqs])", "enumerate(req_ids)")],
-        ["no_tail_write"]),
+        ["tail_policy"]),
     "keyerror_instead_of_assertion": (
         [("        assert req_id in mamba_state_idx, (\n", "        (\n")],
-        ["missing_index_assertion"]),
+        ["missing_input"]),
     "copies_before_the_loop": (
         [("    draft_buf.copy_to_gpu(num_reqs)\n", ""),
          ("    spec_tokens = scheduler_output.scheduled_spec_decode_tokens\n",
@@ -113,8 +113,8 @@ def _planted_module(name: str, tmp_path: Path):
     entry = entry.replace("staging_single_loop.stage_postprocess_inputs_to_gpu",
                           "stage_postprocess_inputs_to_gpu")
     predicates = ", ".join(["copy_discipline", "expected_outcome", "in_contract",
-                            "inputs_unchanged", "mirror_consistency", "missing_index_assertion",
-                            "no_tail_write", "run_model", "scenario_of", "shape_ok",
+                            "inputs_unchanged", "mirror_consistency", "missing_input",
+                            "tail_policy", "run_model", "scenario_of", "shape_ok",
                             "slot_alignment", "Ints", "ModelRun"])
     path = tmp_path / f"planted_{name}.py"
     path.write_text(f"{planted}\n\nfrom stagecheck.spec.models import {predicates}\n\n\n{entry}")
@@ -164,7 +164,7 @@ def refuted(fn, postconditions: list[str], budget: float) -> dict[str, list[str]
 def test_the_clean_check_is_not_vacuous():
     """The preconditions are satisfiable: CrossHair completes paths on which the
     postconditions are evaluated (a contract nothing can reach would pass trivially)."""
-    found = analyze(models.run_single_loop, ["slot_alignment", "missing_index_assertion"],
+    found = analyze(models.run_single_loop, ["slot_alignment", "missing_input"],
                     CLEAN_BUDGET)
     for name, (messages, confirmed) in found.items():
         assert messages == [], messages

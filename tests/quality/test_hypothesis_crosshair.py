@@ -23,7 +23,8 @@ from stagecheck.oracles.observe import observe
 from stagecheck.oracles.symbolic import model_backend
 from stagecheck.oracles.targets import load_target
 from stagecheck.spec import ERROR, StagingScenario, check
-from stagecheck.spec.schema import FIELDS, INT32_MAX, INT32_MIN
+from stagecheck.spec import DEFAULT_SCHEMA
+from stagecheck.spec.schema import INT32_MAX, INT32_MIN
 
 pytest.importorskip("hypothesis_crosshair_provider")
 
@@ -51,7 +52,7 @@ _COUNTS = _eager(st.integers(0, INT32_MAX))
 _DRAFTS = _eager(st.integers(0, 3))
 _CONTENTS = _eager(st.integers(INT32_MIN, INT32_MAX))
 _FLAGS = _eager(st.booleans())
-_BUFFERS = [f.buffer for f in FIELDS if not f.later_generation_only]
+_BUFFERS = list(DEFAULT_SCHEMA.profile().buffers())
 
 
 @st.composite
@@ -79,8 +80,11 @@ def in_contract_scenarios(draw) -> StagingScenario:
             state_idx[r] = draw(_COUNTS)
     initial_cpu = {b: [draw(_CONTENTS) for _ in range(capacity)] for b in _BUFFERS}
     initial_gpu = {b: [draw(_CONTENTS) for _ in range(capacity)] for b in _BUFFERS}
-    return StagingScenario(capacity, num_reqs, req_ids, scheduled, spec_tokens, computed,
-                           prompt, state_idx, initial_cpu, initial_gpu)
+    inputs = {"num_scheduled_tokens": scheduled, "spec_decode_tokens": spec_tokens,
+              "num_computed_tokens": computed, "num_prompt_tokens": prompt,
+              "mamba_state_idx": state_idx, "run_prefix_state_migration": True,
+              "omit_state_idx_buf": False}
+    return StagingScenario(capacity, num_reqs, req_ids, inputs, initial_cpu, initial_gpu)
 
 
 def error_findings(baseline, candidate, s: StagingScenario) -> list:

@@ -30,7 +30,7 @@ preload_project_modules()
 
 def _mutants(target: str, operators=None) -> list[Mutant]:
     source, filename, function = target_source(target)
-    return generate_mutants(source, filename, function, load_target(target).profile.takes_flag,
+    return generate_mutants(source, filename, function, load_target(target).profile,
                             operators)
 
 
@@ -111,8 +111,8 @@ def test_file_and_git_targets_are_mutated_from_their_source():
                             if f.startswith("equivalent_")])
 def test_upstream_tests_pass_on_correct_code(target):
     t = load_target(target)
-    upstream_example_test(t.func, t.profile.takes_flag)
-    upstream_missing_index_test(t.func, t.profile.takes_flag)
+    upstream_example_test(t.func, t.profile)
+    upstream_missing_index_test(t.func, t.profile)
 
 
 @pytest.mark.parametrize("name, caught", [

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: missing_index_assertion, same_copies
+# stagecheck-expect: missing_input, same_copies
 # Fixture (single loop): state indices are validated in a second pass after the uploads, so the state-index copy precedes the AssertionError
 """Host-side staging of the per-request inputs of the Mamba postprocess kernel.
 

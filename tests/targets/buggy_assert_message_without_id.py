@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: missing_index_assertion
+# stagecheck-expect: missing_input
 # Fixture (legacy): the assertion message no longer names the request id
 """Mamba helpers of the GPU model runner: staging of postprocess-kernel inputs.
 

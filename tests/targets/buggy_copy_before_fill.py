@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: mirror_consistency, copy_discipline, missing_index_assertion, same_buffers, same_copies
+# stagecheck-expect: mirror_consistency, copy_discipline, missing_input, same_buffers, same_copies
 # Fixture (single loop): the four uploads are hoisted above the fill loop, so the device sees last step's values
 """Host-side staging of the per-request inputs of the Mamba postprocess kernel.
 

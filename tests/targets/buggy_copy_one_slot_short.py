@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: mirror_consistency, copy_discipline, no_tail_write, same_buffers, same_copies
+# stagecheck-expect: mirror_consistency, copy_discipline, tail_policy, same_buffers, same_copies
 # Fixture (single loop): the computed-tokens buffer is uploaded with copy_to_gpu(num_reqs - 1)
 """Host-side staging of the per-request inputs of the Mamba postprocess kernel.
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: no_tail_write, copy_discipline, same_buffers, same_copies
+# stagecheck-expect: tail_policy, copy_discipline, same_buffers, same_copies
 # Fixture (single loop): copy_to_gpu() without n uploads every slot, overwriting the device tail
 """Host-side staging of the per-request inputs of the Mamba postprocess kernel.
 

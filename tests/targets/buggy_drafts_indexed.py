@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: expected_outcome, missing_index_assertion, same_outcome
+# stagecheck-expect: expected_outcome, missing_input, same_outcome
 # Fixture (single loop): drafts looked up with spec_tokens[req_id]: KeyError for a request without drafts
 """Host-side staging of the per-request inputs of the Mamba postprocess kernel.
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: slot_alignment, missing_index_assertion, same_buffers, same_outcome
+# stagecheck-expect: slot_alignment, missing_input, same_buffers, same_outcome
 # Fixture (single loop): the loop stops one slot early (range(num_reqs - 1)), the last live slot keeps stale values
 """Host-side staging of the per-request inputs of the Mamba postprocess kernel.
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: copy_discipline, no_tail_write, same_buffers, same_copies
+# stagecheck-expect: copy_discipline, tail_policy, same_buffers, same_copies
 # Fixture (single loop): the state-index buffer is uploaded with copy_to_gpu(len(req_ids)), including padded slots
 """Host-side staging of the per-request inputs of the Mamba postprocess kernel.
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: missing_index_assertion, same_outcome
+# stagecheck-expect: missing_input, same_outcome
 # Fixture (single loop): assertion replaced by mamba_state_idx.get(req_id, 0): a missing index silently stages column 0
 """Host-side staging of the per-request inputs of the Mamba postprocess kernel.
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: missing_index_assertion, same_outcome
+# stagecheck-expect: missing_input, same_outcome
 # Fixture (legacy): assertion dropped; a missing state index surfaces as KeyError from mamba_state_idx[req_id]
 """Mamba helpers of the GPU model runner: staging of postprocess-kernel inputs.
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: no_tail_write, expected_outcome, same_buffers, same_outcome
+# stagecheck-expect: tail_policy, expected_outcome, same_buffers, same_outcome
 # Fixture (single loop): iterates over the whole (padded) req_ids list instead of req_ids[:num_reqs], writing tail slots
 """Host-side staging of the per-request inputs of the Mamba postprocess kernel.
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# stagecheck-expect: missing_index_assertion, same_outcome
+# stagecheck-expect: missing_input, same_outcome
 # Fixture (single loop): a missing state index raises RuntimeError instead of AssertionError
 """Host-side staging of the per-request inputs of the Mamba postprocess kernel.
 

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from stagecheck.oracles.compare import compare
-from stagecheck.spec import ERROR, INFO, Copy, Observation, TargetProfile
+from stagecheck.spec import DEFAULT_SCHEMA, ERROR, INFO, Copy, Observation
 from tests.helpers import scenario
 
 FOUR = ("mamba_state_idx_buf", "num_scheduled_tokens_buf", "num_computed_tokens_buf",
         "num_draft_tokens_buf")
-OLD, LATER = TargetProfile(), TargetProfile(takes_flag=True)
+OLD, LATER = DEFAULT_SCHEMA.profile(), DEFAULT_SCHEMA.profile({"run_prefix_state_migration"})
 
 
 def run(exception: str | None = None, message: str | None = None, timed_out=False,
@@ -34,7 +32,7 @@ def run(exception: str | None = None, message: str | None = None, timed_out=Fals
     ranges.update(changes.get("copies", {}))
     events = [Copy(b, *ranges[b], s.num_reqs) for b in buffers]
     from stagecheck.spec import inputs_snapshot
-    inputs = {**inputs_snapshot(s), **changes.get("inputs", {})}
+    inputs = {**inputs_snapshot(OLD, s), **changes.get("inputs", {})}
     return Observation(exception_type=exception, exception_message=message, cpu=cpu, gpu=gpu,
                        events=events, inputs_after=inputs, timed_out=timed_out,
                        exception_mro=(exception, "Exception") if exception else ())
@@ -82,7 +80,7 @@ RULES = [
 @pytest.mark.parametrize("name, changes, a, b, profiles, expected", RULES,
                          ids=[r[0] for r in RULES])
 def test_compare_rules(name, changes, a, b, profiles, expected):
-    s = dataclasses.replace(scenario(), **changes)
+    s = scenario(**changes)
     found = compare(s, a, b, *profiles)
     got = [(f.invariant, f.severity, f.field) for f in found]
     assert got == [(inv, sev, field) for inv, sev, field, _ in expected], found

@@ -1,10 +1,13 @@
-"""The strategies build what they promise, by construction."""
+"""The strategies build what they promise, by construction (for the seed schema)."""
 
 from hypothesis import HealthCheck, find, given, settings
 
-from stagecheck.oracles.generate import BREACHES, out_of_contract_scenarios, staging_scenarios
-from stagecheck.spec import contract_breaches
+from stagecheck.oracles.generate import out_of_contract_scenarios, staging_scenarios
+from stagecheck.spec import DEFAULT_SCHEMA, contract_breaches
 from stagecheck.spec.schema import INT32_MAX
+from stagecheck.spec.space import breach_kinds
+
+BREACHES = breach_kinds(DEFAULT_SCHEMA)
 
 FAST = settings(max_examples=200, database=None, deadline=None,
                 suppress_health_check=list(HealthCheck))
@@ -13,7 +16,7 @@ FAST = settings(max_examples=200, database=None, deadline=None,
 @FAST
 @given(staging_scenarios())
 def test_in_contract_stream_is_in_contract(s):
-    assert contract_breaches(s) == []
+    assert contract_breaches(DEFAULT_SCHEMA, s) == []
     assert len(s.req_ids) <= s.capacity
     for view in (s.initial_cpu, s.initial_gpu):
         assert all(len(v) == s.capacity for v in view.values())
@@ -24,7 +27,7 @@ def test_in_contract_stream_is_in_contract(s):
 def test_out_of_contract_stream_is_labeled_and_out_of_contract(labeled):
     breach, s = labeled
     assert breach in BREACHES
-    assert contract_breaches(s)
+    assert contract_breaches(DEFAULT_SCHEMA, s)
 
 
 def _finds(condition):
@@ -47,6 +50,10 @@ def test_the_in_contract_stream_reaches_every_case_it_promises():
 
 
 def test_every_breach_is_drawn():
+    assert BREACHES == ["num_reqs above capacity", "missing from num_scheduled_tokens",
+                        "missing from requests", "num_scheduled_tokens beyond int32",
+                        "num_computed_tokens beyond int32", "num_prompt_tokens beyond int32",
+                        "mamba_state_idx beyond int32"]
     for breach in BREACHES:
         assert find(out_of_contract_scenarios(), lambda x, b=breach: x[0] == b,
                     settings=settings(max_examples=500, database=None, deadline=None))

@@ -24,7 +24,7 @@ def test_three_requests_one_padded_id(name):
         before = s.initial_gpu.get(buffer, [False if buffer == "is_prefilling_buf" else 0] * 6)
         assert o.gpu[buffer][3:] == before[3:]       # device tail untouched
     assert max(o.req_ids_reads) < s.num_reqs        # padded id never read
-    assert o.inputs_after == inputs_snapshot(s)
+    assert o.inputs_after == inputs_snapshot(load_target(name).profile, s)
     assert check(s, o, load_target(name).profile) == []
 
 
@@ -40,7 +40,7 @@ def test_missing_state_index_raises_naming_the_request(name):
 
 def test_later_generation_stages_is_prefilling_and_obeys_the_flag():
     target = load_target("prefix-migration")
-    assert target.profile.takes_flag
+    assert target.profile.takes("run_prefix_state_migration")
     s = scenario()
     o = observe(target, s)
     assert o.cpu["is_prefilling_buf"][:3] == [False, True, False]

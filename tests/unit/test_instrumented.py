@@ -1,7 +1,6 @@
 """The instrumented buffer sees writes through .np, .cpu and anything else, and copies."""
 
 import numpy as np
-import torch
 
 from stagecheck.oracles.observe import RecordingList
 from stagecheck.oracles.observe.instrumented import InstrumentedBuffer
@@ -10,7 +9,7 @@ from stagecheck.spec import Copy, HostWrite
 
 def make():
     events = []
-    return InstrumentedBuffer("b", [1, 2, 3, 4], [9, 9, 9, 9], torch.int32, "cpu", events), events
+    return InstrumentedBuffer("b", [1, 2, 3, 4], [9, 9, 9, 9], "int32", "cpu", events), events
 
 
 def test_writes_through_np_and_views_of_it_record_slots():

@@ -6,11 +6,11 @@ import pytest
 
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.targets import load_target
-from stagecheck.spec import ERROR, INFO, INVARIANTS, Copy, HostWrite, TargetProfile, check
+from stagecheck.spec import DEFAULT_SCHEMA, ERROR, INFO, INVARIANTS, Copy, HostWrite, check
 from stagecheck.spec.invariants import names_request
 from tests.helpers import scenario
 
-PROFILE = TargetProfile()
+PROFILE = DEFAULT_SCHEMA.profile()
 
 
 @pytest.fixture
@@ -27,8 +27,8 @@ def ids(findings):
 
 def test_every_invariant_is_stated_once_and_in_the_generated_spec_page():
     assert [i.id for i in INVARIANTS] == [
-        "slot_alignment", "no_tail_write", "mirror_consistency", "copy_discipline",
-        "missing_index_assertion", "expected_outcome", "inputs_unchanged", "no_copy_hazard",
+        "slot_alignment", "tail_policy", "mirror_consistency", "copy_discipline",
+        "missing_input", "expected_outcome", "inputs_unchanged", "no_copy_hazard",
         "padded_read"]
     from stagecheck.spec.__main__ import render
     page = render()
@@ -47,12 +47,12 @@ def test_slot_alignment(good):
     assert f.expected == 7 and f.candidate == 8
 
 
-def test_no_tail_write_on_cpu_and_gpu(good):
+def test_tail_policy_on_cpu_and_gpu(good):
     s, o = good
     o.cpu["num_draft_tokens_buf"][4] = 0
     o.gpu["mamba_state_idx_buf"][5] = 0
     found = {(f.invariant, f.view, f.slot) for f in check(s, o, PROFILE)}
-    assert found == {("no_tail_write", "cpu", 4), ("no_tail_write", "gpu", 5)}
+    assert found == {("tail_policy", "cpu", 4), ("tail_policy", "gpu", 5)}
 
 
 def test_mirror_consistency(good):
@@ -74,18 +74,18 @@ def test_copy_discipline_range_count_and_order(good):
     assert ids(check(s, o4, PROFILE)) == {"copy_discipline"}
 
 
-def test_missing_index_assertion_type_message_and_copy():
+def test_missing_input_type_message_and_copy():
     s = scenario(mamba_state_idx={"req-a": 3, "req-c": 9})
     o = observe(load_target("legacy"), s)
     assert check(s, o, PROFILE) == []
     wrong_type = dataclasses.replace(o, exception_type="KeyError", exception_mro=("KeyError",))
-    assert ids(check(s, wrong_type, PROFILE)) == {"missing_index_assertion"}
+    assert ids(check(s, wrong_type, PROFILE)) == {"missing_input"}
     no_id = dataclasses.replace(o, exception_message="state index missing for req-bb")
-    assert ids(check(s, no_id, PROFILE)) == {"missing_index_assertion"}
+    assert ids(check(s, no_id, PROFILE)) == {"missing_input"}
     copied = dataclasses.replace(o, events=o.events + [Copy("mamba_state_idx_buf", 0, 3, 3)])
-    assert ids(check(s, copied, PROFILE)) == {"missing_index_assertion"}
+    assert ids(check(s, copied, PROFILE)) == {"missing_input"}
     returned = dataclasses.replace(o, exception_type=None, exception_message=None)
-    assert "missing_index_assertion" in ids(check(s, returned, PROFILE))
+    assert "missing_input" in ids(check(s, returned, PROFILE))
 
 
 def test_expected_outcome_and_hang(good):
@@ -115,7 +115,7 @@ def test_out_of_contract_violations_are_info(good):
     s.num_computed_tokens["req-a"] = 2**40          # a value beyond int32: out of contract
     o.cpu["num_draft_tokens_buf"][4] = 0
     found = check(s, o, PROFILE)
-    assert "no_tail_write" in {f.invariant for f in found}
+    assert "tail_policy" in {f.invariant for f in found}
     assert all(f.severity == INFO and not f.in_contract for f in found)
 
 

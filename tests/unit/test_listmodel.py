@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.instrumented import InstrumentedBuffer
 from stagecheck.oracles.observe.listmodel import ListBackend, ListBuffer, ModelUnsupported
 from stagecheck.oracles.targets import load_target
-from stagecheck.spec import StagingScenario
+from tests.helpers import scenario
 
 
 def _both(dtype: str, cpu: list, gpu: list):
     ev_model, ev_real = [], []
     model = ListBuffer("b", dtype, cpu, gpu, ev_model)
-    real = InstrumentedBuffer("b", cpu, gpu, {"int32": torch.int32, "bool": torch.bool}[dtype],
+    real = InstrumentedBuffer("b", cpu, gpu, dtype,
                               "cpu", ev_real)
     return model, real, ev_model, ev_real
 
@@ -80,13 +79,11 @@ def test_list_model_refuses_surface_it_does_not_offer():
 
 
 def test_model_observation_equals_the_torch_observation_on_the_builtins():
-    s = StagingScenario(
-        capacity=3, num_reqs=2, req_ids=["a", "b", "c"],
-        num_scheduled_tokens={"a": 4, "b": 1, "c": 9}, spec_decode_tokens={"b": [5, 6]},
-        num_computed_tokens={"a": 10, "b": 20, "c": 30},
-        num_prompt_tokens={"a": 12, "b": 1, "c": 30},
-        mamba_state_idx={"a": 3, "b": 4},
-        initial_cpu={}, initial_gpu={})
+    s = scenario(capacity=3, num_reqs=2, req_ids=["a", "b", "c"],
+                 num_scheduled_tokens={"a": 4, "b": 1, "c": 9}, spec_decode_tokens={"b": [5, 6]},
+                 num_computed_tokens={"a": 10, "b": 20, "c": 30},
+                 num_prompt_tokens={"a": 12, "b": 1, "c": 30},
+                 mamba_state_idx={"a": 3, "b": 4}, initial_cpu={}, initial_gpu={})
     for name in ("legacy", "single-loop", "prefix-migration"):
         target = load_target(name)
         model = observe(target, s, backend=ListBackend(), time_limited=False)

@@ -19,7 +19,7 @@ from stagecheck.oracles.options import CampaignConfig
 from stagecheck.oracles.report import (json_document, pytest_example, render_campaign,
                                        render_json, render_junit, render_replay)
 from stagecheck.oracles.report.json import campaign_body
-from stagecheck.spec import ERROR, INFO, Finding
+from stagecheck.spec import DEFAULT_SCHEMA, ERROR, INFO, Finding
 from tests.helpers import scenario
 
 SNAPSHOTS = pathlib.Path(__file__).parent / "snapshots"
@@ -46,7 +46,7 @@ def result() -> CampaignResult:
                    examples_to_find=9, extra={"context": "failure path: live request 'req-b'"})
     return CampaignResult("legacy", "file.py::stage", CampaignConfig(examples=50, seed=3),
                           [error, info], examples_in_contract=4, examples_out_of_contract=50,
-                          seconds=1.25)
+                          seconds=1.25, schema=DEFAULT_SCHEMA)
 
 
 def test_campaign_text():
@@ -108,3 +108,25 @@ def test_every_finding_line_names_its_id_side_and_contract(severity):
     f = [g for g in result().findings if g.severity == severity][0]
     text = render_campaign(result())
     assert f"[{f.id}] ({f.side}, in contract" in text
+
+
+def test_replay_files_keep_the_schema_and_their_names_cover_it(tmp_path):
+    """A replay file records the schema its finding was judged against (how --schema
+    loads it again) and the pinned targets; its digest covers the schema too, so the
+    same pair under another schema never writes (or overwrites) the same file."""
+    from stagecheck.oracles.report.replay import load_replay, save_findings
+    builtin = result()
+    user = result()
+    user.schema_spec = str(tmp_path / "my_schema.py") + ":SCHEMA"
+    first = save_findings(builtin, str(tmp_path / "a"))
+    second = save_findings(user, str(tmp_path / "b"))
+    assert set(first) == set(second)                     # the same bugs ...
+    for fid in first:                                    # ... in files of other names
+        assert os.path.basename(first[fid]) != os.path.basename(second[fid])
+        assert os.path.basename(first[fid]).startswith(f"{fid}-")
+        saved, _ = load_replay(second[fid])
+        assert saved["schema"] == user.schema_spec
+        assert (saved["baseline"], saved["candidate"]) == ("legacy", "file.py::stage")
+    again = save_findings(result(), str(tmp_path / "c"))   # same pair, same schema
+    assert [os.path.basename(p) for p in again.values()] == \
+        [os.path.basename(p) for p in first.values()]

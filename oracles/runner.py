@@ -1,0 +1,163 @@
+"""Where the code under test runs: isolated worker processes, or (on request) here.
+
+Every command runs targets through a ``Runner``. ``isolated_runner`` loads the
+targets into a worker process (``oracles/worker.py``) and gives back targets for
+the checker, which never calls them itself; ``InProcessRunner`` calls them in this
+process (the in-process baseline of the isolation benchmark, and plain callables
+that a worker cannot import, such as lambdas).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.targets import Target
+from stagecheck.spec.observation import Observation
+from stagecheck.spec.scenario import StagingScenario
+
+__all__ = ["InProcessRunner", "Runner", "isolated_runner", "load_isolated", "runner_for"]
+
+
+class Runner(Protocol):
+    """Runs loaded targets on scenarios; one observation per side per scenario."""
+
+    targets: list[Target]
+
+    def observe(self, sides: list[int], batch: list[tuple[int, StagingScenario]],
+                options: RunOptions, backend: str = "fast"
+                ) -> list[tuple[int, list[Observation]]]: ...
+
+    def stream(self, sides: list[int], batches, options: RunOptions, backend: str = "fast",
+               sample_every: int = 0, jobs: int = 1): ...
+
+    def call(self, module: str, name: str, *args, deadline: float | None = None): ...
+
+    def close(self) -> None: ...
+
+
+class InProcessRunner:
+    """Calls the targets in this process (no isolation)."""
+
+    def __init__(self, targets: list[Target]) -> None:
+        self.targets = list(targets)
+
+    def observe(self, sides, batch, options: RunOptions, backend: str = "fast",
+                sample_every: int = 0):
+        from stagecheck.oracles.observe import observe
+        fast = _backend(backend, options)
+        instrumented = _backend("instrumented", options)
+        out = []
+        for index, scenario in batch:
+            chosen = instrumented if sample_every and index % sample_every == 0 else fast
+            out.append((index, [observe(self.targets[side], scenario, options, chosen)
+                                for side in sides]))
+        return out
+
+    def stream(self, sides, batches, options: RunOptions, backend: str = "fast",
+               sample_every: int = 0, jobs: int = 1):
+        """One answer per batch, in order (``jobs`` is ignored: one process)."""
+        for batch in batches:
+            yield self.observe(sides, batch, options, backend, sample_every)
+
+    def call(self, module: str, name: str, *args, deadline: float | None = None):
+        """``module.name(*args)`` here; ``target_arg(i)`` stands for target ``i``."""
+        import importlib
+
+        from stagecheck.oracles.worker import _TargetArg
+        args = [self.targets[a.index] if isinstance(a, _TargetArg) else a for a in args]
+        return getattr(importlib.import_module(module), name)(*args)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _backend(kind: str, options: RunOptions):
+    if _kind(kind, options) == "fast":
+        from stagecheck.oracles.observe.fast import FastBackend
+        return FastBackend()
+    from stagecheck.oracles.observe.instrumented import InstrumentedBackend
+    return InstrumentedBackend(options.device, options.deferred_copies)
+
+
+def _kind(backend: str, options: RunOptions) -> str:
+    """The fast backend where it sees what matters (synchronous CPU copies), else the
+    instrumented one."""
+    fast = backend == "fast" and options.device == "cpu" and not options.deferred_copies
+    return "fast" if fast else "instrumented"
+
+
+class _IsolatedRunner:
+    """A ``WorkerPool`` with its targets loaded."""
+
+    def __init__(self, pool, targets: list[Target]) -> None:
+        self.pool, self.targets = pool, targets
+        self._more: list = []          # further pools for ``stream`` with jobs > 1
+
+    def observe(self, sides, batch, options: RunOptions, backend: str = "fast",
+                sample_every: int = 0):
+        return self.pool.observe(sides, batch, options, _kind(backend, options), sample_every)
+
+    def stream(self, sides, batches, options: RunOptions, backend: str = "fast",
+               sample_every: int = 0, jobs: int = 1):
+        """One answer per batch, in order, the batches spread over ``jobs`` workers that
+        run ahead of the checker (``worker.stream_batches``)."""
+        from stagecheck.oracles.worker import stream_batches
+        while len(self._more) < jobs - 1:
+            self._more.append(self.pool.clone())
+        pools = [self.pool] + self._more[: jobs - 1]
+        return stream_batches(pools, sides, batches, options, _kind(backend, options),
+                              sample_every)
+
+    def call(self, module: str, name: str, *args, deadline: float | None = None):
+        """``module.name(*args)`` in the worker; ``target_arg(i)`` stands for target ``i``.
+        A worker that ends or passes ``deadline`` raises ``WorkerEnded``."""
+        return self.pool.call(module, name, *args, deadline=deadline)
+
+    def close(self) -> None:
+        for pool in self._more:
+            pool.close()
+        self.pool.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def isolated_runner(targets: list[Target], memory_mib: int | None = None) -> _IsolatedRunner:
+    """Load ``targets`` into a fresh worker; the runner holds the checker's copies."""
+    schemas = {t.ref.schema: t.schema for t in targets if t.ref is not None}
+    return load_isolated([t.ref for t in targets], schemas, memory_mib)
+
+
+def load_isolated(refs: list, schemas: dict | None = None, memory_mib: int | None = None,
+                  pool=None) -> _IsolatedRunner:
+    """Load targets by reference into a worker, never into this process: a loading
+    error names the target (``target_index``). ``pool``: reuse that worker pool."""
+    from stagecheck.oracles.worker import DEFAULT_MEMORY_MIB, WorkerPool
+    own = pool is None
+    pool = pool or WorkerPool(memory_mib or DEFAULT_MEMORY_MIB)
+    try:
+        loaded = pool.load(list(refs), schemas, fresh=own)
+    except BaseException:
+        if own:
+            pool.close()
+        raise
+    return _IsolatedRunner(pool, loaded)
+
+
+def runner_for(targets: list[Target], isolated: bool = True,
+               memory_mib: int | None = None) -> Runner:
+    """An isolated runner when every target can be loaded in a worker (it has a
+    ``ref``), else an in-process one."""
+    if isolated and all(t.ref is not None for t in targets):
+        return isolated_runner(targets, memory_mib)
+    return InProcessRunner(targets)

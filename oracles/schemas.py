@@ -1,0 +1,238 @@
+"""Loading and checking staging schemas: built-in names, or a user's schema file.
+
+``--schema NAME`` names a built-in schema (``spec/schemas/``); ``--schema
+path/to/schema.py[:NAME]`` imports that file (the user's own code, like a conftest)
+and takes its ``SCHEMA`` (or ``NAME``). Every schema is checked before use: each
+declaration on its own (``check_declarations``), then a dry run that draws scenarios
+from it, builds the call's arguments, derives every slot and applies the declared
+mutations (``check_schema``). A problem is a ``SchemaError`` (exit 2) that names the
+part of the schema and the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from typing import Any
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import SchemaError
+from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST,
+                                    PER_SLOT, REQUIRED, Call, StagingSchema)
+from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+
+__all__ = ["check_declarations", "check_schema", "load_schema", "schema_space", "spec_of"]
+
+#: id(schema) -> the spec a user schema was loaded from (a worker loads it again by it)
+_LOADED_FROM: dict[int, str] = {}
+
+
+def spec_of(schema: StagingSchema) -> str:
+    """The spec that loads ``schema``: its built-in name, or the file it came from."""
+    if BUILTIN_SCHEMAS.get(schema.name) is schema:
+        return schema.name
+    return _LOADED_FROM.get(id(schema), schema.name)
+
+_KINDS = (PER_REQUEST, PER_SLOT, ID_SET, FLAG, NUMBER)
+_PRESENCES = (REQUIRED, OPTIONAL, MAY_MISS)
+_INPUT_DTYPES = ("int", "int-list", "bool")
+_FIELD_DTYPES = ("int32", "int64", "bool")
+
+
+def load_schema(spec: str) -> StagingSchema:
+    """A built-in schema by name, or ``path.py[:NAME]``; checked (``SchemaError`` if not)."""
+    if spec in BUILTIN_SCHEMAS:
+        return BUILTIN_SCHEMAS[spec]
+    path, sep, name = spec.rpartition(":") if spec.count(":") and not spec.endswith(".py") \
+        else (spec, "", "")
+    if not path.endswith(".py"):
+        raise SchemaError.of(messages.SCHEMA_UNKNOWN, spec, builtins=", ".join(BUILTIN_SCHEMAS))
+    if not os.path.isfile(path):
+        raise SchemaError.of(messages.SCHEMA_FILE_MISSING, spec, path=path, cwd=os.getcwd())
+    module = _import_file(path, spec)
+    attribute = name or "SCHEMA"
+    schema = getattr(module, attribute, None)
+    if not isinstance(schema, StagingSchema):
+        found = sorted(k for k, v in vars(module).items() if isinstance(v, StagingSchema))
+        raise SchemaError.of(messages.SCHEMA_NOT_FOUND, spec, path=path, name=attribute,
+                             found=", ".join(found) or "none")
+    problems = check_schema(schema)
+    if problems:
+        raise SchemaError.of(messages.SCHEMA_INVALID, spec, problems="; ".join(problems[:4]),
+                             more=f" (and {len(problems) - 4} more)" if len(problems) > 4 else "")
+    _LOADED_FROM[id(schema)] = os.path.abspath(path) + (f":{name}" if name else "")
+    return schema
+
+
+def _import_file(path: str, spec: str):
+    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:12]
+    module_name = f"stagecheck_user_schema_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    loader_spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[module_name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as exc:   # the user's file failed: say where, never a traceback
+        del sys.modules[module_name]
+        raise SchemaError.of(messages.SCHEMA_IMPORT, spec, path=path,
+                             error=f"{type(exc).__name__}: {exc}") from None
+    return module
+
+
+def check_declarations(schema: StagingSchema) -> list[str]:
+    """Problems with the declarations themselves, each naming the part and the fix."""
+    out: list[str] = []
+    if not schema.name or not isinstance(schema.name, str):
+        out.append("name: give the schema a name")
+    if not schema.functions:
+        out.append("functions: name the staging function(s) this schema describes")
+    if not schema.parameters:
+        out.append("parameters: list the positional parameters of the staging function")
+    if not callable(schema.build):
+        out.append("build: must be a function (builder, profile) -> Call")
+    names = [i.name for i in schema.inputs]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        out.append(f"input {dup!r}: declared twice; give each input one name")
+    groups_seen: set = set()
+    previous_group = None
+    for i in schema.inputs:
+        where = f"input {i.name!r}"
+        if i.kind not in _KINDS:
+            out.append(f"{where}: kind {i.kind!r} is not one of {', '.join(_KINDS)}")
+        if i.dtype not in _INPUT_DTYPES:
+            out.append(f"{where}: dtype {i.dtype!r} is not one of {', '.join(_INPUT_DTYPES)}")
+        if i.presence not in _PRESENCES:
+            out.append(f"{where}: presence {i.presence!r} is not one of "
+                       f"{', '.join(_PRESENCES)}")
+        if i.values.low > i.values.high:
+            out.append(f"{where}: values.low {i.values.low} is above values.high "
+                       f"{i.values.high}; swap them")
+        if i.group and i.group in groups_seen and previous_group != i.group:
+            out.append(f"{where}: the inputs of group {i.group!r} must be declared one after "
+                       "the other")
+        if i.group:
+            groups_seen.add(i.group)
+        previous_group = i.group
+    fields = [f.name for f in schema.fields]
+    buffers = [f.buffer for f in schema.fields]
+    for dup in sorted({n for n in fields if fields.count(n) > 1}):
+        out.append(f"field {dup!r}: declared twice; give each field one name")
+    for dup in sorted({b for b in buffers if buffers.count(b) > 1}):
+        out.append(f"buffer {dup!r}: two fields stage it; one field per buffer")
+    if not schema.fields:
+        out.append("fields: declare at least one staged buffer")
+    for f in schema.fields:
+        where = f"field {f.name!r}"
+        if f.dtype not in _FIELD_DTYPES:
+            out.append(f"{where}: dtype {f.dtype!r} is not one of {', '.join(_FIELD_DTYPES)}")
+        if f.derive is not None and not callable(f.derive):
+            out.append(f"{where}: derive must be a function of the request view, e.g. "
+                       "lambda q: q.num_scheduled_tokens")
+        if f.tail.kind not in ("untouched", "fill", "free"):
+            out.append(f"{where}: tail {f.tail.kind!r} is not untouched, fill or free")
+        if f.copy.kind not in ("live", "whole", "none"):
+            out.append(f"{where}: copy {f.copy.kind!r} is not live, whole or none")
+        if f.missing is not None and f.missing.input not in names:
+            out.append(f"{where}: missing.input {f.missing.input!r} is not a declared input")
+        if f.missing is not None and f.missing.kind not in ("assertion", "raises"):
+            out.append(f"{where}: missing.kind {f.missing.kind!r} is not assertion or raises")
+    for k in schema.keywords:
+        if k not in names:
+            out.append(f"keyword {k!r}: declare it as an input (kind=FLAG) so scenarios hold "
+                       "its value")
+    return out
+
+
+def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
+    """``check_declarations``, then a dry run on ``samples`` drawn scenarios per profile."""
+    out = check_declarations(schema)
+    if out:
+        return out
+    from stagecheck.oracles.observe import Builder
+    from stagecheck.oracles.observe.listmodel import ListBackend
+    from stagecheck.oracles.sample import sample_breach, sample_scenario
+    from stagecheck.spec.invariants import expected_inputs_after, expected_value
+    from stagecheck.spec.space import contract_breaches
+    profiles = [schema.profile(), schema.profile(frozenset(schema.keywords))]
+    for k in range(samples):
+        try:
+            s = sample_scenario(schema, 0, k)
+        except Exception as exc:
+            return [f"generate: drawing a scenario raised {type(exc).__name__}: {exc}; fix "
+                    "the generate hook or the input declarations"]
+        breaches = contract_breaches(schema, s)
+        if breaches:
+            return [f"generate: a scenario drawn in contract breaks the contract "
+                    f"({breaches[0]}); the generate hook must keep scenarios in contract"]
+        for profile in profiles:
+            builder = Builder(s, profile, ListBackend())
+            try:
+                call = schema.build(builder, profile)
+            except Exception as exc:
+                return [f"build: raised {type(exc).__name__}: {exc} on a drawn scenario; fix "
+                        "the call adapter"]
+            if not isinstance(call, Call):
+                return ["build: must return Call(args, kwargs)"]
+            passed = set(builder.inputs_after())
+            unseen = [i.name for i in schema.inputs if i.kind not in (FLAG, NUMBER)
+                      and i.name not in passed and not i.group]
+            unseen += [i.group for i in schema.inputs if i.group and i.name not in passed]
+            if unseen:
+                return [f"build: input {unseen[0]!r} does not reach the call through the "
+                        "builder (b.table, b.objects, b.id_set, b.array), so what the call "
+                        "does to it would go unseen"]
+            for f in profile.staged_fields(s):
+                for i, r in enumerate(s.live_ids):
+                    try:
+                        expected_value(s, f, i, r)
+                    except Exception as exc:
+                        return [f"field {f.name!r}: derive raised {type(exc).__name__}: "
+                                f"{exc} for slot {i}; a request lacking an input may raise "
+                                "KeyError only"]
+            try:
+                after = expected_inputs_after(profile, s)
+            except Exception as exc:
+                return [f"mutations: raised {type(exc).__name__}: {exc}; it takes (scenario, "
+                        "inputs as plain data) and returns them as the call must leave them"]
+            if not isinstance(after, dict):
+                return ["mutations: must return the inputs as a dict"]
+        try:
+            sample_breach(schema, 0, k)
+        except Exception as exc:
+            return [f"the out-of-contract stream: drawing raised {type(exc).__name__}: {exc}"]
+    if schema.bench is not None:
+        try:
+            s = schema.bench(4)
+        except Exception as exc:
+            return [f"bench: raised {type(exc).__name__}: {exc}"]
+        if contract_breaches(schema, s) or s.num_reqs != 4:
+            return ["bench: bench(n) must return an in-contract scenario with n live requests"]
+    return out
+
+
+def schema_space(schema: StagingSchema, seed: int = 0, count: int = 200) -> dict[str, Any]:
+    """What the scenario space of ``schema`` looks like over ``count`` drawn scenarios."""
+    from stagecheck.oracles.sample import sample_breach, sample_scenario
+    from stagecheck.spec.schema import MAY_MISS as _MAY_MISS
+    stats = {"scenarios": count, "empty batches": 0, "full batches": 0, "with padded ids": 0,
+             "with a live request lacking a may-miss input": 0, "largest capacity": 0}
+    may_miss = [i.name for i in schema.inputs if i.presence == _MAY_MISS
+                and i.kind == PER_REQUEST]
+    for k in range(count):
+        s = sample_scenario(schema, seed, k)
+        stats["empty batches"] += s.num_reqs == 0
+        stats["full batches"] += s.num_reqs == s.capacity
+        stats["with padded ids"] += len(s.req_ids) > s.num_reqs
+        stats["with a live request lacking a may-miss input"] += any(
+            r not in s.inputs[name] for name in may_miss for r in s.live_ids)
+        stats["largest capacity"] = max(stats["largest capacity"], s.capacity)
+    breaches: dict[str, int] = {}
+    for k in range(count):
+        label, _ = sample_breach(schema, seed, k)
+        breaches[label] = breaches.get(label, 0) + 1
+    stats["out-of-contract breaches"] = breaches
+    return stats
