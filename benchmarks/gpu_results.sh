@@ -3,9 +3,8 @@
 #   OUT=some/dir bash benchmarks/gpu_results.sh
 # Each step has its own time limit so one slow step cannot hide the others.
 set -u
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-unset TRITON_INTERPRET
-OUT=${OUT:-gpu-results}; mkdir -p "$OUT"
+OUT=$(realpath -m "${OUT:-gpu-results}"); mkdir -p "$OUT"
+. benchmarks/device_setup.sh
 LOG="$OUT/gpu_log.txt"
 step() { local limit=$1; shift; echo "### $* (limit ${limit}s)" | tee -a "$LOG";
          local t0=$SECONDS; timeout "$limit" "$@" >>"$LOG" 2>&1; local rc=$?

@@ -33,6 +33,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 
+from stagecheck.oracles import interrupt
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import DEVICES, choice
@@ -206,17 +207,24 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
     own = runner is None
     if own:
         runner = runner_for([baseline, candidate])
+    rows: list[BenchRow] = []
+    seconds = 0.0
     try:
         sides = [_position(runner, t) for t in (baseline, candidate)]
-        deadline = 60.0 + len(sizes) * (min_time * 20 + 30)
-        try:
-            rows, seconds = runner.call("stagecheck.oracles.bench", "bench_here",
-                                        target_arg(sides[0]), target_arg(sides[1]), device,
-                                        sizes, repeats, min_time, deadline=deadline)
-        except WorkerEnded as ended:
-            raise StagecheckError(f"a target ended the bench's worker ({ended.what})",
-                                  "run 'stagecheck diff' on the two targets to see where",
-                                  value=candidate.spec) from None
+        deadline = 60.0 + min_time * 20 + 30
+        for num_reqs in sizes:
+            # one size per call to the worker: a signal stops the bench between sizes
+            interrupt.check()
+            try:
+                more, took = runner.call("stagecheck.oracles.bench", "bench_here",
+                                         target_arg(sides[0]), target_arg(sides[1]), device,
+                                         (num_reqs,), repeats, min_time, deadline=deadline)
+            except WorkerEnded as ended:
+                raise StagecheckError(f"a target ended the bench's worker ({ended.what})",
+                                      "run 'stagecheck diff' on the two targets to see where",
+                                      value=candidate.spec) from None
+            rows += more
+            seconds += took
     finally:
         if own:
             runner.close()

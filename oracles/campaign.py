@@ -19,6 +19,11 @@ When the kernel oracle is on, each finding's kept scenario is run through it; er
 findings not yet seen to reach the kernel get a short probe of further examples
 (shrunk examples tend to be values the kernel does nothing with). Each finding says
 which engine found it (``extra["engine"]``).
+
+SIGINT/SIGTERM (``oracles/interrupt.py``) stop a campaign between examples: each loop
+(the batched streams, the hypothesis streams, the shrinker, the kernel-impact probe)
+looks at the flag after every example and stops, the workers are stopped, and the
+result holds what was found so far with ``interrupted`` set (no verdict).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
-from stagecheck.oracles import messages
+from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.errors import TargetLoadError
@@ -69,6 +74,8 @@ class CampaignResult(FindingsResult):
     examples_edge: int = 0                 # examples of the hypothesis edge-case stream
     shrink_evaluations: int = 0
     first_error_seconds: float | None = None   # from the start of the campaign
+    interrupted: str | None = None   # the signal (e.g. "SIGINT") that stopped the run early:
+                                     # then this is a partial result and has no verdict
 
 
 def same_schema(baseline: Target | None, candidate: Target):
@@ -171,7 +178,10 @@ class _Search:
                     self.record(findings, s, "random")
                     if self.progress is not None:
                         self.progress(stream, done, total)
-                if flagged is not None:
+                # a signal stops the stream once the batch in hand is judged: its examples
+                # already ran in the worker, and judging them takes milliseconds (so a
+                # signal that came while the first batch ran still leaves its findings)
+                if flagged is not None or interrupt.requested():
                     break
         finally:
             answers.close()      # the workers finish what they hold, then are free again
@@ -199,7 +209,8 @@ class _Search:
                     return position
             return None
 
-        smallest, spent = shrink(self.schema, s, still_fails)
+        # a signal stops the shrinking; the smallest failing scenario so far is kept
+        smallest, spent = shrink(self.schema, s, still_fails, stop=interrupt.requested)
         self.result.shrink_evaluations += spent
         final = [f for f in self.evaluate(smallest) if f.key in keys]
         self.record(final, smallest, "random", final=True)
@@ -233,6 +244,7 @@ class _Search:
             self.examples += 1
             findings = self.evaluate(s)
             errors = self.record(findings, s, engine)
+            interrupt.check()   # after every example (recorded): a signal stops the stream
             if errors:
                 raise _ErrorFound(errors, s)
             if self.progress is not None:
@@ -246,6 +258,8 @@ class _Search:
             probe()
         except _ErrorFound as found:   # the shrunk example, replayed by hypothesis, wins
             self.record(found.found, found.scenario, engine, final=True)
+        except interrupt.Interrupted:  # what the stream recorded so far stays
+            pass
         return counter[0]
 
     # ------------------------------------------------------------------ kernel impact
@@ -255,13 +269,15 @@ class _Search:
         if self.config.run.kernel == "off" or self.schema.consumer is None:
             return
         for f in self.collector.findings():
+            if interrupt.requested():
+                return
             if f.kernel_impact is None and f.scenario is not None:
                 s = StagingScenario.from_dict(f.scenario)
                 self.collector.note_impact(g for g in self.evaluate(s, kernel=True)
                                            if g.key == f.key)
         open_keys = self.collector.open_impact()
         for index in range(IMPACT_PROBE_EXAMPLES):
-            if not open_keys & self.collector.open_impact():
+            if not open_keys & self.collector.open_impact() or interrupt.requested():
                 break
             s = self.scenario("in", self.config.examples + index)
             found = self.evaluate(s, backend=self.backend(), kernel=True)
@@ -292,10 +308,14 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
             result.examples_in_contract = done
         else:
             result.examples_out_of_contract = done
+        if interrupt.requested():
+            return
     if config.engine == "batched" and not result.errors:
         edge = (config.edge_examples if config.edge_examples is not None
                 else min(EDGE_EXAMPLES, config.examples // 20))
         for stream in streams:
+            if interrupt.requested():
+                return
             if edge and not any(f.severity == ERROR for f in search.collector.findings()):
                 result.examples_edge += search.hypothesis_stream(
                     stream, edge, None, True, "hypothesis")
@@ -325,7 +345,8 @@ def run_campaign(baseline: Target | None, candidate: Target,
 
     ``progress(stream, done, total)`` is called after each example. ``runner`` runs
     the targets (default: a worker process of this campaign's own, or this process
-    where ``config.isolated`` is False).
+    where ``config.isolated`` is False). A SIGINT/SIGTERM recorded by
+    ``interrupt.install`` stops the search: the result is partial, ``interrupted`` set.
     """
     from stagecheck.oracles.runner import runner_for
     config = config or CampaignConfig()
@@ -345,5 +366,7 @@ def run_campaign(baseline: Target | None, candidate: Target,
             runner.close()
     result.findings = search.collector.findings()
     result.seconds = time.perf_counter() - search.started
+    if interrupt.requested():   # the flag decides, whether or not an exception got through
+        result.interrupted = interrupt.signal_name(interrupt.requested())
     return result
 

@@ -3,7 +3,14 @@
 Each command only loads (targets, options), calls one analysis with one options
 object, hands the result to the renderers and returns an exit code: 0 no error
 finding; 1 error findings (with ``--strict`` info findings count too); 2 usage or
-load error, with a message that names the argument, the value and the fix.
+load error, with a message that names the argument, the value and the fix, an
+undecided symbolic run, or a requested output that could not be written; 130/143 a
+run stopped by SIGINT/SIGTERM (never 0).
+
+Outputs are resolved to absolute paths and probed (nothing is created or truncated)
+before anything runs; after the run, every file (replay files and the run manifest,
+``--json``, ``--junit-xml``) is written, atomically, before the report is printed, so
+a closed stdout (``| head -1``) changes neither the files nor the exit code.
 
 Heavy libraries (torch, hypothesis, triton, crosshair) are imported by the command
 that needs them, after its arguments were parsed and checked.
@@ -14,13 +21,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from types import SimpleNamespace
 
-from stagecheck.oracles import messages
+from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.options import (DEVICES, KERNEL_BACKENDS, KERNEL_MODES, CampaignConfig,
                                         RunOptions, integer, seconds, whole)
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+VERDICT_EXIT = {"equivalent": EXIT_CLEAN, "different": EXIT_FINDINGS, "undecided": EXIT_USAGE}
 DEFAULT_SAVE_DIR = os.path.join(".stagecheck", "findings")
 
 #: Canonical option name -> how the command line spells it, for error messages.
@@ -28,7 +37,7 @@ _FLAGS = {"examples": "--examples", "seed": "--seed", "max_capacity": "--max-cap
           "timeout": "--timeout", "steps": "--steps", "gpu_busy_cycles": "--gpu-busy-cycles",
           "device": "--device", "kernel": "--kernel", "kernel_backend": "--kernel-backend",
           "budget": "--budget", "jobs": "--jobs", "symbolic_timeout": "--symbolic-timeout",
-          "oracles": "--oracles", "operators": "--operators"}
+          "oracles": "--oracles", "operators": "--operators", "max_paths": "--max-paths"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,7 +64,9 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
                    "case per invariant) for CI")
     p.add_argument("--strict", action="store_true", help="info findings also give exit 1")
     p.add_argument("--save-dir", default=DEFAULT_SAVE_DIR,
-                   help=f"where replay files of findings go (default {DEFAULT_SAVE_DIR})")
+                   help=f"where replay files of findings go, with a manifest per run under "
+                   f"runs/ (default {DEFAULT_SAVE_DIR})")
+    _add_shim_option(p)
     p.add_argument("--no-out-of-contract", action="store_true",
                    help="skip the stream of inputs that should not happen")
     p.add_argument("--deferred-copies", action="store_true",
@@ -75,6 +86,12 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-busy-cycles", default="1000000",
                    help="cuda: device cycles of work queued ahead of each call, so its copies "
                    "stay queued while the host runs (default 1000000; 0 turns it off)")
+
+
+def _add_shim_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shim", action="append", default=[], metavar="PATH.py",
+                   help="a module whose top-level names file targets may use where their "
+                   "imports cannot be honoured (e.g. def cdiv(a, b): ...); repeatable")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,9 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
                               "list-backed buffers")
     symbolic.add_argument("baseline")
     symbolic.add_argument("candidate")
-    symbolic.add_argument("--timeout", default="30", help="seconds of exploration (default 30)")
+    symbolic.add_argument("--timeout", default=None, help="seconds of exploration (default "
+                          "30; with --max-paths, a limit the budget should not reach)")
+    symbolic.add_argument("--max-paths", default=None, metavar="N",
+                          help="path budget: stop after N paths, so that two runs with the "
+                          "same arguments explore the same paths")
     symbolic.add_argument("--max-capacity", default="4", help="largest capacity (default 4)")
     symbolic.add_argument("--json", metavar="PATH")
+    _add_shim_option(symbolic)
     symbolic.add_argument("--strict", action="store_true", help="info findings also give exit 1")
     _add_schema_option(symbolic)
     bench = sub.add_parser("bench", help="per-call cost of two targets, interleaved, as ratios")
@@ -109,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("candidate")
     bench.add_argument("--device", default="cpu")
     bench.add_argument("--json", metavar="PATH")
+    _add_shim_option(bench)
     _add_schema_option(bench)
     mutants = sub.add_parser("mutants", help="mutation catalog: which oracle kills which "
                              "realistic refactoring mistake")
@@ -128,11 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
     mutants.add_argument("--list", action="store_true", help="list the mutants and exit")
     _add_schema_option(mutants)
     mutants.add_argument("--json", metavar="PATH")
+    _add_shim_option(mutants)
     replay = sub.add_parser("replay", help="re-run a saved finding")
     replay.add_argument("file")
     replay.add_argument("--baseline", help="override the saved baseline target")
     replay.add_argument("--candidate", help="override the saved candidate target")
     replay.add_argument("--device", default=None)
+    _add_shim_option(replay)
     _add_schema_option(replay)
     schema = sub.add_parser("schema", help="staging schemas: list the built-in ones, show one, "
                             "or check a schema file and the scenario space it induces")
@@ -167,33 +192,136 @@ def _schema(args, where: str = "option --schema", checked: bool = True):
         raise exc.located(where) from None
 
 
-def _open(pairs: list[tuple[str, str]], schema=None):
+def _open(pairs: list[tuple[str, str]], schema=None, shims=()):
     """Load the targets ``(spec, argument)`` in a worker process, never in this one; a
-    runner holding them. A loading error names its argument."""
+    runner holding them. A file or revision target is read here first (a ``git:REV``
+    resolved to its commit once: the runner's targets keep the commit and the pinned
+    spec); the worker compiles it with ``shims``. A loading error names its argument,
+    whether it came from reading here or from loading in the worker (a global name no
+    import, definition or shim provides: exit 2, never a difference in a run)."""
     from stagecheck.oracles.runner import load_isolated
-    from stagecheck.oracles.targets import TargetRef, schema_spec
+    from stagecheck.oracles.targets import schema_spec, target_ref
     spec = schema_spec(schema)
+    refs = []
+    for target, argument in pairs:
+        try:
+            refs.append(target_ref(target, spec, shims))
+        except StagecheckError as exc:
+            raise exc.located(f"argument {argument}") from None
     try:
-        return load_isolated([TargetRef(target, spec) for target, _ in pairs],
-                             {spec: schema} if schema is not None else None)
+        return load_isolated(refs, {spec: schema} if schema is not None else None)
     except StagecheckError as exc:
         index = getattr(exc, "target_index", None)
         raise exc.located(f"argument {pairs[index][1]}" if index is not None
                           else "arguments") from None
 
 
-def _write(option: str, path: str, text: str) -> None:
+def _shims(args) -> tuple[str, ...]:
+    """``--shim`` paths, absolute (a target that changes folder must not move them)."""
+    return tuple(os.path.abspath(p) for p in getattr(args, "shim", None) or ())
+
+
+# ------------------------------------------------------------------------------ output
+
+def _stdout_gone() -> None:
+    """stdout was closed by its reader (``| head -1``): send the rest to /dev/null."""
     try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise UsageError.of(messages.JSON_UNWRITABLE, path, error=exc.strerror).located(
-            f"option {option}") from None
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
-def _check_writable(option: str, path: str | None) -> None:
-    if path:
-        _write(option, path, "")
+def _emit(text: str) -> None:
+    """Print the report; a closed stdout silences it and changes nothing else."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+
+
+def _note(text: str) -> None:
+    """One line on stderr (never fails)."""
+    try:
+        print(text, file=sys.stderr)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+class _Outputs:
+    """The files a command writes: resolved to absolute paths and probed before the run
+    (nothing created or truncated), written atomically after it. A write that fails is
+    remembered and reported on stderr by ``finish``, which turns exit 0 into 2."""
+
+    def __init__(self, reports: dict[str, str | None], save_dir: str | None = None) -> None:
+        from stagecheck.oracles.report.files import probe_file, probe_folder
+        self.reports = {opt: os.path.abspath(p) for opt, p in reports.items() if p}
+        self.save_dir = os.path.abspath(save_dir) if save_dir else None
+        self.failed: list[tuple[str, str, str]] = []
+        paths = list(self.reports.values())
+        if len(set(paths)) < len(paths):
+            raise UsageError.of(messages.SAME_REPORT_PATH, paths[0])
+        for option, path in self.reports.items():
+            why = probe_file(path)
+            if why:
+                raise UsageError.of(messages.REPORT_UNWRITABLE, path, why=why).located(
+                    f"option {option}")
+        if self.save_dir:
+            why = probe_folder(self.save_dir)
+            if why:
+                raise UsageError.of(messages.SAVE_DIR_UNWRITABLE, self.save_dir,
+                                    why=why).located("option --save-dir")
+
+    def write(self, option: str, text_of) -> None:
+        """Write the report ``option`` asked for (``text_of()`` renders it)."""
+        from stagecheck.oracles.report.files import write_atomic
+        path = self.reports.get(option)
+        if not path:
+            return
+        try:
+            write_atomic(path, text_of())
+        except OSError as exc:
+            self.failed.append((option, path, exc.strerror or str(exc)))
+
+    def attempt(self, option: str, path: str, action):
+        """Run ``action()`` (writes under ``path``); None when it failed (remembered)."""
+        try:
+            return action()
+        except OSError as exc:
+            self.failed.append((option, path, exc.strerror or str(exc)))
+            return None
+
+    def finish(self, code: int, verdict: str) -> int:
+        """The exit code: ``code``; 2 instead of 0 when a requested output could not be
+        written (0 means a clean verdict *and* every output written). A non-zero code
+        (findings, undecided, interrupted) is kept: it already says the run is not clean."""
+        for option, path, error in self.failed:
+            template = messages.REPORT_NOT_WRITTEN if code == EXIT_CLEAN else \
+                messages.REPORT_NOT_WRITTEN_KEPT
+            error_ = UsageError.of(template, path, error=error, verdict=verdict.upper(),
+                                   code=code).located(f"option {option}")
+            _note(f"stagecheck: error: {error_}")
+        if self.failed and code == EXIT_CLEAN:
+            return EXIT_USAGE
+        return code
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the current folder when it is under it (shorter to read)."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def _interrupted(examples: int, findings=(), saved: str = "", unit: str = "example(s)") -> int:
+    """The one line of an interrupted run (what ran, what was found so far, where it was
+    saved), and its exit code."""
+    findings = list(findings)
+    errors = sum(1 for f in findings if f.severity == "error")
+    _note(messages.INTERRUPTED.format(
+        signal=interrupt.signal_name(interrupt.requested()), examples=examples, unit=unit,
+        findings=len(findings), errors=errors, infos=len(findings) - errors, saved=saved))
+    return interrupt.exit_code()
 
 
 def _run_options(args) -> RunOptions:
@@ -224,11 +352,8 @@ def _progress():
 
 def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     config = _campaign_config(args)
-    if args.json and args.junit_xml and os.path.abspath(args.json) == os.path.abspath(
-            args.junit_xml):
-        raise UsageError.of(messages.SAME_REPORT_PATH, args.json)
-    _check_writable("--json", args.json)
-    _check_writable("--junit-xml", args.junit_xml)
+    outputs = _Outputs({"--json": args.json, "--junit-xml": args.junit_xml}, args.save_dir)
+    shims = _shims(args)
     from stagecheck.oracles.observe import require_device
     require_device(config.run.device)
     schema = _schema(args)
@@ -236,24 +361,39 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
         [(candidate_spec, "CANDIDATE" if baseline_spec else "TARGET")]
     from stagecheck.oracles.campaign import run_campaign
     from stagecheck.oracles.report import (json_document, render_campaign, render_json,
-                                           render_junit, save_findings)
+                                           render_junit)
     from stagecheck.oracles.report.json import campaign_body
+    from stagecheck.oracles.report.replay import new_run_id, save_findings, write_manifest
+    from stagecheck.oracles.targets import schema_spec
     progress = _progress()
-    with _open(pairs, schema) as runner:
+    with _open(pairs, schema, shims) as runner:     # the workers end with the search
         baseline = runner.targets[0] if baseline_spec else None
         candidate = runner.targets[-1]
         result = run_campaign(baseline, candidate, config, progress, runner=runner)
-    result.schema_spec = args.schema
+    result.schema_spec = schema_spec(schema)     # pinned: a schema file by its absolute path
+    targets = {"baseline": baseline.record() if baseline else None,
+               "candidate": candidate.record()}
     if progress:
-        sys.stderr.write("\n")
-    saved = save_findings(result, args.save_dir) if result.findings else {}
-    print(render_campaign(result, args.strict, saved))
-    if args.json:
-        _write("--json", args.json, render_json(json_document(
-            args.command, campaign_body(result, args.strict), result.verdict(args.strict))))
-    if args.junit_xml:
-        _write("--junit-xml", args.junit_xml, render_junit(result, args.strict))
-    return EXIT_FINDINGS if result.verdict(args.strict) == "different" else EXIT_CLEAN
+        _note("")
+    verdict = "interrupted" if result.interrupted else result.verdict(args.strict)
+    # every file first, the report last: a closed stdout cannot cost a file
+    saved, manifest = {}, None
+    if result.findings:
+        saved = outputs.attempt("--save-dir", outputs.save_dir, lambda: save_findings(
+            result, outputs.save_dir, baseline, candidate, shims)) or {}
+        manifest = outputs.attempt("--save-dir", outputs.save_dir, lambda: write_manifest(
+            outputs.save_dir, new_run_id(), args.command, result, saved, targets, verdict))
+    body = campaign_body(result, args.strict, targets, manifest)
+    outputs.write("--json", lambda: render_json(json_document(args.command, body, verdict)))
+    outputs.write("--junit-xml", lambda: render_junit(result, args.strict, targets=targets))
+    if result.interrupted:
+        where = f"; saved: {_shown(manifest)}" if manifest else ""
+        return outputs.finish(_interrupted(
+            result.examples_in_contract + result.examples_out_of_contract, result.findings,
+            where), verdict)
+    _emit(render_campaign(result, args.strict, {k: _shown(v) for k, v in saved.items()},
+                          targets=targets, manifest=_shown(manifest) if manifest else None))
+    return outputs.finish(VERDICT_EXIT[verdict], verdict)
 
 
 def _replay(args) -> int:
@@ -266,6 +406,7 @@ def _replay(args) -> int:
         raise exc.located("argument FILE") from None
     base_spec = args.baseline or saved.get("baseline")
     cand_spec = args.candidate or saved.get("candidate")
+    shims = _shims(args) or tuple(saved.get("shims") or ())
     options = RunOptions(device=args.device or saved.get("device", "cpu"))
     require_device(options.device)
     schema = _schema(args)
@@ -276,10 +417,12 @@ def _replay(args) -> int:
         except StagecheckError as exc:
             raise exc.located("argument FILE") from None
     pairs = ([(base_spec, "--baseline")] if base_spec else []) + [(cand_spec, "--candidate")]
-    with _open(pairs, schema) as runner:
+    with _open(pairs, schema, shims) as runner:
         baseline = runner.targets[0] if base_spec else None
         findings = evaluate(baseline, runner.targets[-1], scenario, options, runner).findings
-    print(render_replay(args.file, saved, base_spec, cand_spec, options.device, findings))
+    if interrupt.requested():
+        return _interrupted(1, findings)
+    _emit(render_replay(args.file, saved, base_spec, cand_spec, options.device, findings))
     return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_CLEAN
 
 
@@ -288,80 +431,102 @@ def _kernel(args) -> int:
     examples = whole("examples", args.examples, 1, "100")
     seed = integer("seed", args.seed)
     device = choice("device", args.device, DEVICES)
-    _check_writable("--json", args.json)
+    outputs = _Outputs({"--json": args.json})
     from stagecheck.oracles.observe import require_device
     require_device(device)
     from stagecheck.oracles.kernel.campaign import run_kernel_campaign
     from stagecheck.oracles.report import json_document, render_json, render_kernel
     result = run_kernel_campaign(examples, seed, device)
-    print(render_kernel(result))
-    if args.json:
-        _write("--json", args.json, render_json(json_document(
-            "kernel", result.to_dict(), "equivalent" if result.clean else "different")))
-    return EXIT_CLEAN if result.clean else EXIT_FINDINGS
+    verdict = ("interrupted" if result.interrupted else
+               "equivalent" if result.clean else "different")
+    outputs.write("--json", lambda: render_json(json_document("kernel", result.to_dict(),
+                                                              verdict)))
+    if result.interrupted:
+        mismatch = [] if result.clean else [SimpleNamespace(severity="error")]
+        return outputs.finish(_interrupted(result.examples, mismatch), verdict)
+    _emit(render_kernel(result))
+    return outputs.finish(VERDICT_EXIT[verdict], verdict)
 
 
 def _symbolic(args) -> int:
-    timeout = seconds("timeout", args.timeout, "30")
+    max_paths = whole("max_paths", args.max_paths, 1, "500") if args.max_paths else None
+    timeout = seconds("timeout", args.timeout, "30") if args.timeout is not None else None
     capacity = whole("max_capacity", args.max_capacity, 1, "4")
-    _check_writable("--json", args.json)
+    outputs = _Outputs({"--json": args.json})
+    shims = _shims(args)
     schema = _schema(args)
     from stagecheck.oracles.report import json_document, render_json, render_symbolic
     from stagecheck.oracles.symbolic import run_symbolic
-    with _open([(args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")], schema) as runner:
+    with _open([(args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")], schema,
+               shims) as runner:
         result = run_symbolic(*runner.targets, timeout=timeout, max_capacity=capacity,
-                              runner=runner)
-    print(render_symbolic(result, args.strict))
-    if args.json:
-        _write("--json", args.json, render_json(json_document(
-            "symbolic", result.to_dict(), result.verdict(args.strict))))
-    return EXIT_FINDINGS if result.verdict(args.strict) == "different" else EXIT_CLEAN
+                              max_paths=max_paths, runner=runner)
+    verdict = "interrupted" if result.interrupted else result.verdict(args.strict)
+    outputs.write("--json", lambda: render_json(json_document("symbolic", result.to_dict(),
+                                                              verdict)))
+    if result.interrupted:
+        return outputs.finish(_interrupted(result.paths_attempted, result.findings,
+                                           unit="symbolic path(s)"), verdict)
+    _emit(render_symbolic(result, args.strict))
+    return outputs.finish(VERDICT_EXIT[verdict], verdict)
 
 
 def _bench(args) -> int:
     from stagecheck.oracles.options import choice
     device = choice("device", args.device, DEVICES)
-    _check_writable("--json", args.json)
+    outputs = _Outputs({"--json": args.json})
+    shims = _shims(args)
     schema = _schema(args)
     from stagecheck.oracles.bench import run_bench
     from stagecheck.oracles.report import json_document, render_bench, render_json
-    with _open([(args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")], schema) as runner:
+    with _open([(args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")], schema,
+               shims) as runner:
         result = run_bench(*runner.targets, device=device, runner=runner)
-    print(render_bench(result))
-    if args.json:
-        _write("--json", args.json, render_json(json_document("bench", result.to_dict())))
-    return EXIT_CLEAN
+    outputs.write("--json", lambda: render_json(json_document("bench", result.to_dict())))
+    _emit(render_bench(result))
+    return outputs.finish(EXIT_CLEAN, "measured")
 
 
 def _mutants(args) -> int:
     from stagecheck.oracles.mutants import MutantsConfig, list_mutants, parse_list
     operators = parse_list(args.operators) if args.operators is not None else None
+    shims = _shims(args)
     config = MutantsConfig(oracles=tuple(parse_list(args.oracles)), budget=args.budget,
                            symbolic_timeout=args.symbolic_timeout, operators=operators,
-                           jobs=args.jobs, out_of_contract=not args.no_out_of_contract)
-    _check_writable("--json", args.json)
+                           jobs=args.jobs, out_of_contract=not args.no_out_of_contract,
+                           shims=shims)
+    outputs = _Outputs({"--json": args.json})
     schema = _schema(args)
+    from stagecheck.oracles.targets import schema_spec
+    pinned_schema = schema_spec(schema)    # a schema file by its absolute path
     if args.list:
         try:
-            mutants = list_mutants(args.target, config.operators, args.schema)
+            mutants = list_mutants(args.target, config.operators, pinned_schema, shims)
         except StagecheckError as exc:
             raise exc.located("argument TARGET") from None
-        for m in mutants:
-            eq = "  [equivalent: operator reason]" if m.equivalent_reason else ""
-            print(f"{m.id} {m.operator:<24} {str(m.location):<36} {m.description}{eq}")
+        _emit("\n".join(f"{m.id} {m.operator:<24} {str(m.location):<36} {m.description}"
+                        + ("  [equivalent: operator reason]" if m.equivalent_reason else "")
+                        for m in mutants))
         return EXIT_CLEAN
-    _open([(args.target, "TARGET")], schema).close()
+    with _open([(args.target, "TARGET")], schema, shims) as runner:   # checked, read once
+        original = runner.targets[0]
     from stagecheck.oracles.kernel import use_interpreter_without_gpu
     use_interpreter_without_gpu()
     from stagecheck.oracles.mutants import run_mutants
     from stagecheck.oracles.report import json_document, render_json, render_mutants
-    report = run_mutants(args.target, config, _mutant_progress, schema=args.schema)
-    print(render_mutants(report))
-    verdict = "all-killed" if report.all_killed() else "survivors"
-    if args.json:
-        _write("--json", args.json, render_json(json_document("mutants", report.to_dict(),
+    report = run_mutants(args.target, config, _mutant_progress, schema=pinned_schema,
+                         original=original)
+    verdict = ("interrupted" if report.interrupted else
+               "all-killed" if report.all_killed() else "survivors")
+    outputs.write("--json", lambda: render_json(json_document("mutants", report.to_dict(),
                                                               verdict)))
-    return EXIT_CLEAN if report.all_killed() else EXIT_FINDINGS
+    if report.interrupted:
+        killed = [SimpleNamespace(severity="error") for r in report.results
+                  if r.killed_by_stagecheck]
+        return outputs.finish(_interrupted(len(report.results), killed,
+                                           unit="mutant(s) (findings: mutants killed)"), verdict)
+    _emit(render_mutants(report))
+    return outputs.finish(EXIT_CLEAN if report.all_killed() else EXIT_FINDINGS, verdict)
 
 
 def _mutant_progress(res, done: int, total: int) -> None:
@@ -372,35 +537,40 @@ def _mutant_progress(res, done: int, total: int) -> None:
 
 
 def _schema_command(args) -> int:
+    """``schema list|show|check``: nothing is written but the report (through ``_emit``,
+    so a closed stdout keeps the exit code), problems go to stderr."""
     from stagecheck.spec.prose import render_schema
     from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+    outputs = _Outputs({})
     if args.schema_command in (None, "list"):
-        for name, s in BUILTIN_SCHEMAS.items():
-            print(f"{name}: {', '.join(s.functions)} — {s.summary}")
-        return EXIT_CLEAN
+        _emit("\n".join(f"{name}: {', '.join(s.functions)} — {s.summary}"
+                        for name, s in BUILTIN_SCHEMAS.items()))
+        return outputs.finish(EXIT_CLEAN, "listed")
     # 'check' lists every problem itself; a schema with problems is no use elsewhere
     schema = _schema(args, "argument SCHEMA", checked=args.schema_command != "check")
+    lines = []
     if args.schema_command == "check":
         from stagecheck.oracles.schemas import check_schema
         problems = check_schema(schema)
         if problems:
             for problem in problems:
-                print(f"stagecheck: error: schema {schema.name!r}: {problem}", file=sys.stderr)
+                _note(f"stagecheck: error: schema {schema.name!r}: {problem}")
             return EXIT_USAGE
-    print("\n".join(render_schema(schema)))
+    lines += render_schema(schema)
     if args.schema_command == "check":
         from stagecheck.oracles.schemas import schema_space
         space = schema_space(schema)
-        print(f"\nschema {schema.name!r}: the declarations and a dry run on 30 drawn scenarios "
-              "are fine.")
-        print(f"scenario space over {space['scenarios']} drawn in-contract scenarios:")
+        lines.append(f"\nschema {schema.name!r}: the declarations and a dry run on 30 drawn "
+                     "scenarios are fine.")
+        lines.append(f"scenario space over {space['scenarios']} drawn in-contract scenarios:")
         for key, value in space.items():
             if key not in ("scenarios", "out-of-contract breaches"):
-                print(f"  {key}: {value}")
-        print("out-of-contract stream, breaches drawn:")
+                lines.append(f"  {key}: {value}")
+        lines.append("out-of-contract stream, breaches drawn:")
         for key, value in space["out-of-contract breaches"].items():
-            print(f"  {key}: {value}")
-    return EXIT_CLEAN
+            lines.append(f"  {key}: {value}")
+    _emit("\n".join(lines))
+    return outputs.finish(EXIT_CLEAN, "shown")
 
 
 _COMMANDS = {
@@ -412,27 +582,45 @@ _COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit code. SIGINT/SIGTERM are taken over for the run (see
+    ``oracles/interrupt.py``) and given back on return."""
     parser = build_parser()
+    interrupt.reset()
+    interrupt.install()
     try:
-        args = parser.parse_args(argv)
-        if args.command is None:
-            parser.print_help()
-            return EXIT_USAGE
-        return _COMMANDS[args.command](args)
-    except StagecheckError as exc:
-        if isinstance(exc, UsageError):
-            _option(exc)
-        print(f"stagecheck: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        try:
+            args = parser.parse_args(argv)
+            if args.command is None:
+                _emit(parser.format_help().rstrip("\n"))
+                code = EXIT_USAGE
+            else:
+                code = _COMMANDS[args.command](args)
+        except StagecheckError as exc:
+            if isinstance(exc, UsageError):
+                _option(exc)
+            _note(f"stagecheck: error: {exc}")
+            code = EXIT_USAGE
+        except KeyboardInterrupt:   # a second signal, or Ctrl-C outside a search loop
+            if not interrupt.requested():
+                raise
+            code = _interrupted(0)
+        if interrupt.requested() and code != interrupt.exit_code():
+            # the flag decides: a signal that came while files were written, or one an
+            # exception handler swallowed, still ends the run as interrupted
+            _note(f"stagecheck: interrupted by {interrupt.signal_name(interrupt.requested())}"
+                  "; no verdict: interrupted")
+            code = interrupt.exit_code()
+        return code
+    finally:
+        interrupt.uninstall()
 
 
 def entry_point() -> None:
+    code = main()
     try:
-        code = main()
         sys.stdout.flush()
-    except BrokenPipeError:   # e.g. piped into head: not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = EXIT_CLEAN
+    except BrokenPipeError:   # e.g. piped into head: the exit code stays the verdict's
+        _stdout_gone()
     sys.exit(code)
 
 

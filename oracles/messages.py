@@ -40,16 +40,36 @@ TARGET_COMPILE = ("{value!r} could not be compiled on its own ({error})",
                   "not run")
 TARGET_NO_SOURCE = ("{value!r} has no Python source file with a module-level function "
                     "{name!r} to mutate", "give 'path/to/file.py::function'")
+TARGET_UNRESOLVED = ("{value!r} uses {count} global name(s) stagecheck cannot provide: {names}",
+                     "stagecheck does not import engine modules; give each name with "
+                     "--shim FILE.py (a module that defines it, e.g. 'def cdiv(a, b): return "
+                     "-(a // -b)'; repeatable), or load the function as "
+                     "'package.module:{function}' where its package is installed")
+SHIM_MISSING = ("shim {value!r} does not exist", "give the path of a Python file (relative "
+                "paths are taken from {cwd})")
+SHIM_BROKEN = ("shim {value!r} cannot be imported ({error})", "fix the file: a shim is a plain "
+               "module whose top-level functions and constants stand in for engine helpers")
 SCHEMAS_DIFFER = ("{baseline!r} is a {a!r} function but {value!r} is a {b!r} function",
                   "compare two generations of one staging function, or give both the same "
                   "--schema")
 GIT_NOT_REPO = ("{value!r} names a git revision but {cwd} is not inside a git repository",
                 "run from the repository or use a plain file target")
-GIT_BAD_REVISION = ("revision {rev!r} in {value!r} is unknown to git",
-                    "check it with 'git rev-parse {rev}'")
+GIT_BAD_REVISION = ("revision {rev!r} in {value!r} is unknown to git{shallow}",
+                    "check it with 'git rev-parse {rev}'; a branch of a remote must be fetched "
+                    "('git fetch {remote} {rev}:refs/remotes/{remote}/{rev}') and named "
+                    "'{remote}/{rev}'")
+GIT_REVISION_NOT_FETCHED = (
+    "revision {rev!r} in {value!r} is unknown to git: this clone is {kind} (how CI systems "
+    "check out a pull request), so branch {rev!r} was never fetched into it",
+    "fetch it: 'git fetch {depth}{remote} {rev}:refs/remotes/{remote}/{rev}' (a plain 'git "
+    "fetch {remote} {rev}' leaves no {remote}/{rev} in a single-branch clone), then name it "
+    "'git:{remote}/{rev}:{path}::{name}'")
 GIT_PATH_MISSING = ("{path!r} does not exist at revision {rev!r} (in {value!r})",
-                    "paths are relative to the repository root, check "
-                    "'git ls-tree -r {rev}'")
+                    "paths are taken relative to the current folder ({cwd}), as for a file "
+                    "target, so this is {rel!r} from the repository root {top}; list that "
+                    "folder with 'git ls-tree --name-only {rev} -- {folder}/'")
+GIT_PATH_OUTSIDE = ("{path!r} in {value!r} is outside the git repository at {top}",
+                    "paths are taken relative to the current folder, as for a file target")
 
 # --------------------------------------------------------------------------- schemas
 SCHEMA_UNKNOWN = ("{value!r} is neither a built-in schema nor a 'path/to/schema.py[:NAME]'",
@@ -75,7 +95,6 @@ BAD_INTEGER = ("{value!r} is not a whole number", "give e.g. {example}")
 BAD_SECONDS = ("{value!r} is not a positive number of seconds", "give e.g. {example}")
 BAD_CHOICE = ("{value!r} is not one of {choices}", "choose one of them")
 USAGE = ("{message}", "run '{prog} --help' for the options")
-JSON_UNWRITABLE = ("cannot write {value!r} ({error})", "give a path in a writable directory")
 SAME_REPORT_PATH = ("--json and --junit-xml both name {value!r}", "give each report its own "
                     "path")
 UNKNOWN_OPTIONS = ("unknown option(s) {value}", "campaign options are {known}")
@@ -109,4 +128,20 @@ KERNEL_CLEAN_HINT = ("No difference. To search harder: --examples {more} (now {e
                      "another --seed (now {seed}); on a GPU, --device cuda runs the compiled "
                      "kernel.")
 HANG = "the call did not return within the time limit (hang)"
+MANIFEST_LINE = "this run saved {count} replay file(s); its manifest lists them: {path}"
+SYMBOLIC_UNDECIDED = ("verdict: UNDECIDED on {paths} path(s) — no error finding, {infos} info "
+                      "finding(s) on the paths explored, but on {paths} of them numpy made the "
+                      "symbolic values concrete, so value-level differences there were sampled, "
+                      "not searched. For a verdict run the fuzzer: stagecheck diff {baseline} "
+                      "{candidate}")
+INTERRUPTED = ("stagecheck: interrupted by {signal} after {examples} {unit}, {findings} "
+               "finding(s) so far ({errors} error, {infos} info){saved}; no verdict: interrupted")
+REPORT_NOT_WRITTEN = ("cannot write {value!r} ({error})", "the verdict was {verdict}, but a "
+                      "requested output is missing, so the exit code is 2, not 0; free space "
+                      "or give another path")
+REPORT_NOT_WRITTEN_KEPT = ("cannot write {value!r} ({error})", "the exit code stays the "
+                           "verdict's ({verdict}: {code}); free space or give another path")
+SAVE_DIR_UNWRITABLE = ("cannot write replay files under {value!r}: {why}",
+                       "give --save-dir a folder that can be written")
+REPORT_UNWRITABLE = ("cannot write {value!r}: {why}", "give a path in a writable folder")
 REPLAY_NOTHING = "no finding: the saved example no longer shows a difference"

@@ -72,15 +72,17 @@ register_profiles()
 
 # --------------------------------------------------------------------------- targets
 
-def as_target(obj, where: str = "target"):
-    """A ``Target`` from a target spec string, a ``Target``, or a plain callable."""
+def as_target(obj, where: str = "target", shims=()):
+    """A ``Target`` from a target spec string, a ``Target``, or a plain callable.
+
+    ``shims``: paths of shim modules for file targets (``--shim`` of the CLI)."""
     from stagecheck.oracles.errors import StagecheckError
     from stagecheck.oracles.targets import Target, load_target, target_from_callable
     if isinstance(obj, Target):
         return obj
     try:
         if isinstance(obj, str):
-            return load_target(obj)
+            return load_target(obj, shims=tuple(shims))
         if callable(obj):
             return target_from_callable(obj)
     except StagecheckError as exc:
@@ -89,24 +91,32 @@ def as_target(obj, where: str = "target"):
                     f"got {type(obj).__name__}")
 
 
-def _runner(baseline, candidate):
+def _runner(baseline, candidate, shims=()):
     """A runner holding the two targets: spec strings are loaded in a worker only (never
-    in the test's process); a plain function, already imported by the test, runs in a
-    worker where the worker can import it by name, else in the test's process."""
+    in the test's process: a file is only read here, a revision resolved to its commit
+    once); a plain function, already imported by the test, runs in a worker where the
+    worker can import it by name, else in the test's process. ``shims``: see
+    ``as_target``."""
     from stagecheck.oracles.errors import StagecheckError
     from stagecheck.oracles.runner import load_isolated, runner_for
-    from stagecheck.oracles.targets import TargetRef
+    from stagecheck.oracles.targets import target_ref
     items = [(x, name) for x, name in ((baseline, "baseline"), (candidate, "candidate"))
              if x is not None]
     if len(items) == 1:
         items = [(candidate, "target")]
     if all(isinstance(x, str) for x, _ in items):
+        refs = []
+        for x, name in items:
+            try:
+                refs.append(target_ref(x, None, tuple(shims)))
+            except StagecheckError as exc:
+                raise exc.located(name) from None
         try:
-            return load_isolated([TargetRef(x) for x, _ in items])
+            return load_isolated(refs)
         except StagecheckError as exc:
             index = getattr(exc, "target_index", 0)
             raise exc.located(items[index][1]) from None
-    return runner_for([as_target(x, name) for x, name in items])
+    return runner_for([as_target(x, name, shims) for x, name in items])
 
 
 # --------------------------------------------------------------------------- fixture
@@ -166,10 +176,11 @@ class StagecheckFixture:
             pytest.fail(f"stagecheck: {exc}", pytrace=False)
 
     def run(self, baseline, candidate, *, examples: int | None = None, device: str = "cpu",
-            max_capacity: int = 8, seed=None, **options):
+            max_capacity: int = 8, seed=None, shims=(), **options):
         """Run the campaign and return its ``CampaignResult`` without asserting anything.
 
-        ``baseline`` None checks ``candidate`` against the spec alone.
+        ``baseline`` None checks ``candidate`` against the spec alone. ``shims``: paths
+        of shim modules whose names file targets may use (the CLI's ``--shim``).
         """
         from stagecheck.oracles.campaign import run_campaign
         from stagecheck.oracles.errors import StagecheckError
@@ -181,7 +192,7 @@ class StagecheckFixture:
         except StagecheckError as exc:
             pytest.skip(str(exc))
         try:
-            runner = _runner(baseline, candidate)
+            runner = _runner(baseline, candidate, shims)
         except StagecheckError as exc:
             pytest.fail(f"stagecheck: {exc}", pytrace=False)
         with runner:
@@ -233,6 +244,8 @@ def _reproduce_hint(result, given: tuple, options: dict) -> str:
     hint = (f"reproduce: {command} --examples {c.examples} --seed {c.seed} "
             f"--max-capacity {c.max_capacity} --device {c.run.device}")
     options = dict(options)
+    for shim in options.pop("shims", ()) or ():
+        hint += f" --shim {shim}"
     if "timeout" in options:
         hint += f" --timeout {options.pop('timeout')}"
     if options.get("out_of_contract", True) is False:

@@ -217,11 +217,14 @@ PASSES = (_padding, _requests, _capacity, _contents, _values, _names)
 
 def shrink(schema: StagingSchema, s: StagingScenario,
            still_fails: Callable[[list[StagingScenario]], int | None],
-           max_evaluations: int = MAX_EVALUATIONS) -> tuple[StagingScenario, int]:
+           max_evaluations: int = MAX_EVALUATIONS,
+           stop: Callable[[], object] | None = None) -> tuple[StagingScenario, int]:
     """The smallest scenario the passes reach from ``s`` that still fails.
 
     ``still_fails(candidates)`` returns the position of the first candidate that still
-    fails, or None. Returns the scenario and how many candidates were evaluated.
+    fails, or None. ``stop()`` is asked before each batch: when true (a signal asked the
+    run to stop) the shrinking ends with the smallest failing scenario found so far.
+    Returns the scenario and how many candidates were evaluated.
     """
     current, spent = s, 0
     progress = True
@@ -230,6 +233,8 @@ def shrink(schema: StagingSchema, s: StagingScenario,
         for make in PASSES:
             candidates = make(schema, current)
             while spent < max_evaluations:
+                if stop is not None and stop():
+                    return current, spent
                 batch = [c for _, c in zip(range(BATCH), candidates)]
                 if not batch:
                     break

@@ -6,9 +6,20 @@ method of a module-level class, loaded as a function whose first parameter is ``
 (the schema's adapter makes a stand-in for it). File targets are parsed, not imported: the
 named function, and the module-level functions and constants it uses (transitively),
 are compiled without running the module's imports, so a staging function from an
-engine checkout at any revision runs without the engine installed. Imports of the
-standard library, numpy and torch are honoured; any other imported name is bound to
-a placeholder that raises when used.
+engine checkout at any revision runs without the engine installed.
+
+Every global name the compiled code uses is resolved at load time, never at run time
+(a ``NameError`` inside a run would be reported as a difference of the code under
+test): imports of the standard library, numpy and torch are honoured; a name imported
+from another module is taken from a *shim* (the ones shipped in
+``stagecheck.impl.shims.vllm`` for vLLM's small pure helpers, applied when the import
+names the module they stand for, then the user's ``--shim FILE.py`` modules); any
+other name is a ``TargetLoadError`` that names it, the module it comes from and the fix.
+
+Paths of ``git:REV:PATH`` targets are taken relative to the current folder, as for a
+file target (absolute paths work too); ``REV`` is resolved to its commit once, when the
+target is loaded, and the target keeps the commit (``Target.sha``) and a spec pinned
+to it (``Target.resolved``).
 """
 
 from __future__ import annotations
@@ -18,13 +29,15 @@ import builtins
 import copy
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import linecache
 import os
 import subprocess
+import symtable
 import sys
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
@@ -44,14 +57,19 @@ _HONOURED_TOP = {"numpy", "torch"}
 
 @dataclass(frozen=True)
 class TargetRef:
-    """How a worker process loads a target: a target spec, or (for mutants) a module's
-    source text with the function to take from it."""
+    """How a worker process loads a target: a target spec, or a module's source text with
+    the function to take from it (file and revision targets, read once by the checker
+    with ``target_ref``; mutants), with the shims its global names may come from."""
 
     spec: str
     schema: str | None = None           # a schema spec; None: chosen by the function name
     source: str | None = None           # with ``filename`` and ``function``: load from text
     filename: str | None = None
     function: str | None = None
+    shims: tuple[str, ...] = ()         # shim modules (absolute paths) for file targets
+    origin: str | None = None           # where the source came from, for reports
+    resolved: str | None = None         # the pinned spec (see ``Target.resolved``)
+    sha: str | None = None              # the commit a revision target was read at
 
 
 @dataclass
@@ -69,10 +87,37 @@ class Target:
     profile: TargetProfile
     origin: str          # where it came from, for reports
     ref: TargetRef | None = None
+    resolved: str | None = None    # the spec pinned: git targets name their commit, file
+                                   # targets their absolute path (None: same as spec)
+    sha: str | None = None         # the commit a git target was read from
+    shimmed: tuple[str, ...] = field(default_factory=tuple)   # "name from module" bound by
+                                                              # a shim
 
     @property
     def schema(self) -> StagingSchema:
         return self.profile.schema
+
+    @property
+    def pinned(self) -> str:
+        """The spec that loads this very target again, from any folder."""
+        return self.resolved or self.spec
+
+    def record(self) -> dict[str, Any]:
+        """What a report says about the target."""
+        return {"spec": self.spec, "resolved": self.pinned, "sha": self.sha,
+                "origin": self.origin, "shims": list(self.shimmed)}
+
+
+@dataclass(frozen=True)
+class FileSource:
+    """What ``read_file_target`` read: the source and where it came from."""
+
+    source: str
+    filename: str
+    name: str
+    origin: str
+    resolved: str
+    sha: str | None = None
 
 
 def _is_module_spec(spec: str) -> bool:
@@ -80,9 +125,16 @@ def _is_module_spec(spec: str) -> bool:
         and not spec.endswith(".py")
 
 
-def load_target(spec: str, schema: StagingSchema | None = None) -> Target:
+def load_target(spec: str, schema: StagingSchema | None = None,
+                shims: tuple[str, ...] | list[str] = ()) -> Target:
     """Resolve ``spec`` (against ``schema``, else the built-in schema its function's name
-    chooses); raise ``TargetLoadError`` naming the value and the fix."""
+    chooses); raise ``TargetLoadError`` naming the value and the fix.
+
+    ``shims``: paths of shim modules whose top-level names file targets may use (see
+    ``load_shims``). The target's ``ref`` loads the very same function in a worker: a
+    file target's ref carries the source read here (a revision read once, at its commit)
+    and the shims.
+    """
     names = ", ".join(BUILTINS)
     if not isinstance(spec, str) or not spec.strip():
         raise TargetLoadError.of(messages.TARGET_EMPTY, spec, builtins=names)
@@ -91,9 +143,13 @@ def load_target(spec: str, schema: StagingSchema | None = None) -> Target:
         func = _load_module_function(BUILTINS[spec], spec)
         return _finish(spec, func, f"builtin {spec} ({BUILTINS[spec]})", schema, ref)
     if spec.startswith("git:") or "::" in spec:
-        source, filename, name, origin = read_file_target(spec)
-        func = load_function_from_source(source, filename, name, spec)
-        return _finish(spec, func, origin, schema, ref)
+        ref = target_ref(spec, schema_spec(schema), shims)
+        func = load_function_from_source(ref.source, ref.filename, ref.function, spec,
+                                         shims=load_shims(ref.shims))
+        target = _finish(spec, func, ref.origin, schema, ref)
+        target.resolved, target.sha = ref.resolved, ref.sha
+        target.shimmed = getattr(func, "__stagecheck_shimmed__", ())
+        return target
     if _is_module_spec(spec):
         func = _load_module_function(spec, spec)
         return _finish(spec, func, f"module {spec}", schema, ref)
@@ -109,17 +165,42 @@ def schema_spec(schema: StagingSchema | None) -> str | None:
     return spec_of(schema)
 
 
-def read_file_target(spec: str) -> tuple[str, str, str, str]:
-    """``(source, filename, function name, origin)`` of a file or revision target."""
+def is_file_spec(spec: str) -> bool:
+    """``path.py::function`` or ``git:REV:path.py::function``: parsed, not imported."""
+    return isinstance(spec, str) and (spec.startswith("git:") or "::" in spec)
+
+
+def target_ref(spec: str, schema: str | None = None,
+               shims: tuple[str, ...] | list[str] = ()) -> TargetRef:
+    """How a worker loads ``spec`` (``schema``: a schema spec). Read here, in the
+    checker's process, for a file or revision target: the source (a ``git:REV`` resolved
+    to its commit once, so every worker, restarted or not, loads that commit), where it
+    came from and its pinned spec; the worker compiles it with the ``shims`` (absolute
+    paths). Raises ``TargetLoadError`` for a file or revision that cannot be read."""
+    shims = tuple(os.path.abspath(s) if isinstance(s, str) else s for s in shims or ())
+    if not is_file_spec(spec):
+        return TargetRef(spec, schema, shims=shims)
+    read = read_file_target(spec)
+    return TargetRef(spec, schema, read.source, read.filename, read.name, shims=shims,
+                     origin=read.origin, resolved=read.resolved, sha=read.sha)
+
+
+def read_file_target(spec: str) -> FileSource:
+    """The source of a file or revision target, where it came from, and the spec pinned
+    to it (a revision's commit SHA, a file's absolute path)."""
     if spec.startswith("git:"):
         rev, path, name = _split_git(spec)
-        return _git_show(rev, path, spec), f"git:{rev}:{path}", name, \
-            f"{path} at revision {rev}"
+        source, sha, abs_path = _git_show(rev, path, spec)
+        return FileSource(source, f"git:{rev}:{path}", name,
+                          f"{path} at revision {rev} (commit {sha})",
+                          f"git:{sha}:{abs_path}::{name}", sha)
     path, name = _split_file(spec, spec)
     if not os.path.isfile(path):
         raise TargetLoadError.of(messages.TARGET_FILE_MISSING, spec, path=path, cwd=os.getcwd())
     with open(path, encoding="utf-8") as fh:
-        return fh.read(), os.path.abspath(path), name, f"file {path}"
+        source = fh.read()
+    abs_path = os.path.abspath(path)
+    return FileSource(source, abs_path, name, f"file {path}", f"{abs_path}::{name}")
 
 
 def target_source(spec: str) -> tuple[str, str, str]:
@@ -136,8 +217,8 @@ def target_source(spec: str) -> tuple[str, str, str]:
         with open(filename, encoding="utf-8") as fh:
             return fh.read(), filename, name
     if spec.startswith("git:") or "::" in spec:
-        source, filename, name, _ = read_file_target(spec)
-        return source, filename, name
+        read = read_file_target(spec)
+        return read.source, read.filename, read.name
     load_target(spec)   # raises the usual message for anything else
     raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=", ".join(BUILTINS))
 
@@ -165,22 +246,66 @@ def _split_git(spec: str) -> tuple[str, str, str]:
     return rev, path, name
 
 
-def _git(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], capture_output=True, text=True)
+def _git(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd)
 
 
-def _git_show(rev: str, path: str, spec: str) -> str:
-    top = _git("rev-parse", "--show-toplevel")
+def _existing_folder(path: str) -> str:
+    folder = os.path.dirname(path)
+    while folder and not os.path.isdir(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return folder or os.getcwd()
+
+
+def _unknown_revision(rev: str, path: str, name: str, spec: str, top: str) -> TargetLoadError:
+    """Why git does not know ``rev``, and how to make it known (CI clones are shallow and
+    single-branch: the base branch is not in them)."""
+    shallow = _git("rev-parse", "--is-shallow-repository", cwd=top).stdout.strip() == "true"
+    remotes = _git("remote", cwd=top).stdout.split()
+    remote = "origin" if "origin" in remotes or not remotes else remotes[0]
+    fetch = _git("config", "--get-all", f"remote.{remote}.fetch", cwd=top).stdout.split()
+    single = bool(remotes) and not any(f.endswith(f"refs/remotes/{remote}/*") for f in fetch)
+    branch_like = not any(ch in rev for ch in "~^@:") and not rev.startswith(f"{remote}/")
+    if (shallow or single) and branch_like and remotes:
+        kind = " and ".join(k for k, on in (("shallow", shallow), ("single-branch", single)) if on)
+        depth = "--depth 1 " if shallow else ""
+        return TargetLoadError.of(messages.GIT_REVISION_NOT_FETCHED, spec, rev=rev, kind=kind,
+                                  remote=remote, depth=depth, path=path, name=name)
+    return TargetLoadError.of(messages.GIT_BAD_REVISION, spec, rev=rev, remote=remote,
+                              shallow=" (this clone is shallow: history older than its "
+                              "commits is not in it; 'git fetch --unshallow' brings it)"
+                              if shallow else "")
+
+
+def _git_show(rev: str, path: str, spec: str) -> tuple[str, str, str]:
+    """``(source, commit sha, absolute path)`` of ``path`` at ``rev``.
+
+    ``path`` is taken relative to the current folder, like a file target's (an
+    absolute path works too); git runs in the repository that holds it.
+    """
+    _, _, name = spec.rpartition("::")
+    abs_path = os.path.realpath(path)
+    where = _existing_folder(abs_path)
+    top = _git("rev-parse", "--show-toplevel", cwd=where)
     if top.returncode != 0:
-        raise TargetLoadError.of(messages.GIT_NOT_REPO, spec, cwd=os.getcwd())
-    if _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").returncode != 0:
-        raise TargetLoadError.of(messages.GIT_BAD_REVISION, spec, rev=rev)
-    prefix = _git("rev-parse", "--show-prefix").stdout.strip()
-    rel = os.path.normpath(os.path.join(prefix, path)).replace(os.sep, "/")
-    shown = _git("show", f"{rev}:{rel}")
+        raise TargetLoadError.of(messages.GIT_NOT_REPO, spec, cwd=where)
+    top = os.path.realpath(top.stdout.strip())
+    rel = os.path.relpath(abs_path, top).replace(os.sep, "/")
+    if rel == ".." or rel.startswith("../"):
+        raise TargetLoadError.of(messages.GIT_PATH_OUTSIDE, spec, path=abs_path, top=top)
+    resolved = _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=top)
+    if resolved.returncode != 0:
+        raise _unknown_revision(rev, path, name, spec, top)
+    sha = resolved.stdout.strip()
+    shown = _git("show", f"{sha}:{rel}", cwd=top)
     if shown.returncode != 0:
-        raise TargetLoadError.of(messages.GIT_PATH_MISSING, spec, path=rel, rev=rev)
-    return shown.stdout
+        raise TargetLoadError.of(messages.GIT_PATH_MISSING, spec, path=path, rel=rel, rev=rev,
+                                 cwd=os.getcwd(), top=top,
+                                 folder=os.path.dirname(rel) or ".")
+    return shown.stdout, sha, abs_path
 
 
 def _import(module_name: str, spec: str, name: str):
@@ -258,39 +383,57 @@ def _finish(spec: str, func, origin: str, schema: StagingSchema | None = None,
     return Target(spec, func, chosen.profile(keywords), origin, ref)
 
 
-class _Unavailable:
-    """Stands for a name imported from a module stagecheck does not import."""
-
-    def __init__(self, name: str, module: str) -> None:
-        self._name, self._module = name, module
-
-    def _fail(self, *args, **kwargs):
-        raise NameError(f"{self._name!r} comes from module {self._module!r}, which stagecheck "
-                        "does not import when loading a file target")
-
-    __call__ = _fail
-
-    def __getattr__(self, attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        self._fail()
-
-    def __repr__(self) -> str:
-        return f"<unavailable {self._module}.{self._name}>"
-
-
 def _honoured(module: str) -> bool:
     top = module.split(".")[0]
     return top in _HONOURED_TOP or top in sys.stdlib_module_names
 
 
-class _Names(ast.NodeVisitor):
-    def __init__(self) -> None:
-        self.names: set[str] = set()
+# ------------------------------------------------------------------------------ shims
 
-    def visit_Name(self, node: ast.Name) -> None:
-        self.names.add(node.id)
+#: The shims shipped with stagecheck: module path of the shim module.
+BUILTIN_SHIMS = "stagecheck.impl.shims.vllm"
 
+
+@dataclass(frozen=True)
+class Shim:
+    """A name a shim module offers to file targets."""
+
+    name: str
+    value: Any
+    origin: str                       # the shim module (a file path, or a dotted name)
+    stands_for: tuple[str, ...] = ()  # modules it replaces; () : any (user shims)
+
+
+def _builtin_shims() -> dict[str, Shim]:
+    module = importlib.import_module(BUILTIN_SHIMS)
+    return {name: Shim(name, getattr(module, name), BUILTIN_SHIMS, tuple(modules))
+            for name, modules in module.STANDS_FOR.items()}
+
+
+def load_shims(paths) -> dict[str, Shim]:
+    """The names the shim modules at ``paths`` offer: their public top-level functions,
+    classes and constants (not the modules they import). A later file wins a name."""
+    offered: dict[str, Shim] = {}
+    for path in paths or ():
+        if not isinstance(path, str) or not os.path.isfile(path):
+            raise TargetLoadError.of(messages.SHIM_MISSING, path, cwd=os.getcwd())
+        path = os.path.abspath(path)
+        digest = hashlib.sha1(path.encode()).hexdigest()[:12]
+        spec = importlib.util.spec_from_file_location(f"stagecheck_shim_{digest}", path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise TargetLoadError.of(messages.SHIM_BROKEN, path,
+                                     error=f"{type(exc).__name__}: {exc}") from None
+        for name, value in vars(module).items():
+            if name.startswith("_") or inspect.ismodule(value):
+                continue
+            offered[name] = Shim(name, value, path)
+    return offered
+
+
+# ------------------------------------------------------------------------------ loading
 
 class _StripAnnotations(ast.NodeTransformer):
     """Drop annotations and decorators: they may name engine types we never import."""
@@ -327,9 +470,75 @@ class _StripAnnotations(ast.NodeTransformer):
         return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
 
 
-def load_function_from_source(source: str, filename: str, name: str, spec: str = "") -> Callable:
-    """Compile ``name`` and what it uses from ``source`` without running the module."""
+def _global_uses(node: ast.stmt) -> set[str]:
+    """Global names one module-level statement reads (in its body, nested functions,
+    comprehensions, default values), from the compiler's own symbol table."""
+    table = symtable.symtable(ast.unparse(node), "<stagecheck>", "exec")
+    used: set[str] = set()
+
+    def walk(t, top: bool) -> None:
+        for sym in t.get_symbols():
+            if sym.is_referenced() and (sym.is_global() if not top else
+                                        not (sym.is_assigned() or sym.is_imported())):
+                used.add(sym.get_name())
+        for child in t.get_children():
+            walk(child, False)
+
+    walk(table, True)
+    return used
+
+
+def _declared_globals(node: ast.stmt) -> set[str]:
+    """Names a function assigns through a ``global`` statement (bound when it runs)."""
+    out: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Global):
+            out.update(sub.names)
+    return out
+
+
+def _statement_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return []
+
+
+def _resolve_import(local: str, module_name: str, attr: str | None,
+                    shims: dict[str, Shim], builtin: dict[str, Shim]):
+    """``(value, shimmed-note)`` for an imported name, or ``(None, why)`` when unresolved."""
+    if _honoured(module_name):
+        try:
+            mod = importlib.import_module(module_name)
+            return (getattr(mod, attr) if attr else mod), None
+        except Exception as exc:
+            return None, f"{type(exc).__name__}: {exc}"
+    wanted = attr or local
+    if wanted in shims:
+        shim = shims[wanted]
+        return shim.value, f"{local} from {shim.origin}"
+    shim = builtin.get(wanted)
+    if attr and shim is not None and module_name in shim.stands_for:
+        return shim.value, f"{local} from {shim.origin} (for {module_name}.{attr})"
+    return None, None
+
+
+def load_function_from_source(source: str, filename: str, name: str, spec: str = "",
+                              shims: dict[str, Shim] | None = None) -> Callable:
+    """Compile ``name`` and what it uses from ``source`` without running the module.
+
+    Every global name the compiled code reads must resolve now: to a definition in
+    the compiled part, a builtin, an honoured import (standard library, numpy, torch),
+    or a shim (``shims``, from ``load_shims``, then the builtin ones for the modules
+    they stand for). Otherwise ``TargetLoadError`` (``TARGET_UNRESOLVED``) names each
+    missing name, who uses it, the module it comes from, and the fix. The function
+    gets ``__stagecheck_shimmed__``: the names shims gave it.
+    """
     spec = spec or f"{filename}::{name}"
+    shims = shims or {}
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as exc:
@@ -363,39 +572,62 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
         raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, spec, path=filename, name=name,
                                  available=", ".join(available) or "none")
 
-    wanted, queue, needed_imports = set(), [name], set()
+    # the function and, transitively, every module-level definition it reads
+    wanted, queue = set(), [name]
+    uses: dict[str, set[str]] = {}        # global name -> the definitions that read it
+    stripped: dict[str, ast.stmt] = {}
     while queue:
         current = queue.pop()
         if current in wanted:
             continue
         wanted.add(current)
-        visitor = _Names()
-        visitor.visit(_StripAnnotations().visit(copy.deepcopy(defs[current])))
-        for used in visitor.names:
+        stmt = stripped.setdefault(id(defs[current]),
+                                   _StripAnnotations().visit(copy.deepcopy(defs[current])))
+        for used in _global_uses(stmt):
+            uses.setdefault(used, set()).update(_statement_names(defs[current]) or [current])
             if used in defs and used not in wanted:
                 queue.append(used)
-            elif used in imports:
-                needed_imports.add(used)
     chosen = {id(defs[w]) for w in wanted}
     in_tree = {id(n) for n in tree.body}
-    body = [_StripAnnotations().visit(n) for n in tree.body if id(n) in chosen]
+    body = [stripped[id(n)] for n in tree.body if id(n) in chosen]
     if id(defs[name]) not in in_tree:     # a method, compiled as a module-level function
-        body.append(_StripAnnotations().visit(defs[name]))
+        body.append(stripped[id(defs[name])])
+    defined = {n for stmt in body for n in _statement_names(stmt)}
+    defined |= {n for stmt in body for n in _declared_globals(stmt)}
+
+    builtin = _builtin_shims()
+    namespace: dict = {}
+    shimmed: list[str] = []
+    missing: list[str] = []
+    for used in sorted(uses):
+        if used in defined or hasattr(builtins, used) or used in ("__file__", "__name__"):
+            continue
+        users = ", ".join(sorted(uses[used]))
+        if used in imports:
+            module_name, attr = imports[used]
+            value, note = _resolve_import(used, module_name, attr, shims, builtin)
+            if value is not None:
+                namespace[used] = value
+                if note and not _honoured(module_name):
+                    shimmed.append(note)
+                continue
+            missing.append(f"{used!r} (used by {users}) from module {module_name!r}"
+                           + (f", which fails to import ({note})" if note else ""))
+        elif used in shims:
+            namespace[used] = shims[used].value
+            shimmed.append(f"{used} from {shims[used].origin}")
+        else:
+            missing.append(f"{used!r} (used by {users}), not defined by a module-level def, "
+                           "class or NAME = ... statement (the ones stagecheck compiles)")
+    if missing:
+        raise TargetLoadError.of(messages.TARGET_UNRESOLVED, spec, count=len(missing),
+                                 names="; ".join(missing), function=name)
+
     module = ast.Module(body=body, type_ignores=[])
     ast.fix_missing_locations(module)
     digest = hashlib.sha1(source.encode()).hexdigest()[:12]
-    namespace: dict = {"__name__": f"stagecheck_target_{digest}", "__builtins__": builtins,
-                       "__file__": filename}
-    for local in sorted(needed_imports):
-        module_name, attr = imports[local]
-        if not _honoured(module_name):
-            namespace[local] = _Unavailable(attr or local, module_name)
-            continue
-        try:
-            mod = importlib.import_module(module_name)
-            namespace[local] = getattr(mod, attr) if attr else mod
-        except Exception:
-            namespace[local] = _Unavailable(attr or local, module_name)
+    namespace.update({"__name__": f"stagecheck_target_{digest}", "__builtins__": builtins,
+                      "__file__": filename})
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
         exec(compile(module, filename, "exec"), namespace)
@@ -405,6 +637,10 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
     func = namespace[name]
     if dotted != name:        # a method: named as in its class
         func.__name__, func.__qualname__ = dotted.rpartition(".")[2], dotted
+    try:
+        func.__stagecheck_shimmed__ = tuple(shimmed)
+    except AttributeError:
+        pass
     return func
 
 

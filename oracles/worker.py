@@ -27,9 +27,11 @@ import os
 import signal
 import time
 import traceback
+import weakref
 from dataclasses import dataclass, replace
 from typing import Any
 
+from stagecheck.oracles import interrupt
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.targets import TargetRef
@@ -37,7 +39,7 @@ from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
 __all__ = ["DEFAULT_MEMORY_MIB", "TargetRef", "WorkerEnded", "WorkerError", "WorkerPool",
-           "target_arg"]
+           "kill_all", "target_arg"]
 
 #: address-space limit of a worker (a target that allocates past it is reported)
 DEFAULT_MEMORY_MIB = 4096
@@ -46,6 +48,8 @@ GRACE_SECONDS = 1.0
 #: seconds loading the targets may take in a worker (imports included)
 LOAD_SECONDS = 120.0
 _POLL = 0.02
+#: seconds between two reminders of an interrupt to a worker busy with a ``call``
+_FORWARD_EVERY = 0.25
 
 
 class WorkerError(StagecheckError):
@@ -74,12 +78,17 @@ class _Worker:
 
     # ---------------------------------------------------------------- commands
     def load(self, refs: list[TargetRef]) -> list[tuple]:
-        """Load every target; per target ``("target", schema, keywords, origin)`` or
-        ``("error", kind, problem, fix, value)``."""
+        """Load every target; per target ``("target", schema, keywords, origin, shimmed)``
+        or ``("error", kind, problem, fix, value)``.
+
+        A ref with source text (a file or revision target the checker read, a mutant) is
+        compiled here with its shims: every global name it uses resolves now, or the
+        answer is a ``TargetLoadError`` naming the names (never a ``NameError`` in a run).
+        """
         self.counter.value = 1      # loading runs target code: under the parent's deadline
         from stagecheck.oracles.schemas import load_schema
-        from stagecheck.oracles.targets import (load_function_from_source, load_target,
-                                                target_from_callable)
+        from stagecheck.oracles.targets import (load_function_from_source, load_shims,
+                                                load_target, target_from_callable)
         out = []
         self.targets = []
         for ref in refs:
@@ -87,17 +96,19 @@ class _Worker:
                 schema = load_schema(ref.schema) if ref.schema else None
                 if ref.source is not None:
                     func = load_function_from_source(ref.source, ref.filename, ref.function,
-                                                     ref.spec)
+                                                     ref.spec, shims=load_shims(ref.shims))
                     target = target_from_callable(func, ref.spec, schema)
+                    target.origin = ref.origin or target.origin
+                    target.shimmed = getattr(func, "__stagecheck_shimmed__", ())
                 else:
-                    target = load_target(ref.spec, schema)
+                    target = load_target(ref.spec, schema, ref.shims)
             except StagecheckError as exc:
                 self.targets.append(None)
                 out.append(("error", type(exc).__name__, exc.problem, exc.fix, repr(exc.value)))
                 continue
             self.targets.append(target)
             out.append(("target", target.schema.name, sorted(target.profile.keywords),
-                        target.origin))
+                        target.origin, tuple(target.shimmed)))
         self.counter.value = 0
         return out
 
@@ -142,6 +153,7 @@ class _Worker:
         import importlib
         module, name, args = payload
         args = [self.targets[a.index] if isinstance(a, _TargetArg) else a for a in args]
+        interrupt.reset()           # the checker forwards its interrupt while it waits
         self.counter.value = 1
         try:
             return getattr(importlib.import_module(module), name)(*args)
@@ -184,6 +196,8 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
     from multiprocessing.connection import Connection
     signal.signal(signal.SIGINT, signal.SIG_IGN)       # interrupts are the parent's
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if interrupt.FORWARDED is not None:   # ... which it passes on during a ``call``
+        signal.signal(interrupt.FORWARDED, lambda signum, frame: interrupt.request())
     sys.path[:] = path
     receive = Connection(recv_fd, writable=False)
     send = Connection(send_fd, readable=False)
@@ -243,6 +257,7 @@ class _Requests:
                 message = self._receive.recv()
             except (EOFError, OSError) as exc:
                 self._queue.put(exc)
+                _orphaned()
                 return
             except BaseException as exc:      # a request that cannot be read: the parent's
                 self._queue.put(EOFError(repr(exc)))
@@ -254,6 +269,19 @@ class _Requests:
         if isinstance(message, BaseException):
             raise message
         return message
+
+
+def _orphaned() -> None:
+    """The checker closed its end of the pipe: it stopped this worker, or it is gone
+    (killed, or stopped by a signal before it could stop its workers). Nothing this
+    worker does can matter any more: end it now, with whatever the target started in
+    its session, even if a call is still running (a hang would outlive the checker)."""
+    try:
+        if os.getsid(0) == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+    except OSError:
+        pass
+    os._exit(0)
 
 
 class _Counter:
@@ -308,6 +336,7 @@ class _Process:
         self._send = Connection(to_child_w, readable=False)
         self._recv = Connection(to_parent_r, writable=False)
         self._last_position = 0
+        _LIVE.add(self)
 
     @property
     def position(self) -> int:
@@ -327,7 +356,16 @@ class _Process:
     def is_alive(self) -> bool:
         return self.process.poll() is None
 
+    def tell_interrupt(self) -> None:
+        """Pass the checker's interrupt on (the worker ignores SIGINT itself)."""
+        if interrupt.FORWARDED is not None and self.process.poll() is None:
+            try:
+                os.kill(self.process.pid, interrupt.FORWARDED)
+            except OSError:
+                pass
+
     def kill(self) -> None:
+        _LIVE.discard(self)
         self.position      # noqa: B018  (keep the last position readable after the kill)
         if self.process.poll() is None:
             try:
@@ -366,6 +404,21 @@ class _Process:
             except ValueError:
                 return f"killed by signal {-code}"
         return f"exited the interpreter with code {code}"
+
+
+#: every worker process this process started and has not killed yet (weakly: a pool
+#: dropped without ``close`` lets its worker go, which then sees its pipe close)
+_LIVE: "weakref.WeakSet[_Process]" = weakref.WeakSet()
+
+
+def kill_all() -> None:
+    """Kill every worker this process started (and what their targets started): for a
+    process that must stop at once (a ``--jobs`` pool process told to stop)."""
+    for process in list(_LIVE):
+        try:
+            process.kill()
+        except Exception:
+            pass
 
 
 class _Ended(Exception):
@@ -420,19 +473,24 @@ class WorkerPool:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _request(self, command: str, payload, deadline: float | None = None):
-        """Send one command and wait for its answer; ``deadline`` seconds per position."""
+    def _request(self, command: str, payload, deadline: float | None = None,
+                 forward: bool = False):
+        """Send one command and wait for its answer; ``deadline`` seconds per position
+        (``forward``: see ``_answer``)."""
         process = self._process
         try:
             process.send((command, payload))
         except OSError:
             raise _Ended(process.ended(self.memory_mib), process.position) from None
-        return self._answer(deadline)
+        return self._answer(deadline, forward)
 
-    def _answer(self, deadline: float | None = None):
-        """The answer to the oldest request sent and not yet answered."""
+    def _answer(self, deadline: float | None = None, forward: bool = False):
+        """The answer to the oldest request sent and not yet answered. ``forward``: while
+        a signal asked this process to stop (``interrupt``), tell the worker too, now and
+        then, so that a loop running there (the symbolic exploration) ends early."""
         process = self._process
         last, since = process.position, time.monotonic()
+        told = 0.0
         while True:
             try:
                 if process.poll(_POLL):
@@ -447,6 +505,9 @@ class WorkerPool:
             if not process.is_alive():
                 raise _Ended(process.ended(self.memory_mib), process.position)
             now = time.monotonic()
+            if forward and interrupt.requested() and now - told > _FORWARD_EVERY:
+                told = now
+                process.tell_interrupt()
             position = process.position
             if position != last:
                 last, since = position, now
@@ -495,10 +556,13 @@ class WorkerPool:
                 error = cls(problem, fix, value=ref.spec)
                 error.target_index = position
                 raise error
-            _, schema_name, keywords, origin = answer
+            _, schema_name, keywords, origin, shimmed = answer
             schema = (schemas or {}).get(ref.schema) or BUILTIN_SCHEMAS.get(schema_name) \
                 or load_schema(ref.schema)
-            out.append(Target(ref.spec, None, schema.profile(frozenset(keywords)), origin, ref))
+            # what reports say about the target: the commit and pinned spec the checker
+            # resolved when it read the file, the names the worker took from shims
+            out.append(Target(ref.spec, None, schema.profile(frozenset(keywords)), origin, ref,
+                              resolved=ref.resolved, sha=ref.sha, shimmed=tuple(shimmed)))
         return out
 
     def observe(self, sides: list[int], batch: list[tuple[int, StagingScenario]],
@@ -592,7 +656,7 @@ class WorkerPool:
         it), and the next request gets a fresh worker."""
         self._worker()
         try:
-            return self._request("call", (module, name, list(args)), deadline)
+            return self._request("call", (module, name, list(args)), deadline, forward=True)
         except _Ended as ended:
             self._fresh()
             raise WorkerEnded(ended.what, hung=ended.hung) from None

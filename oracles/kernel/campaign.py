@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
 
+from stagecheck.oracles import interrupt
 from stagecheck.oracles.kernel.scenarios import (KernelScenario, build_kernel_inputs,
                                                  compare_kernel_outputs, kernel_scenarios)
 
@@ -26,13 +27,16 @@ class KernelCampaignResult:
     seed: int = 0
     failure: KernelScenario | None = None
     differences: list[str] = field(default_factory=list)
+    interrupted: str | None = None   # the signal that stopped the run early (no verdict)
 
     @property
     def clean(self) -> bool:
         return self.failure is None
 
     def to_dict(self) -> dict:
-        return {"verdict": "equivalent" if self.clean else "different",
+        return {"verdict": "interrupted" if self.interrupted else
+                "equivalent" if self.clean else "different",
+                "interrupted": self.interrupted,
                 "examples": self.examples, "seconds": round(self.seconds, 3),
                 "device": self.device, "seed": self.seed,
                 "differences": self.differences,
@@ -68,6 +72,9 @@ def run_kernel_campaign(examples: int = 100, seed: int = 0, device: str = "cpu",
         differences = check_kernel_scenario(k, device)
         if progress is not None:
             progress(result.examples, examples)
+        if differences and result.failure is None:   # kept if a signal stops the shrinking
+            result.failure, result.differences = k, differences
+        interrupt.check()   # after every example: a signal stops the run here
         if differences:
             raise _KernelMismatch(k, differences)
 
@@ -75,5 +82,9 @@ def run_kernel_campaign(examples: int = 100, seed: int = 0, device: str = "cpu",
         probe()
     except _KernelMismatch as mismatch:
         result.failure, result.differences = mismatch.scenario, mismatch.differences
+    except interrupt.Interrupted:
+        pass
+    if interrupt.requested():
+        result.interrupted = interrupt.signal_name(interrupt.requested())
     result.seconds = time.perf_counter() - started
     return result

@@ -35,9 +35,11 @@ class Mutant:
     def load_name(self) -> str:
         return f"<stagecheck mutant {self.id} of {self.filename}>"
 
-    def load(self) -> Callable:
+    def load(self, shims: dict | None = None) -> Callable:
+        """The mutated function (``shims``: from ``targets.load_shims``)."""
         return load_function_from_source(self.source, self.load_name, self.function,
-                                         spec=f"{self.filename}::{self.function}@{self.id}")
+                                         spec=f"{self.filename}::{self.function}@{self.id}",
+                                         shims=shims)
 
     def to_dict(self, with_source: bool = False) -> dict:
         data = {"id": self.id, "operator": self.operator,

@@ -87,6 +87,8 @@ class MutationReport:
     unavailable: dict[str, str] = field(default_factory=dict)   # oracle -> why n/a
     control: dict[str, str] = field(default_factory=dict)       # oracle -> unmutated verdict
     seconds: float = 0.0
+    interrupted: str | None = None   # the signal that stopped the run: the results are the
+                                     # mutants finished before it (no verdict)
 
     @property
     def ran(self) -> list[str]:
@@ -127,6 +129,7 @@ class MutationReport:
             "oracles": self.oracles, "unavailable": self.unavailable, "budget": self.budget,
             "symbolic_timeout": self.symbolic_timeout, "control": self.control,
             "seconds": round(self.seconds, 2), "mutants": len(self.results),
+            "interrupted": self.interrupted,
             "equivalent": [r.mutant.id for r in self.results if r.equivalent],
             "scores": {**{o: pct(self.score([o])) for o in self.ran},
                        "stagecheck": pct(self.stagecheck_score),

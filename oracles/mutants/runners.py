@@ -9,6 +9,10 @@ oracle reports at least one error finding (upstream: a test fails).
 A survivor is labeled equivalent only with a reason, given by the operator that
 knows it (e.g. a blocking copy is invisible on the CPU). A mutant with a reason that
 some oracle kills is not equivalent, and the report says the reason was withdrawn.
+
+SIGINT/SIGTERM (``oracles/interrupt.py``) stop the run between mutants: the report
+keeps the mutants finished before the signal, marked interrupted. With ``--jobs``, the
+pool processes are stopped, and with them the worker processes they started.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from stagecheck.oracles import messages
+from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.campaign import run_campaign
 from stagecheck.oracles.errors import StagecheckError, UsageError
@@ -29,8 +33,7 @@ from stagecheck.oracles.mutants.matrix import (ORACLES, MutantResult, MutationRe
                                                OracleOutcome)
 from stagecheck.oracles.mutants.upstream import UPSTREAM_TESTS
 from stagecheck.oracles.options import CampaignConfig, RunOptions, seconds, whole
-from stagecheck.oracles.targets import (Target, load_function_from_source, load_target,
-                                        target_source)
+from stagecheck.oracles.targets import Target, TargetRef, target_ref, target_source
 
 __all__ = ["DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_TIMEOUT", "SYMBOLIC_MAX_CAPACITY",
            "MutantsConfig", "evaluate_mutant", "list_mutants", "parse_list", "run_mutants"]
@@ -59,6 +62,7 @@ class MutantsConfig:
     jobs: int = 1                          # worker processes
     control: bool = True                   # check the unmutated source, reloaded, first
     out_of_contract: bool = True           # the campaigns' out-of-contract stream
+    shims: tuple[str, ...] = ()            # shim modules for file targets (--shim)
 
     def __post_init__(self) -> None:
         oracles = tuple(self.oracles)
@@ -228,12 +232,16 @@ def _guard_both(original: Target, mutant: Target, config: MutantsConfig, runner
         note="from the differential campaign")
 
 
+def _shims_of(original: Target) -> tuple[str, ...]:
+    return original.ref.shims if original.ref is not None else ()
+
+
 def mutant_target(original: Target, mutant: Mutant) -> Target:
-    """The mutant as a target for the checker: loaded only in a worker, from its source."""
-    from stagecheck.oracles.targets import TargetRef
+    """The mutant as a target for the checker: loaded only in a worker, from its source,
+    with the original's shims."""
     spec = f"{original.spec}@{mutant.id}"
     ref = TargetRef(spec, original.ref.schema if original.ref else None, mutant.source,
-                    mutant.load_name, mutant.function)
+                    mutant.load_name, mutant.function, shims=_shims_of(original))
     return Target(spec, None, original.profile,
                   f"mutant {mutant.id} ({mutant.operator}) of {original.origin}", ref)
 
@@ -276,35 +284,64 @@ def evaluate_mutant(original: Target, mutant: Mutant, config: MutantsConfig,
     return result
 
 
-_WORKER_TARGETS: dict[tuple, Target] = {}
+_WORKER_TARGETS: dict[TargetRef, Target] = {}
 _WORKER_POOL = None
 
 
-def _load(target_spec: str, schema_spec: str | None) -> Target:
+def _load_ref(ref: TargetRef) -> Target:
     """The original target for the checker (loaded in a worker, never here)."""
     from stagecheck.oracles.runner import load_isolated
     from stagecheck.oracles.schemas import load_schema
-    from stagecheck.oracles.targets import TargetRef
-    schema = load_schema(schema_spec) if schema_spec else None
-    runner = load_isolated([TargetRef(target_spec, schema_spec)], {schema_spec: schema})
+    schema = load_schema(ref.schema) if ref.schema else None
+    runner = load_isolated([ref], {ref.schema: schema})
     try:
         return runner.targets[0]
     finally:
         runner.close()
 
 
+def _load(target_spec: str, schema_spec: str | None, shims=()) -> Target:
+    """The original target: a file or revision read here once (a ``git:REV`` resolved to
+    its commit), loaded in a worker with ``shims``."""
+    return _load_ref(target_ref(target_spec, schema_spec, shims))
+
+
+def _source(original: Target, target_spec: str) -> tuple[str, str, str]:
+    """``(source, filename, function)`` the mutants are made from: the very text the
+    original was loaded from (a revision at the commit it was resolved to once)."""
+    ref = original.ref
+    if ref is not None and ref.source is not None:
+        return ref.source, ref.filename, ref.function
+    return target_source(target_spec)
+
+
+def _pool_process_started() -> None:
+    """A process of the ``--jobs`` pool: SIGINT is the parent's (it stops the pool);
+    SIGTERM (how the parent stops it) ends this process and the workers it started,
+    which run in sessions of their own and would not get the signal."""
+    import signal
+
+    def stop(signum, frame) -> None:
+        from stagecheck.oracles.worker import kill_all
+        kill_all()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, stop)
+
+
 def _worker(payload) -> MutantResult:
-    """Process-pool entry point: one mutant, everything else from the payload."""
+    """Process-pool entry point: one mutant, everything else from the payload (the
+    original's ``TargetRef``, with its source read once by the parent)."""
     global _WORKER_POOL
-    spec, schema_spec, mutant, config, unavailable = payload
+    ref, mutant, config, unavailable = payload
     preload_project_modules()
-    if (spec, schema_spec) not in _WORKER_TARGETS:
-        _WORKER_TARGETS[spec, schema_spec] = _load(spec, schema_spec)
+    if ref not in _WORKER_TARGETS:
+        _WORKER_TARGETS[ref] = _load_ref(ref)
     if _WORKER_POOL is None:
         from stagecheck.oracles.worker import WorkerPool
         _WORKER_POOL = WorkerPool()
-    return evaluate_mutant(_WORKER_TARGETS[spec, schema_spec], mutant, config, unavailable,
-                           _WORKER_POOL)
+    return evaluate_mutant(_WORKER_TARGETS[ref], mutant, config, unavailable, _WORKER_POOL)
 
 
 def _unavailable(config: MutantsConfig, target: Target) -> dict[str, str]:
@@ -329,71 +366,113 @@ def _control(original: Target, source: str, filename: str, function: str,
     """Check the unmutated source, reloaded the way mutants are, so a kill is never an
     artefact of the reloading."""
     from stagecheck.oracles.runner import load_isolated
-    from stagecheck.oracles.targets import TargetRef
     unparsed = ast.unparse(ast.parse(source))
     ref = TargetRef(f"{original.spec}@unmutated", original.ref.schema if original.ref else None,
-                    unparsed, f"<stagecheck unmutated {filename}>", function)
+                    unparsed, f"<stagecheck unmutated {filename}>", function,
+                    shims=_shims_of(original))
     with load_isolated([original.ref, ref], {ref.schema: original.schema}) as runner:
         base, reloaded = runner.targets
         if "spec" in config.oracles:
             r = run_campaign(None, reloaded, config.campaign(), runner=runner)
             report.control["spec"] = f"{len(r.errors)} error finding(s)" if r.errors else "clean"
-        if "differential" in config.oracles:
+        if "differential" in config.oracles and not interrupt.requested():
             r = run_campaign(base, reloaded, config.campaign(), runner=runner)
             report.control["differential"] = (f"{len(r.errors)} error finding(s)" if r.errors
                                               else "clean")
-        if "upstream" in config.oracles and "upstream" not in report.unavailable:
+        if "upstream" in config.oracles and "upstream" not in report.unavailable \
+                and not interrupt.requested():
             u = _run_upstream(base, reloaded, config, runner)
             report.control["upstream"] = "passes" if not u.killed else f"FAILS: {u.finding}"
 
 
-def list_mutants(target_spec: str, operators=None, schema: str | None = None) -> list[Mutant]:
+def list_mutants(target_spec: str, operators=None, schema: str | None = None,
+                 shims=()) -> list[Mutant]:
     """The mutants of ``target_spec`` without running anything (``--list``); ``schema``
-    is a schema spec (built-in name or path), None to choose by the function's name."""
-    original = _load(target_spec, schema)
-    source, filename, function = target_source(target_spec)
+    is a schema spec (built-in name or path), None to choose by the function's name;
+    ``shims``: shim modules for a file target's global names."""
+    original = _load(target_spec, schema, shims)
+    source, filename, function = _source(original, target_spec)
     return generate_mutants(source, filename, function, original.profile, operators)
 
 
 def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
                 progress: Callable[[MutantResult, int, int], None] | None = None,
-                schema: str | None = None) -> MutationReport:
+                schema: str | None = None, original: Target | None = None
+                ) -> MutationReport:
     """Apply every operator to ``target_spec`` and run each oracle on each mutant.
 
     With ``config.jobs`` > 1 mutants run in that many worker processes.
     ``config.out_of_contract=False`` skips the campaigns' stream of inputs that should
     not happen: it can only give info findings, so kills are the same, but survivors
-    then show no info differences.
+    then show no info differences. ``original``: ``target_spec`` already loaded (by the
+    CLI, which checked it), so a revision is not resolved a second time.
     """
     started = time.perf_counter()
     preload_project_modules()
-    original = _load(target_spec, schema)
-    source, filename, function = target_source(target_spec)
+    if original is None:
+        original = _load(target_spec, schema, config.shims)
+    # the text read once from here on: a git revision is resolved to its commit once
+    source, filename, function = _source(original, target_spec)
     mutants = generate_mutants(source, filename, function, original.profile, config.operators)
     report = MutationReport(target_spec, filename, function, list(config.oracles),
                             config.budget, config.symbolic_timeout)
     report.unavailable.update(_unavailable(config, original))
-    if config.control:
+    if config.control and not interrupt.requested():
         _control(original, source, filename, function, config, report)
     total = len(mutants)
     jobs = min(config.jobs, total, os.cpu_count() or 1)
-    if jobs > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-        ctx = multiprocessing.get_context("spawn")
-        payloads = [(target_spec, schema, m, config, report.unavailable) for m in mutants]
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            for k, res in enumerate(pool.map(_worker, payloads), 1):
-                report.results.append(res)
-                if progress:
-                    progress(res, k, total)
+    if interrupt.requested():
+        pass
+    elif jobs > 1:
+        _run_parallel(original.ref, mutants, config, report, jobs, progress)
     else:
         from stagecheck.oracles.worker import WorkerPool
         with WorkerPool() as pool:      # one worker, the mutants loaded into it in turn
             for k, m in enumerate(mutants, 1):
                 res = evaluate_mutant(original, m, config, report.unavailable, pool)
+                if interrupt.requested():   # this mutant's campaigns were cut short: drop it
+                    break
                 report.results.append(res)
                 if progress:
                     progress(res, k, total)
+    if interrupt.requested():
+        report.interrupted = interrupt.signal_name(interrupt.requested())
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _run_parallel(ref: TargetRef, mutants: list[Mutant], config: MutantsConfig,
+                  report: MutationReport, jobs: int, progress) -> None:
+    """Mutants in ``jobs`` pool processes; a signal to the parent stops them all, and
+    the worker processes each of them started (see ``_pool_process_started``)."""
+    import concurrent.futures as cf
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    total = len(mutants)
+    pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx,
+                                  initializer=_pool_process_started)
+    futures = [pool.submit(_worker, (ref, m, config, report.unavailable)) for m in mutants]
+    try:
+        for k, future in enumerate(futures, 1):
+            while True:   # wake up now and then to look at the flag
+                try:
+                    res = future.result(timeout=0.2)
+                    break
+                except cf.TimeoutError:
+                    interrupt.check()
+            report.results.append(res)
+            if progress:
+                progress(res, k, total)
+            interrupt.check()
+    except interrupt.Interrupted:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        for process in processes:
+            process.terminate()        # SIGTERM: the process stops its workers, then exits
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+    else:
+        pool.shutdown()

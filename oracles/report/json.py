@@ -22,10 +22,18 @@ def render_json(document: dict) -> str:
     return json.dumps(document, indent=2, sort_keys=True, default=repr)
 
 
-def campaign_body(result, strict: bool = False) -> dict:
+def campaign_body(result, strict: bool = False, targets: dict | None = None,
+                  manifest: str | None = None) -> dict:
+    """``diff``/``spec``: the verdict ("interrupted" for a run a signal stopped: then the
+    findings are those found so far), what ran, and every finding. ``targets``: each
+    side's ``Target.record()`` (spec, pinned spec, commit SHA, shims)."""
     c = result.config
+    interrupted = getattr(result, "interrupted", None)
     return {
-        "verdict": result.verdict(strict),
+        "verdict": "interrupted" if interrupted else result.verdict(strict),
+        "interrupted": interrupted,
+        "targets": targets,
+        "manifest": manifest,
         "baseline": result.baseline,
         "candidate": result.candidate,
         "device": c.run.device,

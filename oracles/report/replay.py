@@ -1,33 +1,109 @@
-"""Replay files: each finding saved with its scenario and targets, and read back."""
+"""Replay files: each finding saved with its scenario and targets, and read back; and the
+run manifest that lists what one run saved.
+
+A replay file's name is ``<Finding.id>-<digest>.json``: ``Finding.id`` says which bug
+(the same across examples and runs), the digest which pair of targets (pinned: a git
+target by its commit, a file by its absolute path), device, schema and scenario showed
+it.
+Runs of other pairs, sequential or parallel, in one folder never write the same name;
+two runs that do write one name write the same content (atomically). The file holds
+the pinned targets, so ``stagecheck replay FILE`` re-runs the pair it was printed for.
+
+Each run also writes ``runs/<run-id>.json`` under the save folder: the files this run
+wrote (and its targets, verdict and counts), so findings of earlier runs in the same
+folder cannot pass for this run's.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import secrets
+import time
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
+from stagecheck.oracles.report.files import write_atomic
 from stagecheck.spec import StagingScenario
 from stagecheck.spec.space import malformed
 
-__all__ = ["DEFAULT_SAVE_DIR", "load_replay", "save_findings"]
+__all__ = ["DEFAULT_SAVE_DIR", "REPLAY_VERSION", "load_replay", "new_run_id", "replay_id",
+           "save_findings", "write_manifest"]
 
 DEFAULT_SAVE_DIR = os.path.join(".stagecheck", "findings")
+RUNS_DIR = "runs"
+REPLAY_VERSION = 2
 
 
-def save_findings(result, directory: str) -> dict[str, str]:
-    """Write one replay file per finding; return finding id -> path."""
+def replay_id(finding, baseline: str | None, candidate: str, device: str,
+              schema: list | None = None) -> str:
+    """The file id of ``finding`` as shown by this pair on this device: its bug id and a
+    digest of the pinned targets, the device, the schema (``[spec, name]``: the pinned
+    ``--schema`` or None, and the name of the schema the run used) and the scenario."""
+    key = json.dumps([baseline, candidate, device, schema, finding.scenario], sort_keys=True,
+                     default=repr)
+    return f"{finding.id}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+
+
+def new_run_id() -> str:
+    """Unique per run: the start time, the process and a random part."""
+    return f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def _pinned(target, given: str | None) -> str | None:
+    return target.pinned if target is not None else given
+
+
+def save_findings(result, directory: str, baseline=None, candidate=None,
+                  shims: tuple[str, ...] = ()) -> dict[str, str]:
+    """Write one replay file per finding; return finding id -> path.
+
+    ``baseline``/``candidate``: the ``Target``s of the run, whose pinned specs the
+    files keep (without them, the result's specs as given). The file also keeps the
+    schema (``result.schema_spec``: how ``--schema`` loads it again, None when each
+    target's function name chose it) and the shims, and the digest in its name covers
+    the schema too: the same pair under two schemas never shares a file.
+    """
     os.makedirs(directory, exist_ok=True)
+    device = result.config.run.device
+    base = _pinned(baseline, result.baseline)
+    cand = _pinned(candidate, result.candidate)
+    used = getattr(result, "schema", None)
+    schema = [getattr(result, "schema_spec", None), used.name if used is not None else None]
     saved = {}
     for f in result.findings:
-        path = os.path.join(directory, f"{f.id}.json")
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"stagecheck_replay": 1, "baseline": result.baseline,
-                       "candidate": result.candidate, "device": result.config.run.device,
-                       "schema": result.schema_spec, "finding": f.to_dict()}, fh, indent=1,
-                      sort_keys=True)
+        rid = replay_id(f, base, cand, device, schema)
+        path = os.path.join(directory, f"{rid}.json")
+        write_atomic(path, json.dumps(
+            {"stagecheck_replay": REPLAY_VERSION, "replay_id": rid, "baseline": base,
+             "candidate": cand, "given": {"baseline": result.baseline,
+                                          "candidate": result.candidate},
+             "device": device, "schema": result.schema_spec, "shims": list(shims),
+             "finding": f.to_dict()},
+            indent=1, sort_keys=True))
         saved[f.id] = path
     return saved
+
+
+def write_manifest(directory: str, run_id: str, command: str, result, saved: dict[str, str],
+                   targets: dict, verdict: str) -> str:
+    """Write ``runs/<run_id>.json`` under ``directory``: what this run saved; its path."""
+    folder = os.path.join(directory, RUNS_DIR)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{run_id}.json")
+    findings = [{"id": f.id, "severity": f.severity, "invariant": f.invariant,
+                 "file": saved.get(f.id)} for f in result.findings]
+    write_atomic(path, json.dumps(
+        {"stagecheck_run": 1, "run_id": run_id, "command": command,
+         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "targets": targets,
+         "verdict": verdict, "interrupted": getattr(result, "interrupted", None),
+         "schema": {"spec": getattr(result, "schema_spec", None),
+                    "name": getattr(getattr(result, "schema", None), "name", None)},
+         "examples": {"in_contract": result.examples_in_contract,
+                      "out_of_contract": result.examples_out_of_contract},
+         "findings": findings}, indent=1, sort_keys=True))
+    return path
 
 
 def load_replay(path: str) -> tuple[dict, StagingScenario]:

@@ -17,7 +17,7 @@ from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 
 __all__ = ["finding_lines", "render_bench", "render_campaign", "render_kernel",
-           "render_mutants", "render_replay", "render_symbolic", "slot_table"]
+           "render_mutants", "render_replay", "render_symbolic", "slot_table", "target_lines"]
 
 
 def _cell(v) -> str:
@@ -101,14 +101,34 @@ def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict 
     return lines
 
 
+def target_lines(targets: dict | None) -> list[str]:
+    """What each side was: a git target's commit, the shims that gave it names."""
+    lines = []
+    for side, record in (targets or {}).items():
+        if not record or not (record.get("sha") or record.get("shims")):
+            continue
+        text = f"{side}: {record['spec']}"
+        if record.get("sha"):
+            text += f" = commit {record['sha']}"
+        if record.get("shims"):
+            text += f" (shims: {', '.join(record['shims'])})"
+        lines.append(text)
+    return lines
+
+
 def render_campaign(result, strict: bool = False, saved: dict | None = None,
-                    show_tests: bool = True) -> str:
-    """``diff`` and ``spec``: what was tried, the verdict, findings, reproductions."""
+                    show_tests: bool = True, targets: dict | None = None,
+                    manifest: str | None = None) -> str:
+    """``diff`` and ``spec``: what was tried, the verdict, findings, reproductions.
+
+    ``targets``: each side's ``Target.record()`` (commits of git targets are shown);
+    ``manifest``: the run's manifest file, named under the findings.
+    """
     from stagecheck.oracles.report.snippet import pytest_example
     c = result.config
     what = (f"{result.baseline} vs {result.candidate}" if result.baseline
             else f"spec of {result.candidate}")
-    lines = [f"stagecheck: {what} on {c.run.device}",
+    lines = [f"stagecheck: {what} on {c.run.device}", *target_lines(targets),
              f"tried {result.examples_in_contract} in-contract and "
              f"{result.examples_out_of_contract} out-of-contract examples (seed {c.seed}, "
              f"capacity <= {c.max_capacity}, budget {c.examples} per stream) in "
@@ -118,6 +138,8 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     lines.append(f"verdict: {result.verdict(strict).upper()} — {len(errors)} error finding(s), "
                  f"{len(infos)} info finding(s)" + (" (--strict: info counts)" if strict else ""))
     lines += _findings_sections(errors, infos, saved, result.schema)
+    if manifest:
+        lines += ["", messages.MANIFEST_LINE.format(count=len(saved or {}), path=manifest)]
     if errors and show_tests:
         distinct = {json.dumps(f.scenario, sort_keys=True): f for f in errors}
         lines += ["", f"REPRODUCE: {len(distinct)} shrunk scenario(s) as pytest tests "
@@ -133,8 +155,10 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
 
 def render_symbolic(result, strict: bool = False) -> str:
     """``symbolic``: paths explored and lost, the verdict, the findings with their inputs."""
+    budget = (f" (path budget {result.max_paths}: {result.paths_attempted} attempted)"
+              if getattr(result, "max_paths", None) else "")
     lines = [f"symbolic diff {result.baseline} -> {result.candidate}: "
-             f"{result.paths_explored} path(s) explored, {result.paths_unsupported} lost to "
+             f"{result.paths_explored} path(s) explored{budget}, {result.paths_unsupported} lost to "
              f"unsupported operations, {result.paths_timed_out} timed out, "
              f"{result.paths_ignored} pruned; {result.seconds:.1f} s"
              + (" (path tree exhausted)" if result.exhausted else "")]
@@ -145,8 +169,14 @@ def render_symbolic(result, strict: bool = False) -> str:
     if result.first_counterexample_seconds is not None:
         lines.append(f"first counterexample after {result.first_counterexample_seconds:.1f} s")
     errors, infos = result.errors, result.infos
-    lines.append(f"verdict: {result.verdict(strict).upper()} — {len(errors)} error "
-                 f"finding(s), {len(infos)} info finding(s) on the paths explored")
+    verdict = result.verdict(strict)
+    if verdict == "undecided":
+        lines.append(messages.SYMBOLIC_UNDECIDED.format(
+            paths=result.paths_concretized, infos=len(infos), baseline=result.baseline,
+            candidate=result.candidate))
+    else:
+        lines.append(f"verdict: {verdict.upper()} — {len(errors)} error "
+                     f"finding(s), {len(infos)} info finding(s) on the paths explored")
     for f in errors + infos:
         lines += ["  " + line for line in finding_lines(f)]
         lines.append(f"    input: {json.dumps(f.scenario, sort_keys=True)}")

@@ -63,6 +63,11 @@ from crosshair.tracers import NoTracing, ResumedTracing  # noqa: E402
 from crosshair.util import (ControlFlowException, CrosshairUnsupported,  # noqa: E402
                             IgnoreAttempt, NotDeterministic, PathTimeout, UnexploredPath)
 
+# z3 catches SIGINT itself while a solver check runs (its "ctrl_c" parameter) and cancels
+# the check instead: a Ctrl-C would be eaten and the exploration go on. stagecheck's own
+# handler (oracles/interrupt.py) must see every signal, so z3 leaves them alone.
+z3.set_param("ctrl_c", False)
+
 __all__ = ["CallAnalysis", "CrosshairUnsupported", "IgnoreAttempt", "NotDeterministic",
            "PathOutcome", "PathTimeout", "ResumedTracing", "UnexploredPath", "VerificationStatus",
            "assume", "explore", "fork", "is_machinery", "realizer", "suspected_intolerance",
@@ -111,10 +116,18 @@ def detach(space) -> None:
 
 
 def explore(run_path: Callable[[Any], PathOutcome], timeout: float,
-            per_path_timeout: float) -> bool:
-    """Run CrossHair's exploration loop with ``run_path`` on each path; True if exhausted."""
+            per_path_timeout: float, max_iterations: int | None = None) -> bool:
+    """Run CrossHair's exploration loop with ``run_path`` on each path; True if exhausted.
+
+    ``max_iterations`` stops after that many paths (attempted, whatever their outcome):
+    a path budget. CrossHair's path choices come from a ``random.Random`` with a fixed
+    seed (``statespace.newrandom``) and z3 runs with fixed seeds, so with the same
+    budget two runs take the same paths, unless a per-path or solver time limit cuts a
+    path on one machine and not on the other.
+    """
     options = DEFAULT_OPTIONS.overlay(AnalysisOptionSet(
-        per_condition_timeout=timeout, per_path_timeout=per_path_timeout))
+        per_condition_timeout=timeout, per_path_timeout=per_path_timeout,
+        max_iterations=max_iterations))
     return bool(explore_loop(options, RootNode(), run_path).exhausted)
 
 

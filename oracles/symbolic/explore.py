@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from stagecheck.oracles import interrupt
 from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.compare import outcome
 from stagecheck.oracles.evaluate import evaluate
@@ -130,14 +131,18 @@ class Exploration:
     ignored: int = 0
     exhausted: bool = False
     seconds: float = 0.0
+    attempted: int = 0          # paths started (explored, lost, pruned, timed out)
+    interrupted: bool = False   # a signal stopped the exploration (see ``interrupt``)
 
 
 def explore(baseline: Target, candidate: Target, timeout: float, max_capacity: int,
             stop_at_first_error: bool, per_path_timeout: float | None,
-            replay_timeout: float) -> Exploration:
-    """Explore both targets symbolically for ``timeout`` seconds (wall clock), in the
-    process that holds them (a worker): the symbolic phase, the concrete torch replay of
-    each path and the fidelity check. The checker judges the records."""
+            replay_timeout: float, max_paths: int | None = None) -> Exploration:
+    """Explore both targets symbolically for ``timeout`` seconds (wall clock), or for
+    ``max_paths`` paths, in the process that holds them (a worker): the symbolic phase,
+    the concrete torch replay of each path and the fidelity check. The checker judges
+    the records. The interrupt flag (in a worker: the checker forwards its signal, see
+    ``WorkerPool.call``) stops it after the current path, with the paths so far."""
     from stagecheck.oracles.campaign import same_schema
     from stagecheck.oracles.evaluate import judge
     schema = same_schema(baseline, candidate)
@@ -157,7 +162,7 @@ def explore(baseline: Target, candidate: Target, timeout: float, max_capacity: i
         out.lost.append(LostPath(kind, reason, scenario))
 
     def run_path(space):
-        if time.monotonic() > deadline or stop[0]:
+        if time.monotonic() > deadline or stop[0] or interrupt.requested():
             stopped_early[0] = True
             return ch.outcome("none", breakout=True)
         path_no[0] += 1
@@ -209,38 +214,49 @@ def explore(baseline: Target, candidate: Target, timeout: float, max_capacity: i
                 f.severity == ERROR for f in judge(concrete, baseline, candidate, real_a,
                                                    real_b)):
             stop[0] = True
-        return ch.outcome("confirmed", breakout=stop[0])
+        return ch.outcome("confirmed", breakout=stop[0] or bool(interrupt.requested()))
 
     exhausted = ch.explore(run_path, timeout,
-                           per_path_timeout or max(2.0, min(10.0, timeout ** 0.5)))
+                           per_path_timeout or max(2.0, min(10.0, timeout ** 0.5)),
+                           max_iterations=max_paths)
     out.exhausted = exhausted and not stopped_early[0]
+    out.attempted = path_no[0]
+    out.interrupted = bool(interrupt.requested())
     out.seconds = time.monotonic() - started
     return out
 
 
-def run_symbolic(baseline: Target, candidate: Target, timeout: float = 30.0,
-                 max_capacity: int = 4, *, stop_at_first_error: bool = False,
+def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30.0,
+                 max_capacity: int = 4, *, max_paths: int | None = None,
+                 stop_at_first_error: bool = False,
                  per_path_timeout: float | None = None, replay_timeout: float = 5.0,
                  strict: bool = True, runner=None) -> SymbolicResult:
-    """Explore both targets symbolically for ``timeout`` seconds (wall clock).
+    """Explore both targets symbolically for ``timeout`` seconds (wall clock), or for
+    ``max_paths`` paths (a path budget: two runs with the same budget explore the same
+    paths; ``timeout`` None then means no wall-clock limit but the longest a run may take).
 
     The exploration runs in the worker that holds the targets (``runner``; by default
     a fresh one); the checker judges every explored path's torch replay here. Returns
     the distinct findings (the fuzzer's findings; the smallest scenario kept for each)
     and path counts. With ``strict`` (the default) raises ``SymbolicInconclusive`` when
     no path was explored or any path was lost to unsupported operations; the result
-    rides on the exception.
+    rides on the exception. A SIGINT/SIGTERM stops the exploration after the current
+    path: the result holds the paths so far, ``interrupted`` set (never inconclusive).
     """
     from stagecheck.oracles.campaign import _position, same_schema
     from stagecheck.oracles.evaluate import judge
-    from stagecheck.oracles.options import seconds, whole
+    from stagecheck.oracles.options import LIMITS, seconds, whole
     from stagecheck.oracles.runner import runner_for
     from stagecheck.oracles.worker import WorkerEnded, target_arg
     max_capacity = whole("max_capacity", max_capacity, 1, "4")
+    if max_paths is not None:
+        max_paths = whole("max_paths", max_paths, 1, "500")
+    if timeout is None:
+        timeout = LIMITS["timeout"] if max_paths is not None else 30.0
     timeout = seconds("timeout", timeout, "30")
     same_schema(baseline, candidate)
     result = SymbolicResult(baseline.spec, candidate.spec, max_capacity=max_capacity,
-                            timeout=timeout)
+                            timeout=timeout, max_paths=max_paths)
     own = runner is None
     if own:
         runner = runner_for([baseline, candidate])
@@ -250,7 +266,7 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float = 30.0,
             found: Exploration = runner.call(
                 "stagecheck.oracles.symbolic.explore", "explore", target_arg(sides[0]),
                 target_arg(sides[1]), timeout, max_capacity, stop_at_first_error,
-                per_path_timeout, replay_timeout, deadline=timeout * 2 + 60)
+                per_path_timeout, replay_timeout, max_paths, deadline=timeout * 2 + 60)
         except WorkerEnded as ended:
             found = Exploration(seconds=timeout)
             found.lost.append(LostPath("crash", f"a target ended the exploration's worker "
@@ -275,13 +291,16 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float = 30.0,
         result.lost = found.lost
         result.paths_timed_out, result.paths_unsupported = found.timed_out, found.unsupported
         result.paths_ignored, result.exhausted = found.ignored, found.exhausted
+        result.paths_attempted = found.attempted
         result.seconds = found.seconds
-        result.findings = _with_kernel_impact(baseline, candidate, collector.findings(),
-                                              replay_timeout, runner)
+        if interrupt.requested():
+            result.interrupted = interrupt.signal_name(interrupt.requested())
+        result.findings = collector.findings() if result.interrupted else _with_kernel_impact(
+            baseline, candidate, collector.findings(), replay_timeout, runner)
     finally:
         if own:
             runner.close()
-    if strict:
+    if strict and not result.interrupted:
         raise_if_inconclusive(result)
     return result
 

@@ -48,11 +48,27 @@ class SymbolicResult(FindingsResult):
     lost: list[LostPath] = field(default_factory=list)
     max_capacity: int = 4
     timeout: float = 30.0
+    max_paths: int | None = None     # the path budget, when one was given
+    paths_attempted: int = 0         # paths started (explored, lost, pruned, timed out)
+    interrupted: str | None = None   # the signal that stopped the run early (no verdict)
+
+    def verdict(self, strict: bool = False) -> str:
+        """"different" on an error finding (with ``strict``, on any finding); else
+        "undecided" when values became concrete on an explored path (on those paths
+        value-level differences were sampled, not searched, so EQUIVALENT would claim
+        more than was shown); else "equivalent"."""
+        verdict = super().verdict(strict)
+        if verdict == "equivalent" and self.paths_concretized:
+            return "undecided"
+        return verdict
 
     def to_dict(self) -> dict:
         return {
             "baseline": self.baseline, "candidate": self.candidate,
-            "verdict": self.verdict(), "findings": [f.to_dict() for f in self.findings],
+            "verdict": "interrupted" if self.interrupted else self.verdict(),
+            "interrupted": self.interrupted,
+            "findings": [f.to_dict() for f in self.findings],
+            "paths_attempted": self.paths_attempted, "max_paths": self.max_paths,
             "paths_explored": self.paths_explored, "paths_unsupported": self.paths_unsupported,
             "paths_timed_out": self.paths_timed_out, "paths_ignored": self.paths_ignored,
             "paths_concretized": self.paths_concretized,

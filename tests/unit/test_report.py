@@ -110,3 +110,25 @@ def test_every_finding_line_names_its_id_side_and_contract(severity):
     f = [g for g in result().findings if g.severity == severity][0]
     text = render_campaign(result())
     assert f"[{f.id}] ({f.side}, in contract" in text
+
+
+def test_replay_files_keep_the_schema_and_their_names_cover_it(tmp_path):
+    """A replay file records the schema its finding was judged against (how --schema
+    loads it again) and the pinned targets; its digest covers the schema too, so the
+    same pair under another schema never writes (or overwrites) the same file."""
+    from stagecheck.oracles.report.replay import load_replay, save_findings
+    builtin = result()
+    user = result()
+    user.schema_spec = str(tmp_path / "my_schema.py") + ":SCHEMA"
+    first = save_findings(builtin, str(tmp_path / "a"))
+    second = save_findings(user, str(tmp_path / "b"))
+    assert set(first) == set(second)                     # the same bugs ...
+    for fid in first:                                    # ... in files of other names
+        assert os.path.basename(first[fid]) != os.path.basename(second[fid])
+        assert os.path.basename(first[fid]).startswith(f"{fid}-")
+        saved, _ = load_replay(second[fid])
+        assert saved["schema"] == user.schema_spec
+        assert (saved["baseline"], saved["candidate"]) == ("legacy", "file.py::stage")
+    again = save_findings(result(), str(tmp_path / "c"))   # same pair, same schema
+    assert [os.path.basename(p) for p in again.values()] == \
+        [os.path.basename(p) for p in first.values()]

@@ -67,7 +67,7 @@ def test_a_wrong_method_is_named_with_the_fix(name, words):
 def test_the_spec_accepts_one_dot_only(tmp_path):
     path = tmp_path / "m.py"
     path.write_text(SOURCE)
-    assert read_file_target(f"{path}::Proposer.step")[2] == "Proposer.step"
+    assert read_file_target(f"{path}::Proposer.step").name == "Proposer.step"
     for bad in ("A.b.c", "A.", ".b", "A.1b"):
         with pytest.raises(TargetLoadError, match="Class.method"):
             read_file_target(f"{path}::{bad}")

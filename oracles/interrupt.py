@@ -1,0 +1,109 @@
+"""SIGINT and SIGTERM as a flag that the search loops poll.
+
+A ``KeyboardInterrupt`` raised at an arbitrary point can be swallowed (hypothesis runs
+a gc callback; an exception raised inside it is printed as "Exception ignored in ..."
+and lost), so the command line does not rely on it. ``install`` replaces the two
+handlers with one that records the signal; every search loop (the campaign, the
+symbolic exploration, the mutants, the kernel campaign) calls ``requested`` after each
+example and stops, returning what it found so far marked as interrupted. The flag,
+not an exception, decides the exit code: 128 + the signal number (130 for SIGINT, 143
+for SIGTERM).
+
+A second signal while the first is being handled raises ``Interrupted`` at once, for
+the case where a loop is stuck in one long example.
+
+Without ``install`` (the library API, the pytest fixture) nothing changes: Ctrl-C
+raises ``KeyboardInterrupt`` as usual.
+
+Worker processes (``oracles/worker.py``) ignore SIGINT and run in a session of their
+own; a loop that runs inside a worker (the symbolic exploration) is told to stop by
+the checker, which sends ``FORWARDED`` (SIGUSR1) while it waits for the answer: the
+worker's handler sets the worker's own flag (``request``), which the loop polls.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+__all__ = ["FORWARDED", "Interrupted", "check", "exit_code", "install", "request",
+           "requested", "reset", "signal_name", "uninstall"]
+
+_state: dict = {"signum": None, "count": 0, "previous": {}}
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: what the checker sends a worker to pass its interrupt on (workers ignore SIGINT)
+FORWARDED = getattr(signal, "SIGUSR1", None)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised by ``check`` (and by a second signal): the run was asked to stop.
+
+    A ``KeyboardInterrupt``: hypothesis re-raises it at once (no shrinking, nothing
+    saved to its database), ``observe`` lets it through a target, and a target's
+    ``except Exception`` does not take it.
+    """
+
+    def __init__(self, signum: int | None = None) -> None:
+        super().__init__(signal_name(signum))
+        self.signum = signum
+
+
+def _handler(signum, frame) -> None:
+    _state["count"] += 1
+    if _state["signum"] is None:
+        _state["signum"] = signum
+    if _state["count"] > 1:
+        raise Interrupted(_state["signum"])
+
+
+def install() -> None:
+    """Record SIGINT/SIGTERM in the flag instead of raising (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s in SIGNALS:
+        previous = signal.signal(s, _handler)
+        _state["previous"].setdefault(s, previous)
+
+
+def uninstall() -> None:
+    """Put the handlers ``install`` replaced back."""
+    for s, previous in _state["previous"].items():
+        signal.signal(s, previous)
+    _state["previous"] = {}
+
+
+def reset() -> None:
+    """Forget a recorded signal (a new run in the same process)."""
+    _state["signum"], _state["count"] = None, 0
+
+
+def request(signum: int = signal.SIGINT) -> None:
+    """Set the flag as a first signal would (a worker told by its checker to stop)."""
+    if _state["signum"] is None:
+        _state["signum"] = signum
+
+
+def requested() -> int | None:
+    """The signal that asked the run to stop, or None."""
+    return _state["signum"]
+
+
+def check() -> None:
+    """Raise ``Interrupted`` when a signal asked the run to stop."""
+    if _state["signum"] is not None:
+        raise Interrupted(_state["signum"])
+
+
+def exit_code(signum: int | None = None) -> int:
+    """What a shell expects from a process stopped by ``signum``: 128 + its number."""
+    signum = signum if signum is not None else (_state["signum"] or signal.SIGINT)
+    return 128 + int(signum)
+
+
+def signal_name(signum: int | None) -> str:
+    if signum is None:
+        return "interrupted"
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

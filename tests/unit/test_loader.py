@@ -1,0 +1,171 @@
+"""File targets: every global name resolves at load time (never a NameError in a run)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.targets import load_function_from_source, load_shims, load_target
+
+HEADER = "import numpy as np\nimport math\nfrom typing import Any\n"
+
+
+def load(body: str, name: str = "f", shims=None):
+    return load_function_from_source(HEADER + textwrap.dedent(body), "t.py", name,
+                                     shims=shims)
+
+
+def unresolved(body: str, name: str = "f", shims=None) -> str:
+    with pytest.raises(TargetLoadError) as info:
+        load(body, name, shims)
+    problem, fix = messages.TARGET_UNRESOLVED
+    assert problem.split("{count}")[1].split(":")[0] in info.value.problem
+    assert info.value.fix == fix.format(function=name)
+    return str(info.value)
+
+
+def test_an_engine_helper_is_refused_at_load_time_naming_name_module_and_fix():
+    text = unresolved('''
+        from vllm.utils.helpers import clamp_tokens
+
+        def f(x):
+            return clamp_tokens(x)
+    ''')
+    assert "'clamp_tokens' (used by f) from module 'vllm.utils.helpers'" in text
+    assert "--shim FILE.py" in text
+
+
+def test_a_helper_of_a_helper_is_followed():
+    text = unresolved('''
+        from vllm.logger import init_logger
+        logger = init_logger(__name__)
+
+        def _helper(x):
+            logger.debug("x")
+            return x
+
+        def f(x):
+            return _helper(x)
+    ''')
+    assert "'init_logger' (used by logger) from module 'vllm.logger'" in text
+
+
+def test_names_defined_nowhere_are_refused():
+    text = unresolved('''
+        try:
+            from fast import kernel
+        except ImportError:
+            kernel = None
+
+        def f(x):
+            return kernel(x)
+    ''')
+    assert "'kernel' (used by f), not defined by a module-level def" in text
+
+
+def test_what_needs_no_resolution_loads():
+    f = load('''
+        from vllm.config import VllmConfig          # annotation only: dropped
+        from vllm.decorators import trace            # decorator: dropped
+        LIMIT = 2 ** 31 - 1
+        COUNTER = 0
+
+        @trace
+        def f(x: VllmConfig, scale=LIMIT) -> VllmConfig:
+            global COUNTER
+            COUNTER += 1
+            def inner(y):
+                return [math.floor(v) for v in y] + [len(x)]
+            squares = {k: k * k for k in range(3)}
+            return inner(x), np.int32(scale), squares, COUNTER, Any
+    ''')
+    assert f([1.5])[0] == [1, 1]
+
+
+def test_a_local_that_shadows_an_engine_import_is_not_a_use():
+    f = load('''
+        from vllm.utils import cdiv_unknown
+
+        def f(cdiv_unknown):
+            return cdiv_unknown + 1
+    ''')
+    assert f(1) == 2
+
+
+def test_shipped_vllm_shims_apply_to_the_modules_they_stand_for():
+    for module in ("vllm.utils.math_utils", "vllm.utils"):
+        f = load(f'''
+            from {module} import cdiv, round_up as ru
+
+            def f(a, b):
+                return cdiv(a, b), ru(a, b)
+        ''')
+        assert f(7, 2) == (4, 8)
+        assert any("cdiv from stagecheck.impl.shims.vllm" in n for n in f.__stagecheck_shimmed__)
+    # the same name from another module is not vLLM's cdiv: refused
+    assert "'cdiv' (used by f) from module 'other.pkg'" in unresolved('''
+        from other.pkg import cdiv
+
+        def f(a, b):
+            return cdiv(a, b)
+    ''')
+
+
+def test_user_shims_fill_unresolved_names_only(tmp_path):
+    shim = tmp_path / "shim.py"
+    shim.write_text("import os\n\ndef clamp_tokens(x):\n    return max(0, x)\n\n"
+                    "kernel = abs\nnp = 'not numpy'\n_private = 1\n")
+    offered = load_shims([str(shim)])
+    assert set(offered) == {"clamp_tokens", "kernel", "np"}   # no modules, no _private
+    f = load('''
+        from vllm.utils.helpers import clamp_tokens
+
+        def f(x):
+            return clamp_tokens(x), kernel(x), np.int64(2)
+    ''', shims=offered)
+    assert f(-3) == (0, 3, 2)                 # np stays numpy: honoured imports win
+    assert {n.split(" ")[0] for n in f.__stagecheck_shimmed__} == {"clamp_tokens", "kernel"}
+
+
+def test_shim_files_that_are_missing_or_broken_are_load_errors(tmp_path):
+    with pytest.raises(TargetLoadError, match="does not exist"):
+        load_shims([str(tmp_path / "none.py")])
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(TargetLoadError, match="cannot be imported.*boom"):
+        load_shims([str(broken)])
+
+
+def test_load_target_records_the_shims_and_the_pinned_file(tmp_path):
+    path = tmp_path / "mamba_utils.py"
+    path.write_text(textwrap.dedent('''
+        from vllm.utils.math_utils import cdiv
+
+        def stage_postprocess_inputs_to_gpu(ctx, scheduler_output, req_ids, num_reqs,
+                                            requests, mamba_state_idx):
+            return cdiv(num_reqs, 2)
+    '''))
+    target = load_target(f"{path}::stage_postprocess_inputs_to_gpu")
+    assert target.resolved == f"{path}::stage_postprocess_inputs_to_gpu"
+    assert target.sha is None and target.shimmed and target.record()["shims"]
+
+
+def test_the_fixture_takes_shims_as_the_cli_does(tmp_path):
+    from stagecheck.oracles.pytest_plugin import as_target
+    path = tmp_path / "mamba_utils.py"
+    path.write_text(textwrap.dedent('''
+        from vllm.v1.worker.block_table import clamp_blocks
+
+        def stage_postprocess_inputs_to_gpu(ctx, scheduler_output, req_ids, num_reqs,
+                                            requests, mamba_state_idx):
+            return clamp_blocks(num_reqs)
+    '''))
+    spec = f"{path}::stage_postprocess_inputs_to_gpu"
+    with pytest.raises(TargetLoadError, match="clamp_blocks"):
+        as_target(spec, "candidate")
+    shim = tmp_path / "shim.py"
+    shim.write_text("def clamp_blocks(n):\n    return n\n")
+    assert as_target(spec, "candidate", [str(shim)]).func(None, None, [], 3, {}, {}) == 3
