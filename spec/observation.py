@@ -82,7 +82,16 @@ class Observation:
         return type_name in self.exception_mro or self.exception_type == type_name
 
     def copies(self, buffer: str) -> list[Copy]:
-        return [e for e in self.last_step if isinstance(e, Copy) and e.buffer == buffer]
+        """The copies of ``buffer`` in the last step, in order."""
+        key = (id(self.events), len(self.events), self.last_step_start)
+        index = self.__dict__.get("_copies")
+        if index is None or index[0] != key:
+            by_buffer: dict[str, list[Copy]] = {}
+            for e in self.last_step:
+                if type(e) is Copy:
+                    by_buffer.setdefault(e.buffer, []).append(e)
+            index = self.__dict__["_copies"] = (key, by_buffer)
+        return list(index[1].get(buffer, ()))
 
     def hazards(self) -> list:
         return [e for e in self.events if isinstance(e, StaleTransfer)

@@ -96,13 +96,14 @@ def buffer_contents(fields: Sequence[Field], capacity: int, fill: str,
 
 
 def initial_values(s: StagingScenario, schema: StagingSchema, buffer: str, view: str) -> list:
-    """Initial contents of one view, zeros where the scenario does not say."""
+    """Initial contents of one view, zeros where the scenario does not say (the
+    scenario's own list: read it, do not change it)."""
     table = s.initial_cpu if view == "cpu" else s.initial_gpu
     values = table.get(buffer)
     if values is None:
         f = schema.field_of_buffer(buffer)
         return [False if f is not None and f.dtype == "bool" else 0] * s.capacity
-    return list(values)
+    return values
 
 
 # --------------------------------------------------------------------------- drawing
