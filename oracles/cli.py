@@ -37,6 +37,7 @@ _FLAGS = {"examples": "--examples", "seed": "--seed", "max_capacity": "--max-cap
           "timeout": "--timeout", "steps": "--steps", "gpu_busy_cycles": "--gpu-busy-cycles",
           "device": "--device", "kernel": "--kernel", "kernel_backend": "--kernel-backend",
           "budget": "--budget", "jobs": "--jobs", "symbolic_timeout": "--symbolic-timeout",
+          "symbolic_paths": "--symbolic-paths",
           "oracles": "--oracles", "operators": "--operators", "max_paths": "--max-paths"}
 
 
@@ -139,8 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
     mutants.add_argument("--oracles", default="spec,differential,kernel,symbolic,upstream",
                          help="comma-separated: spec, differential, kernel, symbolic, upstream")
     mutants.add_argument("--budget", default="300", help="examples per oracle run (default 300)")
-    mutants.add_argument("--symbolic-timeout", default="10",
-                         help="seconds of symbolic search per mutant (default 10)")
+    mutants.add_argument("--symbolic-paths", default="160",
+                         help="symbolic paths explored per mutant (default 160: a budget of "
+                         "paths gives the same matrix on any machine)")
+    mutants.add_argument("--symbolic-timeout", default="60",
+                         help="seconds of symbolic search per mutant at most (default 60)")
     mutants.add_argument("--operators", default=None,
                          help="comma-separated subset of the catalog (default: every operator)")
     mutants.add_argument("--jobs", default="1", help="mutants run in parallel processes")
@@ -492,7 +496,8 @@ def _mutants(args) -> int:
     operators = parse_list(args.operators) if args.operators is not None else None
     shims = _shims(args)
     config = MutantsConfig(oracles=tuple(parse_list(args.oracles)), budget=args.budget,
-                           symbolic_timeout=args.symbolic_timeout, operators=operators,
+                           symbolic_timeout=args.symbolic_timeout,
+                           symbolic_paths=args.symbolic_paths, operators=operators,
                            jobs=args.jobs, out_of_contract=not args.no_out_of_contract,
                            shims=shims)
     outputs = _Outputs({"--json": args.json})

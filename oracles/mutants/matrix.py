@@ -83,6 +83,7 @@ class MutationReport:
     oracles: list[str]
     budget: int
     symbolic_timeout: float
+    symbolic_paths: int | None = None
     results: list[MutantResult] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)   # oracle -> why n/a
     control: dict[str, str] = field(default_factory=dict)       # oracle -> unmutated verdict
@@ -127,7 +128,8 @@ class MutationReport:
         return {
             "target": self.target, "filename": self.filename, "function": self.function,
             "oracles": self.oracles, "unavailable": self.unavailable, "budget": self.budget,
-            "symbolic_timeout": self.symbolic_timeout, "control": self.control,
+            "symbolic_timeout": self.symbolic_timeout, "symbolic_paths": self.symbolic_paths,
+            "control": self.control,
             "seconds": round(self.seconds, 2), "mutants": len(self.results),
             "interrupted": self.interrupted,
             "equivalent": [r.mutant.id for r in self.results if r.equivalent],

@@ -35,15 +35,19 @@ from stagecheck.oracles.mutants.upstream import UPSTREAM_TESTS
 from stagecheck.oracles.options import CampaignConfig, RunOptions, seconds, whole
 from stagecheck.oracles.targets import Target, TargetRef, target_ref, target_source
 
-__all__ = ["DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_TIMEOUT", "SYMBOLIC_MAX_CAPACITY",
-           "MutantsConfig", "evaluate_mutant", "list_mutants", "parse_list", "run_mutants"]
+__all__ = ["DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_PATHS", "DEFAULT_SYMBOLIC_TIMEOUT",
+           "SYMBOLIC_MAX_CAPACITY", "MutantsConfig", "evaluate_mutant", "list_mutants", "parse_list", "run_mutants"]
 
 DEFAULT_BUDGET = 300
-DEFAULT_SYMBOLIC_TIMEOUT = 10.0
+DEFAULT_SYMBOLIC_TIMEOUT = 60.0
+#: symbolic paths explored per mutant: a path budget, so that the kill matrix is the
+#: same on any machine and under any load (a wall-clock budget is not); the slowest
+#: kill of the seed function's catalog takes 138 paths
+DEFAULT_SYMBOLIC_PATHS = 160
 SYMBOLIC_MAX_CAPACITY = 4
-#: seconds of symbolic search on a mutant the catalog shows equivalent (a control for
-#: false kills: no search can kill it, so the full timeout would only be spent)
-EQUIVALENT_SYMBOLIC_SECONDS = 2.0
+#: symbolic paths on a mutant the catalog shows equivalent (a control for false kills:
+#: no search can kill it, so a full budget would only be spent)
+EQUIVALENT_SYMBOLIC_PATHS = 20
 
 
 def parse_list(text: str) -> list[str]:
@@ -57,7 +61,8 @@ class MutantsConfig:
 
     oracles: tuple[str, ...] = ORACLES
     budget: int = DEFAULT_BUDGET           # examples per stream of spec and differential
-    symbolic_timeout: float = DEFAULT_SYMBOLIC_TIMEOUT   # seconds of search per mutant
+    symbolic_timeout: float = DEFAULT_SYMBOLIC_TIMEOUT   # seconds of search per mutant, at most
+    symbolic_paths: int = DEFAULT_SYMBOLIC_PATHS         # paths of search per mutant
     operators: tuple[str, ...] | None = None             # None: the whole catalog
     jobs: int = 1                          # worker processes
     control: bool = True                   # check the unmutated source, reloaded, first
@@ -73,7 +78,9 @@ class MutantsConfig:
         object.__setattr__(self, "oracles", tuple(o for o in ORACLES if o in oracles))
         object.__setattr__(self, "budget", whole("budget", self.budget, 1, "300"))
         object.__setattr__(self, "symbolic_timeout",
-                           seconds("symbolic_timeout", self.symbolic_timeout, "10"))
+                           seconds("symbolic_timeout", self.symbolic_timeout, "60"))
+        object.__setattr__(self, "symbolic_paths",
+                           whole("symbolic_paths", self.symbolic_paths, 1, "160"))
         object.__setattr__(self, "jobs", whole("jobs", self.jobs, 1, "2"))
         if self.operators is not None:
             operators = tuple(self.operators)
@@ -151,6 +158,7 @@ def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig,
     note = None
     try:
         result = run_symbolic(original, mutant, timeout=config.symbolic_timeout,
+                              max_paths=config.symbolic_paths,
                               max_capacity=SYMBOLIC_MAX_CAPACITY, stop_at_first_error=True,
                               runner=runner)
     except SymbolicInconclusive as exc:
@@ -263,8 +271,8 @@ def evaluate_mutant(original: Target, mutant: Mutant, config: MutantsConfig,
         return result
     base, mut = runner.targets
     if mutant.equivalent_reason is not None:
-        config = replace(config, symbolic_timeout=min(config.symbolic_timeout,
-                                                      EQUIVALENT_SYMBOLIC_SECONDS))
+        config = replace(config, symbolic_paths=min(config.symbolic_paths,
+                                                    EQUIVALENT_SYMBOLIC_PATHS))
     shared = "differential" in config.oracles and "kernel" in config.oracles \
         and "kernel" not in unavailable
     try:
@@ -415,7 +423,7 @@ def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
     source, filename, function = _source(original, target_spec)
     mutants = generate_mutants(source, filename, function, original.profile, config.operators)
     report = MutationReport(target_spec, filename, function, list(config.oracles),
-                            config.budget, config.symbolic_timeout)
+                            config.budget, config.symbolic_timeout, config.symbolic_paths)
     report.unavailable.update(_unavailable(config, original))
     if config.control and not interrupt.requested():
         _control(original, source, filename, function, config, report)

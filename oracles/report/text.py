@@ -254,13 +254,16 @@ def render_mutants(report, diffs: bool = True) -> str:
     """``mutants``: the kill matrix, the scores (stagecheck next to the upstream baseline),
     and every survivor with its diff."""
     from stagecheck.oracles.mutants import ORACLES, STAGECHECK_ORACLES, SYMBOLIC_MAX_CAPACITY
+    from stagecheck.oracles.mutants.runners import EQUIVALENT_SYMBOLIC_PATHS as EQUIVALENT_PATHS
     lines: list[str] = []
     n = len(report.results)
     lines.append(f"stagecheck mutants {report.target}: {n} mutant(s) of {report.function} "
                  f"and its helpers ({os.path.basename(report.filename)}), "
                  f"{len({r.mutant.operator for r in report.results})} operator(s)")
     lines.append(f"budget {report.budget} examples per stream (spec, differential), "
-                 f"symbolic {report.symbolic_timeout:g} s per mutant (capacity <= "
+                 f"symbolic {report.symbolic_paths} paths per mutant ({EQUIVALENT_PATHS} on one "
+                 f"the catalog shows equivalent; at most {report.symbolic_timeout:g} s; "
+                 f"capacity <= "
                  f"{SYMBOLIC_MAX_CAPACITY}); {report.seconds:.0f} s in all")
     for o, why in report.unavailable.items():
         lines.append(f"{o}: n/a ({why})")
