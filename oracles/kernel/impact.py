@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from stagecheck.impl.postprocess_ref import kernel_decisions
-from stagecheck.oracles.kernel.scenarios import (KernelScenario, LayerSpec, build_kernel_inputs,
-                                                 compare_kernel_outputs)
 from stagecheck.spec import ERROR, Finding, Observation, StagingScenario
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 from stagecheck.spec.schema import TargetProfile
+
+if TYPE_CHECKING:
+    from stagecheck.oracles.kernel.scenarios import KernelScenario
 
 __all__ = ["CONSUMERS", "KernelImpact", "annotate", "consumer_fields", "kernel_impact",
            "mamba_postprocess_results_differ", "staged_live"]
@@ -34,10 +35,11 @@ def consumer_fields(profile: TargetProfile) -> tuple:
 
 #: The state tensors the impact check runs the kernel on: two layers in two groups,
 #: with different shapes and dtypes, conv and temporal states sharing each page.
-IMPACT_LAYERS = (
-    LayerSpec(group=0, conv_width=3, conv_inner=2, conv_dtype="float32",
+IMPACT_LAYERS = (      # LayerSpec arguments (kernel/scenarios.py: torch is imported with it,
+    # only when a kernel runs; most findings are settled without one)
+    dict(group=0, conv_width=3, conv_inner=2, conv_dtype="float32",
               temporal_shape=[2, 2], temporal_dtype="float16"),
-    LayerSpec(group=1, conv_width=2, conv_inner=3, conv_dtype="bfloat16",
+    dict(group=1, conv_width=2, conv_inner=3, conv_dtype="bfloat16",
               temporal_shape=[3], temporal_dtype="float32", temporal_first=True, pad_bytes=4),
 )
 #: Contexts the impact check tries: block sizes and how many drafts were accepted.
@@ -68,7 +70,7 @@ def staged_live(s: StagingScenario, o: Observation | None,
 
 
 def _context(s: StagingScenario, sides: list[dict], block_size: int,
-             accepted_mode: str) -> KernelScenario:
+             accepted_mode: str) -> "KernelScenario":
     """Block tables, accepted counts and states for one impact run over both sides.
 
     Every block column a decision of either side touches gets its own physical block;
@@ -76,6 +78,8 @@ def _context(s: StagingScenario, sides: list[dict], block_size: int,
     values (columns in the tens of thousands) cost table width, not state memory.
     Columns past ``MAX_IMPACT_COLUMNS`` stay out of the table: the kernel skips them.
     """
+    from stagecheck.impl.postprocess_ref import kernel_decisions
+    from stagecheck.oracles.kernel.scenarios import KernelScenario, LayerSpec
     n = s.num_reqs
     drafts = [len(s.inputs["spec_decode_tokens"].get(r, ())) for r in s.live_ids]
     accepted = [1 if accepted_mode == "one" else d + 1 for d in drafts]
@@ -101,10 +105,11 @@ def _context(s: StagingScenario, sides: list[dict], block_size: int,
     return KernelScenario(block_size=block_size, num_reqs=n, num_blocks=num_blocks,
                           state_idx=[], num_scheduled=[], num_computed=[], num_draft=[],
                           num_accepted=accepted, block_tables=tables,
-                          layers=list(IMPACT_LAYERS), seed=seed)
+                          layers=[LayerSpec(**layer) for layer in IMPACT_LAYERS], seed=seed)
 
 
-def _run_side(context: KernelScenario, side: dict, backend: str, device: str):
+def _run_side(context: "KernelScenario", side: dict, backend: str, device: str):
+    from stagecheck.oracles.kernel.scenarios import KernelScenario, build_kernel_inputs
     k = KernelScenario(**{**context.__dict__, "state_idx": side["state_idx"],
                           "num_scheduled": side["scheduled"], "num_computed": side["computed"],
                           "num_draft": side["draft"], "num_accepted": list(context.num_accepted)})
@@ -118,6 +123,7 @@ def mamba_postprocess_results_differ(s: StagingScenario, a: dict, b: dict,
 
     Stops at the first context whose results differ and returns its differences.
     """
+    from stagecheck.oracles.kernel.scenarios import compare_kernel_outputs
     out: list[str] = []
     for block_size in IMPACT_BLOCK_SIZES:
         for mode in IMPACT_ACCEPTED:
