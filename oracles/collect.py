@@ -24,6 +24,12 @@ def scenario_size(s: StagingScenario) -> tuple:
             len(repr(s.inputs)) + len(repr(s.initial_cpu)) + len(repr(s.initial_gpu)))
 
 
+def _shape(s: StagingScenario) -> tuple:
+    """Below every ``scenario_size`` of ``s`` (cheap): a kept scenario smaller than this
+    is smaller in shape, and never replaced by ``s``."""
+    return (s.capacity, s.num_reqs, len(s.req_ids), -1)
+
+
 class FindingsCollector:
     def __init__(self) -> None:
         self._kept: dict[tuple, tuple[tuple, Finding]] = {}
@@ -42,13 +48,17 @@ class FindingsCollector:
         findings = list(findings)
         if not findings:
             return
-        size = (-1,) if final else scenario_size(s)
+        size = None       # computed once, when a kept finding asks
         data = None
         for f in findings:
             self.note_impact([f])
             first = self._first_seen.setdefault(f.key, example)
             first_extra = self._first_extra.setdefault(f.key, dict(extra or {}))
             held = self._kept.get(f.key)
+            if held is not None and not final and held[0] < _shape(s):
+                continue      # smaller in shape already (or a shrinker's): keep it
+            if size is None:
+                size = (-1,) if final else scenario_size(s)
             if held is None or size < held[0]:
                 data = data if data is not None else s.to_dict()
                 self._kept[f.key] = (size, replace(
