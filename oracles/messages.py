@@ -145,3 +145,9 @@ SAVE_DIR_UNWRITABLE = ("cannot write replay files under {value!r}: {why}",
                        "give --save-dir a folder that can be written")
 REPORT_UNWRITABLE = ("cannot write {value!r}: {why}", "give a path in a writable folder")
 REPLAY_NOTHING = "no finding: the saved example no longer shows a difference"
+STAND_IN_UNSUPPORTED = (
+    "target {value!r} asked the {stand_in} that schema {schema!r} passes it for {operation}, "
+    "which the stand-in does not model: this is a limit of the schema, not a difference in "
+    "the code",
+    "give the schema a stand-in that models it (docs/schemas.md, 'Stand-ins'), or check "
+    "this function with a schema of your own (--schema)")
