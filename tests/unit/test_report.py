@@ -51,7 +51,8 @@ def result() -> CampaignResult:
 
 def test_campaign_text():
     matches_snapshot("campaign.txt", render_campaign(result(), saved={
-        "slot_alignment-c54416b8f4": ".stagecheck/findings/slot_alignment-c54416b8f4.json"}))
+        "slot_alignment-c54416b8f4": ".stagecheck/findings/slot_alignment-c54416b8f4.json"},
+        verbose=True))
 
 
 def test_clean_campaign_text_says_how_to_search_harder():
@@ -108,8 +109,9 @@ def test_pytest_example_imports_only_the_public_api_and_runs(tmp_path):
 @pytest.mark.parametrize("severity", [ERROR, INFO])
 def test_every_finding_line_names_its_id_side_and_contract(severity):
     f = [g for g in result().findings if g.severity == severity][0]
-    text = render_campaign(result())
+    text = render_campaign(result(), verbose=True)
     assert f"[{f.id}] ({f.side}, in contract" in text
+    assert f"[{f.id}]" in render_campaign(result())     # grouped infos name an example
 
 
 def test_replay_files_keep_the_schema_and_their_names_cover_it(tmp_path):
