@@ -86,7 +86,7 @@ def _prop(props: ET.Element, name: str, value) -> None:
         value = "true" if value else "false"
     elif isinstance(value, (list, tuple)):
         value = ",".join(str(v) for v in value)
-    ET.SubElement(props, "property", name=name, value=escape(value))
+    ET.SubElement(props, "property", name=escape(name), value=escape(value))
 
 
 def render_junit(result, strict: bool = False, name: str | None = None,

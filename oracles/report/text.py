@@ -175,7 +175,8 @@ def _grouped(findings: list[Finding], saved: dict | None, schema=None) -> list[s
 def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict | None,
                        schema=None, verbose: bool = True) -> list[str]:
     """The ERRORS section (always in full) and the INFO section: in full with
-    ``verbose``, else one line per reason (``info_groups``)."""
+    ``verbose``, else one line per reason (``info_groups``), followed by the replay
+    command of its example when it was saved."""
     lines: list[str] = []
     if errors:
         lines += ["", "ERRORS (spec violations or in-contract divergence)",
@@ -187,7 +188,10 @@ def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict 
         groups = info_groups(infos)
         lines += ["", "INFO (failure-path and out-of-contract differences the spec allows): "
                   + messages.INFO_GROUPED.format(findings=len(infos), reasons=len(groups))]
-        lines += ["  " + info_group_line(g) for g in groups]
+        for g in groups:
+            lines.append("  " + info_group_line(g))
+            if saved and g.example.id in saved:    # the example, ready to replay
+                lines.append(f"    replay: stagecheck replay {escape(saved[g.example.id])}")
     return lines
 
 

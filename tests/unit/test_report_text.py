@@ -97,3 +97,12 @@ def test_a_difference_shows_both_sides_on_the_flagged_slot():
     f = replace(f, extra={"slots": [0]})
     (flagged,) = [r for r in slot_table(f, DEFAULT_SCHEMA) if r.endswith("<")]
     assert flagged.split()[5:7] == ["3", "4"]
+
+
+def test_each_reason_names_the_replay_file_of_its_example():
+    fs = infos()
+    saved = {f.id: f"found/{f.id}.json" for f in fs}
+    text = render_campaign(campaign(fs), saved=saved)
+    replays = [line for line in text.splitlines() if "replay: stagecheck replay" in line]
+    assert replays == [f"    replay: stagecheck replay found/{g.example.id}.json"
+                       for g in info_groups(fs)]
