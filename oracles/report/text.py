@@ -19,8 +19,9 @@ from stagecheck.spec import ERROR, Finding, StagingScenario, statement
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 
-__all__ = ["InfoGroup", "finding_lines", "info_groups", "render_bench", "render_campaign", "render_kernel",
-           "render_mutants", "render_replay", "render_symbolic", "slot_table", "target_lines"]
+__all__ = ["InfoGroup", "finding_lines", "info_group_line", "info_groups", "render_bench",
+           "render_campaign", "render_kernel", "render_mutants", "render_replay",
+           "render_symbolic", "slot_table", "target_lines"]
 
 
 def _cell(v) -> str:
