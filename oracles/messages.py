@@ -151,3 +151,13 @@ STAND_IN_UNSUPPORTED = (
     "the code",
     "give the schema a stand-in that models it (docs/schemas.md, 'Stand-ins'), or check "
     "this function with a schema of your own (--schema)")
+
+# --------------------------------------------------------------------------- reports (issue 13)
+INFO_GROUPED = ("{findings} finding(s) for {reasons} reason(s), one line per reason with one "
+                "example; --verbose lists each")
+BENCH_RATIOS = ("ratio = the candidate's median / the baseline's median (the two columns "
+                "beside it); per-round ratio = the median and interquartile range of the "
+                "ratios of rounds that ran both sides back to back (robust to drift, so it "
+                "can differ a little from the ratio of medians); a ratio < 1: the candidate "
+                "is faster")
+SAME_REPORT_PATHS = ("{options} name the same path {value!r}", "give each report its own path")
