@@ -131,13 +131,21 @@ def _contents(schema: StagingSchema, s: StagingScenario) -> Iterator[StagingScen
 
 
 def _smaller_ints(value: int, low: int) -> list[int]:
-    """Candidates towards ``low`` (0 first where in range), smallest first."""
+    """Candidates towards ``low``, smallest first: 0 (where in range), ``low``, 1, then
+    ``value`` less each power of two below the distance, so that taking the first that
+    still fails is a binary search for the smallest failing value."""
     if value == low:
         return []
-    out = []
-    for c in (max(low, 0), low, 1, value // 2, (value + low) // 2, value - 1):
+    out: list[int] = []
+    for c in (max(low, 0), low, 1):
         if low <= c < value and c not in out:
             out.append(c)
+    step = 1 << max((value - low).bit_length() - 1, 0)
+    while step:
+        c = value - step
+        if low <= c < value and c not in out:
+            out.append(c)
+        step >>= 1
     if value < 0:
         for c in (0, value // 2, value + 1):
             if c > value and c not in out:

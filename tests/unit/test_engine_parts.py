@@ -84,3 +84,16 @@ def test_the_shrinker_lowers_values_to_the_boundary_that_matters():
     assert len(smallest.inputs["num_scheduled_tokens"]) == 1
     (value,) = smallest.inputs["num_scheduled_tokens"].values()
     assert 1000 < value <= 2001       # halving towards 0 stops within a factor of two
+
+
+def test_value_shrinking_is_a_binary_search_for_the_smallest_failing_value():
+    from stagecheck.oracles.shrink import _smaller_ints
+    threshold = 65_536        # e.g. a count that fails only beyond uint16
+    value, steps = 1_234_567, 0
+    while True:
+        failing = [c for c in _smaller_ints(value, 0) if c >= threshold]
+        if not failing:
+            break
+        value, steps = failing[0], steps + 1     # the first that still fails, as shrink takes
+    assert value == threshold and steps <= 21
+    assert _smaller_ints(7, 7) == [] and _smaller_ints(5, 1)[:2] == [1, 3]
