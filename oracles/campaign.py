@@ -198,22 +198,30 @@ class _Search:
         return done
 
     def shrink(self, s: StagingScenario, findings: list[Finding]) -> None:
+        """Shrink ``s`` for the error findings it showed: each kept at the smallest
+        scenario that still shows it (a key the first shrunk scenario no longer shows
+        is shrunk again from ``s``, on its own)."""
         from stagecheck.oracles.shrink import shrink
         keys = {f.key for f in findings if f.severity == ERROR}
+        while keys and not interrupt.requested():
+            def still_fails(candidates: list[StagingScenario], keys=frozenset(keys)
+                            ) -> int | None:
+                results = self.observe(list(enumerate(candidates)), "instrumented")
+                for position, observations in sorted(results, key=lambda r: r[0]):
+                    found = self.judge(candidates[position], observations)
+                    if any(f.key in keys for f in found):
+                        return position
+                return None
 
-        def still_fails(candidates: list[StagingScenario]) -> int | None:
-            results = self.observe(list(enumerate(candidates)), "instrumented")
-            for position, observations in sorted(results, key=lambda r: r[0]):
-                found = self.judge(candidates[position], observations)
-                if any(f.key in keys for f in found):
-                    return position
-            return None
-
-        # a signal stops the shrinking; the smallest failing scenario so far is kept
-        smallest, spent = shrink(self.schema, s, still_fails, stop=interrupt.requested)
-        self.result.shrink_evaluations += spent
-        final = [f for f in self.evaluate(smallest) if f.key in keys]
-        self.record(final, smallest, "random", final=True)
+            # a signal stops the shrinking; the smallest failing scenario so far is kept
+            smallest, spent = shrink(self.schema, s, still_fails, stop=interrupt.requested)
+            self.result.shrink_evaluations += spent
+            final = [f for f in self.evaluate(smallest) if f.key in keys]
+            self.record(final, smallest, "random", final=True)
+            shown = {f.key for f in final}
+            if not shown:         # the example no longer fails (a flaky target): done
+                return
+            keys -= shown
 
     # ------------------------------------------------------------------ hypothesis engine
     def hypothesis_stream(self, stream: str, examples: int, database, derandomize: bool,
@@ -293,8 +301,9 @@ class _Search:
             # reaches the kernel is a finding too: the stream's first error may not
             reaching = [f for f in found if f.severity == ERROR and f.kernel_impact
                         and f.key not in self.collector]
-            if reaching:
+            if reaching:      # kept, then shrunk as a stream's first error is
                 self.record(reaching, s, "impact probe")
+                self.shrink(s, reaching)
 
 
 def _position(runner, target: Target) -> int:
