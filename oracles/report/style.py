@@ -22,8 +22,8 @@ __all__ = ["COLOR_CHOICES", "colorize", "paint", "use_color"]
 COLOR_CHOICES = ("auto", "always", "never")
 
 _CODES = {"red": "1;31", "green": "1;32", "yellow": "1;33", "cyan": "1;36"}
-_VERDICT_COLOUR = {"EQUIVALENT": "green", "DIFFERENT": "red", "UNDECIDED": "yellow",
-                   "INTERRUPTED": "yellow"}
+_VERDICT_COLOUR = {"EQUIVALENT": "green", "DIFFERENT": "red", "CONFORMS": "green",
+                   "VIOLATES": "red", "UNDECIDED": "yellow", "INTERRUPTED": "yellow"}
 _VERDICT = re.compile(r"^(\s*verdict: )([A-Z-]+)")
 
 

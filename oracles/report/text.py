@@ -211,6 +211,10 @@ def target_lines(targets: dict | None) -> list[str]:
     return lines
 
 
+#: ``spec``'s verdict words (one target against the spec)
+_SPEC_VERDICT = {"EQUIVALENT": "CONFORMS", "DIFFERENT": "VIOLATES"}
+
+
 def render_campaign(result, strict: bool = False, saved: dict | None = None,
                     show_tests: bool = True, targets: dict | None = None,
                     manifest: str | None = None, verbose: bool = False) -> str:
@@ -231,7 +235,10 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
              f"{result.seconds:.1f} s" + ("; a stream stops at its first error finding, "
                                           "then shrinks it" if result.errors else "")]
     errors, infos = result.errors, result.infos
-    lines.append(f"verdict: {result.verdict(strict).upper()} — {len(errors)} error finding(s), "
+    verdict = result.verdict(strict).upper()
+    if not result.baseline:        # one target against the spec: nothing is "equivalent"
+        verdict = _SPEC_VERDICT.get(verdict, verdict)
+    lines.append(f"verdict: {verdict} — {len(errors)} error finding(s), "
                  f"{len(infos)} info finding(s)" + (" (--strict: info counts)" if strict else ""))
     lines += _findings_sections(errors, infos, saved, result.schema, verbose)
     if manifest:

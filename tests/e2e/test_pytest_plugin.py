@@ -250,4 +250,4 @@ def test_a_project_with_its_own_spec_impl_and_oracles_packages(pytester):
     cli = pytester.run("stagecheck", "spec", "single-loop", "--examples", "20", "--no-kernel",
                        "--save-dir", str(pytester.path / "found"), timeout=300)
     assert cli.ret == 0, cli.stdout.str() + cli.stderr.str()
-    assert "verdict: EQUIVALENT" in cli.stdout.str()
+    assert "verdict: CONFORMS" in cli.stdout.str()

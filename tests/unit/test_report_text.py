@@ -106,3 +106,11 @@ def test_each_reason_names_the_replay_file_of_its_example():
     replays = [line for line in text.splitlines() if "replay: stagecheck replay" in line]
     assert replays == [f"    replay: stagecheck replay found/{g.example.id}.json"
                        for g in info_groups(fs)]
+
+
+def test_spec_says_conforms_or_violates_not_equivalent():
+    alone = replace(result(), baseline=None, findings=[])
+    assert "verdict: CONFORMS" in render_campaign(alone)
+    broken = replace(alone, findings=[Finding("tail_policy", ERROR, "tail written")])
+    assert "verdict: VIOLATES" in render_campaign(broken)
+    assert "verdict: EQUIVALENT" in render_campaign(replace(result(), findings=[]))
