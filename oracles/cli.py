@@ -683,7 +683,8 @@ def _mutants(args) -> int:
     use_interpreter_without_gpu()
     from stagecheck.oracles.mutants import run_mutants
     from stagecheck.oracles.report import json_document, render_json, render_mutants
-    shown = _progress_of(args, "mutants", "mutants", counters=("killed", "survived"))
+    shown = _progress_of(args, "mutants", "mutants",
+                         counters=("killed", "equivalent", "survived"))
     try:
         report = run_mutants(args.target, config, _MutantProgress(shown), schema=pinned_schema,
                              original=original)
@@ -708,16 +709,18 @@ class _MutantProgress:
     progress line (done/total, kills, ETA); ``--quiet``: nothing."""
 
     def __init__(self, progress) -> None:
-        self.progress, self.killed = progress, 0
+        self.progress, self.killed, self.equivalent = progress, 0, 0
 
     def __call__(self, res, done: int, total: int) -> None:
         if self.progress is None:
             return
         self.killed += bool(res.killed_by_stagecheck)
+        self.equivalent += bool(res.equivalent)
         cells = " ".join(f"{o}={out.cell()}" for o, out in res.outcomes.items())
         self.progress.print_above(f"[{done}/{total}] {res.mutant.id} {res.mutant.operator} "
                                   f"{res.mutant.location}: {cells}")
-        self.progress.update(done, total, killed=self.killed, survived=done - self.killed)
+        self.progress.update(done, total, killed=self.killed, equivalent=self.equivalent,
+                             survived=done - self.killed - self.equivalent)
 
 
 def _schema_command(args) -> int:

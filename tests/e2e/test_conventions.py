@@ -280,6 +280,39 @@ def test_quiet_turns_progress_off(tmp_path):
     assert not PROGRESS_LINE.search(proc.stderr), proc.stderr
 
 
+FAST_LINES = {"STAGECHECK_PROGRESS_INTERVAL": "0.05"}
+
+
+def test_mutants_progress_rows_and_lines_and_quiet():
+    argv = ("mutants", "single-loop", "--oracles", "spec", "--budget", "20", "--operators",
+            "full_req_ids,loop_bound_off_by_one")
+    proc = run_cli(*argv, env=FAST_LINES)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^\[1/3\] m\d+ full_req_ids ", proc.stderr, re.M), proc.stderr
+    assert re.search(r"^stagecheck mutants: (finished: )?\d/3 mutants, \d killed, 0 equivalent, "
+                     r"0 survived, ", proc.stderr, re.M), proc.stderr
+    quiet = run_cli(*argv, "--quiet", env=FAST_LINES)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+
+def test_symbolic_progress_shows_paths_and_elapsed_while_it_explores():
+    proc = run_cli("symbolic", "legacy", "single-loop", "--max-paths", "8", env=FAST_LINES)
+    assert proc.returncode in (0, 2), proc.stderr          # 2: undecided (numpy)
+    assert re.search(r"^stagecheck symbolic: exploring 0/8 paths, [\d.]+ s elapsed$",
+                     proc.stderr, re.M), proc.stderr
+    assert re.search(r"^stagecheck symbolic: (finished: )?judged \d+/\d+ paths", proc.stderr,
+                     re.M), proc.stderr
+
+
+def test_kernel_progress_counts_scenarios():
+    proc = run_cli("kernel", "--examples", "6", env=FAST_LINES)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^stagecheck kernel: (finished: )?\d/6 scenarios, ", proc.stderr, re.M), \
+        proc.stderr
+    quiet = run_cli("kernel", "--examples", "6", "--quiet", env=FAST_LINES)
+    assert "stagecheck kernel:" not in quiet.stderr
+
+
 def test_a_short_run_prints_no_progress_line_at_the_default_interval(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "STAGECHECK_PROGRESS_INTERVAL"}
     proc = subprocess.run([sys.executable, "-m", "stagecheck", "spec", "single-loop",
