@@ -168,3 +168,33 @@ def test_the_cheap_commands_run_as_documented(where, text, argv, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"{where}: {text}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
     assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------------ tables
+
+def test_readme_lists_every_config_key_with_the_commands_it_sets():
+    from stagecheck.oracles.config import KEYS
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("| key | commands it sets | option |")[1].split("\n\n")[0]
+    rows = {}
+    for line in table.strip().splitlines()[1:]:
+        key, commands, _ = [c.strip() for c in line.strip("|").split("|")]
+        rows[key.strip("`")] = tuple(c.strip(" `") for c in commands.split(","))
+    assert rows == {k: v.commands for k, v in KEYS.items()}
+
+
+def test_docs_dependencies_states_every_bound_of_pyproject():
+    import tomllib
+    with open(ROOT / "pyproject.toml", "rb") as handle:
+        project = tomllib.load(handle)["project"]
+    page = (ROOT / "docs" / "dependencies.md").read_text()
+    requirements = project["dependencies"] + [
+        r for extra in project["optional-dependencies"].values() for r in extra]
+    for requirement in requirements:
+        match = re.match(r"([A-Za-z0-9_.\-\[\]]+)\s*(>=\s*[\d.]+)?", requirement)
+        name, bound = match.group(1), (match.group(2) or "").replace(" ", "")
+        row = next((line for line in page.splitlines()
+                    if line.startswith("|") and f"`{name}`" in line), None)
+        assert row is not None, f"docs/dependencies.md has no row for {name}"
+        if bound:
+            assert f"`{bound}`" in row, f"{name}: pyproject says {bound}, the page: {row}"
