@@ -67,7 +67,7 @@ _EPILOGS = {
     "symbolic": ("error findings (--strict: any finding)", "; undecided or inconclusive",
                  "stagecheck symbolic legacy single-loop --max-paths 40"),
     "bench": ("(never: bench measures)", "", "stagecheck bench legacy single-loop"),
-    "mutants": ("survivors (a mutant no oracle killed)", "",
+    "mutants": ("survivors (a non-equivalent mutant no stagecheck oracle killed)", "",
                 "stagecheck mutants single-loop --oracles spec,differential --budget 100"),
     "replay": ("the saved example still shows an error finding", "",
                "stagecheck replay .stagecheck/findings/FILE.json --candidate single-loop"),
@@ -430,7 +430,8 @@ def _progress_of(args, label: str, unit: str, total: int | None = None,
     if getattr(args, "quiet", False):
         return None
     from stagecheck.oracles.progress import Progress
-    return Progress(label, unit, total, counters=counters).start()
+    return Progress(label, unit, total, counters=counters,
+                    stopped=interrupt.requested).start()
 
 
 class _CampaignProgress:

@@ -2,13 +2,16 @@
 
 On a terminal: one live line, redrawn in place (a bar, done/total, rate, findings so
 far, elapsed, remaining). Elsewhere (CI logs, a pipe, a file): one plain line every
-``STAGECHECK_PROGRESS_INTERVAL`` seconds (default 5), e.g.
+``STAGECHECK_PROGRESS_INTERVAL`` seconds (default 5), the first after twice that, e.g.
 
-    stagecheck diff: 1200/5200 examples, 2 findings, 850 examples/s, 1.4 s elapsed, ~4.7 s left
+    stagecheck diff: 1200/5200 examples, 2 findings, 850 examples/s, 10.0 s elapsed, ~4.7 s left
 
-A short run prints nothing when not on a terminal. A ticker thread keeps the line
-coming while nothing advances (a hanging target, a symbolic exploration in a worker),
-so a silent log always means a stopped process. ``--quiet`` makes none of this.
+so a run shorter than 10 s prints nothing when not on a terminal (as tqdm's ``delay``),
+and a run's own lines (an interrupt's, a load error's) are not buried. A ticker thread
+keeps the line coming while nothing advances (a hanging target, a symbolic exploration
+in a worker), so a silent log means a stopped process. Once ``stopped()`` is true (a
+SIGINT/SIGTERM was received) nothing more is written: the run's one line about the
+interrupt is the last word. ``--quiet`` makes none of this.
 
 Standard library only: the CLI builds a ``Progress`` before any heavy import.
 """
@@ -62,7 +65,8 @@ class Progress:
     def __init__(self, label: str, unit: str, total: int | None = None, *,
                  counters: tuple[str, ...] = (), stream: TextIO | None = None,
                  tty: bool | None = None, every: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 delay: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 stopped: Callable[[], object] = lambda: False) -> None:
         self.label, self.unit, self.total = label, unit, total
         self.stream = stream if stream is not None else sys.stderr
         if tty is None:
@@ -72,10 +76,13 @@ class Progress:
                 tty = False
         self.tty = tty
         self.every = TTY_REFRESH if tty else (every if every is not None else interval())
-        self.clock = clock
+        self.clock, self.stopped = clock, stopped
         self.started = clock()
         self.phase_started = self.started
-        self.last_shown = self.started
+        # the first line is due after ``delay`` (default: one refresh on a terminal, two
+        # intervals elsewhere), each later one ``every`` seconds after the last
+        first = delay if delay is not None else (self.every if tty else 2 * self.every)
+        self.last_shown = self.started + first - self.every
         self.done = 0
         self.phase = ""
         self.counts = {name: 0 for name in counters}
@@ -129,7 +136,7 @@ class Progress:
             if self.tty and self.drawn:
                 self._write("\r\x1b[K")
                 self.drawn = False
-            elif not self.tty and self.lines:
+            elif not self.tty and self.lines and not self.stopped():
                 self._write(self.plain_line(final=True) + "\n")
 
     def __enter__(self) -> "Progress":
@@ -170,7 +177,7 @@ class Progress:
 
     def _show_if_due(self) -> None:
         now = self.clock()
-        if now - self.last_shown < self.every:
+        if now - self.last_shown < self.every or self.stopped():
             return
         self.last_shown = now
         if self.tty:

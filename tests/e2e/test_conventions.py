@@ -333,18 +333,35 @@ def test_plain_progress_lines_every_interval_with_rate_findings_and_eta():
     out, clock = io.StringIO(), FakeClock()
     progress = Progress("diff", "examples", 5200, counters=("findings",), stream=out,
                         tty=False, every=5.0, clock=clock)
-    clock.now += 1.0
+    clock.now += 5.0
     progress.update(850, findings=1)
-    assert out.getvalue() == ""                            # not due yet
+    assert out.getvalue() == ""                  # the first line after two intervals
+    clock.now += 5.0
+    progress.update(2400, findings=2)
+    assert out.getvalue() == ("stagecheck diff: 2400/5200 examples, 2 findings, 240 examples/s, "
+                              "10.0 s elapsed, ~11.7 s left\n")
     clock.now += 4.0
-    progress.update(1200, findings=2)
-    assert out.getvalue() == ("stagecheck diff: 1200/5200 examples, 2 findings, 240 examples/s, "
-                              "5.0 s elapsed, ~16.7 s left\n")
+    progress.update(3300)
+    assert out.getvalue().count("\n") == 1        # then one every interval
     clock.now += 1.0
-    progress.update(1300)
-    assert out.getvalue().count("\n") == 1
+    progress.update(3600)
+    assert out.getvalue().count("\n") == 2
     progress.close()
-    assert out.getvalue().splitlines()[-1].startswith("stagecheck diff: finished: 1300/5200")
+    assert out.getvalue().splitlines()[-1].startswith("stagecheck diff: finished: 3600/5200")
+
+
+def test_after_a_signal_progress_writes_nothing_more():
+    out, clock, signalled = io.StringIO(), FakeClock(), []
+    progress = Progress("diff", "examples", 100, stream=out, tty=False, every=1.0, clock=clock,
+                        stopped=lambda: bool(signalled))
+    clock.now += 2.0
+    progress.update(10)
+    assert out.getvalue().count("\n") == 1
+    signalled.append("SIGINT")
+    clock.now += 5.0
+    progress.update(20)
+    progress.close()                              # no "finished" line either
+    assert out.getvalue().count("\n") == 1
 
 
 def test_the_terminal_line_is_a_bar_redrawn_in_place_and_erased_at_the_end():
