@@ -284,8 +284,8 @@ class _Search:
 
     # ------------------------------------------------------------------ kernel impact
     def kernel_impact(self) -> None:
-        """Run each kept finding's scenario through the kernel oracle; probe further for
-        error findings not yet seen to reach the kernel."""
+        """Run each kept finding's scenario through the kernel oracle; for an error finding
+        not seen to reach the kernel, the other examples that showed it, then new ones."""
         if self.config.run.kernel == "off" or self.schema.consumer is None:
             return
         for f in self.collector.findings():
@@ -295,6 +295,13 @@ class _Search:
                 s = StagingScenario.from_dict(f.scenario)
                 self.collector.note_impact(g for g in self.evaluate(s, kernel=True)
                                            if g.key == f.key)
+        pending = self.collector.open_impact()
+        for key in [f.key for f in self.collector.findings() if f.key in pending]:
+            for s in self.collector.witnesses(key):       # other examples that showed it
+                if key not in self.collector.open_impact() or interrupt.requested():
+                    break
+                self.collector.note_impact(g for g in self.evaluate(s, kernel=True)
+                                           if g.key == key)
         open_keys = self.collector.open_impact()
         for index in range(IMPACT_PROBE_EXAMPLES):
             if not open_keys & self.collector.open_impact() or interrupt.requested():
@@ -302,6 +309,12 @@ class _Search:
             s = self.scenario("in", self.config.examples + index)
             found = self.evaluate(s, backend=self.backend(), kernel=True)
             self.collector.note_impact(f for f in found if f.key in open_keys)
+            # a difference the search did not keep (it stops at its first error) that
+            # reaches the kernel is a finding too: the stream's first error may not
+            reaching = [f for f in found if f.severity == ERROR and f.kernel_impact
+                        and f.key not in self.collector]
+            if reaching:
+                self.record(reaching, s, "impact probe")
 
 
 def _position(runner, target: Target) -> int:

@@ -9,8 +9,8 @@ run stopped by SIGINT/SIGTERM (never 0).
 
 Outputs are resolved to absolute paths and probed (nothing is created or truncated)
 before anything runs; after the run, every file (replay files and the run manifest,
-``--json``, ``--junit-xml``) is written, atomically, before the report is printed, so
-a closed stdout (``| head -1``) changes neither the files nor the exit code.
+``--json``, ``--junit-xml``, ``--markdown``) is written, atomically, before the report is
+printed, so a closed stdout (``| head -1``) changes neither the files nor the exit code.
 
 Heavy libraries (torch, hypothesis, triton, crosshair) are imported by the command
 that needs them, after its arguments were parsed and checked.
@@ -108,6 +108,10 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--junit-xml", metavar="PATH", help="write a JUnit XML report (one test "
                    "case per invariant) for CI")
     p.add_argument("--strict", action="store_true", help="info findings also give exit 1")
+    p.add_argument("--markdown", metavar="PATH", help="write a Markdown summary to paste into "
+                   "a pull request: verdict, targets and SHAs, budget, errors with slot tables, "
+                   "info findings by reason, the reproduction tests")
+    _add_report_text_options(p)
     p.add_argument("--save-dir", default=DEFAULT_SAVE_DIR,
                    help=f"where replay files of findings go, with a manifest per run under "
                    f"runs/ (default {DEFAULT_SAVE_DIR})")
@@ -131,6 +135,28 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-busy-cycles", default="1000000",
                    help="cuda: device cycles of work queued ahead of each call, so its copies "
                    "stay queued while the host runs (default 1000000; 0 turns it off)")
+
+
+#: --color choices (oracles/report/style.py: COLOR_CHOICES, the rules of use_color)
+_COLOR_CHOICES = ("auto", "always", "never")
+
+
+def _add_color_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--color", choices=_COLOR_CHOICES, default="auto",
+                   help="colour the verdict line and the ERRORS/INFO headers: auto (default: "
+                   "on a terminal, unless NO_COLOR is set), always, never")
+
+
+def _add_report_text_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verbose", action="store_true", help="list every info finding in full "
+                   "(default: one line per reason, with a count and one example)")
+    _add_color_option(p)
+
+
+def _colored(args, text: str) -> str:
+    """``text`` with colour where ``--color`` and the terminal say so (style.use_color)."""
+    from stagecheck.oracles.report.style import colorize, use_color
+    return colorize(text, use_color(getattr(args, "color", "never"), sys.stdout, os.environ))
 
 
 def _add_shim_option(p: argparse.ArgumentParser) -> None:
@@ -171,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     kernel.add_argument("--device", default="cpu", choices=DEVICES,
                         help="cpu (Triton interpreter, default) or cuda (compiled)")
     kernel.add_argument("--json", metavar="PATH", help="write the result as JSON")
+    _add_color_option(kernel)
     _add_quiet_option(kernel)
     symbolic = command("symbolic", "CrossHair: symbolic diff of two targets over list-backed "
                        "buffers")
@@ -186,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     symbolic.add_argument("--json", metavar="PATH", help="write the verdict and findings as JSON")
     _add_shim_option(symbolic)
     symbolic.add_argument("--strict", action="store_true", help="info findings also give exit 1")
+    _add_report_text_options(symbolic)
     _add_schema_option(symbolic)
     _add_quiet_option(symbolic)
     bench = command("bench", "per-call cost of two targets, interleaved, as ratios")
@@ -334,7 +362,11 @@ class _Outputs:
         self.failed: list[tuple[str, str, str]] = []
         paths = list(self.reports.values())
         if len(set(paths)) < len(paths):
-            raise UsageError.of(messages.SAME_REPORT_PATH, paths[0])
+            same = next(p for p in paths if paths.count(p) > 1)
+            options = [o for o, p in self.reports.items() if p == same]
+            if options == ["--json", "--junit-xml"]:
+                raise UsageError.of(messages.SAME_REPORT_PATH, same)
+            raise UsageError.of(messages.SAME_REPORT_PATHS, same, options=" and ".join(options))
         for option, path in self.reports.items():
             why = probe_file(path)
             if why:
@@ -503,7 +535,8 @@ def _kernel_backend(args) -> None:
 
 def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     config = _campaign_config(args)
-    outputs = _Outputs({"--json": args.json, "--junit-xml": args.junit_xml}, args.save_dir)
+    outputs = _Outputs({"--json": args.json, "--junit-xml": args.junit_xml,
+                        "--markdown": args.markdown}, args.save_dir)
     shims = _shims(args)
     _kernel_backend(args)
     config = _campaign_config(args)
@@ -539,16 +572,25 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
             result, outputs.save_dir, baseline, candidate, shims)) or {}
         manifest = outputs.attempt("--save-dir", outputs.save_dir, lambda: write_manifest(
             outputs.save_dir, new_run_id(), args.command, result, saved, targets, verdict))
+    from stagecheck.oracles.report.json import campaign_settings
+    from stagecheck.oracles.report.markdown import render_markdown
     body = campaign_body(result, args.strict, targets, manifest)
-    outputs.write("--json", lambda: render_json(json_document(args.command, body, verdict)))
-    outputs.write("--junit-xml", lambda: render_junit(result, args.strict, targets=targets))
+    outputs.write("--json", lambda: render_json(json_document(
+        args.command, body, verdict, settings=campaign_settings(result, args.strict),
+        targets=targets)))
+    outputs.write("--junit-xml", lambda: render_junit(result, args.strict, targets=targets,
+                                                      command=args.command))
+    outputs.write("--markdown", lambda: render_markdown(
+        result, args.strict, targets, {k: _shown(v) for k, v in saved.items()},
+        _shown(manifest) if manifest else None, args.command))
     if result.interrupted:
         where = f"; saved: {_shown(manifest)}" if manifest else ""
         return outputs.finish(_interrupted(
             result.examples_in_contract + result.examples_out_of_contract, result.findings,
             where), verdict)
-    _emit(render_campaign(result, args.strict, {k: _shown(v) for k, v in saved.items()},
-                          targets=targets, manifest=_shown(manifest) if manifest else None))
+    _emit(_colored(args, render_campaign(
+        result, args.strict, {k: _shown(v) for k, v in saved.items()}, targets=targets,
+        manifest=_shown(manifest) if manifest else None, verbose=args.verbose)))
     return outputs.finish(VERDICT_EXIT[verdict], verdict)
 
 
@@ -602,12 +644,13 @@ def _kernel(args) -> int:
             shown.close()
     verdict = ("interrupted" if result.interrupted else
                "equivalent" if result.clean else "different")
-    outputs.write("--json", lambda: render_json(json_document("kernel", result.to_dict(),
-                                                              verdict)))
+    from stagecheck.oracles.report.json import kernel_settings
+    outputs.write("--json", lambda: render_json(json_document(
+        "kernel", result.to_dict(), verdict, settings=kernel_settings(result))))
     if result.interrupted:
         mismatch = [] if result.clean else [SimpleNamespace(severity="error")]
         return outputs.finish(_interrupted(result.examples, mismatch), verdict)
-    _emit(render_kernel(result))
+    _emit(_colored(args, render_kernel(result)))
     return outputs.finish(VERDICT_EXIT[verdict], verdict)
 
 
@@ -631,12 +674,15 @@ def _symbolic(args) -> int:
         if shown:
             shown.close()
     verdict = "interrupted" if result.interrupted else result.verdict(args.strict)
-    outputs.write("--json", lambda: render_json(json_document("symbolic", result.to_dict(),
-                                                              verdict)))
+    from stagecheck.oracles.report.json import symbolic_settings
+    outputs.write("--json", lambda: render_json(json_document(
+        "symbolic", result.to_dict(), verdict, targets={
+            "baseline": runner.targets[0].record(), "candidate": runner.targets[1].record()},
+        settings=symbolic_settings(result, args.strict, args.schema, shims))))
     if result.interrupted:
         return outputs.finish(_interrupted(result.paths_attempted, result.findings,
                                            unit="symbolic path(s)"), verdict)
-    _emit(render_symbolic(result, args.strict))
+    _emit(_colored(args, render_symbolic(result, args.strict, verbose=args.verbose)))
     return outputs.finish(VERDICT_EXIT[verdict], verdict)
 
 
@@ -651,7 +697,11 @@ def _bench(args) -> int:
     with _open([(args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")], schema,
                shims) as runner:
         result = run_bench(*runner.targets, device=device, runner=runner)
-    outputs.write("--json", lambda: render_json(json_document("bench", result.to_dict())))
+    from stagecheck.oracles.report.json import bench_settings
+    outputs.write("--json", lambda: render_json(json_document(
+        "bench", result.to_dict(), "measured", targets={
+            "baseline": runner.targets[0].record(), "candidate": runner.targets[1].record()},
+        settings=bench_settings(result, args.schema, shims))))
     _emit(render_bench(result))
     return outputs.finish(EXIT_CLEAN, "measured")
 
@@ -694,8 +744,10 @@ def _mutants(args) -> int:
             shown.close()
     verdict = ("interrupted" if report.interrupted else
                "all-killed" if report.all_killed() else "survivors")
-    outputs.write("--json", lambda: render_json(json_document("mutants", report.to_dict(),
-                                                              verdict)))
+    from stagecheck.oracles.report.json import mutants_settings
+    outputs.write("--json", lambda: render_json(json_document(
+        "mutants", report.to_dict(), verdict, targets={"target": original.record()},
+        settings=mutants_settings(config, pinned_schema))))
     if report.interrupted:
         killed = [SimpleNamespace(severity="error") for r in report.results
                   if r.killed_by_stagecheck]

@@ -9,6 +9,7 @@ that showed it. ``findings()`` returns them in report order.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import replace
 from typing import Any, Iterable
 
@@ -17,11 +18,21 @@ from stagecheck.spec.findings import sort_key
 
 __all__ = ["FindingsCollector", "scenario_size"]
 
+#: scenarios kept per error finding (the latest that showed it) for the kernel-impact
+#: check: the smallest example of a difference often does not reach the kernel
+WITNESSES = 8
+
 
 def scenario_size(s: StagingScenario) -> tuple:
     """How big a scenario is to a reader: capacity, live slots, ids, then its text."""
     return (s.capacity, s.num_reqs, len(s.req_ids),
             len(repr(s.inputs)) + len(repr(s.initial_cpu)) + len(repr(s.initial_gpu)))
+
+
+def _shape(s: StagingScenario) -> tuple:
+    """Below every ``scenario_size`` of ``s`` (cheap): a kept scenario smaller than this
+    is smaller in shape, and never replaced by ``s``."""
+    return (s.capacity, s.num_reqs, len(s.req_ids), -1)
 
 
 class FindingsCollector:
@@ -30,6 +41,7 @@ class FindingsCollector:
         self._first_seen: dict[tuple, int] = {}
         self._first_extra: dict[tuple, dict] = {}
         self._impact: dict[tuple, bool] = {}
+        self._witnesses: dict[tuple, deque] = {}
 
     def add(self, findings: Iterable[Finding], s: StagingScenario, example: int,
             extra: dict[str, Any] | None = None, final: bool = False) -> None:
@@ -42,13 +54,19 @@ class FindingsCollector:
         findings = list(findings)
         if not findings:
             return
-        size = (-1,) if final else scenario_size(s)
+        size = None       # computed once, when a kept finding asks
         data = None
         for f in findings:
             self.note_impact([f])
             first = self._first_seen.setdefault(f.key, example)
             first_extra = self._first_extra.setdefault(f.key, dict(extra or {}))
+            if f.severity == ERROR and not final and not self._impact.get(f.key):
+                self._witnesses.setdefault(f.key, deque(maxlen=WITNESSES)).append(s)
             held = self._kept.get(f.key)
+            if held is not None and not final and held[0] < _shape(s):
+                continue      # smaller in shape already (or a shrinker's): keep it
+            if size is None:
+                size = (-1,) if final else scenario_size(s)
             if held is None or size < held[0]:
                 data = data if data is not None else s.to_dict()
                 self._kept[f.key] = (size, replace(
@@ -65,6 +83,10 @@ class FindingsCollector:
         """Keys of error findings not yet seen to reach the kernel."""
         return {k for k, (_, f) in self._kept.items()
                 if f.severity == ERROR and not self._impact.get(k)}
+
+    def witnesses(self, key: tuple) -> list[StagingScenario]:
+        """The latest scenarios (up to ``WITNESSES``) on which the error ``key`` showed."""
+        return list(self._witnesses.get(key, ()))
 
     def __contains__(self, key: tuple) -> bool:
         return key in self._kept

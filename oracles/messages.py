@@ -145,6 +145,22 @@ SAVE_DIR_UNWRITABLE = ("cannot write replay files under {value!r}: {why}",
                        "give --save-dir a folder that can be written")
 REPORT_UNWRITABLE = ("cannot write {value!r}: {why}", "give a path in a writable folder")
 REPLAY_NOTHING = "no finding: the saved example no longer shows a difference"
+STAND_IN_UNSUPPORTED = (
+    "target {value!r} asked the {stand_in} that schema {schema!r} passes it for {operation}, "
+    "which the stand-in does not model: this is a limit of the schema, not a difference in "
+    "the code",
+    "give the schema a stand-in that models it (docs/schemas.md, 'Stand-ins'), or check "
+    "this function with a schema of your own (--schema)")
+
+# --------------------------------------------------------------------------- reports (issue 13)
+INFO_GROUPED = ("{findings} finding(s) for {reasons} reason(s), one line per reason with one "
+                "example; --verbose lists each")
+BENCH_RATIOS = ("ratio = the candidate's median / the baseline's median (the two columns "
+                "beside it); per-round ratio = the median and interquartile range of the "
+                "ratios of rounds that ran both sides back to back (robust to drift, so it "
+                "can differ a little from the ratio of medians); a ratio < 1: the candidate "
+                "is faster")
+SAME_REPORT_PATHS = ("{options} name the same path {value!r}", "give each report its own path")
 
 # --------------------------------------------------------------------------- issue 13
 # configuration: [tool.stagecheck] in pyproject.toml (oracles/config.py)

@@ -197,8 +197,11 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
     from stagecheck.oracles.observe.listmodel import ListBackend
     from stagecheck.oracles.sample import sample_breach, sample_scenario
     from stagecheck.spec.invariants import expected_inputs_after, expected_value
+    from stagecheck.spec.scenario import MISSING
     from stagecheck.spec.space import contract_breaches
     profiles = [schema.profile(), schema.profile(frozenset(schema.keywords))]
+    lives: dict[str, int] = {}      # field -> live slots derived in the dry run
+    valued: set[str] = set()        # fields whose derive gave a value at least once
     for k in range(samples):
         try:
             s = sample_scenario(schema, 0, k)
@@ -226,10 +229,18 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
                 return [f"build: input {unseen[0]!r} does not reach the call through the "
                         "builder (b.table, b.objects, b.id_set, b.array), so what the call "
                         "does to it would go unseen"]
+            unmade = [f for f in profile.staged_fields(s) if f.buffer not in builder.buffers]
+            if unmade:
+                return [f"build: field {unmade[0].name!r} is staged into buffer "
+                        f"{unmade[0].buffer!r}, which the call never gets; make it with "
+                        f"b.buffer({unmade[0].buffer!r}) and pass it where the function "
+                        "expects it"]
             for f in profile.staged_fields(s):
                 for i, r in enumerate(s.live_ids):
+                    lives[f.name] = lives.get(f.name, 0) + 1
                     try:
-                        expected_value(s, f, i, r)
+                        if expected_value(s, f, i, r) is not MISSING:
+                            valued.add(f.name)
                     except Exception as exc:
                         return [f"field {f.name!r}: derive raised {type(exc).__name__}: "
                                 f"{exc} for slot {i}; a request lacking an input may raise "
@@ -253,6 +264,12 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
             sample_breach(schema, 0, k)
         except Exception as exc:
             return [f"the out-of-contract stream: drawing raised {type(exc).__name__}: {exc}"]
+    never = [name for name in lives if name not in valued]
+    if never:
+        return [f"field {never[0]!r}: derive gave no value for any of {lives[never[0]]} live "
+                f"slots of {samples} drawn scenarios (each raised KeyError, read as 'the "
+                "request lacks an input'), so nothing would check this field; derive it "
+                "from inputs the requests have"]
     if schema.bench is not None:
         try:
             s = schema.bench(4)

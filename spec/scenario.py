@@ -120,17 +120,32 @@ class RequestView:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        table = self.scenario.inputs[name]
-        return table[self.id]
+        return self._input(name)[self.id]
+
+    def _input(self, name: str) -> Any:
+        # a name that is not an input is the schema's mistake, never "the request lacks
+        # it" (KeyError): a misspelt name would otherwise leave every slot unchecked
+        try:
+            return self.scenario.inputs[name]
+        except KeyError:
+            raise UnknownInput(name, sorted(self.scenario.inputs)) from None
 
     def get(self, name: str, default: Any = MISSING) -> Any:
-        return self.scenario.inputs[name].get(self.id, default)
+        return self._input(name).get(self.id, default)
 
     def has(self, name: str) -> bool:
-        return self.id in self.scenario.inputs[name]
+        return self.id in self._input(name)
 
     def slot_value(self, name: str) -> Any:
-        return self.scenario.inputs[name][self.slot]
+        return self._input(name)[self.slot]
 
     def input(self, name: str) -> Any:
-        return self.scenario.inputs[name]
+        return self._input(name)
+
+
+class UnknownInput(AttributeError):
+    """A derivation asked for an input the schema does not declare."""
+
+    def __init__(self, name: str, declared: list[str]) -> None:
+        super().__init__(f"no input named {name!r} (the inputs are: {', '.join(declared)})")
+        self.name, self.declared = name, declared

@@ -31,7 +31,8 @@ from typing import Any, Callable, Protocol
 __all__ = [
     "COPY_LIVE", "COPY_NONE", "COPY_WHOLE", "Consumer", "CopyPolicy", "Field", "FLAG", "ID_SET",
     "INT32_MAX", "INT32_MIN", "Input", "MAY_MISS", "MissingPolicy", "NUMBER", "OPTIONAL",
-    "PER_REQUEST", "PER_SLOT", "REQUIRED", "StagingSchema", "TAIL_FREE", "TAIL_UNTOUCHED",
+    "PER_REQUEST", "PER_SLOT", "REQUIRED", "StagingSchema", "StandIn", "StandInUnsupported",
+    "TAIL_FREE", "TAIL_UNTOUCHED",
     "TailPolicy", "TargetProfile", "Values", "always", "offered_always", "tail_fill",
 ]
 
@@ -354,3 +355,50 @@ class StagingSchema:
     def profile(self, keywords=frozenset()) -> TargetProfile:
         """The profile of a target of this schema that takes ``keywords``."""
         return TargetProfile(self, frozenset(k for k in keywords if k in self.keywords))
+
+
+class StandInUnsupported(BaseException):
+    """A target asked a schema's stand-in for something it does not model: a limit of the
+    schema, never a finding about the code (a BaseException, so that a target's
+    ``except Exception`` cannot turn it into a behaviour)."""
+
+    def __init__(self, stand_in: str, operation: str) -> None:
+        super().__init__(f"{stand_in}: {operation}")
+        self.stand_in, self.operation = stand_in, operation
+
+
+def _unsupported(operation: str):
+    def refuse(self, *args, **kwargs):
+        raise StandInUnsupported(type(self).__name__, operation)
+    return refuse
+
+
+class StandIn:
+    """Base of the objects a schema passes for what the staging code only hands on (a
+    device tensor a kernel launch takes): whatever a subclass does not define (an
+    attribute, indexing, iteration, arithmetic, conversion) raises
+    ``StandInUnsupported``, which stagecheck reports as exit 2 naming the stand-in and
+    the operation, never as a difference in the code."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise StandInUnsupported(type(self).__name__, f"attribute .{name}")
+
+    __getitem__ = _unsupported("indexing [...]")
+    __setitem__ = _unsupported("item assignment [...] =")
+    __iter__ = _unsupported("iteration")
+    __len__ = _unsupported("len()")
+    __contains__ = _unsupported("'in'")
+    __int__ = _unsupported("int()")
+    __index__ = _unsupported("use as an index")
+    __float__ = _unsupported("float()")
+    __array__ = _unsupported("conversion to a numpy array")
+    for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+                "lshift", "rshift", "matmul"):
+        locals()[f"__{_op}__"] = _unsupported(f"arithmetic ({_op})")
+        locals()[f"__r{_op}__"] = _unsupported(f"arithmetic ({_op})")
+    for _op in ("lt", "le", "gt", "ge"):
+        locals()[f"__{_op}__"] = _unsupported(f"comparison ({_op})")
+    __neg__ = _unsupported("arithmetic (neg)")
+    del _op

@@ -79,7 +79,7 @@ def _context(s: StagingScenario, sides: list[dict], block_size: int,
     Columns past ``MAX_IMPACT_COLUMNS`` stay out of the table: the kernel skips them.
     """
     from stagecheck.impl.postprocess_ref import kernel_decisions
-    from stagecheck.oracles.kernel.scenarios import KernelScenario, LayerSpec
+    from stagecheck.oracles.kernel.scenarios import KernelScenario, LayerSpec, SparseTable
     n = s.num_reqs
     drafts = [len(s.inputs["spec_decode_tokens"].get(r, ())) for r in s.live_ids]
     accepted = [1 if accepted_mode == "one" else d + 1 for d in drafts]
@@ -97,10 +97,8 @@ def _context(s: StagingScenario, sides: list[dict], block_size: int,
     tables = []
     for g in range(len(IMPACT_LAYERS)):   # each group its own permutation of the blocks
         shift = g * 7919
-        table = [[0] * columns for _ in range(n)]
-        for (i, c), block in physical.items():
-            table[i][c] = 1 + (block - 1 + shift) % len(physical)
-        tables.append(table)
+        tables.append(SparseTable(n, columns, {
+            pair: 1 + (block - 1 + shift) % len(physical) for pair, block in physical.items()}))
     seed = zlib.crc32(s.to_json().encode())
     return KernelScenario(block_size=block_size, num_reqs=n, num_blocks=num_blocks,
                           state_idx=[], num_scheduled=[], num_computed=[], num_draft=[],
@@ -108,12 +106,12 @@ def _context(s: StagingScenario, sides: list[dict], block_size: int,
                           layers=[LayerSpec(**layer) for layer in IMPACT_LAYERS], seed=seed)
 
 
-def _run_side(context: "KernelScenario", side: dict, backend: str, device: str):
+def _run_side(context: "KernelScenario", side: dict, backend: str, device: str, tables):
     from stagecheck.oracles.kernel.scenarios import KernelScenario, build_kernel_inputs
     k = KernelScenario(**{**context.__dict__, "state_idx": side["state_idx"],
                           "num_scheduled": side["scheduled"], "num_computed": side["computed"],
                           "num_draft": side["draft"], "num_accepted": list(context.num_accepted)})
-    inputs = build_kernel_inputs(k, device)
+    inputs = build_kernel_inputs(k, device, tables)
     return inputs.run(backend)
 
 
@@ -123,12 +121,16 @@ def mamba_postprocess_results_differ(s: StagingScenario, a: dict, b: dict,
 
     Stops at the first context whose results differ and returns its differences.
     """
-    from stagecheck.oracles.kernel.scenarios import compare_kernel_outputs
+    from stagecheck.oracles.kernel.scenarios import build_block_tables, compare_kernel_outputs
     out: list[str] = []
     for block_size in IMPACT_BLOCK_SIZES:
         for mode in IMPACT_ACCEPTED:
             context = _context(s, [a, b], block_size, mode)
-            ra, rb = _run_side(context, a, backend, device), _run_side(context, b, backend, device)
+            # both runs read one set of tables (the kernel never writes them: kernel
+            # oracle 1 checks that); long-context tables are megabytes
+            tables = build_block_tables(context, device)
+            ra = _run_side(context, a, backend, device, tables)
+            rb = _run_side(context, b, backend, device, tables)
             # the staged inputs differ by construction; compare what the kernel wrote
             diffs = [d for d in compare_kernel_outputs(ra, rb)
                      if not d.startswith(("state_idx", "num_scheduled", "num_computed",

@@ -23,7 +23,7 @@ from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.targets import Target
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
-from stagecheck.spec.schema import Call, TargetProfile
+from stagecheck.spec.schema import Call, StandInUnsupported, TargetProfile
 from stagecheck.spec.space import initial_values
 
 __all__ = ["Backend", "Builder", "CallTimedOut", "RecordingList", "build_inputs", "observe",
@@ -203,8 +203,13 @@ class Builder:
             if cpu is None or gpu is None:
                 cpu = initial_values(s, schema, name, "cpu")
                 gpu = initial_values(s, schema, name, "gpu")
+            declared = schema.field_of_buffer(name)
+            if declared is None:
+                raise ValueError(f"b.buffer({name!r}): no field declares buffer {name!r} "
+                                 f"(the buffers are: "
+                                 f"{', '.join(sorted(f.buffer for f in schema.fields))})")
             made = self.buffers[name] = self.backend.make_buffer(
-                name, schema.field_of_buffer(name).dtype, cpu, gpu, self.events)
+                name, declared.dtype, cpu, gpu, self.events)
         return made
 
     def inputs_after(self) -> dict:
@@ -280,6 +285,12 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         if not exits_are_observations:
             raise
         exc_type, exc_msg, mro = "KeyboardInterrupt", "", ("KeyboardInterrupt", "BaseException")
+    except StandInUnsupported as exc:   # the schema's limit, not the target's behaviour
+        from stagecheck.oracles import messages
+        from stagecheck.oracles.errors import SchemaError
+        raise SchemaError.of(messages.STAND_IN_UNSUPPORTED, target.spec,
+                             stand_in=exc.stand_in, operation=exc.operation,
+                             schema=target.profile.schema.name) from None
     except BaseException as exc:  # the target's own failure is an observation
         if backend.passes_through(exc):
             raise

@@ -1,38 +1,103 @@
-"""The JSON renderer: one envelope for every command, the result's own fields inside."""
+"""The JSON renderer: one envelope for every command, the command's body beside it.
+
+Every ``--json`` document (``diff``, ``spec``, ``symbolic``, ``kernel``, ``mutants``,
+``bench``) is one JSON object made by ``json_document``: the envelope keys
+(``ENVELOPE``: schema version, tool, tool version, command, verdict, settings,
+targets) and, beside them, the command's own body keys. docs/json.md lists every
+field of the envelope and of each body.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-__all__ = ["SCHEMA_VERSION", "json_document", "render_json"]
+__all__ = ["ENVELOPE", "SCHEMA_VERSION", "bench_settings", "campaign_body", "campaign_settings",
+           "json_document", "kernel_settings", "mutants_settings", "render_json",
+           "symbolic_settings"]
 
 #: Bumped when a field changes meaning or disappears (docs/json.md).
 SCHEMA_VERSION = 1
 
+#: the keys every document has, whatever the command
+ENVELOPE = ("schema_version", "tool", "version", "command", "verdict", "settings", "targets")
 
-def json_document(command: str, body: dict[str, Any], verdict: str | None = None) -> dict:
-    """The envelope: what produced the document, then the command's body."""
+
+def json_document(command: str, body: dict[str, Any], verdict: str | None = None, *,
+                  settings: dict[str, Any] | None = None,
+                  targets: dict[str, Any] | None = None) -> dict:
+    """The envelope: what produced the document and how it was run, then the command's
+    body. ``settings``: every option that shapes the run; ``targets``: what each side
+    resolved to (``Target.record()``: spec, pinned spec, commit SHA, origin, shims).
+    A body key that repeats an envelope key (a result's own ``verdict``, computed without
+    ``--strict``) is replaced by the envelope's value: one document, one verdict."""
     from stagecheck import __version__
-    return {"schema_version": SCHEMA_VERSION, "tool": "stagecheck", "version": __version__,
-            "command": command, "verdict": verdict, **body}
+    envelope = {"schema_version": SCHEMA_VERSION, "tool": "stagecheck", "version": __version__,
+                "command": command,
+                "verdict": verdict if verdict is not None else body.get("verdict"),
+                "settings": dict(settings or {}),
+                "targets": targets if targets is not None else body.get("targets")}
+    return {**body, **envelope}
 
 
 def render_json(document: dict) -> str:
     return json.dumps(document, indent=2, sort_keys=True, default=repr)
 
 
+def campaign_settings(result, strict: bool = False) -> dict:
+    """``diff``/``spec``: every setting that shapes the run (``result.config``)."""
+    c = result.config
+    return {"examples": c.examples, "seed": c.seed, "max_capacity": c.max_capacity,
+            "strict": strict, "out_of_contract": c.out_of_contract, "device": c.run.device,
+            "timeout": c.run.timeout, "steps": c.run.steps,
+            "deferred_copies": c.run.deferred_copies, "gpu_busy_cycles": c.run.gpu_busy_cycles,
+            "kernel": c.run.kernel, "kernel_backend": c.run.kernel_backend,
+            "engine": c.engine, "jobs": c.jobs,
+            "schema": getattr(result, "schema_spec", None)
+            or getattr(getattr(result, "schema", None), "name", None)}
+
+
+def symbolic_settings(result, strict: bool = False, schema: str | None = None,
+                      shims=()) -> dict:
+    """``symbolic``: the path budget, time limit, capacity, strictness, schema, shims."""
+    return {"max_paths": result.max_paths, "timeout": result.timeout,
+            "max_capacity": result.max_capacity, "strict": strict, "schema": schema,
+            "shims": list(shims)}
+
+
+def kernel_settings(result) -> dict:
+    """``kernel``: scenarios, seed, device (cpu: the Triton interpreter)."""
+    return {"examples": result.examples, "seed": result.seed, "device": result.device}
+
+
+def bench_settings(result, schema: str | None = None, shims=()) -> dict:
+    """``bench``: device, the least rounds and seconds per size, the sizes timed."""
+    return {"device": result.device, "repeats": result.repeats, "min_time": result.min_time,
+            "sizes": [r.num_reqs for r in result.rows], "schema": schema,
+            "shims": list(shims)}
+
+
+def mutants_settings(config, schema: str | None = None) -> dict:
+    """``mutants``: the ``MutantsConfig`` (oracles, budgets, jobs, streams) and schema."""
+    return {"oracles": list(config.oracles), "budget": config.budget,
+            "symbolic_paths": config.symbolic_paths,
+            "symbolic_timeout": config.symbolic_timeout,
+            "operators": None if config.operators is None else list(config.operators),
+            "jobs": config.jobs, "out_of_contract": config.out_of_contract,
+            "shims": list(config.shims), "schema": schema}
+
+
 def campaign_body(result, strict: bool = False, targets: dict | None = None,
                   manifest: str | None = None) -> dict:
     """``diff``/``spec``: the verdict ("interrupted" for a run a signal stopped: then the
-    findings are those found so far), what ran, and every finding. ``targets``: each
-    side's ``Target.record()`` (spec, pinned spec, commit SHA, shims)."""
+    findings are those found so far), what ran, and every finding. ``targets`` (each
+    side's ``Target.record()``) belongs to the envelope; it is accepted here for callers
+    that build the body alone and is kept under the same key."""
     c = result.config
     interrupted = getattr(result, "interrupted", None)
-    return {
+    body = {
         "verdict": "interrupted" if interrupted else result.verdict(strict),
         "interrupted": interrupted,
-        "targets": targets,
         "manifest": manifest,
         "baseline": result.baseline,
         "candidate": result.candidate,
@@ -49,3 +114,6 @@ def campaign_body(result, strict: bool = False, targets: dict | None = None,
                                 else round(result.first_error_seconds, 3)),
         "findings": [f.to_dict() for f in result.findings],
     }
+    if targets is not None:
+        body["targets"] = targets
+    return body

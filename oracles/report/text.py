@@ -9,19 +9,42 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import defaultdict
+from dataclasses import dataclass
 
 from stagecheck.oracles import messages
+from stagecheck.oracles.report.escape import escape
 from stagecheck.spec import ERROR, Finding, StagingScenario, statement
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 
-__all__ = ["finding_lines", "render_bench", "render_campaign", "render_kernel",
-           "render_mutants", "render_replay", "render_symbolic", "slot_table", "target_lines"]
+__all__ = ["InfoGroup", "finding_lines", "info_group_line", "info_groups", "render_bench",
+           "render_campaign", "render_kernel", "render_mutants", "render_replay",
+           "render_symbolic", "slot_table", "target_lines"]
 
 
 def _cell(v) -> str:
-    return "-" if v is None else str(v)
+    return "-" if v is None else escape(v)
+
+
+def _side_values(f: Finding) -> tuple[list | None, list | None]:
+    """Per-slot values of each side the finding carries: a difference has both lists;
+    a spec finding has its side's list (``values``), which goes in that side's column."""
+    extra = f.extra or {}
+    if "baseline_values" in extra or "candidate_values" in extra:
+        return extra.get("baseline_values"), extra.get("candidate_values")
+    values = extra.get("values")
+    return (values, None) if f.side == "baseline" else (None, values)
+
+
+def _flagged_value(f: Finding, column: str):
+    """The value a finding reports for its own slot in ``column`` (baseline/candidate):
+    a difference names both sides' values; a spec finding keeps the value it saw on its
+    side in ``candidate`` (whichever side that was)."""
+    if f.side == "both":
+        return getattr(f, column)
+    return f.candidate if f.side == column else None
 
 
 def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
@@ -35,8 +58,7 @@ def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
     s = StagingScenario.from_dict(f.scenario)
     view = f.view or "cpu"
     extra = f.extra or {}
-    base = extra.get("baseline_values")
-    cand = extra.get("candidate_values") or extra.get("values")
+    base, cand = _side_values(f)
     before = (s.initial_cpu if view == "cpu" else s.initial_gpu).get(field.buffer)
     rows = [f"{'slot':>4}  {'request':<10} {'live':<4}  {'before':>11}  {'expected':>11}  "
             f"{'baseline':>11}  {'candidate':>11}  view"]
@@ -49,9 +71,16 @@ def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
             expected = "(missing)" if expected is MISSING else expected
         else:
             expected = before[i] if before else "-"
+        shown = {"baseline": base[i] if base and i < len(base) else None,
+                 "candidate": cand[i] if cand and i < len(cand) else None}
+        if i == f.slot:     # the flagged slot shows what the finding saw there
+            for column in shown:
+                if shown[column] is None:
+                    shown[column] = _flagged_value(f, column)
+            if f.expected is not None and not isinstance(f.expected, (list, dict)):
+                expected = f.expected
         cells = [_cell(before[i] if before else None), _cell(expected),
-                 _cell(base[i] if base and i < len(base) else None),
-                 _cell(cand[i] if cand and i < len(cand) else None)]
+                 _cell(shown["baseline"]), _cell(shown["candidate"])]
         mark = " <" if i in flagged else ""
         rows.append(f"{i:>4}  {r:<10} {'yes' if live else 'tail':<4}  {cells[0]:>11}  "
                     f"{cells[1]:>11}  {cells[2]:>11}  {cells[3]:>11}  {view}{mark}")
@@ -66,16 +95,70 @@ def finding_lines(f: Finding, saved: dict | None = None, schema=None) -> list[st
     where = "in contract" if f.in_contract else "out of contract"
     impact = "" if f.kernel_impact is None else \
         f", kernel impact: {'yes' if f.kernel_impact else 'no'}"
-    lines = [f"[{f.id}] ({f.side}, {where}{impact}) {f.message}"]
+    lines = [f"[{escape(f.id)}] ({f.side}, {where}{impact}) {escape(f.message)}"]
     if f.extra.get("context"):
-        lines.append(f"  why allowed: {f.extra['context']}")
+        lines.append(f"  why allowed: {escape(f.extra['context'])}")
     if f.examples_to_find is not None:
         lines.append(f"  found after {f.examples_to_find} example(s)")
     if schema is not None and f.severity == ERROR:
         lines += ["  " + row for row in slot_table(f, schema)]
     if saved and f.id in saved:
-        lines.append(f"  replay: stagecheck replay {saved[f.id]}")
+        lines.append(f"  replay: stagecheck replay {escape(saved[f.id])}")
     return lines
+
+
+@dataclass
+class InfoGroup:
+    """Info findings that share one reason: why the spec allows them (their ``why
+    allowed`` line with its particulars, request ids and numbers, left out; a finding
+    without one: its invariant's statement), in or out of contract."""
+
+    reason: str                # the first finding's "why allowed" (or the statement)
+    in_contract: bool
+    findings: list[Finding]
+
+    @property
+    def example(self) -> Finding:
+        return self.findings[0]
+
+    @property
+    def invariants(self) -> dict[str, int]:
+        """Each invariant among the findings, with its count (largest first)."""
+        counts: dict[str, int] = {}
+        for f in self.findings:
+            counts[f.invariant] = counts.get(f.invariant, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+_PARTICULAR = re.compile(r"'[^']*'|\[[^\]]*\]|(?<![A-Za-z_])-?\d+")
+
+
+def _reason_key(f: Finding) -> tuple:
+    context = (f.extra or {}).get("context")
+    return (f.in_contract, _PARTICULAR.sub("_", context) if context else "=" + f.invariant)
+
+
+def info_groups(infos: list[Finding]) -> list[InfoGroup]:
+    """``infos`` grouped by reason, largest group first (then in report order)."""
+    groups: dict[tuple, InfoGroup] = {}
+    for f in infos:
+        key = _reason_key(f)
+        if key not in groups:
+            groups[key] = InfoGroup((f.extra or {}).get("context") or statement(f.invariant),
+                                    f.in_contract, [])
+        groups[key].findings.append(f)
+    order = list(groups)
+    return sorted(groups.values(), key=lambda g: (-len(g.findings),
+                                                  order.index(_reason_key(g.example))))
+
+
+def info_group_line(g: InfoGroup) -> str:
+    """One line: count, the reason, the invariants concerned, and one example."""
+    where = "" if g.reason.startswith("out of contract") else \
+        ("in contract: " if g.in_contract else "out of contract: ")
+    invariants = ", ".join(f"{inv} {n}" for inv, n in g.invariants.items())
+    return (f"{len(g.findings)} × {where}{escape(g.reason)} [{invariants}] — e.g. "
+            f"[{escape(g.example.id)}] {escape(g.example.message)}")
 
 
 def _grouped(findings: list[Finding], saved: dict | None, schema=None) -> list[str]:
@@ -91,13 +174,25 @@ def _grouped(findings: list[Finding], saved: dict | None, schema=None) -> list[s
 
 
 def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict | None,
-                       schema=None) -> list[str]:
+                       schema=None, verbose: bool = True) -> list[str]:
+    """The ERRORS section (always in full) and the INFO section: in full with
+    ``verbose``, else one line per reason (``info_groups``), followed by the replay
+    command of its example when it was saved."""
     lines: list[str] = []
-    for group, title in ((errors, "ERRORS (spec violations or in-contract divergence)"),
-                         (infos, "INFO (failure-path and out-of-contract differences the "
-                                 "spec allows)")):
-        if group:
-            lines += ["", title, *_grouped(group, saved, schema)]
+    if errors:
+        lines += ["", "ERRORS (spec violations or in-contract divergence)",
+                  *_grouped(errors, saved, schema)]
+    if infos and verbose:
+        lines += ["", "INFO (failure-path and out-of-contract differences the spec allows)",
+                  *_grouped(infos, saved, schema)]
+    elif infos:
+        groups = info_groups(infos)
+        lines += ["", "INFO (failure-path and out-of-contract differences the spec allows): "
+                  + messages.INFO_GROUPED.format(findings=len(infos), reasons=len(groups))]
+        for g in groups:
+            lines.append("  " + info_group_line(g))
+            if saved and g.example.id in saved:    # the example, ready to replay
+                lines.append(f"    replay: stagecheck replay {escape(saved[g.example.id])}")
     return lines
 
 
@@ -107,7 +202,7 @@ def target_lines(targets: dict | None) -> list[str]:
     for side, record in (targets or {}).items():
         if not record or not (record.get("sha") or record.get("shims")):
             continue
-        text = f"{side}: {record['spec']}"
+        text = f"{side}: {escape(record['spec'])}"
         if record.get("sha"):
             text += f" = commit {record['sha']}"
         if record.get("shims"):
@@ -118,11 +213,12 @@ def target_lines(targets: dict | None) -> list[str]:
 
 def render_campaign(result, strict: bool = False, saved: dict | None = None,
                     show_tests: bool = True, targets: dict | None = None,
-                    manifest: str | None = None) -> str:
+                    manifest: str | None = None, verbose: bool = False) -> str:
     """``diff`` and ``spec``: what was tried, the verdict, findings, reproductions.
 
     ``targets``: each side's ``Target.record()`` (commits of git targets are shown);
-    ``manifest``: the run's manifest file, named under the findings.
+    ``manifest``: the run's manifest file, named under the findings; ``verbose``: every
+    info finding in full (else one line per reason).
     """
     from stagecheck.oracles.report.snippet import pytest_example
     c = result.config
@@ -137,7 +233,7 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     errors, infos = result.errors, result.infos
     lines.append(f"verdict: {result.verdict(strict).upper()} — {len(errors)} error finding(s), "
                  f"{len(infos)} info finding(s)" + (" (--strict: info counts)" if strict else ""))
-    lines += _findings_sections(errors, infos, saved, result.schema)
+    lines += _findings_sections(errors, infos, saved, result.schema, verbose)
     if manifest:
         lines += ["", messages.MANIFEST_LINE.format(count=len(saved or {}), path=manifest)]
     if errors and show_tests:
@@ -153,8 +249,9 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     return "\n".join(lines)
 
 
-def render_symbolic(result, strict: bool = False) -> str:
-    """``symbolic``: paths explored and lost, the verdict, the findings with their inputs."""
+def render_symbolic(result, strict: bool = False, verbose: bool = False) -> str:
+    """``symbolic``: paths explored and lost, the verdict, the findings with their inputs
+    (the info findings one line per reason unless ``verbose``)."""
     budget = (f" (path budget {result.max_paths}: {result.paths_attempted} attempted)"
               if getattr(result, "max_paths", None) else "")
     lines = [f"symbolic diff {result.baseline} -> {result.candidate}: "
@@ -177,9 +274,14 @@ def render_symbolic(result, strict: bool = False) -> str:
     else:
         lines.append(f"verdict: {verdict.upper()} — {len(errors)} error "
                      f"finding(s), {len(infos)} info finding(s) on the paths explored")
-    for f in errors + infos:
+    for f in errors + (infos if verbose else []):
         lines += ["  " + line for line in finding_lines(f)]
         lines.append(f"    input: {json.dumps(f.scenario, sort_keys=True)}")
+    if infos and not verbose:
+        groups = info_groups(infos)
+        lines.append("  " + messages.INFO_GROUPED.format(findings=len(infos),
+                                                         reasons=len(groups)))
+        lines += ["    " + info_group_line(g) for g in groups]
     return "\n".join(lines)
 
 
@@ -197,7 +299,7 @@ def render_kernel(result) -> str:
                                                        seed=result.seed))
     else:
         lines.append("verdict: DIFFERENT — shrunk scenario:")
-        lines += [f"  {line}" for line in result.differences]
+        lines += [f"  {escape(line)}" for line in result.differences]
         lines.append("  scenario: " + result.failure.to_json())
     return "\n".join(lines)
 
@@ -206,10 +308,10 @@ def render_replay(path: str, saved: dict, baseline: str | None, candidate: str, 
                   findings: list[Finding]) -> str:
     """``replay``: the saved finding re-run, and what it shows now."""
     finding = saved.get("finding", {})
-    lines = [f"replay of {finding.get('id')} ({finding.get('invariant')}): "
-             f"{baseline} vs {candidate} on {device}"]
+    lines = [f"replay of {escape(finding.get('id'))} ({escape(finding.get('invariant'))}): "
+             f"{escape(baseline)} vs {escape(candidate)} on {escape(device)}"]
     for f in findings:
-        lines.append(f"  {f.severity}: {f.invariant} ({f.side}) {f.message}")
+        lines.append(f"  {f.severity}: {f.invariant} ({f.side}) {escape(f.message)}")
     if not findings:
         lines.append(f"  {messages.REPLAY_NOTHING}")
     return "\n".join(lines)
@@ -223,11 +325,12 @@ def _us(seconds: float) -> str:
 def render_bench(result) -> str:
     """``bench``: per-call microseconds of both sides, the ratio and its spread."""
     header = ("num_reqs", "baseline µs/call", "candidate µs/call",
-              "ratio (candidate/baseline)", "spread (IQR of ratios)")
+              "ratio (candidate/baseline)", "per-round ratio: median (IQR)")
     rows = []
     for r in result.rows:
-        rows.append((str(r.num_reqs), _us(r.baseline_s), _us(r.candidate_s), f"{r.ratio:.3f}",
-                     f"{r.ratio_q1:.3f}..{r.ratio_q3:.3f} (±{r.spread / 2:.3f})"))
+        rows.append((str(r.num_reqs), _us(r.baseline_s), _us(r.candidate_s),
+                     f"{r.ratio_of_medians:.3f}",
+                     f"{r.ratio:.3f} ({r.ratio_q1:.3f}..{r.ratio_q3:.3f})"))
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
               for i, h in enumerate(header)]
 
@@ -240,8 +343,8 @@ def render_bench(result) -> str:
            f"on {result.device}",
            line(header), "-+-".join("-" * w for w in widths)]
     out += [line(row) for row in rows]
-    out.append(f"{rounds_text} interleaved rounds per size; per-call medians; ratio < 1: the "
-               f"candidate is faster; {result.seconds:.1f} s in all")
+    out.append(f"{rounds_text} interleaved rounds per size; per-call medians; "
+               + messages.BENCH_RATIOS + f"; {result.seconds:.1f} s in all")
     return "\n".join(out)
 
 

@@ -16,7 +16,7 @@ from stagecheck.oracles.errors import StagecheckError
 
 #: The oldest crosshair-tool whose internals this module has been run against
 #: (pyproject's lower bound; docs/symbolic.md says how it was checked).
-MIN_VERSION = (0, 0, 102)
+MIN_VERSION = (0, 0, 111)
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -53,7 +53,6 @@ check_version()
 
 import crosshair.core_and_libs  # noqa: E402,F401  (registers CrossHair's symbolic types)
 import z3  # noqa: E402
-from crosshair import smt  # noqa: E402
 from crosshair.core import (PathOutcome, deep_realize, explore_loop,  # noqa: E402
                             proxy_for_type, suspected_proxy_intolerance_exception)
 from crosshair.options import DEFAULT_OPTIONS, AnalysisOptionSet  # noqa: E402
@@ -103,7 +102,7 @@ def fork(space, desc: str, probability_true: float) -> bool:
 
 def is_machinery(exc: BaseException) -> bool:
     """True for exceptions that belong to CrossHair's machinery, not to the target."""
-    return isinstance(exc, (ControlFlowException, NotDeterministic, smt.Z3Exception))
+    return isinstance(exc, (ControlFlowException, NotDeterministic, z3.Z3Exception))
 
 
 def suspected_intolerance(exc: BaseException) -> bool:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 from types import SimpleNamespace
 
-from stagecheck.spec.schema import (INT32_MAX, MAY_MISS, PER_SLOT, Call, Field, Input,
+from stagecheck.spec.schema import (INT32_MAX, MAY_MISS, PER_SLOT, Call, Field, Input, StandIn,
                                     MissingPolicy, StagingSchema, Values)
 
 #: the largest draft length the ``sampled_token_ids`` stand-in assumes
@@ -102,7 +102,7 @@ class _Dtype:
         return self.name
 
 
-class TensorStandIn:
+class TensorStandIn(StandIn):
     """What the kernel launch after the staging inspects of a device tensor."""
 
     def __init__(self, shape: tuple[int, ...], dtype: str) -> None:

@@ -235,3 +235,19 @@ def test_the_options_object_refuses_what_the_command_line_refuses():
     with pytest.raises(UsageError) as info:
         MutantsConfig(oracles=("spec", "fuzz"))
     assert info.value.option == "oracles" and "fuzz" in str(info.value)
+
+
+def test_kernel_column_finds_a_reaching_difference_the_first_error_hides():
+    # copy_hoisted of the state-index copy: the stream's first error (seed 0) is a
+    # failure-path finding that never reaches the kernel; the stale state indices of
+    # in-contract batches do. Before the impact probe recorded such differences (and
+    # looked at more than the smallest example of each), this column missed it.
+    report = run_mutants("single-loop", MutantsConfig(
+        oracles=("differential", "kernel"), budget=300, operators=("copy_hoisted",),
+        control=False))
+    hoisted = [r for r in report.results if "state_idx_buf" in r.mutant.description]
+    assert len(hoisted) == 1, render_mutants(report)
+    outcomes = hoisted[0].outcomes
+    assert outcomes["differential"].status == "killed"
+    assert outcomes["kernel"].status == "killed", render_mutants(report)
+    assert "kernel" in hoisted[0].killed_by(["kernel"])

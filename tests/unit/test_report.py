@@ -51,7 +51,8 @@ def result() -> CampaignResult:
 
 def test_campaign_text():
     matches_snapshot("campaign.txt", render_campaign(result(), saved={
-        "slot_alignment-c54416b8f4": ".stagecheck/findings/slot_alignment-c54416b8f4.json"}))
+        "slot_alignment-c54416b8f4": ".stagecheck/findings/slot_alignment-c54416b8f4.json"},
+        verbose=True))
 
 
 def test_clean_campaign_text_says_how_to_search_harder():
@@ -78,9 +79,11 @@ def test_junit_is_well_formed_with_a_failure_per_error():
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert cases["slot_alignment"].find("failure") is not None
     assert cases["same_message"].find("failure") is None
-    assert suite.get("failures") == "1"
+    # slot_alignment, and kernel_results: the error changed the kernel's results
+    assert suite.get("failures") == "2"
+    assert cases["kernel_results"].find("failure") is not None
     strict = ET.fromstring(render_junit(result(), strict=True)).find("testsuite")
-    assert strict.get("failures") == "2"
+    assert strict.get("failures") == "3"
 
 
 def test_replay_text():
@@ -108,8 +111,9 @@ def test_pytest_example_imports_only_the_public_api_and_runs(tmp_path):
 @pytest.mark.parametrize("severity", [ERROR, INFO])
 def test_every_finding_line_names_its_id_side_and_contract(severity):
     f = [g for g in result().findings if g.severity == severity][0]
-    text = render_campaign(result())
+    text = render_campaign(result(), verbose=True)
     assert f"[{f.id}] ({f.side}, in contract" in text
+    assert f"[{f.id}]" in render_campaign(result())     # grouped infos name an example
 
 
 def test_replay_files_keep_the_schema_and_their_names_cover_it(tmp_path):

@@ -1,0 +1,85 @@
+"""Schema mistakes that would otherwise turn into wrong verdicts: a misspelt input in a
+derivation (every slot silently unchecked), a build that never makes a staged field's
+buffer (identical code reported DIFFERENT), an unknown buffer name, a derivation that
+never yields a value."""
+
+import pathlib
+import types
+
+import pytest
+
+from stagecheck.oracles.schemas import check_schema
+from stagecheck.spec.scenario import RequestView, StagingScenario, UnknownInput
+from stagecheck.spec.schema import StandIn, StandInUnsupported
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "examples" / \
+    "sample_positions_schema.py"
+
+
+def _schema(edit: tuple[str, str]):
+    """The docs' example schema with one text edit."""
+    source = EXAMPLE.read_text()
+    old, new = edit
+    assert old in source
+    module = types.ModuleType("edited_schema")
+    exec(compile(source.replace(old, new), str(EXAMPLE), "exec"), module.__dict__)
+    return module.SCHEMA
+
+
+def test_the_unedited_example_is_sound():
+    assert check_schema(_schema(("", ""))) == []
+
+
+def test_a_misspelt_input_in_derive_is_a_schema_error():
+    problems = check_schema(_schema(("lambda q: q.num_computed_tokens +",
+                                     "lambda q: q.num_computd_tokens +")))
+    assert problems and "sample_pos" in problems[0] and "num_computd_tokens" in problems[0]
+
+
+def test_a_misspelt_name_is_not_read_as_a_missing_request():
+    s = StagingScenario.from_dict({
+        "capacity": 2, "num_reqs": 1, "req_ids": ["r"], "inputs": {"a": {"r": 1}},
+        "initial_cpu": {}, "initial_gpu": {}})
+    view = RequestView(s, 0, "r")
+    assert view.a == 1
+    with pytest.raises(UnknownInput) as info:
+        view.b
+    assert not isinstance(info.value, KeyError) and "'b'" in str(info.value)
+    for read in (lambda: view.get("b"), lambda: view.has("b"), lambda: view.input("b")):
+        with pytest.raises(UnknownInput):
+            read()
+
+
+def test_a_build_that_never_makes_a_staged_buffer_is_a_schema_error():
+    problems = check_schema(_schema((
+        'num_drafts_buf=b.buffer("num_drafts_buf"))', "num_drafts_buf=None)")))
+    assert problems and "num_drafts_buf" in problems[0] and "b.buffer" in problems[0]
+
+
+def test_an_unknown_buffer_name_names_the_declared_ones():
+    problems = check_schema(_schema(('b.buffer("sample_pos_buf")', 'b.buffer("sample_pos")')))
+    assert problems and "'sample_pos'" in problems[0] and "sample_pos_buf" in problems[0]
+
+
+def test_a_derive_that_never_gives_a_value_is_a_schema_error():
+    problems = check_schema(_schema(('lambda q: len(q.get("spec_decode_tokens", []))',
+                                     'lambda q: {}["x"]')))
+    assert problems and "num_drafts" in problems[0] and "no value" in problems[0]
+
+
+class _Tensor(StandIn):
+    def __init__(self):
+        self.shape = (2, 3)
+
+
+@pytest.mark.parametrize("use", [lambda t: t[0], lambda t: t.tolist(), lambda t: len(t),
+                                 lambda t: t + 1, lambda t: list(t), lambda t: int(t)])
+def test_a_stand_in_refuses_what_it_does_not_model(use):
+    t = _Tensor()
+    assert t.shape == (2, 3)
+    with pytest.raises(StandInUnsupported) as info:
+        try:
+            use(t)
+        except Exception:     # a target's broad except cannot hide it
+            pytest.fail("caught as an Exception")
+    assert info.value.stand_in == "_Tensor"
