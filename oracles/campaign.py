@@ -88,6 +88,18 @@ def same_schema(baseline: Target | None, candidate: Target):
     return candidate.schema
 
 
+def _takes_findings(progress) -> bool:
+    """Whether a progress callback takes the ``findings`` and ``phase`` keywords (the
+    CLI's does; a plain ``progress(stream, done, total)`` keeps working)."""
+    if progress is None:
+        return False
+    import inspect
+    try:
+        return "findings" in inspect.signature(progress).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 class _Search:
     """One campaign's state: the runner, the judge, the collector."""
 
@@ -95,12 +107,23 @@ class _Search:
                  runner, result: CampaignResult, progress) -> None:
         self.baseline, self.candidate, self.config = baseline, candidate, config
         self.runner, self.result, self.progress = runner, result, progress
+        self.progress_findings = _takes_findings(progress)
+        self.phase = "random"      # then "edge": the hypothesis stream of the batched engine
         self.schema = candidate.schema
         self.sides = [_position(runner, t) for t in (baseline, candidate) if t is not None]
         self.collector = FindingsCollector()
         self.examples = 0
         self.started = time.perf_counter()
         self.fast = RunOptions(**{**config.run.__dict__, "kernel": "off"})
+
+    def tick(self, stream: str, done: int, total: int) -> None:
+        """Tell ``progress`` (with the findings so far, where it takes ``findings``)."""
+        if self.progress is None:
+            return
+        if self.progress_findings:
+            self.progress(stream, done, total, findings=len(self.collector), phase=self.phase)
+        else:
+            self.progress(stream, done, total)
 
     # ------------------------------------------------------------------ judging
     def observe(self, batch: list[tuple[int, StagingScenario]], backend: str):
@@ -176,8 +199,7 @@ class _Search:
                         flagged = (s, findings, bool(sample and index % sample == 0))
                         break
                     self.record(findings, s, "random")
-                    if self.progress is not None:
-                        self.progress(stream, done, total)
+                    self.tick(stream, done, total)
                 # a signal stops the stream once the batch in hand is judged: its examples
                 # already ran in the worker, and judging them takes milliseconds (so a
                 # signal that came while the first batch ran still leaves its findings)
@@ -192,8 +214,7 @@ class _Search:
                 self.result.examples_instrumented += 1
                 findings = self.evaluate(s) or findings
             self.record(findings, s, "random")
-            if self.progress is not None:
-                self.progress(stream, done, total)
+            self.tick(stream, done, total)
             self.shrink(s, findings)
         return done
 
@@ -255,8 +276,7 @@ class _Search:
             interrupt.check()   # after every example (recorded): a signal stops the stream
             if errors:
                 raise _ErrorFound(errors, s)
-            if self.progress is not None:
-                self.progress(stream, counter[0], examples)
+            self.tick(stream, counter[0], examples)
 
         # one database key per (baseline, candidate, stream): campaigns never share examples
         probe.hypothesis.inner_test._hypothesis_internal_add_digest = repr(
@@ -335,6 +355,7 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
     if config.engine == "batched" and not result.errors:
         edge = (config.edge_examples if config.edge_examples is not None
                 else min(EDGE_EXAMPLES, config.examples // 20))
+        search.phase = "edge"
         for stream in streams:
             if interrupt.requested():
                 return
@@ -365,7 +386,9 @@ def run_campaign(baseline: Target | None, candidate: Target,
                  runner=None) -> CampaignResult:
     """Fuzz both targets (``baseline`` None: the candidate against the spec alone).
 
-    ``progress(stream, done, total)`` is called after each example. ``runner`` runs
+    ``progress(stream, done, total)`` is called after each example (with
+    ``findings=`` the distinct findings so far and ``phase=`` "random" or "edge", where
+    it takes those keywords). ``runner`` runs
     the targets (default: a worker process of this campaign's own, or this process
     where ``config.isolated`` is False). A SIGINT/SIGTERM recorded by
     ``interrupt.install`` stops the search: the result is partial, ``interrupted`` set.

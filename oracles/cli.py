@@ -42,8 +42,51 @@ _FLAGS = {"examples": "--examples", "seed": "--seed", "max_capacity": "--max-cap
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # never exit from inside argparse
         raise UsageError.of(messages.USAGE, message=message, prog=self.prog)
+
+    def _check_value(self, action, value):
+        # --device lists its choices in --help; a wrong one reads as everywhere else
+        if action.dest == "device" and action.choices and value not in action.choices:
+            raise UsageError.of(messages.BAD_DEVICE, value, "device")
+        super()._check_value(action, value)
+
+
+#: command -> (what exit 1 means, what else exit 2 means, one example)
+_EPILOGS = {
+    "diff": ("error findings (--strict: any finding)", "",
+             "stagecheck diff legacy single-loop --examples 1000 --json report.json"),
+    "spec": ("error findings (--strict: any finding)", "",
+             "stagecheck spec single-loop --max-capacity 16"),
+    "kernel": ("the Triton kernel and its reference differ", "; triton not installed",
+               "stagecheck kernel --examples 50"),
+    "symbolic": ("error findings (--strict: any finding)", "; undecided or inconclusive",
+                 "stagecheck symbolic legacy single-loop --max-paths 40"),
+    "bench": ("(never: bench measures)", "", "stagecheck bench legacy single-loop"),
+    "mutants": ("survivors (a non-equivalent mutant no stagecheck oracle killed)", "",
+                "stagecheck mutants single-loop --oracles spec,differential --budget 100"),
+    "replay": ("the saved example still shows an error finding", "",
+               "stagecheck replay .stagecheck/findings/FILE.json --candidate single-loop"),
+    "schema": ("(never)", "; a schema with problems (check)",
+               "stagecheck schema check tests/user_schema/attention_lengths_schema.py"),
+}
+
+
+def _epilog(command: str) -> str:
+    findings, two, example = _EPILOGS[command]
+    import textwrap
+    codes = textwrap.fill(messages.EXIT_CODES_EPILOG.format(findings=findings, two=two), 78)
+    return f"{codes}\n\nexample:\n  {example}"
+
+
+def _add_quiet_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress on stderr (default: a live line on a terminal, a plain "
+                   "line every few seconds elsewhere)")
 
 
 def _add_schema_option(p: argparse.ArgumentParser) -> None:
@@ -54,7 +97,8 @@ def _add_schema_option(p: argparse.ArgumentParser) -> None:
 
 def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     _add_schema_option(p)
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--device", default="cpu", choices=DEVICES,
+                   help="where the buffers live: cpu (default) or cuda")
     p.add_argument("--examples", default="300",
                    help="examples per stream, in contract and out of contract (default 300)")
     p.add_argument("--seed", default="0", help="hypothesis seed (default 0)")
@@ -123,48 +167,68 @@ def _add_shim_option(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="stagecheck", description="Formal spec and differential testing of "
-                     "host-side staging code for the Mamba postprocess kernel.")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    diff = sub.add_parser("diff", help="compare two staging targets on generated scenarios")
+                     "host-side staging code for the Mamba postprocess kernel.",
+                     epilog=messages.EXIT_CODES_EPILOG.format(
+                         findings="findings (see each command's --help)", two="") +
+                     "\n\nexample:\n  stagecheck diff legacy single-loop\n\n"
+                     "defaults may be set in pyproject.toml under [tool.stagecheck]")
+    parser.add_argument("--version", action="store_true",
+                        help="print stagecheck's version and exit")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, epilog=_epilog(name))
+
+    diff = command("diff", "compare two staging targets on generated scenarios")
     diff.add_argument("baseline", help="builtin name, module:function, file.py::function or "
                       "git:REV:file.py::function")
     diff.add_argument("candidate", help="same forms as BASELINE")
     _add_campaign_options(diff)
-    spec = sub.add_parser("spec", help="check one staging target against the spec")
-    spec.add_argument("target")
+    _add_quiet_option(diff)
+    spec = command("spec", "check one staging target against the spec")
+    spec.add_argument("target", help="the staging function: same forms as diff's BASELINE")
     _add_campaign_options(spec)
-    kernel = sub.add_parser("kernel", help="kernel oracle 1: the Triton postprocess kernel "
-                            "against its reference, bit for bit")
+    _add_quiet_option(spec)
+    kernel = command("kernel", "kernel oracle 1: the Triton postprocess kernel against its "
+                     "reference, bit for bit (needs the kernel extra: "
+                     f"{messages.KERNEL_EXTRA})")
     kernel.add_argument("--examples", default="100", help="kernel scenarios (default 100)")
-    kernel.add_argument("--seed", default="0")
-    kernel.add_argument("--device", default="cpu", help="cpu (Triton interpreter) or cuda")
-    kernel.add_argument("--json", metavar="PATH")
+    kernel.add_argument("--seed", default="0", help="hypothesis seed (default 0)")
+    kernel.add_argument("--device", default="cpu", choices=DEVICES,
+                        help="cpu (Triton interpreter, default) or cuda (compiled)")
+    kernel.add_argument("--json", metavar="PATH", help="write the result as JSON")
     _add_color_option(kernel)
-    symbolic = sub.add_parser("symbolic", help="CrossHair: symbolic diff of two targets over "
-                              "list-backed buffers")
-    symbolic.add_argument("baseline")
-    symbolic.add_argument("candidate")
+    _add_quiet_option(kernel)
+    symbolic = command("symbolic", "CrossHair: symbolic diff of two targets over list-backed "
+                       "buffers")
+    symbolic.add_argument("baseline", help="builtin name, module:function, file.py::function "
+                          "or git:REV:file.py::function")
+    symbolic.add_argument("candidate", help="same forms as BASELINE")
     symbolic.add_argument("--timeout", default=None, help="seconds of exploration (default "
                           "30; with --max-paths, a limit the budget should not reach)")
     symbolic.add_argument("--max-paths", default=None, metavar="N",
                           help="path budget: stop after N paths, so that two runs with the "
                           "same arguments explore the same paths")
     symbolic.add_argument("--max-capacity", default="4", help="largest capacity (default 4)")
-    symbolic.add_argument("--json", metavar="PATH")
+    symbolic.add_argument("--json", metavar="PATH", help="write the verdict and findings as JSON")
     _add_shim_option(symbolic)
     symbolic.add_argument("--strict", action="store_true", help="info findings also give exit 1")
     _add_report_text_options(symbolic)
     _add_schema_option(symbolic)
-    bench = sub.add_parser("bench", help="per-call cost of two targets, interleaved, as ratios")
-    bench.add_argument("baseline")
-    bench.add_argument("candidate")
-    bench.add_argument("--device", default="cpu")
-    bench.add_argument("--json", metavar="PATH")
+    _add_quiet_option(symbolic)
+    bench = command("bench", "per-call cost of two targets, interleaved, as ratios")
+    bench.add_argument("baseline", help="builtin name, module:function, file.py::function or "
+                       "git:REV:file.py::function")
+    bench.add_argument("candidate", help="same forms as BASELINE")
+    bench.add_argument("--device", default="cpu", choices=DEVICES,
+                       help="where the buffers live: cpu (default) or cuda")
+    bench.add_argument("--json", metavar="PATH", help="write the timings as JSON")
     _add_shim_option(bench)
     _add_schema_option(bench)
-    mutants = sub.add_parser("mutants", help="mutation catalog: which oracle kills which "
-                             "realistic refactoring mistake")
-    mutants.add_argument("target")
+    mutants = command("mutants", "mutation catalog: which oracle kills which realistic "
+                      "refactoring mistake")
+    mutants.add_argument("target", help="the staging function to mutate: a builtin name, "
+                         "module:function or file.py::function")
     mutants.add_argument("--oracles", default="spec,differential,kernel,symbolic,upstream",
                          help="comma-separated: spec, differential, kernel, symbolic, upstream")
     mutants.add_argument("--budget", default="300", help="examples per oracle run (default 300)")
@@ -175,25 +239,30 @@ def build_parser() -> argparse.ArgumentParser:
                          help="seconds of symbolic search per mutant at most (default 60)")
     mutants.add_argument("--operators", default=None,
                          help="comma-separated subset of the catalog (default: every operator)")
-    mutants.add_argument("--jobs", default="1", help="mutants run in parallel processes")
+    mutants.add_argument("--jobs", default=str(cpu_count()),
+                         help="mutants run in this many parallel processes (default: the CPUs "
+                         f"this process may use, here {cpu_count()})")
     mutants.add_argument("--no-out-of-contract", action="store_true",
                          help="skip the campaigns' stream of inputs that should not happen (it "
                          "gives info findings only: same kills, faster, survivors less "
                          "explained)")
     mutants.add_argument("--list", action="store_true", help="list the mutants and exit")
     _add_schema_option(mutants)
-    mutants.add_argument("--json", metavar="PATH")
+    mutants.add_argument("--json", metavar="PATH", help="write the kill matrix as JSON")
     _add_shim_option(mutants)
-    replay = sub.add_parser("replay", help="re-run a saved finding")
-    replay.add_argument("file")
+    _add_quiet_option(mutants)
+    replay = command("replay", "re-run a saved finding")
+    replay.add_argument("file", help="a replay file a run saved (under .stagecheck/findings/)")
     replay.add_argument("--baseline", help="override the saved baseline target")
     replay.add_argument("--candidate", help="override the saved candidate target")
-    replay.add_argument("--device", default=None)
+    replay.add_argument("--device", default=None, choices=DEVICES,
+                        help="cpu or cuda (default: the device the finding was saved from)")
     _add_shim_option(replay)
     _add_schema_option(replay)
-    schema = sub.add_parser("schema", help="staging schemas: list the built-in ones, show one, "
-                            "or check a schema file and the scenario space it induces")
-    schema_sub = schema.add_subparsers(dest="schema_command", parser_class=_Parser)
+    schema = command("schema", "staging schemas: list the built-in ones, show one, or check "
+                     "a schema file and the scenario space it induces")
+    schema_sub = schema.add_subparsers(dest="schema_command", parser_class=_Parser,
+                                       metavar="SUBCOMMAND")
     schema_sub.add_parser("list", help="the built-in schemas and the functions they describe")
     show = schema_sub.add_parser("show", help="what a schema declares, as Markdown")
     show.add_argument("schema", help="a built-in name or 'path/to/schema.py[:NAME]'")
@@ -372,16 +441,94 @@ def _campaign_config(args) -> CampaignConfig:
                           out_of_contract=not args.no_out_of_contract, run=_run_options(args))
 
 
-def _progress():
-    if not sys.stderr.isatty():
-        return None
+def cpu_count() -> int:
+    """The CPUs this process may run on (``mutants --jobs`` default), at most the most
+    ``--jobs`` takes."""
+    from stagecheck.oracles.options import LIMITS
+    counter = getattr(os, "process_cpu_count", None)     # Python 3.13
+    if counter is not None:
+        count = counter()
+    else:
+        try:
+            count = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            count = os.cpu_count()
+    return max(1, min(count or 1, LIMITS["jobs"]))
 
-    def show(stream: str, done: int, total: int) -> None:
-        if done % 25 == 0 or done == total:
-            label = "in contract" if stream == "in" else "out of contract"
-            sys.stderr.write(f"\r{label}: {done}/{total} examples ")
-            sys.stderr.flush()
-    return show
+
+def _progress_of(args, label: str, unit: str, total: int | None = None,
+                 counters: tuple[str, ...] = ()):
+    """A started ``Progress`` on stderr, or None under ``--quiet``."""
+    if getattr(args, "quiet", False):
+        return None
+    from stagecheck.oracles.progress import Progress
+    return Progress(label, unit, total, counters=counters,
+                    stopped=interrupt.requested).start()
+
+
+class _CampaignProgress:
+    """``run_campaign``'s progress callback: both streams as one count."""
+
+    def __init__(self, progress, config: CampaignConfig) -> None:
+        self.progress, self.config = progress, config
+        self.offset, self.last_in = 0, 0
+        progress.update(0, config.examples * (2 if config.out_of_contract else 1))
+
+    def __call__(self, stream: str, done: int, total: int, findings: int = 0,
+                 phase: str = "random") -> None:
+        if phase == "edge":    # the hypothesis stream for edge cases, after both streams
+            if stream == "in":
+                self.last_in = done
+                self.progress.update(done, total * (2 if self.config.out_of_contract else 1),
+                                     findings=findings, phase="edge cases")
+            else:
+                self.progress.update(self.last_in + done, self.last_in + total,
+                                     findings=findings, phase="edge cases")
+            return
+        if stream == "in":
+            self.last_in = done
+            planned = self.config.examples if self.config.out_of_contract else 0
+            self.progress.update(done, total + planned, findings=findings)
+        else:
+            self.progress.update(self.last_in + done, self.last_in + total, findings=findings)
+
+    def close(self) -> None:
+        self.progress.close()
+
+
+def _triton_available() -> bool:
+    """Whether ``import triton`` can work, without importing it (a second)."""
+    if "triton" in sys.modules:
+        return sys.modules["triton"] is not None
+    import importlib.util
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _require_triton(what: str, alternative: str = "") -> None:
+    """Exit 2 naming the kernel extra when ``what`` needs triton and it is missing."""
+    if _triton_available():
+        return
+    from stagecheck.oracles.errors import StagecheckError as _Error
+    raise _Error.of(messages.TRITON_EXTRA_MISSING, what=what,
+                    error="import triton fails", alternative=alternative)
+
+
+def _kernel_backend(args) -> None:
+    """Settle ``--kernel-backend`` before the run: an explicit triton without triton
+    installed is exit 2; the default (triton on cuda) falls back to the reference
+    backend, and says so."""
+    if args.kernel == "off":
+        return
+    if args.kernel_backend == "triton":
+        _require_triton("--kernel-backend triton", "; or use --kernel-backend reference, "
+                        "which needs no triton")
+    elif args.kernel_backend is None and args.device == "cuda" and not _triton_available():
+        args.kernel_backend = "reference"
+        if not getattr(args, "quiet", False):
+            _note(messages.TRITON_FALLBACK)
 
 
 # ------------------------------------------------------------------------------ commands
@@ -391,6 +538,8 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     outputs = _Outputs({"--json": args.json, "--junit-xml": args.junit_xml,
                         "--markdown": args.markdown}, args.save_dir)
     shims = _shims(args)
+    _kernel_backend(args)
+    config = _campaign_config(args)
     from stagecheck.oracles.observe import require_device
     require_device(config.run.device)
     schema = _schema(args)
@@ -402,16 +551,19 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     from stagecheck.oracles.report.json import campaign_body
     from stagecheck.oracles.report.replay import new_run_id, save_findings, write_manifest
     from stagecheck.oracles.targets import schema_spec
-    progress = _progress()
-    with _open(pairs, schema, shims) as runner:     # the workers end with the search
-        baseline = runner.targets[0] if baseline_spec else None
-        candidate = runner.targets[-1]
-        result = run_campaign(baseline, candidate, config, progress, runner=runner)
+    shown = _progress_of(args, args.command, "examples", counters=("findings",))
+    progress = _CampaignProgress(shown, config) if shown else None
+    try:
+        with _open(pairs, schema, shims) as runner:     # the workers end with the search
+            baseline = runner.targets[0] if baseline_spec else None
+            candidate = runner.targets[-1]
+            result = run_campaign(baseline, candidate, config, progress, runner=runner)
+    finally:
+        if progress:
+            progress.close()
     result.schema_spec = schema_spec(schema)     # pinned: a schema file by its absolute path
     targets = {"baseline": baseline.record() if baseline else None,
                "candidate": candidate.record()}
-    if progress:
-        _note("")
     verdict = "interrupted" if result.interrupted else result.verdict(args.strict)
     # every file first, the report last: a closed stdout cannot cost a file
     saved, manifest = {}, None
@@ -478,11 +630,18 @@ def _kernel(args) -> int:
     seed = integer("seed", args.seed)
     device = choice("device", args.device, DEVICES)
     outputs = _Outputs({"--json": args.json})
+    _require_triton("stagecheck kernel (the Triton kernel against its reference)")
     from stagecheck.oracles.observe import require_device
     require_device(device)
     from stagecheck.oracles.kernel.campaign import run_kernel_campaign
     from stagecheck.oracles.report import json_document, render_json, render_kernel
-    result = run_kernel_campaign(examples, seed, device)
+    shown = _progress_of(args, "kernel", "scenarios", examples)
+    try:
+        result = run_kernel_campaign(examples, seed, device,
+                                     progress=shown.update if shown else None)
+    finally:
+        if shown:
+            shown.close()
     verdict = ("interrupted" if result.interrupted else
                "equivalent" if result.clean else "different")
     from stagecheck.oracles.report.json import kernel_settings
@@ -504,10 +663,16 @@ def _symbolic(args) -> int:
     schema = _schema(args)
     from stagecheck.oracles.report import json_document, render_json, render_symbolic
     from stagecheck.oracles.symbolic import run_symbolic
-    with _open([(args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")], schema,
-               shims) as runner:
-        result = run_symbolic(*runner.targets, timeout=timeout, max_capacity=capacity,
-                              max_paths=max_paths, runner=runner)
+    shown = _progress_of(args, "symbolic", "paths")
+    try:
+        with _open([(args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")], schema,
+                   shims) as runner:
+            result = run_symbolic(*runner.targets, timeout=timeout, max_capacity=capacity,
+                                  max_paths=max_paths, runner=runner,
+                                  progress=shown.update if shown else None)
+    finally:
+        if shown:
+            shown.close()
     verdict = "interrupted" if result.interrupted else result.verdict(args.strict)
     from stagecheck.oracles.report.json import symbolic_settings
     outputs.write("--json", lambda: render_json(json_document(
@@ -569,8 +734,14 @@ def _mutants(args) -> int:
     use_interpreter_without_gpu()
     from stagecheck.oracles.mutants import run_mutants
     from stagecheck.oracles.report import json_document, render_json, render_mutants
-    report = run_mutants(args.target, config, _mutant_progress, schema=pinned_schema,
-                         original=original)
+    shown = _progress_of(args, "mutants", "mutants",
+                         counters=("killed", "equivalent", "survived"))
+    try:
+        report = run_mutants(args.target, config, _MutantProgress(shown), schema=pinned_schema,
+                             original=original)
+    finally:
+        if shown:
+            shown.close()
     verdict = ("interrupted" if report.interrupted else
                "all-killed" if report.all_killed() else "survivors")
     from stagecheck.oracles.report.json import mutants_settings
@@ -586,11 +757,23 @@ def _mutants(args) -> int:
     return outputs.finish(EXIT_CLEAN if report.all_killed() else EXIT_FINDINGS, verdict)
 
 
-def _mutant_progress(res, done: int, total: int) -> None:
-    cells = " ".join(f"{o}={out.cell()}" for o, out in res.outcomes.items())
-    sys.stderr.write(f"[{done}/{total}] {res.mutant.id} {res.mutant.operator} "
-                     f"{res.mutant.location}: {cells}\n")
-    sys.stderr.flush()
+class _MutantProgress:
+    """``run_mutants``' callback: one line per mutant (its row of the matrix) and the
+    progress line (done/total, kills, ETA); ``--quiet``: nothing."""
+
+    def __init__(self, progress) -> None:
+        self.progress, self.killed, self.equivalent = progress, 0, 0
+
+    def __call__(self, res, done: int, total: int) -> None:
+        if self.progress is None:
+            return
+        self.killed += bool(res.killed_by_stagecheck)
+        self.equivalent += bool(res.equivalent)
+        cells = " ".join(f"{o}={out.cell()}" for o, out in res.outcomes.items())
+        self.progress.print_above(f"[{done}/{total}] {res.mutant.id} {res.mutant.operator} "
+                                  f"{res.mutant.location}: {cells}")
+        self.progress.update(done, total, killed=self.killed, equivalent=self.equivalent,
+                             survived=done - self.killed - self.equivalent)
 
 
 def _schema_command(args) -> int:
@@ -630,6 +813,41 @@ def _schema_command(args) -> int:
     return outputs.finish(EXIT_CLEAN, "shown")
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None):
+    """Parse ``argv`` over the defaults of ``[tool.stagecheck]`` (the command line wins).
+
+    The arguments are parsed first without the file, so a typo answers at once and
+    ``--help`` / ``--version`` work whatever the file holds; then the file is read and
+    checked, its values become the defaults of the command's options, and the
+    arguments are parsed again over them.
+    """
+    args = parser.parse_args(argv)
+    if args.version or args.command is None:
+        return args
+    from stagecheck.oracles.config import load_config
+    config = load_config()
+    defaults = config.defaults_for(args.command)
+    if not defaults:
+        return args
+    command = _subparsers(parser)[args.command]
+    shims = defaults.pop("shim", None)
+    command.set_defaults(**defaults)
+    args = parser.parse_args(argv)
+    if shims is not None and not args.shim:    # --shim on the command line replaces them
+        args.shim = shims
+    if not getattr(args, "quiet", False):
+        _note(messages.CONFIG_USED.format(path=_shown(config.path),
+                                          values=config.summary(args.command)))
+    return args
+
+
 _COMMANDS = {
     "diff": lambda args: _campaign(args, args.baseline, args.candidate),
     "spec": lambda args: _campaign(args, None, args.target),
@@ -646,8 +864,12 @@ def main(argv: list[str] | None = None) -> int:
     interrupt.install()
     try:
         try:
-            args = parser.parse_args(argv)
-            if args.command is None:
+            args = _parse(parser, argv)
+            if args.version:
+                from stagecheck import __version__
+                _emit(f"stagecheck {__version__}")
+                code = EXIT_CLEAN
+            elif args.command is None:
                 _emit(parser.format_help().rstrip("\n"))
                 code = EXIT_USAGE
             else:

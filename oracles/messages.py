@@ -161,3 +161,27 @@ BENCH_RATIOS = ("ratio = the candidate's median / the baseline's median (the two
                 "can differ a little from the ratio of medians); a ratio < 1: the candidate "
                 "is faster")
 SAME_REPORT_PATHS = ("{options} name the same path {value!r}", "give each report its own path")
+
+# --------------------------------------------------------------------------- issue 13
+# configuration: [tool.stagecheck] in pyproject.toml (oracles/config.py)
+CONFIG_UNKNOWN_KEY = ("{value!r} is not a key of [tool.stagecheck] (in {path})",
+                      "remove it or use one of: {known}")
+CONFIG_UNREADABLE = ("cannot read {value!r} ({error})", "fix the TOML; stagecheck reads its "
+                     "[tool.stagecheck] table")
+CONFIG_NOT_TABLE = ("[tool.stagecheck] in {value!r} is not a table",
+                    "write it as a [tool.stagecheck] section of keys")
+CONFIG_NOT_BOOL = ("{value!r} is not true or false", "write true or false (TOML booleans)")
+CONFIG_NOT_TEXT = ("{value!r} is not a text", "write a quoted path or name")
+CONFIG_NOT_TEXTS = ("{value!r} is not a list of paths", "write e.g. [\"shims/vllm_helpers.py\"]")
+CONFIG_USED = "stagecheck: settings from [tool.stagecheck] in {path}: {values}"
+# optional dependencies
+KERNEL_EXTRA = "pip install 'stagecheck[kernel]'"
+TRITON_EXTRA_MISSING = ("{what} needs triton, which is not installed ({error})",
+                        "install the kernel extra: " + KERNEL_EXTRA + "{alternative}")
+TRITON_FALLBACK = ("stagecheck: triton is not installed, so the kernel oracle runs the "
+                   "reference backend (the same decisions in plain torch); for the Triton "
+                   "kernel: " + KERNEL_EXTRA)
+# the command line
+EXIT_CODES_EPILOG = ("exit codes: 0 clean verdict (every requested output written); "
+                     "1 {findings}; 2 usage or load error{two}; 130/143 interrupted "
+                     "(SIGINT/SIGTERM), no verdict")

@@ -230,7 +230,7 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
                  max_capacity: int = 4, *, max_paths: int | None = None,
                  stop_at_first_error: bool = False,
                  per_path_timeout: float | None = None, replay_timeout: float = 5.0,
-                 strict: bool = True, runner=None) -> SymbolicResult:
+                 strict: bool = True, runner=None, progress=None) -> SymbolicResult:
     """Explore both targets symbolically for ``timeout`` seconds (wall clock), or for
     ``max_paths`` paths (a path budget: two runs with the same budget explore the same
     paths; ``timeout`` None then means no wall-clock limit but the longest a run may take).
@@ -242,6 +242,8 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
     no path was explored or any path was lost to unsupported operations; the result
     rides on the exception. A SIGINT/SIGTERM stops the exploration after the current
     path: the result holds the paths so far, ``interrupted`` set (never inconclusive).
+    ``progress(done, total, phase=...)`` hears of the exploration (in the worker: no
+    count until it ends) and of each explored path judged here.
     """
     from stagecheck.oracles.campaign import _position, same_schema
     from stagecheck.oracles.evaluate import judge
@@ -262,6 +264,8 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
         runner = runner_for([baseline, candidate])
     try:
         sides = [_position(runner, t) for t in (baseline, candidate)]
+        if progress is not None:
+            progress(0, max_paths, phase="exploring")
         try:
             found: Exploration = runner.call(
                 "stagecheck.oracles.symbolic.explore", "explore", target_arg(sides[0]),
@@ -275,6 +279,8 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
         collector = FindingsCollector()
         for record in found.records:
             result.paths_explored += 1
+            if progress is not None:
+                progress(result.paths_explored, len(found.records), phase="judged")
             result.paths_concretized += record.concretized
             result.paths_with_difference += record.differ
             findings = judge(record.scenario, baseline, candidate, record.baseline,

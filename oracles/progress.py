@@ -1,0 +1,200 @@
+"""Progress of long work, on stderr, in the form that fits where it runs.
+
+On a terminal: one live line, redrawn in place (a bar, done/total, rate, findings so
+far, elapsed, remaining). Elsewhere (CI logs, a pipe, a file): one plain line every
+``STAGECHECK_PROGRESS_INTERVAL`` seconds (default 5), the first after twice that, e.g.
+
+    stagecheck diff: 1200/5200 examples, 2 findings, 850 examples/s, 10.0 s elapsed, ~4.7 s left
+
+so a run shorter than 10 s prints nothing when not on a terminal (as tqdm's ``delay``),
+and a run's own lines (an interrupt's, a load error's) are not buried. A ticker thread
+keeps the line coming while nothing advances (a hanging target, a symbolic exploration
+in a worker), so a silent log means a stopped process. Once ``stopped()`` is true (a
+SIGINT/SIGTERM was received) nothing more is written: the run's one line about the
+interrupt is the last word. ``--quiet`` makes none of this.
+
+Standard library only: the CLI builds a ``Progress`` before any heavy import.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Callable, TextIO
+
+__all__ = ["DEFAULT_INTERVAL", "INTERVAL_ENV", "Progress", "format_duration", "interval"]
+
+INTERVAL_ENV = "STAGECHECK_PROGRESS_INTERVAL"
+DEFAULT_INTERVAL = 5.0
+#: how often the terminal line is redrawn at most, in seconds
+TTY_REFRESH = 0.2
+BAR_WIDTH = 20
+
+
+def interval(environ=None) -> float:
+    """Seconds between two plain lines: ``STAGECHECK_PROGRESS_INTERVAL`` when it is a
+    positive number, else 5."""
+    value = (os.environ if environ is None else environ).get(INTERVAL_ENV)
+    try:
+        number = float(value) if value is not None else DEFAULT_INTERVAL
+    except ValueError:
+        return DEFAULT_INTERVAL
+    return number if number > 0 else DEFAULT_INTERVAL
+
+
+def format_duration(seconds: float) -> str:
+    """``4.7 s``, ``2 min 05 s``, ``1 h 02 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = int(round(seconds))
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+class Progress:
+    """The progress of one command: ``update`` it from the loop, ``close`` it at the end.
+
+    ``unit`` names what is counted (``examples``, ``mutants``, ``paths``); ``counters``
+    the tallies shown after done/total (``findings``, ``killed``...), in that order.
+    Thread-safe: the ticker and the loop may render at the same time.
+    """
+
+    def __init__(self, label: str, unit: str, total: int | None = None, *,
+                 counters: tuple[str, ...] = (), stream: TextIO | None = None,
+                 tty: bool | None = None, every: float | None = None,
+                 delay: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 stopped: Callable[[], object] = lambda: False) -> None:
+        self.label, self.unit, self.total = label, unit, total
+        self.stream = stream if stream is not None else sys.stderr
+        if tty is None:
+            try:
+                tty = self.stream.isatty()
+            except (AttributeError, ValueError):
+                tty = False
+        self.tty = tty
+        self.every = TTY_REFRESH if tty else (every if every is not None else interval())
+        self.clock, self.stopped = clock, stopped
+        self.started = clock()
+        self.phase_started = self.started
+        # the first line is due after ``delay`` (default: one refresh on a terminal, two
+        # intervals elsewhere), each later one ``every`` seconds after the last
+        first = delay if delay is not None else (self.every if tty else 2 * self.every)
+        self.last_shown = self.started + first - self.every
+        self.done = 0
+        self.phase = ""
+        self.counts = {name: 0 for name in counters}
+        self.lines = 0            # plain lines written (non-terminal)
+        self.drawn = False        # a terminal line is on screen
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ updates
+    def update(self, done: int | None = None, total: int | None = None, *,
+               phase: str | None = None, **counts: int) -> None:
+        """Record where the work is; draw the line when it is due."""
+        with self._lock:
+            if done is not None:
+                self.done = done
+            if total is not None:
+                self.total = total
+            if phase is not None and phase != self.phase:
+                self.phase = phase
+                self.phase_started = self.clock()   # the rate is this phase's
+            for name, value in counts.items():
+                self.counts[name] = value
+            self._show_if_due()
+
+    def print_above(self, text: str) -> None:
+        """Write ``text`` as a line of its own (the live line, if drawn, is erased first
+        and comes back with the next update)."""
+        with self._lock:
+            if self.tty and self.drawn:
+                self._write("\r\x1b[K")
+                self.drawn = False
+            self._write(text + "\n")
+
+    def start(self) -> "Progress":
+        """Start the ticker: the line keeps coming while nothing advances."""
+        if self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="stagecheck-progress",
+                                            daemon=True)
+            self._ticker.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the ticker; on a terminal erase the line (the report follows); elsewhere
+        end with one last line if any line was written (a log that showed progress shows
+        where it ended)."""
+        self._stop.set()
+        if self._ticker is not None and self._ticker is not threading.current_thread():
+            self._ticker.join(timeout=1.0)
+        with self._lock:
+            if self.tty and self.drawn:
+                self._write("\r\x1b[K")
+                self.drawn = False
+            elif not self.tty and self.lines and not self.stopped():
+                self._write(self.plain_line(final=True) + "\n")
+
+    def __enter__(self) -> "Progress":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ rendering
+    def fields(self, now: float | None = None) -> list[str]:
+        """done/total unit, the counters, the rate, elapsed and remaining."""
+        now = self.clock() if now is None else now
+        elapsed = max(now - self.started, 0.0)
+        in_phase = max(now - self.phase_started, 0.0)
+        count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
+        out = [f"{self.phase + ' ' if self.phase else ''}{count} {self.unit}"]
+        out += [f"{value} {name}" for name, value in self.counts.items()]
+        rate = self.done / in_phase if in_phase > 0 else 0.0
+        if self.done and in_phase > 0:
+            out.append(f"{rate:.3g} {self.unit}/s" if rate < 10 else
+                       f"{rate:.0f} {self.unit}/s")
+        out.append(f"{format_duration(elapsed)} elapsed")
+        if self.total and self.done and rate > 0 and self.done < self.total:
+            out.append(f"~{format_duration((self.total - self.done) / rate)} left")
+        return out
+
+    def plain_line(self, final: bool = False) -> str:
+        text = ", ".join(self.fields())
+        return f"stagecheck {self.label}: {'finished: ' if final else ''}{text}"
+
+    def bar_line(self) -> str:
+        if self.total:
+            filled = min(BAR_WIDTH, int(BAR_WIDTH * self.done / self.total))
+            bar = "[" + "#" * filled + "-" * (BAR_WIDTH - filled) + "] "
+        else:
+            bar = ""
+        return f"{self.label} {bar}" + " · ".join(self.fields())
+
+    def _show_if_due(self) -> None:
+        now = self.clock()
+        if now - self.last_shown < self.every or self.stopped():
+            return
+        self.last_shown = now
+        if self.tty:
+            self._write("\r\x1b[K" + self.bar_line())
+            self.drawn = True
+        else:
+            self._write(self.plain_line() + "\n")
+            self.lines += 1
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):   # stderr gone: progress is never worth an error
+            pass
+
+    def _tick(self) -> None:
+        while not self._stop.wait(min(self.every, 1.0)):
+            with self._lock:
+                self._show_if_due()
