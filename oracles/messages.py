@@ -118,8 +118,6 @@ SYMBOLIC_LOST = ("symbolic diff lost {lost} of {total} path(s) to operations the
                  "use the fuzzer ('stagecheck diff') for this target")
 CROSSHAIR_TOO_OLD = ("crosshair-tool {found} is installed; the symbolic oracle needs "
                      "{needed} or newer", "pip install 'crosshair-tool>={needed}'")
-TRITON_MISSING = ("the Triton kernel backend needs triton, which is not installed ({error})",
-                  "install it (pip install triton) or use the reference backend")
 
 # --------------------------------------------------------------------------- reports
 CLEAN_RUN_HINT = ("No error finding. To search harder: --examples {more} (now {examples}), "

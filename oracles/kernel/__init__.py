@@ -49,7 +49,9 @@ def postprocess_function(backend: str) -> Callable:
     except ImportError as exc:
         from stagecheck.oracles import messages
         from stagecheck.oracles.errors import StagecheckError
-        raise StagecheckError.of(messages.TRITON_MISSING, error=f"{exc}") from None
+        raise StagecheckError.of(messages.TRITON_EXTRA_MISSING, what="the Triton kernel backend",
+                                 error=f"{exc}", alternative=" (or use the reference "
+                                 "backend)") from None
 
     def triton_postprocess(*args, **kwargs):
         return mamba_postprocess(*args, backend="triton", **kwargs)
