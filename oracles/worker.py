@@ -75,6 +75,7 @@ class _Worker:
         self.memory_mib = memory_mib
         self.targets: list = []
         self._cuda_fast = None
+        self.pid = os.getpid()
 
     # ---------------------------------------------------------------- commands
     def load(self, refs: list[TargetRef]) -> list[tuple]:
@@ -132,6 +133,8 @@ class _Worker:
                 self.counter.value = position * 8 + side + 1
                 seen = observe(self.targets[side], scenario, options if sampled else quick,
                                backend, exits_are_observations=True)
+                if os.getpid() != self.pid:     # a child the target forked: never answer
+                    os._exit(0)
                 if not sampled and kind == "fast" and seen.last_step_start == 0:
                     # the fast buffers log copies only: their order across buffers means
                     # nothing to any invariant, nor does how often an entry of req_ids was
@@ -166,6 +169,8 @@ class _Worker:
         try:
             return getattr(importlib.import_module(module), name)(*args)
         finally:
+            if os.getpid() != self.pid:     # a child the target forked: never answer
+                os._exit(0)
             self.counter.value = 0
 
 
