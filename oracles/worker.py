@@ -107,6 +107,16 @@ class _Worker:
                 self.targets.append(None)
                 out.append(("error", type(exc).__name__, exc.problem, exc.fix, repr(exc.value)))
                 continue
+            except MemoryError:
+                raise
+            except BaseException as exc:     # the file's own code, run at load, failed
+                from stagecheck.oracles import messages
+                from stagecheck.oracles.observe import exception_text
+                problem, fix = messages.TARGET_LOAD_RAISED
+                self.targets.append(None)
+                out.append(("error", "TargetLoadError", problem.format(
+                    value=ref.spec, error=exception_text(exc, type(exc))), fix, repr(ref.spec)))
+                continue
             self.targets.append(target)
             out.append(("target", target.schema.name, sorted(target.profile.keywords),
                         target.origin, tuple(target.shimmed)))
@@ -557,9 +567,9 @@ class WorkerPool:
             answers = self._request("load", list(refs), deadline=LOAD_SECONDS)
         except _Ended as ended:
             self._fresh()
-            raise TargetLoadError(f"loading the targets ended the worker process: "
-                                  f"{ended.what}", "a target's module runs code at import "
-                                  "that ends the process; use a file target") from None
+            from stagecheck.oracles import messages
+            raise TargetLoadError.of(messages.TARGET_LOAD_ENDED, ", ".join(r.spec for r in refs),
+                                     what=ended.what) from None
         self._refs = list(refs)
         out = []
         for position, (ref, answer) in enumerate(zip(refs, answers)):
