@@ -165,9 +165,9 @@ REPLAY_UNTRUSTED_TARGET = ("the replay file names the {side} target {target!r}, 
                            "stagecheck does not run code a replay file chose",
                            "if you trust it, name it yourself: stagecheck replay FILE "
                            "--baseline BASELINE --candidate CANDIDATE")
-REPLAY_UNTRUSTED_SHIM = ("the replay file names the shim {target!r}, outside this repository "
-                         "({top}); stagecheck does not run code a replay file chose",
-                         "if you trust it, give it yourself with --shim")
+REPLAY_UNTRUSTED_SHIM = ("the replay file names the shim or schema file {target!r}, outside "
+                         "this repository ({top}); stagecheck does not run code a replay file "
+                         "chose", "if you trust it, give it yourself with --shim or --schema")
 REPLAY_TOO_LARGE = ("the replay file is {size:,} bytes, more than the {limit:,} a saved "
                     "example takes", "give a replay file stagecheck saved")
 SAVE_PATH_LINK = ("{value!r} is a symbolic link; stagecheck does not write through links "

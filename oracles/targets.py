@@ -708,3 +708,45 @@ def _method_as_function(defs: dict, dotted: str, filename: str, spec: str) -> st
     node.name = key
     defs[key] = node
     return key
+
+
+# ------------------------------------------------------------------ trust (replay files)
+
+def repository_root(folder: str | None = None) -> str:
+    """The git top level of ``folder`` (default: the current folder), else the folder
+    itself: what a replay file may name code inside of."""
+    folder = os.path.realpath(folder or os.getcwd())
+    try:
+        top = _git("rev-parse", "--show-toplevel", cwd=folder)
+    except OSError:           # no git on this machine
+        return folder
+    return os.path.realpath(top.stdout.strip()) if top.returncode == 0 and \
+        top.stdout.strip() else folder
+
+
+def _inside(path: str, top: str) -> bool:
+    real = os.path.realpath(path)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def trusted_spec(spec: Any, top: str) -> bool:
+    """Whether a target spec read from a file (a replay file) may run without the user
+    naming it: a builtin, or a file (or ``git:REV:`` file) whose path is inside ``top``.
+    A module target is not: importing a module runs code chosen by whoever made the
+    file, wherever the module lies."""
+    if not isinstance(spec, str):
+        return False
+    if spec in BUILTINS:
+        return True
+    if is_file_spec(spec):
+        try:
+            path = _split_git(spec)[1] if spec.startswith("git:") else _split_file(spec, spec)[0]
+        except TargetLoadError:
+            return True           # not a loadable spec: loading it says what is wrong
+        return _inside(path, top)
+    return not _is_module_spec(spec)   # neither form: loading it says what is wrong
+
+
+def trusted_path(path: Any, top: str) -> bool:
+    """Whether a shim or schema file named by a replay file lies inside ``top``."""
+    return isinstance(path, str) and _inside(path, top)
