@@ -82,7 +82,7 @@ def save_findings(result, directory: str, baseline=None, candidate=None,
                                           "candidate": result.candidate},
              "device": device, "schema": result.schema_spec, "shims": list(shims),
              "finding": f.to_dict()},
-            indent=1, sort_keys=True))
+            indent=1, sort_keys=True), inside=directory)
         saved[f.id] = path
     return saved
 
@@ -103,7 +103,7 @@ def write_manifest(directory: str, run_id: str, command: str, result, saved: dic
                     "name": getattr(getattr(result, "schema", None), "name", None)},
          "examples": {"in_contract": result.examples_in_contract,
                       "out_of_contract": result.examples_out_of_contract},
-         "findings": findings}, indent=1, sort_keys=True))
+         "findings": findings}, indent=1, sort_keys=True), inside=directory)
     return path
 
 
