@@ -48,6 +48,9 @@ GRACE_SECONDS = 1.0
 #: seconds loading the targets may take in a worker (imports included)
 LOAD_SECONDS = 120.0
 _POLL = 0.02
+#: longest answer read from a worker; a length header past it is garbage a target wrote
+#: into the pipe (any printable text reads as 512 MiB or more)
+MAX_ANSWER_BYTES = 512 * 1024 * 1024
 #: seconds between two reminders of an interrupt to a worker busy with a ``call``
 _FORWARD_EVERY = 0.25
 
@@ -178,6 +181,11 @@ class _Worker:
         self.counter.value = 1
         try:
             return getattr(importlib.import_module(module), name)(*args)
+        except SystemExit as exc:   # only code under test exits: it ends this worker
+            os._exit(exc.code if isinstance(exc.code, int) and 0 <= exc.code < 256 else
+                     0 if exc.code is None else 1)
+        except KeyboardInterrupt:   # SIGINT is ignored here: the code under test raised it
+            os._exit(128 + signal.SIGINT)
         finally:
             if os.getpid() != self.pid:     # a child the target forked: never answer
                 os._exit(0)
@@ -374,7 +382,10 @@ class _Process:
         return self._recv.poll(timeout)
 
     def recv(self):
-        return self._recv.recv()
+        """The next answer; an ``OSError`` for a message longer than any answer (bytes a
+        target wrote into the pipe: waiting for them would wait for ever)."""
+        import pickle
+        return pickle.loads(self._recv.recv_bytes(MAX_ANSWER_BYTES))
 
     def is_alive(self) -> bool:
         return self.process.poll() is None
@@ -519,10 +530,12 @@ class WorkerPool:
                 if process.poll(_POLL):
                     status, result = process.recv()
                     break
-            except (EOFError, OSError):
+            except EOFError:
                 raise _Ended(process.ended(self.memory_mib), process.position) from None
             except Exception:      # garbage in the pipe: a target wrote into it
                 position = process.position
+                if not process.is_alive():
+                    raise _Ended(process.ended(self.memory_mib), position) from None
                 process.kill()
                 raise _Ended("wrote into stagecheck's pipe", position) from None
             if not process.is_alive():

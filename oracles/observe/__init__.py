@@ -281,8 +281,9 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
             raise
         exc_type, exc_msg, mro = "KeyboardInterrupt", "", ("KeyboardInterrupt", "BaseException")
     except BaseException as exc:  # the target's own failure is an observation
-        if backend.passes_through(exc):
-            raise
+        if backend.passes_through(exc) or (exits_are_observations and
+                                           isinstance(exc, MemoryError)):
+            raise                     # a worker ends itself: the checker says "exceeded"
         exc_type = printable(type(exc).__name__)
         exc_msg = exception_text(exc)
         mro = tuple(printable(k.__name__) for k in type(exc).__mro__)
