@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -344,3 +345,64 @@ def test_the_reliability_doc_lists_every_case():
     rows = {m.group(1) for m in re.finditer(r"^\| `([^`]+)` \|", text, re.M)}
     assert rows == {c.id for c in CASES}
     assert len(CASES) >= 60
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, session id) of every process (from /proc)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            found[int(entry)] = (int(fields[1]), int(fields[3]))
+    return found
+
+
+def _descendants(root: int) -> set[int]:
+    procs, kids = _processes(), {root}
+    grew = True
+    while grew:
+        before = len(kids)
+        kids |= {pid for pid, (ppid, _) in procs.items() if ppid in kids}
+        grew = len(kids) > before
+    return kids - {root}
+
+
+def test_sigterm_to_mutants_with_jobs_ends_every_child_and_saves_the_partial_matrix(tmp_path):
+    """SIGTERM to ``stagecheck mutants --jobs 2``: the pool processes, the workers they
+    started (sessions of their own) and the resource tracker all end with the parent; the
+    mutants finished so far are listed and saved."""
+    proc = subprocess.Popen([sys.executable, "-m", "stagecheck", "mutants", "legacy", "--jobs",
+                             "2", "--budget", "300", "--json", "m.json"], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    seen: set[int] = set()
+    started = time.monotonic()
+    while time.monotonic() - started < 20 and proc.poll() is None:
+        seen |= _descendants(proc.pid)
+        time.sleep(0.2)
+    assert proc.poll() is None, "the campaign ended before the signal; give it more budget"
+    assert len(seen) >= 3           # two pool processes and the workers they started
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    assert "Traceback" not in out + err
+    assert "interrupted by SIGTERM" in err
+    document = json.loads((tmp_path / "m.json").read_text())
+    assert document["verdict"] == "interrupted"
+    finished = [line for line in err.splitlines() if re.match(r"\[\d+/\d+\] m\d+ ", line)]
+    assert finished, "no mutant finished before the signal"
+    assert len(document["results"]) == len(finished)     # the partial matrix, saved
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        alive = [pid for pid, (_, sid) in _processes().items()
+                 if pid in seen or sid == proc.pid]
+        if not alive:
+            break
+        time.sleep(0.1)
+    assert not alive, f"processes outlived the run: {alive}"
