@@ -25,6 +25,7 @@ import time
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
+from stagecheck.oracles.observe import printable
 from stagecheck.oracles.report.files import write_atomic
 from stagecheck.spec import StagingScenario
 from stagecheck.spec.space import malformed
@@ -137,6 +138,9 @@ def _bounded(scenario) -> None:
         value, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, str) and not value.replace("\n", "").replace("\t", "") \
+                .isprintable():
+            raise ValueError(f"it holds text with control characters ({printable(value)[:80]})")
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"it holds {value!r}")
         if isinstance(value, int) and not isinstance(value, bool) and \
@@ -148,6 +152,21 @@ def _bounded(scenario) -> None:
                                  f"(at most {longest:,})")
             items = value.values() if isinstance(value, dict) else value
             stack.extend((v, depth + 1) for v in items)
+
+
+def _escaped(value, depth: int = 0):
+    """``value`` with every string outside the scenario escaped (``printable``): what a
+    report echoes from a replay file (its id, targets, messages) cannot carry an escape
+    sequence or a NUL to a terminal or an XML report."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, list):
+        return [_escaped(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {(printable(k) if isinstance(k, str) else k):
+                (v if k == "scenario" and depth == 1 else _escaped(v, depth + 1))
+                for k, v in value.items()}
+    return value
 
 
 def load_replay(path: str) -> tuple[dict, StagingScenario]:
@@ -163,6 +182,7 @@ def load_replay(path: str) -> tuple[dict, StagingScenario]:
             raise TypeError("a replay file is a JSON object with a 'finding' object")
         _bounded(saved["finding"]["scenario"])
         scenario = StagingScenario.from_dict(saved["finding"]["scenario"])
+        saved = _escaped(saved)
     except OSError as exc:
         raise UsageError.of(messages.REPLAY_UNREADABLE, path, error=exc.strerror) from None
     except RecursionError:

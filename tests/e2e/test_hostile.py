@@ -185,8 +185,13 @@ OPTIONS = [
 
 
 def _replay(name: str, change: dict | None, text: str | None = None, what: str = "") -> Case:
-    return Case(f"replay-{name}", ("replay", f"{{T}}/replay-{name}.json"), 2,
+    return Case(f"replay-{name}", ("replay", f"{{T}}/replay-{name}.json"),
+                REPLAY_CODE.get(name, 2),
                 REPLAY_EXPECT.get(name, "is not a stagecheck replay file|cannot"), what)
+
+
+#: replay rows that do not exit 2: the file is fine, only its text is hostile
+REPLAY_CODE = {"ansi-id": 0}
 
 
 REPLAY_EXPECT = {
@@ -195,6 +200,8 @@ REPLAY_EXPECT = {
     "outside-shim": "--shim or --schema", "capacity-huge": r"capacity=10000000",
     "deep": "nested too deeply", "fraction": r"capacity=1\.5", "num-reqs-huge": "num_reqs=",
     "long-list": "entries", "big-number": "int", "wrong-type": "TypeError",
+    "ansi-target": re.escape(r"\x1b[31mlegacy"), "ansi-id": re.escape(r"\x1b]0;pwned\x07"),
+    "control-id-in-scenario": "control characters",
 }
 #: replay files: name -> (change to a valid file's fields, or raw text), what
 REPLAY_FILES = {
@@ -215,6 +222,12 @@ REPLAY_FILES = {
     "module-target": ({"candidate": "os:system"}, None, "names a module target"),
     "outside-shim": ({"shims": ["/tmp/elsewhere-11/shim.py"]}, None,
                      "names a shim outside the repository"),
+    "ansi-target": ({"baseline": "\x1b[31mlegacy"}, None,
+                    "a target spec with ANSI escapes (shown escaped)"),
+    "ansi-id": ({"__id__": "\x1b]0;pwned\x07same_copies-1"}, None,
+                "a finding id with a terminal title escape (shown escaped)"),
+    "control-id-in-scenario": ({"req_ids": ["req-a\x1b[2J", "req-b", "req-c", "req-p"]}, None,
+                               "a request id with control characters"),
 }
 REPLAYS = [_replay(name, change, text, what)
            for name, (change, text, what) in REPLAY_FILES.items()]
@@ -241,7 +254,9 @@ def _prepare(case: Case, tmp: Path) -> None:
         elif change is not None:
             doc = _valid_replay()
             for key, value in change.items():
-                if key == "__scenario__":
+                if key == "__id__":
+                    doc["finding"]["id"] = value
+                elif key == "__scenario__":
                     doc["finding"]["scenario"] = value
                 elif key in doc["finding"]["scenario"]:
                     doc["finding"]["scenario"][key] = value

@@ -31,6 +31,7 @@ def test_a_saved_scenario_loads(tmp_path):
     ({"req_ids": ["r"] * 100_000}, "100,000 entries"),
     ({"initial_cpu": {"x": [[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]}}, "nested"),
     ({"initial_gpu": {"x": [2**70]}}, "outside int64"),
+    ({"req_ids": ["req-a\x1b[2J"]}, "control characters"),
 ])
 def test_out_of_bounds_scenarios_are_refused_before_anything_is_built(tmp_path, change, why):
     data = {**scenario().to_dict(), **change}
@@ -58,3 +59,10 @@ def test_targets_outside_the_repository_are_refused_unless_named(tmp_path, monke
         assert "does not run code a replay file chose" in str(info.value)
     check_trusted({**inside, "candidate": "os:system"}, "r.json", candidate="legacy")
     check_trusted({**inside, "shims": ["/elsewhere/shim.py"]}, "r.json", shims_given=True)
+
+
+def test_text_outside_the_scenario_is_escaped_when_loaded(tmp_path):
+    path = _write(tmp_path, scenario().to_dict(), candidate="single-loop\x1b[31m")
+    saved, _ = load_replay(path)
+    assert saved["candidate"] == "single-loop\\x1b[31m"
+    assert saved["finding"]["scenario"]["req_ids"] == scenario().req_ids
