@@ -51,6 +51,9 @@ _POLL = 0.02
 #: longest answer read from a worker; a length header past it is garbage a target wrote
 #: into the pipe (any printable text reads as 512 MiB or more)
 MAX_ANSWER_BYTES = 512 * 1024 * 1024
+#: seconds a worker whose pipe broke may take to end before it counts as alive (then what
+#: broke the pipe was bytes a target wrote into it)
+_ENDING = 0.5
 #: seconds between two reminders of an interrupt to a worker busy with a ``call``
 _FORWARD_EVERY = 0.25
 
@@ -390,6 +393,15 @@ class _Process:
     def is_alive(self) -> bool:
         return self.process.poll() is None
 
+    def ends_within(self, seconds: float) -> bool:
+        """Whether the process has ended, or ends within ``seconds``."""
+        import subprocess
+        try:
+            self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def tell_interrupt(self) -> None:
         """Pass the checker's interrupt on (the worker ignores SIGINT itself)."""
         if interrupt.FORWARDED is not None and self.process.poll() is None:
@@ -530,13 +542,11 @@ class WorkerPool:
                 if process.poll(_POLL):
                     status, result = process.recv()
                     break
-            except EOFError:
-                raise _Ended(process.ended(self.memory_mib), process.position) from None
-            except Exception:      # garbage in the pipe: a target wrote into it
+            except Exception:      # the worker ended, or a target wrote into the pipe
                 position = process.position
-                if not process.is_alive():
+                if process.ends_within(_ENDING):
                     raise _Ended(process.ended(self.memory_mib), position) from None
-                process.kill()
+                process.kill()         # alive: what was read was not its answer
                 raise _Ended("wrote into stagecheck's pipe", position) from None
             if not process.is_alive():
                 raise _Ended(process.ended(self.memory_mib), process.position)
@@ -625,7 +635,9 @@ class WorkerPool:
         while True:
             position = ended.position - 1
             k, side_at = divmod(max(position, 0), 8)
-            if position < 0:
+            if position < 0 or k >= len(todo) or side_at not in sides:
+                # before the first call, or a position no batch has: a target wrote into
+                # the counter (its file stays open in the worker): blame the first example
                 k, side_at = 0, sides[0]
             self._fresh()
             try:
