@@ -605,6 +605,12 @@ def _replay(args) -> int:
     base_spec = args.baseline or saved.get("baseline")
     cand_spec = args.candidate or saved.get("candidate")
     shims = _shims(args) or tuple(saved.get("shims") or ())
+    from stagecheck.oracles.report.replay import check_trusted
+    try:
+        check_trusted(saved, args.file, args.baseline, args.candidate, bool(_shims(args)),
+                      getattr(args, "schema", None) is not None)
+    except StagecheckError as exc:
+        raise exc.located("argument FILE") from None
     options = RunOptions(device=args.device or saved.get("device", "cpu"))
     require_device(options.device)
     schema = _schema(args)

@@ -183,3 +183,36 @@ TRITON_FALLBACK = ("stagecheck: triton is not installed, so the kernel oracle ru
 EXIT_CODES_EPILOG = ("exit codes: 0 clean verdict (every requested output written); "
                      "1 {findings}; 2 usage or load error{two}; 130/143 interrupted "
                      "(SIGINT/SIGTERM), no verdict")
+
+# ---------------------------------------------------------------- issue 11: hostile inputs
+TARGET_IS_FOLDER = ("{path!r} in {value!r} is a folder, not a Python file",
+                    "name a .py file in it: 'FOLDER/file.py::function'")
+GIT_PATH_IS_TREE = ("{path!r} is a folder (a git tree) at revision {rev!r} (in {value!r})",
+                    "name a .py file in it; list it with 'git ls-tree --name-only {rev} -- "
+                    "{rel}/'")
+TARGET_UNDECODABLE = ("{path!r} in {value!r} cannot be read as Python source: {why}",
+                      "save it as UTF-8, or declare its encoding on line 1 or 2 "
+                      "('# -*- coding: latin-1 -*-', PEP 263)")
+TARGET_BINARY = ("{path!r} in {value!r} is not a text file (it holds NUL bytes)",
+                 "name the Python source file of the function")
+TARGET_TOO_LARGE = ("{path!r} in {value!r} is {size:,} bytes, more than the {limit:,} a target "
+                    "file may have", "name the module that defines the function, or cut the "
+                    "file down to it")
+REPLAY_UNTRUSTED_TARGET = ("the replay file names the {side} target {target!r}, which is "
+                           "neither a builtin nor a file inside this repository ({top}); "
+                           "stagecheck does not run code a replay file chose",
+                           "if you trust it, name it yourself: stagecheck replay FILE "
+                           "--baseline BASELINE --candidate CANDIDATE")
+REPLAY_UNTRUSTED_SHIM = ("the replay file names the shim or schema file {target!r}, outside "
+                         "this repository ({top}); stagecheck does not run code a replay file "
+                         "chose", "if you trust it, give it yourself with --shim or --schema")
+REPLAY_TOO_LARGE = ("the replay file is {size:,} bytes, more than the {limit:,} a saved "
+                    "example takes", "give a replay file stagecheck saved")
+SAVE_PATH_LINK = ("{value!r} is a symbolic link; stagecheck does not write through links "
+                  "in its save folder", "remove the link, or give --save-dir another folder")
+TARGET_LOAD_RAISED = ("loading {value!r} ran code of the file or module that raised {error}",
+                      "module-level code a target's loading runs (constants, default "
+                      "arguments, class bodies, honoured imports) must not fail or exit")
+TARGET_LOAD_ENDED = ("loading {value!r} ended the worker process: {what}",
+                     "module-level code a target's loading runs (constants, default "
+                     "arguments, class bodies, honoured imports) must not end the process")

@@ -27,6 +27,18 @@ KERNEL_BACKENDS = ("reference", "triton")
 #: (or the value is a typo), so they are refused up front.
 LIMITS = {"timeout": 3600.0, "steps": 64, "examples": 10_000_000, "max_capacity": 4096,
           "gpu_busy_cycles": 10**12, "jobs": 64, "edge_examples": 100_000}
+#: Why each limit is where it is (said with the refusal; docs/reliability.md lists them).
+LIMIT_REASONS = {
+    "timeout": "a call that takes an hour is a hang",
+    "steps": "each step stages the same buffers again; a bug shows within a few",
+    "examples": "at a few thousand examples per second more would run for days",
+    "max_capacity": "vLLM batches hold at most a few thousand requests, and every "
+                    "buffer and drawn scenario grows with the capacity",
+    "gpu_busy_cycles": "a longer queue of device work only slows each example",
+    "jobs": "each job holds worker processes of up to 4 GiB address space; at most the "
+            "CPU count run at once anyway",
+    "edge_examples": "the edge-case stream is a sample, not the search",
+}
 
 
 def whole(option: str, value: Any, minimum: int = 1, example: str = "1") -> int:
@@ -42,7 +54,8 @@ def whole(option: str, value: Any, minimum: int = 1, example: str = "1") -> int:
         raise UsageError.of(messages.BAD_WHOLE, given, option, minimum=minimum, example=example)
     limit = LIMITS.get(option)
     if limit is not None and value > limit:
-        raise UsageError(f"{given!r} is larger than {limit:,}, the most this option takes",
+        raise UsageError(f"{given!r} is larger than {limit:,}, the most this option takes"
+                         + (f" ({LIMIT_REASONS[option]})" if option in LIMIT_REASONS else ""),
                          f"give e.g. {example}", value=given, option=option)
     return value
 
@@ -70,7 +83,9 @@ def seconds(option: str, value: Any, example: str = "5") -> float:
     limit = LIMITS.get(option)
     if limit is not None and number > limit:
         raise UsageError(f"{value!r} seconds is more than {limit:g}, the most this option "
-                         "takes", f"give e.g. {example}", value=value, option=option)
+                         "takes" + (f" ({LIMIT_REASONS[option]})" if option in LIMIT_REASONS
+                                    else ""),
+                         f"give e.g. {example}", value=value, option=option)
     return number
 
 

@@ -195,12 +195,45 @@ def read_file_target(spec: str) -> FileSource:
                           f"{path} at revision {rev} (commit {sha})",
                           f"git:{sha}:{abs_path}::{name}", sha)
     path, name = _split_file(spec, spec)
+    if os.path.isdir(path):
+        raise TargetLoadError.of(messages.TARGET_IS_FOLDER, spec, path=path)
     if not os.path.isfile(path):
         raise TargetLoadError.of(messages.TARGET_FILE_MISSING, spec, path=path, cwd=os.getcwd())
-    with open(path, encoding="utf-8") as fh:
-        source = fh.read()
+    size = os.path.getsize(path)
+    if size > MAX_SOURCE_BYTES:
+        raise TargetLoadError.of(messages.TARGET_TOO_LARGE, spec, path=path, size=size,
+                                 limit=MAX_SOURCE_BYTES)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_SOURCE_BYTES + 1)
+    except OSError as exc:
+        raise TargetLoadError.of(messages.TARGET_UNDECODABLE, spec, path=path,
+                                 why=exc.strerror or str(exc)) from None
+    source = decode_source(data, path, spec)
     abs_path = os.path.abspath(path)
     return FileSource(source, abs_path, name, f"file {path}", f"{abs_path}::{name}")
+
+
+#: largest target file read (a staging module is a few hundred lines; a larger "source" is
+#: a mistake, e.g. a data file, and would only cost time and memory)
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+
+
+def decode_source(data: bytes, path: str, spec: str) -> str:
+    """``data`` decoded as Python decodes a source file: a PEP 263 coding declaration or a
+    UTF-8 BOM, else UTF-8 (universal newlines, the BOM dropped); a ``TargetLoadError``
+    naming ``path`` for a binary or undecodable file."""
+    if len(data) > MAX_SOURCE_BYTES:
+        raise TargetLoadError.of(messages.TARGET_TOO_LARGE, spec, path=path, size=len(data),
+                                 limit=MAX_SOURCE_BYTES)
+    if b"\0" in data:
+        raise TargetLoadError.of(messages.TARGET_BINARY, spec, path=path)
+    try:
+        return importlib.util.decode_source(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        why = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        raise TargetLoadError.of(messages.TARGET_UNDECODABLE, spec, path=path,
+                                 why=why) from None
 
 
 def target_source(spec: str) -> tuple[str, str, str]:
@@ -214,8 +247,8 @@ def target_source(spec: str) -> tuple[str, str, str]:
         filename = inspect.getsourcefile(module)
         if filename is None or "." in name:
             raise TargetLoadError.of(messages.TARGET_NO_SOURCE, spec, name=name)
-        with open(filename, encoding="utf-8") as fh:
-            return fh.read(), filename, name
+        with open(filename, "rb") as fh:
+            return decode_source(fh.read(), filename, spec), filename, name
     if spec.startswith("git:") or "::" in spec:
         read = read_file_target(spec)
         return read.source, read.filename, read.name
@@ -247,7 +280,12 @@ def _split_git(spec: str) -> tuple[str, str, str]:
 
 
 def _git(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd,
+                          errors="replace")
+
+
+def _git_bytes(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], capture_output=True, cwd=cwd)
 
 
 def _existing_folder(path: str) -> str:
@@ -300,12 +338,15 @@ def _git_show(rev: str, path: str, spec: str) -> tuple[str, str, str]:
     if resolved.returncode != 0:
         raise _unknown_revision(rev, path, name, spec, top)
     sha = resolved.stdout.strip()
-    shown = _git("show", f"{sha}:{rel}", cwd=top)
+    kind = _git("cat-file", "-t", f"{sha}:{rel}", cwd=top)
+    if kind.returncode == 0 and kind.stdout.strip() == "tree":
+        raise TargetLoadError.of(messages.GIT_PATH_IS_TREE, spec, path=path, rev=rev, rel=rel)
+    shown = _git_bytes("show", f"{sha}:{rel}", cwd=top)
     if shown.returncode != 0:
         raise TargetLoadError.of(messages.GIT_PATH_MISSING, spec, path=path, rel=rel, rev=rev,
                                  cwd=os.getcwd(), top=top,
                                  folder=os.path.dirname(rel) or ".")
-    return shown.stdout, sha, abs_path
+    return decode_source(shown.stdout, f"{path} at revision {rev}", spec), sha, abs_path
 
 
 def _import(module_name: str, spec: str, name: str):
@@ -667,3 +708,45 @@ def _method_as_function(defs: dict, dotted: str, filename: str, spec: str) -> st
     node.name = key
     defs[key] = node
     return key
+
+
+# ------------------------------------------------------------------ trust (replay files)
+
+def repository_root(folder: str | None = None) -> str:
+    """The git top level of ``folder`` (default: the current folder), else the folder
+    itself: what a replay file may name code inside of."""
+    folder = os.path.realpath(folder or os.getcwd())
+    try:
+        top = _git("rev-parse", "--show-toplevel", cwd=folder)
+    except OSError:           # no git on this machine
+        return folder
+    return os.path.realpath(top.stdout.strip()) if top.returncode == 0 and \
+        top.stdout.strip() else folder
+
+
+def _inside(path: str, top: str) -> bool:
+    real = os.path.realpath(path)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def trusted_spec(spec: Any, top: str) -> bool:
+    """Whether a target spec read from a file (a replay file) may run without the user
+    naming it: a builtin, or a file (or ``git:REV:`` file) whose path is inside ``top``.
+    A module target is not: importing a module runs code chosen by whoever made the
+    file, wherever the module lies."""
+    if not isinstance(spec, str):
+        return False
+    if spec in BUILTINS:
+        return True
+    if is_file_spec(spec):
+        try:
+            path = _split_git(spec)[1] if spec.startswith("git:") else _split_file(spec, spec)[0]
+        except TargetLoadError:
+            return True           # not a loadable spec: loading it says what is wrong
+        return _inside(path, top)
+    return not _is_module_spec(spec)   # neither form: loading it says what is wrong
+
+
+def trusted_path(path: Any, top: str) -> bool:
+    """Whether a shim or schema file named by a replay file lies inside ``top``."""
+    return isinstance(path, str) and _inside(path, top)

@@ -48,6 +48,12 @@ GRACE_SECONDS = 1.0
 #: seconds loading the targets may take in a worker (imports included)
 LOAD_SECONDS = 120.0
 _POLL = 0.02
+#: longest answer read from a worker; a length header past it is garbage a target wrote
+#: into the pipe (any printable text reads as 512 MiB or more)
+MAX_ANSWER_BYTES = 512 * 1024 * 1024
+#: seconds a worker whose pipe broke may take to end before it counts as alive (then what
+#: broke the pipe was bytes a target wrote into it)
+_ENDING = 0.5
 #: seconds between two reminders of an interrupt to a worker busy with a ``call``
 _FORWARD_EVERY = 0.25
 
@@ -75,6 +81,7 @@ class _Worker:
         self.memory_mib = memory_mib
         self.targets: list = []
         self._cuda_fast = None
+        self.pid = os.getpid()
 
     # ---------------------------------------------------------------- commands
     def load(self, refs: list[TargetRef]) -> list[tuple]:
@@ -106,6 +113,16 @@ class _Worker:
                 self.targets.append(None)
                 out.append(("error", type(exc).__name__, exc.problem, exc.fix, repr(exc.value)))
                 continue
+            except MemoryError:
+                raise
+            except BaseException as exc:     # the file's own code, run at load, failed
+                from stagecheck.oracles import messages
+                from stagecheck.oracles.observe import exception_text
+                problem, fix = messages.TARGET_LOAD_RAISED
+                self.targets.append(None)
+                out.append(("error", "TargetLoadError", problem.format(
+                    value=ref.spec, error=exception_text(exc, type(exc))), fix, repr(ref.spec)))
+                continue
             self.targets.append(target)
             out.append(("target", target.schema.name, sorted(target.profile.keywords),
                         target.origin, tuple(target.shimmed)))
@@ -132,6 +149,8 @@ class _Worker:
                 self.counter.value = position * 8 + side + 1
                 seen = observe(self.targets[side], scenario, options if sampled else quick,
                                backend, exits_are_observations=True)
+                if os.getpid() != self.pid:     # a child the target forked: never answer
+                    os._exit(0)
                 if not sampled and kind == "fast" and seen.last_step_start == 0:
                     # the fast buffers log copies only: their order across buffers means
                     # nothing to any invariant, nor does how often an entry of req_ids was
@@ -165,7 +184,14 @@ class _Worker:
         self.counter.value = 1
         try:
             return getattr(importlib.import_module(module), name)(*args)
+        except SystemExit as exc:   # only code under test exits: it ends this worker
+            os._exit(exc.code if isinstance(exc.code, int) and 0 <= exc.code < 256 else
+                     0 if exc.code is None else 1)
+        except KeyboardInterrupt:   # SIGINT is ignored here: the code under test raised it
+            os._exit(128 + signal.SIGINT)
         finally:
+            if os.getpid() != self.pid:     # a child the target forked: never answer
+                os._exit(0)
             self.counter.value = 0
 
 
@@ -359,10 +385,22 @@ class _Process:
         return self._recv.poll(timeout)
 
     def recv(self):
-        return self._recv.recv()
+        """The next answer; an ``OSError`` for a message longer than any answer (bytes a
+        target wrote into the pipe: waiting for them would wait for ever)."""
+        import pickle
+        return pickle.loads(self._recv.recv_bytes(MAX_ANSWER_BYTES))
 
     def is_alive(self) -> bool:
         return self.process.poll() is None
+
+    def ends_within(self, seconds: float) -> bool:
+        """Whether the process has ended, or ends within ``seconds``."""
+        import subprocess
+        try:
+            self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def tell_interrupt(self) -> None:
         """Pass the checker's interrupt on (the worker ignores SIGINT itself)."""
@@ -504,11 +542,11 @@ class WorkerPool:
                 if process.poll(_POLL):
                     status, result = process.recv()
                     break
-            except (EOFError, OSError):
-                raise _Ended(process.ended(self.memory_mib), process.position) from None
-            except Exception:      # garbage in the pipe: a target wrote into it
+            except Exception:      # the worker ended, or a target wrote into the pipe
                 position = process.position
-                process.kill()
+                if process.ends_within(_ENDING):
+                    raise _Ended(process.ended(self.memory_mib), position) from None
+                process.kill()         # alive: what was read was not its answer
                 raise _Ended("wrote into stagecheck's pipe", position) from None
             if not process.is_alive():
                 raise _Ended(process.ended(self.memory_mib), process.position)
@@ -552,9 +590,9 @@ class WorkerPool:
             answers = self._request("load", list(refs), deadline=LOAD_SECONDS)
         except _Ended as ended:
             self._fresh()
-            raise TargetLoadError(f"loading the targets ended the worker process: "
-                                  f"{ended.what}", "a target's module runs code at import "
-                                  "that ends the process; use a file target") from None
+            from stagecheck.oracles import messages
+            raise TargetLoadError.of(messages.TARGET_LOAD_ENDED, ", ".join(r.spec for r in refs),
+                                     what=ended.what) from None
         self._refs = list(refs)
         out = []
         for position, (ref, answer) in enumerate(zip(refs, answers)):
@@ -597,7 +635,9 @@ class WorkerPool:
         while True:
             position = ended.position - 1
             k, side_at = divmod(max(position, 0), 8)
-            if position < 0:
+            if position < 0 or k >= len(todo) or side_at not in sides:
+                # before the first call, or a position no batch has: a target wrote into
+                # the counter (its file stays open in the worker): blame the first example
                 k, side_at = 0, sides[0]
             self._fresh()
             try:

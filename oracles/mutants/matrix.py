@@ -117,7 +117,16 @@ class MutationReport:
     def survivors(self) -> list[MutantResult]:
         return [r for r in self.results if not r.killed_by_stagecheck]
 
+    def control_fails(self) -> list[str]:
+        """The oracles that already fail on the unmutated source (a target that exits,
+        crashes or breaks the spec): their kills prove nothing about the oracles."""
+        return [oracle for oracle, verdict in self.control.items()
+                if verdict not in ("clean", "passes")]
+
     def all_killed(self) -> bool:
+        """Every mutant killed, by oracles that pass on the unmutated source."""
+        if self.control_fails():
+            return False
         killed, total = self.stagecheck_score
         return killed == total
 
@@ -129,7 +138,7 @@ class MutationReport:
             "target": self.target, "filename": self.filename, "function": self.function,
             "oracles": self.oracles, "unavailable": self.unavailable, "budget": self.budget,
             "symbolic_timeout": self.symbolic_timeout, "symbolic_paths": self.symbolic_paths,
-            "control": self.control,
+            "control": self.control, "control_fails": self.control_fails(),
             "seconds": round(self.seconds, 2), "mutants": len(self.results),
             "interrupted": self.interrupted,
             "equivalent": [r.mutant.id for r in self.results if r.equivalent],

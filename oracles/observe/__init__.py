@@ -292,20 +292,62 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
                              stand_in=exc.stand_in, operation=exc.operation,
                              schema=target.profile.schema.name) from None
     except BaseException as exc:  # the target's own failure is an observation
-        if backend.passes_through(exc):
-            raise
-        exc_type = type(exc).__name__
-        exc_msg = str(exc)
-        mro = tuple(k.__name__ for k in type(exc).__mro__)
+        if backend.passes_through(exc) or (exits_are_observations and
+                                           isinstance(exc, MemoryError)):
+            raise                     # a worker ends itself: the checker says "exceeded"
+        exc_type = printable(type(exc).__name__)
+        exc_msg = exception_text(exc)
+        mro = tuple(printable(k.__name__) for k in type(exc).__mro__)
     finally:
         for buf in inputs.buffers.values():
             buf.complete_copies()
             buf.release()
+    try:
+        cpu = {name: b.final_cpu() for name, b in inputs.buffers.items()}
+        gpu = {name: b.final_gpu() for name, b in inputs.buffers.items()}
+        after = inputs.inputs_after()
+    except Exception as exc:   # the target left something stagecheck cannot read back
+        return Observation.of_crash(UNREADABLE.format(error=exception_text(exc, type(exc))))
     return Observation(
-        exception_type=exc_type, exception_message=exc_msg,
-        cpu={name: b.final_cpu() for name, b in inputs.buffers.items()},
-        gpu={name: b.final_gpu() for name, b in inputs.buffers.items()},
+        exception_type=exc_type, exception_message=exc_msg, cpu=cpu, gpu=gpu,
         events=list(inputs.events), req_ids_reads=list(inputs.reads),
-        inputs_after=inputs.inputs_after(), timed_out=timed_out, exception_mro=mro,
+        inputs_after=after, timed_out=timed_out, exception_mro=mro,
         last_step_start=last_step_start)
+
+
+#: what a call whose buffers or inputs cannot be read back was seen to do
+UNREADABLE = ("left its buffers or inputs in a state stagecheck cannot read back "
+              "({error})")
+#: longest exception text kept (a target may raise a message of any size)
+MAX_EXCEPTION_TEXT = 2000
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (all but newline and tab) written as ``\\xNN``
+    (``\\uNNNN``), so no text a target chose can recolour a terminal or break a report."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else
+                   (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+                   for ch in text)
+
+
+def exception_text(exc: BaseException, kind: type | None = None) -> str:
+    """``str(exc)`` as a report may show it: never raises (an ``__str__`` or a ``repr``
+    that raises gives a note instead), at most ``MAX_EXCEPTION_TEXT`` characters, control
+    characters escaped. ``kind``: also name the exception's type."""
+    try:
+        text = str(exc)
+        if not isinstance(text, str):
+            raise TypeError("__str__ returned a non-string")
+    except BaseException as inner:     # noqa: BLE001 (whatever the target's __str__ does)
+        try:
+            name = type(inner).__name__
+        except BaseException:       # noqa: BLE001
+            name = "an exception"
+        text = f"<str() of the exception raised {name}>"
+    if len(text) > MAX_EXCEPTION_TEXT:
+        text = text[:MAX_EXCEPTION_TEXT] + f"... ({len(text) - MAX_EXCEPTION_TEXT} more)"
+    text = printable(text)
+    return f"{printable(kind.__name__)}: {text}" if kind is not None else text
 

@@ -13,6 +13,7 @@ creates and removes a temporary file of its own).
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -34,12 +35,19 @@ def _special(path: str) -> bool:
         return False
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: str, inside: str | None = None) -> None:
     """Write ``text`` to ``path`` (UTF-8) all at once; ``OSError`` when that fails.
 
     On failure the destination is untouched and no temporary file is left behind.
+    ``inside``: a folder stagecheck owns (the save folder): the file is written there and
+    nowhere else, never through a link: a symbolic link at ``path`` is replaced by the
+    file (what it points to is left alone), and a folder on the way that leads out of
+    ``inside`` is an ``OSError``.
     """
-    path = os.path.realpath(path)      # a symlinked report: replace the file it names
+    if inside is not None:
+        _write_inside(path, text, inside)
+        return
+    path = os.path.realpath(path)      # a symlinked report the user named: the file it names
     if _special(path):
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -54,6 +62,28 @@ def write_atomic(path: str, text: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _write_inside(path: str, text: str, inside: str) -> None:
+    top = os.path.realpath(inside)
+    folder, name = os.path.split(os.path.abspath(path))
+    real = os.path.realpath(folder)
+    if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
+        raise OSError(errno.ELOOP, f"{folder!r} leads out of {inside!r} through a symbolic link")
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=real)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), 0o666 & ~_umask())
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, os.path.join(real, name))     # a link there is replaced, not followed
     except BaseException:
         try:
             os.unlink(tmp)

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import secrets
 import time
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
+from stagecheck.oracles.observe import printable
 from stagecheck.oracles.report.files import write_atomic
 from stagecheck.spec import StagingScenario
 from stagecheck.spec.space import malformed
@@ -81,7 +83,7 @@ def save_findings(result, directory: str, baseline=None, candidate=None,
                                           "candidate": result.candidate},
              "device": device, "schema": result.schema_spec, "shims": list(shims),
              "finding": f.to_dict()},
-            indent=1, sort_keys=True))
+            indent=1, sort_keys=True), inside=directory)
         saved[f.id] = path
     return saved
 
@@ -102,18 +104,91 @@ def write_manifest(directory: str, run_id: str, command: str, result, saved: dic
                     "name": getattr(getattr(result, "schema", None), "name", None)},
          "examples": {"in_contract": result.examples_in_contract,
                       "out_of_contract": result.examples_out_of_contract},
-         "findings": findings}, indent=1, sort_keys=True))
+         "findings": findings}, indent=1, sort_keys=True), inside=directory)
     return path
+
+
+#: largest replay file read: a saved example of the largest capacity is far smaller
+MAX_REPLAY_BYTES = 16 * 1024 * 1024
+#: deepest nesting of a saved scenario (a scenario is a few levels deep)
+MAX_DEPTH = 16
+#: largest number a saved scenario may hold (int64; staged values are int32 or smaller)
+MAX_NUMBER = 2**63
+
+
+def _bounded(scenario) -> None:
+    """``ValueError``/``TypeError`` unless the saved scenario stays within what a run
+    can take: capacity and ``num_reqs`` within ``LIMITS``, lists no longer than the
+    largest capacity allows, numbers finite int64 values, nesting shallow."""
+    from stagecheck.oracles.options import LIMITS
+    if not isinstance(scenario, dict):
+        raise TypeError(f"a scenario is a JSON object, got {type(scenario).__name__}")
+    cap_limit = LIMITS["max_capacity"]
+    for key in ("capacity", "num_reqs"):
+        value = scenario.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                not 0 <= value <= cap_limit:
+            raise ValueError(f"{key}={value!r} is not a whole number in [0, {cap_limit}]")
+    if scenario["num_reqs"] > scenario["capacity"]:
+        raise ValueError(f"num_reqs={scenario['num_reqs']} is more than "
+                         f"capacity={scenario['capacity']}")
+    longest = 4 * cap_limit
+    stack = [(scenario, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"it is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, str) and not value.replace("\n", "").replace("\t", "") \
+                .isprintable():
+            raise ValueError(f"it holds text with control characters ({printable(value)[:80]})")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"it holds {value!r}")
+        if isinstance(value, int) and not isinstance(value, bool) and \
+                not -MAX_NUMBER <= value < MAX_NUMBER:
+            raise ValueError(f"it holds {value}, outside int64")
+        if isinstance(value, (list, dict)):
+            if len(value) > longest:
+                raise ValueError(f"it holds a list or table of {len(value):,} entries "
+                                 f"(at most {longest:,})")
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((v, depth + 1) for v in items)
+
+
+def _escaped(value, depth: int = 0):
+    """``value`` with every string outside the scenario escaped (``printable``): what a
+    report echoes from a replay file (its id, targets, messages) cannot carry an escape
+    sequence or a NUL to a terminal or an XML report."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, list):
+        return [_escaped(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {(printable(k) if isinstance(k, str) else k):
+                (v if k == "scenario" and depth == 1 else _escaped(v, depth + 1))
+                for k, v in value.items()}
+    return value
 
 
 def load_replay(path: str) -> tuple[dict, StagingScenario]:
     """The saved document and its scenario; ``UsageError``/``ScenarioError`` when unusable."""
     try:
+        size = os.path.getsize(path)
+        if size > MAX_REPLAY_BYTES:
+            raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=size,
+                                limit=MAX_REPLAY_BYTES)
         with open(path, encoding="utf-8") as fh:
             saved = json.load(fh)
+        if not isinstance(saved, dict) or not isinstance(saved.get("finding"), dict):
+            raise TypeError("a replay file is a JSON object with a 'finding' object")
+        _bounded(saved["finding"]["scenario"])
         scenario = StagingScenario.from_dict(saved["finding"]["scenario"])
+        saved = _escaped(saved)
     except OSError as exc:
         raise UsageError.of(messages.REPLAY_UNREADABLE, path, error=exc.strerror) from None
+    except RecursionError:
+        raise ScenarioError.of(messages.REPLAY_MALFORMED, path,
+                               error="its JSON is nested too deeply",
+                               save_dir=DEFAULT_SAVE_DIR) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise ScenarioError.of(messages.REPLAY_MALFORMED, path,
                                error=f"{type(exc).__name__}: {exc}",
@@ -124,3 +199,28 @@ def load_replay(path: str) -> tuple[dict, StagingScenario]:
     if problems:
         raise ScenarioError.of(messages.REPLAY_UNBUILDABLE, path, problems="; ".join(problems[:3]))
     return saved, scenario
+
+
+def check_trusted(saved: dict, path: str, baseline: str | None = None,
+                  candidate: str | None = None, shims_given: bool = False,
+                  schema_given: bool = False) -> None:
+    """A replay file runs only code the user chose: the targets, shims and schema file it
+    names must be builtins or files inside the current repository (its git top level,
+    else the current folder), unless the command line names them; ``UsageError``
+    otherwise, saying how to name them."""
+    from stagecheck.oracles.targets import repository_root, trusted_path, trusted_spec
+    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+    top = repository_root()
+    for side, given in (("baseline", baseline), ("candidate", candidate)):
+        named = saved.get(side)
+        if not given and named is not None and not trusted_spec(named, top):
+            raise UsageError.of(messages.REPLAY_UNTRUSTED_TARGET, path, side=side,
+                                target=named, top=top)
+    files = [] if shims_given else list(saved.get("shims") or ())
+    schema = saved.get("schema")
+    if not schema_given and schema and schema not in BUILTIN_SCHEMAS:
+        schema = str(schema)
+        files.append(schema if schema.endswith(".py") else schema.rpartition(":")[0])
+    for named in files:
+        if not trusted_path(named, top):
+            raise UsageError.of(messages.REPLAY_UNTRUSTED_SHIM, path, target=named, top=top)

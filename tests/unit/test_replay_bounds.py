@@ -1,0 +1,68 @@
+"""Replay files are untrusted input: bounded, and they run only code the user chose."""
+
+import json
+
+import pytest
+
+from stagecheck.oracles.errors import ScenarioError, UsageError
+from stagecheck.oracles.report.replay import check_trusted, load_replay
+from stagecheck.oracles.targets import repository_root
+from tests.helpers import scenario
+
+
+def _write(tmp_path, scenario_dict, **fields):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"baseline": "legacy", "candidate": "single-loop",
+                                "finding": {"scenario": scenario_dict}, **fields}))
+    return str(path)
+
+
+def test_a_saved_scenario_loads(tmp_path):
+    saved, s = load_replay(_write(tmp_path, scenario().to_dict()))
+    assert s.capacity == 6 and saved["candidate"] == "single-loop"
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"capacity": 10**7}, "capacity=10000000"),
+    ({"capacity": 1.5}, "capacity=1.5"),
+    ({"capacity": "6"}, "capacity='6'"),
+    ({"num_reqs": 10**30}, "num_reqs="),
+    ({"num_reqs": 7}, "more than capacity"),
+    ({"req_ids": ["r"] * 100_000}, "100,000 entries"),
+    ({"initial_cpu": {"x": [[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]}}, "nested"),
+    ({"initial_gpu": {"x": [2**70]}}, "outside int64"),
+    ({"req_ids": ["req-a\x1b[2J"]}, "control characters"),
+])
+def test_out_of_bounds_scenarios_are_refused_before_anything_is_built(tmp_path, change, why):
+    data = {**scenario().to_dict(), **change}
+    with pytest.raises(ScenarioError, match=why.replace("(", r"\(").replace("*", r"\*")):
+        load_replay(_write(tmp_path, data))
+
+
+def test_deep_json_nesting_is_a_malformed_file_not_a_traceback(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ScenarioError, match="nested too deeply"):
+        load_replay(str(path))
+
+
+def test_targets_outside_the_repository_are_refused_unless_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)            # not a git repository: the folder is the boundary
+    assert repository_root() == str(tmp_path.resolve())
+    inside = {"baseline": "legacy", "candidate": f"{tmp_path}/t.py::f"}
+    check_trusted(inside, "r.json")
+    for outside in ({"candidate": "/elsewhere/t.py::f"}, {"candidate": "os:system"},
+                    {"candidate": "git:HEAD:/elsewhere/t.py::f"},
+                    {"shims": ["/elsewhere/shim.py"]}, {"schema": "/elsewhere/s.py:S"}):
+        with pytest.raises(UsageError, match="--baseline|--shim") as info:
+            check_trusted({**inside, **outside}, "r.json")
+        assert "does not run code a replay file chose" in str(info.value)
+    check_trusted({**inside, "candidate": "os:system"}, "r.json", candidate="legacy")
+    check_trusted({**inside, "shims": ["/elsewhere/shim.py"]}, "r.json", shims_given=True)
+
+
+def test_text_outside_the_scenario_is_escaped_when_loaded(tmp_path):
+    path = _write(tmp_path, scenario().to_dict(), candidate="single-loop\x1b[31m")
+    saved, _ = load_replay(path)
+    assert saved["candidate"] == "single-loop\\x1b[31m"
+    assert saved["finding"]["scenario"]["req_ids"] == scenario().req_ids
