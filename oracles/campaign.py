@@ -54,6 +54,9 @@ SAMPLE_EVERY = 16
 #: examples of the hypothesis edge-case stream per stream, at most (about 4 ms each:
 #: hypothesis draws value by value), by default one per 20 of the random stream
 EDGE_EXAMPLES = 100
+#: shrink candidates tried for a call that hangs or ends its process (each costs a
+#: deadline or a worker restart)
+STOPPED_CALL_SHRINK_EVALUATIONS = 4
 #: examples the kernel-impact probe draws at most after the search
 IMPACT_PROBE_EXAMPLES = 60
 STREAMS = ("in", "out")
@@ -222,8 +225,13 @@ class _Search:
         """Shrink ``s`` for the error findings it showed: each kept at the smallest
         scenario that still shows it (a key the first shrunk scenario no longer shows
         is shrunk again from ``s``, on its own)."""
-        from stagecheck.oracles.shrink import shrink
+        from stagecheck.oracles.shrink import MAX_EVALUATIONS, shrink
         keys = {f.key for f in findings if f.severity == ERROR}
+        # a call that hangs or ends its process costs a deadline or a new worker for
+        # every candidate that still fails: such a finding gets a few tries only
+        stopped = any(f.extra.get("kind") in ("hang", "crash")
+                      for f in findings if f.key in keys)
+        budget = STOPPED_CALL_SHRINK_EVALUATIONS if stopped else MAX_EVALUATIONS
         while keys and not interrupt.requested():
             def still_fails(candidates: list[StagingScenario], keys=frozenset(keys)
                             ) -> int | None:
@@ -235,7 +243,8 @@ class _Search:
                 return None
 
             # a signal stops the shrinking; the smallest failing scenario so far is kept
-            smallest, spent = shrink(self.schema, s, still_fails, stop=interrupt.requested)
+            smallest, spent = shrink(self.schema, s, still_fails, max_evaluations=budget,
+                                     stop=interrupt.requested, batch_size=1 if stopped else 16)
             self.result.shrink_evaluations += spent
             final = [f for f in self.evaluate(smallest) if f.key in keys]
             self.record(final, smallest, "random", final=True)

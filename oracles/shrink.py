@@ -226,7 +226,8 @@ PASSES = (_padding, _requests, _capacity, _contents, _values, _names)
 def shrink(schema: StagingSchema, s: StagingScenario,
            still_fails: Callable[[list[StagingScenario]], int | None],
            max_evaluations: int = MAX_EVALUATIONS,
-           stop: Callable[[], object] | None = None) -> tuple[StagingScenario, int]:
+           stop: Callable[[], object] | None = None,
+           batch_size: int = BATCH) -> tuple[StagingScenario, int]:
     """The smallest scenario the passes reach from ``s`` that still fails.
 
     ``still_fails(candidates)`` returns the position of the first candidate that still
@@ -243,7 +244,7 @@ def shrink(schema: StagingSchema, s: StagingScenario,
             while spent < max_evaluations:
                 if stop is not None and stop():
                     return current, spent
-                batch = [c for _, c in zip(range(BATCH), candidates)]
+                batch = [c for _, c in zip(range(batch_size), candidates)]
                 if not batch:
                     break
                 spent += len(batch)

@@ -99,7 +99,9 @@ def check_missing_input(s, o, p):
     if not o.raised(policy.exception):
         out.append(_finding("missing_input",
                             f"raised {o.exception_type} instead of {policy.exception} for the "
-                            f"missing {policy.input} of {req_id!r}", slot=slot, field=f.name,
+                            f"missing {policy.input} of {req_id!r}"
+                            + (f" ({o.exception_type}: {o.exception_message})"
+                               if o.exception_message else ""), slot=slot, field=f.name,
                             expected=policy.exception, extra={"kind": "wrong-type"}))
     elif policy.kind == "assertion" and not names_request(o.exception_message or "", req_id):
         out.append(_finding("missing_input",
