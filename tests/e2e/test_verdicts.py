@@ -117,7 +117,8 @@ def test_a_signal_stops_the_run_saves_what_it_found_and_exits_128_plus_its_numbe
 @pytest.mark.parametrize("command", [
     ["symbolic", "legacy", "single-loop", "--timeout", "120"],
     ["kernel", "--examples", "5000"],
-    ["mutants", "single-loop", "--oracles", "spec", "--budget", "200", "--jobs", "2"],
+    ["mutants", "single-loop", "--oracles", "spec,differential", "--budget", "3000",
+     "--jobs", "2"],
 ], ids=["symbolic", "kernel", "mutants"])
 def test_every_search_loop_stops_on_sigint(tmp_path, command):
     out = tmp_path / "r.json"
