@@ -141,6 +141,10 @@ def mamba_postprocess_results_differ(s: StagingScenario, a: dict, b: dict,
     return out
 
 
+def _fits_int32(arrays: dict[str, list[int]]) -> bool:
+    return all(-(2**31) <= v < 2**31 for values in arrays.values() for v in values)
+
+
 @dataclass
 class KernelImpact:
     """What the kernel oracle concluded for one example."""
@@ -177,8 +181,8 @@ def kernel_impact(s: StagingScenario, a: Observation | None, b: Observation,
     if results_differ is None or (a is not None and not a.returned) or not b.returned:
         return None
     la, lb = staged_live(s, a, profile), staged_live(s, b, profile)
-    if la is None or lb is None:
-        return None
+    if la is None or lb is None or not (_fits_int32(la) and _fits_int32(lb)):
+        return None       # no staged int32 buffer holds such values: the kernel never runs
     differ = la != lb
     if not differ and not always:
         return KernelImpact(False, False)

@@ -6,6 +6,8 @@ before triton is imported); with CUDA it is compiled and every test runs on the 
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, given, note, settings
@@ -26,6 +28,8 @@ SAVE_COPY = (4, 4, 0, 1, 0)     # running 8, aligned 8: bias 0, dest 1 != src 0:
 NO_COPY = (4, 4, 0, 3, 1)       # running 8, new 10, aligned 8: bias 0, src == dest: accepted -> 1 only
 NOTHING = (3, 2, 0, 1, 1)       # running 5, aligned 4 < 5: nothing at all
 SHIFT_2 = (5, 4, 3, 4, 1)       # running 6, new 9, aligned 8: bias 2, src == dest
+
+TARGETS = pathlib.Path(__file__).resolve().parents[1] / "targets"
 
 
 def layer(group: int = 0, conv: tuple[int, int, str] = (4, 3, "float16"),
@@ -342,3 +346,23 @@ def test_planted_bugs_are_caught(bug, where: str) -> None:
     bug(buggy)
     differences = compare_kernel_outputs(kernel, buggy)
     assert any(line.startswith(where) for line in differences), differences
+
+
+def test_kernel_impact_is_undecided_on_values_no_int32_buffer_holds():
+    # out of contract the spec's values can lie beyond int32 (here computed 2**31): a
+    # target that stages nothing returns, and the kernel cannot run on the spec's side
+    # (before: a torch RuntimeError from the impact check)
+    from stagecheck.oracles.kernel.impact import kernel_impact
+    from stagecheck.oracles.observe import observe
+    from stagecheck.oracles.targets import load_target
+    from tests.helpers import scenario
+    nothing = load_target(str(TARGETS / "hostile" / "returns_generator.py")
+                          + "::stage_postprocess_inputs_to_gpu")
+    s = scenario(num_computed_tokens={"req-a": 2**31, "req-b": 7, "req-c": 1, "req-p": 55})
+    b = observe(nothing, s)
+    assert b.returned
+    assert kernel_impact(s, None, b, nothing.profile, always=True) is None
+    fits = scenario(num_computed_tokens={"req-a": 2**31 - 9, "req-b": 7, "req-c": 1,
+                                         "req-p": 55})
+    assert kernel_impact(fits, None, observe(nothing, fits), nothing.profile,
+                         always=True) is not None
