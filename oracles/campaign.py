@@ -187,8 +187,13 @@ class _Search:
 
         done = 0
         flagged: tuple[StagingScenario, list[Finding], bool] | None = None
+        # a call that hangs or ends its process ends its batch's answer: in contract it is
+        # an error, where the stream stops anyway; out of contract the stream goes on with
+        # the next batch, without running the rest of that one (a target that ends every
+        # call would otherwise cost a new worker per example). The examples counted are
+        # those judged, and the result is the same for any --jobs.
         answers = self.runner.stream(self.sides, batches(), self.fast, backend, sample,
-                                     self.config.jobs)
+                                     self.config.jobs, stop_at_stopped=True)
         try:
             for answer in answers:
                 for index, observations in answer:

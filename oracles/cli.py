@@ -574,6 +574,8 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
             outputs.save_dir, new_run_id(), args.command, result, saved, targets, verdict))
     from stagecheck.oracles.report.json import campaign_settings
     from stagecheck.oracles.report.markdown import render_markdown
+    flags = _replay_flags(baseline, candidate, shims, result.schema_spec)
+    shown = {k: _shown(v) + flags for k, v in saved.items()}
     body = campaign_body(result, args.strict, targets, manifest)
     outputs.write("--json", lambda: render_json(json_document(
         args.command, body, verdict, settings=campaign_settings(result, args.strict),
@@ -581,7 +583,7 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     outputs.write("--junit-xml", lambda: render_junit(result, args.strict, targets=targets,
                                                       command=args.command))
     outputs.write("--markdown", lambda: render_markdown(
-        result, args.strict, targets, {k: _shown(v) for k, v in saved.items()},
+        result, args.strict, targets, shown,
         _shown(manifest) if manifest else None, args.command))
     if result.interrupted:
         where = f"; saved: {_shown(manifest)}" if manifest else ""
@@ -589,9 +591,34 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
             result.examples_in_contract + result.examples_out_of_contract, result.findings,
             where), verdict)
     _emit(_colored(args, render_campaign(
-        result, args.strict, {k: _shown(v) for k, v in saved.items()}, targets=targets,
+        result, args.strict, shown, targets=targets,
         manifest=_shown(manifest) if manifest else None, verbose=args.verbose)))
     return outputs.finish(VERDICT_EXIT[verdict], verdict)
+
+
+def _replay_flags(baseline, candidate, shims, schema_spec) -> str:
+    """What the printed ``stagecheck replay FILE`` line must add so that it runs as
+    printed: a replay file runs only the targets, shims and schema files inside this
+    repository (or builtins) unless the command line names them (docs/reliability.md)."""
+    import shlex
+
+    from stagecheck.oracles.targets import repository_root, trusted_path, trusted_spec
+    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+    top = repository_root()
+    out = []
+    sides = [t for t in (baseline, candidate) if t is not None]
+    if any(not trusted_spec(t.pinned, top) for t in sides):
+        if baseline is not None:
+            out += ["--baseline", shlex.quote(baseline.pinned)]
+        out += ["--candidate", shlex.quote(candidate.pinned)]
+    if any(not trusted_path(s, top) for s in shims):
+        for s in shims:
+            out += ["--shim", shlex.quote(s)]
+    if schema_spec and schema_spec not in BUILTIN_SCHEMAS:
+        path = schema_spec if schema_spec.endswith(".py") else schema_spec.rpartition(":")[0]
+        if not trusted_path(path, top):
+            out += ["--schema", shlex.quote(schema_spec)]
+    return (" " + " ".join(out)) if out else ""
 
 
 def _replay(args) -> int:

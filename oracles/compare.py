@@ -53,6 +53,9 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
             "type and the request id; logs matched on the text would change)", False,
             baseline=a.exception_message, candidate=b.exception_message)
     strict_state = both_returned
+    # a call stopped by its deadline or the end of its process left no buffers, copies or
+    # inputs to read: same_outcome says it all
+    stopped = a.timed_out or b.timed_out or a.crashed is not None or b.crashed is not None
     fields_a = {f.buffer for f in pa.staged_fields(s)}
     fields_b = {f.buffer for f in pb.staged_fields(s)}
     for buffer in sorted(fields_a ^ fields_b):
@@ -74,10 +77,10 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
                 candidate=vb[i], extra={"slots": slots, "baseline_values": va,
                                         "candidate_values": vb})
         ra, rb = _copy_ranges(a, buffer), _copy_ranges(b, buffer)
-        if ra != rb:
+        if ra != rb and not stopped:
             add("same_copies", f"{name} copied over {ra} by the baseline, {rb} by the candidate",
                 strict_state, field=name, baseline=ra, candidate=rb)
-    if a.inputs_after != b.inputs_after:
+    if a.inputs_after != b.inputs_after and not stopped:   # a stopped call left none to read
         keys = [k for k in a.inputs_after if a.inputs_after.get(k) != b.inputs_after.get(k)]
         for k in keys:
             add("same_inputs_after", f"{k} differs after the call", strict_state, field=k,

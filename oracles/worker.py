@@ -627,8 +627,13 @@ class WorkerPool:
         except _Ended as ended:
             return self._recover(ended, payload)
 
-    def _recover(self, ended: "_Ended", payload) -> list[tuple[int, list[Observation]]]:
-        """The answer to batch ``payload`` whose worker ended at ``ended.position``."""
+    def _recover(self, ended: "_Ended", payload, stop: bool = False
+                 ) -> list[tuple[int, list[Observation]]]:
+        """The answer to batch ``payload`` whose worker ended at ``ended.position``.
+
+        ``stop``: the answer ends with the example whose call hung or ended its process
+        (a search that stops at its first error needs nothing after it, and a target
+        that ends every call would otherwise cost a new worker per example)."""
         sides, todo, options, backend, sample_every = payload
         deadline = _deadline(options)
         out: list = []
@@ -652,7 +657,7 @@ class WorkerPool:
                                     self._single(side, index, scenario, options, kind, deadline)
                                     for side in sides]))
                 todo = todo[k + 1:]
-                if not todo:
+                if not todo or stop:
                     return _decoded(out)
                 self._worker()
                 out += self._request("observe", (sides, todo, options, backend, sample_every),
@@ -683,12 +688,12 @@ class WorkerPool:
         except OSError:
             pass
 
-    def _collect(self, payload) -> list[tuple[int, list[Observation]]]:
-        """The answer to the oldest batch posted, ``payload``."""
+    def _collect(self, payload, stop: bool = False) -> list[tuple[int, list[Observation]]]:
+        """The answer to the oldest batch posted, ``payload`` (``stop``: see _recover)."""
         try:
             return _decoded(self._answer(_deadline(payload[2])))
         except _Ended as ended:
-            return self._recover(ended, payload)
+            return self._recover(ended, payload, stop)
 
     def clone(self) -> "WorkerPool":
         """Another pool with the same targets loaded in a worker of its own."""
@@ -739,7 +744,8 @@ def _decoded(answer: list) -> list[tuple[int, list[Observation]]]:
 
 
 def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: RunOptions,
-                   backend: str = "fast", sample_every: int = 0, depth: int = 2):
+                   backend: str = "fast", sample_every: int = 0, depth: int = 2,
+                   stop_at_stopped: bool = False):
     """Answers to ``batches`` (an iterable of ``[(index, scenario), ...]``), in order,
     one list per batch, while the workers already run the next ones.
 
@@ -748,7 +754,10 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
     answers in the order the batches were drawn. Every answer depends only on its
     batch: the results are those of one worker, whatever the number of pools. Closing
     the generator early waits for the batches still in hand (and drops their answers),
-    so each worker is idle and in step again afterwards.
+    so each worker is idle and in step again afterwards. ``stop_at_stopped``: an answer
+    ends with an example whose call hung or ended its process (for a search that stops
+    at such an example: it is always an error there); the batches drained on closing
+    end there too.
     """
     from collections import deque
     batches = iter(batches)
@@ -770,14 +779,14 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
     try:
         fill()
         while pending:
-            answer = _next_answer(pending)
+            answer = _next_answer(pending, stop_at_stopped)
             fill()
             yield answer
     finally:
         while pending:
             pool = pending[0][0]
             try:
-                _next_answer(pending)
+                _next_answer(pending, stop=True)     # dropped: nothing after a stop matters
             except Exception:           # its worker is beyond use: the next request starts one
                 if pool._process is not None:
                     pool._process.kill()
@@ -787,12 +796,12 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
                         del pending[k]
 
 
-def _next_answer(pending) -> list[tuple[int, list[Observation]]]:
+def _next_answer(pending, stop: bool = False) -> list[tuple[int, list[Observation]]]:
     """The answer to the oldest pending batch; a worker restarted on the way gets the
     batches its old process had in hand again."""
     pool, payload = pending.popleft()
     restarts = pool.restarts
-    answer = pool._collect(payload)
+    answer = pool._collect(payload, stop)
     if pool.restarts != restarts:
         for other, again in pending:
             if other is pool:

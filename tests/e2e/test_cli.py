@@ -170,3 +170,25 @@ def test_a_replay_file_whose_scenario_cannot_be_built_exits_2(tmp_path, capsys):
     assert main(["replay", str(path)]) == 2
     assert "is not a stagecheck replay file" in capsys.readouterr().err
 
+
+
+def test_the_printed_replay_line_runs_as_printed_for_targets_outside_the_repository(tmp_path):
+    # a replay file runs outside targets only when the command line names them
+    # (issue 11's trust boundary), so the line a run prints names them itself
+    source = open(os.path.join(ROOT, "impl", "staging_single_loop.py")).read()
+    (tmp_path / "good.py").write_text(source)
+    (tmp_path / "bad.py").write_text(source.replace("computed_buf.copy_to_gpu(num_reqs)",
+                                                    "computed_buf.copy_to_gpu(num_reqs - 1)"))
+    func = "::stage_postprocess_inputs_to_gpu"
+    done = run_cli("diff", str(tmp_path / "good.py") + func, str(tmp_path / "bad.py") + func,
+                   "--examples", "100", "--quiet", "--save-dir", str(tmp_path / "f"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = [ln.split("replay: ", 1)[1] for ln in done.stdout.splitlines() if "replay: " in ln]
+    assert lines and all("--baseline" in ln and "--candidate" in ln for ln in lines)
+    argv = __import__("shlex").split(lines[0])
+    assert argv[:2] == ["stagecheck", "replay"]
+    again = run_cli(*argv[1:])
+    assert again.returncode == 1, again.stdout + again.stderr
+    inside = run_cli("diff", "legacy", "single-loop", "--examples", "50", "--quiet",
+                     "--save-dir", str(tmp_path / "g"))
+    assert "replay: stagecheck replay" in inside.stdout and "--baseline" not in inside.stdout
