@@ -875,9 +875,9 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None):
     args = parser.parse_args(argv)
     if shims is not None and not args.shim:    # --shim on the command line replaces them
         args.shim = shims
-    if not getattr(args, "quiet", False):
-        _note(messages.CONFIG_USED.format(path=_shown(config.path),
-                                          values=config.summary(args.command)))
+    used = config.summary(args.command, args)
+    if used and not getattr(args, "quiet", False):
+        _note(messages.CONFIG_USED.format(path=_shown(config.path), values=used))
     return args
 
 

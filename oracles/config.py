@@ -101,8 +101,11 @@ class Config:
         return {KEYS[k].dest: KEYS[k].store(v) for k, v in self.values.items()
                 if command in KEYS[k].commands}
 
-    def summary(self, command: str) -> str:
-        shown = [f"{k}={v!r}" for k, v in self.values.items() if command in KEYS[k].commands]
+    def summary(self, command: str, args: Any = None) -> str:
+        """The file's settings for ``command``; given the parsed ``args``, only those the
+        command line did not override."""
+        shown = [f"{k}={v!r}" for k, v in self.values.items() if command in KEYS[k].commands
+                 and (args is None or getattr(args, KEYS[k].dest, None) == KEYS[k].store(v))]
         return ", ".join(shown)
 
 

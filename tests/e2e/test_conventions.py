@@ -197,6 +197,10 @@ def test_config_runs_end_to_end(tmp_path):
     assert list((tmp_path / "found").glob("*.json"))
     proc = run_cli("diff", "legacy", "single-loop", cwd=tmp_path)
     assert "settings from [tool.stagecheck] in pyproject.toml: examples=30" in proc.stderr
+    # a setting the command line overrides is not said to come from the file
+    proc = run_cli("diff", "legacy", "single-loop", "--examples", "20", cwd=tmp_path)
+    assert "examples=30" not in proc.stderr and "save-dir=" in proc.stderr
+    assert "tried 20 in-contract" in proc.stdout
 
 
 def test_an_unknown_key_is_exit_2_naming_the_key_the_file_and_the_valid_keys(tmp_path):
