@@ -322,14 +322,22 @@ UNREADABLE = ("left its buffers or inputs in a state stagecheck cannot read back
 MAX_EXCEPTION_TEXT = 2000
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters (all but newline and tab) written as ``\\xNN``
-    (``\\uNNNN``), so no text a target chose can recolour a terminal or break a report."""
+def printable(text: str, keep_layout: bool = True) -> str:
+    """``text`` with every character ``str.isprintable`` refuses (C0 and C1 controls, DEL,
+    line separators, bidi and other format characters, surrogates) written as an escape
+    (``\\x1b``, ``\\u202e``; ``\\n``, ``\\t``, ``\\r``), so no text a target or a file
+    chose can drive a terminal or break a report. ``keep_layout``: newline and tab stay.
+    The one rule for echoed text: ``report/escape.py`` applies it to every report."""
     if text.isprintable():
         return text
-    return "".join(ch if ch.isprintable() or ch in "\n\t" else
-                   (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
-                   for ch in text)
+    return "".join(ch if ch.isprintable() or (keep_layout and ch in "\n\t") else
+                   _visible(ch) for ch in text)
+
+
+def _visible(ch: str) -> str:
+    code = ord(ch)
+    return {9: "\\t", 10: "\\n", 13: "\\r"}.get(code) or (
+        f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
 def exception_text(exc: BaseException, kind: type | None = None) -> str:
