@@ -598,26 +598,23 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
 
 def _replay_flags(baseline, candidate, shims, schema_spec) -> str:
     """What the printed ``stagecheck replay FILE`` line must add so that it runs as
-    printed: a replay file runs only the targets, shims and schema files inside this
-    repository (or builtins) unless the command line names them (docs/reliability.md)."""
+    printed: a replay file runs only the targets, shims and schema file inside the trust
+    boundary unless the command line names them (``report.replay.untrusted_parts``)."""
     import shlex
 
-    from stagecheck.oracles.targets import repository_root, trusted_path, trusted_spec
-    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
-    top = repository_root()
+    from stagecheck.oracles.report.replay import untrusted_parts
+    parts, _ = untrusted_parts({"baseline": baseline.pinned if baseline else None,
+                                "candidate": candidate.pinned, "shims": list(shims),
+                                "schema": schema_spec})
     out = []
-    sides = [t for t in (baseline, candidate) if t is not None]
-    if any(not trusted_spec(t.pinned, top) for t in sides):
+    if "baseline" in parts or "candidate" in parts:
         if baseline is not None:
             out += ["--baseline", shlex.quote(baseline.pinned)]
         out += ["--candidate", shlex.quote(candidate.pinned)]
-    if any(not trusted_path(s, top) for s in shims):
-        for s in shims:
-            out += ["--shim", shlex.quote(s)]
-    if schema_spec and schema_spec not in BUILTIN_SCHEMAS:
-        path = schema_spec if schema_spec.endswith(".py") else schema_spec.rpartition(":")[0]
-        if not trusted_path(path, top):
-            out += ["--schema", shlex.quote(schema_spec)]
+    for s in shims if "shims" in parts else ():
+        out += ["--shim", shlex.quote(s)]
+    if "schema" in parts:
+        out += ["--schema", shlex.quote(schema_spec)]
     return (" " + " ".join(out)) if out else ""
 
 

@@ -201,26 +201,44 @@ def load_replay(path: str) -> tuple[dict, StagingScenario]:
     return saved, scenario
 
 
+def untrusted_parts(saved: dict) -> tuple[dict, str]:
+    """What of the code a replay file (or a run about to save one) names lies outside the
+    trust boundary: builtins and files inside the current repository (its git top level,
+    else the current folder) are trusted. Returns (``baseline``/``candidate`` -> target
+    spec, ``shims`` -> shim files, ``schema`` -> schema file; only the untrusted ones)
+    and the top folder."""
+    from stagecheck.oracles.targets import repository_root, trusted_path, trusted_spec
+    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+    top = repository_root()
+    parts: dict = {}
+    for side in ("baseline", "candidate"):
+        named = saved.get(side)
+        if named is not None and not trusted_spec(named, top):
+            parts[side] = named
+    shims = [s for s in saved.get("shims") or () if not trusted_path(s, top)]
+    if shims:
+        parts["shims"] = shims
+    schema = saved.get("schema")
+    if schema and schema not in BUILTIN_SCHEMAS:
+        schema = str(schema)
+        file = schema if schema.endswith(".py") else schema.rpartition(":")[0]
+        if not trusted_path(file, top):
+            parts["schema"] = file
+    return parts, top
+
+
 def check_trusted(saved: dict, path: str, baseline: str | None = None,
                   candidate: str | None = None, shims_given: bool = False,
                   schema_given: bool = False) -> None:
     """A replay file runs only code the user chose: the targets, shims and schema file it
-    names must be builtins or files inside the current repository (its git top level,
-    else the current folder), unless the command line names them; ``UsageError``
-    otherwise, saying how to name them."""
-    from stagecheck.oracles.targets import repository_root, trusted_path, trusted_spec
-    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
-    top = repository_root()
+    names must be trusted (``untrusted_parts``) unless the command line names them;
+    ``UsageError`` otherwise, saying how to name them."""
+    parts, top = untrusted_parts(saved)
     for side, given in (("baseline", baseline), ("candidate", candidate)):
-        named = saved.get(side)
-        if not given and named is not None and not trusted_spec(named, top):
+        if side in parts and not given:
             raise UsageError.of(messages.REPLAY_UNTRUSTED_TARGET, path, side=side,
-                                target=named, top=top)
-    files = [] if shims_given else list(saved.get("shims") or ())
-    schema = saved.get("schema")
-    if not schema_given and schema and schema not in BUILTIN_SCHEMAS:
-        schema = str(schema)
-        files.append(schema if schema.endswith(".py") else schema.rpartition(":")[0])
-    for named in files:
-        if not trusted_path(named, top):
-            raise UsageError.of(messages.REPLAY_UNTRUSTED_SHIM, path, target=named, top=top)
+                                target=parts[side], top=top)
+    files = ([] if shims_given else parts.get("shims", [])) + \
+        ([parts["schema"]] if "schema" in parts and not schema_given else [])
+    if files:
+        raise UsageError.of(messages.REPLAY_UNTRUSTED_SHIM, path, target=files[0], top=top)
