@@ -187,13 +187,11 @@ class _Search:
 
         done = 0
         flagged: tuple[StagingScenario, list[Finding], bool] | None = None
-        # a call that hangs or ends its process ends its batch's answer: in contract it is
-        # an error, where the stream stops anyway; out of contract the stream goes on with
-        # the next batch, without running the rest of that one (a target that ends every
-        # call would otherwise cost a new worker per example). The examples counted are
-        # those judged, and the result is the same for any --jobs.
+        # a call that hangs or ends its process ends its batch's answer (stream_batches):
+        # in contract it is an error, where the stream stops anyway; out of contract the
+        # stream goes on with the next batch. The examples counted are those judged.
         answers = self.runner.stream(self.sides, batches(), self.fast, backend, sample,
-                                     self.config.jobs, stop_at_stopped=True)
+                                     self.config.jobs)
         try:
             for answer in answers:
                 for index, observations in answer:
@@ -230,13 +228,14 @@ class _Search:
         """Shrink ``s`` for the error findings it showed: each kept at the smallest
         scenario that still shows it (a key the first shrunk scenario no longer shows
         is shrunk again from ``s``, on its own)."""
-        from stagecheck.oracles.shrink import MAX_EVALUATIONS, shrink
+        from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, shrink
         keys = {f.key for f in findings if f.severity == ERROR}
         # a call that hangs or ends its process costs a deadline or a new worker for
         # every candidate that still fails: such a finding gets a few tries only
         stopped = any(f.extra.get("kind") in ("hang", "crash")
                       for f in findings if f.key in keys)
-        budget = STOPPED_CALL_SHRINK_EVALUATIONS if stopped else MAX_EVALUATIONS
+        budget, batch = ((STOPPED_CALL_SHRINK_EVALUATIONS, 1) if stopped
+                         else (MAX_EVALUATIONS, SHRINK_BATCH))
         while keys and not interrupt.requested():
             def still_fails(candidates: list[StagingScenario], keys=frozenset(keys)
                             ) -> int | None:
@@ -249,7 +248,7 @@ class _Search:
 
             # a signal stops the shrinking; the smallest failing scenario so far is kept
             smallest, spent = shrink(self.schema, s, still_fails, max_evaluations=budget,
-                                     stop=interrupt.requested, batch_size=1 if stopped else 16)
+                                     stop=interrupt.requested, batch_size=batch)
             self.result.shrink_evaluations += spent
             final = [f for f in self.evaluate(smallest) if f.key in keys]
             self.record(final, smallest, "random", final=True)

@@ -30,7 +30,7 @@ class Runner(Protocol):
                 ) -> list[tuple[int, list[Observation]]]: ...
 
     def stream(self, sides: list[int], batches, options: RunOptions, backend: str = "fast",
-               sample_every: int = 0, jobs: int = 1, stop_at_stopped: bool = False): ...
+               sample_every: int = 0, jobs: int = 1): ...
 
     def call(self, module: str, name: str, *args, deadline: float | None = None): ...
 
@@ -66,9 +66,8 @@ class InProcessRunner:
         return out
 
     def stream(self, sides, batches, options: RunOptions, backend: str = "fast",
-               sample_every: int = 0, jobs: int = 1, stop_at_stopped: bool = False):
-        """One answer per batch, in order (``jobs`` is ignored: one process; a call that
-        stops here stops everything)."""
+               sample_every: int = 0, jobs: int = 1):
+        """One answer per batch, in order (``jobs`` is ignored: one process)."""
         for batch in batches:
             yield self.observe(sides, batch, options, backend, sample_every)
 
@@ -118,7 +117,7 @@ class _IsolatedRunner:
         return self.pool.observe(sides, batch, options, _kind(backend, options), sample_every)
 
     def stream(self, sides, batches, options: RunOptions, backend: str = "fast",
-               sample_every: int = 0, jobs: int = 1, stop_at_stopped: bool = False):
+               sample_every: int = 0, jobs: int = 1):
         """One answer per batch, in order, the batches spread over ``jobs`` workers that
         run ahead of the checker (``worker.stream_batches``)."""
         from stagecheck.oracles.worker import stream_batches
@@ -126,7 +125,7 @@ class _IsolatedRunner:
             self._more.append(self.pool.clone())
         pools = [self.pool] + self._more[: jobs - 1]
         return stream_batches(pools, sides, batches, options, _kind(backend, options),
-                              sample_every, stop_at_stopped=stop_at_stopped)
+                              sample_every)
 
     def call(self, module: str, name: str, *args, deadline: float | None = None):
         """``module.name(*args)`` in the worker; ``target_arg(i)`` stands for target ``i``.

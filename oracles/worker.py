@@ -688,12 +688,13 @@ class WorkerPool:
         except OSError:
             pass
 
-    def _collect(self, payload, stop: bool = False) -> list[tuple[int, list[Observation]]]:
-        """The answer to the oldest batch posted, ``payload`` (``stop``: see _recover)."""
+    def _collect(self, payload) -> list[tuple[int, list[Observation]]]:
+        """The answer to the oldest batch posted, ``payload``; it ends with an example
+        whose call hung or ended its process (``_recover``'s ``stop``)."""
         try:
             return _decoded(self._answer(_deadline(payload[2])))
         except _Ended as ended:
-            return self._recover(ended, payload, stop)
+            return self._recover(ended, payload, stop=True)
 
     def clone(self) -> "WorkerPool":
         """Another pool with the same targets loaded in a worker of its own."""
@@ -744,8 +745,7 @@ def _decoded(answer: list) -> list[tuple[int, list[Observation]]]:
 
 
 def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: RunOptions,
-                   backend: str = "fast", sample_every: int = 0, depth: int = 2,
-                   stop_at_stopped: bool = False):
+                   backend: str = "fast", sample_every: int = 0, depth: int = 2):
     """Answers to ``batches`` (an iterable of ``[(index, scenario), ...]``), in order,
     one list per batch, while the workers already run the next ones.
 
@@ -754,10 +754,10 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
     answers in the order the batches were drawn. Every answer depends only on its
     batch: the results are those of one worker, whatever the number of pools. Closing
     the generator early waits for the batches still in hand (and drops their answers),
-    so each worker is idle and in step again afterwards. ``stop_at_stopped``: an answer
-    ends with an example whose call hung or ended its process (for a search that stops
-    at such an example: it is always an error there); the batches drained on closing
-    end there too.
+    so each worker is idle and in step again afterwards. An answer ends with an example
+    whose call hung or ended its process: a search stops there in contract (it is an
+    error), and a target that ends every call would otherwise cost a new worker per
+    example of the batch.
     """
     from collections import deque
     batches = iter(batches)
@@ -779,14 +779,14 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
     try:
         fill()
         while pending:
-            answer = _next_answer(pending, stop_at_stopped)
+            answer = _next_answer(pending)
             fill()
             yield answer
     finally:
         while pending:
             pool = pending[0][0]
             try:
-                _next_answer(pending, stop=True)     # dropped: nothing after a stop matters
+                _next_answer(pending)     # dropped answers
             except Exception:           # its worker is beyond use: the next request starts one
                 if pool._process is not None:
                     pool._process.kill()
@@ -796,12 +796,12 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
                         del pending[k]
 
 
-def _next_answer(pending, stop: bool = False) -> list[tuple[int, list[Observation]]]:
+def _next_answer(pending) -> list[tuple[int, list[Observation]]]:
     """The answer to the oldest pending batch; a worker restarted on the way gets the
     batches its old process had in hand again."""
     pool, payload = pending.popleft()
     restarts = pool.restarts
-    answer = pool._collect(payload, stop)
+    answer = pool._collect(payload)
     if pool.restarts != restarts:
         for other, again in pending:
             if other is pool:

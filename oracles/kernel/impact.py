@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from stagecheck.spec import ERROR, Finding, Observation, StagingScenario
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
-from stagecheck.spec.schema import TargetProfile
+from stagecheck.spec.schema import INT32_MAX, INT32_MIN, TargetProfile
 
 if TYPE_CHECKING:
     from stagecheck.oracles.kernel.scenarios import KernelScenario
@@ -142,7 +142,7 @@ def mamba_postprocess_results_differ(s: StagingScenario, a: dict, b: dict,
 
 
 def _fits_int32(arrays: dict[str, list[int]]) -> bool:
-    return all(-(2**31) <= v < 2**31 for values in arrays.values() for v in values)
+    return all(INT32_MIN <= v <= INT32_MAX for values in arrays.values() for v in values)
 
 
 @dataclass
