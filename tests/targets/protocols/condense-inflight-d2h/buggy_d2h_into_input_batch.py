@@ -8,10 +8,10 @@ Mirrors ``GPUModelRunner._update_states_after_model_execute`` and ``_prepare_inp
 non-blocking copy of the accepted counts targets ``input_batch.num_accepted_tokens_cpu_tensor``
 itself, and the next step reads that tensor row by row in the current batch order.
 
-Race: the next step's ``_update_states`` admits requests (writes 1), condenses and swaps
-rows of that pinned tensor before ``_prepare_inputs`` waits on the event. If the copy
-lands first, the moves are right; if it lands after, it overwrites them with the
-previous step's row order, and a moved or new request reads another request's count.
+Race: the next step's ``_update_states`` admits (row := 1), condenses and swaps rows of
+that pinned tensor before ``_prepare_inputs`` waits on the event, so a copy landing
+after the moves restores the previous row order and a moved or new request reads another
+request's count.
 """
 from contextlib import contextmanager
 

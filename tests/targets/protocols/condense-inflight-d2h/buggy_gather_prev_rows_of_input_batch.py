@@ -8,11 +8,10 @@ gpu_model_runner.py, 2026 main, still open as vllm-project/vllm#51599): the acce
 are copied into ``input_batch.num_accepted_tokens_cpu_tensor``; after waiting on the event
 the next step reads each request's count from its previous row (``prev_req_id_to_index``).
 
-Race: the rows are admitted, condensed and swapped before the wait, on the same pinned
-tensor the copy writes. If the copy lands after the moves, the previous-row reads are
-right but the host wrote into a range the pending copy overwrote; if it lands before a
-swap, the swap exchanges two landed counts and the previous-row read takes the other
-request's count.
+Race: rows of the pinned tensor the copy writes are admitted, condensed and swapped
+before the wait, so either the pending copy overwrites the host's moves (late landing)
+or a swap exchanges two landed counts and the previous-row read takes the other
+request's count (early landing).
 """
 from contextlib import contextmanager
 
