@@ -239,8 +239,8 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
         counter = _Counter(mmap.mmap(fh.fileno(), 8))
     _quiet_stdio()
     _limit_memory(memory_mib)
-    from stagecheck.oracles import observe as _observe
-    _observe._KEEP_HANDLER = True
+    from stagecheck.oracles.observe import call as _observe
+    _observe.keep_alarm_handler()
     worker = _Worker(counter, memory_mib)
     requests = _Requests(receive)
     while True:
