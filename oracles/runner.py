@@ -1,7 +1,7 @@
 """Where the code under test runs: isolated worker processes, or (on request) here.
 
 Every command runs targets through a ``Runner``. ``isolated_runner`` loads the
-targets into a worker process (``oracles/worker.py``) and gives back targets for
+targets into a worker process (``oracles/worker/``) and gives back targets for
 the checker, which never calls them itself; ``InProcessRunner`` calls them in this
 process (the in-process baseline of the isolation benchmark, and plain callables
 that a worker cannot import, such as lambdas).
@@ -75,8 +75,8 @@ class InProcessRunner:
         """``module.name(*args)`` here; ``target_arg(i)`` stands for target ``i``."""
         import importlib
 
-        from stagecheck.oracles.worker import _TargetArg
-        args = [self.targets[a.index] if isinstance(a, _TargetArg) else a for a in args]
+        from stagecheck.oracles.worker.protocol import held_targets
+        args = held_targets(args, self.targets)
         return getattr(importlib.import_module(module), name)(*args)
 
     def close(self) -> None:
