@@ -220,8 +220,7 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
         raise ValueError(f"run_bench: sizes must be whole numbers >= 1, got {sizes!r}")
     choice("device", device, DEVICES)
     require_device(device)
-    from stagecheck.oracles.campaign import _position
-    from stagecheck.oracles.runner import runner_for
+    from stagecheck.oracles.runner import runner_for, side_of
     from stagecheck.oracles.worker import WorkerEnded, target_arg
     own = runner is None
     if own:
@@ -229,7 +228,7 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
     rows: list[BenchRow] = []
     seconds = 0.0
     try:
-        sides = [_position(runner, t) for t in (baseline, candidate)]
+        sides = [side_of(runner, t) for t in (baseline, candidate)]
         deadline = 60.0 + min_time * 20 + 30
         for num_reqs in sizes:
             # one size per call to the worker: a signal stops the bench between sizes

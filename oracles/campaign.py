@@ -40,6 +40,7 @@ from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.evaluate import judge, with_kernel_impact
 from stagecheck.oracles.options import CampaignConfig, RunOptions
+from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.targets import Target
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
@@ -113,7 +114,7 @@ class _Search:
         self.progress_findings = _takes_findings(progress)
         self.phase = "random"      # then "edge": the hypothesis stream of the batched engine
         self.schema = candidate.schema
-        self.sides = [_position(runner, t) for t in (baseline, candidate) if t is not None]
+        self.sides = [side_of(runner, t) for t in (baseline, candidate) if t is not None]
         self.collector = FindingsCollector()
         self.examples = 0
         self.started = time.perf_counter()
@@ -339,17 +340,6 @@ class _Search:
                 self.shrink(s, reaching)
 
 
-def _position(runner, target: Target) -> int:
-    """Where ``target`` is among the runner's targets (the same object, else the same spec)."""
-    for i, held in enumerate(runner.targets):
-        if held is target:
-            return i
-    for i, held in enumerate(runner.targets):
-        if held.spec == target.spec and held.ref == target.ref:
-            return i
-    raise ValueError(f"the runner does not hold target {target.spec!r}")
-
-
 def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> None:
     """Both streams, the edge-case stream, the kernel-impact probe."""
     streams = STREAMS if config.out_of_contract else STREAMS[:1]
@@ -406,7 +396,6 @@ def run_campaign(baseline: Target | None, candidate: Target,
     where ``config.isolated`` is False). A SIGINT/SIGTERM recorded by
     ``interrupt.install`` stops the search: the result is partial, ``interrupted`` set.
     """
-    from stagecheck.oracles.runner import runner_for
     config = config or CampaignConfig()
     schema = same_schema(baseline, candidate)
     result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config,

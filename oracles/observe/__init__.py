@@ -11,15 +11,18 @@ are built on:
 Both log the same ``spec.observation`` events, so one ``Observation`` comes out.
 
 The package's modules: ``build.py`` (the ``Builder`` a schema's ``build`` uses, and the
-``Backend`` protocol), ``call.py`` (``observe``: one call under a time limit), and one
-module per backend. This face only names what they offer.
+``Backend`` protocol), ``call.py`` (``observe``: one call under a time limit),
+``backends.py`` (``make_backend``: which backend a call is built on) and one module per
+backend. This face only names what they offer.
 """
 
 from __future__ import annotations
 
+from stagecheck.oracles.observe.backends import make_backend
 from stagecheck.oracles.observe.build import Backend, Builder, RecordingList, build_inputs, plain
 from stagecheck.oracles.observe.call import CallTimedOut, observe, require_device
 from stagecheck.oracles.text import MAX_EXCEPTION_TEXT, exception_text, printable
 
 __all__ = ["Backend", "Builder", "CallTimedOut", "MAX_EXCEPTION_TEXT", "RecordingList",
-           "build_inputs", "exception_text", "observe", "plain", "printable", "require_device"]
+           "build_inputs", "exception_text", "make_backend", "observe", "plain", "printable",
+           "require_device"]

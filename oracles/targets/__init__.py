@@ -14,12 +14,12 @@ from stagecheck.oracles.targets.source import (BUILTIN_SHIMS, MAX_SOURCE_BYTES, 
                                                load_shims)
 from stagecheck.oracles.targets.target import (BUILTINS, FileSource, Target, TargetRef,
                                                is_file_spec, load_target, read_file_target,
-                                               schema_spec, target_from_callable, target_ref,
-                                               target_source)
+                                               remember_schema_spec, schema_spec,
+                                               target_from_callable, target_ref, target_source)
 from stagecheck.oracles.targets.trust import repository_root, trusted_path, trusted_spec
 
 __all__ = ["BUILTINS", "BUILTIN_SHIMS", "FileSource", "MAX_SOURCE_BYTES", "Shim", "Target",
            "TargetRef", "decode_source", "is_file_spec", "load_function_from_source",
-           "load_shims", "load_target", "read_file_target", "repository_root", "schema_spec",
-           "target_from_callable", "target_ref", "target_source", "trusted_path",
-           "trusted_spec"]
+           "load_shims", "load_target", "read_file_target", "remember_schema_spec",
+           "repository_root", "schema_spec", "target_from_callable", "target_ref",
+           "target_source", "trusted_path", "trusted_spec"]

@@ -27,10 +27,11 @@ from stagecheck.oracles.targets.git import git_show
 from stagecheck.oracles.targets.source import (MAX_SOURCE_BYTES, decode_source,
                                                load_function_from_source, load_shims)
 from stagecheck.spec.schema import StagingSchema, TargetProfile
-from stagecheck.spec.schemas import DEFAULT_SCHEMA, schema_for_function
+from stagecheck.spec.schemas import BUILTIN_SCHEMAS, DEFAULT_SCHEMA, schema_for_function
 
 __all__ = ["BUILTINS", "FileSource", "Target", "TargetRef", "is_file_spec", "is_module_spec",
-           "load_target", "read_file_target", "schema_spec", "split_file_spec",
+           "load_target", "read_file_target", "remember_schema_spec", "schema_spec",
+           "split_file_spec",
            "split_git_spec", "target_from_callable", "target_ref", "target_source"]
 
 BUILTINS = {
@@ -144,13 +145,24 @@ def load_target(spec: str, schema: StagingSchema | None = None,
     raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=names)
 
 
+#: id(schema) -> the spec a schema file's schema was loaded from (``remember_schema_spec``)
+_SCHEMA_SPECS: dict[int, str] = {}
+
+
+def remember_schema_spec(schema: StagingSchema, spec: str) -> None:
+    """Record that ``spec`` loads ``schema`` (``oracles.schemas.load_schema`` does, for a
+    schema file), so that a worker can load it again."""
+    _SCHEMA_SPECS[id(schema)] = spec
+
+
 def schema_spec(schema: StagingSchema | None) -> str | None:
     """How a worker loads ``schema`` again: its built-in name, or the spec it was loaded
-    from (``oracles.schemas.load_schema`` records it)."""
+    from (``remember_schema_spec``); None for None."""
     if schema is None:
         return None
-    from stagecheck.oracles.schemas import spec_of
-    return spec_of(schema)
+    if BUILTIN_SCHEMAS.get(schema.name) is schema:
+        return schema.name
+    return _SCHEMA_SPECS.get(id(schema), schema.name)
 
 
 def is_file_spec(spec: str) -> bool:

@@ -118,7 +118,7 @@ class _Worker:
         return out
 
     def _backend(self, kind: str, options: RunOptions):
-        from stagecheck.oracles.runner import make_backend
+        from stagecheck.oracles.observe.backends import make_backend
         if kind == "fast" and options.device == "cuda":      # its pinned buffers are kept
             if self._cuda_fast is None:
                 self._cuda_fast = make_backend("fast", options)
