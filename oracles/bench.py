@@ -47,6 +47,7 @@ from stagecheck.oracles import interrupt
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import DEVICES, choice
+from stagecheck.oracles.results import TargetPair
 from stagecheck.oracles.targets import Target
 
 __all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "run_bench"]
@@ -89,9 +90,7 @@ class BenchRow:
 
 
 @dataclass
-class BenchResult:
-    baseline: str
-    candidate: str
+class BenchResult(TargetPair):
     device: str
     rows: list[BenchRow] = field(default_factory=list)
     seconds: float = 0.0

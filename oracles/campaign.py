@@ -40,6 +40,7 @@ from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.evaluate import judge, with_kernel_impact
 from stagecheck.oracles.options import CampaignConfig, RunOptions
+from stagecheck.oracles.results import TargetPair
 from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.targets import Target
 from stagecheck.spec import ERROR, Finding, StagingScenario
@@ -64,9 +65,7 @@ STREAMS = ("in", "out")
 
 
 @dataclass
-class CampaignResult(FindingsResult):
-    baseline: str | None      # None: the spec oracle alone on the candidate
-    candidate: str
+class CampaignResult(TargetPair, FindingsResult):
     config: CampaignConfig
     findings: list[Finding] = field(default_factory=list)
     examples_in_contract: int = 0
@@ -76,7 +75,6 @@ class CampaignResult(FindingsResult):
     schema_spec: str | None = None         # how to load it again (--schema), if not built in
     examples_instrumented: int = 0         # examples also run on instrumented buffers
     examples_edge: int = 0                 # examples of the hypothesis edge-case stream
-    shrink_evaluations: int = 0
     first_error_seconds: float | None = None   # from the start of the campaign
     interrupted: str | None = None   # the signal (e.g. "SIGINT") that stopped the run early:
                                      # then this is a partial result and has no verdict
@@ -248,9 +246,8 @@ class _Search:
                 return None
 
             # a signal stops the shrinking; the smallest failing scenario so far is kept
-            smallest, spent = shrink(self.schema, s, still_fails, max_evaluations=budget,
-                                     stop=interrupt.requested, batch_size=batch)
-            self.result.shrink_evaluations += spent
+            smallest, _ = shrink(self.schema, s, still_fails, max_evaluations=budget,
+                                 stop=interrupt.requested, batch_size=batch)
             final = [f for f in self.evaluate(smallest) if f.key in keys]
             self.record(final, smallest, "random", final=True)
             shown = {f.key for f in final}

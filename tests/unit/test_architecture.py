@@ -41,7 +41,7 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("leaves", ["stagecheck.oracles", "stagecheck.oracles.errors",
                 "stagecheck.oracles.messages", "stagecheck.oracles.interrupt",
                 "stagecheck.oracles.text", "stagecheck.oracles.progress",
-                "stagecheck.oracles._preload"]),
+                "stagecheck.oracles.results", "stagecheck.oracles._preload"]),
     ("options", ["stagecheck.oracles.options", "stagecheck.oracles.config"]),
     ("generate", ["stagecheck.oracles.generate", "stagecheck.oracles.sample"]),
     ("targets", ["stagecheck.oracles.targets.*"]),
