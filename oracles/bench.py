@@ -47,6 +47,7 @@ from stagecheck.oracles import interrupt
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import DEVICES, choice
+from stagecheck.oracles.results import TargetPair
 from stagecheck.oracles.targets import Target
 
 __all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "run_bench"]
@@ -89,9 +90,7 @@ class BenchRow:
 
 
 @dataclass
-class BenchResult:
-    baseline: str
-    candidate: str
+class BenchResult(TargetPair):
     device: str
     rows: list[BenchRow] = field(default_factory=list)
     seconds: float = 0.0
@@ -220,8 +219,7 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
         raise ValueError(f"run_bench: sizes must be whole numbers >= 1, got {sizes!r}")
     choice("device", device, DEVICES)
     require_device(device)
-    from stagecheck.oracles.campaign import _position
-    from stagecheck.oracles.runner import runner_for
+    from stagecheck.oracles.runner import runner_for, side_of
     from stagecheck.oracles.worker import WorkerEnded, target_arg
     own = runner is None
     if own:
@@ -229,7 +227,7 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
     rows: list[BenchRow] = []
     seconds = 0.0
     try:
-        sides = [_position(runner, t) for t in (baseline, candidate)]
+        sides = [side_of(runner, t) for t in (baseline, candidate)]
         deadline = 60.0 + min_time * 20 + 30
         for num_reqs in sizes:
             # one size per call to the worker: a signal stops the bench between sizes

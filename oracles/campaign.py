@@ -40,6 +40,8 @@ from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.evaluate import judge, with_kernel_impact
 from stagecheck.oracles.options import CampaignConfig, RunOptions
+from stagecheck.oracles.results import TargetPair
+from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.targets import Target
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
@@ -63,9 +65,7 @@ STREAMS = ("in", "out")
 
 
 @dataclass
-class CampaignResult(FindingsResult):
-    baseline: str | None      # None: the spec oracle alone on the candidate
-    candidate: str
+class CampaignResult(TargetPair, FindingsResult):
     config: CampaignConfig
     findings: list[Finding] = field(default_factory=list)
     examples_in_contract: int = 0
@@ -75,7 +75,6 @@ class CampaignResult(FindingsResult):
     schema_spec: str | None = None         # how to load it again (--schema), if not built in
     examples_instrumented: int = 0         # examples also run on instrumented buffers
     examples_edge: int = 0                 # examples of the hypothesis edge-case stream
-    shrink_evaluations: int = 0
     first_error_seconds: float | None = None   # from the start of the campaign
     interrupted: str | None = None   # the signal (e.g. "SIGINT") that stopped the run early:
                                      # then this is a partial result and has no verdict
@@ -113,7 +112,7 @@ class _Search:
         self.progress_findings = _takes_findings(progress)
         self.phase = "random"      # then "edge": the hypothesis stream of the batched engine
         self.schema = candidate.schema
-        self.sides = [_position(runner, t) for t in (baseline, candidate) if t is not None]
+        self.sides = [side_of(runner, t) for t in (baseline, candidate) if t is not None]
         self.collector = FindingsCollector()
         self.examples = 0
         self.started = time.perf_counter()
@@ -247,9 +246,8 @@ class _Search:
                 return None
 
             # a signal stops the shrinking; the smallest failing scenario so far is kept
-            smallest, spent = shrink(self.schema, s, still_fails, max_evaluations=budget,
-                                     stop=interrupt.requested, batch_size=batch)
-            self.result.shrink_evaluations += spent
+            smallest, _ = shrink(self.schema, s, still_fails, max_evaluations=budget,
+                                 stop=interrupt.requested, batch_size=batch)
             final = [f for f in self.evaluate(smallest) if f.key in keys]
             self.record(final, smallest, "random", final=True)
             shown = {f.key for f in final}
@@ -339,17 +337,6 @@ class _Search:
                 self.shrink(s, reaching)
 
 
-def _position(runner, target: Target) -> int:
-    """Where ``target`` is among the runner's targets (the same object, else the same spec)."""
-    for i, held in enumerate(runner.targets):
-        if held is target:
-            return i
-    for i, held in enumerate(runner.targets):
-        if held.spec == target.spec and held.ref == target.ref:
-            return i
-    raise ValueError(f"the runner does not hold target {target.spec!r}")
-
-
 def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> None:
     """Both streams, the edge-case stream, the kernel-impact probe."""
     streams = STREAMS if config.out_of_contract else STREAMS[:1]
@@ -406,7 +393,6 @@ def run_campaign(baseline: Target | None, candidate: Target,
     where ``config.isolated`` is False). A SIGINT/SIGTERM recorded by
     ``interrupt.install`` stops the search: the result is partial, ``interrupted`` set.
     """
-    from stagecheck.oracles.runner import runner_for
     config = config or CampaignConfig()
     schema = same_schema(baseline, candidate)
     result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config,

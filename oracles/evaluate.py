@@ -79,14 +79,13 @@ def evaluate(baseline: Target | None, candidate: Target, s: StagingScenario,
     stages the scenario that many times on the same buffers, waiting for each step's
     copies before the next.
     """
-    from stagecheck.oracles.campaign import _position
-    from stagecheck.oracles.runner import runner_for
+    from stagecheck.oracles.runner import runner_for, side_of
     targets = [baseline, candidate] if baseline is not None else [candidate]
     own = runner is None
     if own:
         runner = runner_for(targets)
     try:
-        sides = [_position(runner, t) for t in targets]
+        sides = [side_of(runner, t) for t in targets]
         ((_, observations),) = runner.observe(sides, [(0, s)], options, backend)
     finally:
         if own:

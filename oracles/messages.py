@@ -208,8 +208,6 @@ REPLAY_UNTRUSTED_SHIM = ("the replay file names the shim or schema file {target!
                          "chose", "if you trust it, give it yourself with --shim or --schema")
 REPLAY_TOO_LARGE = ("the replay file is {size:,} bytes, more than the {limit:,} a saved "
                     "example takes", "give a replay file stagecheck saved")
-SAVE_PATH_LINK = ("{value!r} is a symbolic link; stagecheck does not write through links "
-                  "in its save folder", "remove the link, or give --save-dir another folder")
 TARGET_LOAD_RAISED = ("loading {value!r} ran code of the file or module that raised {error}",
                       "module-level code a target's loading runs (constants, default "
                       "arguments, class bodies, honoured imports) must not fail or exit")

@@ -19,21 +19,12 @@ from typing import Any
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.targets import remember_schema_spec
 from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST,
                                     PER_SLOT, REQUIRED, Call, StagingSchema)
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 
-__all__ = ["check_declarations", "check_schema", "load_schema", "schema_space", "spec_of"]
-
-#: id(schema) -> the spec a user schema was loaded from (a worker loads it again by it)
-_LOADED_FROM: dict[int, str] = {}
-
-
-def spec_of(schema: StagingSchema) -> str:
-    """The spec that loads ``schema``: its built-in name, or the file it came from."""
-    if BUILTIN_SCHEMAS.get(schema.name) is schema:
-        return schema.name
-    return _LOADED_FROM.get(id(schema), schema.name)
+__all__ = ["check_declarations", "check_schema", "load_schema", "schema_space"]
 
 _KINDS = (PER_REQUEST, PER_SLOT, ID_SET, FLAG, NUMBER)
 _PRESENCES = (REQUIRED, OPTIONAL, MAY_MISS)
@@ -63,7 +54,7 @@ def load_schema(spec: str, checked: bool = True) -> StagingSchema:
     if problems:
         raise SchemaError.of(messages.SCHEMA_INVALID, spec, problems="; ".join(problems[:4]),
                              more=f" (and {len(problems) - 4} more)" if len(problems) > 4 else "")
-    _LOADED_FROM[id(schema)] = os.path.abspath(path) + (f":{name}" if name else "")
+    remember_schema_spec(schema, os.path.abspath(path) + (f":{name}" if name else ""))
     return schema
 
 

@@ -6,7 +6,8 @@ and the edge-case stream), a seeded random source (the fast batched engine), or
 CrossHair symbolic values (the symbolic oracle). So the in-contract and
 out-of-contract streams mean the same thing everywhere, for every schema.
 
-In contract (``contract_breaches`` empty): ``0 <= num_reqs <= capacity``,
+In contract (``contract_breaches`` empty; stated in ``schema.py``, beside the
+declarations it reads, and named here too): ``0 <= num_reqs <= capacity``,
 ``num_reqs <= len(req_ids) <= capacity`` (equal, for a schema whose ``num_reqs`` is
 the length of ``req_ids``), live request ids unique, every live request present in
 each required per-request input, every int input of a live request (and of every
@@ -23,7 +24,7 @@ from typing import Any, Protocol, Sequence
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import (FLAG, ID_SET, INT32_MAX, INT32_MIN, MAY_MISS, NUMBER,
                                     PER_REQUEST, PER_SLOT, REQUIRED, Field, Input, StagingSchema,
-                                    Values)
+                                    Values, contract_breaches)
 
 __all__ = ["BREACH_ABOVE_CAPACITY", "Draw", "breach_kinds", "buffer_contents",
            "contract_breaches", "draw_breach", "draw_scenario", "initial_values", "malformed"]
@@ -127,26 +128,6 @@ def _one(d: Draw, inp: Input) -> Any:
     return d.value(inp.values)
 
 
-def _groups(schema: StagingSchema) -> dict[str, list[Input]]:
-    """Per-request inputs by group (inputs of one group share their keys); an input
-    without a group is a group of its own, named after it. (Kept on the schema: its
-    inputs never change.)"""
-    kept = schema.__dict__.get("_groups")
-    if kept is None:
-        kept = _group_inputs(schema)
-        object.__setattr__(schema, "_groups", kept)
-    return kept
-
-
-def _group_inputs(schema: StagingSchema) -> dict[str, list[Input]]:
-    out: dict[str, list[Input]] = {}
-    for inp in schema.inputs:
-        if inp.kind != PER_REQUEST:
-            continue
-        out.setdefault(inp.group or inp.name, []).append(inp)
-    return out
-
-
 def draw_scenario(schema: StagingSchema, d: Draw, max_capacity: int = 8) -> StagingScenario:
     """An in-contract scenario of ``schema`` (``contract_breaches`` is empty for it).
 
@@ -163,7 +144,7 @@ def draw_scenario(schema: StagingSchema, d: Draw, max_capacity: int = 8) -> Stag
     length = num_reqs if schema.num_reqs_is_len else d.size(num_reqs, capacity)
     req_ids = _ids(d, length, ID_POOL_PER_SLOT * max_capacity)
     inputs: dict[str, Any] = {}
-    for key, group in _groups(schema).items():
+    for key, group in schema.request_groups().items():
         tables: list[dict] = [{} for _ in group]
         for position, r in enumerate(req_ids):
             live = position < num_reqs
@@ -201,7 +182,7 @@ def draw_scenario(schema: StagingSchema, d: Draw, max_capacity: int = 8) -> Stag
 def breach_kinds(schema: StagingSchema) -> list[str]:
     """The ways the out-of-contract stream breaks the contract, one at a time."""
     kinds = [] if schema.num_reqs_is_len else [BREACH_ABOVE_CAPACITY]
-    for key, group in _groups(schema).items():
+    for key, group in schema.request_groups().items():
         if group[0].presence == REQUIRED:
             kinds.append(f"missing from {key}")
     for inp in schema.inputs:
@@ -212,7 +193,7 @@ def breach_kinds(schema: StagingSchema) -> list[str]:
 
 def _fill_entries(schema: StagingSchema, s: StagingScenario, r: str) -> None:
     """Give request ``r`` every required or may-miss entry (simple values)."""
-    for key, group in _groups(schema).items():
+    for key, group in schema.request_groups().items():
         if group[0].presence in (REQUIRED, MAY_MISS):
             for inp in group:
                 simple = [] if inp.dtype == "int-list" else max(inp.values.low, min(1, inp.values.high))
@@ -240,7 +221,7 @@ def draw_breach(schema: StagingSchema, d: Draw, max_capacity: int = 8
         _fill_entries(schema, s, s.req_ids[0])
     victim = s.req_ids[d.size(0, s.num_reqs - 1)]
     if breach.startswith("missing from "):
-        for inp in _groups(schema)[breach[len("missing from "):]]:
+        for inp in schema.request_groups()[breach[len("missing from "):]]:
             s.inputs[inp.name].pop(victim, None)
     else:
         name = breach[: -len(" beyond int32")]
@@ -248,46 +229,6 @@ def draw_breach(schema: StagingSchema, d: Draw, max_capacity: int = 8
         s.inputs[name][victim] = (d.integer(INT32_MAX + 1, 2**40) if high
                                   else d.integer(-(2**40), INT32_MIN - 1))
     return breach, s
-
-
-# --------------------------------------------------------------------------- contract
-
-def contract_breaches(schema: StagingSchema, s: StagingScenario) -> list[str]:
-    """Why ``s`` is an input that should not happen; empty for an in-contract input."""
-    out: list[str] = []
-    if not 0 <= s.num_reqs <= s.capacity:
-        out.append(f"num_reqs={s.num_reqs} outside [0, capacity={s.capacity}]")
-    if len(s.req_ids) < s.num_reqs:
-        out.append(f"req_ids has {len(s.req_ids)} entries, fewer than num_reqs={s.num_reqs}")
-    if len(s.req_ids) > s.capacity:
-        out.append(f"req_ids has {len(s.req_ids)} entries, more than capacity={s.capacity}")
-    if schema.num_reqs_is_len and len(s.req_ids) != s.num_reqs:
-        out.append(f"num_reqs={s.num_reqs} is not len(req_ids)={len(s.req_ids)}")
-    live = s.live_ids
-    if len(set(live)) != len(live):
-        out.append("a request id appears twice among the live slots")
-    for key, group in _groups(schema).items():
-        lead = group[0]
-        table = s.inputs.get(lead.name, {})
-        if lead.presence == REQUIRED:
-            for r in live:
-                if r not in table:
-                    out.append(f"live request {r!r} missing from {key}")
-    for inp in schema.inputs:
-        if inp.dtype != "int" or inp.kind not in (PER_REQUEST, PER_SLOT):
-            continue
-        low, high = inp.values.low, inp.values.high
-        data = s.inputs.get(inp.name)
-        items = ([(r, data.get(r)) for r in live] if inp.kind == PER_REQUEST
-                 else list(enumerate(data or [])))
-        for where, v in items:
-            if v is not None and not (isinstance(v, bool) or low <= v <= high):
-                place = f"[{where!r}]" if inp.kind == PER_REQUEST else f"[{where}]"
-                bound = "int32" if (low, high) == (INT32_MIN, INT32_MAX) else f"[{low}, {high}]"
-                out.append(f"{inp.name}{place}={v} does not fit {bound}")
-    if schema.breaches is not None:
-        out += schema.breaches(s)
-    return out
 
 
 def malformed(schema: StagingSchema, s: StagingScenario) -> list[str]:

@@ -147,10 +147,9 @@ def _fits_int32(arrays: dict[str, list[int]]) -> bool:
 
 @dataclass
 class KernelImpact:
-    """What the kernel oracle concluded for one example."""
+    """What the kernel oracle concluded for one example: how the consumer's results
+    differ (empty: the same, or the kernel did not need to run)."""
 
-    live_differ: bool
-    ran: bool
     differences: list[str] = field(default_factory=list)
 
     @property
@@ -185,8 +184,8 @@ def kernel_impact(s: StagingScenario, a: Observation | None, b: Observation,
         return None       # no staged int32 buffer holds such values: the kernel never runs
     differ = la != lb
     if not differ and not always:
-        return KernelImpact(False, False)
-    return KernelImpact(differ, True, results_differ(s, la, lb, backend, device))
+        return KernelImpact()
+    return KernelImpact(results_differ(s, la, lb, backend, device))
 
 
 def annotate(findings: list[Finding], s: StagingScenario, a: Observation | None,

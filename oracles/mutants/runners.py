@@ -183,14 +183,14 @@ UPSTREAM_SECONDS = 5.0
 def _run_upstream(original: Target, mutant: Target, config: MutantsConfig,
                   runner) -> OracleOutcome:
     """The upstream-style example tests, in the worker that holds the mutant."""
-    from stagecheck.oracles.campaign import _position
+    from stagecheck.oracles.runner import side_of
     from stagecheck.oracles.worker import WorkerEnded, target_arg
     started = time.perf_counter()
     if mutant.schema.name not in UPSTREAM_TESTS:
         return OracleOutcome("n/a", note=f"no upstream tests for schema {mutant.schema.name!r}")
     try:
         failure = runner.call("stagecheck.oracles.mutants.upstream", "run_upstream_tests",
-                              target_arg(_position(runner, mutant)),
+                              target_arg(side_of(runner, mutant)),
                               deadline=UPSTREAM_SECONDS)
     except WorkerEnded as ended:
         failure = ("example", "hang" if ended.hung else ended.what)

@@ -25,7 +25,7 @@ import time
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
-from stagecheck.oracles.observe import printable
+from stagecheck.oracles.text import printable
 from stagecheck.oracles.report.files import write_atomic
 from stagecheck.spec import StagingScenario
 from stagecheck.spec.space import malformed

@@ -245,10 +245,10 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
     ``progress(done, total, phase=...)`` hears of the exploration (in the worker: no
     count until it ends) and of each explored path judged here.
     """
-    from stagecheck.oracles.campaign import _position, same_schema
+    from stagecheck.oracles.campaign import same_schema
     from stagecheck.oracles.evaluate import judge
     from stagecheck.oracles.options import LIMITS, seconds, whole
-    from stagecheck.oracles.runner import runner_for
+    from stagecheck.oracles.runner import runner_for, side_of
     from stagecheck.oracles.worker import WorkerEnded, target_arg
     max_capacity = whole("max_capacity", max_capacity, 1, "4")
     if max_paths is not None:
@@ -263,7 +263,7 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
     if own:
         runner = runner_for([baseline, candidate])
     try:
-        sides = [_position(runner, t) for t in (baseline, candidate)]
+        sides = [side_of(runner, t) for t in (baseline, candidate)]
         if progress is not None:
             progress(0, max_paths, phase="exploring")
         try:
