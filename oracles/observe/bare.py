@@ -3,6 +3,10 @@ no instrumentation (what ``bench`` times, and the fast engine's buffers)."""
 
 from __future__ import annotations
 
+import torch
+
+from stagecheck.impl.buffer import CpuGpuBuffer
+
 __all__ = ["BareBackend"]
 
 
@@ -13,9 +17,7 @@ class BareBackend:
         self.device = device
 
     def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list, events: list):
-        import torch
 
-        from stagecheck.impl.buffer import CpuGpuBuffer
         dtypes = {"int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
         buf = CpuGpuBuffer(len(cpu), dtypes[dtype], self.device)
         buf.cpu.copy_(torch.tensor(cpu, dtype=dtypes[dtype]))
