@@ -27,7 +27,7 @@ def _upstream_inputs(capacity: int = 8, takes_flag: bool = False):
     # torch: the upstream tests run in a worker; the mutants package loads without it
     import torch
 
-    from stagecheck.impl.buffer import CpuGpuBuffer
+    from stagecheck.impl.buffer import CpuGpuBuffer  # torch too
     ctx = SimpleNamespace()
     for name in _FOUR:
         buf = CpuGpuBuffer(capacity, torch.int32)
