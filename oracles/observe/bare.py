@@ -3,10 +3,6 @@ no instrumentation (what ``bench`` times, and the fast engine's buffers)."""
 
 from __future__ import annotations
 
-import torch
-
-from stagecheck.impl.buffer import CpuGpuBuffer
-
 __all__ = ["BareBackend"]
 
 
@@ -17,7 +13,10 @@ class BareBackend:
         self.device = device
 
     def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list, events: list):
+        # torch: every run preloads this module (oracles/_preload.py), only bench builds these
+        import torch
 
+        from stagecheck.impl.buffer import CpuGpuBuffer  # torch too
         dtypes = {"int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
         buf = CpuGpuBuffer(len(cpu), dtypes[dtype], self.device)
         buf.cpu.copy_(torch.tensor(cpu, dtype=dtypes[dtype]))

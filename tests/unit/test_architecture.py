@@ -403,6 +403,34 @@ def test_the_command_lines_start_reaches_no_heavy_library(installed):
     assert heavy == set()
 
 
+def _reached_at_the_top(graph: Graph, roots) -> set[str]:
+    """Our modules that importing ``roots`` loads: top-of-module imports, followed."""
+    top: dict[str, set[str]] = {}
+    for arrow in graph.arrows:
+        if not arrow.in_function:
+            top.setdefault(arrow.source, set()).add(arrow.target)
+    reached, todo = set(), list(roots)
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo += top.get(module, ())
+    return reached
+
+
+def test_what_every_run_preloads_imports_no_torch_or_triton(installed):
+    """Every campaign imports the project's modules first (``oracles/_preload.py``: all
+    but ``_HEAVY``, and every package it walks into); torch and triton take seconds, so
+    none of those modules may reach them through imports at its top."""
+    from stagecheck.oracles._preload import _HEAVY
+    roots = [m for m in installed.sources if not m.endswith(".__main__")
+             and (not m.startswith(_HEAVY) or m in installed.packages)]
+    reached = _reached_at_the_top(installed, roots)
+    slow = {(a.source, a.target) for a in installed.outside if not a.in_function
+            and a.source in reached and a.target.split(".")[0] in ("torch", "triton")}
+    assert slow == set()
+
+
 def _imports(path: pathlib.Path, top_level_only: bool = False) -> set[str]:
     """Absolute module names imported by ``path`` (at module level only, if asked)."""
     tree = ast.parse(path.read_text())
