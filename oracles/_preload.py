@@ -14,7 +14,6 @@ _PRELOADED = False
 _HEAVY = ("stagecheck.oracles.symbolic", "stagecheck.impl.postprocess",
           "stagecheck.impl.buffer", "stagecheck.oracles.kernel.",
           "stagecheck.oracles.worker")
-_WORKER_ONLY = "stagecheck.oracles.worker"
 
 
 def preload_project_modules() -> None:
@@ -34,20 +33,9 @@ def preload_project_modules() -> None:
         package = _try_import(name)
         if package is None:
             continue
-        for info in _walk(package.__path__, name + "."):
+        for info in pkgutil.walk_packages(package.__path__, name + ".", onerror=lambda _: None):
             if not info.name.endswith(".__main__") and not info.name.startswith(_HEAVY):
                 _try_import(info.name)
-
-
-def _walk(path, prefix: str):
-    """``pkgutil.walk_packages`` (which imports every package it enters), except that it
-    does not enter the worker package: only a worker process runs its modules."""
-    for info in pkgutil.iter_modules(path, prefix):
-        yield info
-        if info.ispkg and not info.name.startswith(_WORKER_ONLY):
-            package = _try_import(info.name)
-            if package is not None:
-                yield from _walk(getattr(package, "__path__", []), info.name + ".")
 
 
 def _try_import(name: str):

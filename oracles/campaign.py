@@ -29,6 +29,7 @@ result holds what was found so far with ``interrupted`` set (no verdict).
 from __future__ import annotations
 
 import gc
+import inspect
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ from stagecheck.oracles.evaluate import judge, with_kernel_impact
 from stagecheck.oracles.options import CampaignConfig, RunOptions
 from stagecheck.oracles.results import TargetPair
 from stagecheck.oracles.runner import runner_for, side_of
+from stagecheck.oracles.sample import sample_breach, sample_scenario
+from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, shrink
 from stagecheck.oracles.targets import Target
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
@@ -95,7 +98,6 @@ def _takes_findings(progress) -> bool:
     CLI's does; a plain ``progress(stream, done, total)`` keeps working)."""
     if progress is None:
         return False
-    import inspect
     try:
         return "findings" in inspect.signature(progress).parameters
     except (TypeError, ValueError):
@@ -156,7 +158,6 @@ class _Search:
 
     # ------------------------------------------------------------------ batched engine
     def scenario(self, stream: str, index: int) -> StagingScenario:
-        from stagecheck.oracles.sample import sample_breach, sample_scenario
         if stream == "in":
             return sample_scenario(self.schema, self.config.seed, index, self.config.max_capacity)
         return sample_breach(self.schema, self.config.seed, index, self.config.max_capacity)[1]
@@ -227,7 +228,6 @@ class _Search:
         """Shrink ``s`` for the error findings it showed: each kept at the smallest
         scenario that still shows it (a key the first shrunk scenario no longer shows
         is shrunk again from ``s``, on its own)."""
-        from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, shrink
         keys = {f.key for f in findings if f.severity == ERROR}
         # a call that hangs or ends its process costs a deadline or a new worker for
         # every candidate that still fails: such a finding gets a few tries only
@@ -258,10 +258,13 @@ class _Search:
     # ------------------------------------------------------------------ hypothesis engine
     def hypothesis_stream(self, stream: str, examples: int, database, derandomize: bool,
                           engine: str) -> int:
+        # hypothesis only for this stream: a worker that imports this module (the symbolic
+        # exploration) runs without it
         from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
         preload_project_modules()     # hypothesis's constant pool: the same however run
 
-        from stagecheck.oracles.generate import out_of_contract_scenarios, staging_scenarios
+        from stagecheck.oracles.generate import (out_of_contract_scenarios,  # hypothesis too
+                                                 staging_scenarios)
         strategy = (staging_scenarios(self.config.max_capacity, self.schema).map(lambda s: ("", s))
                     if stream == "in" else
                     out_of_contract_scenarios(self.config.max_capacity, self.schema))

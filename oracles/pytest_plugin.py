@@ -19,16 +19,21 @@ worker of a long campaign shares one directory database: a failing example found
 by one worker is replayed first by every later run (see ``docs/pytest.md``).
 
 This module is imported in every pytest session of an environment that has
-stagecheck installed, so it imports only hypothesis at load time; torch and the
-oracles are imported when the fixture is first used.
+stagecheck installed, so it imports only hypothesis (and stagecheck's errors and options,
+standard library only) at load time; torch and the oracles are imported when the
+fixture is first used.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import random
 
 import pytest
-from hypothesis import settings as _hsettings
+from hypothesis import HealthCheck, Phase, core, settings as _hsettings
+
+from stagecheck.oracles.errors import StagecheckError, UsageError
+from stagecheck.oracles.options import CampaignConfig
 
 __all__ = ["PROFILES", "StagecheckFixture", "as_target", "register_profiles"]
 
@@ -57,9 +62,7 @@ def register_profiles() -> None:
     """
     for name, changes in PROFILES.items():
         _hsettings.register_profile(name, _hsettings.get_profile(_PARENTS[name]), **changes)
-    import importlib.util
     if importlib.util.find_spec("hypothesis_crosshair_provider") is not None:
-        from hypothesis import HealthCheck, Phase
         # every example is one CrossHair path; a symbolic failure is realized, not shrunk
         _hsettings.register_profile(
             "stagecheck-crosshair", _hsettings.get_profile("default"), backend="crosshair",
@@ -76,7 +79,7 @@ def as_target(obj, where: str = "target", shims=()):
     """A ``Target`` from a target spec string, a ``Target``, or a plain callable.
 
     ``shims``: paths of shim modules for file targets (``--shim`` of the CLI)."""
-    from stagecheck.oracles.errors import StagecheckError
+    # the oracles load on the fixture's first use (every pytest session imports this plugin)
     from stagecheck.oracles.targets import Target, load_target, target_from_callable
     if isinstance(obj, Target):
         return obj
@@ -97,7 +100,7 @@ def _runner(baseline, candidate, shims=()):
     once); a plain function, already imported by the test, runs in a worker where the
     worker can import it by name, else in the test's process. ``shims``: see
     ``as_target``."""
-    from stagecheck.oracles.errors import StagecheckError
+    # the oracles load on the fixture's first use (see as_target)
     from stagecheck.oracles.runner import load_isolated, runner_for
     from stagecheck.oracles.targets import target_ref
     items = [(x, name) for x, name in ((baseline, "baseline"), (candidate, "candidate"))
@@ -135,7 +138,6 @@ def _resolve_seed(seed, derandomize: bool):
     derandomized (what ``stagecheck diff`` uses), else a fresh one (shown in the report)."""
     if seed is not None:
         return seed
-    from hypothesis import core
     if core.global_force_seed is not None:
         return core.global_force_seed
     if derandomize:
@@ -154,8 +156,6 @@ class StagecheckFixture:
         ``out_of_contract``, ``steps``, ``kernel``...), validated as the command line
         validates them: a bad value fails the test with the message the CLI gives.
         """
-        from stagecheck.oracles.errors import UsageError
-        from stagecheck.oracles.options import CampaignConfig
         reserved = {"database", "derandomize", "run"}
         wrong = sorted(set(options) & reserved)
         if wrong:
@@ -182,8 +182,8 @@ class StagecheckFixture:
         ``baseline`` None checks ``candidate`` against the spec alone. ``shims``: paths
         of shim modules whose names file targets may use (the CLI's ``--shim``).
         """
+        # the oracles load on the fixture's first use (see as_target)
         from stagecheck.oracles.campaign import run_campaign
-        from stagecheck.oracles.errors import StagecheckError
         from stagecheck.oracles.observe import require_device
         config = self.config(examples=examples, device=device, max_capacity=max_capacity,
                              seed=seed, **options)
@@ -223,7 +223,7 @@ class StagecheckFixture:
 
     @staticmethod
     def _check(result, strict: bool, given: tuple, options: dict) -> None:
-        from stagecheck.oracles.report import render_campaign
+        from stagecheck.oracles.report import render_campaign  # see as_target
         if result.verdict(strict) == "equivalent":
             return
         message = render_campaign(result, strict)

@@ -9,11 +9,16 @@ that a worker cannot import, such as lambdas).
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import replace
 from typing import Protocol
 
+from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.backends import backend_kind, make_backend
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.targets import Target
+from stagecheck.oracles.worker import DEFAULT_MEMORY_MIB, WorkerPool, stream_batches
+from stagecheck.oracles.worker.protocol import held_targets
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
@@ -47,9 +52,7 @@ class InProcessRunner:
 
     def observe(self, sides, batch, options: RunOptions, backend: str = "fast",
                 sample_every: int = 0):
-        from dataclasses import replace
 
-        from stagecheck.oracles.observe import observe
         kind = backend_kind(backend, options)
         fast = self._fast if kind == "fast" and self._fast is not None \
             else make_backend(kind, options)
@@ -74,9 +77,7 @@ class InProcessRunner:
 
     def call(self, module: str, name: str, *args, deadline: float | None = None):
         """``module.name(*args)`` here; ``target_arg(i)`` stands for target ``i``."""
-        import importlib
 
-        from stagecheck.oracles.worker.protocol import held_targets
         args = held_targets(args, self.targets)
         return getattr(importlib.import_module(module), name)(*args)
 
@@ -106,7 +107,6 @@ class _IsolatedRunner:
                sample_every: int = 0, jobs: int = 1):
         """One answer per batch, in order, the batches spread over ``jobs`` workers that
         run ahead of the checker (``worker.stream_batches``)."""
-        from stagecheck.oracles.worker import stream_batches
         while len(self._more) < jobs - 1:
             self._more.append(self.pool.clone())
         pools = [self.pool] + self._more[: jobs - 1]
@@ -140,7 +140,6 @@ def load_isolated(refs: list, schemas: dict | None = None, memory_mib: int | Non
                   pool=None) -> _IsolatedRunner:
     """Load targets by reference into a worker, never into this process: a loading
     error names the target (``target_index``). ``pool``: reuse that worker pool."""
-    from stagecheck.oracles.worker import DEFAULT_MEMORY_MIB, WorkerPool
     own = pool is None
     pool = pool or WorkerPool(memory_mib or DEFAULT_MEMORY_MIB)
     try:

@@ -19,10 +19,16 @@ from typing import Any
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.observe import Builder
+from stagecheck.oracles.observe.listmodel import ListBackend
+from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.targets import remember_schema_spec
-from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST,
-                                    PER_SLOT, REQUIRED, Call, StagingSchema)
+from stagecheck.spec.invariants import expected_inputs_after, expected_value
+from stagecheck.spec.scenario import MISSING
+from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST, PER_SLOT,
+                                    REQUIRED, Call, StagingSchema)
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+from stagecheck.spec.space import contract_breaches
 
 __all__ = ["check_declarations", "check_schema", "load_schema", "schema_space"]
 
@@ -184,12 +190,6 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
     out = check_declarations(schema)
     if out:
         return out
-    from stagecheck.oracles.observe import Builder
-    from stagecheck.oracles.observe.listmodel import ListBackend
-    from stagecheck.oracles.sample import sample_breach, sample_scenario
-    from stagecheck.spec.invariants import expected_inputs_after, expected_value
-    from stagecheck.spec.scenario import MISSING
-    from stagecheck.spec.space import contract_breaches
     profiles = [schema.profile(), schema.profile(frozenset(schema.keywords))]
     lives: dict[str, int] = {}      # field -> live slots derived in the dry run
     valued: set[str] = set()        # fields whose derive gave a value at least once
@@ -273,11 +273,9 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
 
 def schema_space(schema: StagingSchema, seed: int = 0, count: int = 200) -> dict[str, Any]:
     """What the scenario space of ``schema`` looks like over ``count`` drawn scenarios."""
-    from stagecheck.oracles.sample import sample_breach, sample_scenario
-    from stagecheck.spec.schema import MAY_MISS as _MAY_MISS
     stats = {"scenarios": count, "empty batches": 0, "full batches": 0, "with padded ids": 0,
              "with a live request lacking a may-miss input": 0, "largest capacity": 0}
-    may_miss = [i.name for i in schema.inputs if i.presence == _MAY_MISS
+    may_miss = [i.name for i in schema.inputs if i.presence == MAY_MISS
                 and i.kind == PER_REQUEST]
     for k in range(count):
         s = sample_scenario(schema, seed, k)

@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import StagecheckError
+
 __all__ = ["postprocess_function", "select_triton_mode", "use_interpreter_without_gpu"]
 
 
@@ -30,7 +33,7 @@ def use_interpreter_without_gpu() -> None:
 
     An explicit ``TRITON_INTERPRET`` in the environment is left as the user set it.
     """
-    import torch
+    import torch  # heavy: the kernel's torch loads when a kernel runs
     if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
         select_triton_mode("cpu")
 
@@ -41,14 +44,13 @@ def postprocess_function(backend: str) -> Callable:
     if backend not in backends:
         raise ValueError(f"backend must be one of {backends}, got backend={backend!r}")
     if backend == "reference":
-        from stagecheck.impl.postprocess_ref import mamba_postprocess_reference
+        from stagecheck.impl.postprocess_ref import mamba_postprocess_reference  # torch
         return mamba_postprocess_reference
     use_interpreter_without_gpu()
     try:
+        # triton, after TRITON_INTERPRET is decided (above)
         from stagecheck.impl.postprocess import mamba_postprocess
     except ImportError as exc:
-        from stagecheck.oracles import messages
-        from stagecheck.oracles.errors import StagecheckError
         raise StagecheckError.of(messages.TRITON_EXTRA_MISSING, what="the Triton kernel backend",
                                  error=f"{exc}", alternative=" (or use the reference "
                                  "backend)") from None

@@ -22,6 +22,7 @@ import torch
 from hypothesis import strategies as st
 
 from stagecheck.impl.postprocess_ref import KernelDecision, MambaStateSpec, kernel_decisions
+from stagecheck.oracles.kernel import postprocess_function
 
 DTYPES: dict[str, torch.dtype] = {"float16": torch.float16, "bfloat16": torch.bfloat16,
                                   "float32": torch.float32}
@@ -147,7 +148,6 @@ class KernelInputs:
 
     def run(self, backend: str = "triton", **kwargs: Any) -> "KernelInputs":
         """Run the kernel (``backend``) in place on these tensors; return self."""
-        from stagecheck.oracles.kernel import postprocess_function
 
         postprocess_function(backend)(
             self.states, self.block_tables, self.num_accepted, self.state_idx,

@@ -13,6 +13,8 @@ import ast
 import copy
 from dataclasses import dataclass, field
 
+from stagecheck.spec.schema import PER_REQUEST, REQUIRED
+
 __all__ = ["Location", "MutationOperator", "Scope", "Site"]
 
 _CARRY = "_stagecheck_carried"
@@ -55,7 +57,6 @@ class Scope:
         """The scope of a target with ``profile`` (``None``: nothing known)."""
         if profile is None:
             return cls(functions)
-        from stagecheck.spec.schema import PER_REQUEST, REQUIRED
         complete = {}
         for inp in profile.schema.inputs:
             if inp.kind == PER_REQUEST and inp.presence == REQUIRED:

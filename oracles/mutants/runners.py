@@ -18,7 +18,10 @@ pool processes are stopped, and with them the worker processes they started.
 from __future__ import annotations
 
 import ast
+import concurrent.futures as cf
+import multiprocessing
 import os
+import signal
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -29,11 +32,13 @@ from stagecheck.oracles.campaign import run_campaign
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.mutants.catalog import OPERATORS
 from stagecheck.oracles.mutants.generate import Mutant, generate_mutants
-from stagecheck.oracles.mutants.matrix import (ORACLES, MutantResult, MutationReport,
-                                               OracleOutcome)
+from stagecheck.oracles.mutants.matrix import ORACLES, MutantResult, MutationReport, OracleOutcome
 from stagecheck.oracles.mutants.upstream import UPSTREAM_TESTS
 from stagecheck.oracles.options import CampaignConfig, RunOptions, seconds, whole
+from stagecheck.oracles.runner import load_isolated, side_of
+from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target, TargetRef, target_ref, target_source
+from stagecheck.oracles.worker import WorkerEnded, WorkerPool, kill_all, target_arg
 
 __all__ = ["DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_PATHS", "DEFAULT_SYMBOLIC_TIMEOUT",
            "SYMBOLIC_MAX_CAPACITY", "MutantsConfig", "evaluate_mutant", "list_mutants", "parse_list", "run_mutants"]
@@ -153,7 +158,7 @@ def _run_kernel(original: Target, mutant: Target, config: MutantsConfig,
 
 def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig,
                   runner) -> OracleOutcome:
-    from stagecheck.oracles.symbolic import SymbolicInconclusive, run_symbolic
+    from stagecheck.oracles.symbolic import SymbolicInconclusive, run_symbolic  # crosshair
     started = time.perf_counter()
     note = None
     try:
@@ -183,8 +188,6 @@ UPSTREAM_SECONDS = 5.0
 def _run_upstream(original: Target, mutant: Target, config: MutantsConfig,
                   runner) -> OracleOutcome:
     """The upstream-style example tests, in the worker that holds the mutant."""
-    from stagecheck.oracles.runner import side_of
-    from stagecheck.oracles.worker import WorkerEnded, target_arg
     started = time.perf_counter()
     if mutant.schema.name not in UPSTREAM_TESTS:
         return OracleOutcome("n/a", note=f"no upstream tests for schema {mutant.schema.name!r}")
@@ -257,7 +260,6 @@ def mutant_target(original: Target, mutant: Mutant) -> Target:
 def evaluate_mutant(original: Target, mutant: Mutant, config: MutantsConfig,
                     unavailable: dict[str, str] | None = None, pool=None) -> MutantResult:
     """Run every chosen oracle on one mutant, the mutant in a worker (``pool``: reuse it)."""
-    from stagecheck.oracles.runner import load_isolated
     unavailable = unavailable or {}
     result = MutantResult(mutant)
     candidate = mutant_target(original, mutant)
@@ -298,8 +300,6 @@ _WORKER_POOL = None
 
 def _load_ref(ref: TargetRef) -> Target:
     """The original target for the checker (loaded in a worker, never here)."""
-    from stagecheck.oracles.runner import load_isolated
-    from stagecheck.oracles.schemas import load_schema
     schema = load_schema(ref.schema) if ref.schema else None
     runner = load_isolated([ref], {ref.schema: schema})
     try:
@@ -327,10 +327,8 @@ def _pool_process_started() -> None:
     """A process of the ``--jobs`` pool: SIGINT is the parent's (it stops the pool);
     SIGTERM (how the parent stops it) ends this process and the workers it started,
     which run in sessions of their own and would not get the signal."""
-    import signal
 
     def stop(signum, frame) -> None:
-        from stagecheck.oracles.worker import kill_all
         kill_all()
         os._exit(128 + signum)
 
@@ -347,7 +345,6 @@ def _worker(payload) -> MutantResult:
     if ref not in _WORKER_TARGETS:
         _WORKER_TARGETS[ref] = _load_ref(ref)
     if _WORKER_POOL is None:
-        from stagecheck.oracles.worker import WorkerPool
         _WORKER_POOL = WorkerPool()
     return evaluate_mutant(_WORKER_TARGETS[ref], mutant, config, unavailable, _WORKER_POOL)
 
@@ -363,7 +360,7 @@ def _unavailable(config: MutantsConfig, target: Target) -> dict[str, str]:
         out["kernel"] = f"schema {target.schema.name!r} declares no consumer kernel"
     if "symbolic" in config.oracles:
         try:
-            import stagecheck.oracles.symbolic  # noqa: F401
+            import stagecheck.oracles.symbolic  # noqa: F401  (does crosshair load? the question)
         except (ImportError, StagecheckError) as exc:
             out["symbolic"] = f"the symbolic oracle cannot load: {exc}"
     return out
@@ -373,7 +370,6 @@ def _control(original: Target, source: str, filename: str, function: str,
              config: MutantsConfig, report: MutationReport) -> None:
     """Check the unmutated source, reloaded the way mutants are, so a kill is never an
     artefact of the reloading."""
-    from stagecheck.oracles.runner import load_isolated
     unparsed = ast.unparse(ast.parse(source))
     ref = TargetRef(f"{original.spec}@unmutated", original.ref.schema if original.ref else None,
                     unparsed, f"<stagecheck unmutated {filename}>", function,
@@ -434,7 +430,6 @@ def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
     elif jobs > 1:
         _run_parallel(original.ref, mutants, config, report, jobs, progress)
     else:
-        from stagecheck.oracles.worker import WorkerPool
         with WorkerPool() as pool:      # one worker, the mutants loaded into it in turn
             for k, m in enumerate(mutants, 1):
                 res = evaluate_mutant(original, m, config, report.unavailable, pool)
@@ -453,8 +448,6 @@ def _run_parallel(ref: TargetRef, mutants: list[Mutant], config: MutantsConfig,
                   report: MutationReport, jobs: int, progress) -> None:
     """Mutants in ``jobs`` pool processes; a signal to the parent stops them all, and
     the worker processes each of them started (see ``_pool_process_started``)."""
-    import concurrent.futures as cf
-    import multiprocessing
     ctx = multiprocessing.get_context("spawn")
     total = len(mutants)
     pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx,

@@ -121,7 +121,7 @@ class Builder:
         return made
 
     def array(self, name: str, dtype: str):
-        import numpy as np
+        import numpy as np  # only for an array: the list backend runs without numpy
         made = np.array(self.scenario.inputs[name], dtype=dtype)
         self._readers[name] = lambda: plain(made)
         return made

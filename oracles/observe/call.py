@@ -11,6 +11,9 @@ import signal
 import threading
 from contextlib import contextmanager
 
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import SchemaError, UsageError
+from stagecheck.oracles.observe.backends import make_backend, torch_module
 from stagecheck.oracles.observe.build import Backend, build_inputs
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.targets import Target
@@ -86,7 +89,7 @@ def _install_kept_handler() -> None:
 def queue_gpu_work(cycles: int) -> None:
     """Put device work ahead of the copies on the current stream, so they stay queued."""
     if cycles > 0:
-        import torch
+        torch = torch_module()
         if torch.cuda.is_available():
             torch.cuda._sleep(cycles)
 
@@ -94,10 +97,8 @@ def queue_gpu_work(cycles: int) -> None:
 def require_device(device: str) -> None:
     """Raise a ``UsageError`` when ``device`` is cuda and torch sees none."""
     if device == "cuda":
-        import torch
+        torch = torch_module()
         if not torch.cuda.is_available():
-            from stagecheck.oracles import messages
-            from stagecheck.oracles.errors import UsageError
             raise UsageError.of(messages.CUDA_UNAVAILABLE, "cuda", "device",
                                 torch=torch.__version__)
 
@@ -117,8 +118,7 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
     ``KeyboardInterrupt``) is observed doing so, instead of ending the worker.
     """
     if backend is None:
-        from stagecheck.oracles.observe.instrumented import InstrumentedBackend
-        backend = InstrumentedBackend(options.device, options.deferred_copies)
+        backend = make_backend("instrumented", options)
     inputs, call = build_inputs(s, target.profile, backend)
     exc_type = exc_msg = None
     mro: tuple[str, ...] = ()
@@ -146,8 +146,6 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
             raise
         exc_type, exc_msg, mro = "KeyboardInterrupt", "", ("KeyboardInterrupt", "BaseException")
     except StandInUnsupported as exc:   # the schema's limit, not the target's behaviour
-        from stagecheck.oracles import messages
-        from stagecheck.oracles.errors import SchemaError
         raise SchemaError.of(messages.STAND_IN_UNSUPPORTED, target.spec,
                              stand_in=exc.stand_in, operation=exc.operation,
                              schema=target.profile.schema.name) from None

@@ -64,14 +64,14 @@ class FastBuffer:
     @property
     def cpu(self):
         if self._cpu is None:
-            import torch
+            import torch  # heavy: only once the code touches a torch view (module doc)
             self._cpu = torch.from_numpy(self.np)
         return self._cpu
 
     @property
     def gpu(self):
         if self._gpu is None:
-            import torch
+            import torch  # heavy: only once the code touches a torch view (module doc)
             self._gpu = torch.from_numpy(self.mirror)
         return self._gpu
 
@@ -136,14 +136,14 @@ class FastCudaBuffer:
         self.gpu.copy_(pair.staging, non_blocking=True)
 
     def copy_to_gpu(self, n: int | None = None):
-        from stagecheck.impl.buffer import copy_prefix
+        from stagecheck.impl.buffer import copy_prefix  # imports torch (see above)
         size = self.np.shape[0]
         stop = size if n is None else len(range(size)[:n])
         self.events.append(Copy(self.name, 0, stop, n))
         return copy_prefix(self.cpu, self.gpu, n)
 
     def complete_copies(self) -> None:
-        import torch
+        import torch  # heavy: only once the code touches a torch view (module doc)
         torch.cuda.synchronize()
 
     def release(self) -> None:
@@ -161,7 +161,7 @@ class FastCudaBackend:
     dtype and size, made once per worker."""
 
     def __init__(self) -> None:
-        import torch
+        import torch  # heavy: only once the code touches a torch view (module doc)
         self._torch = torch
         self._dtypes = {"int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
         self._pairs: dict[tuple, _Pinned] = {}

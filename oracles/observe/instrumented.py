@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stagecheck.oracles.observe.fast import _LazyTensor
 from stagecheck.spec.observation import Copy, HostWrite, StaleTransfer
 
 __all__ = ["InstrumentedBackend", "InstrumentedBuffer", "RecordingArray"]
@@ -74,7 +75,7 @@ def _recording_tensor_class():
     global _RECORDING_TENSOR
     if _RECORDING_TENSOR is not None:
         return _RECORDING_TENSOR
-    import torch
+    import torch  # heavy: only once the code touches a torch view (module doc)
 
     not_writes = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream_",
                             "pin_memory", "untyped_storage"})
@@ -139,7 +140,7 @@ class InstrumentedBuffer:
         self.cuda = device == "cuda"
         self._cpu = self._gpu = None
         if self.cuda:
-            import torch
+            import torch  # heavy: only once the code touches a torch view (module doc)
             tdtype = {"int32": torch.int32, "int64": torch.int64, "bool": torch.bool}[dtype]
             plain = torch.tensor(initial_cpu, dtype=tdtype).pin_memory()
             self._raw = plain.numpy()
@@ -164,7 +165,7 @@ class InstrumentedBuffer:
     def cpu(self):
         if self._cpu is None:
             if self._plain_cpu is None:
-                import torch
+                import torch  # heavy: only once the code touches a torch view (module doc)
                 self._plain_cpu = torch.from_numpy(self._raw)
             self._cpu = self._plain_cpu.as_subclass(_recording_tensor_class())
         return self._cpu
@@ -172,7 +173,7 @@ class InstrumentedBuffer:
     @property
     def gpu(self):
         if self._gpu is None:
-            import torch
+            import torch  # heavy: only once the code touches a torch view (module doc)
             self._gpu = torch.from_numpy(self._mirror)
         return self._gpu
 
@@ -197,7 +198,6 @@ class InstrumentedBuffer:
 
     # ---------------------------------------------------------------- copies
     def copy_to_gpu(self, n: int | None = None):
-        from stagecheck.oracles.observe.fast import _LazyTensor
         self.sweep_untracked()
         size = self._raw.shape[0]
         stop = size if n is None else len(range(size)[:n])
@@ -209,9 +209,9 @@ class InstrumentedBuffer:
         if self.deferred:
             self.queued.append(_QueuedCopy(0, stop, snapshot, None))
             return _LazyTensor(self, stop)
-        import torch
+        import torch  # heavy: only once the code touches a torch view (module doc)
 
-        from stagecheck.impl.buffer import copy_prefix
+        from stagecheck.impl.buffer import copy_prefix  # imports torch (see above)
         result = copy_prefix(self._plain_cpu, self._gpu, n)
         event = torch.cuda.Event()
         event.record()
@@ -225,7 +225,7 @@ class InstrumentedBuffer:
             for q in self.queued:       # the DMA reads host memory now, not when queued
                 self._mirror[q.start:q.stop] = self._raw[q.start:q.stop]
         elif self.queued:
-            import torch
+            import torch  # heavy: only once the code touches a torch view (module doc)
             torch.cuda.synchronize()
         latest: dict[int, int] = {}
         for q in self.queued:

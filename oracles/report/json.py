@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from stagecheck import __version__
+
 __all__ = ["ENVELOPE", "SCHEMA_VERSION", "bench_settings", "campaign_body", "campaign_settings",
            "json_document", "kernel_settings", "mutants_settings", "render_json",
            "symbolic_settings"]
@@ -31,7 +33,6 @@ def json_document(command: str, body: dict[str, Any], verdict: str | None = None
     resolved to (``Target.record()``: spec, pinned spec, commit SHA, origin, shims).
     A body key that repeats an envelope key (a result's own ``verdict``, computed without
     ``--strict``) is replaced by the envelope's value: one document, one verdict."""
-    from stagecheck import __version__
     envelope = {"schema_version": SCHEMA_VERSION, "tool": "stagecheck", "version": __version__,
                 "command": command,
                 "verdict": verdict if verdict is not None else body.get("verdict"),

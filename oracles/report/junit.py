@@ -31,7 +31,9 @@ import json
 import re
 from xml.etree import ElementTree as ET
 
+from stagecheck import __version__
 from stagecheck.oracles.report.escape import escape, escape_lines
+from stagecheck.oracles.report.json import campaign_settings
 from stagecheck.spec import DIFFERENCES, ERROR, INVARIANTS
 
 __all__ = ["TIME_METHOD", "junit_classname", "render_junit"]
@@ -75,7 +77,6 @@ def _finding_text(f, full: bool = True) -> str:
 
 
 def _settings(result, strict: bool) -> dict:
-    from stagecheck.oracles.report.json import campaign_settings
     return campaign_settings(result, strict)
 
 
@@ -98,7 +99,6 @@ def render_junit(result, strict: bool = False, name: str | None = None,
     the failures are those found so far). ``targets`` (each side's ``Target.record()``)
     become properties of the suite: the specs, the pinned specs and the commit SHAs.
     """
-    from stagecheck import __version__
     interrupted = getattr(result, "interrupted", None)
     command = command or ("diff" if result.baseline else "spec")
     names = [inv.id for inv in INVARIANTS]

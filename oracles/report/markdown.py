@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from stagecheck import __version__
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.json import campaign_settings
 from stagecheck.oracles.report.snippet import pytest_example
@@ -39,7 +40,6 @@ def render_markdown(result, strict: bool = False, targets: dict | None = None,
                     saved: dict | None = None, manifest: str | None = None,
                     command: str | None = None) -> str:
     """A campaign result (``diff``/``spec``) as a pull-request comment."""
-    from stagecheck import __version__
     command = command or ("diff" if result.baseline else "spec")
     interrupted = getattr(result, "interrupted", None)
     verdict = "interrupted" if interrupted else result.verdict(strict)

@@ -14,7 +14,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from stagecheck.oracles import messages
+from stagecheck.oracles.mutants import ORACLES, STAGECHECK_ORACLES, SYMBOLIC_MAX_CAPACITY
+from stagecheck.oracles.mutants.runners import EQUIVALENT_SYMBOLIC_PATHS as EQUIVALENT_PATHS
 from stagecheck.oracles.report.escape import escape
+from stagecheck.oracles.report.snippet import pytest_example
 from stagecheck.spec import ERROR, Finding, StagingScenario, statement
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
@@ -224,7 +227,6 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     ``manifest``: the run's manifest file, named under the findings; ``verbose``: every
     info finding in full (else one line per reason).
     """
-    from stagecheck.oracles.report.snippet import pytest_example
     c = result.config
     what = (f"{result.baseline} vs {result.candidate}" if result.baseline
             else f"spec of {result.candidate}")
@@ -363,8 +365,6 @@ def _pct(pair: tuple[int, int]) -> str:
 def render_mutants(report, diffs: bool = True) -> str:
     """``mutants``: the kill matrix, the scores (stagecheck next to the upstream baseline),
     and every survivor with its diff."""
-    from stagecheck.oracles.mutants import ORACLES, STAGECHECK_ORACLES, SYMBOLIC_MAX_CAPACITY
-    from stagecheck.oracles.mutants.runners import EQUIVALENT_SYMBOLIC_PATHS as EQUIVALENT_PATHS
     lines: list[str] = []
     n = len(report.results)
     lines.append(f"stagecheck mutants {report.target}: {n} mutant(s) of {report.function} "

@@ -321,7 +321,6 @@ def _finish(spec: str, func, origin: str, schema: StagingSchema | None = None,
         return Target(spec, func, chosen.profile(), origin, ref)
     keywords = frozenset(k for k in chosen.keywords if k in sig.parameters)
     if schema is None and by_name is None and not _binds(sig, chosen, keywords):
-        from stagecheck.spec.schemas import BUILTIN_SCHEMAS
         raise TargetLoadError.of(messages.SCHEMA_NONE_FOR, spec,
                                  name=getattr(func, "__name__", spec),
                                  builtins=", ".join(BUILTIN_SCHEMAS))

@@ -8,16 +8,29 @@ other, writing its position (``protocol.py``) before each call of target code.
 
 from __future__ import annotations
 
+import importlib
+import mmap
 import os
+import queue
+import resource
 import signal
+import sys
+import threading
 import traceback
 from dataclasses import replace
+from multiprocessing.connection import Connection
 from typing import Any
 
-from stagecheck.oracles import interrupt
+from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.observe import observe
+from stagecheck.oracles.observe.backends import make_backend
+from stagecheck.oracles.observe.call import keep_alarm_handler
 from stagecheck.oracles.options import RunOptions
-from stagecheck.oracles.targets import TargetRef
+from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.targets import (TargetRef, load_function_from_source, load_shims,
+                                        load_target, target_from_callable)
+from stagecheck.oracles.text import exception_text
 from stagecheck.oracles.worker.protocol import (BUSY, IDLE, MEMORY_EXIT, SharedPosition,
                                                 held_targets, observing)
 
@@ -44,9 +57,6 @@ class _Worker:
         answer is a ``TargetLoadError`` naming the names (never a ``NameError`` in a run).
         """
         self.counter.value = BUSY   # loading runs target code: under the parent's deadline
-        from stagecheck.oracles.schemas import load_schema
-        from stagecheck.oracles.targets import (load_function_from_source, load_shims,
-                                                load_target, target_from_callable)
         out = []
         self.targets = []
         for ref in refs:
@@ -67,8 +77,6 @@ class _Worker:
             except MemoryError:
                 raise
             except BaseException as exc:     # the file's own code, run at load, failed
-                from stagecheck.oracles import messages
-                from stagecheck.oracles.observe import exception_text
                 problem, fix = messages.TARGET_LOAD_RAISED
                 self.targets.append(None)
                 out.append(("error", "TargetLoadError", problem.format(
@@ -84,7 +92,6 @@ class _Worker:
         """Run targets ``sides`` on every ``(index, scenario)`` of the batch: on the
         ``backend`` buffers, except that with the fast backend every example whose
         index is a multiple of ``sample_every`` (0: none) runs instrumented."""
-        from stagecheck.oracles.observe import observe
         sides, batch, options, kind, sample_every = payload
         fast = self._backend(kind, options)
         instrumented = self._backend("instrumented", options) if kind == "fast" else fast
@@ -118,7 +125,6 @@ class _Worker:
         return out
 
     def _backend(self, kind: str, options: RunOptions):
-        from stagecheck.oracles.observe.backends import make_backend
         if kind == "fast" and options.device == "cuda":      # its pinned buffers are kept
             if self._cuda_fast is None:
                 self._cuda_fast = make_backend("fast", options)
@@ -128,7 +134,6 @@ class _Worker:
     def call(self, payload) -> Any:
         """Run a named function of stagecheck in this worker (bench, upstream tests, the
         symbolic exploration), under the parent's deadline."""
-        import importlib
         module, name, args = payload
         args = held_targets(args, self.targets)
         interrupt.reset()           # the checker forwards its interrupt while it waits
@@ -152,10 +157,9 @@ def _buffer_of(event) -> str:
 
 def _limit_memory(mib: int) -> None:
     try:
-        import resource
         limit = mib * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-    except (ImportError, ValueError, OSError):
+    except (ValueError, OSError):
         pass
 
 
@@ -173,9 +177,6 @@ def _quiet_stdio() -> None:
 def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
                 path: list[str]) -> None:
     """The worker process: answer the parent's commands until told to stop."""
-    import mmap
-    import sys
-    from multiprocessing.connection import Connection
     signal.signal(signal.SIGINT, signal.SIG_IGN)       # interrupts are the parent's
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if interrupt.FORWARDED is not None:   # ... which it passes on during a ``call``
@@ -187,8 +188,7 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
         counter = SharedPosition(mmap.mmap(fh.fileno(), SharedPosition.BYTES))
     _quiet_stdio()
     _limit_memory(memory_mib)
-    from stagecheck.oracles.observe import call as _observe
-    _observe.keep_alarm_handler()
+    keep_alarm_handler()
     worker = _Worker(counter, memory_mib)
     requests = _Requests(receive)
     while True:
@@ -223,8 +223,6 @@ class _Requests:
     """
 
     def __init__(self, receive) -> None:
-        import queue
-        import threading
         self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
         self._receive = receive
         threading.Thread(target=self._read, name="stagecheck-requests", daemon=True).start()

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import time
 
-from stagecheck.oracles import interrupt
+from stagecheck.oracles import errors, interrupt, messages
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError
 from stagecheck.oracles.options import RunOptions
-from stagecheck.oracles.targets import TargetRef
+from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.targets import Target, TargetRef
 from stagecheck.oracles.worker.process import Ended, WorkerProcess
 from stagecheck.oracles.worker.protocol import observed
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 
 __all__ = ["DEFAULT_MEMORY_MIB", "GRACE_SECONDS", "LOAD_SECONDS", "WorkerEnded", "WorkerError",
            "WorkerPool"]
@@ -156,7 +158,6 @@ class WorkerPool:
                               "this is a bug in stagecheck; please report it with the "
                               "command line")
         if status == "usage":
-            from stagecheck.oracles import errors
             kind, problem, fix, _value = result
             raise getattr(errors, kind, StagecheckError)(problem, fix)
         return result
@@ -170,10 +171,6 @@ class WorkerPool:
         ``TargetLoadError`` (or ``SchemaError``) names the target (``target_index``).
         ``fresh=False`` reuses a live worker (mutants of one target, one after another).
         """
-        from stagecheck.oracles import errors
-        from stagecheck.oracles.schemas import load_schema
-        from stagecheck.oracles.targets import Target
-        from stagecheck.spec.schemas import BUILTIN_SCHEMAS
         self._refs = []
         if fresh or self._process is None or not self._process.is_alive():
             self.restart()
@@ -181,7 +178,6 @@ class WorkerPool:
             answers = self._request("load", list(refs), deadline=LOAD_SECONDS)
         except Ended as ended:
             self.restart()
-            from stagecheck.oracles import messages
             raise TargetLoadError.of(messages.TARGET_LOAD_ENDED, ", ".join(r.spec for r in refs),
                                      what=ended.what) from None
         self._refs = list(refs)

@@ -6,9 +6,16 @@ how the process ended, in words. ``kill_all`` ends every worker this process sta
 
 from __future__ import annotations
 
+import json
+import mmap
 import os
+import pickle
 import signal
+import subprocess
+import sys
+import tempfile
 import weakref
+from multiprocessing.connection import Connection
 
 from stagecheck.oracles import interrupt
 from stagecheck.oracles.worker.protocol import MEMORY_EXIT, SharedPosition
@@ -29,12 +36,6 @@ class WorkerProcess:
     """
 
     def __init__(self, memory_mib: int) -> None:
-        import json
-        import mmap
-        import subprocess
-        import sys
-        import tempfile
-        from multiprocessing.connection import Connection
         fd, self._counter_path = tempfile.mkstemp(prefix="stagecheck-worker-")
         os.write(fd, bytes(SharedPosition.BYTES))
         self._memory = mmap.mmap(fd, SharedPosition.BYTES)
@@ -70,7 +71,6 @@ class WorkerProcess:
     def recv(self):
         """The next answer; an ``OSError`` for a message longer than any answer (bytes a
         target wrote into the pipe: waiting for them would wait for ever)."""
-        import pickle
         return pickle.loads(self._recv.recv_bytes(MAX_ANSWER_BYTES))
 
     def is_alive(self) -> bool:
@@ -78,7 +78,6 @@ class WorkerProcess:
 
     def ends_within(self, seconds: float) -> bool:
         """Whether the process has ended, or ends within ``seconds``."""
-        import subprocess
         try:
             self.process.wait(timeout=seconds)
         except subprocess.TimeoutExpired:

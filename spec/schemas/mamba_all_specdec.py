@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import (COPY_WHOLE, INT32_MAX, OPTIONAL, Call, Field, Input,
                                     StagingSchema, Values, tail_fill)
 from stagecheck.spec.schemas.cleanup import CLEANED, CLEANUP_INPUTS, dropped, tidy
@@ -81,7 +82,6 @@ def generate(d, s) -> None:
 def bench(n: int):
     """In contract, deterministic: ``n`` live requests, one in three with an entry, one
     in five resumed, two padded ids, capacity ``n + 4``."""
-    from stagecheck.spec.scenario import StagingScenario
     req_ids = [f"req-{i}" for i in range(n + 2)]
     return StagingScenario(
         n + 4, n, req_ids,

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from stagecheck.spec.scenario import RequestView
+from stagecheck.spec.scenario import RequestView, StagingScenario
 from stagecheck.spec.schema import (INT32_MAX, NUMBER, OPTIONAL, PER_SLOT, Call, CopyPolicy, Field,
                                     Input, StagingSchema, Values)
 from stagecheck.spec.schemas.cleanup import CLEANUP_INPUTS, dropped, tidy
@@ -190,7 +190,6 @@ def generate(d, s) -> None:
 def bench(n: int):
     """In contract, deterministic: ``n`` requests in a batch of capacity ``n``, block
     size 16, decode steps of 1-4 tokens, every other state moving one column."""
-    from stagecheck.spec.scenario import StagingScenario
     req_ids = [f"req-{i}" for i in range(n)]
     computed = {r: 16 * (i % 7) + (15 if i % 2 else 3) for i, r in enumerate(req_ids)}
     return StagingScenario(

@@ -68,9 +68,14 @@ EXCEPTIONS = {("stagecheck.spec.models", "stagecheck.oracles.observe"),
               ("stagecheck.spec.models", "stagecheck.oracles.targets")}
 
 #: At most this many imports written inside functions per 1,000 lines of the package,
-#: each with a comment that says why it is there (a heavy library kept off the command
-#: line's start, a stage that is loaded only when it runs).
+#: each with a comment (on its line, or above its run of imports) that says why it is
+#: there: a heavy library kept off the command line's start or a worker's, a stage loaded
+#: only when it runs.
 MAX_LAZY_PER_1000_LINES = 4
+#: Modules the budget does not count yet: the command line and its configuration are
+#: being rewritten as one option table and one command outline (issue 19, items 3 and 4);
+#: merge that work, then empty this set.
+NOT_YET_COUNTED = {"stagecheck.oracles.cli", "stagecheck.oracles.config"}
 
 
 # ---------------------------------------------------------------------------- the checker
@@ -176,8 +181,21 @@ def import_graph(sources: dict[str, str], packages: set[str]) -> Graph:
             if in_function:
                 statement = Arrow(module, names[0], node.lineno, True)
                 graph.lazy_statements.append(statement)
-                if not comments & {node.lineno - 1, *range(node.lineno, node.end_lineno + 1)}:
+                if not comments & explained_by(node):
                     graph.lazy_unexplained.append(statement)
+
+        def explained_by(node) -> set[int]:
+            """The lines a comment explaining ``node`` may stand on: its own, or the line
+            above the run of import statements it ends."""
+            first = node.lineno
+            while first - 1 in import_lines:
+                first = import_lines[first - 1]
+            return {first - 1, *range(node.lineno, node.end_lineno + 1)}
+
+        import_lines = {}       # last line of an import statement -> its first line
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                import_lines[node.end_lineno] = node.lineno
 
         visit(tree, False)
     return graph
@@ -264,6 +282,14 @@ def problems(graph: Graph, floors=FLOORS, exceptions=EXCEPTIONS) -> list[str]:
     return out
 
 
+def lazy_budget(graph: Graph, skip=frozenset()) -> tuple[int, int, list[Arrow]]:
+    """``(imports inside functions, lines, those without a reason comment)`` of the
+    modules not in ``skip``."""
+    lines = sum(len(text.splitlines()) for m, text in graph.sources.items() if m not in skip)
+    return (sum(a.source not in skip for a in graph.lazy_statements), lines,
+            [a for a in graph.lazy_unexplained if a.source not in skip])
+
+
 def figures(graph: Graph, floors=FLOORS, exceptions=EXCEPTIONS) -> dict:
     """The figures of issue 19: files, floors, arrows, upward arrows, loops, lazy imports."""
     lines = graph.lines()
@@ -277,7 +303,10 @@ def figures(graph: Graph, floors=FLOORS, exceptions=EXCEPTIONS) -> dict:
             "lines": lines,
             "imports inside functions": graph.lazy(),
             "per 1,000 lines": round(1000 * graph.lazy() / lines, 1),
-            "without a reason comment": len(graph.lazy_unexplained)}
+            "without a reason comment": len(graph.lazy_unexplained),
+            "counted by the budget (per 1,000 lines)": round(
+                1000 * lazy_budget(graph, NOT_YET_COUNTED)[0]
+                / lazy_budget(graph, NOT_YET_COUNTED)[1], 1)}
 
 
 # ---------------------------------------------------------------------------- the tests
@@ -336,6 +365,26 @@ def test_the_checker_finds_a_module_on_no_floor(tmp_path):
         "pkg.stray is on no floor: add it to FLOORS in tests/unit/test_architecture.py"]
 
 
+def test_imports_inside_functions_are_few_and_each_says_why(installed):
+    count, lines, unexplained = lazy_budget(installed, NOT_YET_COUNTED)
+    assert 1000 * count / lines <= MAX_LAZY_PER_1000_LINES, (count, lines)
+    assert [f"{a.source}:{a.line} ({a.target})" for a in unexplained] == []
+
+
+def test_the_lazy_import_budget_counts_what_it_should(tmp_path):
+    graph = _plant(tmp_path, {
+        "low": "import os\n\n\ndef f():\n    import json\n"
+               "    from pkg import other  # why: planted\n",
+        "other": "def g():\n    # why: one comment above a run of imports\n"
+                 "    import json\n    import os\n\n    import sys\n",
+        "high": ""})
+    assert graph.lazy() == 5
+    assert [(a.source, a.line) for a in graph.lazy_unexplained] == [("pkg.low", 5),
+                                                                   ("pkg.other", 6)]
+    count, lines, unexplained = lazy_budget(graph, {"pkg.other"})
+    assert (count, lines, len(unexplained)) == (2, 6, 1)
+
+
 def test_the_command_lines_start_reaches_no_heavy_library(installed):
     """What ``stagecheck --help`` and a usage error import: the modules the command line
     reaches through top-of-module imports; none of them imports a heavy library there."""
@@ -352,6 +401,34 @@ def test_the_command_lines_start_reaches_no_heavy_library(installed):
     heavy = {(a.source, a.target) for a in top
              if a.source in reached and a.target.split(".")[0] in HEAVY}
     assert heavy == set()
+
+
+def _reached_at_the_top(graph: Graph, roots) -> set[str]:
+    """Our modules that importing ``roots`` loads: top-of-module imports, followed."""
+    top: dict[str, set[str]] = {}
+    for arrow in graph.arrows:
+        if not arrow.in_function:
+            top.setdefault(arrow.source, set()).add(arrow.target)
+    reached, todo = set(), list(roots)
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo += top.get(module, ())
+    return reached
+
+
+def test_what_every_run_preloads_imports_no_torch_or_triton(installed):
+    """Every campaign imports the project's modules first (``oracles/_preload.py``: all
+    but ``_HEAVY``, and every package it walks into); torch and triton take seconds, so
+    none of those modules may reach them through imports at its top."""
+    from stagecheck.oracles._preload import _HEAVY
+    roots = [m for m in installed.sources if not m.endswith(".__main__")
+             and (not m.startswith(_HEAVY) or m in installed.packages)]
+    reached = _reached_at_the_top(installed, roots)
+    slow = {(a.source, a.target) for a in installed.outside if not a.in_function
+            and a.source in reached and a.target.split(".")[0] in ("torch", "triton")}
+    assert slow == set()
 
 
 def _imports(path: pathlib.Path, top_level_only: bool = False) -> set[str]:
