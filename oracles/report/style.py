@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-__all__ = ["COLOR_CHOICES", "colorize", "paint", "use_color"]
+from stagecheck.oracles.options import COLOR_CHOICES
 
-COLOR_CHOICES = ("auto", "always", "never")
+__all__ = ["COLOR_CHOICES", "colorize", "paint", "use_color"]
 
 _CODES = {"red": "1;31", "green": "1;32", "yellow": "1;33", "cyan": "1;36"}
 _VERDICT_COLOUR = {"EQUIVALENT": "green", "DIFFERENT": "red", "CONFORMS": "green",

@@ -127,7 +127,8 @@ BAD = [
     (["diff", "legacy", "single-loop", "--json", "r.out", "--junit-xml", "r.out"],
      "give each report its own path"),
     (["diff", "legacy", "single-loop", "--max-capacity", "0"], "option --max-capacity"),
-    (["diff", "legacy", "single-loop", "--kernel", "sometimes"], "invalid choice"),
+    (["diff", "legacy", "single-loop", "--kernel", "sometimes"],
+     "option --kernel: 'sometimes' is not one of auto, always, off"),
     (["spec", "tests/targets/README.md::f"], "is not valid Python"),
     (["kernel", "--examples", "-3"], "option --examples"),
     (["symbolic", "legacy", "single-loop", "--timeout", "0"], "positive number of seconds"),
@@ -135,6 +136,7 @@ BAD = [
     (["bench", "legacy", "single-loop", "--device", "gpu"], "is not a device"),
     (["mutants", "legacy", "--budget", "none"], "option --budget"),
     (["frobnicate"], "invalid choice"),
+    (["mutants", "legacy", "--oracles", ","], "option --oracles"),
     ([], None),
 ]
 

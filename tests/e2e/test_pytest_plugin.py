@@ -100,8 +100,23 @@ def test_unknown_and_bad_campaign_options_are_refused():
         StagecheckFixture().config(no_such_option=1)
     with pytest.raises(pytest.fail.Exception, match=r"timeout=: -1 is not a positive number"):
         StagecheckFixture().config(timeout=-1)
-    with pytest.raises(TypeError, match="database"):
-        StagecheckFixture().config(database=None)
+    # the list of known options and what the fixture accepts agree (options.TABLE):
+    # the database and derandomize come from the profile, so neither is offered
+    for reserved in ("database", "derandomize"):
+        with pytest.raises(pytest.fail.Exception) as refused:
+            StagecheckFixture().config(**{reserved: None})
+        text = str(refused.value)
+        assert f"unknown option(s) {reserved}=;" in text and "hypothesis-profile" in text
+        known = text.split("the fixture takes ", 1)[1].split(" (", 1)[0].split(", ")
+        assert "database=" not in known and "derandomize=" not in known
+        assert "timeout=" in known and "steps=" in known
+    from stagecheck.oracles.options import flat, option_for
+    for name in (k.rstrip("=") for k in known):     # each offered option is taken
+        default = option_for("diff", name).default_value()
+        value = flat(StagecheckFixture().config(**{name: default}))[name]
+        assert value == default or default is None, (name, value, default)
+    with pytest.raises(pytest.fail.Exception, match="max_capacity=: None is not a whole"):
+        StagecheckFixture().config(max_capacity=None)   # None only where it is the default
 
 
 def test_profiles_are_registered_under_stagecheck_names_and_drive_the_defaults():
