@@ -419,6 +419,11 @@ def run_campaign(baseline: Target | None, candidate: Target,
     try:
         with _fewer_collections():
             _search(search, config, result)
+    except Exception as exc:      # stagecheck's own error: what was found so far rides on
+        result.findings = search.collector.findings()    # it, for the caller to save
+        result.seconds = time.perf_counter() - search.started
+        exc.partial_result = result
+        raise
     finally:
         if own:
             runner.close()

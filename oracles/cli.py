@@ -29,13 +29,14 @@ import textwrap
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.commands import COMMANDS, load
 from stagecheck.oracles.commands.console import emit, note, shown, stdout_gone
+from stagecheck.oracles.commands.crash import is_internal, report_internal
 from stagecheck.oracles.config import load_config
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.options import Option, flag_of, options_of, validated
 
 __all__ = ["build_parser", "entry_point", "main"]
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     interrupt.reset()
     interrupt.install()
-    args = None
+    args, values = None, {}
     try:
         try:
             args = _parse(parser, argv)
@@ -223,10 +224,15 @@ def main(argv: list[str] | None = None) -> int:
                 values = _values(args)
                 code = load(args.command).execute(args, values)
         except StagecheckError as exc:
-            if isinstance(exc, UsageError):
-                _located(exc, getattr(args, "command", None))
-            note(f"stagecheck: error: {exc}")
-            code = EXIT_USAGE
+            if is_internal(exc):       # stagecheck's machinery failed in a worker
+                code = report_internal(exc, _argv(argv), values.get("save_dir"))
+            else:
+                if isinstance(exc, UsageError):
+                    _located(exc, getattr(args, "command", None))
+                note(f"stagecheck: error: {exc}")
+                code = EXIT_USAGE
+        except Exception as exc:       # an internal error: never a verdict
+            code = report_internal(exc, _argv(argv), values.get("save_dir"))
         except KeyboardInterrupt:   # a second signal, or Ctrl-C outside a search loop
             if not interrupt.requested():
                 raise
@@ -241,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
         return code
     finally:
         interrupt.uninstall()
+
+
+def _argv(argv: list[str] | None) -> list[str]:
+    return list(sys.argv[1:] if argv is None else argv)
 
 
 def entry_point() -> None:

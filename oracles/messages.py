@@ -193,8 +193,16 @@ TRITON_FALLBACK = ("stagecheck: triton is not installed, so the kernel oracle ru
                    "kernel: " + KERNEL_EXTRA)
 # the command line
 EXIT_CODES_EPILOG = ("exit codes: 0 clean verdict (every requested output written); "
-                     "1 {findings}; 2 usage or load error{two}; 130/143 interrupted "
-                     "(SIGINT/SIGTERM), no verdict")
+                     "1 {findings}; 2 usage or load error{two}; 3 internal error (a bug in "
+                     "stagecheck: no verdict); 130/143 interrupted (SIGINT/SIGTERM), no "
+                     "verdict")
+#: the one line of an internal error (exit 3): an exception inside stagecheck
+INTERNAL_ERROR = ("stagecheck: internal error (a bug in stagecheck, not a finding against "
+                  "the code under test; no verdict): {error}; the full traceback is in "
+                  "{path}{partial}; please report it with that file")
+INTERNAL_ERROR_UNSAVED = "(no file: neither the save folder nor the temporary folder took it)"
+INTERNAL_ERROR_PARTIAL = ("; what the run found before it ({findings} finding(s), {errors} "
+                          "error) is saved: {where}")
 
 # ---------------------------------------------------------------- issue 11: hostile inputs
 TARGET_IS_FOLDER = ("{path!r} in {value!r} is a folder, not a Python file",

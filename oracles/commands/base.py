@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from stagecheck.oracles import interrupt, messages
-from stagecheck.oracles.commands.console import emit, note
+from stagecheck.oracles.commands.console import emit, note, shown
+from stagecheck.oracles.commands.crash import is_internal
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.report.replay import untrusted_parts
@@ -26,6 +27,7 @@ from stagecheck.oracles.report.style import colorize, use_color
 from stagecheck.oracles.runner import load_isolated
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import schema_spec, target_ref
+from stagecheck.oracles.worker import WorkerError
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INTERNAL", "EXIT_USAGE", "Command", "Outcome",
            "VERDICT_EXIT", "interrupted_line", "open_targets", "replay_flags", "schema_of"]
@@ -46,6 +48,7 @@ class Outcome:
     files: dict[str, Callable[[], str]] = field(default_factory=dict)
     text: str | None = None
     interrupted: tuple | None = None
+    saved: str | None = None         # where the findings were saved (the run manifest)
 
 
 class Command:
@@ -70,11 +73,33 @@ class Command:
                        values.get("save_dir"))
 
     def execute(self, args, values: dict) -> int:
-        """The outline: outputs probed, config built, the run, then files and report."""
+        """The outline: outputs probed, config built, the run, then files and report.
+
+        An exception inside stagecheck propagates to the command line (exit 3); a
+        ``WorkerError`` (stagecheck's machinery failed in a worker) is marked internal."""
         outputs = self.outputs(values)
         config = self.configure(args, values)
-        outcome = self.run(config, values, outputs)
+        try:
+            outcome = self.run(config, values, outputs)
+        except Exception as exc:
+            internal(exc)
+            raise
         return self.deliver(outcome, values, outputs)
+
+    def deliver_partial(self, outcome: Outcome, outputs: Outputs,
+                        error: BaseException) -> None:
+        """Write the files of a run an internal error stopped (``outcome``: what it found
+        before), and say where on the error's one line (``error.partial_saved``)."""
+        for option, render in outcome.files.items():
+            outputs.write(option, render)
+        findings = list(getattr(outcome.result, "findings", None) or ())
+        errors = sum(1 for f in findings if f.severity == "error")
+        written = [outcome.saved] if outcome.saved else []
+        written += [shown(path) for option, path in outputs.reports.items()
+                    if not any(failed[0] == option for failed in outputs.failed)]
+        if written:
+            error.partial_saved = messages.INTERNAL_ERROR_PARTIAL.format(
+                findings=len(findings), errors=errors, where=", ".join(written))
 
     def deliver(self, outcome: Outcome, values: dict, outputs: Outputs) -> int:
         """Every file first, the report last: a closed stdout cannot cost a file."""
@@ -85,6 +110,14 @@ class Command:
         if outcome.text is not None:
             emit(colored(values, outcome.text) if self.colored else outcome.text)
         return outputs.finish(outcome.code, outcome.verdict)
+
+
+def internal(exc: BaseException) -> bool:
+    """Whether ``exc`` is an internal error (``crash.is_internal``); a ``WorkerError``
+    (stagecheck's machinery failed inside a worker) is marked so."""
+    if isinstance(exc, WorkerError):
+        exc.internal = True
+    return is_internal(exc)
 
 
 def colored(values: dict, text: str) -> str:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.campaign import run_campaign
-from stagecheck.oracles.commands.base import (VERDICT_EXIT, Command, Outcome, open_targets,
-                                              replay_flags, require_triton, schema_of,
-                                              triton_available)
+from stagecheck.oracles.commands.base import (VERDICT_EXIT, Command, Outcome, internal,
+                                              open_targets, replay_flags, require_triton,
+                                              schema_of, triton_available)
 from stagecheck.oracles.commands.console import note, shown
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import CampaignProgress, progress_of
@@ -25,6 +25,9 @@ from stagecheck.oracles.report.replay import new_run_id, save_findings, write_ma
 from stagecheck.oracles.targets import schema_spec
 
 __all__ = ["CampaignCommand", "COMMANDS"]
+
+#: the verdict of a run an internal error stopped (JSON, manifest): there is none
+INTERNAL = "internal-error"
 
 
 @dataclass(frozen=True)
@@ -83,20 +86,36 @@ class CampaignCommand(Command):
             with open_targets(pairs, run.schema, run.shims) as runner:   # workers end here
                 baseline = runner.targets[0] if run.baseline else None
                 candidate = runner.targets[-1]
-                result = run_campaign(baseline, candidate, run.config, progress,
-                                      runner=runner)
+                try:
+                    result = run_campaign(baseline, candidate, run.config, progress,
+                                          runner=runner)
+                except Exception as exc:
+                    partial = getattr(exc, "partial_result", None)
+                    if partial is not None and internal(exc):
+                        self.save_partial(run, partial, baseline, candidate, outputs, exc)
+                    raise
         finally:
             if progress:
                 progress.close()
         return self.outcome(run, result, baseline, candidate, outputs)
 
-    def outcome(self, run: CampaignRun, result, baseline, candidate,
-                outputs: Outputs) -> Outcome:
+    def save_partial(self, run: CampaignRun, result, baseline, candidate, outputs: Outputs,
+                     error: BaseException) -> None:
+        """An internal error stopped the campaign: its findings so far are saved (replay
+        files, manifest, and every requested report, marked stopped by an internal error
+        and without a verdict); nothing is printed but the error's line."""
+        result.interrupted = f"an internal error ({type(error).__name__})"
+        outcome = self.outcome(run, result, baseline, candidate, outputs, INTERNAL)
+        self.deliver_partial(outcome, outputs, error)
+
+    def outcome(self, run: CampaignRun, result, baseline, candidate, outputs: Outputs,
+                verdict: str | None = None) -> Outcome:
         """The replay files and manifest saved, and the reports of ``result``."""
         result.schema_spec = schema_spec(run.schema)   # pinned: a schema file by its path
         targets = {"baseline": baseline.record() if baseline else None,
                    "candidate": candidate.record()}
-        verdict = "interrupted" if result.interrupted else result.verdict(run.strict)
+        verdict = verdict or ("interrupted" if result.interrupted
+                              else result.verdict(run.strict))
         saved, manifest = {}, None
         if result.findings:
             saved = outputs.attempt("--save-dir", outputs.save_dir, lambda: save_findings(
@@ -118,10 +137,10 @@ class CampaignCommand(Command):
         if result.interrupted:
             stopped = (result.examples_in_contract + result.examples_out_of_contract,
                        result.findings, "example(s)", f"; saved: {where}" if where else "")
-            return Outcome(verdict, 0, result, files, interrupted=stopped)
+            return Outcome(verdict, 0, result, files, interrupted=stopped, saved=where)
         text = render_campaign(result, run.strict, lines, targets=targets, manifest=where,
                                verbose=run.verbose)
-        return Outcome(verdict, VERDICT_EXIT[verdict], result, files, text)
+        return Outcome(verdict, VERDICT_EXIT[verdict], result, files, text, saved=where)
 
 
 COMMANDS = {"diff": CampaignCommand("diff"), "spec": CampaignCommand("spec")}
