@@ -110,6 +110,13 @@ DID_YOU_MEAN = " (did you mean {option}?)"
 SAME_REPORT_PATH = ("--json and --junit-xml both name {value!r}", "give each report its own "
                     "path")
 UNKNOWN_OPTIONS = ("unknown option(s) {value}", "campaign options are {known}")
+# the public API (stagecheck.run_campaign)
+NOT_A_TARGET = ("{value!r} (a {kind}) is not a target", "give a target spec (" + TARGET_FORMS.
+                format(builtins="'legacy', 'single-loop', ...") + "), a Target or a staging "
+                "function")
+NOT_A_CAMPAIGN_CONFIG = ("{value!r} (a {kind}) is not a CampaignConfig",
+                         "give stagecheck.CampaignConfig(...) or "
+                         "stagecheck.CampaignConfig.from_options(examples=..., timeout=...)")
 FIXTURE_UNKNOWN_OPTIONS = ("unknown option(s) {value}", "the fixture takes {known} (the "
                            "example database and derandomize come from the hypothesis "
                            "profile: --hypothesis-profile)")

@@ -485,3 +485,14 @@ def test_triton_is_an_extra_and_icontract_is_gone():
     assert any(d.startswith("triton") for d in project["optional-dependencies"]["kernel"])
     assert "stagecheck[kernel]" in project["optional-dependencies"]["test"]
     assert "tomli>=2.0; python_version < '3.11'" in project["dependencies"]
+
+
+def test_the_schema_help_example_runs_outside_the_repository(tmp_path):
+    # issue 23, item 15: an installed package has no tests/ folder to name
+    text = commands()["schema"].format_help()
+    example = text.split("example:\n", 1)[1].strip().splitlines()[0]
+    assert "tests/" not in example
+    proc = run_cli(*shlex.split(example)[1:], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name, parser in commands().items():
+        assert "tests/" not in parser.format_help().split("example:\n", 1)[1], name

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -266,3 +267,48 @@ def test_a_project_with_its_own_spec_impl_and_oracles_packages(pytester):
                        "--save-dir", str(pytester.path / "found"), timeout=300)
     assert cli.ret == 0, cli.stdout.str() + cli.stderr.str()
     assert "verdict: CONFORMS" in cli.stdout.str()
+
+
+# ----------------------------------------------------------------- issue 23, item 14
+
+def test_the_docs_fixture_run_example_runs_as_written(pytester):
+    """docs/pytest.md's ``stagecheck.run(...)`` is the fixture's method: its example
+    passes as written, and a bad option fails the test with one message, no chained
+    traceback through the plugin."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "pytest.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", page, re.S)
+                 if "def test_what_the_refactor_changes" in b)
+    pytester.makepyfile(test_docs_example=block + '''
+
+def test_a_bad_option(stagecheck):
+    stagecheck.run("legacy", "single-loop", examples=5, steps=0)
+
+def test_an_unknown_option(stagecheck):
+    stagecheck.run("legacy", "single-loop", examples=5, database=None)
+''')
+    result = _run(pytester)
+    result.assert_outcomes(passed=1, failed=2)
+    out = result.stdout.str()
+    assert "During handling of the above exception" not in out
+    assert "stagecheck: steps=: 0 is not a whole number >= 1" in out
+    assert "stagecheck: unknown option(s) database=;" in out
+    assert "pytest_plugin.py" not in out        # a message, not a traceback of the plugin
+
+
+def test_the_reproduce_line_names_every_option_the_test_changed(pytester):
+    pytester.makepyfile(test_user=f"""
+        def test_buggy(stagecheck):
+            stagecheck.assert_equivalent("legacy", {BUGGY!r}, examples=60, seed=3,
+                                         timeout=2.5, steps=2, out_of_contract=False,
+                                         max_capacity=6, engine="batched"{FAST})
+    """)
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    (line,) = [ln for ln in result.stdout.str().splitlines() if ln.startswith("reproduce: ")]
+    argv = shlex.split(line[len("reproduce: "):])
+    assert argv[:4] == ["stagecheck", "diff", "legacy", BUGGY]
+    from stagecheck.oracles.cli import build_parser
+    args = build_parser().parse_args(argv[1:])       # it parses: every flag is real
+    assert (args.examples, args.seed, args.timeout, args.steps, args.max_capacity,
+            args.out_of_contract, args.kernel) == ("60", "3", "2.5", "2", "6", False, "off")
+    assert "this test also set" not in line          # every option had a flag
