@@ -26,6 +26,7 @@ import os
 import sys
 import textwrap
 
+from stagecheck import __version__
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.commands import COMMANDS, load
 from stagecheck.oracles.commands.console import emit, note, shown, stdout_gone
@@ -214,7 +215,6 @@ def main(argv: list[str] | None = None) -> int:
         try:
             args = _parse(parser, argv)
             if args.version:
-                from stagecheck import __version__
                 emit(f"stagecheck {__version__}")
                 code = EXIT_CLEAN
             elif args.command is None:
@@ -236,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:   # a second signal, or Ctrl-C outside a search loop
             if not interrupt.requested():
                 raise
+            # the line of an interrupted run lives with the commands (imported late: it
+            # brings the report stage, which --help and usage errors never need)
             from stagecheck.oracles.commands.base import interrupted_line
             code = interrupted_line(0)
         if interrupt.requested() and code != interrupt.exit_code():

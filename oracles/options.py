@@ -45,8 +45,6 @@ KERNEL_MODES = ("auto", "always", "off")
 KERNEL_BACKENDS = ("reference", "triton")
 COLOR_CHOICES = ("auto", "always", "never")
 DEFAULT_SAVE_DIR = os.path.join(".stagecheck", "findings")
-#: the commands that take options, in the order ``stagecheck --help`` lists them
-COMMANDS = ("diff", "spec", "replay", "kernel", "symbolic", "bench", "mutants", "schema")
 CAMPAIGN = ("diff", "spec")
 TARGETS = ("diff", "spec", "symbolic", "bench", "mutants", "replay")
 

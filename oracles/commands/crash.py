@@ -15,6 +15,7 @@ import traceback
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.commands.console import note, shown
+from stagecheck.oracles.errors import StagecheckError
 
 __all__ = ["EXIT_INTERNAL", "is_internal", "report_internal"]
 
@@ -24,7 +25,6 @@ EXIT_INTERNAL = 3
 def is_internal(exc: BaseException) -> bool:
     """Whether ``exc`` is stagecheck's own failure: any exception but a ``StagecheckError``
     (bad input: exit 2), unless one is marked internal (its machinery failed in a worker)."""
-    from stagecheck.oracles.errors import StagecheckError
     return not isinstance(exc, StagecheckError) or bool(getattr(exc, "internal", False))
 
 

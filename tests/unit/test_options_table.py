@@ -13,7 +13,8 @@ from stagecheck.oracles.cli import build_parser
 from stagecheck.oracles.config import KEYS, load_config
 from stagecheck.oracles.errors import ConfigError, UsageError
 from stagecheck.oracles.mutants.runners import MutantsConfig
-from stagecheck.oracles.options import (COMMANDS, LIMITS, OPTIONS, TABLE, BenchConfig,
+from stagecheck.oracles.commands import COMMANDS
+from stagecheck.oracles.options import (LIMITS, OPTIONS, TABLE, BenchConfig,
                                         CampaignConfig, KernelConfig, ReplayConfig, RunOptions,
                                         SymbolicConfig, build, option_for, options_of,
                                         reproduce_flags, settings)
@@ -30,6 +31,8 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
 
 def test_every_command_has_a_frozen_config_object_built_from_the_table():
     assert set(CONFIGS) | {"schema"} == set(COMMANDS)
+    for o in TABLE:            # every option belongs to commands that exist
+        assert set(o.commands) <= set(COMMANDS), o.name
     for command, classes in CONFIGS.items():
         for cls in classes:
             assert cls.__dataclass_params__.frozen, cls
@@ -38,7 +41,7 @@ def test_every_command_has_a_frozen_config_object_built_from_the_table():
                     assert option_for(command, f.name) is not None, (command, f.name)
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", list(COMMANDS))
 def test_the_parser_of_each_command_has_exactly_its_options_of_the_table(command):
     parser = parsers()[command]
     flags = {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
