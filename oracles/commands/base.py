@@ -22,6 +22,7 @@ from stagecheck.oracles.commands.console import emit, note, shown
 from stagecheck.oracles.commands.crash import is_internal
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.options import flag_of
 from stagecheck.oracles.report.replay import untrusted_parts
 from stagecheck.oracles.report.style import colorize, use_color
 from stagecheck.oracles.runner import load_isolated
@@ -178,15 +179,17 @@ def replay_flags(baseline, candidate, shims, schema: str | None) -> str:
     parts, _ = untrusted_parts({"baseline": baseline.pinned if baseline else None,
                                 "candidate": candidate.pinned, "shims": list(shims),
                                 "schema": schema})
+    flag = {name: flag_of("replay", name) for name in ("baseline", "candidate", "shims",
+                                                        "schema")}     # options.TABLE
     out = []
     if "baseline" in parts or "candidate" in parts:
         if baseline is not None:
-            out += ["--baseline", shlex.quote(baseline.pinned)]
-        out += ["--candidate", shlex.quote(candidate.pinned)]
+            out += [flag["baseline"], shlex.quote(baseline.pinned)]
+        out += [flag["candidate"], shlex.quote(candidate.pinned)]
     for s in shims if "shims" in parts else ():
-        out += ["--shim", shlex.quote(s)]
+        out += [flag["shims"], shlex.quote(s)]
     if "schema" in parts:
-        out += ["--schema", shlex.quote(schema)]
+        out += [flag["schema"], shlex.quote(schema)]
     return (" " + " ".join(out)) if out else ""
 
 
