@@ -38,14 +38,14 @@ from typing import Callable
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.collect import FindingsCollector
-from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.evaluate import judge, with_kernel_impact
 from stagecheck.oracles.options import CampaignConfig, RunOptions
 from stagecheck.oracles.results import TargetPair
 from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, shrink
-from stagecheck.oracles.targets import Target
+from stagecheck.oracles.targets import Target, load_target, target_from_callable
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
 from stagecheck.spec.schema import StagingSchema
@@ -383,11 +383,32 @@ def _fewer_collections():
         gc.unfreeze()
 
 
-def run_campaign(baseline: Target | None, candidate: Target,
+def _as_target(value, where: str) -> Target:
+    """A ``Target`` from what ``run_campaign`` takes: a ``Target``, a target spec (a
+    builtin name, ``module:function``, ``file.py::function``, ``git:REV:...``) or a
+    staging function; bad input is one ``StagecheckError`` naming ``where``."""
+    if isinstance(value, Target):
+        return value
+    try:
+        if isinstance(value, str):
+            return load_target(value)
+        if callable(value):
+            return target_from_callable(value)
+    except StagecheckError as exc:
+        raise exc.located(where) from None
+    raise UsageError.of(messages.NOT_A_TARGET, value, kind=type(value).__name__).located(where)
+
+
+def run_campaign(baseline: Target | str | Callable | None, candidate: Target | str | Callable,
                  config: CampaignConfig | None = None,
                  progress: Callable[[str, int, int], None] | None = None,
                  runner=None) -> CampaignResult:
     """Fuzz both targets (``baseline`` None: the candidate against the spec alone).
+
+    Each target is a ``Target``, a target spec as the command line takes it
+    (``run_campaign("legacy", "single-loop")``) or a staging function; ``config`` a
+    ``CampaignConfig`` (None: the defaults). Bad input raises one ``StagecheckError``
+    that names the argument.
 
     ``progress(stream, done, total)`` is called after each example (with
     ``findings=`` the distinct findings so far and ``phase=`` "random" or "edge", where
@@ -396,7 +417,13 @@ def run_campaign(baseline: Target | None, candidate: Target,
     where ``config.isolated`` is False). A SIGINT/SIGTERM recorded by
     ``interrupt.install`` stops the search: the result is partial, ``interrupted`` set.
     """
-    config = config or CampaignConfig()
+    if runner is None:       # a runner holds loaded targets; without one, load what is given
+        baseline = None if baseline is None else _as_target(baseline, "baseline")
+        candidate = _as_target(candidate, "candidate")
+    config = CampaignConfig() if config is None else config
+    if not isinstance(config, CampaignConfig):
+        raise UsageError.of(messages.NOT_A_CAMPAIGN_CONFIG, config,
+                            kind=type(config).__name__).located("config")
     schema = same_schema(baseline, candidate)
     result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config,
                             schema=schema)
@@ -408,6 +435,11 @@ def run_campaign(baseline: Target | None, candidate: Target,
     try:
         with _fewer_collections():
             _search(search, config, result)
+    except Exception as exc:      # stagecheck's own error: what was found so far rides on
+        result.findings = search.collector.findings()    # it, for the caller to save
+        result.seconds = time.perf_counter() - search.started
+        exc.partial_result = result
+        raise
     finally:
         if own:
             runner.close()

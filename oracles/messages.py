@@ -94,10 +94,32 @@ BAD_WHOLE = ("{value!r} is not a whole number >= {minimum}", "give e.g. {example
 BAD_INTEGER = ("{value!r} is not a whole number", "give e.g. {example}")
 BAD_SECONDS = ("{value!r} is not a positive number of seconds", "give e.g. {example}")
 BAD_CHOICE = ("{value!r} is not one of {choices}", "choose one of them")
+TOO_LARGE = ("{value!r} is larger than {limit}, the most this option takes{reason}",
+             "give e.g. {example}")
+TOO_MANY_SECONDS = ("{value!r} seconds is more than {limit}, the most this option takes{reason}",
+                    "give e.g. {example}")
+BAD_SWITCH = ("{value!r} is not true or false", "write true or false (TOML booleans; in "
+              "Python True or False)")
+BAD_TEXT = ("{value!r} is not a text", "write a quoted path or name")
+BAD_TEXTS = ("{value!r} is not a list of paths", "write e.g. [\"shims/vllm_helpers.py\"]")
+BAD_NAMES = ("{value!r} is not a list of names", "write them comma-separated, e.g. "
+             "spec,differential")
 USAGE = ("{message}", "run '{prog} --help' for the options")
+#: after "unrecognized arguments: ...": the closest option of the command (difflib)
+DID_YOU_MEAN = " (did you mean {option}?)"
 SAME_REPORT_PATH = ("--json and --junit-xml both name {value!r}", "give each report its own "
                     "path")
 UNKNOWN_OPTIONS = ("unknown option(s) {value}", "campaign options are {known}")
+# the public API (stagecheck.run_campaign)
+NOT_A_TARGET = ("{value!r} (a {kind}) is not a target", "give a target spec (" + TARGET_FORMS.
+                format(builtins="'legacy', 'single-loop', ...") + "), a Target or a staging "
+                "function")
+NOT_A_CAMPAIGN_CONFIG = ("{value!r} (a {kind}) is not a CampaignConfig",
+                         "give stagecheck.CampaignConfig(...) or "
+                         "stagecheck.CampaignConfig.from_options(examples=..., timeout=...)")
+FIXTURE_UNKNOWN_OPTIONS = ("unknown option(s) {value}", "the fixture takes {known} (the "
+                           "example database and derandomize come from the hypothesis "
+                           "profile: --hypothesis-profile)")
 BAD_ORACLES = ("{value} is not an oracle", "choose from {choices} (comma-separated, e.g. "
                "--oracles spec,differential)")
 BAD_OPERATORS = ("{value} is not an operator", "choose from {choices}")
@@ -168,9 +190,6 @@ CONFIG_UNREADABLE = ("cannot read {value!r} ({error})", "fix the TOML; stagechec
                      "[tool.stagecheck] table")
 CONFIG_NOT_TABLE = ("[tool.stagecheck] in {value!r} is not a table",
                     "write it as a [tool.stagecheck] section of keys")
-CONFIG_NOT_BOOL = ("{value!r} is not true or false", "write true or false (TOML booleans)")
-CONFIG_NOT_TEXT = ("{value!r} is not a text", "write a quoted path or name")
-CONFIG_NOT_TEXTS = ("{value!r} is not a list of paths", "write e.g. [\"shims/vllm_helpers.py\"]")
 CONFIG_USED = "stagecheck: settings from [tool.stagecheck] in {path}: {values}"
 # optional dependencies
 KERNEL_EXTRA = "pip install 'stagecheck[kernel]'"
@@ -181,8 +200,16 @@ TRITON_FALLBACK = ("stagecheck: triton is not installed, so the kernel oracle ru
                    "kernel: " + KERNEL_EXTRA)
 # the command line
 EXIT_CODES_EPILOG = ("exit codes: 0 clean verdict (every requested output written); "
-                     "1 {findings}; 2 usage or load error{two}; 130/143 interrupted "
-                     "(SIGINT/SIGTERM), no verdict")
+                     "1 {findings}; 2 usage or load error{two}; 3 internal error (a bug in "
+                     "stagecheck: no verdict); 130/143 interrupted (SIGINT/SIGTERM), no "
+                     "verdict")
+#: the one line of an internal error (exit 3): an exception inside stagecheck
+INTERNAL_ERROR = ("stagecheck: internal error (a bug in stagecheck, not a finding against "
+                  "the code under test; no verdict): {error}; the full traceback is in "
+                  "{path}{partial}; please report it with that file")
+INTERNAL_ERROR_UNSAVED = "(no file: neither the save folder nor the temporary folder took it)"
+INTERNAL_ERROR_PARTIAL = ("; what the run found before it ({findings} finding(s), {errors} "
+                          "error) is saved: {where}")
 
 # ---------------------------------------------------------------- issue 11: hostile inputs
 TARGET_IS_FOLDER = ("{path!r} in {value!r} is a folder, not a Python file",

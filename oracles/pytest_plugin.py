@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import shlex
 
 import pytest
 from hypothesis import HealthCheck, Phase, core, settings as _hsettings
 
+from stagecheck.oracles import messages
 from stagecheck.oracles.errors import StagecheckError, UsageError
-from stagecheck.oracles.options import CampaignConfig
+from stagecheck.oracles.options import CampaignConfig, fixture_options
 
 __all__ = ["PROFILES", "StagecheckFixture", "as_target", "register_profiles"]
 
@@ -156,11 +158,12 @@ class StagecheckFixture:
         ``out_of_contract``, ``steps``, ``kernel``...), validated as the command line
         validates them: a bad value fails the test with the message the CLI gives.
         """
-        reserved = {"database", "derandomize", "run"}
-        wrong = sorted(set(options) & reserved)
-        if wrong:
-            raise TypeError(f"stagecheck: {', '.join(wrong)} cannot be given (the example "
-                            "database and derandomize come from the hypothesis profile)")
+        known = fixture_options()
+        unknown = sorted(set(options) - set(known))
+        if unknown:     # one clean message, outside any except block (nothing chained)
+            pytest.fail("stagecheck: " + str(UsageError.of(
+                messages.FIXTURE_UNKNOWN_OPTIONS, ", ".join(f"{k}=" for k in unknown),
+                known=", ".join(f"{k}=" for k in known))), pytrace=False)
         defaults = profile_defaults()
         if examples is None:
             examples = defaults["examples"]
@@ -173,7 +176,8 @@ class StagecheckFixture:
         except UsageError as exc:
             if exc.where is None and exc.option:
                 exc.located(f"{exc.option}=")
-            pytest.fail(f"stagecheck: {exc}", pytrace=False)
+            failure = f"stagecheck: {exc}"
+        pytest.fail(failure, pytrace=False)    # outside the except: no chained traceback
 
     def run(self, baseline, candidate, *, examples: int | None = None, device: str = "cpu",
             max_capacity: int = 8, seed=None, shims=(), **options):
@@ -190,11 +194,19 @@ class StagecheckFixture:
         try:
             require_device(config.run.device)
         except StagecheckError as exc:
-            pytest.skip(str(exc))
+            missing = str(exc)
+        else:
+            missing = None
+        if missing:
+            pytest.skip(missing)
         try:
             runner = _runner(baseline, candidate, shims)
         except StagecheckError as exc:
-            pytest.fail(f"stagecheck: {exc}", pytrace=False)
+            failure = f"stagecheck: {exc}"
+        else:
+            failure = None
+        if failure:     # outside the except: one message, no chained traceback
+            pytest.fail(failure, pytrace=False)
         with runner:
             base = runner.targets[0] if baseline is not None else None
             return run_campaign(base, runner.targets[-1], config, runner=runner)
@@ -234,25 +246,27 @@ class StagecheckFixture:
 
 
 def _reproduce_hint(result, given: tuple, options: dict) -> str:
-    """The CLI command that re-runs this campaign, when both targets were given as specs."""
+    """The CLI command that re-runs this campaign, when both targets were given as specs:
+    the flags of ``options.TABLE`` for every value that is not the command line's default
+    (examples and seed always); a value the command line has no flag for is named after."""
+    from stagecheck.oracles.options import CampaignConfig, RunOptions, flat, reproduce_flags
     baseline, candidate = given
     if not isinstance(candidate, str) or not (baseline is None or isinstance(baseline, str)):
         return ""
+    command = "diff" if baseline is not None else "spec"
     c = result.config
-    command = (f"stagecheck diff {baseline} {candidate}" if baseline is not None
-               else f"stagecheck spec {candidate}")
-    hint = (f"reproduce: {command} --examples {c.examples} --seed {c.seed} "
-            f"--max-capacity {c.max_capacity} --device {c.run.device}")
-    options = dict(options)
-    for shim in options.pop("shims", ()) or ():
-        hint += f" --shim {shim}"
-    if "timeout" in options:
-        hint += f" --timeout {options.pop('timeout')}"
-    if options.get("out_of_contract", True) is False:
-        options.pop("out_of_contract")
-        hint += " --no-out-of-contract"
-    if options:
-        hint += " (this test also set " + ", ".join(f"{k}={v!r}" for k, v in options.items()) + ")"
+    values = {**flat(c), "shims": tuple(options.get("shims") or ())}
+    # the command line's defaults; the busy cycles default differs per device
+    defaults = {**flat(CampaignConfig()), "shims": (),
+                "gpu_busy_cycles": RunOptions(device=c.run.device).gpu_busy_cycles}
+    defaults.update({k: values[k] for k in ("database", "derandomize", "engine")
+                     if k not in options})     # the fixture's own choices, not the test's
+    words, left = reproduce_flags(command, values, defaults)
+    targets = " ".join(shlex.quote(t) for t in (baseline, candidate) if t is not None)
+    hint = f"reproduce: stagecheck {command} {targets} " + " ".join(
+        shlex.quote(w) for w in words)
+    if left:
+        hint += " (this test also set " + ", ".join(f"{k}={v!r}" for k, v in left.items()) + ")"
     return hint
 
 

@@ -23,7 +23,7 @@ import multiprocessing
 import os
 import signal
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from stagecheck.oracles import interrupt, messages
@@ -34,7 +34,7 @@ from stagecheck.oracles.mutants.catalog import OPERATORS
 from stagecheck.oracles.mutants.generate import Mutant, generate_mutants
 from stagecheck.oracles.mutants.matrix import ORACLES, MutantResult, MutationReport, OracleOutcome
 from stagecheck.oracles.mutants.upstream import UPSTREAM_TESTS
-from stagecheck.oracles.options import CampaignConfig, RunOptions, seconds, whole
+from stagecheck.oracles.options import OPTIONS, CampaignConfig, RunOptions, check_fields
 from stagecheck.oracles.runner import load_isolated, side_of
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target, TargetRef, target_ref, target_source
@@ -43,12 +43,12 @@ from stagecheck.oracles.worker import WorkerEnded, WorkerPool, kill_all, target_
 __all__ = ["DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_PATHS", "DEFAULT_SYMBOLIC_TIMEOUT",
            "SYMBOLIC_MAX_CAPACITY", "MutantsConfig", "evaluate_mutant", "list_mutants", "parse_list", "run_mutants"]
 
-DEFAULT_BUDGET = 300
-DEFAULT_SYMBOLIC_TIMEOUT = 60.0
+DEFAULT_BUDGET = OPTIONS["budget"].default
+DEFAULT_SYMBOLIC_TIMEOUT = OPTIONS["symbolic_timeout"].default
 #: symbolic paths explored per mutant: a path budget, so that the kill matrix is the
 #: same on any machine and under any load (a wall-clock budget is not); the slowest
 #: kill of the seed function's catalog takes 138 paths
-DEFAULT_SYMBOLIC_PATHS = 160
+DEFAULT_SYMBOLIC_PATHS = OPTIONS["symbolic_paths"].default
 SYMBOLIC_MAX_CAPACITY = 4
 #: symbolic paths on a mutant the catalog shows equivalent (a control for false kills:
 #: no search can kill it, so a full budget would only be spent)
@@ -62,7 +62,11 @@ def parse_list(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class MutantsConfig:
-    """What ``stagecheck mutants`` runs: which oracles, how hard, which operators, how wide."""
+    """What ``stagecheck mutants`` runs: which oracles, how hard, which operators, how wide.
+
+    Each field is checked by its option of ``mutants`` in ``options.TABLE``; ``run`` is
+    how each example of the campaign oracles runs (the run options ``mutants`` shares
+    with ``diff``; the kernel oracle's mode is the runner's)."""
 
     oracles: tuple[str, ...] = ORACLES
     budget: int = DEFAULT_BUDGET           # examples per stream of spec and differential
@@ -73,20 +77,16 @@ class MutantsConfig:
     control: bool = True                   # check the unmutated source, reloaded, first
     out_of_contract: bool = True           # the campaigns' out-of-contract stream
     shims: tuple[str, ...] = ()            # shim modules for file targets (--shim)
+    run: RunOptions = field(default_factory=RunOptions)
 
     def __post_init__(self) -> None:
+        check_fields(self, "mutants")
         oracles = tuple(self.oracles)
         unknown = [o for o in oracles if o not in ORACLES]
         if unknown or not oracles:
             raise UsageError.of(messages.BAD_ORACLES, ", ".join(unknown) or "(empty)",
                                 "oracles", choices=", ".join(ORACLES))
         object.__setattr__(self, "oracles", tuple(o for o in ORACLES if o in oracles))
-        object.__setattr__(self, "budget", whole("budget", self.budget, 1, "300"))
-        object.__setattr__(self, "symbolic_timeout",
-                           seconds("symbolic_timeout", self.symbolic_timeout, "60"))
-        object.__setattr__(self, "symbolic_paths",
-                           whole("symbolic_paths", self.symbolic_paths, 1, "160"))
-        object.__setattr__(self, "jobs", whole("jobs", self.jobs, 1, "2"))
         if self.operators is not None:
             operators = tuple(self.operators)
             wrong = [o for o in operators if o not in OPERATORS]
@@ -94,6 +94,8 @@ class MutantsConfig:
                 raise UsageError.of(messages.BAD_OPERATORS, ", ".join(wrong) or "(empty)",
                                     "operators", choices=", ".join(OPERATORS))
             object.__setattr__(self, "operators", operators)
+        if not isinstance(self.run, RunOptions):
+            raise TypeError(f"run must be RunOptions, got {type(self.run).__name__}")
 
     def campaign(self, kernel: bool = False, out_of_contract: bool | None = None
                  ) -> CampaignConfig:
@@ -101,7 +103,7 @@ class MutantsConfig:
         return CampaignConfig(
             examples=self.budget,
             out_of_contract=self.out_of_contract if out_of_contract is None else out_of_contract,
-            run=RunOptions(kernel="auto" if kernel else "off"))
+            run=replace(self.run, kernel="auto" if kernel else "off"))
 
 
 def _first_error(findings) -> str:

@@ -9,10 +9,12 @@ field of the envelope and of each body.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 from stagecheck import __version__
+from stagecheck.oracles.options import flat, settings
 
 __all__ = ["ENVELOPE", "SCHEMA_VERSION", "bench_settings", "campaign_body", "campaign_settings",
            "json_document", "kernel_settings", "mutants_settings", "render_json",
@@ -45,47 +47,48 @@ def render_json(document: dict) -> str:
     return json.dumps(document, indent=2, sort_keys=True, default=repr)
 
 
-def campaign_settings(result, strict: bool = False) -> dict:
-    """``diff``/``spec``: every setting that shapes the run (``result.config``)."""
-    c = result.config
-    return {"examples": c.examples, "seed": c.seed, "max_capacity": c.max_capacity,
-            "strict": strict, "out_of_contract": c.out_of_contract, "device": c.run.device,
-            "timeout": c.run.timeout, "steps": c.run.steps,
-            "deferred_copies": c.run.deferred_copies, "gpu_busy_cycles": c.run.gpu_busy_cycles,
-            "kernel": c.run.kernel, "kernel_backend": c.run.kernel_backend,
-            "engine": c.engine, "jobs": c.jobs,
-            "schema": getattr(result, "schema_spec", None)
-            or getattr(getattr(result, "schema", None), "name", None)}
+def _fields(result) -> dict[str, Any]:
+    """A result's own fields by name (what its settings are read from)."""
+    if dataclasses.is_dataclass(result):
+        return {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    return dict(vars(result))
+
+
+# Each command's settings are its options in options.TABLE that have a settings name,
+# with the values the run used (its config object, and what the command line gave).
+
+def campaign_settings(result, strict: bool = False, shims=()) -> dict:
+    """``diff``/``spec``: every option of the campaign (``result.config``), the
+    strictness, the shims and the schema (pinned spec, else the name of the one used)."""
+    return settings("diff", {
+        **flat(result.config), "strict": strict, "shims": tuple(shims),
+        "schema": getattr(result, "schema_spec", None)
+        or getattr(getattr(result, "schema", None), "name", None)})
 
 
 def symbolic_settings(result, strict: bool = False, schema: str | None = None,
                       shims=()) -> dict:
     """``symbolic``: the path budget, time limit, capacity, strictness, schema, shims."""
-    return {"max_paths": result.max_paths, "timeout": result.timeout,
-            "max_capacity": result.max_capacity, "strict": strict, "schema": schema,
-            "shims": list(shims)}
+    return settings("symbolic", {**_fields(result), "strict": strict, "schema": schema,
+                                 "shims": tuple(shims)})
 
 
 def kernel_settings(result) -> dict:
     """``kernel``: scenarios, seed, device (cpu: the Triton interpreter)."""
-    return {"examples": result.examples, "seed": result.seed, "device": result.device}
+    return settings("kernel", _fields(result))
 
 
 def bench_settings(result, schema: str | None = None, shims=()) -> dict:
-    """``bench``: device, the least rounds and seconds per size, the sizes timed."""
-    return {"device": result.device, "repeats": result.repeats, "min_time": result.min_time,
-            "sizes": [r.num_reqs for r in result.rows], "schema": schema,
-            "shims": list(shims)}
+    """``bench``: its options; and the least rounds and seconds per size and the sizes
+    timed, which are the benchmark's own."""
+    return {**settings("bench", {**_fields(result), "schema": schema, "shims": tuple(shims)}),
+            "repeats": result.repeats, "min_time": result.min_time,
+            "sizes": [r.num_reqs for r in result.rows]}
 
 
 def mutants_settings(config, schema: str | None = None) -> dict:
     """``mutants``: the ``MutantsConfig`` (oracles, budgets, jobs, streams) and schema."""
-    return {"oracles": list(config.oracles), "budget": config.budget,
-            "symbolic_paths": config.symbolic_paths,
-            "symbolic_timeout": config.symbolic_timeout,
-            "operators": None if config.operators is None else list(config.operators),
-            "jobs": config.jobs, "out_of_contract": config.out_of_contract,
-            "shims": list(config.shims), "schema": schema}
+    return settings("mutants", {**flat(config), "schema": schema})
 
 
 def campaign_body(result, strict: bool = False, targets: dict | None = None,
