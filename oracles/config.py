@@ -91,7 +91,7 @@ def find_pyproject(start: str | None = None) -> str | None:
 
 def _toml():
     if sys.version_info >= (3, 11):
-        import tomllib
+        import tomllib   # the standard library's reader, on the Pythons that have it
         return tomllib
     import tomli   # the 'tomli; python_version < "3.11"' dependency
     return tomli

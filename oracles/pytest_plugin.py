@@ -35,7 +35,8 @@ from hypothesis import HealthCheck, Phase, core, settings as _hsettings
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import StagecheckError, UsageError
-from stagecheck.oracles.options import CampaignConfig, fixture_options
+from stagecheck.oracles.options import (CampaignConfig, RunOptions, fixture_options, flat,
+                                        reproduce_flags)
 
 __all__ = ["PROFILES", "StagecheckFixture", "as_target", "register_profiles"]
 
@@ -249,7 +250,6 @@ def _reproduce_hint(result, given: tuple, options: dict) -> str:
     """The CLI command that re-runs this campaign, when both targets were given as specs:
     the flags of ``options.TABLE`` for every value that is not the command line's default
     (examples and seed always); a value the command line has no flag for is named after."""
-    from stagecheck.oracles.options import CampaignConfig, RunOptions, flat, reproduce_flags
     baseline, candidate = given
     if not isinstance(candidate, str) or not (baseline is None or isinstance(baseline, str)):
         return ""
