@@ -44,11 +44,15 @@ from stagecheck.oracles.targets import Target
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
 from stagecheck.spec.schema import StagingSchema
+from stagecheck.spec.space import SMALL
 
-__all__ = ["BATCH", "SAMPLE_EVERY", "CampaignResult", "run_campaign", "same_schema"]
+__all__ = ["BATCH", "SAMPLE_EVERY", "CampaignResult", "resolved_bounds", "run_campaign",
+           "same_schema"]
 
-#: examples per batch sent to a worker
+#: examples per batch sent to a worker (the first batches of a stream are smaller:
+#: FIRST_BATCH, then twice as many each time)
 BATCH = 128
+FIRST_BATCH = 16
 #: one example in this many (that the fast run passed) is run again instrumented
 SAMPLE_EVERY = 16
 #: examples of the hypothesis edge-case stream per stream, at most (about 4 ms each:
@@ -79,6 +83,20 @@ class CampaignResult(FindingsResult):
     first_error_seconds: float | None = None   # from the start of the campaign
     interrupted: str | None = None   # the signal (e.g. "SIGINT") that stopped the run early:
                                      # then this is a partial result and has no verdict
+
+
+def resolved_bounds(config: CampaignConfig, schema: StagingSchema) -> CampaignConfig:
+    """``config`` with the bounds it leaves open (None) set to the schema's: the largest
+    capacity and the longest draft list drawn."""
+    from dataclasses import replace
+
+    from stagecheck.spec.space import draft_bound
+    changes = {}
+    if config.max_capacity is None:
+        changes["max_capacity"] = schema.max_capacity
+    if config.max_drafts is None and draft_bound(schema) is not None:
+        changes["max_drafts"] = draft_bound(schema)
+    return replace(config, **changes) if changes else config
 
 
 def same_schema(baseline: Target | None, candidate: Target):
@@ -158,9 +176,10 @@ class _Search:
     # ------------------------------------------------------------------ batched engine
     def scenario(self, stream: str, index: int) -> StagingScenario:
         from stagecheck.oracles.sample import sample_breach, sample_scenario
+        c = self.config
         if stream == "in":
-            return sample_scenario(self.schema, self.config.seed, index, self.config.max_capacity)
-        return sample_breach(self.schema, self.config.seed, index, self.config.max_capacity)[1]
+            return sample_scenario(self.schema, c.seed, index, c.max_capacity, c.max_drafts)
+        return sample_breach(self.schema, c.seed, index, c.max_capacity, c.max_drafts)[1]
 
     def backend(self) -> str:
         """Fast buffers where they see what matters; instrumented ones where only the
@@ -179,11 +198,14 @@ class _Search:
         drawn: dict[int, StagingScenario] = {}
 
         def batches():
-            for start in range(0, total, BATCH):
+            # small batches first (a bug that shows at once is judged at once), then BATCH
+            start, size = 0, FIRST_BATCH
+            while start < total:
                 batch = [(i, self.scenario(stream, i))
-                         for i in range(start, min(total, start + BATCH))]
+                         for i in range(start, min(total, start + size))]
                 drawn.update(batch)
                 yield batch
+                start, size = start + size, min(BATCH, 2 * size)
 
         done = 0
         flagged: tuple[StagingScenario, list[Finding], bool] | None = None
@@ -224,7 +246,8 @@ class _Search:
             self.shrink(s, findings)
         return done
 
-    def shrink(self, s: StagingScenario, findings: list[Finding]) -> None:
+    def shrink(self, s: StagingScenario, findings: list[Finding],
+               engine: str = "random") -> None:
         """Shrink ``s`` for the error findings it showed: each kept at the smallest
         scenario that still shows it (a key the first shrunk scenario no longer shows
         is shrunk again from ``s``, on its own)."""
@@ -237,9 +260,11 @@ class _Search:
         budget, batch = ((STOPPED_CALL_SHRINK_EVALUATIONS, 1) if stopped
                          else (MAX_EVALUATIONS, SHRINK_BATCH))
         while keys and not interrupt.requested():
-            def still_fails(candidates: list[StagingScenario], keys=frozenset(keys)
-                            ) -> int | None:
-                results = self.observe(list(enumerate(candidates)), "instrumented")
+            backend = "instrumented" if stopped else self.shrink_backend(s, keys)
+
+            def still_fails(candidates: list[StagingScenario], keys=frozenset(keys),
+                            backend=backend) -> int | None:
+                results = self.observe(list(enumerate(candidates)), backend)
                 for position, observations in sorted(results, key=lambda r: r[0]):
                     found = self.judge(candidates[position], observations)
                     if any(f.key in keys for f in found):
@@ -251,11 +276,22 @@ class _Search:
                                      stop=interrupt.requested, batch_size=batch)
             self.result.shrink_evaluations += spent
             final = [f for f in self.evaluate(smallest) if f.key in keys]
-            self.record(final, smallest, "random", final=True)
+            self.record(final, smallest, engine, final=True)
             shown = {f.key for f in final}
             if not shown:         # the example no longer fails (a flaky target): done
                 return
             keys -= shown
+
+    def shrink_backend(self, s: StagingScenario, keys: set) -> str:
+        """The buffers the shrinker's candidates run on: the fast ones where they show
+        every finding being shrunk on ``s`` itself (the findings of the values; their
+        large candidates cost a fraction), else the instrumented ones (the order of
+        writes). The scenario it settles on is run instrumented either way."""
+        if self.backend() != "fast":
+            return "instrumented"
+        ((_, observations),) = self.observe([(0, s)], "fast")
+        shown = {f.key for f in self.judge(s, observations)}
+        return "fast" if keys <= shown else "instrumented"
 
     # ------------------------------------------------------------------ hypothesis engine
     def hypothesis_stream(self, stream: str, examples: int, database, derandomize: bool,
@@ -264,12 +300,22 @@ class _Search:
         preload_project_modules()     # hypothesis's constant pool: the same however run
 
         from stagecheck.oracles.generate import out_of_contract_scenarios, staging_scenarios
-        strategy = (staging_scenarios(self.config.max_capacity, self.schema).map(lambda s: ("", s))
-                    if stream == "in" else
-                    out_of_contract_scenarios(self.config.max_capacity, self.schema))
+        c = self.config
+        strategy = (staging_scenarios(c.max_capacity, self.schema, c.max_drafts)
+                    .map(lambda s: ("", s)) if stream == "in" else
+                    out_of_contract_scenarios(c.max_capacity, self.schema, c.max_drafts))
         counter = [0]
 
         class _ErrorFound(Exception):
+            def __init__(self, found: list[Finding], scenario: StagingScenario) -> None:
+                super().__init__()
+                self.found, self.scenario = found, scenario
+
+        class _LargeErrorFound(BaseException):
+            """An error on a scenario larger than the small band: hypothesis's shrinker
+            would redraw hundreds of requests per step, so it is not asked (a
+            BaseException passes through it); the scenario shrinker takes it."""
+
             def __init__(self, found: list[Finding], scenario: StagingScenario) -> None:
                 super().__init__()
                 self.found, self.scenario = found, scenario
@@ -288,7 +334,7 @@ class _Search:
             errors = self.record(findings, s, engine)
             interrupt.check()   # after every example (recorded): a signal stops the stream
             if errors:
-                raise _ErrorFound(errors, s)
+                raise (_ErrorFound if s.capacity <= SMALL else _LargeErrorFound)(errors, s)
             self.tick(stream, counter[0], examples)
 
         # one database key per (baseline, candidate, stream): campaigns never share examples
@@ -299,6 +345,9 @@ class _Search:
             probe()
         except _ErrorFound as found:   # the shrunk example, replayed by hypothesis, wins
             self.record(found.found, found.scenario, engine, final=True)
+            self.shrink(found.scenario, found.found, engine)  # the smallest batch, too
+        except _LargeErrorFound as found:
+            self.shrink(found.scenario, found.found, engine)
         except interrupt.Interrupted:  # what the stream recorded so far stays
             pass
         return counter[0]
@@ -407,8 +456,8 @@ def run_campaign(baseline: Target | None, candidate: Target,
     ``interrupt.install`` stops the search: the result is partial, ``interrupted`` set.
     """
     from stagecheck.oracles.runner import runner_for
-    config = config or CampaignConfig()
     schema = same_schema(baseline, candidate)
+    config = resolved_bounds(config or CampaignConfig(), schema)
     result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config,
                             schema=schema)
     targets = [baseline, candidate] if baseline is not None else [candidate]

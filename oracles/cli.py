@@ -34,6 +34,7 @@ DEFAULT_SAVE_DIR = os.path.join(".stagecheck", "findings")
 
 #: Canonical option name -> how the command line spells it, for error messages.
 _FLAGS = {"examples": "--examples", "seed": "--seed", "max_capacity": "--max-capacity",
+          "max_drafts": "--max-drafts",
           "timeout": "--timeout", "steps": "--steps", "gpu_busy_cycles": "--gpu-busy-cycles",
           "device": "--device", "kernel": "--kernel", "kernel_backend": "--kernel-backend",
           "budget": "--budget", "jobs": "--jobs", "symbolic_timeout": "--symbolic-timeout",
@@ -102,7 +103,13 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--examples", default="300",
                    help="examples per stream, in contract and out of contract (default 300)")
     p.add_argument("--seed", default="0", help="hypothesis seed (default 0)")
-    p.add_argument("--max-capacity", default="8", help="largest buffer capacity drawn (default 8)")
+    p.add_argument("--max-capacity", default=None,
+                   help="largest buffer capacity drawn (default: the schema's, 1024 for the "
+                   "built-in ones; most examples stay small, some land on thresholds, a few "
+                   "are full batches: docs/schemas.md)")
+    p.add_argument("--max-drafts", default=None,
+                   help="longest draft-token list drawn per request (default: the schema's, "
+                   "16 for mamba-postprocess)")
     p.add_argument("--timeout", default="5", help="seconds per staging call before it is a hang")
     p.add_argument("--json", metavar="PATH", help="write the verdict and findings as JSON")
     p.add_argument("--junit-xml", metavar="PATH", help="write a JUnit XML report (one test "
@@ -438,6 +445,7 @@ def _run_options(args) -> RunOptions:
 
 def _campaign_config(args) -> CampaignConfig:
     return CampaignConfig(examples=args.examples, seed=args.seed, max_capacity=args.max_capacity,
+                          max_drafts=args.max_drafts,
                           out_of_contract=not args.no_out_of_contract, run=_run_options(args))
 
 

@@ -69,6 +69,7 @@ KEYS: dict[str, Key] = {
                     lambda o, v: whole(o, v, 1, "500")),
     "seed": Key(_CAMPAIGN + ("kernel",), "seed", lambda o, v: integer(o, v)),
     "max-capacity": Key(_CAMPAIGN, "max_capacity", lambda o, v: whole(o, v, 1, "8")),
+    "max-drafts": Key(_CAMPAIGN, "max_drafts", lambda o, v: whole(o, v, 0, "16")),
     "timeout": Key(_CAMPAIGN, "timeout", lambda o, v: seconds(o, v)),
     "steps": Key(_CAMPAIGN, "steps", lambda o, v: whole(o, v, 1, "2")),
     "gpu-busy-cycles": Key(_CAMPAIGN, "gpu_busy_cycles", lambda o, v: whole(o, v, 0, "1000000")),

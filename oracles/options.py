@@ -26,6 +26,7 @@ KERNEL_BACKENDS = ("reference", "triton")
 #: Largest values an option may take: beyond them a run cannot finish on any machine
 #: (or the value is a typo), so they are refused up front.
 LIMITS = {"timeout": 3600.0, "steps": 64, "examples": 10_000_000, "max_capacity": 4096,
+          "max_drafts": 256,
           "gpu_busy_cycles": 10**12, "jobs": 64, "edge_examples": 100_000}
 #: Why each limit is where it is (said with the refusal; docs/reliability.md lists them).
 LIMIT_REASONS = {
@@ -34,6 +35,7 @@ LIMIT_REASONS = {
     "examples": "at a few thousand examples per second more would run for days",
     "max_capacity": "vLLM batches hold at most a few thousand requests, and every "
                     "buffer and drawn scenario grows with the capacity",
+    "max_drafts": "speculative decoding proposes a few dozen draft tokens at most",
     "gpu_busy_cycles": "a longer queue of device work only slows each example",
     "jobs": "each job holds worker processes of up to 4 GiB address space; at most the "
             "CPU count run at once anyway",
@@ -134,7 +136,9 @@ class CampaignConfig:
 
     examples: int = 300              # per stream: in contract, and out of contract
     seed: int = 0
-    max_capacity: int = 8
+    max_capacity: int | None = None  # largest capacity drawn (None: the schema's, 1,024 for
+                                     # the built-in ones)
+    max_drafts: int | None = None    # longest draft list drawn (None: the schema's bound)
     out_of_contract: bool = True
     run: RunOptions = field(default_factory=RunOptions)
     database: object = None          # a hypothesis example database (None: none kept)
@@ -155,8 +159,12 @@ class CampaignConfig:
             object.__setattr__(self, "edge_examples",
                                whole("edge_examples", self.edge_examples, 0, "100"))
         object.__setattr__(self, "seed", integer("seed", self.seed))
-        object.__setattr__(self, "max_capacity",
-                           whole("max_capacity", self.max_capacity, 1, "8"))
+        if self.max_capacity is not None:
+            object.__setattr__(self, "max_capacity",
+                               whole("max_capacity", self.max_capacity, 1, "1024"))
+        if self.max_drafts is not None:
+            object.__setattr__(self, "max_drafts",
+                               whole("max_drafts", self.max_drafts, 0, "16"))
         if not isinstance(self.run, RunOptions):
             raise TypeError(f"run must be RunOptions, got {type(self.run).__name__}")
 

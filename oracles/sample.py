@@ -2,7 +2,8 @@
 
 ``RandomDraw`` answers the decisions of ``spec/space.py`` from ``random.Random``, with
 the same distribution as the hypothesis strategies (``oracles/generate.py``): sizes
-uniform over their range, values mostly small, any in range, or the special ones,
+as ``spec.space`` draws them (each ``size`` uniform over its range, the bands of the
+size distribution on top), values mostly small, any in range, or the special ones,
 buffer contents one fill and a seed. Every scenario is reproducible from
 ``(seed, index)``: ``sample_scenario(schema, seed, index)``.
 """
@@ -69,12 +70,17 @@ def _rng(seed: int, index: int, stream: str) -> random.Random:
 
 
 def sample_scenario(schema: StagingSchema, seed: int, index: int,
-                    max_capacity: int = 8) -> StagingScenario:
-    """The ``index``-th in-contract scenario of ``schema`` for ``seed``."""
-    return draw_scenario(schema, RandomDraw(_rng(seed, index, "in")), max_capacity)
+                    max_capacity: int | None = None,
+                    max_drafts: int | None = None) -> StagingScenario:
+    """The ``index``-th in-contract scenario of ``schema`` for ``seed`` (bounds: the
+    schema's where None)."""
+    return draw_scenario(schema, RandomDraw(_rng(seed, index, "in")), max_capacity,
+                         max_drafts)
 
 
 def sample_breach(schema: StagingSchema, seed: int, index: int,
-                  max_capacity: int = 8) -> tuple[str, StagingScenario]:
+                  max_capacity: int | None = None,
+                  max_drafts: int | None = None) -> tuple[str, StagingScenario]:
     """The ``index``-th out-of-contract scenario of ``schema`` for ``seed``, labeled."""
-    return draw_breach(schema, RandomDraw(_rng(seed, index, "out")), max_capacity)
+    return draw_breach(schema, RandomDraw(_rng(seed, index, "out")), max_capacity,
+                       max_drafts)

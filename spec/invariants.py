@@ -23,7 +23,7 @@ from stagecheck.spec.schema import FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, 
 from stagecheck.spec.space import initial_values
 
 __all__ = ["DIFFERENCES", "INVARIANTS", "INVARIANTS_BY_ID", "Invariant", "check",
-           "expected_inputs_after", "inputs_snapshot", "names_request", "statement"]
+           "expected_column", "expected_inputs_after", "inputs_snapshot", "names_request", "statement"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,17 @@ def check_missing_input(s, o, p):
     return out
 
 
+def expected_column(p: TargetProfile, s: StagingScenario, f) -> list:
+    """What every live slot of ``f`` must hold, in slot order (MISSING where the request
+    lacks an input); computed once per scenario for every side (``TargetProfile.memo``)."""
+    return p.memo(s, ("expected", f.name), lambda p, s: _expected_column(s, f),
+                  per_schema=True)
+
+
+def _expected_column(s: StagingScenario, f) -> list:
+    return [expected_value(s, f, i, r) for i, r in enumerate(s.live_ids)]
+
+
 def check_slot_alignment(s, o, p):
     if not o.returned:
         return []
@@ -125,21 +136,18 @@ def check_slot_alignment(s, o, p):
         values = o.cpu.get(f.buffer)
         if values is None or f.derive is None:
             continue
-        bad, expected_at = [], {}
-        for i, r in enumerate(live[: len(values)]):
-            want = expected_value(s, f, i, r)
-            if want is MISSING:
-                continue
-            if not _same(values[i], want):
-                bad.append(i)
-                expected_at[i] = want
+        want = expected_column(p, s, f)
+        n = min(len(want), len(values))
+        if values[:n] == want[:n]:       # the whole live range at once
+            continue
+        bad = [i for i in range(n) if want[i] is not MISSING and not _same(values[i], want[i])]
         if bad:
             i = bad[0]
             out.append(_finding("slot_alignment",
                                 f"{f.name}[{i}] holds {values[i]!r}, expected {f.derivation} = "
-                                f"{expected_at[i]!r} for request {live[i]!r}",
+                                f"{want[i]!r} for request {live[i]!r}",
                                 field=f.name, slot=i, view="cpu", candidate=values[i],
-                                expected=expected_at[i],
+                                expected=want[i],
                                 extra={"slots": bad, "values": values}))
     return out
 

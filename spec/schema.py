@@ -74,6 +74,8 @@ class Input:
     presence: str = REQUIRED      # per-request inputs only
     stale: bool = True            # padded ids may hold stale entries (per-request inputs)
     length: tuple[int, int] = (0, 4)   # "int-list": how many items
+    drafts: bool = False          # "int-list": a list of draft tokens, whose length bound
+                                  # (``length[1]``) ``--max-drafts`` may change
     group: str | None = None      # per-request inputs of one group share their keys: one
                                   # object per request carries them all (e.g. "requests")
     default: Any = False          # flags: the value a shrunk scenario has
@@ -331,6 +333,8 @@ class StagingSchema:
     breaches: Callable[[Any], list[str]] | None = None
     bench: Callable[[int], Any] | None = None
     consumer: Consumer | None = None
+    max_capacity: int = 1024            # the largest batch the engine runs: the default
+                                        # bound of drawn capacities (``--max-capacity``)
 
     # ------------------------------------------------------------------ lookups
     def input(self, name: str) -> Input:

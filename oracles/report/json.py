@@ -46,8 +46,11 @@ def render_json(document: dict) -> str:
 
 def campaign_settings(result, strict: bool = False) -> dict:
     """``diff``/``spec``: every setting that shapes the run (``result.config``)."""
+    from stagecheck.oracles.report.text import campaign_bounds
     c = result.config
-    return {"examples": c.examples, "seed": c.seed, "max_capacity": c.max_capacity,
+    capacity, drafts = campaign_bounds(result)
+    return {"examples": c.examples, "seed": c.seed, "max_capacity": capacity,
+            "max_drafts": drafts,
             "strict": strict, "out_of_contract": c.out_of_contract, "device": c.run.device,
             "timeout": c.run.timeout, "steps": c.run.steps,
             "deferred_copies": c.run.deferred_copies, "gpu_busy_cycles": c.run.gpu_busy_cycles,

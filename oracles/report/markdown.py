@@ -68,7 +68,8 @@ def render_markdown(result, strict: bool = False, targets: dict | None = None,
               f"- examples: {s['examples']} per stream; tried "
               f"{result.examples_in_contract} in contract and "
               f"{result.examples_out_of_contract} out of contract in {result.seconds:.1f} s",
-              f"- seed: {s['seed']}; capacity <= {s['max_capacity']}",
+              f"- seed: {s['seed']}; capacity <= {s['max_capacity']}"
+              + (f"; drafts <= {s['max_drafts']}" if s.get('max_drafts') is not None else ""),
               f"- device: {s['device']}; kernel oracle: {s['kernel']}; engine: {s['engine']}; "
               f"jobs: {s['jobs']}; strict: {'yes' if strict else 'no'}",
               f"- stagecheck {__version__}", ""]

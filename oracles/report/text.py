@@ -19,7 +19,7 @@ from stagecheck.spec import ERROR, Finding, StagingScenario, statement
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 
-__all__ = ["InfoGroup", "finding_lines", "info_group_line", "info_groups", "render_bench",
+__all__ = ["InfoGroup", "bounds_text", "campaign_bounds", "finding_lines", "info_group_line", "info_groups", "render_bench",
            "render_campaign", "render_kernel", "render_mutants", "render_replay",
            "render_symbolic", "slot_table", "target_lines"]
 
@@ -211,6 +211,26 @@ def target_lines(targets: dict | None) -> list[str]:
     return lines
 
 
+def campaign_bounds(result) -> tuple[int | None, int | None]:
+    """The largest capacity and the longest draft list a campaign drew: its settings, or
+    where they were left open, its schema's."""
+    from stagecheck.spec.space import draft_bound
+    c, schema = result.config, getattr(result, "schema", None)
+    capacity = c.max_capacity if c.max_capacity is not None else \
+        (schema.max_capacity if schema is not None else None)
+    drafts = getattr(c, "max_drafts", None)
+    if drafts is None and schema is not None:
+        drafts = draft_bound(schema)
+    return capacity, drafts
+
+
+def bounds_text(result) -> str:
+    """``capacity <= 1024, drafts <= 16`` (what the run drew)."""
+    capacity, drafts = campaign_bounds(result)
+    text = f"capacity <= {capacity if capacity is not None else 'the schema bound'}"
+    return text + (f", drafts <= {drafts}" if drafts is not None else "")
+
+
 #: ``spec``'s verdict words (one target against the spec)
 _SPEC_VERDICT = {"EQUIVALENT": "CONFORMS", "DIFFERENT": "VIOLATES"}
 
@@ -231,7 +251,7 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     lines = [f"stagecheck: {what} on {c.run.device}", *target_lines(targets),
              f"tried {result.examples_in_contract} in-contract and "
              f"{result.examples_out_of_contract} out-of-contract examples (seed {c.seed}, "
-             f"capacity <= {c.max_capacity}, budget {c.examples} per stream) in "
+             f"{bounds_text(result)}, budget {c.examples} per stream) in "
              f"{result.seconds:.1f} s" + ("; a stream stops at its first error finding, "
                                           "then shrinks it" if result.errors else "")]
     errors, infos = result.errors, result.infos
@@ -252,7 +272,8 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
                             pytest_example(f, result.baseline, result.candidate).splitlines())]
     if not errors:
         lines += ["", messages.CLEAN_RUN_HINT.format(
-            more=c.examples * 10, examples=c.examples, seed=c.seed, capacity=c.max_capacity)]
+            more=c.examples * 10, examples=c.examples, seed=c.seed,
+            capacity=campaign_bounds(result)[0] or "the schema's")]
     return "\n".join(lines)
 
 
