@@ -589,7 +589,7 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
         args.command, body, verdict, settings=campaign_settings(result, args.strict),
         targets=targets)))
     outputs.write("--junit-xml", lambda: render_junit(result, args.strict, targets=targets,
-                                                      command=args.command))
+                                                      command=args.command, saved=shown))
     outputs.write("--markdown", lambda: render_markdown(
         result, args.strict, targets, shown,
         _shown(manifest) if manifest else None, args.command))

@@ -216,3 +216,9 @@ TARGET_LOAD_RAISED = ("loading {value!r} ran code of the file or module that rai
 TARGET_LOAD_ENDED = ("loading {value!r} ended the worker process: {what}",
                      "module-level code a target's loading runs (constants, default "
                      "arguments, class bodies, honoured imports) must not end the process")
+
+#: error findings grouped by cause (oracles/collect.py: error_groups), in every report
+ERRORS_GROUPED = ("{errors} error(s), each with the findings that share its cause "
+                  "({findings} in all)")
+ERRORS_COUNT = "{errors} error(s) from {findings} error finding(s)"
+GROUP_MEMBERS = "{count} more finding(s) of this error ({cause}):"

@@ -13,8 +13,8 @@ import json
 from typing import Any
 
 __all__ = ["ENVELOPE", "SCHEMA_VERSION", "bench_settings", "campaign_body", "campaign_settings",
-           "json_document", "kernel_settings", "mutants_settings", "render_json",
-           "symbolic_settings"]
+           "error_groups_body", "findings_with_groups", "json_document", "kernel_settings",
+           "mutants_settings", "render_json", "symbolic_settings"]
 
 #: Bumped when a field changes meaning or disappears (docs/json.md).
 SCHEMA_VERSION = 1
@@ -90,6 +90,23 @@ def mutants_settings(config, schema: str | None = None) -> dict:
             "shims": list(config.shims), "schema": schema}
 
 
+def error_groups_body(findings) -> list[dict]:
+    """The error findings grouped by cause (``oracles.collect.error_groups``): one entry
+    per error a reader counts, its head and every member by id."""
+    from stagecheck.oracles.collect import error_groups
+    return [{"id": g.id, "head": g.head.id, "invariant": g.head.invariant,
+             "message": g.head.message, "cause": g.cause, "kernel_impact": g.kernel_impact,
+             "members": [f.id for f in g.findings]} for g in error_groups(findings)]
+
+
+def findings_with_groups(findings) -> list[dict]:
+    """Every finding as ``Finding.to_dict`` gives it, an error one with ``group``: the id
+    of its error group (info findings: None)."""
+    from stagecheck.oracles.collect import error_groups
+    group_of = {f.id: g.id for g in error_groups(findings) for f in g.findings}
+    return [{**f.to_dict(), "group": group_of.get(f.id)} for f in findings]
+
+
 def campaign_body(result, strict: bool = False, targets: dict | None = None,
                   manifest: str | None = None) -> dict:
     """``diff``/``spec``: the verdict ("interrupted" for a run a signal stopped: then the
@@ -115,7 +132,8 @@ def campaign_body(result, strict: bool = False, targets: dict | None = None,
         "jobs": c.jobs,
         "first_error_seconds": (None if result.first_error_seconds is None
                                 else round(result.first_error_seconds, 3)),
-        "findings": [f.to_dict() for f in result.findings],
+        "findings": findings_with_groups(result.findings),
+        "error_groups": error_groups_body(result.findings),
     }
     if targets is not None:
         body["targets"] = targets

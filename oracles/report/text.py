@@ -14,12 +14,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from stagecheck.oracles import messages
+from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
 from stagecheck.spec import ERROR, Finding, StagingScenario, statement
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 
-__all__ = ["InfoGroup", "bounds_text", "campaign_bounds", "finding_lines", "info_group_line", "info_groups", "render_bench",
+__all__ = ["InfoGroup", "bounds_text", "campaign_bounds", "error_group_lines", "findings_count",
+           "finding_lines", "info_group_line", "info_groups", "render_bench",
            "render_campaign", "render_kernel", "render_mutants", "render_replay",
            "render_symbolic", "slot_table", "target_lines"]
 
@@ -173,6 +175,21 @@ def _grouped(findings: list[Finding], saved: dict | None, schema=None) -> list[s
     return lines
 
 
+def error_group_lines(groups: list, saved: dict | None, schema=None) -> list[str]:
+    """Each error group as one error: its head in full (statement, slot table, replay
+    command), then one line per member (id and message), with where it was saved."""
+    lines = []
+    for g in groups:
+        head = g.head
+        lines.append(f"  {head.invariant}: {statement(head.invariant)}")
+        lines += ["    " + line for line in finding_lines(head, saved, schema)]
+        if g.members:
+            lines.append(f"    {messages.GROUP_MEMBERS.format(count=len(g.members), cause=g.cause)}")
+            for f in g.members:   # each saved too: the replay file is named by its id
+                lines.append(f"      [{escape(f.id)}] {escape(f.message)}")
+    return lines
+
+
 def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict | None,
                        schema=None, verbose: bool = True) -> list[str]:
     """The ERRORS section (always in full) and the INFO section: in full with
@@ -180,8 +197,12 @@ def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict 
     command of its example when it was saved."""
     lines: list[str] = []
     if errors:
-        lines += ["", "ERRORS (spec violations or in-contract divergence)",
-                  *_grouped(errors, saved, schema)]
+        groups = error_groups(errors)
+        lines += ["", "ERRORS (spec violations or in-contract divergence)"
+                  + (": " + messages.ERRORS_GROUPED.format(errors=len(groups),
+                                                           findings=len(errors))
+                     if len(groups) < len(errors) else ""),
+                  *error_group_lines(groups, saved, schema)]
     if infos and verbose:
         lines += ["", "INFO (failure-path and out-of-contract differences the spec allows)",
                   *_grouped(infos, saved, schema)]
@@ -194,6 +215,17 @@ def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict 
             if saved and g.example.id in saved:    # the example, ready to replay
                 lines.append(f"    replay: stagecheck replay {escape(saved[g.example.id])}")
     return lines
+
+
+def findings_count(errors: list[Finding], infos: list[Finding]) -> str:
+    """``2 error(s) from 12 error finding(s), 3 info finding(s)`` (the errors as groups
+    of one cause, where some share one)."""
+    groups = len(error_groups(errors))
+    if groups < len(errors):
+        head = messages.ERRORS_COUNT.format(errors=groups, findings=len(errors))
+    else:
+        head = f"{len(errors)} error finding(s)"
+    return f"{head}, {len(infos)} info finding(s)"
 
 
 def target_lines(targets: dict | None) -> list[str]:
@@ -258,8 +290,8 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     verdict = result.verdict(strict).upper()
     if not result.baseline:        # one target against the spec: nothing is "equivalent"
         verdict = _SPEC_VERDICT.get(verdict, verdict)
-    lines.append(f"verdict: {verdict} — {len(errors)} error finding(s), "
-                 f"{len(infos)} info finding(s)" + (" (--strict: info counts)" if strict else ""))
+    lines.append(f"verdict: {verdict} — {findings_count(errors, infos)}"
+                 + (" (--strict: info counts)" if strict else ""))
     lines += _findings_sections(errors, infos, saved, result.schema, verbose)
     if manifest:
         lines += ["", messages.MANIFEST_LINE.format(count=len(saved or {}), path=manifest)]
@@ -300,9 +332,15 @@ def render_symbolic(result, strict: bool = False, verbose: bool = False) -> str:
             paths=result.paths_concretized, infos=len(infos), baseline=result.baseline,
             candidate=result.candidate))
     else:
-        lines.append(f"verdict: {verdict.upper()} — {len(errors)} error "
-                     f"finding(s), {len(infos)} info finding(s) on the paths explored")
-    for f in errors + (infos if verbose else []):
+        lines.append(f"verdict: {verdict.upper()} — {findings_count(errors, infos)} on the "
+                     "paths explored")
+    for g in error_groups(errors):
+        lines += ["  " + line for line in finding_lines(g.head)]
+        lines.append(f"    input: {json.dumps(g.head.scenario, sort_keys=True)}")
+        if g.members:
+            lines.append(f"    {messages.GROUP_MEMBERS.format(count=len(g.members), cause=g.cause)}")
+            lines += [f"      [{escape(f.id)}] {escape(f.message)}" for f in g.members]
+    for f in infos if verbose else []:
         lines += ["  " + line for line in finding_lines(f)]
         lines.append(f"    input: {json.dumps(f.scenario, sort_keys=True)}")
     if infos and not verbose:
