@@ -17,7 +17,9 @@ under its profiles and example database.
 
 When the kernel oracle is on, each finding's kept scenario is run through it; error
 findings not yet seen to reach the kernel get a short probe of further examples
-(shrunk examples tend to be values the kernel does nothing with). Each finding says
+(shrunk examples tend to be values the kernel does nothing with). With ``--kernel
+always`` it also judges every example of every stream (``examples_kernel`` counts
+them, ``kernel_seconds`` is what they cost). Each finding says
 which engine found it (``extra["engine"]``).
 
 SIGINT/SIGTERM (``oracles/interrupt.py``) stop a campaign between examples: each loop
@@ -79,6 +81,9 @@ class CampaignResult(FindingsResult):
     schema_spec: str | None = None         # how to load it again (--schema), if not built in
     examples_instrumented: int = 0         # examples also run on instrumented buffers
     examples_edge: int = 0                 # examples of the hypothesis edge-case stream
+    examples_kernel: int = 0               # examples the kernel oracle ran on (--kernel
+                                           # always: every example; else kept findings)
+    kernel_seconds: float = 0.0            # the time those kernel runs took
     shrink_evaluations: int = 0
     first_error_seconds: float | None = None   # from the start of the campaign
     interrupted: str | None = None   # the signal (e.g. "SIGINT") that stopped the run early:
@@ -136,6 +141,9 @@ class _Search:
         self.examples = 0
         self.started = time.perf_counter()
         self.fast = RunOptions(**{**config.run.__dict__, "kernel": "off"})
+        # --kernel always: the kernel oracle judges every example, not only kept findings
+        self.kernel_every = (config.run.kernel == "always"
+                             and candidate.schema.consumer is not None)
 
     def tick(self, stream: str, done: int, total: int) -> None:
         """Tell ``progress`` (with the findings so far, where it takes ``findings``)."""
@@ -150,20 +158,23 @@ class _Search:
     def observe(self, batch: list[tuple[int, StagingScenario]], backend: str):
         return self.runner.observe(self.sides, batch, self.fast, backend)
 
-    def judge(self, s: StagingScenario, observations) -> list[Finding]:
+    def judge(self, s: StagingScenario, observations, kernel: bool = False
+              ) -> list[Finding]:
+        """The findings of one example; with ``kernel`` the kernel oracle's verdict too."""
         b = observations[-1]
         a = observations[0] if self.baseline is not None else None
-        return judge(s, self.baseline, self.candidate, a, b)
+        findings = judge(s, self.baseline, self.candidate, a, b)
+        if kernel:
+            started = time.perf_counter()
+            findings = with_kernel_impact(findings, s, self.candidate, a, b, self.config.run)
+            self.result.examples_kernel += 1
+            self.result.kernel_seconds += time.perf_counter() - started
+        return findings
 
     def evaluate(self, s: StagingScenario, backend: str = "instrumented",
                  kernel: bool = False) -> list[Finding]:
         ((_, observations),) = self.observe([(0, s)], backend)
-        findings = self.judge(s, observations)
-        if kernel:
-            b = observations[-1]
-            a = observations[0] if self.baseline is not None else None
-            findings = with_kernel_impact(findings, s, self.candidate, a, b, self.config.run)
-        return findings
+        return self.judge(s, observations, kernel)
 
     def record(self, findings: list[Finding], s: StagingScenario, engine: str,
                final: bool = False) -> list[Finding]:
@@ -222,7 +233,7 @@ class _Search:
                     done += 1
                     if sample and index % sample == 0:
                         self.result.examples_instrumented += 1
-                    findings = self.judge(s, observations)
+                    findings = self.judge(s, observations, self.kernel_every)
                     if any(f.severity == ERROR for f in findings):
                         flagged = (s, findings, bool(sample and index % sample == 0))
                         break
@@ -240,7 +251,7 @@ class _Search:
             if backend == "fast" and not instrumented:
                 # the instrumented run sees the order of writes: it has the final word
                 self.result.examples_instrumented += 1
-                findings = self.evaluate(s) or findings
+                findings = self.evaluate(s, kernel=self.kernel_every) or findings
             self.record(findings, s, "random")
             self.tick(stream, done, total)
             self.shrink(s, findings)
@@ -330,7 +341,7 @@ class _Search:
             _, s = labeled
             counter[0] += 1
             self.examples += 1
-            findings = self.evaluate(s)
+            findings = self.evaluate(s, kernel=self.kernel_every)
             errors = self.record(findings, s, engine)
             interrupt.check()   # after every example (recorded): a signal stops the stream
             if errors:

@@ -130,8 +130,9 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
                    "reading host memory then) to find write-after-copy hazards")
     p.add_argument("--kernel", default="auto", choices=KERNEL_MODES,
                    help="kernel oracle: run the postprocess kernel on both sides' mirrors where "
-                   "their live slots differ (auto, default), on every example (always), or "
-                   "never (off)")
+                   "their live slots differ, on each kept finding's examples (auto, default), "
+                   "on every example of every stream (always: the report says how many and "
+                   "how long; much slower on large batches), or never (off)")
     p.add_argument("--no-kernel", dest="kernel", action="store_const", const="off",
                    help="same as --kernel off")
     p.add_argument("--kernel-backend", choices=KERNEL_BACKENDS, default=None,
@@ -548,6 +549,8 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     shims = _shims(args)
     _kernel_backend(args)
     config = _campaign_config(args)
+    from stagecheck.oracles.kernel import require_kernel_backend
+    require_kernel_backend(config.run)        # exit 2 before the run if it cannot run
     from stagecheck.oracles.observe import require_device
     require_device(config.run.device)
     schema = _schema(args)

@@ -222,3 +222,11 @@ ERRORS_GROUPED = ("{errors} error(s), each with the findings that share its caus
                   "({findings} in all)")
 ERRORS_COUNT = "{errors} error(s) from {findings} error finding(s)"
 GROUP_MEMBERS = "{count} more finding(s) of this error ({cause}):"
+
+#: the kernel oracle (oracles/kernel: require_kernel_backend, --kernel always)
+KERNEL_BACKEND_BROKEN = ("the {backend} kernel backend cannot run here: {error}",
+                         "repair the install (" + KERNEL_EXTRA + "), or use "
+                         "--kernel-backend reference (the same decisions in plain torch), "
+                         "or --kernel off")
+KERNEL_ALWAYS_RAN = ("--kernel always: the kernel oracle ran on {examples} example(s), every "
+                     "one judged, in {seconds:.1f} s")

@@ -286,6 +286,9 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
              f"{bounds_text(result)}, budget {c.examples} per stream) in "
              f"{result.seconds:.1f} s" + ("; a stream stops at its first error finding, "
                                           "then shrinks it" if result.errors else "")]
+    if c.run.kernel == "always" and getattr(result, "examples_kernel", 0):
+        lines.append(messages.KERNEL_ALWAYS_RAN.format(
+            examples=result.examples_kernel, seconds=result.kernel_seconds))
     errors, infos = result.errors, result.infos
     verdict = result.verdict(strict).upper()
     if not result.baseline:        # one target against the spec: nothing is "equivalent"
