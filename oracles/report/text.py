@@ -49,8 +49,32 @@ def _flagged_value(f: Finding, column: str):
     return f.candidate if f.side == column else None
 
 
+def _tail_expected(field, s: StagingScenario, view: str, before, i: int, staged: bool):
+    """What tail slot ``i`` must hold after a successful call, as the field's tail
+    policy says: its previous value (untouched), the fill value (filled by design: the
+    CPU view, and the mirror where the whole buffer is copied), or anything (free)."""
+    if staged and field.tail.kind == "free":
+        return "(any)"
+    if staged and field.tail.kind == "fill" and (view == "cpu" or field.copy.kind == "whole"):
+        return field.tail.value
+    return before[i] if before else "-"
+
+
+def _rows(capacity: int, num_reqs: int, flagged: list[int], max_rows: int) -> list[int]:
+    """The slots a table shows: all of them up to ``max_rows``; else the first few, each
+    flagged slot with its neighbours, and the last live slot and the first tail slot."""
+    if capacity <= max_rows:
+        return list(range(capacity))
+    chosen = set(range(3))
+    for k in flagged[:3]:
+        chosen.update(range(k - 1, k + 2))
+    chosen.update((num_reqs - 1, num_reqs))
+    return sorted(i for i in chosen if 0 <= i < capacity)
+
+
 def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
-    """The finding's scenario as a small table of slots for its field."""
+    """The finding's scenario as a small table of slots for its field (a large one: the
+    first slots, the flagged ones with their neighbours, the live/tail boundary)."""
     if not f.scenario or not f.field or schema is None:
         return []
     try:
@@ -62,17 +86,27 @@ def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
     extra = f.extra or {}
     base, cand = _side_values(f)
     before = (s.initial_cpu if view == "cpu" else s.initial_gpu).get(field.buffer)
+    try:        # staged on this call (by a target that takes every keyword)?
+        staged = bool(field.when(schema.profile(schema.keywords), s))
+    except Exception:     # a condition the scenario cannot answer: as declared
+        staged = True
     rows = [f"{'slot':>4}  {'request':<10} {'live':<4}  {'before':>11}  {'expected':>11}  "
             f"{'baseline':>11}  {'candidate':>11}  view"]
-    flagged = set(extra.get("slots", [f.slot] if f.slot is not None else []))
-    for i in range(min(s.capacity, max_rows)):
+    flagged_list = list(extra.get("slots", [f.slot] if f.slot is not None else []))
+    flagged = set(flagged_list)
+    shown_rows = _rows(s.capacity, max(s.num_reqs, 0), flagged_list, max_rows)
+    previous = -1
+    for i in shown_rows:
+        if i > previous + 1:
+            rows.append(f"  ... {i - previous - 1} slot(s)")
+        previous = i
         r = s.req_ids[i] if i < len(s.req_ids) else "-"
         live = i < s.num_reqs
         if live:
             expected = expected_value(s, field, i, r) if field.derive else None
             expected = "(missing)" if expected is MISSING else expected
         else:
-            expected = before[i] if before else "-"
+            expected = _tail_expected(field, s, view, before, i, staged)
         shown = {"baseline": base[i] if base and i < len(base) else None,
                  "candidate": cand[i] if cand and i < len(cand) else None}
         if i == f.slot:     # the flagged slot shows what the finding saw there
@@ -84,10 +118,10 @@ def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
         cells = [_cell(before[i] if before else None), _cell(expected),
                  _cell(shown["baseline"]), _cell(shown["candidate"])]
         mark = " <" if i in flagged else ""
-        rows.append(f"{i:>4}  {r:<10} {'yes' if live else 'tail':<4}  {cells[0]:>11}  "
+        rows.append(f"{i:>4}  {escape(r):<10} {'yes' if live else 'tail':<4}  {cells[0]:>11}  "
                     f"{cells[1]:>11}  {cells[2]:>11}  {cells[3]:>11}  {view}{mark}")
-    if s.capacity > max_rows:
-        rows.append(f"  ... {s.capacity - max_rows} more slots")
+    if previous < s.capacity - 1:
+        rows.append(f"  ... {s.capacity - 1 - previous} more slot(s)")
     return rows
 
 

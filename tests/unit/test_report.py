@@ -67,7 +67,7 @@ def test_campaign_json_envelope_and_body():
     assert data["schema_version"] == 1 and data["tool"] == "stagecheck"
     assert data["command"] == "diff" and data["verdict"] == "different"
     assert data["examples"] == {"in_contract": 4, "out_of_contract": 50, "edge": 0,
-                                "instrumented": 0}
+                                "instrumented": 0, "kernel": 0}
     assert data["engine"] == "batched" and data["jobs"] == 1
     assert [f["invariant"] for f in data["findings"]] == ["slot_alignment", "same_message"]
     assert data["findings"][0]["id"] == result().findings[0].id
