@@ -124,7 +124,47 @@ def expected_column(p: TargetProfile, s: StagingScenario, f) -> list:
 
 
 def _expected_column(s: StagingScenario, f) -> list:
+    name = _plain_attribute(f.derive)
+    if name is not None and isinstance(s.inputs.get(name), dict):
+        table = s.inputs[name]      # slot i holds inputs[name][r]: one lookup per slot
+        return [table.get(r, MISSING) for r in s.live_ids]
     return [expected_value(s, f, i, r) for i, r in enumerate(s.live_ids)]
+
+
+class _Probe:
+    """Stands for a request view to learn whether a derivation is ``q.NAME`` alone."""
+
+    __slots__ = ("names",)
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        self.names.append(name)
+        return _Probe.MARK
+
+    MARK = object()
+
+
+_PLAIN: dict[int, tuple[Any, str | None]] = {}
+
+
+def _plain_attribute(derive) -> str | None:
+    """``NAME`` when ``derive`` is ``lambda q: q.NAME`` (it reads one attribute of the
+    request view and returns it unchanged), else None; learned once per function."""
+    kept = _PLAIN.get(id(derive))
+    if kept is not None and kept[0] is derive:
+        return kept[1]
+    probe = _Probe()
+    try:
+        plain = derive(probe) is _Probe.MARK and len(probe.names) == 1
+    except Exception:
+        plain = False
+    name = probe.names[0] if plain else None
+    _PLAIN[id(derive)] = (derive, name)
+    return name
 
 
 def check_slot_alignment(s, o, p):
@@ -268,7 +308,9 @@ def check_copy_discipline(s, o, p):
 
 def _plain_input(kind: str, value: Any) -> Any:
     if kind == PER_REQUEST:
-        return {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
+        if list in set(map(type, value.values())):
+            return {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
+        return dict(value)
     if kind == ID_SET:
         return sorted(value)
     if kind == PER_SLOT:

@@ -244,6 +244,15 @@ class TargetProfile:
 
     def _first_missing(self, s: Any) -> tuple[int, str, Field] | None:
         policed = [f for f in self.staged_fields(s) if f.missing is not None]
+        if policed and all(f.missing.applies is None for f in policed):
+            # every request that lacks the input gets the policy: the first live id
+            # missing from any policed input, found by set lookups
+            tables = [(f, s.inputs.get(f.missing.input, {})) for f in policed]
+            for i, r in enumerate(s.live_ids):
+                for f, table in tables:
+                    if r not in table:
+                        return i, r, f
+            return None
         for i, r in enumerate(s.live_ids if policed else ()):
             for f in policed:
                 if f.missing.applies_to(s, i, r):

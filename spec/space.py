@@ -226,6 +226,9 @@ def draft_bound(schema: StagingSchema) -> int | None:
 
 def _ids(d: Draw, length: int, pool: int) -> list[str]:
     """``length`` distinct ids ``req-<k>`` (shrinks towards req-0, req-1, ...)."""
+    many = getattr(d, "distinct", None)       # a Draw may pick them all at once
+    if many is not None and length > SMALL:
+        return [f"req-{k}" for k in many(pool, length)]
     taken: list[int] = []
     seen: set[int] = set()
     for _ in range(length):
@@ -246,6 +249,57 @@ def _one(d: Draw, inp: Input, max_drafts: int | None = None) -> Any:
     if inp.dtype == "bool":
         return d.chance(1, 2)
     return d.value(inp.values)
+
+
+def _chances(d: Draw, numerator: int, denominator: int, count: int) -> list[bool]:
+    many = getattr(d, "chances", None)      # a Draw may answer many decisions at once
+    if many is not None:
+        return many(numerator, denominator, count)
+    return [d.chance(numerator, denominator) for _ in range(count)]
+
+
+def _many(d: Draw, inp: Input, count: int, max_drafts: int | None) -> list:
+    """``count`` values of ``inp``, as ``_one`` draws each."""
+    if inp.dtype == "int":
+        many = getattr(d, "values", None)
+        if many is not None:
+            return many(inp.values, count)
+        return [d.value(inp.values) for _ in range(count)]
+    if inp.dtype == "bool":
+        return _chances(d, 1, 2, count)
+    low, high = inp.length
+    if inp.drafts and max_drafts is not None:
+        high = max(low, max_drafts)
+    lengths = [draw_length(d, low, high) for _ in range(count)]
+    many = getattr(d, "integers", None)
+    if many is None:
+        return [[d.integer(0, 50_000) for _ in range(n)] for n in lengths]
+    items = many(0, 50_000, sum(lengths))
+    out, at = [], 0
+    for n in lengths:
+        out.append(items[at:at + n])
+        at += n
+    return out
+
+
+def _draw_group(d: Draw, group: list[Input], tables: list[dict], req_ids: list[str],
+                num_reqs: int, may_miss: bool, max_drafts: int | None) -> None:
+    """One group's entries for a large batch: which requests have them (one decision
+    per request), then each input's values for those requests (the same distribution
+    as entry by entry, in fewer calls)."""
+    lead = group[0]
+    live, padded = req_ids[:num_reqs], req_ids[num_reqs:]
+    if lead.presence == REQUIRED:
+        present = list(live)
+    elif lead.presence == MAY_MISS:
+        present = (live if not may_miss else
+                   [r for r, miss in zip(live, _chances(d, 1, 8, len(live))) if not miss])
+    else:
+        present = [r for r, yes in zip(live, _chances(d, 1, 2, len(live))) if yes]
+    if lead.stale and padded:
+        present += [r for r, yes in zip(padded, _chances(d, 1, 2, len(padded))) if yes]
+    for inp, table in zip(group, tables):
+        table.update(zip(present, _many(d, inp, len(present), max_drafts)))
 
 
 def _groups(schema: StagingSchema) -> dict[str, list[Input]]:
@@ -269,7 +323,8 @@ def _group_inputs(schema: StagingSchema) -> dict[str, list[Input]]:
 
 
 def draw_scenario(schema: StagingSchema, d: Draw, max_capacity: int | None = None,
-                  max_drafts: int | None = None) -> StagingScenario:
+                  max_drafts: int | None = None,
+                  batch: tuple[int, int] | None = None) -> StagingScenario:
     """An in-contract scenario of ``schema`` (``contract_breaches`` is empty for it).
 
     Guarantees: ``0 <= num_reqs <= capacity <= max_capacity`` (default: the schema's
@@ -280,11 +335,12 @@ def draw_scenario(schema: StagingSchema, d: Draw, max_capacity: int | None = Non
     distribution: ``draw_batch``), empty and full batches, padded ids with stale entries
     or none, optional entries present or absent, may-miss entries absent about one time
     in eight (the failure path), previous contents of every view, and whatever
-    ``schema.generate`` decides on top.
+    ``schema.generate`` decides on top. ``batch``: ``(capacity, num_reqs)`` to draw the
+    rest of a scenario of that size (a benchmark's), instead of the size distribution.
     """
     if max_capacity is None:
         max_capacity = schema.max_capacity
-    capacity, num_reqs = draw_batch(d, max_capacity)
+    capacity, num_reqs = batch if batch is not None else draw_batch(d, max_capacity)
     length = num_reqs if schema.num_reqs_is_len else _padded_length(d, num_reqs, capacity)
     req_ids = _ids(d, length, ID_POOL_PER_SLOT * max(capacity, SMALL))
     inputs: dict[str, Any] = {}
@@ -295,6 +351,11 @@ def draw_scenario(schema: StagingSchema, d: Draw, max_capacity: int | None = Non
         # eight); in a larger batch that would be every batch, so one batch in four
         # takes the failure path (then each request misses it one time in eight)
         may_miss = lead.presence == MAY_MISS and (num_reqs <= SMALL or d.chance(1, 4))
+        if len(req_ids) > SMALL:       # a large batch: each decision for every request
+            _draw_group(d, group, tables, req_ids, num_reqs, may_miss, max_drafts)
+            for inp, table in zip(group, tables):
+                inputs[inp.name] = table
+            continue
         for position, r in enumerate(req_ids):
             live = position < num_reqs
             if not live:
@@ -407,6 +468,13 @@ def contract_breaches(schema: StagingSchema, s: StagingScenario) -> list[str]:
             continue
         low, high = inp.values.low, inp.values.high
         data = s.inputs.get(inp.name)
+        if isinstance(data, (dict, list)) and data:
+            # every value at once: ints within the range (the common case) need no more
+            values = ([data[r] for r in live if r in data] if isinstance(data, dict)
+                      else data)
+            if set(map(type, values)) <= {int} and (
+                    not values or (low <= min(values) and max(values) <= high)):
+                continue
         items = ([(r, data.get(r)) for r in live] if inp.kind == PER_REQUEST
                  else list(enumerate(data or [])))
         for where, v in items:
