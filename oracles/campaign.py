@@ -341,7 +341,13 @@ class _Search:
             _, s = labeled
             counter[0] += 1
             self.examples += 1
-            findings = self.evaluate(s, kernel=self.kernel_every)
+            # a large example runs on the fast buffers (the instrumented ones cost ten
+            # times as much per slot), and instrumented where it shows an error
+            large = s.capacity > SMALL and self.backend() == "fast"
+            findings = self.evaluate(s, backend="fast" if large else "instrumented",
+                                     kernel=self.kernel_every)
+            if large and any(f.severity == ERROR for f in findings):
+                findings = self.evaluate(s, kernel=self.kernel_every) or findings
             errors = self.record(findings, s, engine)
             interrupt.check()   # after every example (recorded): a signal stops the stream
             if errors:
