@@ -241,3 +241,17 @@ TARGET_LOAD_RAISED = ("loading {value!r} ran code of the file or module that rai
 TARGET_LOAD_ENDED = ("loading {value!r} ended the worker process: {what}",
                      "module-level code a target's loading runs (constants, default "
                      "arguments, class bodies, honoured imports) must not end the process")
+
+#: error findings grouped by cause (oracles/collect.py: error_groups), in every report
+ERRORS_GROUPED = ("{errors} error(s), each with the findings that share its cause "
+                  "({findings} in all)")
+ERRORS_COUNT = "{errors} error(s) from {findings} error finding(s)"
+GROUP_MEMBERS = "{count} more finding(s) of this error ({cause}):"
+
+#: the kernel oracle (oracles/kernel: require_kernel_backend, --kernel always)
+KERNEL_BACKEND_BROKEN = ("the {backend} kernel backend cannot run here: {error}",
+                         "repair the install (" + KERNEL_EXTRA + "), or use "
+                         "--kernel-backend reference (the same decisions in plain torch), "
+                         "or --kernel off")
+KERNEL_ALWAYS_RAN = ("--kernel always: the kernel oracle ran on {examples} example(s), every "
+                     "one judged, in {seconds:.1f} s")

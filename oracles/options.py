@@ -351,8 +351,13 @@ TABLE: tuple[Option, ...] = (
            Whole(1, "100", _EXAMPLES_LIMIT, _EXAMPLES_REASON), 100, field="examples",
            key=None),
     Option("seed", "hypothesis seed", CAMPAIGN + ("kernel",), Integer("0"), 0, pinned=True),
-    Option("max_capacity", "largest buffer capacity drawn", CAMPAIGN,
-           Whole(1, "8", _CAPACITY_LIMIT, _CAPACITY_REASON), 8),
+    Option("max_capacity", "largest buffer capacity drawn (most examples stay small, some "
+           "land on thresholds, a few are full batches: docs/schemas.md)", CAMPAIGN,
+           Whole(1, "1024", _CAPACITY_LIMIT, _CAPACITY_REASON), None,
+           shown_default="the schema's, 1024 for the built-in ones"),
+    Option("max_drafts", "longest draft-token list drawn per request", CAMPAIGN,
+           Whole(0, "16", 256, "speculative decoding proposes a few dozen draft tokens at "
+                 "most"), None, shown_default="the schema's, 16 for mamba-postprocess"),
     Option("timeout", "seconds per staging call before it is a hang", CAMPAIGN,
            Seconds("5", _TIMEOUT_LIMIT, "a call that takes an hour is a hang"), 5.0),
     Option("steps", "staging calls per example on the same buffers, each after the previous "
@@ -367,7 +372,9 @@ TABLE: tuple[Option, ...] = (
            "call, reading host memory then) to find write-after-copy hazards", CAMPAIGN,
            Switch(), False, action="switch"),
     Option("kernel", "kernel oracle: run the postprocess kernel on both sides' mirrors where "
-           "their live slots differ (auto), on every example (always), or never (off)",
+           "their live slots differ, on each kept finding's examples (auto), on every example "
+           "of every stream (always: the report says how many and how long; much slower on "
+           "large batches), or never (off)",
            CAMPAIGN, Choice(KERNEL_MODES), "auto", choices=KERNEL_MODES),
     Option("no_kernel", "same as --kernel off", CAMPAIGN, Choice(KERNEL_MODES),
            flag="--no-kernel", field="kernel",
@@ -614,7 +621,9 @@ class CampaignConfig:
 
     examples: int = _default("examples")    # per stream: in contract, and out of contract
     seed: int = _default("seed")
-    max_capacity: int = _default("max_capacity")
+    max_capacity: int | None = _default("max_capacity")   # None: the schema's bound (1,024
+                                                          # for the built-in schemas)
+    max_drafts: int | None = _default("max_drafts")   # longest draft list (None: the schema's)
     out_of_contract: bool = _default("out_of_contract")
     run: RunOptions = field(default_factory=RunOptions)
     database: object = _default("database")       # a hypothesis example database (None:

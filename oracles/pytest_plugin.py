@@ -152,7 +152,7 @@ class StagecheckFixture:
     """What the ``stagecheck`` fixture returns."""
 
     def config(self, *, examples: int | None = None, device: str = "cpu",
-               max_capacity: int = 8, seed=None, **options):
+               max_capacity: int | None = None, seed=None, **options):
         """The ``CampaignConfig`` a call with these arguments runs under.
 
         ``options`` are further campaign and run options (``timeout``,
@@ -181,7 +181,7 @@ class StagecheckFixture:
         pytest.fail(failure, pytrace=False)    # outside the except: no chained traceback
 
     def run(self, baseline, candidate, *, examples: int | None = None, device: str = "cpu",
-            max_capacity: int = 8, seed=None, shims=(), **options):
+            max_capacity: int | None = None, seed=None, shims=(), **options):
         """Run the campaign and return its ``CampaignResult`` without asserting anything.
 
         ``baseline`` None checks ``candidate`` against the spec alone. ``shims``: paths
@@ -213,8 +213,8 @@ class StagecheckFixture:
             return run_campaign(base, runner.targets[-1], config, runner=runner)
 
     def assert_equivalent(self, baseline, candidate, *, examples: int | None = None,
-                          strict: bool = False, device: str = "cpu", max_capacity: int = 8,
-                          seed=None, **options):
+                          strict: bool = False, device: str = "cpu",
+                          max_capacity: int | None = None, seed=None, **options):
         """Fail the test with the report when ``candidate`` differs from ``baseline``.
 
         Fails on error findings (spec violations, in-contract divergence); with
@@ -227,7 +227,8 @@ class StagecheckFixture:
         return result
 
     def assert_conforms(self, target, *, examples: int | None = None, strict: bool = False,
-                        device: str = "cpu", max_capacity: int = 8, seed=None, **options):
+                        device: str = "cpu", max_capacity: int | None = None, seed=None,
+                        **options):
         """Fail the test with the report when ``target`` violates the spec."""
         result = self.run(None, target, examples=examples, device=device,
                           max_capacity=max_capacity, seed=seed, **options)

@@ -78,6 +78,8 @@ class Input:
     presence: str = REQUIRED      # per-request inputs only
     stale: bool = True            # padded ids may hold stale entries (per-request inputs)
     length: tuple[int, int] = (0, 4)   # "int-list": how many items
+    drafts: bool = False          # "int-list": a list of draft tokens, whose length bound
+                                  # (``length[1]``) ``--max-drafts`` may change
     group: str | None = None      # per-request inputs of one group share their keys: one
                                   # object per request carries them all (e.g. "requests")
     default: Any = False          # flags: the value a shrunk scenario has
@@ -245,6 +247,15 @@ class TargetProfile:
 
     def _first_missing(self, s: Any) -> tuple[int, str, Field] | None:
         policed = [f for f in self.staged_fields(s) if f.missing is not None]
+        if policed and all(f.missing.applies is None for f in policed):
+            # every request that lacks the input gets the policy: the first live id
+            # missing from any policed input, found by set lookups
+            tables = [(f, s.inputs.get(f.missing.input, {})) for f in policed]
+            for i, r in enumerate(s.live_ids):
+                for f, table in tables:
+                    if r not in table:
+                        return i, r, f
+            return None
         for i, r in enumerate(s.live_ids if policed else ()):
             for f in policed:
                 if f.missing.applies_to(s, i, r):
@@ -333,6 +344,8 @@ class StagingSchema:
     breaches: Callable[[Any], list[str]] | None = None
     bench: Callable[[int], Any] | None = None
     consumer: Consumer | None = None
+    max_capacity: int = 1024            # the largest batch the engine runs: the default
+                                        # bound of drawn capacities (``--max-capacity``)
 
     # ------------------------------------------------------------------ lookups
     def input(self, name: str) -> Input:
@@ -400,6 +413,13 @@ def contract_breaches(schema: StagingSchema, s: StagingScenario) -> list[str]:
             continue
         low, high = inp.values.low, inp.values.high
         data = s.inputs.get(inp.name)
+        if isinstance(data, (dict, list)) and data:
+            # every value at once: ints within the range (the common case) need no more
+            values = ([data[r] for r in live if r in data] if isinstance(data, dict)
+                      else data)
+            if set(map(type, values)) <= {int} and (
+                    not values or (low <= min(values) and max(values) <= high)):
+                continue
         items = ([(r, data.get(r)) for r in live] if inp.kind == PER_REQUEST
                  else list(enumerate(data or [])))
         for where, v in items:

@@ -16,6 +16,7 @@ from stagecheck.oracles.commands.base import (VERDICT_EXIT, Command, Outcome, in
 from stagecheck.oracles.commands.console import note, shown
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import CampaignProgress, progress_of
+from stagecheck.oracles.kernel import require_kernel_backend
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import CampaignConfig, build
 from stagecheck.oracles.report import json_document, render_campaign, render_json, render_junit
@@ -71,6 +72,7 @@ class CampaignCommand(Command):
     def configure(self, args, values: dict) -> CampaignRun:
         config = build(CampaignConfig, self.name, {**values,
                                                    "kernel_backend": kernel_backend(values)})
+        require_kernel_backend(config.run)     # exit 2 before the run if it cannot run
         require_device(config.run.device)
         baseline = args.baseline if self.name == "diff" else None
         candidate = args.candidate if self.name == "diff" else args.target
@@ -131,7 +133,7 @@ class CampaignCommand(Command):
                 self.name, body, verdict, targets=targets,
                 settings=campaign_settings(result, run.strict, run.shims))),
             "--junit-xml": lambda: render_junit(result, run.strict, targets=targets,
-                                                command=self.name),
+                                                command=self.name, saved=lines),
             "--markdown": lambda: render_markdown(result, run.strict, targets, lines, where,
                                                   self.name)}
         if result.interrupted:

@@ -184,6 +184,9 @@ def kernel_impact(s: StagingScenario, a: Observation | None, b: Observation,
     la, lb = staged_live(s, a, profile), staged_live(s, b, profile)
     if la is None or lb is None or not (_fits_int32(la) and _fits_int32(lb)):
         return None       # no staged int32 buffer holds such values: the kernel never runs
+    if any(len(v) != s.num_reqs for side in (la, lb) for v in side.values()):
+        return None       # fewer slots than live requests (num_reqs above capacity): the
+                          # kernel's launch is outside its contract, so undecided
     differ = la != lb
     if not differ and not always:
         return KernelImpact()

@@ -14,11 +14,13 @@ import json
 from typing import Any
 
 from stagecheck import __version__
+from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.options import flat, settings
+from stagecheck.oracles.report.text import campaign_bounds
 
 __all__ = ["ENVELOPE", "SCHEMA_VERSION", "bench_settings", "campaign_body", "campaign_settings",
-           "json_document", "kernel_settings", "mutants_settings", "render_json",
-           "symbolic_settings"]
+           "error_groups_body", "findings_with_groups", "json_document", "kernel_settings",
+           "mutants_settings", "render_json", "symbolic_settings"]
 
 #: Bumped when a field changes meaning or disappears (docs/json.md).
 SCHEMA_VERSION = 1
@@ -58,10 +60,13 @@ def _fields(result) -> dict[str, Any]:
 # with the values the run used (its config object, and what the command line gave).
 
 def campaign_settings(result, strict: bool = False, shims=()) -> dict:
-    """``diff``/``spec``: every option of the campaign (``result.config``), the
+    """``diff``/``spec``: every option of the campaign (``result.config``; the capacity
+    and draft bounds as drawn, the schema's where the run left them open), the
     strictness, the shims and the schema (pinned spec, else the name of the one used)."""
+    capacity, drafts = campaign_bounds(result)
     return settings("diff", {
-        **flat(result.config), "strict": strict, "shims": tuple(shims),
+        **flat(result.config), "max_capacity": capacity, "max_drafts": drafts,
+        "strict": strict, "shims": tuple(shims),
         "schema": getattr(result, "schema_spec", None)
         or getattr(getattr(result, "schema", None), "name", None)})
 
@@ -91,6 +96,21 @@ def mutants_settings(config, schema: str | None = None) -> dict:
     return settings("mutants", {**flat(config), "schema": schema})
 
 
+def error_groups_body(findings) -> list[dict]:
+    """The error findings grouped by cause (``oracles.collect.error_groups``): one entry
+    per error a reader counts, its head and every member by id."""
+    return [{"id": g.id, "head": g.head.id, "invariant": g.head.invariant,
+             "message": g.head.message, "cause": g.cause, "kernel_impact": g.kernel_impact,
+             "members": [f.id for f in g.findings]} for g in error_groups(findings)]
+
+
+def findings_with_groups(findings) -> list[dict]:
+    """Every finding as ``Finding.to_dict`` gives it, an error one with ``group``: the id
+    of its error group (info findings: None)."""
+    group_of = {f.id: g.id for g in error_groups(findings) for f in g.findings}
+    return [{**f.to_dict(), "group": group_of.get(f.id)} for f in findings]
+
+
 def campaign_body(result, strict: bool = False, targets: dict | None = None,
                   manifest: str | None = None) -> dict:
     """``diff``/``spec``: the verdict ("interrupted" for a run a signal stopped: then the
@@ -111,12 +131,15 @@ def campaign_body(result, strict: bool = False, targets: dict | None = None,
         "examples": {"in_contract": result.examples_in_contract,
                      "out_of_contract": result.examples_out_of_contract,
                      "edge": result.examples_edge,
-                     "instrumented": result.examples_instrumented},
+                     "instrumented": result.examples_instrumented,
+                     "kernel": getattr(result, "examples_kernel", 0)},
+        "kernel_seconds": round(getattr(result, "kernel_seconds", 0.0), 3),
         "engine": c.engine,
         "jobs": c.jobs,
         "first_error_seconds": (None if result.first_error_seconds is None
                                 else round(result.first_error_seconds, 3)),
-        "findings": [f.to_dict() for f in result.findings],
+        "findings": findings_with_groups(result.findings),
+        "error_groups": error_groups_body(result.findings),
     }
     if targets is not None:
         body["targets"] = targets

@@ -86,7 +86,7 @@ def test_diff_with_info_findings_junit_markdown_and_grouped_text(tmp_path):
     # Markdown
     summary = md.read_text()
     assert "**Verdict: EQUIVALENT**" in summary and "### Targets" in summary
-    assert "### Budget" in summary and "- seed: 0; capacity <= 8" in summary
+    assert "### Budget" in summary and "- seed: 0; capacity <= 1024; drafts <= 16" in summary
     assert f"### Info ({infos} finding(s)" in summary
     # --verbose: every info finding in full
     js = tmp_path / "v.json"
