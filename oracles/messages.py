@@ -214,3 +214,40 @@ TARGET_LOAD_RAISED = ("loading {value!r} ran code of the file or module that rai
 TARGET_LOAD_ENDED = ("loading {value!r} ended the worker process: {what}",
                      "module-level code a target's loading runs (constants, default "
                      "arguments, class bodies, honoured imports) must not end the process")
+
+# ---------------------------------------------------------------- issue 23: the schema language
+# the builder a schema's build uses (oracles/observe/build.py); {call} is the call as written
+BUILDER_UNKNOWN_INPUT = ("{call}: the schema declares no input {value!r} (its inputs: {inputs})",
+                         "name a declared input, or declare it: Input({value!r}, ...)")
+BUILDER_WRONG_KIND = ("{call}: input {value!r} is {kind}, which this call does not make",
+                      "make it with {right}")
+BUILDER_MADE_OTHERWISE = ("{call}: input {value!r} was already made by {first} for this call",
+                          "one input is one object: keep what {first} gave and pass it "
+                          "wherever the function expects it (a second object would hide what "
+                          "the call does to the first), or declare a second input")
+BUILDER_NO_ATTRIBUTES = ("{call} names no attribute",
+                         "give attr=input pairs, e.g. b.objects(num_computed_tokens="
+                         "'num_computed_tokens')")
+BUILDER_BAD_DTYPE = ("{call}: {value!r} is not a numpy dtype", "give e.g. 'int32', 'int64' "
+                     "or 'bool'")
+BUILDER_BAD_TORCH_DTYPE = ("{call}: {value!r} is not the name of a torch dtype",
+                           "give e.g. 'bool', 'int32' or 'int64' (b.dtype('bool') is "
+                           "torch.bool)")
+BUILDER_UNKNOWN_BUFFER = ("{call}: no field declares buffer {value!r} (the buffers are: "
+                          "{buffers})", "name a declared buffer, or declare a Field for it")
+# problems schema check finds in a dry run (oracles/schemas.py)
+SCHEMA_INPUT_UNSEEN = ("build: input {name!r} reached none of the {calls} drawn calls through "
+                       "the builder, so what the call does to it would go unseen; make it "
+                       "with {right} (an adapter may pass None for it on some calls, e.g. "
+                       "where a flag says the engine's attribute is None, but not on every "
+                       "call)")
+SCHEMA_RAW_INPUT = ("build: input {name!r} reaches the call as the scenario's own object "
+                    "(b.scenario.inputs[{name!r}]), so what the call does to it would go "
+                    "unseen and change the scenario; make it with {right}")
+SCHEMA_LIST_MODEL = ("build: {error} ({where}); 'stagecheck symbolic' builds every call on that "
+                     "list model, which offers a buffer's .np, .cpu and .gpu views (indexing, "
+                     "slicing, len, iteration, fill) and copy_to_gpu only, so it would lose "
+                     "every path; diff, spec, replay, bench and mutants build on torch buffers "
+                     "and run this schema as it is. To run symbolic too, read no other buffer "
+                     "attribute in build: the device is b.device ('cpu' or 'cuda'), a torch "
+                     "dtype b.dtype('bool'), and the buffer itself goes to the function")
