@@ -35,16 +35,18 @@ TARGET_ATTRIBUTE_MISSING = ("module {module!r} has no attribute {name!r} (in {va
 TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the arguments "
                     "of schema {schema!r} ({parameters})",
                     "point at the staging function, or give its schema with --schema")
-TARGET_COMPILE = ("{value!r} could not be compiled on its own ({error})",
-                  "the function or a module-level name it uses needs code stagecheck does "
-                  "not run")
+TARGET_COMPILE = ("{value!r} could not be compiled on its own: {where} raised {error}",
+                  "give that name with --shim FILE.py (a shim's name replaces the file's "
+                  "own definition), or load the function as 'package.module:function' where "
+                  "its package is installed")
 TARGET_NO_SOURCE = ("{value!r} has no Python source file with a module-level function "
                     "{name!r} to mutate", "give 'path/to/file.py::function'")
 TARGET_UNRESOLVED = ("{value!r} uses {count} global name(s) stagecheck cannot provide: {names}",
                      "stagecheck does not import engine modules; give each name with "
                      "--shim FILE.py (a module that defines it, e.g. 'def cdiv(a, b): return "
-                     "-(a // -b)'; repeatable), or load the function as "
-                     "'package.module:{function}' where its package is installed")
+                     "-(a // -b)'; a module object: name it in the shim's __all__; "
+                     "repeatable), or load the function as 'package.module:{function}' where "
+                     "its package is installed")
 SHIM_MISSING = ("shim {value!r} does not exist", "give the path of a Python file (relative "
                 "paths are taken from {cwd})")
 SHIM_BROKEN = ("shim {value!r} cannot be imported ({error})", "fix the file: a shim is a plain "
