@@ -32,9 +32,12 @@ TARGET_MODULE_MISSING = ("module {module!r} in {value!r} cannot be imported ({er
                          "without its imports")
 TARGET_ATTRIBUTE_MISSING = ("module {module!r} has no attribute {name!r} (in {value!r})",
                             "check the function name")
-TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the arguments "
-                    "of schema {schema!r} ({parameters})",
-                    "point at the staging function, or give its schema with --schema")
+TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the arguments of "
+                    "schema {schema!r} through any of its adapters: {unmapped}",
+                    "point at the staging function; to bridge another release's parameters, "
+                    "give --schema a file whose SCHEMA adds an adapter for them, "
+                    "dataclasses.replace(builtin, signatures=(*builtin.signatures, "
+                    "Signature(parameters, build))) (docs/schemas.md, 'Signatures')")
 TARGET_COMPILE = ("{value!r} could not be compiled on its own: {where} raised {error}",
                   "give that name with --shim FILE.py (a shim's name replaces the file's "
                   "own definition), or load the function as 'package.module:function' where "

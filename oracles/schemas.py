@@ -171,6 +171,15 @@ def check_declarations(schema: StagingSchema) -> list[str]:
                 and not callable(f.missing.applies):
             out.append(f"{where}: missing.applies must be a function of the request view "
                        "(lambda q: ...) or None")
+    seen_parameters = [tuple(schema.parameters)]
+    for g in schema.signatures:
+        where = f"signature ({', '.join(g.parameters)})"
+        if tuple(g.parameters) in seen_parameters:
+            out.append(f"{where}: the same parameters as another signature; each adapter "
+                       "must be chosen by parameters no other has")
+        seen_parameters.append(tuple(g.parameters))
+        if not callable(g.build):
+            out.append(f"{where}: build must be a function (builder, profile) -> Call")
     for k in schema.keywords:
         if k not in names:
             out.append(f"keyword {k!r}: declare it as an input (kind=FLAG) so scenarios hold "
@@ -197,7 +206,7 @@ def check_schema(schema: StagingSchema, samples: int = 30, list_model: bool = Tr
     from stagecheck.spec.invariants import expected_inputs_after, expected_value
     from stagecheck.spec.scenario import MISSING
     from stagecheck.spec.space import contract_breaches
-    profiles = [schema.profile(), schema.profile(frozenset(schema.keywords))]
+    profiles = schema.profiles()
     lives: dict[str, int] = {}      # field -> live slots derived in the dry run
     valued: set[str] = set()        # fields whose derive gave a value at least once
     reached: set[str] = set()       # inputs that reached a call through the builder
@@ -218,12 +227,12 @@ def check_schema(schema: StagingSchema, samples: int = 30, list_model: bool = Tr
             builder = Builder(s, profile, ListBackend())
             try:
                 try:
-                    call = schema.build(builder, profile)
+                    call = profile.build(builder)
                 except ModelUnsupported as exc:
                     if not limits:
-                        limits.append(_list_model_limit(schema, exc))
+                        limits.append(_list_model_limit(profile, exc))
                     builder = Builder(s, profile, make_backend("instrumented", RunOptions()))
-                    call = schema.build(builder, profile)
+                    call = profile.build(builder)
             except BuilderRefused as exc:
                 return [f"build: {exc}"]
             except Exception as exc:
@@ -329,10 +338,11 @@ def _raw_inputs(schema: StagingSchema, s: Any, call: Call, made: dict) -> str | 
     return None
 
 
-def _list_model_limit(schema: StagingSchema, exc: BaseException) -> str:
+def _list_model_limit(profile, exc: BaseException) -> str:
     """What the list model could not build, where in the schema's build, and what to do."""
     where = "in build"
-    code = getattr(schema.build, "__code__", None)
+    build = profile.signature.build if profile.signature else profile.schema.build
+    code = getattr(build, "__code__", None)
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if code is not None and frame.filename == code.co_filename:
             where = f"at {frame.filename}:{frame.lineno} ({(frame.line or '').strip()})"

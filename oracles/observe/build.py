@@ -253,4 +253,4 @@ def build_inputs(s: StagingScenario, profile: TargetProfile, backend: "Backend"
                  ) -> tuple[Builder, Call]:
     """Fresh arguments for one call of a target with ``profile`` on ``s``."""
     builder = Builder(s, profile, backend)
-    return builder, profile.schema.build(builder, profile)
+    return builder, profile.build(builder)

@@ -146,7 +146,7 @@ def test_an_input_passed_as_none_on_some_calls_needs_no_builder_call_there():
 
 def test_an_input_that_never_reaches_a_call_is_named_with_its_builder_call():
     problems = check_schema(_schema(_passing(lambda b: None)))
-    assert len(problems) == 1 and "input 'gone' reached none of the 60 drawn calls" in \
+    assert len(problems) == 1 and "input 'gone' reached none of the 30 drawn calls" in \
         problems[0] and "b.id_set('gone')" in problems[0]
 
 
