@@ -104,7 +104,8 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", default="0", help="hypothesis seed (default 0)")
     p.add_argument("--max-capacity", default="8", help="largest buffer capacity drawn (default 8)")
     p.add_argument("--timeout", default="5", help="seconds per staging call before it is a hang")
-    p.add_argument("--json", metavar="PATH", help="write the verdict and findings as JSON")
+    p.add_argument("--json", metavar="PATH", help="write the verdict and findings as JSON "
+                   "('-': to stdout, the text report then goes to stderr)")
     p.add_argument("--junit-xml", metavar="PATH", help="write a JUnit XML report (one test "
                    "case per invariant) for CI")
     p.add_argument("--strict", action="store_true", help="info findings also give exit 1")
@@ -114,7 +115,11 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     _add_report_text_options(p)
     p.add_argument("--save-dir", default=DEFAULT_SAVE_DIR,
                    help=f"where replay files of findings go, with a manifest per run under "
-                   f"runs/ (default {DEFAULT_SAVE_DIR})")
+                   f"runs/ (default {DEFAULT_SAVE_DIR}; the last 20 runs are kept)")
+    p.add_argument("--save-infos", action="store_true",
+                   help="save info findings as replay files too (error findings always are)")
+    p.add_argument("--no-save", action="store_true",
+                   help="write no replay file and no run manifest")
     _add_shim_option(p)
     p.add_argument("--no-out-of-contract", action="store_true",
                    help="skip the stream of inputs that should not happen")
@@ -332,13 +337,20 @@ def _stdout_gone() -> None:
         pass
 
 
+#: ``--json -``: stdout carries the JSON document alone, the text report goes to stderr
+_REPORT_TO_STDERR = [False]
+
+
 def _emit(text: str) -> None:
     """Print the report; a closed stdout silences it and changes nothing else."""
+    stream = sys.stderr if _REPORT_TO_STDERR[0] else sys.stdout
     try:
-        print(text)
-        sys.stdout.flush()
+        print(text, file=stream)
+        stream.flush()
     except BrokenPipeError:
         _stdout_gone()
+    except (OSError, ValueError):
+        pass
 
 
 def _note(text: str) -> None:
@@ -357,7 +369,9 @@ class _Outputs:
 
     def __init__(self, reports: dict[str, str | None], save_dir: str | None = None) -> None:
         from stagecheck.oracles.report.files import probe_file, probe_folder
-        self.reports = {opt: os.path.abspath(p) for opt, p in reports.items() if p}
+        self.reports = {opt: p if p == "-" else os.path.abspath(p)
+                        for opt, p in reports.items() if p}
+        _REPORT_TO_STDERR[0] = self.reports.get("--json") == "-"
         self.save_dir = os.path.abspath(save_dir) if save_dir else None
         self.failed: list[tuple[str, str, str]] = []
         paths = list(self.reports.values())
@@ -368,7 +382,7 @@ class _Outputs:
                 raise UsageError.of(messages.SAME_REPORT_PATH, same)
             raise UsageError.of(messages.SAME_REPORT_PATHS, same, options=" and ".join(options))
         for option, path in self.reports.items():
-            why = probe_file(path)
+            why = probe_file(path) if path != "-" else None
             if why:
                 raise UsageError.of(messages.REPORT_UNWRITABLE, path, why=why).located(
                     f"option {option}")
@@ -383,6 +397,13 @@ class _Outputs:
         from stagecheck.oracles.report.files import write_atomic
         path = self.reports.get(option)
         if not path:
+            return
+        if path == "-":             # stdout: the document alone (the report goes to stderr)
+            try:
+                sys.stdout.write(text_of().rstrip("\n") + "\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                _stdout_gone()
             return
         try:
             write_atomic(path, text_of())
@@ -536,7 +557,7 @@ def _kernel_backend(args) -> None:
 def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     config = _campaign_config(args)
     outputs = _Outputs({"--json": args.json, "--junit-xml": args.junit_xml,
-                        "--markdown": args.markdown}, args.save_dir)
+                        "--markdown": args.markdown}, None if args.no_save else args.save_dir)
     shims = _shims(args)
     _kernel_backend(args)
     config = _campaign_config(args)
@@ -549,7 +570,7 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     from stagecheck.oracles.report import (json_document, render_campaign, render_json,
                                            render_junit)
     from stagecheck.oracles.report.json import campaign_body
-    from stagecheck.oracles.report.replay import new_run_id, save_findings, write_manifest
+    from stagecheck.oracles.report.replay import kept_findings, new_run_id, save_run
     from stagecheck.oracles.targets import schema_spec
     shown = _progress_of(args, args.command, "examples", counters=("findings",))
     progress = _CampaignProgress(shown, config) if shown else None
@@ -566,12 +587,12 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
                "candidate": candidate.record()}
     verdict = "interrupted" if result.interrupted else result.verdict(args.strict)
     # every file first, the report last: a closed stdout cannot cost a file
+    # every error finding is saved (never lost), info findings with --save-infos
     saved, manifest = {}, None
-    if result.findings:
-        saved = outputs.attempt("--save-dir", outputs.save_dir, lambda: save_findings(
-            result, outputs.save_dir, baseline, candidate, shims)) or {}
-        manifest = outputs.attempt("--save-dir", outputs.save_dir, lambda: write_manifest(
-            outputs.save_dir, new_run_id(), args.command, result, saved, targets, verdict))
+    if not args.no_save and kept_findings(result, args.save_infos):
+        saved, manifest = outputs.attempt("--save-dir", outputs.save_dir, lambda: save_run(
+            result, outputs.save_dir, new_run_id(), args.command, targets, verdict,
+            baseline, candidate, shims, infos=args.save_infos)) or ({}, None)
     from stagecheck.oracles.report.json import campaign_settings
     from stagecheck.oracles.report.markdown import render_markdown
     flags = _replay_flags(baseline, candidate, shims, result.schema_spec)
@@ -593,6 +614,9 @@ def _campaign(args, baseline_spec: str | None, candidate_spec: str) -> int:
     _emit(_colored(args, render_campaign(
         result, args.strict, shown, targets=targets,
         manifest=_shown(manifest) if manifest else None, verbose=args.verbose)))
+    unsaved = sum(1 for f in result.findings if f.severity != "error" and f.id not in saved)
+    if unsaved and not args.no_save and not getattr(args, "quiet", False):
+        _note(messages.INFOS_NOT_SAVED.format(count=unsaved))
     return outputs.finish(VERDICT_EXIT[verdict], verdict)
 
 

@@ -256,3 +256,6 @@ SCHEMA_LIST_MODEL = ("build: {error} ({where}); 'stagecheck symbolic' builds eve
                      "and run this schema as it is. To run symbolic too, read no other buffer "
                      "attribute in build: the device is b.device ('cpu' or 'cuda'), a torch "
                      "dtype b.dtype('bool'), and the buffer itself goes to the function")
+# what a run saves (oracles/report/replay.py save_run)
+INFOS_NOT_SAVED = ("stagecheck: {count} info finding(s) not saved as replay files (error "
+                   "findings always are); --save-infos saves them")
