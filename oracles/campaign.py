@@ -403,6 +403,26 @@ class _Search:
                 self.shrink(s, reaching)
 
 
+def edge_examples(config: CampaignConfig) -> int:
+    """Examples per stream of the edge-case stream (the batched engine's, after both
+    streams found no error)."""
+    if config.engine != "batched":
+        return 0
+    return (config.edge_examples if config.edge_examples is not None
+            else min(EDGE_EXAMPLES, config.examples // 20))
+
+
+def progress_plan(config: CampaignConfig) -> list[tuple[str, int]]:
+    """The parts of a campaign in the order it runs them, each with its planned number of
+    examples, named as its progress calls name them (``"<phase> <stream>"``): the
+    in-contract and out-of-contract streams, then the edge cases of each (for
+    ``progress.PartsCount``: one count over the whole run)."""
+    streams = STREAMS if config.out_of_contract else STREAMS[:1]
+    edge = edge_examples(config)
+    return ([(f"random {s}", config.examples) for s in streams]
+            + [(f"edge {s}", edge) for s in streams if edge])
+
+
 def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> None:
     """Both streams, the edge-case stream, the kernel-impact probe."""
     streams = STREAMS if config.out_of_contract else STREAMS[:1]
@@ -419,8 +439,7 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
         if interrupt.requested():
             return
     if config.engine == "batched" and not result.errors:
-        edge = (config.edge_examples if config.edge_examples is not None
-                else min(EDGE_EXAMPLES, config.examples // 20))
+        edge = edge_examples(config)
         search.phase = "edge"
         for stream in streams:
             if interrupt.requested():

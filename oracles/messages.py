@@ -32,19 +32,24 @@ TARGET_MODULE_MISSING = ("module {module!r} in {value!r} cannot be imported ({er
                          "without its imports")
 TARGET_ATTRIBUTE_MISSING = ("module {module!r} has no attribute {name!r} (in {value!r})",
                             "check the function name")
-TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the arguments "
-                    "of schema {schema!r} ({parameters})",
-                    "point at the staging function, or give its schema with --schema")
-TARGET_COMPILE = ("{value!r} could not be compiled on its own ({error})",
-                  "the function or a module-level name it uses needs code stagecheck does "
-                  "not run")
+TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the arguments of "
+                    "schema {schema!r} through any of its adapters: {unmapped}",
+                    "point at the staging function; to bridge another release's parameters, "
+                    "give --schema a file whose SCHEMA adds an adapter for them, "
+                    "dataclasses.replace(builtin, signatures=(*builtin.signatures, "
+                    "Signature(parameters, build))) (docs/schemas.md, 'Signatures')")
+TARGET_COMPILE = ("{value!r} could not be compiled on its own: {where} raised {error}",
+                  "give that name with --shim FILE.py (a shim's name replaces the file's "
+                  "own definition), or load the function as 'package.module:function' where "
+                  "its package is installed")
 TARGET_NO_SOURCE = ("{value!r} has no Python source file with a module-level function "
                     "{name!r} to mutate", "give 'path/to/file.py::function'")
 TARGET_UNRESOLVED = ("{value!r} uses {count} global name(s) stagecheck cannot provide: {names}",
                      "stagecheck does not import engine modules; give each name with "
                      "--shim FILE.py (a module that defines it, e.g. 'def cdiv(a, b): return "
-                     "-(a // -b)'; repeatable), or load the function as "
-                     "'package.module:{function}' where its package is installed")
+                     "-(a // -b)'; a module object: name it in the shim's __all__; "
+                     "repeatable), or load the function as 'package.module:{function}' where "
+                     "its package is installed")
 SHIM_MISSING = ("shim {value!r} does not exist", "give the path of a Python file (relative "
                 "paths are taken from {cwd})")
 SHIM_BROKEN = ("shim {value!r} cannot be imported ({error})", "fix the file: a shim is a plain "
@@ -255,3 +260,42 @@ KERNEL_BACKEND_BROKEN = ("the {backend} kernel backend cannot run here: {error}"
                          "or --kernel off")
 KERNEL_ALWAYS_RAN = ("--kernel always: the kernel oracle ran on {examples} example(s), every "
                      "one judged, in {seconds:.1f} s")
+# ---------------------------------------------------------------- issue 23: the schema language
+# the builder a schema's build uses (oracles/observe/build.py); {call} is the call as written
+BUILDER_UNKNOWN_INPUT = ("{call}: the schema declares no input {value!r} (its inputs: {inputs})",
+                         "name a declared input, or declare it: Input({value!r}, ...)")
+BUILDER_WRONG_KIND = ("{call}: input {value!r} is {kind}, which this call does not make",
+                      "make it with {right}")
+BUILDER_MADE_OTHERWISE = ("{call}: input {value!r} was already made by {first} for this call",
+                          "one input is one object: keep what {first} gave and pass it "
+                          "wherever the function expects it (a second object would hide what "
+                          "the call does to the first), or declare a second input")
+BUILDER_NO_ATTRIBUTES = ("{call} names no attribute",
+                         "give attr=input pairs, e.g. b.objects(num_computed_tokens="
+                         "'num_computed_tokens')")
+BUILDER_BAD_DTYPE = ("{call}: {value!r} is not a numpy dtype", "give e.g. 'int32', 'int64' "
+                     "or 'bool'")
+BUILDER_BAD_TORCH_DTYPE = ("{call}: {value!r} is not the name of a torch dtype",
+                           "give e.g. 'bool', 'int32' or 'int64' (b.dtype('bool') is "
+                           "torch.bool)")
+BUILDER_UNKNOWN_BUFFER = ("{call}: no field declares buffer {value!r} (the buffers are: "
+                          "{buffers})", "name a declared buffer, or declare a Field for it")
+# problems schema check finds in a dry run (oracles/schemas.py)
+SCHEMA_INPUT_UNSEEN = ("build: input {name!r} reached none of the {calls} drawn calls through "
+                       "the builder, so what the call does to it would go unseen; make it "
+                       "with {right} (an adapter may pass None for it on some calls, e.g. "
+                       "where a flag says the engine's attribute is None, but not on every "
+                       "call)")
+SCHEMA_RAW_INPUT = ("build: input {name!r} reaches the call as the scenario's own object "
+                    "(b.scenario.inputs[{name!r}]), so what the call does to it would go "
+                    "unseen and change the scenario; make it with {right}")
+SCHEMA_LIST_MODEL = ("build: {error} ({where}); 'stagecheck symbolic' builds every call on that "
+                     "list model, which offers a buffer's .np, .cpu and .gpu views (indexing, "
+                     "slicing, len, iteration, fill) and copy_to_gpu only, so it would lose "
+                     "every path; diff, spec, replay, bench and mutants build on torch buffers "
+                     "and run this schema as it is. To run symbolic too, read no other buffer "
+                     "attribute in build: the device is b.device ('cpu' or 'cuda'), a torch "
+                     "dtype b.dtype('bool'), and the buffer itself goes to the function")
+# what a run saves (oracles/report/replay.py save_run)
+INFOS_NOT_SAVED = ("stagecheck: {count} info finding(s) not saved as replay files (error "
+                   "findings always are); --save-infos saves them")

@@ -59,7 +59,10 @@ def names_request(message: str, req_id: str) -> bool:
 
 
 def expected_value(s: StagingScenario, f, i: int, r: str) -> Any:
-    """What slot ``i`` of ``f`` must hold for request ``r``; MISSING when ``r`` lacks an input."""
+    """What slot ``i`` of ``f`` must hold for request ``r``; MISSING when ``r`` lacks an
+    input, or when the field checks no values (``derive=None``)."""
+    if f.derive is None:
+        return MISSING
     try:
         value = f.derive(RequestView(s, i, r))
     except KeyError:

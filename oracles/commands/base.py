@@ -50,6 +50,7 @@ class Outcome:
     text: str | None = None
     interrupted: tuple | None = None
     saved: str | None = None         # where the findings were saved (the run manifest)
+    notes: tuple[str, ...] = ()      # lines for stderr after the report
 
 
 class Command:
@@ -71,7 +72,7 @@ class Command:
 
     def outputs(self, values: dict) -> Outputs:
         return Outputs({f"--{o.replace('_', '-')}": values.get(o) for o in self.reports},
-                       values.get("save_dir"))
+                       None if values.get("no_save") else values.get("save_dir"))
 
     def execute(self, args, values: dict) -> int:
         """The outline: outputs probed, config built, the run, then files and report.
@@ -110,6 +111,8 @@ class Command:
             return outputs.finish(interrupted_line(*outcome.interrupted), outcome.verdict)
         if outcome.text is not None:
             emit(colored(values, outcome.text) if self.colored else outcome.text)
+        for line in () if values.get("quiet") else outcome.notes:
+            note(line)
         return outputs.finish(outcome.code, outcome.verdict)
 
 

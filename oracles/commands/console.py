@@ -7,7 +7,15 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["emit", "note", "shown", "stdout_gone"]
+__all__ = ["emit", "note", "report_to_stderr", "shown", "stdout_gone"]
+
+#: ``--json -``: stdout carries the JSON document alone, the text report goes to stderr
+_REPORT_TO_STDERR = [False]
+
+
+def report_to_stderr(yes: bool) -> None:
+    """Send the text report to stderr (``--json -`` writes the document to stdout)."""
+    _REPORT_TO_STDERR[0] = yes
 
 
 def stdout_gone() -> None:
@@ -20,11 +28,14 @@ def stdout_gone() -> None:
 
 def emit(text: str) -> None:
     """Print the report; a closed stdout silences it and changes nothing else."""
+    stream = sys.stderr if _REPORT_TO_STDERR[0] else sys.stdout
     try:
-        print(text)
-        sys.stdout.flush()
+        print(text, file=stream)
+        stream.flush()
     except BrokenPipeError:
         stdout_gone()
+    except (OSError, ValueError):
+        pass
 
 
 def note(text: str) -> None:

@@ -98,6 +98,8 @@ class FastBuffer:
 class FastBackend:
     """The ``observe`` backend of ``FastBuffer`` (CPU only)."""
 
+    device = "cpu"
+
     def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list, events: list):
         return FastBuffer(name, dtype, cpu, gpu, events)
 
@@ -159,6 +161,8 @@ class FastCudaBuffer:
 class FastCudaBackend:
     """The ``observe`` backend of ``FastCudaBuffer``: one pinned pair per buffer name,
     dtype and size, made once per worker."""
+
+    device = "cuda"
 
     def __init__(self) -> None:
         import torch  # heavy: only once the code touches a torch view (module doc)

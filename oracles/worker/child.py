@@ -49,7 +49,8 @@ class _Worker:
 
     # ---------------------------------------------------------------- commands
     def load(self, refs: list[TargetRef]) -> list[tuple]:
-        """Load every target; per target ``("target", schema, keywords, origin, shimmed)``
+        """Load every target; per target ``("target", schema, keywords, origin, shimmed,
+        parameters)`` (``parameters``: which of the schema's signatures it has)
         or ``("error", kind, problem, fix, value)``.
 
         A ref with source text (a file or revision target the checker read, a mutant) is
@@ -84,7 +85,7 @@ class _Worker:
                 continue
             self.targets.append(target)
             out.append(("target", target.schema.name, sorted(target.profile.keywords),
-                        target.origin, tuple(target.shimmed)))
+                        target.origin, tuple(target.shimmed), target.profile.parameters))
         self.counter.value = IDLE
         return out
 

@@ -189,12 +189,13 @@ class WorkerPool:
                 error = cls(problem, fix, value=ref.spec)
                 error.target_index = position
                 raise error
-            _, schema_name, keywords, origin, shimmed = answer
+            _, schema_name, keywords, origin, shimmed, parameters = answer
             schema = (schemas or {}).get(ref.schema) or BUILTIN_SCHEMAS.get(schema_name) \
                 or load_schema(ref.schema)
             # what reports say about the target: the commit and pinned spec the checker
             # resolved when it read the file, the names the worker took from shims
-            out.append(Target(ref.spec, None, schema.profile(frozenset(keywords)), origin, ref,
+            out.append(Target(ref.spec, None, schema.profile(frozenset(keywords), parameters),
+                              origin, ref,
                               resolved=ref.resolved, sha=ref.sha, shimmed=tuple(shimmed)))
         return out
 

@@ -89,7 +89,8 @@ def test_a_signal_stops_the_run_saves_what_it_found_and_exits_128_plus_its_numbe
     proc = subprocess.Popen(
         [sys.executable, "-m", "stagecheck", "diff", "legacy", "single-loop", "--examples",
          "500000", "--json", str(out_json), "--junit-xml", str(out_xml), "--save-dir",
-         str(found)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         str(found), "--save-infos"], cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     time.sleep(random.uniform(4.0, 7.0))     # past the imports, early in a long run
     sent = time.monotonic()
     proc.send_signal(sig)
@@ -184,7 +185,7 @@ def test_runs_of_two_pairs_in_one_folder_keep_their_own_replay_files(tmp_path):
     found = tmp_path / "found"
     pairs = [("legacy", "single-loop"), ("legacy", "prefix-migration")]
     procs = [subprocess.Popen([sys.executable, "-m", "stagecheck", "diff", b, c, "--examples",
-                               "100", "--save-dir", str(found)], cwd=tmp_path,
+                               "100", "--save-dir", str(found), "--save-infos"], cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for b, c in pairs]                  # in parallel, into one folder
     outputs = [p.communicate(timeout=600) for p in procs]
@@ -417,7 +418,7 @@ def test_a_target_that_changes_folder_does_not_move_the_outputs(tmp_path):
     target = staging_file(tmp_path / "wanders.py", "import os\n",
                           f"os.chdir({str(elsewhere)!r})")
     proc = stagecheck("diff", "legacy", target, "--examples", "30", "--json", "r.json",
-                      "--junit-xml", "r.xml", cwd=tmp_path)
+                      "--junit-xml", "r.xml", "--save-infos", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "equivalent"
     junit(tmp_path / "r.xml")
