@@ -445,7 +445,7 @@ TABLE: tuple[Option, ...] = (
            "(the last 20 runs are kept)", CAMPAIGN, Text(), DEFAULT_SAVE_DIR, path=True,
            setting=None),
     Option("save_infos", "save info findings as replay files too (error findings always are)",
-           CAMPAIGN, Switch(), False, action="switch", setting=None),
+           CAMPAIGN, Switch(), False, action="switch", key=None, setting=None),
     Option("no_save", "write no replay file and no run manifest", CAMPAIGN, Switch(), False,
            action="switch", key=None, setting=None),
     Option("verbose", "list every info finding in full (default: one line per reason, with a "

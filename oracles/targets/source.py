@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.kernel import use_interpreter_without_gpu
 
 __all__ = ["BUILTIN_SHIMS", "MAX_SOURCE_BYTES", "MODULE_ALIASES", "Shim", "decode_source",
            "load_function_from_source", "load_shims"]
@@ -75,7 +76,6 @@ def _import_honoured(module: str):
     """Import an honoured module; Triton's mode (compiled, or its interpreter where torch
     sees no GPU) is decided first, by the kernel oracle's one function for it."""
     if module.split(".")[0] == "triton":
-        from stagecheck.oracles.kernel import use_interpreter_without_gpu
         use_interpreter_without_gpu()
     return importlib.import_module(module)
 
