@@ -405,6 +405,8 @@ def run_campaign(baseline: Target | None, candidate: Target,
     try:
         with _fewer_collections():
             _search(search, config, result)
+    except interrupt.Interrupted:     # a wait on a worker cut short by a signal: what was
+        pass                          # found so far stays (``interrupted`` is set below)
     finally:
         if own:
             runner.close()

@@ -23,7 +23,7 @@ import os
 import sys
 from types import SimpleNamespace
 
-from stagecheck.oracles import interrupt, messages
+from stagecheck.oracles import interrupt, messages, stdio
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.options import (DEVICES, KERNEL_BACKENDS, KERNEL_MODES, CampaignConfig,
                                         RunOptions, integer, seconds, whole)
@@ -286,7 +286,7 @@ def _schema(args, where: str = "option --schema", checked: bool = True):
     spec = getattr(args, "schema", None)
     if spec is None:
         return None
-    from stagecheck.oracles.schemas import load_schema
+    from stagecheck.oracles.runner import load_schema_isolated as load_schema   # issue 21
     try:
         return load_schema(spec, checked=checked)
     except StagecheckError as exc:
@@ -324,30 +324,9 @@ def _shims(args) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------------------ output
 
-def _stdout_gone() -> None:
-    """stdout was closed by its reader (``| head -1``): send the rest to /dev/null."""
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-
-
-def _emit(text: str) -> None:
-    """Print the report; a closed stdout silences it and changes nothing else."""
-    try:
-        print(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _stdout_gone()
-
-
-def _note(text: str) -> None:
-    """One line on stderr (never fails)."""
-    try:
-        print(text, file=sys.stderr)
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+_stdout_gone = stdio.stdout_gone     # stdout cannot take more: the rest goes to /dev/null
+_emit = stdio.emit      # the report; a write error loses it and changes nothing else
+_note = stdio.note      # one line on stderr, escaped (never fails)
 
 
 class _Outputs:
@@ -356,7 +335,8 @@ class _Outputs:
     remembered and reported on stderr by ``finish``, which turns exit 0 into 2."""
 
     def __init__(self, reports: dict[str, str | None], save_dir: str | None = None) -> None:
-        from stagecheck.oracles.report.files import probe_file, probe_folder
+        from stagecheck.oracles.report.files import check_outputs, probe_file, probe_folder
+        check_outputs(reports, save_dir)     # '' paths; a file that is not a report
         self.reports = {opt: os.path.abspath(p) for opt, p in reports.items() if p}
         self.save_dir = os.path.abspath(save_dir) if save_dir else None
         self.failed: list[tuple[str, str, str]] = []
@@ -430,9 +410,10 @@ def _interrupted(examples: int, findings=(), saved: str = "", unit: str = "examp
 
 
 def _run_options(args) -> RunOptions:
+    cycles = whole("gpu_busy_cycles", args.gpu_busy_cycles, 0, "1000000")  # on any device
     return RunOptions(
         device=args.device, timeout=args.timeout, deferred_copies=args.deferred_copies,
-        gpu_busy_cycles=args.gpu_busy_cycles if args.device == "cuda" else 0,
+        gpu_busy_cycles=cycles if args.device == "cuda" else 0,
         steps=args.steps, kernel=args.kernel, kernel_backend=args.kernel_backend)
 
 
@@ -889,11 +870,13 @@ _COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit code. SIGINT/SIGTERM are taken over for the run (see
     ``oracles/interrupt.py``) and given back on return."""
+    stdio.ensure_standard_fds()     # before any pipe: no fd 0-2 may be reused
     parser = build_parser()
     interrupt.reset()
     interrupt.install()
     try:
         try:
+            stdio.check_working_folder()
             args = _parse(parser, argv)
             if args.version:
                 from stagecheck import __version__
@@ -926,10 +909,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry_point() -> None:
     code = main()
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:   # e.g. piped into head: the exit code stays the verdict's
-        _stdout_gone()
+    stdio.finish_stdout()     # a closed or full stdout: the exit code stays the verdict's
     sys.exit(code)
 
 
