@@ -276,6 +276,11 @@ HANGS = [
          "killed from outside", "its worker is killed with SIGKILL during a call: the call "
          "runs again and passes (was: an error finding against the code)",
          during="kill_worker", env=(("HOSTILE_MARK", "{T}/called"),)),
+    Case("busy-cpus", ("spec", target("cpu_heavy"), "--examples", "10", "--timeout", "0.2",
+                       "--quiet"), 0, CONFORMS,
+         "a correct target that burns 50 ms of CPU per call, --timeout 0.2, beside three "
+         "processes that keep every CPU busy: not a hang (the deadline is CPU time)",
+         prepare="busy_cpus"),
     Case("timeout-tiny", ("diff", "legacy", "single-loop", "--timeout", "0.000001",
                           *QUICK[:2], "--quiet"), 0, EQUIVALENT,
          "--timeout 0.000001: the time limit has a floor (was: every call a hang)"),
@@ -571,7 +576,17 @@ def _copy_plugin_module(name: str):
     return prepare
 
 
+#: processes a row started to keep the CPUs busy (ended after the row)
+_BUSY: list[subprocess.Popen] = []
+
+
+def _busy_cpus(case: Case, tmp: Path) -> None:
+    for _ in range(max(3, (os.cpu_count() or 2) + 1)):
+        _BUSY.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+
+
 PREPARE = {
+    "busy_cpus": _busy_cpus,
     "huge": lambda case, tmp: (tmp / "huge.py").write_text(
         "# padding\n" * 500_000 + f"def {FUNC}():\n    pass\n"),
     "fifo": lambda case, tmp: os.mkfifo(tmp / "fifo.py"),
@@ -776,7 +791,13 @@ def test_hostile_input(case: Case, tmp_path):
     if case.program == "stagecheck" and args[0] in ("diff", "spec") and "--save-dir" not in args:
         args += ["--save-dir", str(tmp_path / "found")]
     marker, seen = uuid.uuid4().hex, {}
-    code, stdout, stderr = _run_case(case, tmp_path, args, marker, seen)
+    try:
+        code, stdout, stderr = _run_case(case, tmp_path, args, marker, seen)
+    finally:
+        while _BUSY:
+            busy = _BUSY.pop()
+            busy.kill()
+            busy.wait()
     out = stdout + stderr
     assert code == case.code, out[-3000:]
     assert re.search(case.expect, out, re.S), out[-3000:]
