@@ -269,7 +269,7 @@ class WorkerPool:
                 raise error
             _, schema_name, keywords, origin, shimmed = answer
             schema = (schemas or {}).get(ref.schema) or BUILTIN_SCHEMAS.get(schema_name) \
-                or load_schema(ref.schema)
+                or load_schema(ref.schema, guarded=True)     # the worker loaded it first
             # what reports say about the target: the commit and pinned spec the checker
             # resolved when it read the file, the names the worker took from shims
             out.append(Target(ref.spec, None, schema.profile(frozenset(keywords)), origin, ref,

@@ -228,7 +228,7 @@ class WorkerProcess:
             self._read_status(wait=0.5, until=lambda: self._exit is not None)
         raw = self._exit
         if raw is None:
-            return "ended with its keeper process (killed from outside)"
+            return "ended with its keeper process, which was killed"
         if os.WIFSIGNALED(raw):
             signum = os.WTERMSIG(raw)
             try:
