@@ -49,7 +49,8 @@ HANGY = ["--examples", "3", "--timeout", "0.3", "--no-out-of-contract", "--no-ke
          "--quiet"]
 #: targets that stage nothing: the out-of-contract stream would reach a kernel-impact
 #: probe that fails on values that do not fit int32 (oracles/kernel, reported separately)
-IN_CONTRACT = ["--examples", "10", "--timeout", "1", "--no-out-of-contract", "--quiet"]
+IN_CONTRACT = ["--examples", "10", "--timeout", "1", "--no-out-of-contract", "--no-kernel",
+               "--quiet"]
 OLD_REPORT = '{"tool": "stagecheck", "written by": "an earlier run"}\n'
 #: what a row's command adds to its standard descriptors (shown in docs/reliability.md)
 STDIO = {"no-stdout": ">&-", "no-stderr": "2>&-", "no-stdin": "<&-", "full": ">/dev/full"}
@@ -234,7 +235,8 @@ TARGETS = [
     spec("cpu_heavy", 0, CONFORMS, "a correct target that burns 50 ms of CPU per call "
          "(--timeout 1 counts CPU time)"),
     Case("mutants-system-exit", ("mutants", target("system_exit"), "--oracles",
-                                 "spec,differential", "--budget", "10", "--quiet"), 1,
+                                 "spec,differential", "--budget", "10", "--operators",
+                                 "swapped_views", "--quiet"), 1,
          r"control \(the unmutated source.*: spec 1 error finding",
          "mutants of a target that raises SystemExit (was: exit 0; kills by oracles that "
          "fail on the unmutated source prove nothing)"),
@@ -426,7 +428,8 @@ STDIO_CASES = [
     Case("stdout-closed", ("diff", "legacy", "single-loop", *QUICK, "--json", "report.json"),
          0, "", "stdout closed (was: exit 1, a traceback and a 'killed by SIGKILL' load "
          "message)", stdio="no-stdout"),
-    Case("stdout-closed-findings", ("diff", "single-loop", BUGGY, *QUICK), 1, "",
+    Case("stdout-closed-findings", ("diff", "single-loop", BUGGY, *QUICK, "--no-kernel"), 1,
+         "",
          "stdout closed, a buggy target: the exit code is the verdict's", stdio="no-stdout"),
     Case("stderr-closed", ("diff", "legacy", "single-loop", *QUICK), 0, EQUIVALENT,
          "stderr closed", stdio="no-stderr"),
@@ -439,7 +442,7 @@ STDIO_CASES = [
     Case("stdout-full", ("diff", "legacy", "single-loop", *QUICK), 0,
          r"could not be written to standard output \(No space left on device\)",
          "stdout on a full disk (was: exit 1 and a traceback)", stdio="full"),
-    Case("stdout-full-findings", ("diff", "single-loop", BUGGY, *QUICK), 1,
+    Case("stdout-full-findings", ("diff", "single-loop", BUGGY, *QUICK, "--no-kernel"), 1,
          r"could not be written to standard output", "stdout on a full disk, a buggy target: "
          "exit 1", stdio="full"),
 ]
