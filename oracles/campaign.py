@@ -305,6 +305,7 @@ class _Search:
         # hypothesis only for this stream: a worker that imports this module (the symbolic
         # exploration) runs without it
         from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
+        from hypothesis.errors import Flaky    # heavy: loaded with hypothesis itself
         preload_project_modules()     # hypothesis's constant pool: the same however run
 
         from stagecheck.oracles.generate import (out_of_contract_scenarios,  # hypothesis too
@@ -365,6 +366,8 @@ class _Search:
             self.shrink(found.scenario, found.found, engine)
         except interrupt.Interrupted:  # what the stream recorded so far stays
             pass
+        except Flaky:       # a call that hung or was killed, then passed when replayed: the
+            pass            # finding the stream recorded stays
         return counter[0]
 
     # ------------------------------------------------------------------ kernel impact
@@ -518,6 +521,8 @@ def run_campaign(baseline: Target | str | Callable | None, candidate: Target | s
     try:
         with _fewer_collections():
             _search(search, config, result)
+    except interrupt.Interrupted:     # a wait on a worker cut short by a signal: what was
+        pass                          # found so far stays (``interrupted`` is set below)
     except Exception as exc:      # stagecheck's own error: what was found so far rides on
         result.findings = search.collector.findings()    # it, for the caller to save
         result.seconds = time.perf_counter() - search.started

@@ -299,3 +299,48 @@ SCHEMA_LIST_MODEL = ("build: {error} ({where}); 'stagecheck symbolic' builds eve
 # what a run saves (oracles/report/replay.py save_run)
 INFOS_NOT_SAVED = ("stagecheck: {count} info finding(s) not saved as replay files (error "
                    "findings always are); --save-infos saves them")
+# ---------------------------------------------------------------- issue 21: reliability
+STDOUT_FAILED = ("stagecheck: warning: the report could not be written to standard output "
+                 "({error}); the exit code is the verdict's, and every file the run writes "
+                 "is written")
+KILLED_FROM_OUTSIDE = ("stagecheck: note: a worker process was {what} while it ran example "
+                       "{index}; the call ran again in a fresh worker and returned: killed "
+                       "from outside (not a finding against the code)")
+TARGET_LOAD_HUNG = ("loading {value!r} did not finish within {cpu:.0f} s of CPU time or "
+                    "{wall:.0f} s on the wall clock (a hang at load)",
+                    "module-level code a target's loading runs must finish; a module whose "
+                    "import takes longer may be given more time with "
+                    "STAGECHECK_LOAD_SECONDS=SECONDS")
+OUTPUT_EMPTY = ("{flag} was given an empty path", "give it a path (e.g. {example}), or "
+                "leave the option out")
+REPORT_WOULD_OVERWRITE = ("{value!r} exists and is not a stagecheck report ({what}); "
+                          "{flag} would replace it with the report",
+                          "give {flag} a new path, or the path of a report stagecheck "
+                          "wrote; delete the file first if it is yours to lose")
+CWD_GONE = ("the current folder {value!r} no longer exists ({error})",
+            "change to a folder that exists (cd) and run the command again")
+NOT_A_REGULAR_FILE = ("{path!r} is {kind}, not a file: stagecheck reads a {what} from a "
+                      "regular file only (reading this one could wait for ever)",
+                      "give the path of the {what} itself")
+REPLAY_SCHEMA_FILE = ("the replay file names the schema file {target!r}; a schema file is "
+                      "code that runs in stagecheck's own process, so stagecheck runs none "
+                      "that a replay file names", "if you trust it, give it yourself: "
+                      "stagecheck replay FILE --schema {target}")
+SCHEMA_CODE_HUNG = ("{value} did not return within {cpu:.0f} s of CPU time or {wall:.0f} s "
+                    "on the wall clock", "schema code (derive functions, hooks, the call "
+                    "adapter) must return at once; fix the schema")
+SCHEMA_CODE_EXITED = ("{value} raised {error}", "schema code must not exit or raise "
+                      "KeyboardInterrupt; fix the schema")
+SCHEMA_PATCHES = ("schema file {value!r} changed stagecheck's own code when it ran ({names})",
+                  "a schema declares inputs, fields and policies; it must not replace "
+                  "stagecheck's functions or builtins")
+SCHEMA_ENDED = ("schema file {value!r} ended the process that loaded it and dry-ran it: {what}",
+                "module-level code and the functions of a schema must not exit; fix the file")
+SCHEMA_HUNG = ("schema file {value!r} did not finish loading and its dry run within "
+               "{seconds:.0f} s of CPU time (a hang)", "its module-level code and its "
+               "functions (build, derive, hooks) must return; fix the file")
+FIXTURE_NOT_ISOLABLE = ("{value!r} cannot be loaded in a worker process (it is a "
+                        "lambda, a function defined inside another function, or has no "
+                        "source file), and stagecheck runs code under test only there",
+                        "define it at module level of a file (a test module will do), or "
+                        "give it as 'path/to/file.py::name'")

@@ -18,22 +18,25 @@ import sys
 import traceback
 from typing import Any
 
-from stagecheck.oracles import messages
+from stagecheck.oracles import guard, messages
+from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.observe import Builder, make_backend
 from stagecheck.oracles.observe.build import BuilderRefused
 from stagecheck.oracles.observe.listmodel import ListBackend, ModelUnsupported
 from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.paths import refuse_special
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.targets import remember_schema_spec
+from stagecheck.oracles.text import exception_text, printable
 from stagecheck.spec.invariants import expected_inputs_after, expected_value
 from stagecheck.spec.scenario import MISSING
-from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST, PER_SLOT,
-                                    REQUIRED, Call, StagingSchema)
+from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST,
+                                    PER_SLOT, REQUIRED, Call, StagingSchema)
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.space import contract_breaches
 
-__all__ = ["check_declarations", "check_schema", "load_schema", "schema_space"]
+__all__ = ["check_declarations", "check_schema", "load_schema", "probe_schema", "schema_space"]
 
 _KINDS = (PER_REQUEST, PER_SLOT, ID_SET, FLAG, NUMBER)
 _PRESENCES = (REQUIRED, OPTIONAL, MAY_MISS)
@@ -41,25 +44,38 @@ _INPUT_DTYPES = ("int", "int-list", "bool")
 _FIELD_DTYPES = ("int32", "int64", "bool")
 
 
-def load_schema(spec: str, checked: bool = True) -> StagingSchema:
+def load_schema(spec: str, checked: bool = True, guarded: bool = False) -> StagingSchema:
     """A built-in schema by name, or ``path.py[:NAME]``; with ``checked``, a schema file's
-    schema passes ``check_schema`` (``SchemaError`` naming its first problems if not)."""
+    schema passes ``check_schema`` (``SchemaError`` naming its first problems if not).
+
+    ``guarded`` (the checker, after a worker loaded the file first: ``runner.
+    load_schema_isolated``): the file's code runs under ``guard``: its import and every
+    call of its functions under a deadline, an exit is a ``SchemaError``, and a file that
+    changes stagecheck's own code or ``builtins`` is refused."""
     if spec in BUILTIN_SCHEMAS:
         return BUILTIN_SCHEMAS[spec]
     path, sep, name = spec.rpartition(":") if spec.count(":") and not spec.endswith(".py") \
         else (spec, "", "")
     if not path.endswith(".py"):
         raise SchemaError.of(messages.SCHEMA_UNKNOWN, spec, builtins=", ".join(BUILTIN_SCHEMAS))
+    refuse_special(path, spec, "schema file", SchemaError)
     if not os.path.isfile(path):
         raise SchemaError.of(messages.SCHEMA_FILE_MISSING, spec, path=path, cwd=os.getcwd())
-    module = _import_file(path, spec)
+    if guarded:    # every module of stagecheck loaded first: a patch of one is then seen
+        preload_project_modules()
+    before = guard.snapshot() if guarded else None
+    module = _import_file(path, spec, guarded)
     attribute = name or "SCHEMA"
     schema = getattr(module, attribute, None)
     if not isinstance(schema, StagingSchema):
         found = sorted(k for k, v in vars(module).items() if isinstance(v, StagingSchema))
         raise SchemaError.of(messages.SCHEMA_NOT_FOUND, spec, path=path, name=attribute,
                              found=", ".join(found) or "none")
+    if guarded:
+        guard.guard_schema(schema, printable(str(schema.name)))
     problems = check_schema(schema, list_model=False) if checked else []
+    if before is not None:
+        _refuse_patches(before, spec)
     if problems:
         raise SchemaError.of(messages.SCHEMA_INVALID, spec, problems="; ".join(problems[:4]),
                              more=f" (and {len(problems) - 4} more)" if len(problems) > 4 else "")
@@ -67,7 +83,20 @@ def load_schema(spec: str, checked: bool = True) -> StagingSchema:
     return schema
 
 
-def _import_file(path: str, spec: str):
+def probe_schema(spec: str) -> None:
+    """Load schema file ``spec`` and dry-run it, its problems aside: what a worker does
+    before the checker loads the file itself (an exit or a hang then ends the worker)."""
+    check_schema(load_schema(spec, checked=False))
+
+
+def _refuse_patches(before: dict, spec: str) -> None:
+    changed = guard.patched(before)
+    if changed:
+        raise SchemaError.of(messages.SCHEMA_PATCHES, spec, names=", ".join(changed[:4]) + (
+            f" and {len(changed) - 4} more" if len(changed) > 4 else ""))
+
+
+def _import_file(path: str, spec: str, guarded: bool = False):
     digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:12]
     module_name = f"stagecheck_user_schema_{digest}"
     if module_name in sys.modules:
@@ -75,12 +104,26 @@ def _import_file(path: str, spec: str):
     loader_spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[module_name] = module
+    before = guard.snapshot() if guarded else None
     try:
-        loader_spec.loader.exec_module(module)
-    except Exception as exc:   # the user's file failed: say where, never a traceback
+        if guarded:
+            guard.guarded_call(f"schema file {path!r} (its module-level code)",
+                               loader_spec.loader.exec_module, module)
+        else:
+            loader_spec.loader.exec_module(module)
+    except SchemaError:
         del sys.modules[module_name]
+        raise
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:   # the user's file failed:
+        del sys.modules[module_name]                             # say where, no traceback
         raise SchemaError.of(messages.SCHEMA_IMPORT, spec, path=path,
-                             error=f"{type(exc).__name__}: {exc}") from None
+                             error=exception_text(exc, type(exc))) from None
+    if before is not None:
+        try:
+            _refuse_patches(before, spec)
+        except SchemaError:
+            del sys.modules[module_name]
+            raise
     return module
 
 

@@ -18,15 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from stagecheck.oracles import interrupt, messages
-from stagecheck.oracles.commands.console import emit, note, shown
+from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands.crash import is_internal
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.options import flag_of
 from stagecheck.oracles.report.replay import untrusted_parts
 from stagecheck.oracles.report.style import colorize, use_color
-from stagecheck.oracles.runner import load_isolated
-from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.runner import load_isolated, load_schema_isolated
 from stagecheck.oracles.targets import schema_spec, target_ref
 from stagecheck.oracles.worker import WorkerError
 
@@ -144,11 +143,12 @@ def interrupted_line(examples: int, findings=(), unit: str = "example(s)",
 # ------------------------------------------------------------------------------ loading
 
 def schema_of(spec: str | None, where: str = "option --schema", checked: bool = True):
-    """The schema ``--schema`` names (None: chosen by each target's function name)."""
+    """The schema ``--schema`` names (None: chosen by each target's function name); a
+    schema file is probed in a worker first (``runner.load_schema_isolated``)."""
     if spec is None:
         return None
     try:
-        return load_schema(spec, checked=checked)
+        return load_schema_isolated(spec, checked=checked)
     except StagecheckError as exc:
         raise exc.located(where) from None
 

@@ -13,7 +13,7 @@ from stagecheck.oracles.campaign import run_campaign
 from stagecheck.oracles.commands.base import (VERDICT_EXIT, Command, Outcome, internal,
                                               open_targets, replay_flags, require_triton,
                                               schema_of, triton_available)
-from stagecheck.oracles.commands.console import note, shown
+from stagecheck.oracles.stdio import note, shown
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import CampaignProgress, progress_of
 from stagecheck.oracles.kernel import require_kernel_backend

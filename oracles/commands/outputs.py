@@ -8,9 +8,10 @@ import os
 import sys
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.commands.console import note, report_to_stderr, stdout_gone
+from stagecheck.oracles.stdio import note, report_to_stderr, stdout_gone
 from stagecheck.oracles.errors import UsageError
-from stagecheck.oracles.report.files import probe_file, probe_folder, write_atomic
+from stagecheck.oracles.report.files import (check_outputs, probe_file, probe_folder,
+                                             write_atomic)
 
 __all__ = ["EXIT_CLEAN", "EXIT_USAGE", "Outputs"]
 
@@ -21,6 +22,7 @@ class Outputs:
     """The reports a command was asked for (``{"--json": path}``) and its save folder."""
 
     def __init__(self, reports: dict[str, str | None], save_dir: str | None = None) -> None:
+        check_outputs(reports, save_dir)     # '' paths; a file that is not a report
         self.reports = {opt: p if p == "-" else os.path.abspath(p)
                         for opt, p in reports.items() if p}
         report_to_stderr(self.reports.get("--json") == "-")

@@ -33,7 +33,8 @@ import time
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
 from stagecheck.oracles.options import LIMITS
-from stagecheck.oracles.report.files import write_atomic
+from stagecheck.oracles.paths import read_regular
+from stagecheck.oracles.report.files import make_folder, write_atomic
 from stagecheck.oracles.targets import repository_root, trusted_path, trusted_spec
 from stagecheck.oracles.text import printable
 from stagecheck.spec import StagingScenario
@@ -85,7 +86,7 @@ def save_findings(result, directory: str, baseline=None, candidate=None,
     the schema too: the same pair under two schemas never shares a file. ``findings``:
     the findings to save (default: all of the result's).
     """
-    os.makedirs(directory, exist_ok=True)
+    make_folder(directory)     # through the folder the run opened: never through a link
     device = result.config.run.device
     base = _pinned(baseline, result.baseline)
     cand = _pinned(candidate, result.candidate)
@@ -110,7 +111,7 @@ def write_manifest(directory: str, run_id: str, command: str, result, saved: dic
                    targets: dict, verdict: str) -> str:
     """Write ``runs/<run_id>.json`` under ``directory``: what this run saved; its path."""
     folder = os.path.join(directory, RUNS_DIR)
-    os.makedirs(folder, exist_ok=True)
+    make_folder(folder)
     path = os.path.join(folder, f"{run_id}.json")
     findings = [{"id": f.id, "severity": f.severity, "invariant": f.invariant,
                  "file": saved.get(f.id)} for f in result.findings]
@@ -248,6 +249,9 @@ def _bounded(scenario) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or \
                 not 0 <= value <= cap_limit:
             raise ValueError(f"{key}={value!r} is not a whole number in [0, {cap_limit}]")
+    if not isinstance(scenario.get("schema", ""), str):
+        raise TypeError(f"the scenario's schema is a {type(scenario['schema']).__name__}, "
+                        "not a schema name")
     if scenario["num_reqs"] > scenario["capacity"]:
         raise ValueError(f"num_reqs={scenario['num_reqs']} is more than "
                          f"capacity={scenario['capacity']}")
@@ -288,22 +292,43 @@ def _escaped(value, depth: int = 0):
     return value
 
 
+#: the fields of a replay file outside its finding, and what each may hold
+_FIELDS = {"baseline": (str, type(None)), "candidate": (str, type(None)),
+           "schema": (str, type(None)), "device": (str, type(None)),
+           "shims": (list, type(None)), "replay_id": (str, type(None))}
+
+
+def _fields_checked(saved: dict) -> None:
+    """``TypeError`` naming the first field of the file whose value has the wrong type (a
+    schema that is a dict, shims that are a number)."""
+    for name, kinds in _FIELDS.items():
+        value = saved.get(name)
+        if not isinstance(value, kinds):
+            raise TypeError(f"its field {name!r} is a {type(value).__name__}, not "
+                            f"{' or '.join(k.__name__ for k in kinds if k is not type(None))}")
+    if not all(isinstance(s, str) for s in saved.get("shims") or ()):
+        raise TypeError("its field 'shims' holds something other than paths")
+
+
 def load_replay(path: str) -> tuple[dict, StagingScenario]:
-    """The saved document and its scenario; ``UsageError``/``ScenarioError`` when unusable."""
+    """The saved document and its scenario; ``UsageError``/``ScenarioError`` when unusable.
+    A FIFO or a device is refused unread (``read_regular``); the file is read to at most
+    ``MAX_REPLAY_BYTES``."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_REPLAY_BYTES:
-            raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=size,
+        data = read_regular(path, MAX_REPLAY_BYTES, "replay file", UsageError)
+        if len(data) > MAX_REPLAY_BYTES:
+            raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=os.path.getsize(path),
                                 limit=MAX_REPLAY_BYTES)
-        with open(path, encoding="utf-8") as fh:
-            saved = json.load(fh)
+        saved = json.loads(data.decode("utf-8"))
         if not isinstance(saved, dict) or not isinstance(saved.get("finding"), dict):
             raise TypeError("a replay file is a JSON object with a 'finding' object")
+        _fields_checked(saved)
         _bounded(saved["finding"]["scenario"])
         scenario = StagingScenario.from_dict(saved["finding"]["scenario"])
         saved = _escaped(saved)
     except OSError as exc:
-        raise UsageError.of(messages.REPLAY_UNREADABLE, path, error=exc.strerror) from None
+        raise UsageError.of(messages.REPLAY_UNREADABLE, path,
+                            error=exc.strerror or str(exc)) from None
     except RecursionError:
         raise ScenarioError.of(messages.REPLAY_MALFORMED, path,
                                error="its JSON is nested too deeply",
@@ -335,11 +360,10 @@ def untrusted_parts(saved: dict) -> tuple[dict, str]:
     if shims:
         parts["shims"] = shims
     schema = saved.get("schema")
-    if schema and schema not in BUILTIN_SCHEMAS:
-        schema = str(schema)
-        file = schema if schema.endswith(".py") else schema.rpartition(":")[0]
-        if not trusted_path(file, top):
-            parts["schema"] = file
+    if isinstance(schema, str) and schema and schema not in BUILTIN_SCHEMAS:
+        # a schema file runs in the checker's own process (its derive functions judge
+        # every example): whatever its place, only the command line may name one
+        parts["schema"] = schema
     return parts, top
 
 
@@ -354,7 +378,8 @@ def check_trusted(saved: dict, path: str, baseline: str | None = None,
         if side in parts and not given:
             raise UsageError.of(messages.REPLAY_UNTRUSTED_TARGET, path, side=side,
                                 target=parts[side], top=top)
-    files = ([] if shims_given else parts.get("shims", [])) + \
-        ([parts["schema"]] if "schema" in parts and not schema_given else [])
-    if files:
-        raise UsageError.of(messages.REPLAY_UNTRUSTED_SHIM, path, target=files[0], top=top)
+    if not shims_given and parts.get("shims"):
+        raise UsageError.of(messages.REPLAY_UNTRUSTED_SHIM, path, target=parts["shims"][0],
+                            top=top)
+    if "schema" in parts and not schema_given:
+        raise UsageError.of(messages.REPLAY_SCHEMA_FILE, path, target=parts["schema"])

@@ -33,6 +33,7 @@ from typing import Any, Callable
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.kernel import use_interpreter_without_gpu
+from stagecheck.oracles.paths import refuse_special
 
 __all__ = ["BUILTIN_SHIMS", "MAX_SOURCE_BYTES", "MODULE_ALIASES", "Shim", "decode_source",
            "load_function_from_source", "load_shims"]
@@ -107,6 +108,7 @@ def load_shims(paths) -> dict[str, Shim]:
     A later file wins a name."""
     offered: dict[str, Shim] = {}
     for path in paths or ():
+        refuse_special(path, path, "shim", TargetLoadError)     # a FIFO, a device
         if not isinstance(path, str) or not os.path.isfile(path):
             raise TargetLoadError.of(messages.SHIM_MISSING, path, cwd=os.getcwd())
         path = os.path.abspath(path)

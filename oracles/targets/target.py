@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.paths import refuse_special
 from stagecheck.oracles.targets.git import git_show
 from stagecheck.oracles.targets.source import (MAX_SOURCE_BYTES, decode_source,
                                                load_function_from_source, load_shims)
@@ -197,6 +198,7 @@ def read_file_target(spec: str) -> FileSource:
     path, name = split_file_spec(spec, spec)
     if os.path.isdir(path):
         raise TargetLoadError.of(messages.TARGET_IS_FOLDER, spec, path=path)
+    refuse_special(path, spec, "target file", TargetLoadError)     # a FIFO, a device
     if not os.path.isfile(path):
         raise TargetLoadError.of(messages.TARGET_FILE_MISSING, spec, path=path, cwd=os.getcwd())
     size = os.path.getsize(path)

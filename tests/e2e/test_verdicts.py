@@ -141,9 +141,13 @@ def test_an_interrupt_the_target_swallows_still_ends_the_run_as_interrupted(tmp_
     Targets run in a worker process (``oracles/worker/``): the SIGINT that stagecheck
     gets while a target runs is sent to stagecheck itself (the worker's parent), by a
     target that catches everything around the call; sent once, as one Ctrl-C."""
+    # the worker's parent is its keeper (oracles/worker/keeper.py); the checker is the
+    # keeper's parent
     target = staging_file(tmp_path / "swallows.py", "import os\nimport signal\n_SENT = []\n",
                           "if not _SENT:\n    _SENT.append(1)\n    try:\n"
-                          "        os.kill(os.getppid(), signal.SIGINT)\n"
+                          "        stat = open(f'/proc/{os.getppid()}/stat').read()\n"
+                          "        checker = int(stat[stat.rindex(')') + 2:].split()[1])\n"
+                          "        os.kill(checker, signal.SIGINT)\n"
                           "    except BaseException:\n        pass")
     proc = stagecheck("diff", "single-loop", target, "--examples", "200", "--json",
                       tmp_path / "r.json", "--save-dir", tmp_path / "found", cwd=tmp_path)
@@ -168,7 +172,7 @@ def test_a_signal_a_target_sends_its_own_process_is_not_an_interrupt_of_the_run(
 
 def test_reports_replace_the_old_file_whole(tmp_path):
     out = tmp_path / "r.json"
-    out.write_text("the previous run's report")
+    out.write_text('{"tool": "stagecheck", "verdict": "the previous run\'s"}')
     inode = os.stat(out).st_ino
     proc = stagecheck("diff", "legacy", "single-loop", "--examples", "20", "--json", out,
                       "--save-dir", tmp_path / "found")

@@ -29,7 +29,7 @@ def test_every_invariant_is_stated_once_and_in_the_generated_spec_page():
     assert [i.id for i in INVARIANTS] == [
         "slot_alignment", "tail_policy", "mirror_consistency", "copy_discipline",
         "missing_input", "expected_outcome", "inputs_unchanged", "no_copy_hazard",
-        "padded_read"]
+        "padded_read", "no_process_left"]
     from stagecheck.spec.__main__ import render
     page = render()
     statements = [inv.statement for inv in INVARIANTS]
