@@ -1,0 +1,299 @@
+"""Every torch call the code under test makes, routed to the device model.
+
+``DeviceMode`` is a ``torch.overrides.TorchFunctionMode``: while it is active, each torch
+function and tensor method call (``torch.zeros``, ``t.copy_``, ``t[...] = v``, ``t.to``,
+``t.tolist``...) comes here first. What it does with one:
+
+- a copy between host and device memory, in any form (``dst.copy_(src, non_blocking=)``
+  of slices and views, ``t.to(device, non_blocking=)``, ``t.cuda()``, ``t.cpu()``,
+  ``t.to("cpu", non_blocking=)``, ``dst[i] = src`` across memories), goes to
+  ``model.copy`` / ``to_device`` / ``to_host``;
+- a factory asked for device memory (``device="cuda"``, a device object) or pinned memory
+  (``pin_memory=True``, ``t.pin_memory()``) gets it from the model; ``is_pinned`` asks it;
+- a host read of a device tensor (``tolist``, ``item``, ``int()``, printing) is a blocking
+  download first; ``numpy()`` of one raises as torch does;
+- any other operation on device tensors is device work the host issued
+  (``model.device_op``); mixing them with host tensors raises as on CUDA;
+- an operation on host tensors is run, and its reads and in-place writes of host memory
+  are reported (``host_read`` / ``host_write``: a race with a pending copy is a hazard).
+
+View and metadata calls (slicing, ``view``, ``shape``, ``data_ptr``...) pass through. The
+model's own torch work runs with torch function handling off, and device work the model
+runs (``model.inside``) passes through untouched.
+"""
+
+from __future__ import annotations
+
+from stagecheck.oracles.device.spans import span_of
+
+__all__ = ["DeviceMode", "is_device_spec"]
+
+#: calls that neither read nor write the elements of a tensor (views and metadata)
+VIEWS = frozenset({
+    "__get__", "view", "view_as", "reshape", "reshape_as", "narrow", "select", "unsqueeze",
+    "squeeze", "flatten", "expand", "expand_as", "permute", "transpose", "t", "contiguous",
+    "data_ptr", "size", "dim", "numel", "nelement", "element_size", "stride",
+    "storage_offset", "is_contiguous", "untyped_storage", "storage", "__len__",
+    "is_floating_point", "is_complex", "requires_grad_", "detach", "as_strided", "unbind",
+    "split", "chunk", "__hash__", "get_device", "type", "__iter__", "dtype", "ndimension",
+    "is_nonzero", "record_stream", "share_memory_", "is_shared", "retain_grad",
+    "__array_priority__", "is_set_to", "_is_view", "_base", "__reduce_ex__", "__deepcopy__",
+})
+#: calls that read a tensor's values on the host
+HOST_READS = frozenset({"tolist", "item", "__int__", "__float__", "__bool__", "__index__",
+                        "__format__", "__repr__", "__array__", "__complex__"})
+
+
+def is_device_spec(device) -> bool:
+    """Whether a ``device=`` argument names the accelerator."""
+    if device is None:
+        return False
+    if isinstance(device, int) and not isinstance(device, bool):
+        return True
+    text = str(device)
+    return text.startswith("cuda")
+
+
+def _tensors(values, out: list) -> list:
+    import torch
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            for w in v:
+                if isinstance(w, torch.Tensor):
+                    out.append(w)
+    return out
+
+
+def _basic_index(key) -> bool:
+    import torch
+    items = key if isinstance(key, tuple) else (key,)
+    return not any(isinstance(k, (torch.Tensor, list)) for k in items)
+
+
+def _view(t, key):
+    import torch
+    with torch._C.DisableTorchFunction():
+        return t[key]
+
+
+def DeviceMode(model):
+    """The interception mode for ``model`` (a context manager; see the module doc)."""
+    return _mode_class()(model)
+
+
+_MODE = None
+
+
+def _mode_class():
+    global _MODE
+    if _MODE is not None:
+        return _MODE
+    from torch.overrides import TorchFunctionMode
+
+    class _DeviceMode(TorchFunctionMode):
+        def __init__(self, model) -> None:
+            super().__init__()
+            self.model = model
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            model = self.model
+            if model.inside:
+                return func(*args, **kwargs)
+            name = getattr(func, "__name__", "")
+            if name in VIEWS:
+                return func(*args, **kwargs)
+            handler = _HANDLERS.get(name)
+            if handler is not None:
+                return handler(model, func, args, kwargs)
+            if "device" in kwargs or kwargs.get("pin_memory"):
+                return _factory(model, func, args, kwargs)
+            return _generic(model, func, name, args, kwargs)
+
+    _MODE = _DeviceMode
+    return _MODE
+
+
+# ============================================================================ handlers
+
+def _copy_(model, func, args, kwargs):
+    dst, src = args[0], args[1]
+    non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+    if model.memory(dst) != "device" and model.memory(src) != "device":
+        return _generic(model, func, "copy_", args, kwargs)
+    model.sweep()
+    model.copy(dst, src, bool(non_blocking))
+    return dst
+
+
+def _to(model, func, args, kwargs):
+    import torch
+    t = args[0]
+    kw = dict(kwargs)
+    copy = kw.pop("copy", False)
+    if len(args) > 1 and isinstance(args[1], torch.Tensor):     # t.to(other)
+        device, dtype, non_blocking = args[1].device, args[1].dtype, kw.get("non_blocking",
+                                                                            False)
+    else:
+        device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **kw)
+    return _move(model, func, args, kwargs, t, device, dtype, non_blocking, copy)
+
+
+def _move(model, func, args, kwargs, t, device, dtype, non_blocking, copy=False):
+    here = model.memory(t)
+    if device is None:
+        return _generic(model, func, "to", args, kwargs)
+    if is_device_spec(device):
+        if here == "device":
+            if dtype is None or dtype == t.dtype:
+                return _generic(model, func, "clone", (t,), {}) if copy else t
+            return _generic(model, func, "to", (t, dtype), {})
+        model.sweep()
+        return model.to_device(t, dtype, bool(non_blocking))
+    if here == "device":                                  # a download
+        model.sweep()
+        return model.to_host(t, dtype, bool(non_blocking))
+    return _generic(model, func, "to", args, kwargs)
+
+
+def _cuda(model, func, args, kwargs):
+    import torch
+    t = args[0]
+    return _move(model, func, args, kwargs, t, torch.device("cuda", 0), None,
+                 kwargs.get("non_blocking", False))
+
+
+def _cpu(model, func, args, kwargs):
+    t = args[0]
+    if model.memory(t) != "device":
+        return t
+    model.sweep()
+    return model.to_host(t, None, False)
+
+
+def _setitem(model, func, args, kwargs):
+    import torch
+    dst, key, value = args[0], args[1], args[2]
+    to = model.memory(dst)
+    value_is_tensor = isinstance(value, torch.Tensor)
+    frm = model.memory(value) if value_is_tensor else "host value"
+    if value_is_tensor and (to == "device") != (frm == "device") and _basic_index(key) \
+            and value.dim() > 0:
+        model.sweep()
+        model.copy(_view(dst, key), value, False)       # blocking, as torch's assignment
+        return None
+    if to == "device" or frm == "device":
+        return _generic(model, func, "__setitem__", args, kwargs)
+    if model._open:
+        if value_is_tensor:
+            model.host_read(span_of(value), "torch __setitem__")
+        target = _view(dst, key) if _basic_index(key) else dst
+        model.host_write(span_of(target), "torch __setitem__")
+    return func(*args, **kwargs)
+
+
+def _device_read(model, func, args, kwargs):
+    t = args[0]
+    if model.memory(t) == "device":
+        model.sweep()
+        host = model.to_host(t, None, False)
+        import torch
+        with torch._C.DisableTorchFunction():
+            return func(host, *args[1:], **kwargs)
+    if model._open:
+        model.host_read(span_of(t), f"torch {getattr(func, '__name__', '')}")
+    return func(*args, **kwargs)
+
+
+def _numpy(model, func, args, kwargs):
+    t = args[0]
+    if model.memory(t) == "device":
+        raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() "
+                        "to copy the tensor to host memory first.")
+    if model._open:
+        model.host_read(span_of(t), "torch numpy()")
+    return func(*args, **kwargs)
+
+
+def _pin_memory(model, func, args, kwargs):
+    t = args[0]
+    if model.memory(t) == "device":
+        raise RuntimeError("cannot pin 'torch.cuda.IntTensor' only dense CPU tensors can be "
+                           "pinned")
+    if model.memory(t) == "pinned":
+        return t
+    if model._open:
+        model.host_read(span_of(t), "torch pin_memory()")
+    return model.pinned(t)
+
+
+def _is_pinned(model, func, args, kwargs):
+    return model.memory(args[0]) == "pinned"
+
+
+def _record_stream(model, func, args, kwargs):
+    return None
+
+
+def _getitem(model, func, args, kwargs):
+    if len(args) > 1 and _basic_index(args[1]):
+        return func(*args, **kwargs)          # a view
+    return _generic(model, func, "__getitem__", args, kwargs)
+
+
+_HANDLERS = {
+    "copy_": _copy_, "to": _to, "cuda": _cuda, "cpu": _cpu, "__setitem__": _setitem,
+    "numpy": _numpy, "pin_memory": _pin_memory, "is_pinned": _is_pinned,
+    "record_stream": _record_stream, "__getitem__": _getitem,
+    **{name: _device_read for name in HOST_READS},
+}
+
+
+# ============================================================================ the rest
+
+def _factory(model, func, args, kwargs):
+    kw = dict(kwargs)
+    device = kw.pop("device", None)
+    pin = kw.pop("pin_memory", False)
+    on_device = is_device_spec(device)
+    if not on_device and device is not None:
+        kw["device"] = device
+    if not on_device and not pin:
+        return _generic(model, func, getattr(func, "__name__", ""), args, kw)
+    if on_device:
+        return model.make_device(func, args, kw)
+    return model.make_pinned(func, args, kw)
+
+
+def _generic(model, func, name, args, kwargs):
+    import torch
+    tensors = _tensors(args, [])
+    _tensors(kwargs.values(), tensors)
+    on_device = [t for t in tensors if model.memory(t) == "device"]
+    in_place = name.endswith("_") and not name.startswith("_")
+    out = kwargs.get("out")
+    if on_device:
+        strays = [t for t in tensors if model.memory(t) != "device" and t.dim() > 0]
+        if strays:
+            raise RuntimeError("Expected all tensors to be on the same device, but found at "
+                               "least two devices, cuda:0 and cpu!")
+        writes = ([args[0]] if in_place and args and isinstance(args[0], torch.Tensor) else [])
+        if isinstance(out, torch.Tensor):
+            writes.append(out)
+        model.sweep()
+        result = model.device_op(lambda: func(*args, **kwargs), name or "device operation",
+                                 on_device, writes)
+        model.point()
+        return result
+    if model._open and tensors:
+        target = args[0] if in_place and args and isinstance(args[0], torch.Tensor) else None
+        for t in tensors:
+            if t is not target and t is not out:
+                model.host_read(span_of(t), f"torch {name}")
+        if target is not None:
+            model.host_write(span_of(target), f"torch {name}")
+        if isinstance(out, torch.Tensor):
+            model.host_write(span_of(out), f"torch {name}")
+    return func(*args, **kwargs)

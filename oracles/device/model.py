@@ -1,0 +1,518 @@
+"""The device model: what was issued to the device, what the host knows complete, races.
+
+``DeviceModel`` is the one interface both implementations offer: the CPU model
+(``cpu.py``: a deterministic simulation whose completion schedule the caller chooses) and
+the CUDA backend (``cuda.py``: real pinned memory, streams and events). Oracles never ask
+which one they got: they issue through it (``copy``, ``launch``, ``device_op``, the stream
+and event calls), tell it about host accesses (``host_write``, ``host_read``), and read
+back the same things from either (``hazards``, ``reads_log``, ``in_flight``).
+
+What this base class does is the same for both: it classifies each copy (host to device,
+device to host, device to device, pinned or pageable host memory), orders every operation
+on its stream (``order.py``), keeps the host's knowledge of what completed, and raises the
+four hazards (``spec.observation.HAZARD_KINDS``) at the access that races:
+
+(i)   a host write into pinned memory an upload the host has not seen complete reads;
+(ii)  a host read (or write) of pinned memory a download the host has not seen complete
+      writes;
+(iii) device work or a copy reading (or writing) device memory that an operation not
+      ordered before it writes (or reads): a consumer reading a mirror whose upload is
+      still pending on another stream, an upload overwriting what a kernel still reads;
+(iv)  a pinned range handed to another copy that the stream order does not put after the
+      copy still reading or writing it (a pinned buffer reused while its copy is pending).
+
+A pinned tensor freed while its copy is pending is safe, as with PyTorch's caching host
+allocator (which keeps the block until the copy's event completes): the model keeps every
+allocation of a run alive until the run ends. A copy from pageable memory reads its source
+when it is issued, as CUDA does (the host waits until the bytes are staged).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from stagecheck.oracles.device.order import covers, join
+from stagecheck.oracles.device.spans import Region, Regions, Span, span_of
+from stagecheck.spec.observation import (DEVICE_READ_PENDING_WRITE, HOST_TOUCH_PENDING_DOWNLOAD,
+                                         HOST_WRITE_PENDING_UPLOAD,
+                                         PINNED_REUSED_PENDING_COPY, Hazard)
+
+__all__ = ["DeviceModel", "Op", "StreamState"]
+
+COPY_KINDS = ("h2d", "d2h", "d2d")
+_LABEL = {"h2d": "upload", "d2h": "download", "d2d": "device copy", "kernel": "device work",
+          "record": "event record", "wait": "event wait"}
+
+
+class Op:
+    """One operation issued to a stream."""
+
+    __slots__ = ("index", "kind", "stream", "seq", "clock", "dev_reads", "dev_writes",
+                 "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
+                 "what", "where", "reported", "event")
+
+    def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
+                 ) -> None:
+        self.index, self.kind, self.stream, self.what, self.where = (index, kind, stream,
+                                                                     what, where)
+        self.seq = 0
+        self.clock: dict = {}
+        self.dev_reads: list[Span] = []
+        self.dev_writes: list[Span] = []
+        self.host_reads: list[Span] = []      # pinned memory an upload reads
+        self.host_writes: list[Span] = []     # pinned memory a download writes
+        self.action: Callable[[], None] | None = None
+        self.done = False
+        self.snapshot = None                  # an upload's source as the host held it
+        self.waits_for: "Op | None" = None    # a wait: the record it waits for
+        self.reported: set = set()            # (kind, slot) already reported against it
+        self.event = None                     # CUDA: an event recorded right after it
+
+    def describe(self) -> str:
+        where = f" ({self.where})" if self.where else ""
+        return f"{_LABEL[self.kind]} {self.what} #{self.index} on stream {self.stream.id}{where}"
+
+
+class StreamState:
+    """A stream as the model orders it: its last sequence number, its clock, its queue
+    (the CPU model's operations not yet run)."""
+
+    __slots__ = ("id", "seq", "clock", "queue", "handle")
+
+    def __init__(self, sid: int, handle: Any = None) -> None:
+        self.id, self.handle = sid, handle
+        self.seq = 0
+        self.clock: dict = {}
+        self.queue: list[Op] = []
+
+
+class EventState:
+    """An event as the model orders it: the clock of its last record (None: never
+    recorded, so waiting on it waits for nothing, as in CUDA)."""
+
+    __slots__ = ("clock", "record")
+
+    def __init__(self) -> None:
+        self.clock: dict | None = None
+        self.record: Op | None = None
+
+
+class DeviceModel:
+    """The interface, and the ordering and race detection both implementations share."""
+
+    #: "cpu-model" or "cuda": for reports only; oracles never branch on it
+    kind = "model"
+
+    def __init__(self) -> None:
+        self.regions = Regions()
+        self.hazards: list[Hazard] = []
+        self.reads_log: list[tuple[str, str, dict]] = []   # (where, work, {arg: values})
+        self.where = ""               # the caller's location, e.g. "step 2, prepare_inputs"
+        self.ops_issued = 0
+        self._open: list[Op] = []     # copies and device work the host has not seen complete
+        self._host: dict = {}         # the host's clock
+        self._streams: dict[Any, StreamState] = {}
+        self._provenance: dict[int, tuple[Region, int]] = {}   # device temp -> its source
+        self._keep: list = []         # every allocation of the run stays alive until it ends
+        self._pinned_count = 0
+
+    # ================================================================ implemented below
+    def memory(self, t) -> str:
+        """``device``, ``pinned`` or ``pageable``: where tensor ``t`` lives."""
+        raise NotImplementedError
+
+    def current(self) -> StreamState:
+        raise NotImplementedError
+
+    def _submit(self, op: Op) -> None:
+        """Hand ``op`` to the device (the CPU model queues it; CUDA runs its action)."""
+        raise NotImplementedError
+
+    def _complete(self, op: Op) -> None:
+        """Return once ``op`` has executed."""
+        raise NotImplementedError
+
+    def _complete_all(self) -> None:
+        raise NotImplementedError
+
+    def empty_device(self, shape, dtype):
+        raise NotImplementedError
+
+    def empty_pinned(self, shape, dtype):
+        raise NotImplementedError
+
+    def in_flight(self) -> int:
+        """Copies issued and not yet executed (the CPU model: its queues; CUDA: by event)."""
+        raise NotImplementedError
+
+    # ================================================================ memory
+    def name_region(self, t, name: str, owner: Any = None, kind: str | None = None) -> Region:
+        """Call the memory of ``t`` ``name`` in reports. ``kind``: ``device`` or ``pinned``
+        (default: what ``memory`` says, pinned for host memory); ``owner``: told of copies
+        of its host region into its device region, ``on_copy(start, stop)``."""
+        span = span_of(t)
+        kind = kind or ("device" if self.memory(t) == "device" else "pinned")
+        region = self.regions.add(Region(name, kind, span.lo, max(span.hi, span.lo + 1),
+                                         span.item, owner))
+        self._keep.append(t)
+        return region
+
+    def _new_pinned_region(self, t) -> None:
+        self._pinned_count += 1
+        self.name_region(t, f"pinned tensor {self._pinned_count}")
+
+    def describe(self, span: Span) -> tuple[str, tuple[int, ...]]:
+        region = self.regions.of(span)
+        if region is None:
+            return "an unnamed tensor", ()
+        return region.name, region.slots(span)
+
+    # ================================================================ issuing
+    def _issue(self, kind: str, what: str, stream: StreamState | None = None) -> Op:
+        stream = stream or self.current()
+        self.ops_issued += 1
+        op = Op(self.ops_issued, kind, stream, what, self.where)
+        stream.seq += 1
+        op.seq = stream.seq
+        op.clock = dict(stream.clock)
+        op.clock[stream.id] = op.seq
+        stream.clock[stream.id] = op.seq
+        return op
+
+    def _start(self, op: Op, blocking: bool = False) -> None:
+        """Check ``op`` against what is open, open it, hand it to the device; a blocking
+        one is waited for (and the host then knows it, and all before it, complete)."""
+        if op.kind in COPY_KINDS or op.kind == "kernel":
+            self._race_at_issue(op)
+            self._open.append(op)
+        self._submit(op)
+        if blocking:
+            self._complete(op)
+            self._learn(op.clock)
+
+    def copy(self, dst, src, non_blocking: bool = False):
+        """``dst.copy_(src, non_blocking=...)`` on the current stream; returns ``dst``."""
+        to, frm = self.memory(dst), self.memory(src)
+        if to != "device" and frm != "device":          # host to host: the host does it
+            self.host_read(span_of(src), "a host copy")
+            self.host_write(span_of(dst), "a host copy")
+            self._raw_copy(dst, src)
+            return dst
+        if to == "device" and frm != "device":
+            blocking = not (non_blocking and frm == "pinned")
+            op = self._upload(dst, src, frm == "pinned", not blocking)
+        elif frm == "device" and to != "device":
+            blocking = not (non_blocking and to == "pinned")
+            op = self._download(dst, src, not blocking)
+        else:
+            blocking = False
+            op = self._issue("d2d", f"{self._name(src)} -> {self._name(dst)}")
+            op.dev_reads, op.dev_writes = [span_of(src)], [span_of(dst)]
+            op.action = lambda: self._raw_copy(dst, src, True)
+        self._start(op, blocking)
+        self._note_mirror_copy(op)
+        return dst
+
+    def _upload(self, dst, src, pinned: bool, non_blocking: bool) -> Op:
+        op = self._issue("h2d", f"{self._name(src)} -> {self._name(dst)}")
+        src_span, dst_span = span_of(src), span_of(dst)
+        op.dev_writes = [dst_span]
+        snapshot = self._clone(src)
+        op.snapshot = (snapshot, src)
+        if pinned:
+            op.host_reads = [src_span]
+            # the DMA reads host memory when the copy runs, not when it was issued
+            op.action = lambda: self._raw_copy(dst, src, non_blocking)
+        else:
+            op.action = lambda: self._raw_copy(dst, snapshot, non_blocking)  # staged now
+        return op
+
+    def _download(self, dst, src, non_blocking: bool) -> Op:
+        op = self._issue("d2h", f"{self._name(src)} -> {self._name(dst)}")
+        op.dev_reads = [span_of(src)]
+        if self.memory(dst) == "pinned":
+            op.host_writes = [span_of(dst)]
+        op.action = lambda: self._raw_copy(dst, src, non_blocking)
+        return op
+
+    def to_device(self, src, dtype=None, non_blocking: bool = False):
+        """``src.to(device, dtype, non_blocking)`` of a host tensor: a new device tensor."""
+        out = self.empty_device(tuple(src.shape), dtype or src.dtype)
+        self.copy(out, src, non_blocking)
+        return out
+
+    def to_host(self, src, dtype=None, non_blocking: bool = False):
+        """``src.to("cpu", non_blocking)`` / ``.cpu()`` of a device tensor. As in PyTorch,
+        a non-blocking one lands in fresh pinned memory and does not wait."""
+        shape, dtype = tuple(src.shape), dtype or src.dtype
+        out = self.empty_pinned(shape, dtype) if non_blocking else self._empty_host(shape, dtype)
+        self.copy(out, src, non_blocking)
+        return out
+
+    def launch(self, name: str, fn: Callable[[], Any], reads: dict, writes: tuple = ()):
+        """Device work ``name`` on the current stream: ``fn()`` runs when the device runs
+        it; ``reads`` (``{label: device tensor}``) are the tensors it reads, whose values
+        then are logged in ``reads_log``; ``writes`` the device tensors it writes."""
+        op = self._issue("kernel", name)
+        op.dev_reads = [span_of(t) for t in reads.values()]
+        op.dev_writes = [span_of(t) for t in writes]
+        where = self.where
+        op.action = self._work(op, name, fn, reads, where)
+        self._start(op)
+        return op
+
+    def device_op(self, run: Callable[[], Any], name: str, reads: list, writes: list):
+        """A torch operation on device tensors that the host issued (arithmetic, a fill, an
+        index): ordered on the current stream like any kernel. It runs at once, after what
+        is queued ahead of it on that stream (one of the orders the stream allows)."""
+        op = self._issue("kernel", name)
+        op.dev_reads = [span_of(t) for t in reads]
+        op.dev_writes = [span_of(t) for t in writes]
+        self._race_at_issue(op)
+        self._open.append(op)
+        return self._run_now(op, run)
+
+    # ================================================================ host accesses
+    def host_write(self, span: Span, by: str) -> None:
+        """The host wrote ``span`` (pinned memory a pending copy reads or writes: a hazard)."""
+        if span.empty:
+            return
+        for op in self._still_open():
+            if op.kind == "h2d":
+                for read in op.host_reads:
+                    self._race(op, HOST_WRITE_PENDING_UPLOAD, read, span, f"host write ({by})")
+            elif op.kind == "d2h":
+                for written in op.host_writes:
+                    self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
+                               f"host write ({by})")
+
+    def host_read(self, span: Span, by: str) -> None:
+        """The host read ``span`` (pinned memory a pending download writes: a hazard)."""
+        if span.empty:
+            return
+        for op in self._still_open():
+            if op.kind == "d2h":
+                for written in op.host_writes:
+                    self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
+                               f"host read ({by})")
+
+    def sweep(self) -> None:
+        """Host writes no interception saw (a raw numpy write): compare the source of every
+        upload still open with what it held when issued. Called at every point where the
+        host calls into the device, so a changed value is seen before anything waits."""
+        for op in self._still_open():
+            if op.kind != "h2d" or not op.host_reads or op.snapshot is None:
+                continue
+            before, now = op.snapshot
+            changed = self._changed(before, now)
+            if changed:
+                span = op.host_reads[0]
+                if span.elements is None:       # contiguous: element i is at lo + i * item
+                    picked = tuple(span.lo + i * span.item for i in changed)
+                    touched = Span(picked[0], picked[-1] + span.item, span.item, picked)
+                else:
+                    touched = span
+                self._race(op, HOST_WRITE_PENDING_UPLOAD, span, touched,
+                           "host write (seen as a changed value)")
+
+    # ================================================================ streams and events
+    def stream_state(self, handle: Any, key: Any) -> StreamState:
+        state = self._streams.get(key)
+        if state is None:
+            state = self._streams[key] = StreamState(len(self._streams), handle)
+        return state
+
+    def record(self, event_state: EventState, stream: StreamState | None = None) -> Op:
+        op = self._issue("record", "event", stream)
+        event_state.clock, event_state.record = dict(op.clock), op
+        self._submit(op)
+        return op
+
+    def wait_event(self, stream: StreamState, event_state: EventState) -> None:
+        if event_state.clock is None:
+            return                     # never recorded: nothing to wait for
+        op = self._issue("wait", "event", stream)
+        op.waits_for = event_state.record
+        stream.clock = join(stream.clock, event_state.clock)
+        op.clock = join(op.clock, event_state.clock)
+        self._submit(op)
+
+    def wait_stream(self, stream: StreamState, other: StreamState) -> None:
+        if stream is other or other.seq == 0:
+            return
+        marker = EventState()
+        self.record(marker, other)
+        self.wait_event(stream, marker)
+
+    def sync_event(self, event_state: EventState) -> None:
+        if event_state.clock is None:
+            return
+        self.sweep()
+        self._complete(event_state.record)
+        self._learn(event_state.clock)
+
+    def query_event(self, event_state: EventState, done: bool) -> bool:
+        """``done``: whether the device has run the event's record; True teaches the host."""
+        if event_state.clock is None:
+            return True
+        if done:
+            self._learn(event_state.clock)
+        return done
+
+    def sync_stream(self, stream: StreamState) -> None:
+        self.sweep()
+        if stream.queue or stream.seq:
+            last = stream.queue[-1] if stream.queue else None
+            if last is not None:
+                self._complete(last)
+        self._learn(stream.clock)
+
+    def sync_all(self) -> None:
+        self.sweep()
+        self._complete_all()
+        for stream in list(self._streams.values()):
+            self._learn(stream.clock)
+
+    # ================================================================ internals
+    def _learn(self, clock: dict) -> None:
+        self._host = join(self._host, clock)
+
+    def _known(self, op: Op) -> bool:
+        return covers(self._host, op.stream.id, op.seq)
+
+    def _still_open(self) -> list[Op]:
+        if self._open:
+            self._open = [op for op in self._open if not self._known(op)]
+        return self._open
+
+    def _race_at_issue(self, new: Op) -> None:
+        """``new`` against every open operation not ordered before it."""
+        for old in self._still_open():
+            if old is new or covers(new.clock, old.stream.id, old.seq):
+                continue
+            for read in new.dev_reads:
+                for written in old.dev_writes:
+                    self._race(old, DEVICE_READ_PENDING_WRITE, written, read,
+                               new.describe() + " reads it")
+            for written in new.dev_writes:
+                for other in old.dev_writes + old.dev_reads:
+                    self._race(old, DEVICE_READ_PENDING_WRITE, other, written,
+                               new.describe() + " overwrites it")
+            for written in new.host_writes:
+                for other in old.host_reads + old.host_writes:
+                    self._race(old, PINNED_REUSED_PENDING_COPY, other, written,
+                               new.describe() + " writes it")
+            for read in new.host_reads:
+                for other in old.host_writes:
+                    self._race(old, PINNED_REUSED_PENDING_COPY, other, read,
+                               new.describe() + " reads it")
+
+    def _race(self, pending: Op, kind: str, held: Span, touched: Span, by: str) -> None:
+        """Report that ``touched`` raced with ``pending``, which still holds ``held``: the
+        elements of ``held`` that ``touched`` covers, once per pending operation."""
+        if not held.overlaps(touched):
+            return
+        shared = held.shared(touched)
+        if not shared:
+            return
+        region, slots = self.describe(Span(shared[0], shared[-1] + held.item, held.item,
+                                           tuple(shared)))
+        if not slots:       # memory without a name: elements counted from the held range
+            slots = tuple(sorted({(a - held.lo) // held.item for a in shared}))
+        fresh = tuple(s for s in slots if (kind, region, s) not in pending.reported)
+        if slots and not fresh:
+            return
+        pending.reported.update((kind, region, s) for s in slots)
+        self.hazards.append(Hazard(kind, region, fresh or slots, pending.describe(),
+                                   by))
+
+    def _name(self, t) -> str:
+        span = span_of(t)
+        region = self.regions.of(span)
+        if region is None:
+            return f"{self.memory(t)} tensor{list(t.shape)}"
+        slots = region.slots(span)
+        if not slots:
+            return f"{region.name}[]"
+        return (f"{region.name}[{slots[0]}:{slots[-1] + 1}]"
+                if len(slots) == slots[-1] - slots[0] + 1 else f"{region.name}{list(slots)}")
+
+    def _note_mirror_copy(self, op: Op) -> None:
+        """Tell a buffer of a copy of its host side (or of a device tensor made from it)
+        into its mirror, slot for slot."""
+        if op.kind not in ("h2d", "d2d") or not op.dev_writes:
+            return
+        dst = op.dev_writes[0]
+        target = self.regions.of(dst)
+        src_span = op.host_reads[0] if op.host_reads else (
+            op.dev_reads[0] if op.dev_reads else None)
+        if op.kind == "h2d" and op.snapshot is not None and src_span is None:
+            src_span = span_of(op.snapshot[1])
+        if src_span is None:
+            return
+        source = self.regions.of(src_span)
+        offset = 0
+        if source is None or source.kind == "device":
+            kept = self._provenance.get(src_span.lo)
+            if kept is None:
+                if target is None and source is None and op.kind == "h2d":
+                    return
+            else:
+                source, offset = kept
+        if target is None:          # a device temp made from a host range: remember it
+            if source is not None and source.kind == "pinned" and op.kind == "h2d":
+                first = source.slots(src_span)
+                if first:
+                    self._provenance[dst.lo] = (source, first[0])
+            return
+        if source is None or source.owner is None or source.owner is not target.owner:
+            return
+        src_slots = source.slots(src_span)
+        dst_slots = target.slots(dst)
+        if not dst_slots or not src_slots:
+            return
+        if src_slots[0] + offset != dst_slots[0] or len(src_slots) != len(dst_slots):
+            return
+        target.owner.on_copy(dst_slots[0], dst_slots[-1] + 1)
+
+    # ---------------------------------------------------------------- torch helpers
+    def _work(self, op: Op, name: str, fn, reads: dict, where: str):
+        def run():
+            self.reads_log.append((where, name, {k: self._values(t) for k, t in reads.items()}))
+            fn()
+        return run
+
+    def _run_now(self, op: Op, run: Callable[[], Any]):
+        raise NotImplementedError
+
+    @staticmethod
+    def _raw_copy(dst, src, non_blocking: bool = False) -> None:
+        import torch
+        with torch._C.DisableTorchFunction():
+            dst.copy_(src, non_blocking=non_blocking)
+
+    @staticmethod
+    def _clone(t):
+        import torch
+        with torch._C.DisableTorchFunction():
+            return t.clone()
+
+    @staticmethod
+    def _values(t):
+        import torch
+        with torch._C.DisableTorchFunction():
+            return t.detach().cpu().tolist()
+
+    @staticmethod
+    def _changed(before, now) -> list[int]:
+        import torch
+        with torch._C.DisableTorchFunction():
+            if torch.equal(before, now):
+                return []
+            differs = (before != now).reshape(-1)
+            return [int(i) for i in torch.nonzero(differs).reshape(-1).tolist()]
+
+    def _empty_host(self, shape, dtype):
+        import torch
+        with torch._C.DisableTorchFunction():
+            return torch.empty(shape, dtype=dtype)
