@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
-from stagecheck.oracles.device.spans import span_of
+from stagecheck.oracles.device.spans import address_of
 
 __all__ = ["COMPLETIONS", "CpuDevice", "device_tensor_class"]
 
@@ -97,7 +97,7 @@ class CpuDevice(DeviceModel):
         if not self.regions._starts:
             return "pageable"
         with self._torch._C.DisableTorchFunction():
-            address = t.data_ptr()
+            address = address_of(t)
         region = self.regions.at(address)
         return region.kind if region is not None else "pageable"
 

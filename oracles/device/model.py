@@ -31,8 +31,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from stagecheck.oracles.device.forms import Pairs, mirror_copy
 from stagecheck.oracles.device.order import covers, join
-from stagecheck.oracles.device.spans import Region, Regions, Span, span_of
+from stagecheck.oracles.device.spans import Region, Regions, Span, span_of  # noqa: F401
 from stagecheck.spec.observation import (DEVICE_READ_PENDING_WRITE, HOST_TOUCH_PENDING_DOWNLOAD,
                                          HOST_WRITE_PENDING_UPLOAD,
                                          PINNED_REUSED_PENDING_COPY, Hazard)
@@ -112,7 +113,7 @@ class DeviceModel:
         self._open: list[Op] = []     # copies and device work the host has not seen complete
         self._host: dict = {}         # the host's clock
         self._streams: dict[Any, StreamState] = {}
-        self._provenance: dict[int, tuple[Region, int]] = {}   # device temp -> its source
+        self.pairs = Pairs(self.regions)   # paired buffers: copies into a mirror are told
         self._keep: list = []         # every allocation of the run stays alive until it ends
         self._pinned_count = 0
 
@@ -209,8 +210,8 @@ class DeviceModel:
             op = self._issue("d2d", f"{self._name(src)} -> {self._name(dst)}")
             op.dev_reads, op.dev_writes = [span_of(src)], [span_of(dst)]
             op.action = lambda: self._raw_copy(dst, src, True)
+        self._note_mirror_copy(dst, src, op.kind)
         self._start(op, blocking)
-        self._note_mirror_copy(op)
         return dst
 
     def _upload(self, dst, src, pinned: bool, non_blocking: bool) -> Op:
@@ -295,6 +296,21 @@ class DeviceModel:
                 for written in op.host_writes:
                     self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
                                f"host read ({by})")
+
+    def pending_reads(self, span: Span) -> tuple[int, ...]:
+        """The slots of ``span`` (of its region) that an upload the host has not seen
+        complete still reads: a host write there races with it."""
+        region = self.regions.of(span)
+        found: set[int] = set()
+        for op in self._still_open():
+            if op.kind == "h2d":
+                for read in op.host_reads:
+                    if read.overlaps(span):
+                        shared = span.shared(read)
+                        if region is not None:
+                            found.update(region.slots(Span(shared[0], shared[-1] + span.item,
+                                                           span.item, tuple(shared))))
+        return tuple(sorted(found))
 
     def sweep(self) -> None:
         """Host writes no interception saw (a raw numpy write): compare the source of every
@@ -437,43 +453,23 @@ class DeviceModel:
         return (f"{region.name}[{slots[0]}:{slots[-1] + 1}]"
                 if len(slots) == slots[-1] - slots[0] + 1 else f"{region.name}{list(slots)}")
 
-    def _note_mirror_copy(self, op: Op) -> None:
-        """Tell a buffer of a copy of its host side (or of a device tensor made from it)
-        into its mirror, slot for slot."""
-        if op.kind not in ("h2d", "d2d") or not op.dev_writes:
+    def pair(self, buffer, host, mirror) -> None:
+        """``host`` (pinned) and ``mirror`` (device) are the two sides of ``buffer``
+        (regions ``NAME.cpu`` and ``NAME.gpu``): every copy of host slots into the same
+        mirror slots, in any form, calls ``buffer.on_copy(start, stop)``."""
+        self.pairs.add(buffer, span_of(host), span_of(mirror))
+        self._keep += [host, mirror]
+
+    def _note_mirror_copy(self, dst, src, kind: str) -> None:
+        if kind not in ("h2d", "d2d"):
             return
-        dst = op.dev_writes[0]
-        target = self.regions.of(dst)
-        src_span = op.host_reads[0] if op.host_reads else (
-            op.dev_reads[0] if op.dev_reads else None)
-        if op.kind == "h2d" and op.snapshot is not None and src_span is None:
-            src_span = span_of(op.snapshot[1])
-        if src_span is None:
-            return
-        source = self.regions.of(src_span)
-        offset = 0
-        if source is None or source.kind == "device":
-            kept = self._provenance.get(src_span.lo)
-            if kept is None:
-                if target is None and source is None and op.kind == "h2d":
-                    return
-            else:
-                source, offset = kept
-        if target is None:          # a device temp made from a host range: remember it
-            if source is not None and source.kind == "pinned" and op.kind == "h2d":
-                first = source.slots(src_span)
-                if first:
-                    self._provenance[dst.lo] = (source, first[0])
-            return
-        if source is None or source.owner is None or source.owner is not target.owner:
-            return
-        src_slots = source.slots(src_span)
-        dst_slots = target.slots(dst)
-        if not dst_slots or not src_slots:
-            return
-        if src_slots[0] + offset != dst_slots[0] or len(src_slots) != len(dst_slots):
-            return
-        target.owner.on_copy(dst_slots[0], dst_slots[-1] + 1)
+        to, frm = span_of(dst), span_of(src)
+        found = mirror_copy(self.pairs, to, frm)
+        if found is not None:
+            buffer, start, stop = found
+            buffer.on_copy(start, stop)
+        elif kind == "h2d" and self.regions.of(to) is None:
+            self.pairs.made_from(dst, src)    # a device tensor made from a host range
 
     # ---------------------------------------------------------------- torch helpers
     def _work(self, op: Op, name: str, fn, reads: dict, where: str):

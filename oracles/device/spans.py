@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from typing import NamedTuple
 
-__all__ = ["Region", "Regions", "Span", "span_of"]
+__all__ = ["Region", "Regions", "Span", "address_of", "span_of"]
 
 
 class Span(NamedTuple):
@@ -58,15 +58,24 @@ def _covers(starts: tuple[int, ...], item: int, address: int) -> bool:
     return k >= 0 and starts[k] <= address < starts[k] + item
 
 
+def address_of(t) -> int:
+    """Where ``t``'s first element is (or would be, for an empty view: torch gives 0)."""
+    address = t.data_ptr()
+    if address == 0 and t.numel() == 0:
+        address = t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size()
+    return address
+
+
 def span_of(t) -> Span:
     """The span of tensor ``t`` (its elements, not its whole storage)."""
     import torch
     with torch._C.DisableTorchFunction():
         item = t.element_size()
-        lo = t.data_ptr()
         numel = t.numel()
-        if numel == 0:
+        if numel == 0:        # torch says 0 for an empty view's pointer: where it would be
+            lo = t.untyped_storage().data_ptr() + t.storage_offset() * item
             return Span(lo, lo, item)
+        lo = t.data_ptr()
         if t.is_contiguous():
             return Span(lo, lo + numel * item, item)
         sizes, strides = list(t.shape), list(t.stride())
@@ -90,6 +99,10 @@ class Region(NamedTuple):
     hi: int
     item: int
     owner: object = None   # what the region belongs to (a buffer), for its listeners
+
+    def first(self, span: Span) -> int:
+        """The slot where ``span`` starts (an empty span too)."""
+        return (span.lo - self.lo) // self.item
 
     def slots(self, span: Span) -> tuple[int, ...]:
         """The elements of this region that ``span`` covers, as indices from its start."""
@@ -143,9 +156,9 @@ class Regions:
         return None
 
     def of(self, span: Span) -> Region | None:
-        """The region holding the first element of ``span`` (None: memory the model has
-        no name for)."""
-        return None if span.empty else self.at(span.lo)
+        """The region holding the first element of ``span`` (of an empty span: its
+        address; None: memory the model has no name for)."""
+        return self.at(span.lo)
 
     def __iter__(self):
         return iter(self._regions)
