@@ -187,13 +187,19 @@ class CpuDevice(DeviceModel):
         queue = op.stream.queue
         assert queue and queue[0] is op
         queue.pop(0)
+        if op.kind == "d2h" and op.snapshot is not None:
+            self.download_touched(op)        # host writes it is about to overwrite
         if op.action is not None:
             self.inside = True
+            self.running = op if op.kind == "kernel" else None
             try:
                 op.action()
             finally:
                 self.inside = False
+                self.running = None
         op.done = True
+        if op.kind == "kernel":
+            self._after_work(op)
 
     def _complete(self, op: Op) -> None:
         while not op.done:
@@ -233,8 +239,10 @@ class CpuDevice(DeviceModel):
         return self.query_event(state, done)
 
     def finish(self) -> None:
-        """The run ends: everything queued runs, and the host knows it."""
+        """The run ends: everything queued runs, and the host knows it; then what each
+        device work read is checked against what the host meant."""
         self.sync_all()
+        self.check_intents()
 
     # ---------------------------------------------------------------- activation
     @contextmanager

@@ -95,10 +95,12 @@ class CudaDevice(DeviceModel):
     def _submit(self, op: Op) -> None:
         if op.action is not None:
             self.inside = True
+            self.running = op if op.kind == "kernel" else None
             try:
                 op.action()
             finally:
                 self.inside = False
+                self.running = None
         if op.kind in COPY_KINDS:
             op.event = self._real["Event"]()
             op.event.record()
@@ -132,13 +134,16 @@ class CudaDevice(DeviceModel):
         finally:
             self.inside = False
 
-    def _work(self, op: Op, name: str, fn, reads: dict, where: str):
+    def _work(self, op: Op, name: str, fn, reads: dict, where: tuple, scalars: dict):
         def run():
             with self._torch._C.DisableTorchFunction():
-                seen = {k: t.detach().clone() for k, t in reads.items()}
-            self._pending_reads.append((where, name, seen))
+                op.seen = {k: t.detach().clone() for k, t in reads.items()}
+            self._pending_reads.append((where, name, scalars, op))
             fn()
         return run
+
+    def _landed(self, op: Op) -> bool:
+        return op.event is None or op.event.query()
 
     def in_flight(self) -> int:
         return sum(1 for op in self._still_open()
@@ -151,10 +156,11 @@ class CudaDevice(DeviceModel):
     def finish(self) -> None:
         self.sync_all()
         with self._torch._C.DisableTorchFunction():
-            for where, name, seen in self._pending_reads:
-                self.reads_log.append((where, name, {k: t.cpu().tolist()
-                                                     for k, t in seen.items()}))
+            for where, name, scalars, op in self._pending_reads:
+                op.seen = {k: t.cpu().tolist() for k, t in op.seen.items()}
+                self.reads_log.append((where, name, {**scalars, **op.seen}))
         self._pending_reads.clear()
+        self.check_intents()
 
     # ---------------------------------------------------------------- activation
     @contextmanager

@@ -101,6 +101,8 @@ def _mode_class():
             kwargs = kwargs or {}
             model = self.model
             if model.inside:
+                if model.running is not None:
+                    _note_work_write(model, func, args, kwargs)
                 return func(*args, **kwargs)
             name = getattr(func, "__name__", "")
             if name in VIEWS:
@@ -114,6 +116,21 @@ def _mode_class():
 
     _MODE = _DeviceMode
     return _MODE
+
+
+def _note_work_write(model, func, args, kwargs) -> None:
+    """Device work that runs writes a device tensor in place: note it (what it wrote)."""
+    import torch
+    name = getattr(func, "__name__", "")
+    target = None
+    if name in ("__setitem__", "copy_") or (name.endswith("_") and not name.startswith("_")):
+        target = args[0] if args else None
+    elif isinstance(kwargs.get("out"), torch.Tensor):
+        target = kwargs["out"]
+    if isinstance(target, torch.Tensor) and model.memory(target) == "device":
+        view = _view(target, args[1]) if name == "__setitem__" and _basic_index(args[1]) \
+            else target
+        model.wrote(view)
 
 
 # ============================================================================ handlers

@@ -50,7 +50,8 @@ class Op:
 
     __slots__ = ("index", "kind", "stream", "seq", "clock", "dev_reads", "dev_writes",
                  "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
-                 "what", "where", "reported", "event")
+                 "what", "where", "reported", "event", "intents", "seen", "location",
+                 "device_owned")
 
     def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
                  ) -> None:
@@ -68,6 +69,10 @@ class Op:
         self.waits_for: "Op | None" = None    # a wait: the record it waits for
         self.reported: set = set()            # (kind, slot) already reported against it
         self.event = None                     # CUDA: an event recorded right after it
+        self.location: tuple = ()             # where the host issued it (step, operation)
+        self.device_owned: list[Span] = []    # host memory a later download may write
+        self.intents: dict = {}               # device work: what the host meant it to read
+        self.seen: dict = {}                  # device work: what it read
 
     def describe(self) -> str:
         where = f" ({self.where})" if self.where else ""
@@ -109,11 +114,19 @@ class DeviceModel:
         self.hazards: list[Hazard] = []
         self.reads_log: list[tuple[str, str, dict]] = []   # (where, work, {arg: values})
         self.where = ""               # the caller's location, e.g. "step 2, prepare_inputs"
+        self.location: tuple = ()     # the same as data, e.g. (2, "prepare_inputs")
         self.ops_issued = 0
         self._open: list[Op] = []     # copies and device work the host has not seen complete
         self._host: dict = {}         # the host's clock
         self._streams: dict[Any, StreamState] = {}
         self.pairs = Pairs(self.regions)   # paired buffers: copies into a mirror are told
+        self.inside = False               # the model's own work runs: torch calls pass through
+        self.running: Op | None = None    # device work being run (its writes are recorded)
+        self.mismatches: list[dict] = []  # device work that read other than the host meant
+        self._uploads: list[Op] = []
+        self._writers: list[Op] = []      # ops that wrote device memory, in issue order
+        self._issued: list[Op] = []       # every copy and device work, in issue order
+        self._work_ops: list[Op] = []     # device work launched, in launch order
         self._keep: list = []         # every allocation of the run stays alive until it ends
         self._pinned_count = 0
 
@@ -173,6 +186,7 @@ class DeviceModel:
         stream = stream or self.current()
         self.ops_issued += 1
         op = Op(self.ops_issued, kind, stream, what, self.where)
+        op.location = self.location
         stream.seq += 1
         op.seq = stream.seq
         op.clock = dict(stream.clock)
@@ -183,9 +197,18 @@ class DeviceModel:
     def _start(self, op: Op, blocking: bool = False) -> None:
         """Check ``op`` against what is open, open it, hand it to the device; a blocking
         one is waited for (and the host then knows it, and all before it, complete)."""
+        if op.snapshot is not None:        # pinned bytes an earlier download may still write
+            for other in self._still_open():
+                if other.kind == "d2h":
+                    for span in other.host_writes:
+                        if any(h.overlaps(span) for h in op.host_reads + op.host_writes):
+                            op.device_owned.append(span)
         if op.kind in COPY_KINDS or op.kind == "kernel":
             self._race_at_issue(op)
             self._open.append(op)
+            self._issued.append(op)
+            if op.dev_writes or op.kind == "kernel":
+                self._writers.append(op)
         self._submit(op)
         if blocking:
             self._complete(op)
@@ -218,6 +241,7 @@ class DeviceModel:
         op = self._issue("h2d", f"{self._name(src)} -> {self._name(dst)}")
         src_span, dst_span = span_of(src), span_of(dst)
         op.dev_writes = [dst_span]
+        self._uploads.append(op)
         snapshot = self._clone(src)
         op.snapshot = (snapshot, src)
         if pinned:
@@ -232,7 +256,13 @@ class DeviceModel:
         op = self._issue("d2h", f"{self._name(src)} -> {self._name(dst)}")
         op.dev_reads = [span_of(src)]
         if self.memory(dst) == "pinned":
-            op.host_writes = [span_of(dst)]
+            span = span_of(dst)
+            op.host_writes = [span]
+            op.snapshot = (self._clone(dst), dst)     # what the host held when it issued it
+            for other in self._still_open():          # bytes the device may now change
+                if other.snapshot is not None and any(
+                        h.overlaps(span) for h in other.host_reads + other.host_writes):
+                    other.device_owned.append(span)
         op.action = lambda: self._raw_copy(dst, src, non_blocking)
         return op
 
@@ -250,15 +280,20 @@ class DeviceModel:
         self.copy(out, src, non_blocking)
         return out
 
-    def launch(self, name: str, fn: Callable[[], Any], reads: dict, writes: tuple = ()):
+    def launch(self, name: str, fn: Callable[[], Any], reads: dict, writes: tuple = (),
+               scalars: dict | None = None):
         """Device work ``name`` on the current stream: ``fn()`` runs when the device runs
         it; ``reads`` (``{label: device tensor}``) are the tensors it reads, whose values
-        then are logged in ``reads_log``; ``writes`` the device tensors it writes."""
+        then are logged in ``reads_log`` (with ``scalars``, plain arguments, as given);
+        ``writes`` the device tensors it is known to write (what it writes is also seen
+        while it runs). What the host meant each read element to hold is noted now: the
+        value of the host memory the last upload into it (issued before now) reads."""
         op = self._issue("kernel", name)
         op.dev_reads = [span_of(t) for t in reads.values()]
         op.dev_writes = [span_of(t) for t in writes]
-        where = self.where
-        op.action = self._work(op, name, fn, reads, where)
+        op.intents = {label: self._intent(t, op.index) for label, t in reads.items()}
+        op.action = self._work(op, name, fn, reads, self.location, dict(scalars or {}))
+        self._work_ops.append(op)
         self._start(op)
         return op
 
@@ -271,6 +306,8 @@ class DeviceModel:
         op.dev_writes = [span_of(t) for t in writes]
         self._race_at_issue(op)
         self._open.append(op)
+        if op.dev_writes:
+            self._writers.append(op)
         return self._run_now(op, run)
 
     # ================================================================ host accesses
@@ -313,23 +350,52 @@ class DeviceModel:
         return tuple(sorted(found))
 
     def sweep(self) -> None:
-        """Host writes no interception saw (a raw numpy write): compare the source of every
-        upload still open with what it held when issued. Called at every point where the
-        host calls into the device, so a changed value is seen before anything waits."""
+        """Host writes no interception saw (a raw numpy write): compare the pinned memory
+        of every copy still open with what it held when issued (an upload's source, a
+        download's destination not yet landed). Called at every point where the host
+        calls into the device, so a changed value is seen before anything waits."""
         for op in self._still_open():
-            if op.kind != "h2d" or not op.host_reads or op.snapshot is None:
+            if op.snapshot is None:
                 continue
-            before, now = op.snapshot
-            changed = self._changed(before, now)
-            if changed:
-                span = op.host_reads[0]
-                if span.elements is None:       # contiguous: element i is at lo + i * item
-                    picked = tuple(span.lo + i * span.item for i in changed)
-                    touched = Span(picked[0], picked[-1] + span.item, span.item, picked)
-                else:
-                    touched = span
-                self._race(op, HOST_WRITE_PENDING_UPLOAD, span, touched,
-                           "host write (seen as a changed value)")
+            if op.kind == "d2h":
+                self.download_touched(op)
+            elif op.kind == "h2d" and op.host_reads:
+                touched = self._host_changes(op, op.host_reads[0])
+                if touched is not None:
+                    self._race(op, HOST_WRITE_PENDING_UPLOAD, op.host_reads[0], touched,
+                               "host write (seen as a changed value)")
+
+    def _host_changes(self, op: Op, span: Span) -> Span | None:
+        """The elements of ``op``'s pinned ``span`` that changed since it was issued, less
+        those a later download may have written (None: none)."""
+        before, now = op.snapshot
+        changed = self._changed(before, now)
+        if not changed:
+            return None
+        if span.elements is None:
+            picked = [span.lo + i * span.item for i in changed]
+        else:
+            picked = list(span.elements)
+        if op.device_owned:
+            picked = [a for a in picked
+                      if not any(o.lo <= a < o.hi for o in op.device_owned)]
+        if not picked:
+            return None
+        return Span(picked[0], picked[-1] + span.item, span.item, tuple(picked))
+
+    def download_touched(self, op: Op) -> None:
+        """A download into pinned memory that has not landed: host writes into its
+        destination since it was issued (seen as changed values) race with it."""
+        if op.snapshot is None or self._landed(op):
+            return
+        touched = self._host_changes(op, op.host_writes[0])
+        if touched is not None:
+            self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, op.host_writes[0], touched,
+                       "host write (seen as a changed value)")
+
+    def _landed(self, op: Op) -> bool:
+        """Whether a copy has run (the CPU model knows; CUDA asks its event)."""
+        return op.done
 
     # ================================================================ streams and events
     def stream_state(self, handle: Any, key: Any) -> StreamState:
@@ -472,11 +538,106 @@ class DeviceModel:
             self.pairs.made_from(dst, src)    # a device tensor made from a host range
 
     # ---------------------------------------------------------------- torch helpers
-    def _work(self, op: Op, name: str, fn, reads: dict, where: str):
+    def _work(self, op: Op, name: str, fn, reads: dict, where: tuple, scalars: dict):
         def run():
-            self.reads_log.append((where, name, {k: self._values(t) for k, t in reads.items()}))
+            op.seen = {k: self._values(t) for k, t in reads.items()}
+            self.reads_log.append((where, name, {**scalars, **op.seen}))
             fn()
         return run
+
+    def passthrough(self):
+        """A block whose torch calls the model neither sees nor orders (the checker's own
+        reads of the state)."""
+        return _Passthrough(self)
+
+    def wrote(self, t) -> None:
+        """Device work being run wrote device tensor ``t`` (seen while it runs)."""
+        op = self.running
+        if op is not None:
+            span = span_of(t)
+            if not span.empty:
+                op.dev_writes.append(span)
+                if op not in self._writers:
+                    self._writers.append(op)
+
+    def _after_work(self, op: Op) -> None:
+        """Device work ``op`` ran: what it wrote against operations issued after it that
+        are not ordered after it and touch the same device memory (a race, whichever ran
+        first)."""
+        for later in self._issued:
+            # issued after ``op`` ran or not: the host had not seen ``op`` complete then
+            if later.index <= op.index or covers(later.clock, op.stream.id, op.seq):
+                continue
+            for written in op.dev_writes:
+                for other in later.dev_reads + later.dev_writes:
+                    self._race(op, DEVICE_READ_PENDING_WRITE, written, other,
+                               later.describe() + (" reads it" if other in later.dev_reads
+                                                   else " overwrites it"))
+
+    # ---------------------------------------------------------------- what the host meant
+    def _intent(self, t, before: int):
+        """For each element of device tensor ``t`` (contiguous): the value of the host
+        memory that the last upload into it, issued before op ``before``, reads, and that
+        upload's index (None, None where no upload wrote it)."""
+        import torch
+        with torch._C.DisableTorchFunction():
+            if not t.is_contiguous() or t.numel() == 0:
+                return None
+            count, item, lo = t.numel(), t.element_size(), t.data_ptr()
+            values: list = [None] * count
+            sources: list = [None] * count
+            left = count
+            for up in reversed(self._uploads):
+                if up.index >= before or left == 0:
+                    continue
+                dst = up.dev_writes[0]
+                src = up.snapshot[1]
+                if dst.elements is not None or not src.is_contiguous() or dst.item != item:
+                    continue
+                first, last = max(dst.lo, lo), min(dst.hi, lo + count * item)
+                if first >= last:
+                    continue
+                p0, p1 = (first - lo) // item, (last - lo) // item
+                q0 = (first - dst.lo) // item
+                held = src.reshape(-1)[q0:q0 + (p1 - p0)].tolist()
+                for p in range(p0, p1):
+                    if sources[p] is None:
+                        values[p], sources[p] = held[p - p0], up.index
+                        left -= 1
+            return values, sources, lo, item
+
+    def check_intents(self) -> None:
+        """After the run: every device work against what the host meant (``mismatches``)."""
+        for op in self._work_ops:
+            for label, intent in op.intents.items():
+                seen = op.seen.get(label)
+                if intent is None or seen is None:
+                    continue
+                meant, sources, lo, item = intent
+                flat = _flatten(seen)
+                bad = []
+                for p, (want, source) in enumerate(zip(meant, sources)):
+                    if source is None or p >= len(flat) or flat[p] == want:
+                        continue
+                    if self._overwritten(lo + p * item, item, source, op.index):
+                        continue
+                    bad.append(p)
+                if bad:
+                    region, slots = self.describe(Span(lo + bad[0] * item,
+                                                       lo + bad[-1] * item + item, item,
+                                                       tuple(lo + p * item for p in bad)))
+                    self.mismatches.append({
+                        "where": op.location, "work": op.what, "arg": label,
+                        "region": region, "slots": list(slots) or bad,
+                        "meant": [meant[p] for p in bad], "read": [flat[p] for p in bad]})
+
+    def _overwritten(self, address: int, item: int, after: int, before: int) -> bool:
+        """Whether an op issued between ``after`` and ``before`` wrote ``address``."""
+        probe = Span(address, address + item, item)
+        for op in self._writers:
+            if after < op.index < before and any(w.overlaps(probe) for w in op.dev_writes):
+                return True
+        return False
 
     def _run_now(self, op: Op, run: Callable[[], Any]):
         raise NotImplementedError
@@ -512,3 +673,25 @@ class DeviceModel:
         import torch
         with torch._C.DisableTorchFunction():
             return torch.empty(shape, dtype=dtype)
+
+
+def _flatten(values) -> list:
+    if isinstance(values, list):
+        out: list = []
+        for v in values:
+            out.extend(_flatten(v) if isinstance(v, list) else [v])
+        return out
+    return [values]
+
+
+class _Passthrough:
+    def __init__(self, model: DeviceModel) -> None:
+        self.model, self.saved = model, None
+
+    def __enter__(self):
+        self.saved = (self.model.inside, self.model.running)
+        self.model.inside, self.model.running = True, None
+        return self.model
+
+    def __exit__(self, *exc) -> None:
+        self.model.inside, self.model.running = self.saved

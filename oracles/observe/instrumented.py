@@ -280,6 +280,7 @@ class InstrumentedBuffer:
     # ---------------------------------------------------------------- copies
     def on_copy(self, start: int, stop: int) -> None:
         """A copy of host slots ``[start, stop)`` into the mirror was issued (any form)."""
+        self.sweep_untracked()
         if self._requested is not None:
             requested = self._requested[0]
         else:
@@ -382,19 +383,20 @@ class InstrumentedBackend:
     """The ``observe`` backend of instrumented buffers on one device; with asynchronous
     copies, the buffers of one call share one device model."""
 
-    def __init__(self, device: str = "cpu", deferred: bool = False) -> None:
+    def __init__(self, device: str = "cpu", deferred: bool = False, model=None) -> None:
         self.device, self.deferred = device, deferred
         self._events: list | None = None
-        self._model = None
-        if device == "cuda" or deferred:
+        self._model = model
+        self._shared = model is not None      # every buffer on this model (a protocol's)
+        if (device == "cuda" or deferred) and model is None:
             # the device model needs torch: import it now, before any call is timed
             from stagecheck.oracles.device import device_model
             device_model(device, "lazy")
 
     def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list,
                     events: list) -> InstrumentedBuffer:
-        model = None
-        if self.device == "cuda" or self.deferred:
+        model = self._model if self._shared else None
+        if (self.device == "cuda" or self.deferred) and not self._shared:
             if events is not self._events or self._model is None:
                 from stagecheck.oracles.device import device_model
                 self._events, self._model = events, device_model(self.device, "lazy")

@@ -168,7 +168,7 @@ def test_a_consumer_on_another_stream_without_a_wait_reads_a_pending_upload():
         torch.cuda.current_stream().synchronize()      # runs the consumer, not the copy
         assert seen == [[0, 0]]
         assert kinds(model) == [DEVICE_READ_PENDING_WRITE]
-        assert model.reads_log == [("", "forward", {"mirror": [0, 0]})]
+        assert model.reads_log == [((), "forward", {"mirror": [0, 0]})]
 
 
 def test_waiting_for_the_copy_stream_orders_the_consumer_after_it():
