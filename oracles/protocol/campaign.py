@@ -25,7 +25,7 @@ from stagecheck.spec.findings import ERROR, Finding, FindingsResult, sort_key
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.steps import StepSequence
 
-__all__ = ["ProtocolConfig", "ProtocolResult", "run_protocol_campaign"]
+__all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "run_protocol_campaign"]
 
 RUN_MODULE = "stagecheck.oracles.protocol.run"
 #: seconds a worker call gets on top of the per-operation limits of its sequences
@@ -195,6 +195,31 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
     if interrupt.requested():
         result.interrupted = interrupt.signal_name(interrupt.requested())
     return result
+
+
+def check_sequence(baseline: str | None, candidate: str, protocol: Any,
+                   sequence: StepSequence | dict,
+                   config: ProtocolConfig | None = None) -> list[Finding]:
+    """The findings one step ``sequence`` shows (a replay, a pasted pytest test)."""
+    from stagecheck.oracles.protocol.judge import judge_sequence
+    from stagecheck.oracles.protocol.load import load_protocol, protocol_spec
+    from stagecheck.oracles.targets import target_ref
+    config = config or ProtocolConfig(sequences=1)
+    protocol = load_protocol(protocol)
+    seq = sequence if isinstance(sequence, StepSequence) else StepSequence.from_dict(sequence)
+    specs = [t for t in (baseline, candidate) if t is not None]
+    refs = [target_ref(t, None, config.shims) for t in specs]
+    labels = ["baseline", "candidate"] if baseline is not None else ["candidate"]
+    options = {"device": config.device, "timeout": config.timeout,
+               "busy_cycles": config.busy_cycles, "ops": _ops_per_sequence(protocol)}
+    runner = _Runner(protocol_spec(protocol), refs, options, 1)
+    try:
+        answers = runner.load()
+        ((_, sides),) = runner.run([(0, seq)])
+    finally:
+        runner.close()
+    return judge_sequence(protocol, seq, sides, labels,
+                          _staging_targets(protocol, answers, specs))
 
 
 def _without_shadowed(findings: list[Finding]) -> list[Finding]:
