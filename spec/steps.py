@@ -90,9 +90,16 @@ class StepSequence:
 
     @property
     def size(self) -> tuple:
-        """How big the sequence is to a reader: steps, requests, then its text."""
+        """How big the sequence is to a reader: steps, requests, then the sum of its
+        numbers (tokens, drafts, the capacity), the completions that are not lazy, its
+        text."""
         ids = {j["id"] for s in self.steps for j in s.joins}
-        return (len(self.steps), len(ids), len(json.dumps(self.to_dict())))
+        numbers = self.capacity + sum(
+            sum(j.get("prompt", 0) + j.get("prefix", 0) for j in s.joins)
+            + sum(s.chunk.values()) + sum(s.drafts.values()) + sum(s.accepted.values())
+            + s.dummy_tokens for s in self.steps)
+        eager = sum(c != "lazy" for s in self.steps for c in s.completion)
+        return (len(self.steps), len(ids), numbers, eager, len(json.dumps(self.to_dict())))
 
 
 @dataclass

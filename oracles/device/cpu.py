@@ -54,8 +54,23 @@ def device_tensor_class():
     import torch
     cuda0 = torch.device("cuda", 0)
 
+    plain = torch._C.DisableTorchFunctionSubclass
+    base = torch.Tensor
+
     class DeviceTensor(torch.Tensor):
-        """A tensor in the CPU model's device memory (a CPU tensor that says cuda:0)."""
+        """A tensor in the CPU model's device memory (a CPU tensor that says cuda:0):
+        what torch makes from one (a view, a result) is one too."""
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            with plain():
+                result = func(*args, **(kwargs or {}))
+            kind = type(result)
+            if kind is base:
+                return result.as_subclass(cls)
+            if kind is tuple or kind is list:
+                return kind(r.as_subclass(cls) if type(r) is base else r for r in result)
+            return result
 
         @property
         def device(self):

@@ -184,13 +184,11 @@ def _wrapped(model: CudaDevice):
             return event
 
         def record(self, stream=None):
-            model.sweep()
             super().record(stream)
             model.record(self._stagecheck, model._state_of(
                 stream if stream is not None else real["current_stream"]()))
 
         def wait(self, stream=None):
-            model.sweep()
             super().wait(stream)
             model.wait_event(model._state_of(
                 stream if stream is not None else real["current_stream"]()), self._stagecheck)

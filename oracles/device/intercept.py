@@ -66,10 +66,16 @@ def _tensors(values, out: list) -> list:
     return out
 
 
+_BASIC = (int, slice, type(None), type(Ellipsis), bool)
+
+
 def _basic_index(key) -> bool:
-    import torch
-    items = key if isinstance(key, tuple) else (key,)
-    return not any(isinstance(k, (torch.Tensor, list)) for k in items)
+    """Whether indexing with ``key`` makes a view (no tensor or list inside)."""
+    if type(key) in _BASIC:
+        return True
+    if type(key) is tuple:
+        return all(type(k) in _BASIC for k in key)
+    return False
 
 
 def _view(t, key):
@@ -140,7 +146,6 @@ def _copy_(model, func, args, kwargs):
     non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
     if model.memory(dst) != "device" and model.memory(src) != "device":
         return _generic(model, func, "copy_", args, kwargs)
-    model.sweep()
     model.copy(dst, src, bool(non_blocking))
     return dst
 
@@ -167,10 +172,8 @@ def _move(model, func, args, kwargs, t, device, dtype, non_blocking, copy=False)
             if dtype is None or dtype == t.dtype:
                 return _generic(model, func, "clone", (t,), {}) if copy else t
             return _generic(model, func, "to", (t, dtype), {})
-        model.sweep()
         return model.to_device(t, dtype, bool(non_blocking))
     if here == "device":                                  # a download
-        model.sweep()
         return model.to_host(t, dtype, bool(non_blocking))
     return _generic(model, func, "to", args, kwargs)
 
@@ -186,7 +189,6 @@ def _cpu(model, func, args, kwargs):
     t = args[0]
     if model.memory(t) != "device":
         return t
-    model.sweep()
     return model.to_host(t, None, False)
 
 
@@ -198,7 +200,6 @@ def _setitem(model, func, args, kwargs):
     frm = model.memory(value) if value_is_tensor else "host value"
     if value_is_tensor and (to == "device") != (frm == "device") and _basic_index(key) \
             and value.dim() > 0:
-        model.sweep()
         model.copy(_view(dst, key), value, False)       # blocking, as torch's assignment
         return None
     if to == "device" or frm == "device":
@@ -214,7 +215,6 @@ def _setitem(model, func, args, kwargs):
 def _device_read(model, func, args, kwargs):
     t = args[0]
     if model.memory(t) == "device":
-        model.sweep()
         host = model.to_host(t, None, False)
         import torch
         with torch._C.DisableTorchFunction():
@@ -299,7 +299,6 @@ def _generic(model, func, name, args, kwargs):
         writes = ([args[0]] if in_place and args and isinstance(args[0], torch.Tensor) else [])
         if isinstance(out, torch.Tensor):
             writes.append(out)
-        model.sweep()
         result = model.device_op(lambda: func(*args, **kwargs), name or "device operation",
                                  on_device, writes)
         model.point()

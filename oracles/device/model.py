@@ -75,6 +75,8 @@ class Op:
         self.seen: dict = {}                  # device work: what it read
 
     def describe(self) -> str:
+        if callable(self.what):           # named when first needed (a report)
+            self.what = self.what()
         where = f" ({self.where})" if self.where else ""
         return f"{_LABEL[self.kind]} {self.what} #{self.index} on stream {self.stream.id}{where}"
 
@@ -118,6 +120,7 @@ class DeviceModel:
         self.ops_issued = 0
         self._open: list[Op] = []     # copies and device work the host has not seen complete
         self._host: dict = {}         # the host's clock
+        self._pruned = True           # ``_open`` holds nothing the host knows complete
         self._streams: dict[Any, StreamState] = {}
         self.pairs = Pairs(self.regions)   # paired buffers: copies into a mirror are told
         self.inside = False               # the model's own work runs: torch calls pass through
@@ -230,7 +233,7 @@ class DeviceModel:
             op = self._download(dst, src, not blocking)
         else:
             blocking = False
-            op = self._issue("d2d", f"{self._name(src)} -> {self._name(dst)}")
+            op = self._issue("d2d", lambda: f"{self._name(src)} -> {self._name(dst)}")
             op.dev_reads, op.dev_writes = [span_of(src)], [span_of(dst)]
             op.action = lambda: self._raw_copy(dst, src, True)
         self._note_mirror_copy(dst, src, op.kind)
@@ -238,7 +241,7 @@ class DeviceModel:
         return dst
 
     def _upload(self, dst, src, pinned: bool, non_blocking: bool) -> Op:
-        op = self._issue("h2d", f"{self._name(src)} -> {self._name(dst)}")
+        op = self._issue("h2d", lambda: f"{self._name(src)} -> {self._name(dst)}")
         src_span, dst_span = span_of(src), span_of(dst)
         op.dev_writes = [dst_span]
         self._uploads.append(op)
@@ -253,7 +256,7 @@ class DeviceModel:
         return op
 
     def _download(self, dst, src, non_blocking: bool) -> Op:
-        op = self._issue("d2h", f"{self._name(src)} -> {self._name(dst)}")
+        op = self._issue("d2h", lambda: f"{self._name(src)} -> {self._name(dst)}")
         op.dev_reads = [span_of(src)]
         if self.memory(dst) == "pinned":
             span = span_of(dst)
@@ -352,8 +355,9 @@ class DeviceModel:
     def sweep(self) -> None:
         """Host writes no interception saw (a raw numpy write): compare the pinned memory
         of every copy still open with what it held when issued (an upload's source, a
-        download's destination not yet landed). Called at every point where the host
-        calls into the device, so a changed value is seen before anything waits."""
+        download's destination not yet landed). Called wherever the host may learn that a
+        copy completed (a synchronization, an event query) and between the operations of a
+        protocol, so a changed value is seen before the host could know the copy done."""
         for op in self._still_open():
             if op.snapshot is None:
                 continue
@@ -457,14 +461,17 @@ class DeviceModel:
 
     # ================================================================ internals
     def _learn(self, clock: dict) -> None:
-        self._host = join(self._host, clock)
+        if any(self._host.get(k, 0) < v for k, v in clock.items()):
+            self._host = join(self._host, clock)
+            self._pruned = False
 
     def _known(self, op: Op) -> bool:
         return covers(self._host, op.stream.id, op.seq)
 
     def _still_open(self) -> list[Op]:
-        if self._open:
+        if self._open and not self._pruned:
             self._open = [op for op in self._open if not self._known(op)]
+            self._pruned = True
         return self._open
 
     def _race_at_issue(self, new: Op) -> None:

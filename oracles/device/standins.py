@@ -57,13 +57,11 @@ class ModelStream:
 
     def wait_event(self, event) -> None:
         model = _model()
-        model.sweep()
         model.wait_event(self._state, event._state)
         model.point()
 
     def wait_stream(self, stream) -> None:
         model = _model()
-        model.sweep()
         model.wait_stream(self._state, stream._state)
         model.point()
 
@@ -104,13 +102,11 @@ class ModelEvent:
 
     def record(self, stream=None) -> None:
         model = _model()
-        model.sweep()
         model.record(self._state, stream._state if stream is not None else None)
         self._misses = 0
 
     def wait(self, stream=None) -> None:
         model = _model()
-        model.sweep()
         model.wait_event(stream._state if stream is not None else model.current(),
                          self._state)
         model.point()

@@ -113,13 +113,19 @@ class _Runner:
                 what = "hung" if ended.hung else f"ended its process ({ended.what})"
                 stopped = Trace(stopped=what).to_wire()
                 return [(batch[0][0], [(stopped, stopped)])]
-            out = []
-            for item in batch:
+            if len(batch) == 1:              # which target did it
                 sides = []
                 for ref in refs:
-                    ((_, (side,)),) = self.run([item], pool_index, [ref])
+                    ((_, (side,)),) = self.run(batch, pool_index, [ref])
                     sides.append(side)
-                out.append((item[0], sides))
+                return [(batch[0][0], sides)]
+            out = []                         # which sequence did it: the answer ends there
+            for item in batch:
+                (answer,) = self.run([item], pool_index, refs)
+                out.append(answer)
+                if any(Trace.from_wire(side[0]).stopped or Trace.from_wire(side[1]).stopped
+                       for side in answer[1]):
+                    break
             return out
 
     def stream(self, batches):
@@ -267,12 +273,14 @@ class _Search:
         drawn: dict[int, StepSequence] = {}
 
         def batches():
-            for start in range(0, total, config.batch):
+            start, size = 0, 1
+            while start < total:      # small batches first: an early bug shows at once
                 batch = [(i, sample_sequence(self.protocol, config.seed, i, config.max_capacity,
                                              config.max_steps))
-                         for i in range(start, min(total, start + config.batch))]
+                         for i in range(start, min(total, start + size))]
                 drawn.update(batch)
                 yield batch
+                start, size = start + size, min(2 * size, config.batch)
 
         flagged = None
         answers = self.runner.stream(batches())

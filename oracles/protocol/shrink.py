@@ -141,7 +141,7 @@ def _sizes(seq: StepSequence) -> Iterator[StepSequence]:
     for k, step in enumerate(seq.steps):
         for n, join in enumerate(step.joins):
             for key, smaller in (("prompt", 1), ("prompt", max(1, join["prompt"] // 2)),
-                                 ("prefix", 0)):
+                                 ("prompt", join["prompt"] - 1), ("prefix", 0)):
                 if join.get(key, 0) > smaller:
                     out = copy.deepcopy(seq)
                     out.steps[k].joins[n][key] = smaller
