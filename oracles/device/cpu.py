@@ -116,6 +116,9 @@ class CpuDevice(DeviceModel):
         region = self.regions.at(address)
         return region.kind if region is not None else "pageable"
 
+    def _device_type(self):
+        return self._device_class
+
     def as_device(self, t):
         """``t`` (a CPU tensor) as a tensor of the model's device memory."""
         with self._torch._C.DisableTorchFunction():

@@ -133,7 +133,7 @@ def _note_work_write(model, func, args, kwargs) -> None:
         target = args[0] if args else None
     elif isinstance(kwargs.get("out"), torch.Tensor):
         target = kwargs["out"]
-    if isinstance(target, torch.Tensor) and model.memory(target) == "device":
+    if isinstance(target, torch.Tensor):
         view = _view(target, args[1]) if name == "__setitem__" and _basic_index(args[1]) \
             else target
         model.wrote(view)

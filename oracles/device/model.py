@@ -259,6 +259,7 @@ class DeviceModel:
         op = self._issue("d2h", lambda: f"{self._name(src)} -> {self._name(dst)}")
         op.dev_reads = [span_of(src)]
         if self.memory(dst) == "pinned":
+            self.sweep()          # host writes so far, before the device may write there too
             span = span_of(dst)
             op.host_writes = [span]
             op.snapshot = (self._clone(dst), dst)     # what the host held when it issued it
@@ -396,6 +397,10 @@ class DeviceModel:
         if touched is not None:
             self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, op.host_writes[0], touched,
                        "host write (seen as a changed value)")
+
+    def _device_type(self):
+        """The class of device tensors, where the model has one (the CPU model's)."""
+        return None
 
     def _landed(self, op: Op) -> bool:
         """Whether a copy has run (the CPU model knows; CUDA asks its event)."""
@@ -558,14 +563,24 @@ class DeviceModel:
         return _Passthrough(self)
 
     def wrote(self, t) -> None:
-        """Device work being run wrote device tensor ``t`` (seen while it runs)."""
+        """Device work being run wrote tensor ``t`` in place (seen while it runs): device
+        memory (one of its arguments, or any device tensor) is noted as written by it."""
         op = self.running
         if op is not None:
+            if type(t) is not self._device_type():
+                lo = t.data_ptr()           # a plain tensor: outside every argument?
+                if not any(r.lo <= lo < r.hi for r in op.dev_reads) \
+                        and self.memory(t) != "device":
+                    return
             span = span_of(t)
-            if not span.empty:
-                op.dev_writes.append(span)
-                if op not in self._writers:
-                    self._writers.append(op)
+            if span.empty:
+                return
+            if not any(span.overlaps(r) for r in op.dev_reads) \
+                    and self.memory(t) != "device":
+                return                    # a temporary of its own
+            op.dev_writes.append(span)
+            if op not in self._writers:
+                self._writers.append(op)
 
     def _after_work(self, op: Op) -> None:
         """Device work ``op`` ran: what it wrote against operations issued after it that
@@ -594,15 +609,18 @@ class DeviceModel:
             values: list = [None] * count
             sources: list = [None] * count
             left = count
+            end = lo + count * item
             for up in reversed(self._uploads):
-                if up.index >= before or left == 0:
+                if left == 0:
+                    break
+                if up.index >= before:
                     continue
                 dst = up.dev_writes[0]
-                src = up.snapshot[1]
-                if dst.elements is not None or not src.is_contiguous() or dst.item != item:
+                first, last = max(dst.lo, lo), min(dst.hi, end)
+                if first >= last or dst.elements is not None or dst.item != item:
                     continue
-                first, last = max(dst.lo, lo), min(dst.hi, lo + count * item)
-                if first >= last:
+                src = up.snapshot[1]
+                if not src.is_contiguous():
                     continue
                 p0, p1 = (first - lo) // item, (last - lo) // item
                 q0 = (first - dst.lo) // item

@@ -66,19 +66,35 @@ def address_of(t) -> int:
     return address
 
 
+_TORCH = None
+
+
 def span_of(t) -> Span:
     """The span of tensor ``t`` (its elements, not its whole storage)."""
-    import torch
+    global _TORCH
+    torch = _TORCH
+    if torch is None:
+        import torch
+        _TORCH = torch
+    if type(t) is torch.Tensor:       # metadata calls of a plain tensor: no dispatch to mind
+        return _span(t)
     with torch._C.DisableTorchFunction():
-        item = t.element_size()
-        numel = t.numel()
-        if numel == 0:        # torch says 0 for an empty view's pointer: where it would be
-            lo = t.untyped_storage().data_ptr() + t.storage_offset() * item
-            return Span(lo, lo, item)
-        lo = t.data_ptr()
-        if t.is_contiguous():
-            return Span(lo, lo + numel * item, item)
-        sizes, strides = list(t.shape), list(t.stride())
+        return _span(t)
+
+
+def _span(t) -> Span:
+    item = t.element_size()
+    numel = t.numel()
+    if numel == 0:        # torch says 0 for an empty view's pointer: where it would be
+        lo = t.untyped_storage().data_ptr() + t.storage_offset() * item
+        return Span(lo, lo, item)
+    lo = t.data_ptr()
+    if t.is_contiguous():
+        return Span(lo, lo + numel * item, item)
+    return _strided(lo, item, list(t.shape), list(t.stride()))
+
+
+def _strided(lo: int, item: int, sizes: list, strides: list) -> Span:
     starts = [lo]
     extent = 0
     for size, stride in zip(sizes, strides):

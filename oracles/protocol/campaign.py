@@ -43,6 +43,7 @@ class ProtocolConfig:
     busy_cycles: int = 0             # cuda: device work queued at each lazy boundary
     max_capacity: int = 8            # one-step staging protocols: scenario capacity
     max_steps: int | None = None     # at most this many steps per sequence
+    steps: int | None = None         # exactly this many steps per sequence
     jobs: int = 1                    # worker processes
     batch: int = 8                   # sequences per worker call
     shims: tuple[str, ...] = ()      # --shim modules for file targets
@@ -58,8 +59,9 @@ class ProtocolConfig:
         object.__setattr__(self, "batch", whole("batch", self.batch, 1, "8"))
         object.__setattr__(self, "max_capacity", whole("max_capacity", self.max_capacity, 1,
                                                        "8"))
-        if self.max_steps is not None:
-            object.__setattr__(self, "max_steps", whole("steps", self.max_steps, 1, "8"))
+        for name in ("max_steps", "steps"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, whole("steps", getattr(self, name), 1, "8"))
 
 
 @dataclass
@@ -181,7 +183,8 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
             raise
     labels = ["baseline", "candidate"] if baseline is not None else ["candidate"]
     options = {"device": config.device, "timeout": config.timeout,
-               "busy_cycles": config.busy_cycles, "ops": _ops_per_sequence(protocol)}
+               "busy_cycles": config.busy_cycles,
+               "ops": _ops_per_sequence(protocol, config.steps)}
     result = ProtocolResult(protocol.name, baseline, candidate, config)
     started = time.perf_counter()
     runner = _Runner(spec, refs, options, config.jobs)
@@ -239,8 +242,8 @@ def _without_shadowed(findings: list[Finding]) -> list[Finding]:
     return sorted(kept, key=sort_key)
 
 
-def _ops_per_sequence(protocol: Protocol) -> int:
-    return (protocol.space.steps[1] + 1) * len(protocol.operations)
+def _ops_per_sequence(protocol: Protocol, steps: int | None = None) -> int:
+    return ((steps or protocol.space.steps[1]) + 1) * len(protocol.operations)
 
 
 class _Search:
@@ -276,7 +279,7 @@ class _Search:
             start, size = 0, 1
             while start < total:      # small batches first: an early bug shows at once
                 batch = [(i, sample_sequence(self.protocol, config.seed, i, config.max_capacity,
-                                             config.max_steps))
+                                             config.max_steps, config.steps))
                          for i in range(start, min(total, start + size))]
                 drawn.update(batch)
                 yield batch

@@ -81,19 +81,14 @@ def _device_work(model, label: str, original):
     when the device runs it; its tensor arguments on the device are what it reads."""
     import torch
     try:
-        signature = inspect.signature(original)
+        names = [p.name for p in inspect.signature(original).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
-        signature = None
+        names = []
 
     def queued(*args, **kwargs):
-        arguments: dict = {}
-        if signature is not None:
-            try:
-                arguments = dict(signature.bind(*args, **kwargs).arguments)
-            except TypeError:
-                arguments = {}
-        if not arguments:
-            arguments = {f"arg{k}": a for k, a in enumerate(args)} | dict(kwargs)
+        arguments = {names[k] if k < len(names) else f"arg{k}": a for k, a in enumerate(args)}
+        arguments.update(kwargs)
         reads, scalars = {}, {}
         for name, value in arguments.items():
             if isinstance(value, torch.Tensor):
@@ -101,11 +96,29 @@ def _device_work(model, label: str, original):
                     reads[name] = value
             elif isinstance(value, (int, float, bool, str)) or value is None:
                 scalars[name] = value
-        model.launch(label, lambda: original(*args, **kwargs), reads, scalars=scalars)
+        model.launch(label, lambda: original(*_plain(args), **_plain(kwargs)), reads,
+                     scalars=scalars)
         return None
 
     queued.__name__ = getattr(original, "__name__", label)
     return queued
+
+
+def _plain(values):
+    """``values`` with every device tensor as a plain tensor over the same memory: device
+    work runs on the model's memory without the device tensor's dispatch (what it writes
+    is still seen: ``DeviceModel.wrote``)."""
+    import torch
+    if isinstance(values, dict):
+        return {k: _plain_one(torch, v) for k, v in values.items()}
+    return tuple(_plain_one(torch, v) for v in values)
+
+
+def _plain_one(torch, value):
+    if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+        with torch._C.DisableTorchFunctionSubclass():
+            return value.as_subclass(torch.Tensor)
+    return value
 
 
 def _name_tensors(model, state) -> None:

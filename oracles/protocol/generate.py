@@ -28,8 +28,9 @@ COMPLETION_WEIGHTS = {"lazy": 70, "eager": 15, "drain": 15}
 
 
 def sample_sequence(protocol: Protocol, seed: int, index: int, max_capacity: int = 8,
-                    max_steps: int | None = None) -> StepSequence:
-    """The ``index``-th sequence of ``protocol`` for ``seed`` (see the module doc)."""
+                    max_steps: int | None = None, steps: int | None = None) -> StepSequence:
+    """The ``index``-th sequence of ``protocol`` for ``seed`` (see the module doc); at most
+    ``max_steps`` steps, or exactly ``steps``."""
     rng = random.Random(f"stagecheck-protocol:{protocol.name}:{seed}:{index}")
     if protocol.staging:
         from stagecheck.oracles.sample import sample_scenario
@@ -44,7 +45,8 @@ def sample_sequence(protocol: Protocol, seed: int, index: int, max_capacity: int
     capacity = rng.randint(low, high)
     lo_steps, hi_steps = space.steps
     hi_steps = min(hi_steps, max_steps) if max_steps else hi_steps
-    steps = hi_steps if rng.random() < 0.7 else rng.randint(lo_steps, max(lo_steps, hi_steps))
+    drawn = hi_steps if rng.random() < 0.7 else rng.randint(lo_steps, max(lo_steps, hi_steps))
+    steps = steps or drawn
     params = {name: rng.choice(values) for name, values in space.params.items()}
     seq = StepSequence(protocol.name, capacity, [], params)
     operations = len(protocol.operations)

@@ -84,6 +84,7 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
                         raise
                     except BaseException as exc:    # the code under test failed: observed
                         outcome = "raised " + exception_text(exc, type(exc))
+                    model.sweep()        # host writes of this operation into pending copies
                     trace.ops.append(_record(view.index, op.name, completion, outcome,
                                              model, before, result))
                     if outcome is not None:

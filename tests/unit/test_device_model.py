@@ -284,3 +284,29 @@ def test_a_column_write_races_only_with_the_rows_it_touches():
         assert model.hazards == []
         table[:, 1] = 1                       # every row: rows 2 and 3 race
         assert [h.slots for h in model.hazards] == [(7, 10)]
+
+
+def test_ordered_code_across_streams_with_fresh_pinned_tensors_is_silent():
+    """The CPU twin of the GPU tier's test of the same name (tests/gpu)."""
+    model = device_model()
+    with model.activate():
+        host = torch.zeros(4, dtype=torch.int32, pin_memory=True)
+        dev = torch.zeros(4, dtype=torch.int32, device=CUDA)
+        side = torch.cuda.Stream()
+        done = torch.cuda.Event()
+        for step in range(3):
+            done.synchronize()
+            host.numpy()[:] = step
+            host[:0] = 7
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                dev.copy_(host, non_blocking=True)
+            torch.cuda.current_stream().wait_stream(side)
+            model.launch("forward", lambda: dev.add_(0), {"dev": dev})
+            done.record()
+            fresh = torch.tensor([step] * 4, dtype=torch.int32).pin_memory()
+            dev.copy_(fresh, non_blocking=True)
+            del fresh
+        model.finish()
+    assert model.hazards == [] and model.mismatches == []
+    assert [values["dev"] for _, _, values in model.reads_log] == [[0] * 4, [1] * 4, [2] * 4]
