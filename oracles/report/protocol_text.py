@@ -75,8 +75,10 @@ def sequence_table(f: Finding) -> list[str]:
     return rows
 
 
-def protocol_finding_lines(f: Finding, saved: dict | None = None) -> list[str]:
-    """One finding: headline, why allowed (info), how soon, its sequence, replay."""
+def protocol_finding_lines(f: Finding, saved: dict | None = None,
+                           table: bool = True) -> list[str]:
+    """One finding: headline, why allowed (info), how soon, the invariant, its sequence
+    (``table``), replay."""
     lines = [f"[{escape(f.id)}] ({f.side}) {escape(f.message)}"]
     if f.extra.get("context"):
         lines.append(f"  why allowed: {escape(f.extra['context'])}")
@@ -84,10 +86,19 @@ def protocol_finding_lines(f: Finding, saved: dict | None = None) -> list[str]:
         lines.append(f"  found after {f.examples_to_find} step sequence(s)")
     if f.severity == "error":
         lines.append(f"  invariant: {escape(protocol_statement(f.invariant))}")
-        lines += ["  " + row for row in sequence_table(f)]
+        if table:
+            lines += ["  " + row for row in sequence_table(f)]
     if saved and f.id in saved:
         lines.append(f"  replay: stagecheck protocol replay {escape(saved[f.id])}")
     return lines
+
+
+def _by_sequence(findings: list[Finding]) -> list[list[Finding]]:
+    """Findings grouped by the step sequence that shows them, in report order."""
+    groups: dict[str, list[Finding]] = {}
+    for f in findings:
+        groups.setdefault(json.dumps(f.scenario, sort_keys=True), []).append(f)
+    return list(groups.values())
 
 
 def render_protocol(result, saved: dict | None = None, show_tests: bool = True) -> str:
@@ -112,11 +123,16 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True) 
                    "EQUIVALENT": "HOLDS THE PROTOCOL"}.get(verdict, verdict)
     lines.append(f"verdict: {verdict} — {len(errors)} error finding(s), {len(infos)} info "
                  "finding(s)")
-    for title, group in (("ERRORS", errors), ("INFO", infos)):
-        if group:
-            lines += ["", f"{title} ({len(group)})"]
+    if errors:
+        lines += ["", f"ERRORS ({len(errors)})"]
+        for group in _by_sequence(errors):      # one table per sequence, its findings first
             for f in group:
-                lines += protocol_finding_lines(f, saved)
+                lines += protocol_finding_lines(f, saved, table=False)
+            lines += ["  shown by:", *("    " + row for row in sequence_table(group[0]))]
+    if infos:
+        lines += ["", f"INFO ({len(infos)})"]
+        for f in infos:
+            lines += protocol_finding_lines(f, saved)
     if errors and show_tests:
         distinct = {json.dumps(f.scenario, sort_keys=True): f for f in errors}
         lines += ["", f"REPRODUCE: {len(distinct)} shrunk step sequence(s) as pytest tests"]

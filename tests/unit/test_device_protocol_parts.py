@@ -201,3 +201,20 @@ def test_the_sequence_table_shows_steps_operations_copies_in_flight_and_hazards(
     text = "\n".join(sequence_table(f))
     assert "join req-0 (prompt 2, T 0.5)" in text and "finish req-0" in text
     assert "in flight" in text and "host-write-pending-upload x.cpu[0]" in text
+
+
+def test_docs_state_the_protocol_invariants_as_the_code_does():
+    import pathlib
+
+    from stagecheck.spec.protocol_invariants import PROTOCOL_DIFFERENCES, PROTOCOL_INVARIANTS
+    root = pathlib.Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "protocols.md").read_text()
+    for inv in PROTOCOL_INVARIANTS:
+        assert f"- `{inv.id}`: {inv.statement}" in page, inv.id
+    for key, text in PROTOCOL_DIFFERENCES.items():
+        assert f"- `{key}` (two targets): {text}" in page, key
+    for name in BUILTIN_PROTOCOLS:
+        assert f"| `{name}` |" in page, name
+    example = load_protocol(str(root / "docs" / "examples" / "token_stager_protocol.py"))
+    assert check_protocol(example) == []
+    assert "`host-write-pending-upload` (i)" in page and "`pinned-reused-pending-copy` (iv)" in page
