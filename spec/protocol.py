@@ -137,7 +137,7 @@ class Trace:
     launched it (``{"step", "op", "work", "arg", "slots", "meant", "read"}``);
     ``states``: ``observe`` after each step; ``staging``: for a one-step protocol, the
     staging call's judgement; ``stopped``: the run ended early (``hung``, or how its
-    process ended).
+    process ended); ``downloads``: the device-to-host copies into pinned memory it issued.
     """
 
     ops: list[dict] = field(default_factory=list)
@@ -146,9 +146,11 @@ class Trace:
     states: list[Any] = field(default_factory=list)
     staging: list[dict] = field(default_factory=list)
     stopped: str | None = None
+    downloads: int = 0                   # copies into pinned host memory it issued
 
     def to_wire(self) -> tuple:
-        return (self.ops, self.reads, self.meant, self.states, self.staging, self.stopped)
+        return (self.ops, self.reads, self.meant, self.states, self.staging, self.stopped,
+                self.downloads)
 
     @classmethod
     def from_wire(cls, wire) -> "Trace":
@@ -157,6 +159,14 @@ class Trace:
     @property
     def hazards(self) -> list[dict]:
         return [dict(h, step=op["step"], op=op["op"]) for op in self.ops for h in op["hazards"]]
+
+    @property
+    def race_free(self) -> bool:
+        """No hazard, every device work read what the host meant, no download into pinned
+        memory (whose unsynchronized host reads no interception sees): then every
+        completion schedule gives this run's values, and its ``meant`` run is this one."""
+        return (not self.downloads and not self.meant and self.stopped is None
+                and not any(op["hazards"] or op["outcome"] for op in self.ops))
 
     def failed(self) -> dict | None:
         """The first operation that did not return, if any."""

@@ -181,8 +181,8 @@ class CpuDevice(DeviceModel):
 
     def boundary(self, completion: str) -> None:
         """Between two operations of a protocol: ``completion`` holds until the next one
-        (``drain`` runs everything queued now, then behaves as ``lazy``)."""
-        self.sweep()
+        (``drain`` runs everything queued now, then behaves as ``lazy``). The caller has
+        swept the host's writes of the operation before."""
         if completion == "drain":
             self._complete_all()
             self.completion = "lazy"

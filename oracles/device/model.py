@@ -123,6 +123,7 @@ class DeviceModel:
         self._pruned = True           # ``_open`` holds nothing the host knows complete
         self._streams: dict[Any, StreamState] = {}
         self.pairs = Pairs(self.regions)   # paired buffers: copies into a mirror are told
+        self._paired = False
         self.inside = False               # the model's own work runs: torch calls pass through
         self.running: Op | None = None    # device work being run (its writes are recorded)
         self.mismatches: list[dict] = []  # device work that read other than the host meant
@@ -132,6 +133,7 @@ class DeviceModel:
         self._work_ops: list[Op] = []     # device work launched, in launch order
         self._keep: list = []         # every allocation of the run stays alive until it ends
         self._pinned_count = 0
+        self.pinned_downloads = 0     # downloads into pinned memory issued
 
     # ================================================================ implemented below
     def memory(self, t) -> str:
@@ -259,6 +261,7 @@ class DeviceModel:
         op = self._issue("d2h", lambda: f"{self._name(src)} -> {self._name(dst)}")
         op.dev_reads = [span_of(src)]
         if self.memory(dst) == "pinned":
+            self.pinned_downloads += 1
             self.sweep()          # host writes so far, before the device may write there too
             span = span_of(dst)
             op.host_writes = [span]
@@ -537,9 +540,10 @@ class DeviceModel:
         mirror slots, in any form, calls ``buffer.on_copy(start, stop)``."""
         self.pairs.add(buffer, span_of(host), span_of(mirror))
         self._keep += [host, mirror]
+        self._paired = True
 
     def _note_mirror_copy(self, dst, src, kind: str) -> None:
-        if kind not in ("h2d", "d2d"):
+        if kind not in ("h2d", "d2d") or not self._paired:
             return
         to, frm = span_of(dst), span_of(src)
         found = mirror_copy(self.pairs, to, frm)
@@ -624,7 +628,8 @@ class DeviceModel:
                     continue
                 p0, p1 = (first - lo) // item, (last - lo) // item
                 q0 = (first - dst.lo) // item
-                held = src.reshape(-1)[q0:q0 + (p1 - p0)].tolist()
+                flat = src if src.dim() == 1 else src.reshape(-1)
+                held = flat[q0:q0 + (p1 - p0)].tolist()
                 for p in range(p0, p1):
                     if sources[p] is None:
                         values[p], sources[p] = held[p - p0], up.index

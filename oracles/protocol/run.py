@@ -33,8 +33,9 @@ END = "(end of the run)"
 
 
 def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
-                 options: dict) -> Trace:
-    """Run ``seq`` on ``code`` (``component.Code``); ``run`` is ``meant`` or ``seen``."""
+                 options: dict, views: list | None = None) -> Trace:
+    """Run ``seq`` on ``code`` (``component.Code``); ``run`` is ``meant`` or ``seen``
+    (``views``: ``unfold(seq)``, where the caller has it)."""
     from stagecheck.oracles.device import device_model
     from stagecheck.oracles.observe import CallTimedOut, exception_text, time_limit
     from stagecheck.oracles.protocol.context import RunContext, prepare_state
@@ -62,7 +63,7 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
                 trace.ops.append(_record(-1, "build", "", "raised " +
                                          exception_text(exc, type(exc)), model, 0, None))
                 return _finish(model, trace, ctx)
-            for view in unfold(seq):
+            for view in views if views is not None else unfold(seq):
                 ctx.step = view
                 for k, op in enumerate(protocol.operations):
                     if not op.when(view):
@@ -120,6 +121,7 @@ def _finish(model, trace: Trace, ctx) -> Trace:
                     "meant": _plain(m["meant"]), "read": _plain(m["read"])}
                    for m in model.mismatches]
     trace.staging = ctx.staged
+    trace.downloads = model.pinned_downloads
     return trace
 
 
@@ -187,14 +189,16 @@ def run_batch(protocol_spec: str, refs: list, batch: list, options: dict) -> lis
     out = []
     for index, data in batch:
         seq = StepSequence.from_dict(data)
+        views = unfold(seq)
         sides = []
         hung = False
         for code in codes:
-            meant = run_sequence(code, protocol, seq, "meant", options)
-            if (meant.failed() or {}).get("outcome") == "hung" or meant.stopped:
-                traces = (meant, meant)     # it hangs whatever completes: once is enough
+            seen = run_sequence(code, protocol, seq, "seen", options, views)
+            if seen.race_free or (seen.failed() or {}).get("outcome") == "hung" \
+                    or seen.stopped:
+                traces = (seen, seen)       # schedule-independent, or it hangs: once is enough
             else:
-                traces = (meant, run_sequence(code, protocol, seq, "seen", options))
+                traces = (run_sequence(code, protocol, seq, "meant", options, views), seen)
             hung |= any((t.failed() or {}).get("outcome") == "hung" for t in traces)
             sides.append(tuple(t.to_wire() for t in traces))
         out.append((index, sides))
