@@ -282,8 +282,6 @@ PROTOCOL_PROBLEM_NO_STATE = ("neither component nor staging is set: name the cla
                              "instance is the state (component='...'), or the staging schema of "
                              "a one-step protocol (staging='...')")
 # the protocol campaign and its report
-PROTOCOL_DIFFERENT_CLASSES = ("the two targets give the protocol's state from classes "
-                              "{a!r} and {b!r}", "compare two versions of the same component")
 PROTOCOL_REPLAY_NOT = ("{value!r} is not a protocol replay file",
                        "give a file a protocol campaign saved (its 'stagecheck_protocol_replay' "
                        "key), or replay a staging finding with 'stagecheck replay'")

@@ -29,7 +29,6 @@ mode of ``intercept.py`` routes torch calls to it; leaving restores torch.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any
 
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
 from stagecheck.oracles.device.spans import address_of

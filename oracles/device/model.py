@@ -32,80 +32,16 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from stagecheck.oracles.device.forms import Pairs, mirror_copy
-from stagecheck.oracles.device.order import covers, join
-from stagecheck.oracles.device.spans import Region, Regions, Span, span_of  # noqa: F401
-from stagecheck.spec.observation import (DEVICE_READ_PENDING_WRITE, HOST_TOUCH_PENDING_DOWNLOAD,
-                                         HOST_WRITE_PENDING_UPLOAD,
-                                         PINNED_REUSED_PENDING_COPY, Hazard)
+from stagecheck.oracles.device.intent import HostIntent
+from stagecheck.oracles.device.ops import COPY_KINDS, EventState, Op, StreamState
+from stagecheck.oracles.device.order import join
+from stagecheck.oracles.device.races import RaceDetection
+from stagecheck.oracles.device.spans import Region, Regions, Span, span_of
 
-__all__ = ["DeviceModel", "Op", "StreamState"]
-
-COPY_KINDS = ("h2d", "d2h", "d2d")
-_LABEL = {"h2d": "upload", "d2h": "download", "d2d": "device copy", "kernel": "device work",
-          "record": "event record", "wait": "event wait"}
+__all__ = ["COPY_KINDS", "DeviceModel", "EventState", "Op", "StreamState"]
 
 
-class Op:
-    """One operation issued to a stream."""
-
-    __slots__ = ("index", "kind", "stream", "seq", "clock", "dev_reads", "dev_writes",
-                 "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
-                 "what", "where", "reported", "event", "intents", "seen", "location",
-                 "device_owned")
-
-    def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
-                 ) -> None:
-        self.index, self.kind, self.stream, self.what, self.where = (index, kind, stream,
-                                                                     what, where)
-        self.seq = 0
-        self.clock: dict = {}
-        self.dev_reads: list[Span] = []
-        self.dev_writes: list[Span] = []
-        self.host_reads: list[Span] = []      # pinned memory an upload reads
-        self.host_writes: list[Span] = []     # pinned memory a download writes
-        self.action: Callable[[], None] | None = None
-        self.done = False
-        self.snapshot = None                  # an upload's source as the host held it
-        self.waits_for: "Op | None" = None    # a wait: the record it waits for
-        self.reported: set = set()            # (kind, slot) already reported against it
-        self.event = None                     # CUDA: an event recorded right after it
-        self.location: tuple = ()             # where the host issued it (step, operation)
-        self.device_owned: list[Span] = []    # host memory a later download may write
-        self.intents: dict = {}               # device work: what the host meant it to read
-        self.seen: dict = {}                  # device work: what it read
-
-    def describe(self) -> str:
-        if callable(self.what):           # named when first needed (a report)
-            self.what = self.what()
-        where = f" ({self.where})" if self.where else ""
-        return f"{_LABEL[self.kind]} {self.what} #{self.index} on stream {self.stream.id}{where}"
-
-
-class StreamState:
-    """A stream as the model orders it: its last sequence number, its clock, its queue
-    (the CPU model's operations not yet run)."""
-
-    __slots__ = ("id", "seq", "clock", "queue", "handle")
-
-    def __init__(self, sid: int, handle: Any = None) -> None:
-        self.id, self.handle = sid, handle
-        self.seq = 0
-        self.clock: dict = {}
-        self.queue: list[Op] = []
-
-
-class EventState:
-    """An event as the model orders it: the clock of its last record (None: never
-    recorded, so waiting on it waits for nothing, as in CUDA)."""
-
-    __slots__ = ("clock", "record")
-
-    def __init__(self) -> None:
-        self.clock: dict | None = None
-        self.record: Op | None = None
-
-
-class DeviceModel:
+class DeviceModel(RaceDetection, HostIntent):
     """The interface, and the ordering and race detection both implementations share."""
 
     #: "cpu-model" or "cuda": for reports only; oracles never branch on it
@@ -317,97 +253,9 @@ class DeviceModel:
             self._writers.append(op)
         return self._run_now(op, run)
 
-    # ================================================================ host accesses
-    def host_write(self, span: Span, by: str) -> None:
-        """The host wrote ``span`` (pinned memory a pending copy reads or writes: a hazard)."""
-        if span.empty:
-            return
-        for op in self._still_open():
-            if op.kind == "h2d":
-                for read in op.host_reads:
-                    self._race(op, HOST_WRITE_PENDING_UPLOAD, read, span, f"host write ({by})")
-            elif op.kind == "d2h":
-                for written in op.host_writes:
-                    self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
-                               f"host write ({by})")
-
-    def host_read(self, span: Span, by: str) -> None:
-        """The host read ``span`` (pinned memory a pending download writes: a hazard)."""
-        if span.empty:
-            return
-        for op in self._still_open():
-            if op.kind == "d2h":
-                for written in op.host_writes:
-                    self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
-                               f"host read ({by})")
-
-    def pending_reads(self, span: Span) -> tuple[int, ...]:
-        """The slots of ``span`` (of its region) that an upload the host has not seen
-        complete still reads: a host write there races with it."""
-        region = self.regions.of(span)
-        found: set[int] = set()
-        for op in self._still_open():
-            if op.kind == "h2d":
-                for read in op.host_reads:
-                    if read.overlaps(span):
-                        shared = span.shared(read)
-                        if region is not None:
-                            found.update(region.slots(Span(shared[0], shared[-1] + span.item,
-                                                           span.item, tuple(shared))))
-        return tuple(sorted(found))
-
-    def sweep(self) -> None:
-        """Host writes no interception saw (a raw numpy write): compare the pinned memory
-        of every copy still open with what it held when issued (an upload's source, a
-        download's destination not yet landed). Called wherever the host may learn that a
-        copy completed (a synchronization, an event query) and between the operations of a
-        protocol, so a changed value is seen before the host could know the copy done."""
-        for op in self._still_open():
-            if op.snapshot is None:
-                continue
-            if op.kind == "d2h":
-                self.download_touched(op)
-            elif op.kind == "h2d" and op.host_reads:
-                touched = self._host_changes(op, op.host_reads[0])
-                if touched is not None:
-                    self._race(op, HOST_WRITE_PENDING_UPLOAD, op.host_reads[0], touched,
-                               "host write (seen as a changed value)")
-
-    def _host_changes(self, op: Op, span: Span) -> Span | None:
-        """The elements of ``op``'s pinned ``span`` that changed since it was issued, less
-        those a later download may have written (None: none)."""
-        before, now = op.snapshot
-        changed = self._changed(before, now)
-        if not changed:
-            return None
-        if span.elements is None:
-            picked = [span.lo + i * span.item for i in changed]
-        else:
-            picked = list(span.elements)
-        if op.device_owned:
-            picked = [a for a in picked
-                      if not any(o.lo <= a < o.hi for o in op.device_owned)]
-        if not picked:
-            return None
-        return Span(picked[0], picked[-1] + span.item, span.item, tuple(picked))
-
-    def download_touched(self, op: Op) -> None:
-        """A download into pinned memory that has not landed: host writes into its
-        destination since it was issued (seen as changed values) race with it."""
-        if op.snapshot is None or self._landed(op):
-            return
-        touched = self._host_changes(op, op.host_writes[0])
-        if touched is not None:
-            self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, op.host_writes[0], touched,
-                       "host write (seen as a changed value)")
-
     def _device_type(self):
         """The class of device tensors, where the model has one (the CPU model's)."""
         return None
-
-    def _landed(self, op: Op) -> bool:
-        """Whether a copy has run (the CPU model knows; CUDA asks its event)."""
-        return op.done
 
     # ================================================================ streams and events
     def stream_state(self, handle: Any, key: Any) -> StreamState:
@@ -468,61 +316,6 @@ class DeviceModel:
             self._learn(stream.clock)
 
     # ================================================================ internals
-    def _learn(self, clock: dict) -> None:
-        if any(self._host.get(k, 0) < v for k, v in clock.items()):
-            self._host = join(self._host, clock)
-            self._pruned = False
-
-    def _known(self, op: Op) -> bool:
-        return covers(self._host, op.stream.id, op.seq)
-
-    def _still_open(self) -> list[Op]:
-        if self._open and not self._pruned:
-            self._open = [op for op in self._open if not self._known(op)]
-            self._pruned = True
-        return self._open
-
-    def _race_at_issue(self, new: Op) -> None:
-        """``new`` against every open operation not ordered before it."""
-        for old in self._still_open():
-            if old is new or covers(new.clock, old.stream.id, old.seq):
-                continue
-            for read in new.dev_reads:
-                for written in old.dev_writes:
-                    self._race(old, DEVICE_READ_PENDING_WRITE, written, read,
-                               new.describe() + " reads it")
-            for written in new.dev_writes:
-                for other in old.dev_writes + old.dev_reads:
-                    self._race(old, DEVICE_READ_PENDING_WRITE, other, written,
-                               new.describe() + " overwrites it")
-            for written in new.host_writes:
-                for other in old.host_reads + old.host_writes:
-                    self._race(old, PINNED_REUSED_PENDING_COPY, other, written,
-                               new.describe() + " writes it")
-            for read in new.host_reads:
-                for other in old.host_writes:
-                    self._race(old, PINNED_REUSED_PENDING_COPY, other, read,
-                               new.describe() + " reads it")
-
-    def _race(self, pending: Op, kind: str, held: Span, touched: Span, by: str) -> None:
-        """Report that ``touched`` raced with ``pending``, which still holds ``held``: the
-        elements of ``held`` that ``touched`` covers, once per pending operation."""
-        if not held.overlaps(touched):
-            return
-        shared = held.shared(touched)
-        if not shared:
-            return
-        region, slots = self.describe(Span(shared[0], shared[-1] + held.item, held.item,
-                                           tuple(shared)))
-        if not slots:       # memory without a name: elements counted from the held range
-            slots = tuple(sorted({(a - held.lo) // held.item for a in shared}))
-        fresh = tuple(s for s in slots if (kind, region, s) not in pending.reported)
-        if slots and not fresh:
-            return
-        pending.reported.update((kind, region, s) for s in slots)
-        self.hazards.append(Hazard(kind, region, fresh or slots, pending.describe(),
-                                   by))
-
     def _name(self, t) -> str:
         span = span_of(t)
         region = self.regions.of(span)
@@ -586,89 +379,6 @@ class DeviceModel:
             if op not in self._writers:
                 self._writers.append(op)
 
-    def _after_work(self, op: Op) -> None:
-        """Device work ``op`` ran: what it wrote against operations issued after it that
-        are not ordered after it and touch the same device memory (a race, whichever ran
-        first)."""
-        for later in self._issued:
-            # issued after ``op`` ran or not: the host had not seen ``op`` complete then
-            if later.index <= op.index or covers(later.clock, op.stream.id, op.seq):
-                continue
-            for written in op.dev_writes:
-                for other in later.dev_reads + later.dev_writes:
-                    self._race(op, DEVICE_READ_PENDING_WRITE, written, other,
-                               later.describe() + (" reads it" if other in later.dev_reads
-                                                   else " overwrites it"))
-
-    # ---------------------------------------------------------------- what the host meant
-    def _intent(self, t, before: int):
-        """For each element of device tensor ``t`` (contiguous): the value of the host
-        memory that the last upload into it, issued before op ``before``, reads, and that
-        upload's index (None, None where no upload wrote it)."""
-        import torch
-        with torch._C.DisableTorchFunction():
-            if not t.is_contiguous() or t.numel() == 0:
-                return None
-            count, item, lo = t.numel(), t.element_size(), t.data_ptr()
-            values: list = [None] * count
-            sources: list = [None] * count
-            left = count
-            end = lo + count * item
-            for up in reversed(self._uploads):
-                if left == 0:
-                    break
-                if up.index >= before:
-                    continue
-                dst = up.dev_writes[0]
-                first, last = max(dst.lo, lo), min(dst.hi, end)
-                if first >= last or dst.elements is not None or dst.item != item:
-                    continue
-                src = up.snapshot[1]
-                if not src.is_contiguous():
-                    continue
-                p0, p1 = (first - lo) // item, (last - lo) // item
-                q0 = (first - dst.lo) // item
-                flat = src if src.dim() == 1 else src.reshape(-1)
-                held = flat[q0:q0 + (p1 - p0)].tolist()
-                for p in range(p0, p1):
-                    if sources[p] is None:
-                        values[p], sources[p] = held[p - p0], up.index
-                        left -= 1
-            return values, sources, lo, item
-
-    def check_intents(self) -> None:
-        """After the run: every device work against what the host meant (``mismatches``)."""
-        for op in self._work_ops:
-            for label, intent in op.intents.items():
-                seen = op.seen.get(label)
-                if intent is None or seen is None:
-                    continue
-                meant, sources, lo, item = intent
-                flat = _flatten(seen)
-                bad = []
-                for p, (want, source) in enumerate(zip(meant, sources)):
-                    if source is None or p >= len(flat) or flat[p] == want:
-                        continue
-                    if self._overwritten(lo + p * item, item, source, op.index):
-                        continue
-                    bad.append(p)
-                if bad:
-                    region, slots = self.describe(Span(lo + bad[0] * item,
-                                                       lo + bad[-1] * item + item, item,
-                                                       tuple(lo + p * item for p in bad)))
-                    self.mismatches.append({
-                        "where": op.location, "work": op.what, "arg": label,
-                        "region": region, "slots": list(slots) or bad,
-                        "meant": [meant[p] for p in bad], "read": [flat[p] for p in bad]})
-
-    def _overwritten(self, address: int, item: int, after: int, before: int) -> bool:
-        """Whether an op issued between ``after`` and ``before`` wrote ``address``."""
-        probe = Span(address, address + item, item)
-        for op in self._writers:
-            if after < op.index < before and any(w.overlaps(probe) for w in op.dev_writes):
-                return True
-        return False
-
     def _run_now(self, op: Op, run: Callable[[], Any]):
         raise NotImplementedError
 
@@ -703,15 +413,6 @@ class DeviceModel:
         import torch
         with torch._C.DisableTorchFunction():
             return torch.empty(shape, dtype=dtype)
-
-
-def _flatten(values) -> list:
-    if isinstance(values, list):
-        out: list = []
-        for v in values:
-            out.extend(_flatten(v) if isinstance(v, list) else [v])
-        return out
-    return [values]
 
 
 class _Passthrough:

@@ -218,3 +218,20 @@ def test_docs_state_the_protocol_invariants_as_the_code_does():
     example = load_protocol(str(root / "docs" / "examples" / "token_stager_protocol.py"))
     assert check_protocol(example) == []
     assert "`host-write-pending-upload` (i)" in page and "`pinned-reused-pending-copy` (iv)" in page
+
+
+def test_a_protocol_result_as_json():
+    import json
+
+    from stagecheck.oracles.protocol import ProtocolConfig, ProtocolResult
+    from stagecheck.oracles.report.protocol_json import render_protocol_json
+    seq = StepSequence("token-stager", 1, [Step(joins=[join("req-0")])])
+    f = Finding("no_copy_hazard", "error", "m", side="candidate", scenario=seq.to_dict(),
+                extra={"kind": "host-write-pending-upload"})
+    result = ProtocolResult("token-stager", None, "x.py::C", ProtocolConfig(sequences=3),
+                            [f], sequences_run=2)
+    document = json.loads(render_protocol_json(result, {f.id: "/tmp/r.json"}))
+    assert document["verdict"] == "different" and document["errors"] == 1
+    assert document["sequences"] == {"budget": 3, "run": 2}
+    (saved,) = document["findings"]
+    assert saved["replay"] == "/tmp/r.json" and saved["scenario"]["protocol"] == "token-stager"
