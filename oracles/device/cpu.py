@@ -32,6 +32,7 @@ from contextlib import contextmanager
 
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
 from stagecheck.oracles.device.spans import address_of
+from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["COMPLETIONS", "CpuDevice", "device_tensor_class"]
 
@@ -50,7 +51,7 @@ def device_tensor_class():
     global _DEVICE_TENSOR
     if _DEVICE_TENSOR is not None:
         return _DEVICE_TENSOR
-    import torch
+    torch = import_torch()
     cuda0 = torch.device("cuda", 0)
 
     plain = torch._C.DisableTorchFunctionSubclass
@@ -94,7 +95,7 @@ class CpuDevice(DeviceModel):
 
     def __init__(self, completion: str = "lazy") -> None:
         super().__init__()
-        import torch
+        torch = import_torch()
         self._torch = torch
         self.device = torch.device("cuda", 0)
         self.completion = completion

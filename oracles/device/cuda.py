@@ -24,6 +24,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
+from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["CudaDevice"]
 
@@ -35,7 +36,7 @@ class CudaDevice(DeviceModel):
 
     def __init__(self, completion: str = "lazy", busy_cycles: int = 0) -> None:
         super().__init__()
-        import torch
+        torch = import_torch()
         self._torch = torch
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.completion = completion

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from stagecheck.oracles.device.forms import Pairs, mirror_copy
+from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.spec.observation import Copy
 
 __all__ = ["FastBackend", "FastBuffer", "FastCudaBackend", "FastCudaBuffer"]
@@ -38,7 +39,7 @@ def _hooked_class():
     global _HOOKED
     if _HOOKED is not None:
         return _HOOKED
-    import torch
+    torch = import_torch()
 
     from stagecheck.oracles.device.spans import span_of
 
@@ -118,9 +119,8 @@ class FastBuffer:
         self._cpu = self._gpu = None
 
     def _views(self) -> None:
-        import torch
-
         from stagecheck.oracles.device.spans import span_of
+        torch = import_torch()
         cls = _hooked_class()
         host, mirror = torch.from_numpy(self.np), torch.from_numpy(self.mirror)
         _PAIRS.add(self, span_of(host), span_of(mirror))
@@ -257,7 +257,7 @@ class FastCudaBackend:
     dtype and size, made once per worker."""
 
     def __init__(self) -> None:
-        import torch
+        torch = import_torch()
         self._torch = torch
         self._dtypes = {"int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
         self._pairs: dict[tuple, _Pinned] = {}

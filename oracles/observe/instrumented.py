@@ -32,6 +32,7 @@ import numpy as np
 
 from stagecheck.oracles.device.forms import Pairs, mirror_copy
 from stagecheck.oracles.device.spans import Span
+from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.spec.observation import Copy, HostWrite, StaleTransfer
 
 __all__ = ["InstrumentedBackend", "InstrumentedBuffer", "RecordingArray"]
@@ -91,7 +92,7 @@ def _recording_classes():
     global _TENSOR_CLASSES
     if _TENSOR_CLASSES is not None:
         return _TENSOR_CLASSES
-    import torch
+    torch = import_torch()
 
     from stagecheck.oracles.device.spans import span_of
     not_writes = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream_",
@@ -192,7 +193,7 @@ class InstrumentedBuffer:
         self._requested: tuple | None = None       # (n,) while copy_to_gpu(n) runs
         self.queued: list[tuple[int, int, np.ndarray]] = []
         if self.cuda:
-            import torch
+            torch = import_torch()
             tdtype = {"int32": torch.int32, "int64": torch.int64, "bool": torch.bool}[dtype]
             host = torch.tensor(initial_cpu, dtype=tdtype).pin_memory()
             self._raw = host.numpy()
@@ -220,14 +221,12 @@ class InstrumentedBuffer:
     # ---------------------------------------------------------------- torch views
     def _plain_host(self):
         if self._plain_cpu is None:
-            import torch
-            self._plain_cpu = torch.from_numpy(self._raw)
+            self._plain_cpu = import_torch().from_numpy(self._raw)
         return self._plain_cpu
 
     def _plain_mirror(self):
         if self._gpu is None:
-            import torch
-            self._gpu = torch.from_numpy(self._mirror)
+            self._gpu = import_torch().from_numpy(self._mirror)
         return self._gpu
 
     def _register(self) -> None:
