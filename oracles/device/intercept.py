@@ -284,6 +284,21 @@ def _factory(model, func, args, kwargs):
     return model.make_pinned(func, args, kw)
 
 
+#: operations whose index argument (the second) CUDA lets be host tensors with device
+#: data: it copies them to the device when the operation is issued
+_HOST_INDEX_OK = frozenset({"__getitem__", "__setitem__", "index_put_", "index_put"})
+
+
+def _host_indices(name: str, args, strays: list) -> list:
+    """The tensors of ``strays`` (host tensors in a device operation) that are its index
+    argument, where CUDA takes host indices; the rest would raise on CUDA."""
+    if name not in _HOST_INDEX_OK or len(args) < 2:
+        return []
+    key = args[1]
+    keys = key if type(key) in (tuple, list) else (key,)
+    return [t for t in strays if any(t is k for k in keys)]
+
+
 def _generic(model, func, name, args, kwargs):
     import torch
     tensors = _tensors(args, [])
@@ -293,9 +308,13 @@ def _generic(model, func, name, args, kwargs):
     out = kwargs.get("out")
     if on_device:
         strays = [t for t in tensors if model.memory(t) != "device" and t.dim() > 0]
-        if strays:
+        indices = _host_indices(name, args, strays)
+        if len(indices) < len(strays):
             raise RuntimeError("Expected all tensors to be on the same device, but found at "
                                "least two devices, cuda:0 and cpu!")
+        if model._open:
+            for t in indices:               # read by the host when the index is issued
+                model.host_read(span_of(t), f"torch {name} (host indices)")
         writes = ([args[0]] if in_place and args and isinstance(args[0], torch.Tensor) else [])
         if isinstance(out, torch.Tensor):
             writes.append(out)

@@ -310,3 +310,28 @@ def test_ordered_code_across_streams_with_fresh_pinned_tensors_is_silent():
         model.finish()
     assert model.hazards == [] and model.mismatches == []
     assert [values["dev"] for _, _, values in model.reads_log] == [[0] * 4, [1] * 4, [2] * 4]
+
+
+def test_host_index_tensors_index_device_data_and_are_read_when_issued():
+    model = device_model()
+    with model.activate():
+        dev = torch.arange(10, 15, dtype=torch.int32, device=CUDA)
+        rows = torch.tensor([3, 0], dtype=torch.int64)
+        picked = dev[rows]                           # CUDA takes host indices
+        assert picked.is_cuda and picked.tolist() == [13, 10]
+        dev[rows] = torch.tensor(7, dtype=torch.int32)
+        dev.index_put_((rows,), torch.tensor([1, 2], dtype=torch.int32, device=CUDA))
+        assert dev.tolist() == [2, 11, 12, 1, 14]
+        with pytest.raises(RuntimeError, match="same device"):   # host values are not
+            dev[rows] = torch.tensor([5, 6], dtype=torch.int32)   # indices: CUDA refuses
+        assert model.hazards == []
+
+
+def test_a_host_index_tensor_a_download_has_not_written_is_a_hazard():
+    model = device_model()
+    with model.activate():
+        dev = torch.arange(4, dtype=torch.int64, device=CUDA)
+        order = torch.zeros(2, dtype=torch.int64, pin_memory=True)
+        order.copy_(dev[2:], non_blocking=True)      # the indices come back later
+        dev[order]                                   # used before they landed
+        assert kinds(model) == [HOST_TOUCH_PENDING_DOWNLOAD]
