@@ -30,6 +30,8 @@ __all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "run_protocol_c
 RUN_MODULE = "stagecheck.oracles.protocol.run"
 #: seconds a worker call gets on top of the per-operation limits of its sequences
 GRACE_SECONDS = 5.0
+#: seconds loading a target's code may take in a worker (torch's import included)
+LOAD_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -89,10 +91,18 @@ class _Runner:
         self.executor = ThreadPoolExecutor(max_workers=jobs) if jobs > 1 else None
 
     def load(self) -> list:
-        answers = None
-        for pool in self.pools:
-            answers = pool.call(RUN_MODULE, "load_targets", self.spec, self.refs,
-                                self.options, deadline=120.0)
+        """Each target's code, loaded in every worker; a load error names its target
+        (``target_index``: 0 the first given)."""
+        answers = []
+        for position, ref in enumerate(self.refs):
+            try:
+                for pool in self.pools:
+                    (answer,) = pool.call(RUN_MODULE, "load_targets", self.spec, [ref],
+                                          self.options, deadline=LOAD_SECONDS)
+            except Exception as exc:
+                exc.target_index = position
+                raise
+            answers.append(answer)
         return answers
 
     def _deadline(self, count: int) -> float:
@@ -188,6 +198,7 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
     result = ProtocolResult(protocol.name, baseline, candidate, config)
     started = time.perf_counter()
     runner = _Runner(spec, refs, options, config.jobs)
+    search = None
     try:
         answers = runner.load()
         result.targets = [{"spec": s, "loaded": a if isinstance(a, str) else a[0]}
@@ -198,8 +209,7 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
         search.run()
     finally:
         runner.close()
-    result.findings = _without_shadowed(list(search.kept.values())) \
-        if "search" in locals() else []
+    result.findings = _without_shadowed(list(search.kept.values())) if search else []
     result.seconds = time.perf_counter() - started
     if interrupt.requested():
         result.interrupted = interrupt.signal_name(interrupt.requested())

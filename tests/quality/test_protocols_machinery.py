@@ -7,6 +7,7 @@ import pathlib
 import pytest
 
 from stagecheck.oracles.campaign import run_campaign
+from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.options import CampaignConfig
 from stagecheck.oracles.protocol import (ProtocolConfig, check_sequence, load_protocol,
                                          protocol_spec, run_protocol_campaign)
@@ -122,3 +123,12 @@ def test_check_sequence_runs_one_sequence():
     shortest = result.errors[0].scenario
     findings = check_sequence(None, toy("buggy_token_stager"), EXAMPLE, shortest)
     assert any(f.severity == "error" for f in findings)
+
+
+def test_a_target_that_cannot_load_is_named_by_its_position(tmp_path):
+    classless = tmp_path / "classless_stager.py"
+    classless.write_text("def stage(ids):\n    return ids\n")
+    with pytest.raises(TargetLoadError) as raised:
+        run_protocol_campaign(toy("fixed_token_stager"), f"{classless}::TokenStager", EXAMPLE,
+                              ProtocolConfig(sequences=3))
+    assert raised.value.target_index == 1 and "classless_stager.py" in str(raised.value)
