@@ -140,8 +140,9 @@ def _sizes(seq: StepSequence) -> Iterator[StepSequence]:
     first = next((j["temperature"] for s in seq.steps for j in s.joins), None)
     for k, step in enumerate(seq.steps):
         for n, join in enumerate(step.joins):
-            for key, smaller in (("prompt", 1), ("prompt", max(1, join["prompt"] // 2)),
-                                 ("prompt", join["prompt"] - 1), ("prefix", 0)):
+            prompt = join.get("prompt", 1)
+            for key, smaller in (("prompt", 1), ("prompt", max(1, prompt // 2)),
+                                 ("prompt", max(1, prompt - 1)), ("prefix", 0)):
                 if join.get(key, 0) > smaller:
                     out = copy.deepcopy(seq)
                     out.steps[k].joins[n][key] = smaller

@@ -141,6 +141,20 @@ def test_the_shrinker_keeps_the_failure_and_only_shrinks():
     assert smallest.steps[0].completion == []
 
 
+def test_a_failure_any_prompt_shows_shrinks_to_prompts_of_one_not_below():
+    protocol = BUILTIN_PROTOCOLS["condense-inflight-d2h"]
+    seq = next(s for s in (sample_sequence(protocol, 1, i) for i in range(100))
+               if any(j["prompt"] >= 3 for st in s.steps for j in st.joins))
+
+    def still_fails(candidates):       # fails with any request, whatever its prompt
+        return next((k for k, c in enumerate(candidates)
+                     if any(st.joins for st in c.steps)), None)
+
+    smallest, spent = shrink_sequence(protocol, seq, still_fails)
+    prompts = [j["prompt"] for st in smallest.steps for j in st.joins]
+    assert prompts and all(p == 1 for p in prompts), prompts     # never below one
+
+
 # ---------------------------------------------------------------- declarations
 
 def test_the_builtin_protocols_are_right_and_chosen_by_name():
