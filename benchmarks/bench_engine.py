@@ -1,15 +1,25 @@
-"""The engine's speed, as ratios of things measured in one run (issues 11 and 15).
+"""The engine's speed, as ratios of things measured in one run (issues 11, 15 and 20).
 
     python benchmarks/bench_engine.py [--examples N] [--repeats R] [--skip PART ...]
 
 Parts (each prints its own lines; --skip leaves one out):
 
-- ``throughput``: ``stagecheck diff legacy single-loop`` as a user runs it (a fresh
-  process: start, load, both streams, the hypothesis edge-case stream, the kernel
-  impact of the info findings, the report), examples per second over the process's
-  whole wall time, against the bare loop of bench_diff.py (draw inputs with ``random``,
-  build plain ``CpuGpuBuffer``s, call both generations), interleaved; and the same
-  bare loop on plain numpy buffers (the least any harness can do).
+- ``main-job``: ``stagecheck diff legacy single-loop`` with its defaults, as a user
+  runs it (a fresh process: start, load, both streams of 300 examples at the default
+  sizes, the hypothesis edge-case stream, the kernel impact of the info findings, the
+  report): its wall time (goal: under 3 s), and its examples per second against the
+  bare torch loop on the same size distribution (``bare_loop_sized``: the sizes drawn
+  by ``spec.space.draw_batch``, values with ``random``, plain ``CpuGpuBuffer``s, both
+  generations called; goal: at most 2x), interleaved.
+- ``sizes``: the cost as the batch grows: for capacities 8, 64, 256 and 1,024, the
+  engine's in-contract stream on full batches of that capacity (drawn, run in the
+  worker, judged, one in 16 run instrumented) against the bare torch loop on the same
+  sizes, each in a fresh process, with examples per second and peak memory (the
+  process's maximum resident set, and its worker's); goal at 1,024: at most 1.5x.
+- ``throughput``: ``stagecheck diff legacy single-loop --examples N`` (default 20,000),
+  examples per second over the process's whole wall time, against the bare loop of
+  bench_diff.py (capacities up to 8), interleaved; and the same bare loop on plain
+  numpy buffers (the least any harness can do).
 - ``isolation``: one campaign with the targets in a worker process against the same
   campaign with the targets in this process (issue 11: overhead under 25%).
 - ``first-error``: for every buggy fixture in tests/targets, the seconds from starting
@@ -44,8 +54,26 @@ FIXTURES = sorted((ROOT / "tests" / "targets").glob("buggy_*.py"))
 FUNCTION = "stage_postprocess_inputs_to_gpu"
 
 
+def _children_cpu() -> float:
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _stagecheck(*args: str) -> tuple[float, dict, int]:
-    """Run the CLI in a fresh process; (wall seconds, its JSON report, exit code)."""
+    """Run the CLI in a fresh process; (wall seconds, its JSON report, exit code). The
+    CPU seconds it and its workers used are kept in ``_LAST_CPU``."""
+    cpu = _children_cpu()
+    try:
+        return _stagecheck_run(*args)
+    finally:
+        _LAST_CPU[0] = _children_cpu() - cpu
+
+
+_LAST_CPU = [0.0]
+
+
+def _stagecheck_run(*args: str) -> tuple[float, dict, int]:
     with tempfile.TemporaryDirectory() as folder:
         report = os.path.join(folder, "report.json")
         started = time.perf_counter()
@@ -91,6 +119,134 @@ def bare_numpy_loop(n: int, legacy, single, rng: random.Random) -> float:
             except AssertionError:
                 pass
     return time.perf_counter() - started
+
+
+def bare_loop_sized(n: int, legacy, single, rng: random.Random,
+                    batch: tuple[int, int] | None = None) -> float:
+    """The bare torch loop on the engine's size distribution (or on ``batch``:
+    ``(capacity, num_reqs)`` every time): sizes from ``spec.space``, values from
+    ``random``, plain ``CpuGpuBuffer``s, both generations called. Seconds."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from stagecheck.impl.buffer import CpuGpuBuffer
+    from stagecheck.oracles.sample import RandomDraw
+    from stagecheck.spec.space import draw_batch, draw_length
+    d = RandomDraw(rng)
+    started = time.perf_counter()
+    for _ in range(n):
+        capacity, num_reqs = batch or draw_batch(d, 1024)
+        length = num_reqs + (rng.randint(0, min(8, capacity - num_reqs)))
+        ids = [f"req-{k}" for k in rng.sample(range(4 * max(capacity, 8)), length)]
+        so = SimpleNamespace(
+            num_scheduled_tokens={r: rng.randint(0, 2**31 - 1) for r in ids},
+            scheduled_spec_decode_tokens={r: [0] * draw_length(d, 0, 16) for r in ids
+                                          if rng.random() < 0.5})
+        requests = {r: SimpleNamespace(num_computed_tokens=rng.randint(0, 2**31 - 1),
+                                       num_prompt_tokens=rng.randint(0, 2**31 - 1)) for r in ids}
+        state_idx = {r: rng.randint(0, 64) for r in ids
+                     if num_reqs > 8 or rng.random() < 0.9}
+        for func in (legacy, single):
+            ctx = SimpleNamespace(**{b: CpuGpuBuffer(capacity, torch.int32) for b in BUFFERS})
+            try:
+                func(ctx, so, ids, num_reqs, requests, state_idx)
+            except AssertionError:
+                pass
+    return time.perf_counter() - started
+
+
+def main_job(repeats: int) -> None:
+    from stagecheck.oracles.targets import load_target
+    legacy, single = load_target("legacy").func, load_target("single-loop").func
+    walls, tool, bare, cpu_ratio = [], [], [], []
+    for r in range(repeats):      # interleaved, so drift hits both alike
+        wall, report, code = _stagecheck("diff", "legacy", "single-loop")
+        tool_cpu = _LAST_CPU[0]
+        assert code == 0, report["verdict"]
+        n = _examples(report)
+        walls.append(wall)
+        tool.append(n / wall)
+        cpu = time.process_time()
+        bare.append(n / bare_loop_sized(n, legacy, single, random.Random(r)))
+        cpu_ratio.append(tool_cpu / (time.process_time() - cpu))
+    w, t, b = statistics.median(walls), statistics.median(tool), statistics.median(bare)
+    runs = lambda xs, f="{:.0f}": ", ".join(f.format(x) for x in xs)   # noqa: E731
+    print(f"main job: stagecheck diff legacy single-loop (defaults), {n} examples")
+    print(f"  wall time, whole process            : {w:8.2f} s (runs: "
+          f"{runs(walls, '{:.2f}')}; goal < 3 s)")
+    print(f"  stagecheck, whole process           : {t:8.0f} examples/s (runs: {runs(tool)})")
+    print(f"  bare torch loop, same sizes         : {b:8.0f} examples/s (runs: {runs(bare)})")
+    print(f"  stagecheck / bare loop              : {b / t:8.2f}x  (goal <= 2x)")
+    print(f"  CPU seconds, stagecheck / bare loop : {statistics.median(cpu_ratio):8.2f}x "
+          f"(runs: {runs(cpu_ratio, '{:.2f}')}; the process and its workers, all "
+          "their work: what a shared machine's load does not change)")
+
+
+def _sized_run(capacity: int, examples: int, what: str) -> dict:
+    """One measurement in this (fresh) process: the engine's in-contract stream on full
+    batches of ``capacity``, or the bare loop on them. Rate and peak memory."""
+    import resource
+
+    from stagecheck.oracles.targets import load_target
+    legacy, single = load_target("legacy"), load_target("single-loop")
+    cpu = time.process_time()
+    if what == "bare":
+        seconds = bare_loop_sized(examples, legacy.func, single.func, random.Random(0),
+                                  batch=(capacity, capacity))
+    else:
+        from stagecheck.oracles.campaign import CampaignResult, _fewer_collections, _Search
+        from stagecheck.oracles.options import CampaignConfig, RunOptions
+        from stagecheck.oracles.runner import runner_for
+        from stagecheck.oracles.sample import RandomDraw
+        from stagecheck.spec.space import draw_scenario
+        config = CampaignConfig(examples=examples, max_capacity=capacity,
+                                run=RunOptions(kernel="off"))
+        result = CampaignResult(legacy.spec, single.spec, config, schema=single.schema)
+        with runner_for([legacy, single]) as runner:
+            search = _Search(legacy, single, config, runner, result, None)
+            search.scenario = lambda stream, index: draw_scenario(
+                single.schema, RandomDraw(random.Random(index)), batch=(capacity, capacity))
+            started = time.perf_counter()
+            with _fewer_collections():
+                done = search.batched_stream("in")
+            seconds = time.perf_counter() - started
+            assert done == examples and not result.errors
+    cpu = time.process_time() - cpu + _children_cpu()     # the workers, once ended
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"rate": examples / seconds, "cpu_per_example": cpu / examples,
+            "peak_mib": own / 1024, "worker_peak_mib": children / 1024}
+
+
+def sizes(repeats: int) -> None:
+    print("cost as the batch grows (full batches; in-contract stream; kernel oracle off)")
+    print(f"  {'capacity':>8} {'stagecheck ex/s':>16} {'bare ex/s':>10} {'ratio':>6} "
+          f"{'CPU ratio':>9} {'peak MiB (checker + worker)':>28} {'bare peak MiB':>14}")
+    for capacity in (8, 64, 256, 1024):
+        examples = max(40, min(2000, 40_000 // capacity))
+        tool, bare, cpus, peaks, bare_peaks = [], [], [], [], []
+        for _ in range(repeats):      # interleaved, each in a fresh process
+            pair = {}
+            for what in ("stagecheck", "bare"):
+                done = subprocess.run([sys.executable, __file__, "--sized-run", what,
+                                       str(capacity), str(examples)],
+                                      capture_output=True, text=True, check=True)
+                pair[what] = json.loads(done.stdout.strip().splitlines()[-1])
+            tool.append(pair["stagecheck"]["rate"])
+            bare.append(pair["bare"]["rate"])
+            cpus.append(pair["stagecheck"]["cpu_per_example"]
+                        / pair["bare"]["cpu_per_example"])
+            peaks.append((pair["stagecheck"]["peak_mib"], pair["stagecheck"]["worker_peak_mib"]))
+            bare_peaks.append(pair["bare"]["peak_mib"])
+        t, b = statistics.median(tool), statistics.median(bare)
+        peak = max(peaks)
+        print(f"  {capacity:>8} {t:>16.0f} {b:>10.0f} {b / t:>5.2f}x "
+              f"{statistics.median(cpus):>8.2f}x {peak[0]:>12.0f} + {peak[1]:<13.0f} "
+              f"{max(bare_peaks):>14.0f}")
+    print("  (ratio: wall-clock examples per second, bare / stagecheck; CPU ratio: CPU "
+          "seconds per example, stagecheck's checker and worker together / bare's; goal "
+          "at 1,024: stagecheck at most 1.5x the bare loop)")
 
 
 def throughput(examples: int, repeats: int) -> None:
@@ -188,10 +344,22 @@ def main(argv=None) -> None:
                         help="examples per stream of the throughput runs (default 20000)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["throughput", "isolation", "first-error", "shrink"])
+                        choices=["main-job", "sizes", "throughput", "isolation",
+                                 "first-error", "shrink"])
+    parser.add_argument("--sized-run", nargs=3, metavar=("WHAT", "CAPACITY", "EXAMPLES"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.sized_run:
+        what, capacity, examples = args.sized_run
+        print(json.dumps(_sized_run(int(capacity), int(examples), what)))
+        return
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs visible, "
-          f"{len(os.sched_getaffinity(0))} usable")
+          f"{len(os.sched_getaffinity(0))} usable; load average "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (other sessions share them)")
+    if "main-job" not in args.skip:
+        main_job(args.repeats)
+    if "sizes" not in args.skip:
+        sizes(args.repeats)
     if "throughput" not in args.skip:
         throughput(args.examples, args.repeats)
     if "isolation" not in args.skip:

@@ -45,9 +45,13 @@ from types import SimpleNamespace
 
 from stagecheck.oracles import interrupt
 from stagecheck.oracles.errors import StagecheckError
-from stagecheck.oracles.observe import require_device
+from stagecheck.oracles.observe import build_inputs, require_device
+from stagecheck.oracles.observe.backends import torch_module
 from stagecheck.oracles.options import DEVICES, choice
+from stagecheck.oracles.results import TargetPair
+from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.targets import Target
+from stagecheck.oracles.worker import WorkerEnded, target_arg
 
 __all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "run_bench"]
 
@@ -89,9 +93,7 @@ class BenchRow:
 
 
 @dataclass
-class BenchResult:
-    baseline: str
-    candidate: str
+class BenchResult(TargetPair):
     device: str
     rows: list[BenchRow] = field(default_factory=list)
     seconds: float = 0.0
@@ -121,8 +123,7 @@ def build_bench_inputs(target: Target, num_reqs: int, device: str = "cpu") -> Si
     ``num_reqs``); the buffers are plain ``CpuGpuBuffer`` objects on ``device``, not the
     instrumented ones, so what is timed is the staging code itself.
     """
-    from stagecheck.oracles.observe import build_inputs
-    from stagecheck.oracles.observe.bare import BareBackend
+    from stagecheck.oracles.observe.bare import BareBackend  # torch: timing runs in a worker
     schema = target.schema
     if schema.bench is None:
         raise StagecheckError(f"schema {schema.name!r} declares no bench scenario",
@@ -220,16 +221,13 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
         raise ValueError(f"run_bench: sizes must be whole numbers >= 1, got {sizes!r}")
     choice("device", device, DEVICES)
     require_device(device)
-    from stagecheck.oracles.campaign import _position
-    from stagecheck.oracles.runner import runner_for
-    from stagecheck.oracles.worker import WorkerEnded, target_arg
     own = runner is None
     if own:
         runner = runner_for([baseline, candidate])
     rows: list[BenchRow] = []
     seconds = 0.0
     try:
-        sides = [_position(runner, t) for t in (baseline, candidate)]
+        sides = [side_of(runner, t) for t in (baseline, candidate)]
         deadline = 60.0 + min_time * 20 + 30
         for num_reqs in sizes:
             # one size per call to the worker: a signal stops the bench between sizes
@@ -255,7 +253,7 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
 def bench_here(baseline: Target, candidate: Target, device: str, sizes, repeats: int,
                min_time: float) -> tuple[list[BenchRow], float]:
     """The timing itself, in the process that holds the targets (a worker)."""
-    import torch
+    torch = torch_module()
     sync = torch.cuda.synchronize if device == "cuda" else None
     started = time.perf_counter()
     rows = [_bench_size(baseline, candidate, num_reqs, device, repeats, min_time, sync)

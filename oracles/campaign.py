@@ -17,7 +17,9 @@ under its profiles and example database.
 
 When the kernel oracle is on, each finding's kept scenario is run through it; error
 findings not yet seen to reach the kernel get a short probe of further examples
-(shrunk examples tend to be values the kernel does nothing with). Each finding says
+(shrunk examples tend to be values the kernel does nothing with). With ``--kernel
+always`` it also judges every example of every stream (``examples_kernel`` counts
+them, ``kernel_seconds`` is what they cost). Each finding says
 which engine found it (``extra["engine"]``).
 
 SIGINT/SIGTERM (``oracles/interrupt.py``) stop a campaign between examples: each loop
@@ -29,26 +31,35 @@ result holds what was found so far with ``interrupted`` set (no verdict).
 from __future__ import annotations
 
 import gc
+import inspect
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.collect import FindingsCollector
-from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.evaluate import judge, with_kernel_impact
 from stagecheck.oracles.options import CampaignConfig, RunOptions
-from stagecheck.oracles.targets import Target
+from stagecheck.oracles.results import TargetPair
+from stagecheck.oracles.runner import runner_for, side_of
+from stagecheck.oracles.sample import sample_breach, sample_scenario
+from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, shrink
+from stagecheck.oracles.targets import Target, load_target, target_from_callable
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
 from stagecheck.spec.schema import StagingSchema
+from stagecheck.spec.space import SMALL, draft_bound
 
-__all__ = ["BATCH", "SAMPLE_EVERY", "CampaignResult", "run_campaign", "same_schema"]
+__all__ = ["BATCH", "SAMPLE_EVERY", "CampaignResult", "resolved_bounds", "run_campaign",
+           "same_schema"]
 
-#: examples per batch sent to a worker
+#: examples per batch sent to a worker (the first batches of a stream are smaller:
+#: FIRST_BATCH, then twice as many each time)
 BATCH = 128
+FIRST_BATCH = 16
 #: one example in this many (that the fast run passed) is run again instrumented
 SAMPLE_EVERY = 16
 #: examples of the hypothesis edge-case stream per stream, at most (about 4 ms each:
@@ -63,9 +74,7 @@ STREAMS = ("in", "out")
 
 
 @dataclass
-class CampaignResult(FindingsResult):
-    baseline: str | None      # None: the spec oracle alone on the candidate
-    candidate: str
+class CampaignResult(TargetPair, FindingsResult):
     config: CampaignConfig
     findings: list[Finding] = field(default_factory=list)
     examples_in_contract: int = 0
@@ -75,10 +84,23 @@ class CampaignResult(FindingsResult):
     schema_spec: str | None = None         # how to load it again (--schema), if not built in
     examples_instrumented: int = 0         # examples also run on instrumented buffers
     examples_edge: int = 0                 # examples of the hypothesis edge-case stream
-    shrink_evaluations: int = 0
+    examples_kernel: int = 0               # examples the kernel oracle ran on (--kernel
+                                           # always: every example; else kept findings)
+    kernel_seconds: float = 0.0            # the time those kernel runs took
     first_error_seconds: float | None = None   # from the start of the campaign
     interrupted: str | None = None   # the signal (e.g. "SIGINT") that stopped the run early:
                                      # then this is a partial result and has no verdict
+
+
+def resolved_bounds(config: CampaignConfig, schema: StagingSchema) -> CampaignConfig:
+    """``config`` with the bounds it leaves open (None) set to the schema's: the largest
+    capacity and the longest draft list drawn."""
+    changes = {}
+    if config.max_capacity is None:
+        changes["max_capacity"] = schema.max_capacity
+    if config.max_drafts is None and draft_bound(schema) is not None:
+        changes["max_drafts"] = draft_bound(schema)
+    return replace(config, **changes) if changes else config
 
 
 def same_schema(baseline: Target | None, candidate: Target):
@@ -96,7 +118,6 @@ def _takes_findings(progress) -> bool:
     CLI's does; a plain ``progress(stream, done, total)`` keeps working)."""
     if progress is None:
         return False
-    import inspect
     try:
         return "findings" in inspect.signature(progress).parameters
     except (TypeError, ValueError):
@@ -113,11 +134,14 @@ class _Search:
         self.progress_findings = _takes_findings(progress)
         self.phase = "random"      # then "edge": the hypothesis stream of the batched engine
         self.schema = candidate.schema
-        self.sides = [_position(runner, t) for t in (baseline, candidate) if t is not None]
+        self.sides = [side_of(runner, t) for t in (baseline, candidate) if t is not None]
         self.collector = FindingsCollector()
         self.examples = 0
         self.started = time.perf_counter()
         self.fast = RunOptions(**{**config.run.__dict__, "kernel": "off"})
+        # --kernel always: the kernel oracle judges every example, not only kept findings
+        self.kernel_every = (config.run.kernel == "always"
+                             and candidate.schema.consumer is not None)
 
     def tick(self, stream: str, done: int, total: int) -> None:
         """Tell ``progress`` (with the findings so far, where it takes ``findings``)."""
@@ -132,20 +156,23 @@ class _Search:
     def observe(self, batch: list[tuple[int, StagingScenario]], backend: str):
         return self.runner.observe(self.sides, batch, self.fast, backend)
 
-    def judge(self, s: StagingScenario, observations) -> list[Finding]:
+    def judge(self, s: StagingScenario, observations, kernel: bool = False
+              ) -> list[Finding]:
+        """The findings of one example; with ``kernel`` the kernel oracle's verdict too."""
         b = observations[-1]
         a = observations[0] if self.baseline is not None else None
-        return judge(s, self.baseline, self.candidate, a, b)
+        findings = judge(s, self.baseline, self.candidate, a, b)
+        if kernel:
+            started = time.perf_counter()
+            findings = with_kernel_impact(findings, s, self.candidate, a, b, self.config.run)
+            self.result.examples_kernel += 1
+            self.result.kernel_seconds += time.perf_counter() - started
+        return findings
 
     def evaluate(self, s: StagingScenario, backend: str = "instrumented",
                  kernel: bool = False) -> list[Finding]:
         ((_, observations),) = self.observe([(0, s)], backend)
-        findings = self.judge(s, observations)
-        if kernel:
-            b = observations[-1]
-            a = observations[0] if self.baseline is not None else None
-            findings = with_kernel_impact(findings, s, self.candidate, a, b, self.config.run)
-        return findings
+        return self.judge(s, observations, kernel)
 
     def record(self, findings: list[Finding], s: StagingScenario, engine: str,
                final: bool = False) -> list[Finding]:
@@ -157,10 +184,10 @@ class _Search:
 
     # ------------------------------------------------------------------ batched engine
     def scenario(self, stream: str, index: int) -> StagingScenario:
-        from stagecheck.oracles.sample import sample_breach, sample_scenario
+        c = self.config
         if stream == "in":
-            return sample_scenario(self.schema, self.config.seed, index, self.config.max_capacity)
-        return sample_breach(self.schema, self.config.seed, index, self.config.max_capacity)[1]
+            return sample_scenario(self.schema, c.seed, index, c.max_capacity, c.max_drafts)
+        return sample_breach(self.schema, c.seed, index, c.max_capacity, c.max_drafts)[1]
 
     def backend(self) -> str:
         """Fast buffers where they see what matters; instrumented ones where only the
@@ -179,11 +206,14 @@ class _Search:
         drawn: dict[int, StagingScenario] = {}
 
         def batches():
-            for start in range(0, total, BATCH):
+            # small batches first (a bug that shows at once is judged at once), then BATCH
+            start, size = 0, FIRST_BATCH
+            while start < total:
                 batch = [(i, self.scenario(stream, i))
-                         for i in range(start, min(total, start + BATCH))]
+                         for i in range(start, min(total, start + size))]
                 drawn.update(batch)
                 yield batch
+                start, size = start + size, min(BATCH, 2 * size)
 
         done = 0
         flagged: tuple[StagingScenario, list[Finding], bool] | None = None
@@ -200,7 +230,7 @@ class _Search:
                     done += 1
                     if sample and index % sample == 0:
                         self.result.examples_instrumented += 1
-                    findings = self.judge(s, observations)
+                    findings = self.judge(s, observations, self.kernel_every)
                     if any(f.severity == ERROR for f in findings):
                         flagged = (s, findings, bool(sample and index % sample == 0))
                         break
@@ -218,17 +248,17 @@ class _Search:
             if backend == "fast" and not instrumented:
                 # the instrumented run sees the order of writes: it has the final word
                 self.result.examples_instrumented += 1
-                findings = self.evaluate(s) or findings
+                findings = self.evaluate(s, kernel=self.kernel_every) or findings
             self.record(findings, s, "random")
             self.tick(stream, done, total)
             self.shrink(s, findings)
         return done
 
-    def shrink(self, s: StagingScenario, findings: list[Finding]) -> None:
+    def shrink(self, s: StagingScenario, findings: list[Finding],
+               engine: str = "random") -> None:
         """Shrink ``s`` for the error findings it showed: each kept at the smallest
         scenario that still shows it (a key the first shrunk scenario no longer shows
         is shrunk again from ``s``, on its own)."""
-        from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, shrink
         keys = {f.key for f in findings if f.severity == ERROR}
         # a call that hangs or ends its process costs a deadline or a new worker for
         # every candidate that still fails: such a finding gets a few tries only
@@ -237,9 +267,11 @@ class _Search:
         budget, batch = ((STOPPED_CALL_SHRINK_EVALUATIONS, 1) if stopped
                          else (MAX_EVALUATIONS, SHRINK_BATCH))
         while keys and not interrupt.requested():
-            def still_fails(candidates: list[StagingScenario], keys=frozenset(keys)
-                            ) -> int | None:
-                results = self.observe(list(enumerate(candidates)), "instrumented")
+            backend = "instrumented" if stopped else self.shrink_backend(s, keys)
+
+            def still_fails(candidates: list[StagingScenario], keys=frozenset(keys),
+                            backend=backend) -> int | None:
+                results = self.observe(list(enumerate(candidates)), backend)
                 for position, observations in sorted(results, key=lambda r: r[0]):
                     found = self.judge(candidates[position], observations)
                     if any(f.key in keys for f in found):
@@ -247,29 +279,52 @@ class _Search:
                 return None
 
             # a signal stops the shrinking; the smallest failing scenario so far is kept
-            smallest, spent = shrink(self.schema, s, still_fails, max_evaluations=budget,
-                                     stop=interrupt.requested, batch_size=batch)
-            self.result.shrink_evaluations += spent
+            smallest, _ = shrink(self.schema, s, still_fails, max_evaluations=budget,
+                                 stop=interrupt.requested, batch_size=batch)
             final = [f for f in self.evaluate(smallest) if f.key in keys]
-            self.record(final, smallest, "random", final=True)
+            self.record(final, smallest, engine, final=True)
             shown = {f.key for f in final}
             if not shown:         # the example no longer fails (a flaky target): done
                 return
             keys -= shown
 
+    def shrink_backend(self, s: StagingScenario, keys: set) -> str:
+        """The buffers the shrinker's candidates run on: the fast ones where they show
+        every finding being shrunk on ``s`` itself (the findings of the values; their
+        large candidates cost a fraction), else the instrumented ones (the order of
+        writes). The scenario it settles on is run instrumented either way."""
+        if self.backend() != "fast":
+            return "instrumented"
+        ((_, observations),) = self.observe([(0, s)], "fast")
+        shown = {f.key for f in self.judge(s, observations)}
+        return "fast" if keys <= shown else "instrumented"
+
     # ------------------------------------------------------------------ hypothesis engine
     def hypothesis_stream(self, stream: str, examples: int, database, derandomize: bool,
                           engine: str) -> int:
+        # hypothesis only for this stream: a worker that imports this module (the symbolic
+        # exploration) runs without it
         from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
         preload_project_modules()     # hypothesis's constant pool: the same however run
 
-        from stagecheck.oracles.generate import out_of_contract_scenarios, staging_scenarios
-        strategy = (staging_scenarios(self.config.max_capacity, self.schema).map(lambda s: ("", s))
-                    if stream == "in" else
-                    out_of_contract_scenarios(self.config.max_capacity, self.schema))
+        from stagecheck.oracles.generate import (out_of_contract_scenarios,  # hypothesis too
+                                                 staging_scenarios)
+        c = self.config
+        strategy = (staging_scenarios(c.max_capacity, self.schema, c.max_drafts)
+                    .map(lambda s: ("", s)) if stream == "in" else
+                    out_of_contract_scenarios(c.max_capacity, self.schema, c.max_drafts))
         counter = [0]
 
         class _ErrorFound(Exception):
+            def __init__(self, found: list[Finding], scenario: StagingScenario) -> None:
+                super().__init__()
+                self.found, self.scenario = found, scenario
+
+        class _LargeErrorFound(BaseException):
+            """An error on a scenario larger than the small band: hypothesis's shrinker
+            would redraw hundreds of requests per step, so it is not asked (a
+            BaseException passes through it); the scenario shrinker takes it."""
+
             def __init__(self, found: list[Finding], scenario: StagingScenario) -> None:
                 super().__init__()
                 self.found, self.scenario = found, scenario
@@ -284,11 +339,17 @@ class _Search:
             _, s = labeled
             counter[0] += 1
             self.examples += 1
-            findings = self.evaluate(s)
+            # a large example runs on the fast buffers (the instrumented ones cost ten
+            # times as much per slot), and instrumented where it shows an error
+            large = s.capacity > SMALL and self.backend() == "fast"
+            findings = self.evaluate(s, backend="fast" if large else "instrumented",
+                                     kernel=self.kernel_every)
+            if large and any(f.severity == ERROR for f in findings):
+                findings = self.evaluate(s, kernel=self.kernel_every) or findings
             errors = self.record(findings, s, engine)
             interrupt.check()   # after every example (recorded): a signal stops the stream
             if errors:
-                raise _ErrorFound(errors, s)
+                raise (_ErrorFound if s.capacity <= SMALL else _LargeErrorFound)(errors, s)
             self.tick(stream, counter[0], examples)
 
         # one database key per (baseline, candidate, stream): campaigns never share examples
@@ -299,6 +360,9 @@ class _Search:
             probe()
         except _ErrorFound as found:   # the shrunk example, replayed by hypothesis, wins
             self.record(found.found, found.scenario, engine, final=True)
+            self.shrink(found.scenario, found.found, engine)  # the smallest batch, too
+        except _LargeErrorFound as found:
+            self.shrink(found.scenario, found.found, engine)
         except interrupt.Interrupted:  # what the stream recorded so far stays
             pass
         return counter[0]
@@ -337,17 +401,6 @@ class _Search:
             if reaching:      # kept, then shrunk as a stream's first error is
                 self.record(reaching, s, "impact probe")
                 self.shrink(s, reaching)
-
-
-def _position(runner, target: Target) -> int:
-    """Where ``target`` is among the runner's targets (the same object, else the same spec)."""
-    for i, held in enumerate(runner.targets):
-        if held is target:
-            return i
-    for i, held in enumerate(runner.targets):
-        if held.spec == target.spec and held.ref == target.ref:
-            return i
-    raise ValueError(f"the runner does not hold target {target.spec!r}")
 
 
 def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> None:
@@ -393,11 +446,32 @@ def _fewer_collections():
         gc.unfreeze()
 
 
-def run_campaign(baseline: Target | None, candidate: Target,
+def _as_target(value, where: str) -> Target:
+    """A ``Target`` from what ``run_campaign`` takes: a ``Target``, a target spec (a
+    builtin name, ``module:function``, ``file.py::function``, ``git:REV:...``) or a
+    staging function; bad input is one ``StagecheckError`` naming ``where``."""
+    if isinstance(value, Target):
+        return value
+    try:
+        if isinstance(value, str):
+            return load_target(value)
+        if callable(value):
+            return target_from_callable(value)
+    except StagecheckError as exc:
+        raise exc.located(where) from None
+    raise UsageError.of(messages.NOT_A_TARGET, value, kind=type(value).__name__).located(where)
+
+
+def run_campaign(baseline: Target | str | Callable | None, candidate: Target | str | Callable,
                  config: CampaignConfig | None = None,
                  progress: Callable[[str, int, int], None] | None = None,
                  runner=None) -> CampaignResult:
     """Fuzz both targets (``baseline`` None: the candidate against the spec alone).
+
+    Each target is a ``Target``, a target spec as the command line takes it
+    (``run_campaign("legacy", "single-loop")``) or a staging function; ``config`` a
+    ``CampaignConfig`` (None: the defaults). Bad input raises one ``StagecheckError``
+    that names the argument.
 
     ``progress(stream, done, total)`` is called after each example (with
     ``findings=`` the distinct findings so far and ``phase=`` "random" or "edge", where
@@ -406,9 +480,15 @@ def run_campaign(baseline: Target | None, candidate: Target,
     where ``config.isolated`` is False). A SIGINT/SIGTERM recorded by
     ``interrupt.install`` stops the search: the result is partial, ``interrupted`` set.
     """
-    from stagecheck.oracles.runner import runner_for
-    config = config or CampaignConfig()
+    if runner is None:       # a runner holds loaded targets; without one, load what is given
+        baseline = None if baseline is None else _as_target(baseline, "baseline")
+        candidate = _as_target(candidate, "candidate")
+    config = CampaignConfig() if config is None else config
+    if not isinstance(config, CampaignConfig):
+        raise UsageError.of(messages.NOT_A_CAMPAIGN_CONFIG, config,
+                            kind=type(config).__name__).located("config")
     schema = same_schema(baseline, candidate)
+    config = resolved_bounds(config or CampaignConfig(), schema)
     result = CampaignResult(baseline.spec if baseline else None, candidate.spec, config,
                             schema=schema)
     targets = [baseline, candidate] if baseline is not None else [candidate]
@@ -419,6 +499,11 @@ def run_campaign(baseline: Target | None, candidate: Target,
     try:
         with _fewer_collections():
             _search(search, config, result)
+    except Exception as exc:      # stagecheck's own error: what was found so far rides on
+        result.findings = search.collector.findings()    # it, for the caller to save
+        result.seconds = time.perf_counter() - search.started
+        exc.partial_result = result
+        raise
     finally:
         if own:
             runner.close()

@@ -5,18 +5,27 @@ findings of each example here. For each ``Finding.key`` it keeps the smallest
 example seen (or the one a shrinker settled on), how many examples came before the
 first sighting, and whether the difference reached the kernel on *any* example
 that showed it. ``findings()`` returns them in report order.
+
+One bug still shows as several findings (an off-by-one loop: the slot it skips differs
+in four fields, in the CPU view and the GPU mirror, and against the spec).
+``error_groups`` puts error findings that share a cause in one group, which every
+report shows as one error with its members listed: findings kept on the same example
+at the same first slot (a finding without a slot, such as a copy range or an exception,
+joins every finding of its example), and findings of the same invariant and field
+(whatever the example). Every finding stays (replay files, JSON); the groups are for reading.
 """
 
 from __future__ import annotations
 
+import json
 from collections import deque
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import sort_key
 
-__all__ = ["FindingsCollector", "scenario_size"]
+__all__ = ["CAUSE_ORDER", "ErrorGroup", "FindingsCollector", "error_groups", "scenario_size"]
 
 #: scenarios kept per error finding (the latest that showed it) for the kernel-impact
 #: check: the smallest example of a difference often does not reach the kernel
@@ -101,3 +110,103 @@ class FindingsCollector:
                 f = replace(f, kernel_impact=self._impact[key])
             out.append(f)
         return sorted(out, key=sort_key)
+
+
+#: Which member of a group heads it: the invariants that say what the code *did* (its
+#: copies, its exception, its inputs) before those that show a value it left, the spec's
+#: statements before the differences between two runs.
+CAUSE_ORDER = ("copy_discipline", "missing_input", "expected_outcome", "no_copy_hazard",
+               "inputs_unchanged", "slot_alignment", "tail_policy", "mirror_consistency",
+               "same_outcome", "same_copies", "same_inputs_after", "same_buffers",
+               "same_fields", "same_message", "kernel_results")
+
+
+@dataclass
+class ErrorGroup:
+    """Error findings that share one cause: ``findings[0]`` heads the group (what a
+    report shows in full), the others are its members, listed."""
+
+    findings: list[Finding]
+    cause: str          # why they are one group, in words
+
+    @property
+    def head(self) -> Finding:
+        return self.findings[0]
+
+    @property
+    def id(self) -> str:
+        return self.head.id
+
+    @property
+    def members(self) -> list[Finding]:
+        """The findings besides the head."""
+        return self.findings[1:]
+
+    @property
+    def kernel_impact(self) -> bool | None:
+        """True if any member reaches the kernel; None if none was judged."""
+        known = [f.kernel_impact for f in self.findings if f.kernel_impact is not None]
+        return any(known) if known else None
+
+
+def _rank(f: Finding) -> tuple:
+    order = CAUSE_ORDER.index(f.invariant) if f.invariant in CAUSE_ORDER else len(CAUSE_ORDER)
+    return (order, f.slot is None, f.slot if f.slot is not None else 0, f.view != "cpu",
+            str(f.field))
+
+
+def error_groups(findings: Iterable[Finding]) -> list[ErrorGroup]:
+    """The error findings of ``findings`` in groups of one cause (see the module doc),
+    in report order of their heads; info findings are left out."""
+    errors = [f for f in findings if f.severity == ERROR]
+    parent = list(range(len(errors)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def join(i: int, j: int) -> None:
+        parent[root(i)] = root(j)
+
+    by_place: dict[tuple, int] = {}
+    by_field: dict[tuple, int] = {}
+    by_example: dict[str, list[int]] = {}
+    for i, f in enumerate(errors):
+        if f.scenario is not None:
+            example = json.dumps(f.scenario, sort_keys=True, default=repr)
+            by_example.setdefault(example, []).append(i)
+            place = (example, f.slot)
+            if place in by_place:
+                join(i, by_place[place])
+            else:
+                by_place[place] = i
+        if f.field is not None:
+            kind = (f.invariant, f.side, f.field)
+            if kind in by_field:
+                join(i, by_field[kind])
+            else:
+                by_field[kind] = i
+    for example, found in by_example.items():
+        # a finding without a slot (a copy range, an exception) is about the whole example
+        if any(errors[i].slot is None for i in found):
+            for i in found[1:]:
+                join(i, found[0])
+    members: dict[int, list[Finding]] = {}
+    for i, f in enumerate(errors):
+        members.setdefault(root(i), []).append(f)
+    groups = []
+    for fs in members.values():
+        fs = sorted(fs, key=_rank)
+        head = fs[0]
+        same_place = all(f.scenario == head.scenario and f.slot == head.slot for f in fs)
+        if len(fs) == 1:
+            cause = "one finding"
+        elif same_place:
+            where = f"slot {head.slot}" if head.slot is not None else "no slot"
+            cause = f"the same example, first differing at {where}"
+        else:
+            cause = "the same example and slot, or the same invariant and field"
+        groups.append(ErrorGroup(fs, cause))
+    return sorted(groups, key=lambda g: sort_key(g.head))

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from stagecheck.oracles.compare import compare
 from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.targets import Target
 from stagecheck.spec import Finding, Observation, StagingScenario, check
 from stagecheck.spec.schema import one_scenario
@@ -62,7 +63,7 @@ def with_kernel_impact(findings: list[Finding], s: StagingScenario, candidate: T
     where live mirrors differ, "always" on every example, "off" never)."""
     if options.kernel == "off":
         return findings
-    from stagecheck.oracles.kernel.impact import annotate
+    from stagecheck.oracles.kernel.impact import annotate  # the kernel (torch) loads when asked
     return annotate(findings, s, a, b, candidate.profile, options.resolved_kernel_backend,
                     options.device, always=options.kernel == "always")
 
@@ -79,14 +80,12 @@ def evaluate(baseline: Target | None, candidate: Target, s: StagingScenario,
     stages the scenario that many times on the same buffers, waiting for each step's
     copies before the next.
     """
-    from stagecheck.oracles.campaign import _position
-    from stagecheck.oracles.runner import runner_for
     targets = [baseline, candidate] if baseline is not None else [candidate]
     own = runner is None
     if own:
         runner = runner_for(targets)
     try:
-        sides = [_position(runner, t) for t in targets]
+        sides = [side_of(runner, t) for t in targets]
         ((_, observations),) = runner.observe(sides, [(0, s)], options, backend)
     finally:
         if own:

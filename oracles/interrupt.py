@@ -15,7 +15,7 @@ the case where a loop is stuck in one long example.
 Without ``install`` (the library API, the pytest fixture) nothing changes: Ctrl-C
 raises ``KeyboardInterrupt`` as usual.
 
-Worker processes (``oracles/worker.py``) ignore SIGINT and run in a session of their
+Worker processes (``oracles/worker/``) ignore SIGINT and run in a session of their
 own; a loop that runs inside a worker (the symbolic exploration) is told to stop by
 the checker, which sends ``FORWARDED`` (SIGUSR1) while it waits for the answer: the
 worker's handler sets the worker's own flag (``request``), which the loop polls.

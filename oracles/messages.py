@@ -94,10 +94,32 @@ BAD_WHOLE = ("{value!r} is not a whole number >= {minimum}", "give e.g. {example
 BAD_INTEGER = ("{value!r} is not a whole number", "give e.g. {example}")
 BAD_SECONDS = ("{value!r} is not a positive number of seconds", "give e.g. {example}")
 BAD_CHOICE = ("{value!r} is not one of {choices}", "choose one of them")
+TOO_LARGE = ("{value!r} is larger than {limit}, the most this option takes{reason}",
+             "give e.g. {example}")
+TOO_MANY_SECONDS = ("{value!r} seconds is more than {limit}, the most this option takes{reason}",
+                    "give e.g. {example}")
+BAD_SWITCH = ("{value!r} is not true or false", "write true or false (TOML booleans; in "
+              "Python True or False)")
+BAD_TEXT = ("{value!r} is not a text", "write a quoted path or name")
+BAD_TEXTS = ("{value!r} is not a list of paths", "write e.g. [\"shims/vllm_helpers.py\"]")
+BAD_NAMES = ("{value!r} is not a list of names", "write them comma-separated, e.g. "
+             "spec,differential")
 USAGE = ("{message}", "run '{prog} --help' for the options")
+#: after "unrecognized arguments: ...": the closest option of the command (difflib)
+DID_YOU_MEAN = " (did you mean {option}?)"
 SAME_REPORT_PATH = ("--json and --junit-xml both name {value!r}", "give each report its own "
                     "path")
 UNKNOWN_OPTIONS = ("unknown option(s) {value}", "campaign options are {known}")
+# the public API (stagecheck.run_campaign)
+NOT_A_TARGET = ("{value!r} (a {kind}) is not a target", "give a target spec (" + TARGET_FORMS.
+                format(builtins="'legacy', 'single-loop', ...") + "), a Target or a staging "
+                "function")
+NOT_A_CAMPAIGN_CONFIG = ("{value!r} (a {kind}) is not a CampaignConfig",
+                         "give stagecheck.CampaignConfig(...) or "
+                         "stagecheck.CampaignConfig.from_options(examples=..., timeout=...)")
+FIXTURE_UNKNOWN_OPTIONS = ("unknown option(s) {value}", "the fixture takes {known} (the "
+                           "example database and derandomize come from the hypothesis "
+                           "profile: --hypothesis-profile)")
 BAD_ORACLES = ("{value} is not an oracle", "choose from {choices} (comma-separated, e.g. "
                "--oracles spec,differential)")
 BAD_OPERATORS = ("{value} is not an operator", "choose from {choices}")
@@ -168,9 +190,6 @@ CONFIG_UNREADABLE = ("cannot read {value!r} ({error})", "fix the TOML; stagechec
                      "[tool.stagecheck] table")
 CONFIG_NOT_TABLE = ("[tool.stagecheck] in {value!r} is not a table",
                     "write it as a [tool.stagecheck] section of keys")
-CONFIG_NOT_BOOL = ("{value!r} is not true or false", "write true or false (TOML booleans)")
-CONFIG_NOT_TEXT = ("{value!r} is not a text", "write a quoted path or name")
-CONFIG_NOT_TEXTS = ("{value!r} is not a list of paths", "write e.g. [\"shims/vllm_helpers.py\"]")
 CONFIG_USED = "stagecheck: settings from [tool.stagecheck] in {path}: {values}"
 # optional dependencies
 KERNEL_EXTRA = "pip install 'stagecheck[kernel]'"
@@ -181,8 +200,16 @@ TRITON_FALLBACK = ("stagecheck: triton is not installed, so the kernel oracle ru
                    "kernel: " + KERNEL_EXTRA)
 # the command line
 EXIT_CODES_EPILOG = ("exit codes: 0 clean verdict (every requested output written); "
-                     "1 {findings}; 2 usage or load error{two}; 130/143 interrupted "
-                     "(SIGINT/SIGTERM), no verdict")
+                     "1 {findings}; 2 usage or load error{two}; 3 internal error (a bug in "
+                     "stagecheck: no verdict); 130/143 interrupted (SIGINT/SIGTERM), no "
+                     "verdict")
+#: the one line of an internal error (exit 3): an exception inside stagecheck
+INTERNAL_ERROR = ("stagecheck: internal error (a bug in stagecheck, not a finding against "
+                  "the code under test; no verdict): {error}; the full traceback is in "
+                  "{path}{partial}; please report it with that file")
+INTERNAL_ERROR_UNSAVED = "(no file: neither the save folder nor the temporary folder took it)"
+INTERNAL_ERROR_PARTIAL = ("; what the run found before it ({findings} finding(s), {errors} "
+                          "error) is saved: {where}")
 
 # ---------------------------------------------------------------- issue 11: hostile inputs
 TARGET_IS_FOLDER = ("{path!r} in {value!r} is a folder, not a Python file",
@@ -208,8 +235,6 @@ REPLAY_UNTRUSTED_SHIM = ("the replay file names the shim or schema file {target!
                          "chose", "if you trust it, give it yourself with --shim or --schema")
 REPLAY_TOO_LARGE = ("the replay file is {size:,} bytes, more than the {limit:,} a saved "
                     "example takes", "give a replay file stagecheck saved")
-SAVE_PATH_LINK = ("{value!r} is a symbolic link; stagecheck does not write through links "
-                  "in its save folder", "remove the link, or give --save-dir another folder")
 TARGET_LOAD_RAISED = ("loading {value!r} ran code of the file or module that raised {error}",
                       "module-level code a target's loading runs (constants, default "
                       "arguments, class bodies, honoured imports) must not fail or exit")
@@ -285,3 +310,16 @@ PROTOCOL_PROBLEM_NO_STATE = ("neither component nor staging is set: name the cla
 PROTOCOL_REPLAY_NOT = ("{value!r} is not a protocol replay file",
                        "give a file a protocol campaign saved (its 'stagecheck_protocol_replay' "
                        "key), or replay a staging finding with 'stagecheck replay'")
+#: error findings grouped by cause (oracles/collect.py: error_groups), in every report
+ERRORS_GROUPED = ("{errors} error(s), each with the findings that share its cause "
+                  "({findings} in all)")
+ERRORS_COUNT = "{errors} error(s) from {findings} error finding(s)"
+GROUP_MEMBERS = "{count} more finding(s) of this error ({cause}):"
+
+#: the kernel oracle (oracles/kernel: require_kernel_backend, --kernel always)
+KERNEL_BACKEND_BROKEN = ("the {backend} kernel backend cannot run here: {error}",
+                         "repair the install (" + KERNEL_EXTRA + "), or use "
+                         "--kernel-backend reference (the same decisions in plain torch), "
+                         "or --kernel off")
+KERNEL_ALWAYS_RAN = ("--kernel always: the kernel oracle ran on {examples} example(s), every "
+                     "one judged, in {seconds:.1f} s")

@@ -19,16 +19,24 @@ worker of a long campaign shares one directory database: a failing example found
 by one worker is replayed first by every later run (see ``docs/pytest.md``).
 
 This module is imported in every pytest session of an environment that has
-stagecheck installed, so it imports only hypothesis at load time; torch and the
-oracles are imported when the fixture is first used.
+stagecheck installed, so it imports only hypothesis (and stagecheck's errors and options,
+standard library only) at load time; torch and the oracles are imported when the
+fixture is first used.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import random
+import shlex
 
 import pytest
-from hypothesis import settings as _hsettings
+from hypothesis import HealthCheck, Phase, core, settings as _hsettings
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import StagecheckError, UsageError
+from stagecheck.oracles.options import (CampaignConfig, RunOptions, fixture_options, flat,
+                                        reproduce_flags)
 
 __all__ = ["PROFILES", "StagecheckFixture", "as_target", "register_profiles"]
 
@@ -57,9 +65,7 @@ def register_profiles() -> None:
     """
     for name, changes in PROFILES.items():
         _hsettings.register_profile(name, _hsettings.get_profile(_PARENTS[name]), **changes)
-    import importlib.util
     if importlib.util.find_spec("hypothesis_crosshair_provider") is not None:
-        from hypothesis import HealthCheck, Phase
         # every example is one CrossHair path; a symbolic failure is realized, not shrunk
         _hsettings.register_profile(
             "stagecheck-crosshair", _hsettings.get_profile("default"), backend="crosshair",
@@ -76,7 +82,7 @@ def as_target(obj, where: str = "target", shims=()):
     """A ``Target`` from a target spec string, a ``Target``, or a plain callable.
 
     ``shims``: paths of shim modules for file targets (``--shim`` of the CLI)."""
-    from stagecheck.oracles.errors import StagecheckError
+    # the oracles load on the fixture's first use (every pytest session imports this plugin)
     from stagecheck.oracles.targets import Target, load_target, target_from_callable
     if isinstance(obj, Target):
         return obj
@@ -97,7 +103,7 @@ def _runner(baseline, candidate, shims=()):
     once); a plain function, already imported by the test, runs in a worker where the
     worker can import it by name, else in the test's process. ``shims``: see
     ``as_target``."""
-    from stagecheck.oracles.errors import StagecheckError
+    # the oracles load on the fixture's first use (see as_target)
     from stagecheck.oracles.runner import load_isolated, runner_for
     from stagecheck.oracles.targets import target_ref
     items = [(x, name) for x, name in ((baseline, "baseline"), (candidate, "candidate"))
@@ -135,7 +141,6 @@ def _resolve_seed(seed, derandomize: bool):
     derandomized (what ``stagecheck diff`` uses), else a fresh one (shown in the report)."""
     if seed is not None:
         return seed
-    from hypothesis import core
     if core.global_force_seed is not None:
         return core.global_force_seed
     if derandomize:
@@ -147,20 +152,19 @@ class StagecheckFixture:
     """What the ``stagecheck`` fixture returns."""
 
     def config(self, *, examples: int | None = None, device: str = "cpu",
-               max_capacity: int = 8, seed=None, **options):
+               max_capacity: int | None = None, seed=None, **options):
         """The ``CampaignConfig`` a call with these arguments runs under.
 
         ``options`` are further campaign and run options (``timeout``,
         ``out_of_contract``, ``steps``, ``kernel``...), validated as the command line
         validates them: a bad value fails the test with the message the CLI gives.
         """
-        from stagecheck.oracles.errors import UsageError
-        from stagecheck.oracles.options import CampaignConfig
-        reserved = {"database", "derandomize", "run"}
-        wrong = sorted(set(options) & reserved)
-        if wrong:
-            raise TypeError(f"stagecheck: {', '.join(wrong)} cannot be given (the example "
-                            "database and derandomize come from the hypothesis profile)")
+        known = fixture_options()
+        unknown = sorted(set(options) - set(known))
+        if unknown:     # one clean message, outside any except block (nothing chained)
+            pytest.fail("stagecheck: " + str(UsageError.of(
+                messages.FIXTURE_UNKNOWN_OPTIONS, ", ".join(f"{k}=" for k in unknown),
+                known=", ".join(f"{k}=" for k in known))), pytrace=False)
         defaults = profile_defaults()
         if examples is None:
             examples = defaults["examples"]
@@ -173,35 +177,44 @@ class StagecheckFixture:
         except UsageError as exc:
             if exc.where is None and exc.option:
                 exc.located(f"{exc.option}=")
-            pytest.fail(f"stagecheck: {exc}", pytrace=False)
+            failure = f"stagecheck: {exc}"
+        pytest.fail(failure, pytrace=False)    # outside the except: no chained traceback
 
     def run(self, baseline, candidate, *, examples: int | None = None, device: str = "cpu",
-            max_capacity: int = 8, seed=None, shims=(), **options):
+            max_capacity: int | None = None, seed=None, shims=(), **options):
         """Run the campaign and return its ``CampaignResult`` without asserting anything.
 
         ``baseline`` None checks ``candidate`` against the spec alone. ``shims``: paths
         of shim modules whose names file targets may use (the CLI's ``--shim``).
         """
+        # the oracles load on the fixture's first use (see as_target)
         from stagecheck.oracles.campaign import run_campaign
-        from stagecheck.oracles.errors import StagecheckError
         from stagecheck.oracles.observe import require_device
         config = self.config(examples=examples, device=device, max_capacity=max_capacity,
                              seed=seed, **options)
         try:
             require_device(config.run.device)
         except StagecheckError as exc:
-            pytest.skip(str(exc))
+            missing = str(exc)
+        else:
+            missing = None
+        if missing:
+            pytest.skip(missing)
         try:
             runner = _runner(baseline, candidate, shims)
         except StagecheckError as exc:
-            pytest.fail(f"stagecheck: {exc}", pytrace=False)
+            failure = f"stagecheck: {exc}"
+        else:
+            failure = None
+        if failure:     # outside the except: one message, no chained traceback
+            pytest.fail(failure, pytrace=False)
         with runner:
             base = runner.targets[0] if baseline is not None else None
             return run_campaign(base, runner.targets[-1], config, runner=runner)
 
     def assert_equivalent(self, baseline, candidate, *, examples: int | None = None,
-                          strict: bool = False, device: str = "cpu", max_capacity: int = 8,
-                          seed=None, **options):
+                          strict: bool = False, device: str = "cpu",
+                          max_capacity: int | None = None, seed=None, **options):
         """Fail the test with the report when ``candidate`` differs from ``baseline``.
 
         Fails on error findings (spec violations, in-contract divergence); with
@@ -214,7 +227,8 @@ class StagecheckFixture:
         return result
 
     def assert_conforms(self, target, *, examples: int | None = None, strict: bool = False,
-                        device: str = "cpu", max_capacity: int = 8, seed=None, **options):
+                        device: str = "cpu", max_capacity: int | None = None, seed=None,
+                        **options):
         """Fail the test with the report when ``target`` violates the spec."""
         result = self.run(None, target, examples=examples, device=device,
                           max_capacity=max_capacity, seed=seed, **options)
@@ -223,7 +237,7 @@ class StagecheckFixture:
 
     @staticmethod
     def _check(result, strict: bool, given: tuple, options: dict) -> None:
-        from stagecheck.oracles.report import render_campaign
+        from stagecheck.oracles.report import render_campaign  # see as_target
         if result.verdict(strict) == "equivalent":
             return
         message = render_campaign(result, strict)
@@ -234,25 +248,26 @@ class StagecheckFixture:
 
 
 def _reproduce_hint(result, given: tuple, options: dict) -> str:
-    """The CLI command that re-runs this campaign, when both targets were given as specs."""
+    """The CLI command that re-runs this campaign, when both targets were given as specs:
+    the flags of ``options.TABLE`` for every value that is not the command line's default
+    (examples and seed always); a value the command line has no flag for is named after."""
     baseline, candidate = given
     if not isinstance(candidate, str) or not (baseline is None or isinstance(baseline, str)):
         return ""
+    command = "diff" if baseline is not None else "spec"
     c = result.config
-    command = (f"stagecheck diff {baseline} {candidate}" if baseline is not None
-               else f"stagecheck spec {candidate}")
-    hint = (f"reproduce: {command} --examples {c.examples} --seed {c.seed} "
-            f"--max-capacity {c.max_capacity} --device {c.run.device}")
-    options = dict(options)
-    for shim in options.pop("shims", ()) or ():
-        hint += f" --shim {shim}"
-    if "timeout" in options:
-        hint += f" --timeout {options.pop('timeout')}"
-    if options.get("out_of_contract", True) is False:
-        options.pop("out_of_contract")
-        hint += " --no-out-of-contract"
-    if options:
-        hint += " (this test also set " + ", ".join(f"{k}={v!r}" for k, v in options.items()) + ")"
+    values = {**flat(c), "shims": tuple(options.get("shims") or ())}
+    # the command line's defaults; the busy cycles default differs per device
+    defaults = {**flat(CampaignConfig()), "shims": (),
+                "gpu_busy_cycles": RunOptions(device=c.run.device).gpu_busy_cycles}
+    defaults.update({k: values[k] for k in ("database", "derandomize", "engine")
+                     if k not in options})     # the fixture's own choices, not the test's
+    words, left = reproduce_flags(command, values, defaults)
+    targets = " ".join(shlex.quote(t) for t in (baseline, candidate) if t is not None)
+    hint = f"reproduce: stagecheck {command} {targets} " + " ".join(
+        shlex.quote(w) for w in words)
+    if left:
+        hint += " (this test also set " + ", ".join(f"{k}={v!r}" for k, v in left.items()) + ")"
     return hint
 
 

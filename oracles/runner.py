@@ -1,7 +1,7 @@
 """Where the code under test runs: isolated worker processes, or (on request) here.
 
 Every command runs targets through a ``Runner``. ``isolated_runner`` loads the
-targets into a worker process (``oracles/worker.py``) and gives back targets for
+targets into a worker process (``oracles/worker/``) and gives back targets for
 the checker, which never calls them itself; ``InProcessRunner`` calls them in this
 process (the in-process baseline of the isolation benchmark, and plain callables
 that a worker cannot import, such as lambdas).
@@ -9,15 +9,21 @@ that a worker cannot import, such as lambdas).
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import replace
 from typing import Protocol
 
+from stagecheck.oracles.observe import observe
+from stagecheck.oracles.observe.backends import backend_kind, make_backend
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.targets import Target
+from stagecheck.oracles.worker import DEFAULT_MEMORY_MIB, WorkerPool, stream_batches
+from stagecheck.oracles.worker.protocol import held_targets
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["InProcessRunner", "Runner", "isolated_runner", "load_isolated", "make_backend",
-           "runner_for"]
+__all__ = ["InProcessRunner", "Runner", "isolated_runner", "load_isolated", "runner_for",
+           "side_of"]
 
 
 class Runner(Protocol):
@@ -46,10 +52,8 @@ class InProcessRunner:
 
     def observe(self, sides, batch, options: RunOptions, backend: str = "fast",
                 sample_every: int = 0):
-        from dataclasses import replace
 
-        from stagecheck.oracles.observe import observe
-        kind = _kind(backend, options)
+        kind = backend_kind(backend, options)
         fast = self._fast if kind == "fast" and self._fast is not None \
             else make_backend(kind, options)
         if kind == "fast" and options.device == "cuda":
@@ -73,10 +77,8 @@ class InProcessRunner:
 
     def call(self, module: str, name: str, *args, deadline: float | None = None):
         """``module.name(*args)`` here; ``target_arg(i)`` stands for target ``i``."""
-        import importlib
 
-        from stagecheck.oracles.worker import _TargetArg
-        args = [self.targets[a.index] if isinstance(a, _TargetArg) else a for a in args]
+        args = held_targets(args, self.targets)
         return getattr(importlib.import_module(module), name)(*args)
 
     def close(self) -> None:
@@ -89,22 +91,6 @@ class InProcessRunner:
         self.close()
 
 
-def make_backend(kind: str, options: RunOptions):
-    """The buffers of one call: ``fast`` (plain numpy buffers on the CPU, reused pinned
-    buffers on CUDA) or ``instrumented`` (every write and copy logged)."""
-    if _kind(kind, options) == "fast":
-        from stagecheck.oracles.observe.fast import FastBackend, FastCudaBackend
-        return FastCudaBackend() if options.device == "cuda" else FastBackend()
-    from stagecheck.oracles.observe.instrumented import InstrumentedBackend
-    return InstrumentedBackend(options.device, options.deferred_copies)
-
-
-def _kind(backend: str, options: RunOptions) -> str:
-    """The fast backend where it was asked for and sees what matters (real copies, not
-    the CPU model of asynchronous ones), else the instrumented one."""
-    return "fast" if backend == "fast" and not options.deferred_copies else "instrumented"
-
-
 class _IsolatedRunner:
     """A ``WorkerPool`` with its targets loaded."""
 
@@ -114,17 +100,17 @@ class _IsolatedRunner:
 
     def observe(self, sides, batch, options: RunOptions, backend: str = "fast",
                 sample_every: int = 0):
-        return self.pool.observe(sides, batch, options, _kind(backend, options), sample_every)
+        return self.pool.observe(sides, batch, options, backend_kind(backend, options),
+                                 sample_every)
 
     def stream(self, sides, batches, options: RunOptions, backend: str = "fast",
                sample_every: int = 0, jobs: int = 1):
         """One answer per batch, in order, the batches spread over ``jobs`` workers that
         run ahead of the checker (``worker.stream_batches``)."""
-        from stagecheck.oracles.worker import stream_batches
         while len(self._more) < jobs - 1:
             self._more.append(self.pool.clone())
         pools = [self.pool] + self._more[: jobs - 1]
-        return stream_batches(pools, sides, batches, options, _kind(backend, options),
+        return stream_batches(pools, sides, batches, options, backend_kind(backend, options),
                               sample_every)
 
     def call(self, module: str, name: str, *args, deadline: float | None = None):
@@ -154,7 +140,6 @@ def load_isolated(refs: list, schemas: dict | None = None, memory_mib: int | Non
                   pool=None) -> _IsolatedRunner:
     """Load targets by reference into a worker, never into this process: a loading
     error names the target (``target_index``). ``pool``: reuse that worker pool."""
-    from stagecheck.oracles.worker import DEFAULT_MEMORY_MIB, WorkerPool
     own = pool is None
     pool = pool or WorkerPool(memory_mib or DEFAULT_MEMORY_MIB)
     try:
@@ -164,6 +149,17 @@ def load_isolated(refs: list, schemas: dict | None = None, memory_mib: int | Non
             pool.close()
         raise
     return _IsolatedRunner(pool, loaded)
+
+
+def side_of(runner: Runner, target: Target) -> int:
+    """Where ``target`` is among the runner's targets (the same object, else the same spec)."""
+    for i, held in enumerate(runner.targets):
+        if held is target:
+            return i
+    for i, held in enumerate(runner.targets):
+        if held.spec == target.spec and held.ref == target.ref:
+            return i
+    raise ValueError(f"the runner does not hold target {target.spec!r}")
 
 
 def runner_for(targets: list[Target], isolated: bool = True,

@@ -2,7 +2,8 @@
 
 ``RandomDraw`` answers the decisions of ``spec/space.py`` from ``random.Random``, with
 the same distribution as the hypothesis strategies (``oracles/generate.py``): sizes
-uniform over their range, values mostly small, any in range, or the special ones,
+as ``spec.space`` draws them (each ``size`` uniform over its range, the bands of the
+size distribution on top), values mostly small, any in range, or the special ones,
 buffer contents one fill and a seed. Every scenario is reproducible from
 ``(seed, index)``: ``sample_scenario(schema, seed, index)``.
 """
@@ -19,6 +20,8 @@ from stagecheck.spec.space import buffer_contents, draw_breach, draw_scenario
 __all__ = ["RandomDraw", "sample_breach", "sample_scenario"]
 
 FILLS = ("sentinel", "random")
+#: decisions drawn at once from a numpy generator (seeded by this source) from this many
+BULK = 32
 
 
 class RandomDraw:
@@ -52,6 +55,52 @@ class RandomDraw:
             return values.special[int(self.random() * len(values.special))]
         return self.integer(low, high)
 
+    def _bulk(self):
+        """A numpy generator seeded from this draw's source (for decisions in bulk)."""
+        import numpy as np   # only large batches draw in bulk: small runs never load numpy here
+        return np.random.default_rng(self.rng.getrandbits(64))
+
+    def values(self, values: Values, count: int) -> list[int]:
+        """``count`` draws of ``value`` (the same distribution, in bulk)."""
+        low, high, small, special = values.low, values.high, values.small, values.special
+        if count < BULK or high - low >= 1 << 62:
+            return [self.value(values) for _ in range(count)]
+        import numpy as np   # as in _bulk: numpy only for large batches
+        g = self._bulk()
+        kind = g.integers(0, 4, count)
+        wide = g.integers(low, high, count, endpoint=True)
+        ends = np.array((low, min(low + 1, high), max(high - 1, low), high), dtype=np.int64)
+        out = np.where(kind == 1, ends[g.integers(0, 4, count)], wide)
+        if small is not None:
+            out = np.where(kind == 0, g.integers(low, min(high, low + small), count,
+                                                 endpoint=True), out)
+        else:
+            out = np.where(kind == 0, wide, out)
+        if special:
+            chosen = np.array(special, dtype=np.int64)[g.integers(0, len(special), count)]
+            out = np.where(kind == 3, chosen, out)
+        else:
+            out = np.where(kind == 3, ends[g.integers(0, 4, count)], out)
+        return out.tolist()
+
+    def chances(self, numerator: int, denominator: int, count: int) -> list[bool]:
+        """``count`` draws of ``chance``."""
+        if count < BULK:
+            return [self.chance(numerator, denominator) for _ in range(count)]
+        return (self._bulk().random(count) * denominator < numerator).tolist()
+
+    def integers(self, low: int, high: int, count: int) -> list[int]:
+        """``count`` draws of ``integer``."""
+        if count < BULK or high - low >= 1 << 62:
+            return [self.integer(low, high) for _ in range(count)]
+        return self._bulk().integers(low, high, count, endpoint=True).tolist()
+
+    def distinct(self, pool: int, count: int) -> list[int]:
+        """``count`` distinct whole numbers below ``pool`` (the ids of a batch)."""
+        if count < BULK:
+            return self.rng.sample(range(pool), count)
+        return self._bulk().choice(pool, count, replace=False).tolist()
+
     def integer(self, low: int, high: int) -> int:
         span = high - low + 1
         if span <= 1 << 52:
@@ -69,12 +118,17 @@ def _rng(seed: int, index: int, stream: str) -> random.Random:
 
 
 def sample_scenario(schema: StagingSchema, seed: int, index: int,
-                    max_capacity: int = 8) -> StagingScenario:
-    """The ``index``-th in-contract scenario of ``schema`` for ``seed``."""
-    return draw_scenario(schema, RandomDraw(_rng(seed, index, "in")), max_capacity)
+                    max_capacity: int | None = None,
+                    max_drafts: int | None = None) -> StagingScenario:
+    """The ``index``-th in-contract scenario of ``schema`` for ``seed`` (bounds: the
+    schema's where None)."""
+    return draw_scenario(schema, RandomDraw(_rng(seed, index, "in")), max_capacity,
+                         max_drafts)
 
 
 def sample_breach(schema: StagingSchema, seed: int, index: int,
-                  max_capacity: int = 8) -> tuple[str, StagingScenario]:
+                  max_capacity: int | None = None,
+                  max_drafts: int | None = None) -> tuple[str, StagingScenario]:
     """The ``index``-th out-of-contract scenario of ``schema`` for ``seed``, labeled."""
-    return draw_breach(schema, RandomDraw(_rng(seed, index, "out")), max_capacity)
+    return draw_breach(schema, RandomDraw(_rng(seed, index, "out")), max_capacity,
+                       max_drafts)

@@ -19,21 +19,18 @@ from typing import Any
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError
-from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST,
-                                    PER_SLOT, REQUIRED, Call, StagingSchema)
+from stagecheck.oracles.observe import Builder
+from stagecheck.oracles.observe.listmodel import ListBackend
+from stagecheck.oracles.sample import sample_breach, sample_scenario
+from stagecheck.oracles.targets import remember_schema_spec
+from stagecheck.spec.invariants import expected_inputs_after, expected_value
+from stagecheck.spec.scenario import MISSING
+from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST, PER_SLOT,
+                                    REQUIRED, Call, StagingSchema)
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+from stagecheck.spec.space import contract_breaches
 
-__all__ = ["check_declarations", "check_schema", "load_schema", "schema_space", "spec_of"]
-
-#: id(schema) -> the spec a user schema was loaded from (a worker loads it again by it)
-_LOADED_FROM: dict[int, str] = {}
-
-
-def spec_of(schema: StagingSchema) -> str:
-    """The spec that loads ``schema``: its built-in name, or the file it came from."""
-    if BUILTIN_SCHEMAS.get(schema.name) is schema:
-        return schema.name
-    return _LOADED_FROM.get(id(schema), schema.name)
+__all__ = ["check_declarations", "check_schema", "load_schema", "schema_space"]
 
 _KINDS = (PER_REQUEST, PER_SLOT, ID_SET, FLAG, NUMBER)
 _PRESENCES = (REQUIRED, OPTIONAL, MAY_MISS)
@@ -63,7 +60,7 @@ def load_schema(spec: str, checked: bool = True) -> StagingSchema:
     if problems:
         raise SchemaError.of(messages.SCHEMA_INVALID, spec, problems="; ".join(problems[:4]),
                              more=f" (and {len(problems) - 4} more)" if len(problems) > 4 else "")
-    _LOADED_FROM[id(schema)] = os.path.abspath(path) + (f":{name}" if name else "")
+    remember_schema_spec(schema, os.path.abspath(path) + (f":{name}" if name else ""))
     return schema
 
 
@@ -193,12 +190,6 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
     out = check_declarations(schema)
     if out:
         return out
-    from stagecheck.oracles.observe import Builder
-    from stagecheck.oracles.observe.listmodel import ListBackend
-    from stagecheck.oracles.sample import sample_breach, sample_scenario
-    from stagecheck.spec.invariants import expected_inputs_after, expected_value
-    from stagecheck.spec.scenario import MISSING
-    from stagecheck.spec.space import contract_breaches
     profiles = [schema.profile(), schema.profile(frozenset(schema.keywords))]
     lives: dict[str, int] = {}      # field -> live slots derived in the dry run
     valued: set[str] = set()        # fields whose derive gave a value at least once
@@ -282,11 +273,9 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
 
 def schema_space(schema: StagingSchema, seed: int = 0, count: int = 200) -> dict[str, Any]:
     """What the scenario space of ``schema`` looks like over ``count`` drawn scenarios."""
-    from stagecheck.oracles.sample import sample_breach, sample_scenario
-    from stagecheck.spec.schema import MAY_MISS as _MAY_MISS
     stats = {"scenarios": count, "empty batches": 0, "full batches": 0, "with padded ids": 0,
              "with a live request lacking a may-miss input": 0, "largest capacity": 0}
-    may_miss = [i.name for i in schema.inputs if i.presence == _MAY_MISS
+    may_miss = [i.name for i in schema.inputs if i.presence == MAY_MISS
                 and i.kind == PER_REQUEST]
     for k in range(count):
         s = sample_scenario(schema, seed, k)

@@ -23,7 +23,7 @@ from stagecheck.spec.schema import FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, 
 from stagecheck.spec.space import initial_values
 
 __all__ = ["DIFFERENCES", "INVARIANTS", "INVARIANTS_BY_ID", "Invariant", "check",
-           "expected_inputs_after", "inputs_snapshot", "names_request", "statement"]
+           "expected_column", "expected_inputs_after", "inputs_snapshot", "names_request", "statement"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,57 @@ def check_missing_input(s, o, p):
     return out
 
 
+def expected_column(p: TargetProfile, s: StagingScenario, f) -> list:
+    """What every live slot of ``f`` must hold, in slot order (MISSING where the request
+    lacks an input); computed once per scenario for every side (``TargetProfile.memo``)."""
+    return p.memo(s, ("expected", f.name), lambda p, s: _expected_column(s, f),
+                  per_schema=True)
+
+
+def _expected_column(s: StagingScenario, f) -> list:
+    name = _plain_attribute(f.derive)
+    if name is not None and isinstance(s.inputs.get(name), dict):
+        table = s.inputs[name]      # slot i holds inputs[name][r]: one lookup per slot
+        return [table.get(r, MISSING) for r in s.live_ids]
+    return [expected_value(s, f, i, r) for i, r in enumerate(s.live_ids)]
+
+
+class _Probe:
+    """Stands for a request view to learn whether a derivation is ``q.NAME`` alone."""
+
+    __slots__ = ("names",)
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        self.names.append(name)
+        return _Probe.MARK
+
+    MARK = object()
+
+
+_PLAIN: dict[int, tuple[Any, str | None]] = {}
+
+
+def _plain_attribute(derive) -> str | None:
+    """``NAME`` when ``derive`` is ``lambda q: q.NAME`` (it reads one attribute of the
+    request view and returns it unchanged), else None; learned once per function."""
+    kept = _PLAIN.get(id(derive))
+    if kept is not None and kept[0] is derive:
+        return kept[1]
+    probe = _Probe()
+    try:
+        plain = derive(probe) is _Probe.MARK and len(probe.names) == 1
+    except Exception:
+        plain = False
+    name = probe.names[0] if plain else None
+    _PLAIN[id(derive)] = (derive, name)
+    return name
+
+
 def check_slot_alignment(s, o, p):
     if not o.returned:
         return []
@@ -125,21 +176,18 @@ def check_slot_alignment(s, o, p):
         values = o.cpu.get(f.buffer)
         if values is None or f.derive is None:
             continue
-        bad, expected_at = [], {}
-        for i, r in enumerate(live[: len(values)]):
-            want = expected_value(s, f, i, r)
-            if want is MISSING:
-                continue
-            if not _same(values[i], want):
-                bad.append(i)
-                expected_at[i] = want
+        want = expected_column(p, s, f)
+        n = min(len(want), len(values))
+        if values[:n] == want[:n]:       # the whole live range at once
+            continue
+        bad = [i for i in range(n) if want[i] is not MISSING and not _same(values[i], want[i])]
         if bad:
             i = bad[0]
             out.append(_finding("slot_alignment",
                                 f"{f.name}[{i}] holds {values[i]!r}, expected {f.derivation} = "
-                                f"{expected_at[i]!r} for request {live[i]!r}",
+                                f"{want[i]!r} for request {live[i]!r}",
                                 field=f.name, slot=i, view="cpu", candidate=values[i],
-                                expected=expected_at[i],
+                                expected=want[i],
                                 extra={"slots": bad, "values": values}))
     return out
 
@@ -260,7 +308,9 @@ def check_copy_discipline(s, o, p):
 
 def _plain_input(kind: str, value: Any) -> Any:
     if kind == PER_REQUEST:
-        return {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
+        if list in set(map(type, value.values())):
+            return {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
+        return dict(value)
     if kind == ID_SET:
         return sorted(value)
     if kind == PER_SLOT:

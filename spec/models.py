@@ -108,6 +108,8 @@ def shape_ok(capacity: int, num_ids: int, num_reqs: int) -> bool:
 
 def run_model(stage: Callable, s: StagingScenario) -> ModelRun:
     """Call a staging generation on fresh list-model inputs built from ``s``; observe it."""
+    # the documented exception (docs/architecture.md): spec imports the machinery only
+    # here, when a model runs, so that ``import stagecheck.spec`` stays the statement alone
     from stagecheck.oracles.observe import observe
     from stagecheck.oracles.observe.listmodel import ListBackend
     from stagecheck.oracles.targets import target_from_callable

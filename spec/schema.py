@@ -18,8 +18,9 @@ A ``StagingSchema`` declares, for one staging function (and every generation of 
 
 The invariants (``spec/invariants.py``) are stated once for every schema and read
 these policies; the generators (``spec/space.py``) derive the in-contract and
-out-of-contract scenario streams from the inputs. Nothing here imports the
-machinery: a schema's ``build`` receives the builder as an argument.
+out-of-contract scenario streams from the inputs; ``contract_breaches`` says which
+scenarios are out of contract. Nothing here imports the machinery: a schema's
+``build`` receives the builder as an argument.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from stagecheck.spec.scenario import RequestView, StagingScenario
+
 __all__ = [
     "COPY_LIVE", "COPY_NONE", "COPY_WHOLE", "Consumer", "CopyPolicy", "Field", "FLAG", "ID_SET",
     "INT32_MAX", "INT32_MIN", "Input", "MAY_MISS", "MissingPolicy", "NUMBER", "OPTIONAL",
     "PER_REQUEST", "PER_SLOT", "REQUIRED", "StagingSchema", "StandIn", "StandInUnsupported",
     "TAIL_FREE", "TAIL_UNTOUCHED",
-    "TailPolicy", "TargetProfile", "Values", "always", "offered_always", "tail_fill",
+    "TailPolicy", "TargetProfile", "Values", "always", "contract_breaches", "offered_always",
+    "tail_fill",
 ]
 
 INT32_MIN = -(2**31)
@@ -74,6 +78,8 @@ class Input:
     presence: str = REQUIRED      # per-request inputs only
     stale: bool = True            # padded ids may hold stale entries (per-request inputs)
     length: tuple[int, int] = (0, 4)   # "int-list": how many items
+    drafts: bool = False          # "int-list": a list of draft tokens, whose length bound
+                                  # (``length[1]``) ``--max-drafts`` may change
     group: str | None = None      # per-request inputs of one group share their keys: one
                                   # object per request carries them all (e.g. "requests")
     default: Any = False          # flags: the value a shrunk scenario has
@@ -153,7 +159,6 @@ class MissingPolicy:
             return False
         if self.applies is None:
             return True
-        from stagecheck.spec.scenario import RequestView
         try:
             return bool(self.applies(RequestView(scenario, slot, req_id)))
         except KeyError:    # the request lacks what the condition reads: out of contract
@@ -242,6 +247,15 @@ class TargetProfile:
 
     def _first_missing(self, s: Any) -> tuple[int, str, Field] | None:
         policed = [f for f in self.staged_fields(s) if f.missing is not None]
+        if policed and all(f.missing.applies is None for f in policed):
+            # every request that lacks the input gets the policy: the first live id
+            # missing from any policed input, found by set lookups
+            tables = [(f, s.inputs.get(f.missing.input, {})) for f in policed]
+            for i, r in enumerate(s.live_ids):
+                for f, table in tables:
+                    if r not in table:
+                        return i, r, f
+            return None
         for i, r in enumerate(s.live_ids if policed else ()):
             for f in policed:
                 if f.missing.applies_to(s, i, r):
@@ -269,7 +283,6 @@ def _staged_fields(profile: TargetProfile, scenario: Any) -> tuple[Field, ...]:
 
 
 def _breaches(profile: TargetProfile, s: Any) -> list[str]:
-    from stagecheck.spec.space import contract_breaches
     return contract_breaches(profile.schema, s)
 
 
@@ -331,6 +344,8 @@ class StagingSchema:
     breaches: Callable[[Any], list[str]] | None = None
     bench: Callable[[int], Any] | None = None
     consumer: Consumer | None = None
+    max_capacity: int = 1024            # the largest batch the engine runs: the default
+                                        # bound of drawn capacities (``--max-capacity``)
 
     # ------------------------------------------------------------------ lookups
     def input(self, name: str) -> Input:
@@ -355,6 +370,66 @@ class StagingSchema:
     def profile(self, keywords=frozenset()) -> TargetProfile:
         """The profile of a target of this schema that takes ``keywords``."""
         return TargetProfile(self, frozenset(k for k in keywords if k in self.keywords))
+
+    def request_groups(self) -> dict[str, list[Input]]:
+        """Per-request inputs by group (inputs of one group share their keys); an input
+        without a group is a group of its own, named after it. (Kept on the schema: its
+        inputs never change.)"""
+        kept = self.__dict__.get("_groups")
+        if kept is None:
+            kept = {}
+            for inp in self.inputs:
+                if inp.kind == PER_REQUEST:
+                    kept.setdefault(inp.group or inp.name, []).append(inp)
+            object.__setattr__(self, "_groups", kept)
+        return kept
+
+
+# --------------------------------------------------------------------------- the contract
+
+def contract_breaches(schema: StagingSchema, s: StagingScenario) -> list[str]:
+    """Why ``s`` is an input that should not happen; empty for an in-contract input."""
+    out: list[str] = []
+    if not 0 <= s.num_reqs <= s.capacity:
+        out.append(f"num_reqs={s.num_reqs} outside [0, capacity={s.capacity}]")
+    if len(s.req_ids) < s.num_reqs:
+        out.append(f"req_ids has {len(s.req_ids)} entries, fewer than num_reqs={s.num_reqs}")
+    if len(s.req_ids) > s.capacity:
+        out.append(f"req_ids has {len(s.req_ids)} entries, more than capacity={s.capacity}")
+    if schema.num_reqs_is_len and len(s.req_ids) != s.num_reqs:
+        out.append(f"num_reqs={s.num_reqs} is not len(req_ids)={len(s.req_ids)}")
+    live = s.live_ids
+    if len(set(live)) != len(live):
+        out.append("a request id appears twice among the live slots")
+    for key, group in schema.request_groups().items():
+        lead = group[0]
+        table = s.inputs.get(lead.name, {})
+        if lead.presence == REQUIRED:
+            for r in live:
+                if r not in table:
+                    out.append(f"live request {r!r} missing from {key}")
+    for inp in schema.inputs:
+        if inp.dtype != "int" or inp.kind not in (PER_REQUEST, PER_SLOT):
+            continue
+        low, high = inp.values.low, inp.values.high
+        data = s.inputs.get(inp.name)
+        if isinstance(data, (dict, list)) and data:
+            # every value at once: ints within the range (the common case) need no more
+            values = ([data[r] for r in live if r in data] if isinstance(data, dict)
+                      else data)
+            if set(map(type, values)) <= {int} and (
+                    not values or (low <= min(values) and max(values) <= high)):
+                continue
+        items = ([(r, data.get(r)) for r in live] if inp.kind == PER_REQUEST
+                 else list(enumerate(data or [])))
+        for where, v in items:
+            if v is not None and not (isinstance(v, bool) or low <= v <= high):
+                place = f"[{where!r}]" if inp.kind == PER_REQUEST else f"[{where}]"
+                bound = "int32" if (low, high) == (INT32_MIN, INT32_MAX) else f"[{low}, {high}]"
+                out.append(f"{inp.name}{place}={v} does not fit {bound}")
+    if schema.breaches is not None:
+        out += schema.breaches(s)
+    return out
 
 
 class StandInUnsupported(BaseException):

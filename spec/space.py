@@ -6,31 +6,52 @@ and the edge-case stream), a seeded random source (the fast batched engine), or
 CrossHair symbolic values (the symbolic oracle). So the in-contract and
 out-of-contract streams mean the same thing everywhere, for every schema.
 
-In contract (``contract_breaches`` empty): ``0 <= num_reqs <= capacity``,
+In contract (``contract_breaches`` empty; stated in ``schema.py``, beside the
+declarations it reads, and named here too): ``0 <= num_reqs <= capacity``,
 ``num_reqs <= len(req_ids) <= capacity`` (equal, for a schema whose ``num_reqs`` is
 the length of ``req_ids``), live request ids unique, every live request present in
 each required per-request input, every int input of a live request (and of every
 slot) within its declared range, and whatever the schema's ``breaches`` adds. A live
 request without a ``may-miss`` input is in contract: the field's missing-input
 policy says what must happen.
+
+Sizes (capacity, live requests, padded ids, list lengths) come from one distribution,
+the same for every schema (the schema declares the bounds: ``max_capacity``, each
+list's ``length``): most scenarios are small (capacity at most ``SMALL``: they find
+most bugs and shrink fast), a share lands on and around the sizes a fast path may
+switch on (``size_thresholds``: powers of two and their neighbours, CUDA-graph capture
+sizes, the largest capacity) and a few are full batches of the largest capacity
+(``draw_batch``; docs/schemas.md shows the measured shares).
 """
 
 from __future__ import annotations
 
 import random
+import sys
+from array import array
 from typing import Any, Protocol, Sequence
 
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import (FLAG, ID_SET, INT32_MAX, INT32_MIN, MAY_MISS, NUMBER,
                                     PER_REQUEST, PER_SLOT, REQUIRED, Field, Input, StagingSchema,
-                                    Values)
+                                    Values, contract_breaches)
 
-__all__ = ["BREACH_ABOVE_CAPACITY", "Draw", "breach_kinds", "buffer_contents",
-           "contract_breaches", "draw_breach", "draw_scenario", "initial_values", "malformed"]
+__all__ = ["BANDS", "BREACH_ABOVE_CAPACITY", "Draw", "SMALL", "breach_kinds", "buffer_contents",
+           "contract_breaches", "draft_bound", "draw_batch", "draw_breach", "draw_length",
+           "draw_scenario", "initial_values", "live_counts", "malformed", "size_thresholds"]
 
 BREACH_ABOVE_CAPACITY = "num_reqs above capacity"
 #: ids are "req-<k>" with k below this many per slot of the largest capacity
 ID_POOL_PER_SLOT = 4
+#: the small band: capacities up to this many slots (and lists up to ``SMALL_LIST``
+#: items), where most bugs show and every example shrinks fast
+SMALL = 8
+SMALL_LIST = 4
+#: the shares (in twentieths) of the size bands: up to SMALL live requests (70%), on a
+#: threshold above SMALL (25%), a full batch of the largest capacity (5%)
+BANDS = (("small", 14), ("threshold", 5), ("full", 1))
+#: the largest CUDA-graph capture size (vLLM captures 1, 2, 4 and multiples of 8 up to it)
+CAPTURE_MAX = 512
 _EXTREMES = {"int32": (INT32_MIN, -1, 0, 1, INT32_MAX), "int64": (-(2**63), -1, 0, 1, 2**63 - 1)}
 _RANGES = {"int32": (INT32_MIN, INT32_MAX), "int64": (-(2**63), 2**63 - 1)}
 
@@ -77,22 +98,28 @@ def buffer_contents(fields: Sequence[Field], capacity: int, fill: str,
             gpu[f.buffer] = [False] * capacity if f.dtype == "bool" else [-2] * capacity
         return cpu, gpu
     rng = random.Random(seed)
-    uniform, bits = rng.random, rng.getrandbits
     for f in fields:
         for table in (cpu, gpu):
             if f.dtype == "bool":
-                table[f.buffer] = [uniform() < 0.5 for _ in range(capacity)]
+                table[f.buffer] = [b < 128 for b in rng.randbytes(capacity)]
                 continue
-            low, high = _RANGES.get(f.dtype, _RANGES["int32"])
-            extremes = _EXTREMES.get(f.dtype, _EXTREMES["int32"])
-            width = (high - low).bit_length()        # the dtype's whole range: 2**width values
-            values = []
-            for _ in range(capacity):
-                u = uniform()       # one in five an extreme, else any bit pattern
-                values.append(extremes[int(u * 5 * len(extremes)) % len(extremes)]
-                              if u < 0.2 else low + bits(width))
-            table[f.buffer] = values
+            table[f.buffer] = _random_ints(rng, f.dtype, capacity)
     return cpu, gpu
+
+
+def _random_ints(rng: random.Random, dtype: str, capacity: int) -> list[int]:
+    """``capacity`` values of ``dtype``: one in five an extreme of the range, the others
+    any bit pattern (each slot from the bytes of ``rng``, in bulk)."""
+    code = "q" if dtype == "int64" else "i"
+    values = array(code, rng.randbytes(capacity * array(code).itemsize))
+    if sys.byteorder != "little":
+        values.byteswap()
+    extremes = _EXTREMES.get(dtype, _EXTREMES["int32"])
+    out = values.tolist()
+    for i, b in enumerate(rng.randbytes(capacity)):
+        if b < 51:          # about one in five
+            out[i] = extremes[b % len(extremes)]
+    return out
 
 
 def initial_values(s: StagingScenario, schema: StagingSchema, buffer: str, view: str) -> list:
@@ -108,82 +135,226 @@ def initial_values(s: StagingScenario, schema: StagingSchema, buffer: str, view:
 
 # --------------------------------------------------------------------------- drawing
 
+def size_thresholds(low: int, high: int) -> tuple[int, ...]:
+    """The sizes in ``[low, high]`` a fast path may switch on, smallest first: powers of
+    two and their neighbours, CUDA-graph capture sizes (1, 2, 4 and multiples of 8 up to
+    ``CAPTURE_MAX``), and ``high`` and the size below it."""
+    sizes = {1, 2, 4, high - 1, high}
+    sizes.update(range(8, CAPTURE_MAX + 1, 8))
+    power = 1
+    while power <= high + 1:
+        sizes.update((power - 1, power, power + 1))
+        power *= 2
+    return tuple(sorted(x for x in sizes if low <= x <= high))
+
+
+_TABLES: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+
+def live_counts(max_capacity: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(table, thresholds)``: the live-request counts the size distribution draws from,
+    sorted, each as often as its band's share says (``BANDS``: every small count ``0 ..
+    SMALL`` alike, every threshold above ``SMALL`` alike, ``max_capacity`` for the full
+    band), and the thresholds above ``SMALL``. One index into the table is one decision
+    that shrinks to a smaller count: a threshold bug shrinks to the threshold."""
+    kept = _TABLES.get(max_capacity)
+    if kept is None:
+        thresholds = size_thresholds(SMALL + 1, max_capacity)
+        above = [t for t in thresholds if t != max_capacity]
+        share = dict(BANDS)
+        small_count, above_count = SMALL + 1, max(len(above), 1)
+        table: list[int] = []
+        for n in range(small_count):        # each band's total weight ~ its share
+            table += [n] * (share["small"] * above_count)
+        for t in above:
+            table += [t] * (share["threshold"] * small_count)
+        table += [max_capacity] * (share["full"] * small_count * above_count)
+        kept = _TABLES[max_capacity] = (tuple(table), thresholds)
+    return kept
+
+
+def draw_batch(d: Draw, max_capacity: int) -> tuple[int, int]:
+    """``(capacity, num_reqs)`` from the size distribution (the module's doc).
+
+    Up to ``SMALL`` slots every size is small: the capacity is uniform over ``[1,
+    max_capacity]``, the live requests over ``[0, capacity]``. Above it, the live count
+    comes from ``live_counts`` (one decision); a small batch (up to ``SMALL``) has a
+    capacity up to ``SMALL`` (one in sixteen: a threshold capacity above it); a larger
+    one is a full batch, or sits in a threshold capacity, or has a few tail slots.
+    Every choice shrinks towards a smaller batch, and a full one.
+    """
+    if max_capacity <= SMALL:
+        capacity = d.size(1, max_capacity)
+        return capacity, d.size(0, capacity)
+    table, thresholds = live_counts(max_capacity)
+    num_reqs = table[d.size(0, len(table) - 1)]
+    if num_reqs <= SMALL:
+        if d.size(0, 15) < 15:
+            return d.size(max(num_reqs, 1), SMALL), num_reqs
+        return d.pick(thresholds), num_reqs        # a small batch in a large buffer
+    role = d.size(0, 2)
+    if role == 0 or num_reqs == max_capacity:
+        return num_reqs, num_reqs
+    if role == 1:
+        return d.pick(thresholds[thresholds.index(num_reqs):]), num_reqs
+    return min(max_capacity, num_reqs + d.size(1, SMALL)), num_reqs
+
+
+def draw_length(d: Draw, low: int, high: int) -> int:
+    """How many items a list holds: up to ``SMALL_LIST`` items above ``low`` every length
+    is uniform; above that, three lists in four stay that short and one in four is any
+    length in ``[low, high]``."""
+    if high - low <= SMALL_LIST or d.size(0, 3) < 3:
+        return d.size(low, min(high, low + SMALL_LIST))
+    return d.size(low, high)
+
+
+def _padded_length(d: Draw, num_reqs: int, capacity: int) -> int:
+    """``len(req_ids)``: ``num_reqs`` plus up to ``SMALL`` padded ids, or (one time in
+    eight, when more fit) padded to the whole capacity."""
+    if capacity - num_reqs <= SMALL:
+        return d.size(num_reqs, capacity)
+    if d.chance(1, 8):
+        return capacity
+    return d.size(num_reqs, num_reqs + SMALL)
+
+
+def draft_bound(schema: StagingSchema) -> int | None:
+    """The longest draft list the schema declares (None: it has no draft input)."""
+    bounds = [inp.length[1] for inp in schema.inputs if inp.drafts]
+    return max(bounds) if bounds else None
+
+
 def _ids(d: Draw, length: int, pool: int) -> list[str]:
     """``length`` distinct ids ``req-<k>`` (shrinks towards req-0, req-1, ...)."""
+    many = getattr(d, "distinct", None)       # a Draw may pick them all at once
+    if many is not None and length > SMALL:
+        return [f"req-{k}" for k in many(pool, length)]
     taken: list[int] = []
+    seen: set[int] = set()
     for _ in range(length):
         k = d.size(0, pool - 1)
-        while k in taken:
+        while k in seen:
             k = (k + 1) % pool
         taken.append(k)
+        seen.add(k)
     return [f"req-{k}" for k in taken]
 
 
-def _one(d: Draw, inp: Input) -> Any:
+def _one(d: Draw, inp: Input, max_drafts: int | None = None) -> Any:
     if inp.dtype == "int-list":
-        return [d.integer(0, 50_000) for _ in range(d.size(*inp.length))]
+        low, high = inp.length
+        if inp.drafts and max_drafts is not None:
+            high = max(low, max_drafts)
+        return [d.integer(0, 50_000) for _ in range(draw_length(d, low, high))]
     if inp.dtype == "bool":
         return d.chance(1, 2)
     return d.value(inp.values)
 
 
-def _groups(schema: StagingSchema) -> dict[str, list[Input]]:
-    """Per-request inputs by group (inputs of one group share their keys); an input
-    without a group is a group of its own, named after it. (Kept on the schema: its
-    inputs never change.)"""
-    kept = schema.__dict__.get("_groups")
-    if kept is None:
-        kept = _group_inputs(schema)
-        object.__setattr__(schema, "_groups", kept)
-    return kept
+def _chances(d: Draw, numerator: int, denominator: int, count: int) -> list[bool]:
+    many = getattr(d, "chances", None)      # a Draw may answer many decisions at once
+    if many is not None:
+        return many(numerator, denominator, count)
+    return [d.chance(numerator, denominator) for _ in range(count)]
 
 
-def _group_inputs(schema: StagingSchema) -> dict[str, list[Input]]:
-    out: dict[str, list[Input]] = {}
-    for inp in schema.inputs:
-        if inp.kind != PER_REQUEST:
-            continue
-        out.setdefault(inp.group or inp.name, []).append(inp)
+def _many(d: Draw, inp: Input, count: int, max_drafts: int | None) -> list:
+    """``count`` values of ``inp``, as ``_one`` draws each."""
+    if inp.dtype == "int":
+        many = getattr(d, "values", None)
+        if many is not None:
+            return many(inp.values, count)
+        return [d.value(inp.values) for _ in range(count)]
+    if inp.dtype == "bool":
+        return _chances(d, 1, 2, count)
+    low, high = inp.length
+    if inp.drafts and max_drafts is not None:
+        high = max(low, max_drafts)
+    lengths = [draw_length(d, low, high) for _ in range(count)]
+    many = getattr(d, "integers", None)
+    if many is None:
+        return [[d.integer(0, 50_000) for _ in range(n)] for n in lengths]
+    items = many(0, 50_000, sum(lengths))
+    out, at = [], 0
+    for n in lengths:
+        out.append(items[at:at + n])
+        at += n
     return out
 
 
-def draw_scenario(schema: StagingSchema, d: Draw, max_capacity: int = 8) -> StagingScenario:
+def _draw_group(d: Draw, group: list[Input], tables: list[dict], req_ids: list[str],
+                num_reqs: int, may_miss: bool, max_drafts: int | None) -> None:
+    """One group's entries for a large batch: which requests have them (one decision
+    per request), then each input's values for those requests (the same distribution
+    as entry by entry, in fewer calls)."""
+    lead = group[0]
+    live, padded = req_ids[:num_reqs], req_ids[num_reqs:]
+    if lead.presence == REQUIRED:
+        present = list(live)
+    elif lead.presence == MAY_MISS:
+        present = (live if not may_miss else
+                   [r for r, miss in zip(live, _chances(d, 1, 8, len(live))) if not miss])
+    else:
+        present = [r for r, yes in zip(live, _chances(d, 1, 2, len(live))) if yes]
+    if lead.stale and padded:
+        present += [r for r, yes in zip(padded, _chances(d, 1, 2, len(padded))) if yes]
+    for inp, table in zip(group, tables):
+        table.update(zip(present, _many(d, inp, len(present), max_drafts)))
+
+
+def draw_scenario(schema: StagingSchema, d: Draw, max_capacity: int | None = None,
+                  max_drafts: int | None = None,
+                  batch: tuple[int, int] | None = None) -> StagingScenario:
     """An in-contract scenario of ``schema`` (``contract_breaches`` is empty for it).
 
-    Guarantees: ``0 <= num_reqs <= capacity``; ``num_reqs <= len(req_ids) <= capacity``
-    (trailing padded ids), or ``len(req_ids) == num_reqs`` where the schema says so; live
-    ids unique and present in every required input; int values within their ranges.
-    Free: empty and full batches, padded ids with stale entries or none, optional
-    entries present or absent, may-miss entries absent about one time in eight (the
-    failure path), previous contents of every view, and whatever ``schema.generate``
-    decides on top.
+    Guarantees: ``0 <= num_reqs <= capacity <= max_capacity`` (default: the schema's
+    ``max_capacity``); ``num_reqs <= len(req_ids) <= capacity`` (trailing padded ids),
+    or ``len(req_ids) == num_reqs`` where the schema says so; live ids unique and present
+    in every required input; int values within their ranges; draft lists at most
+    ``max_drafts`` long (default: the schema's bound). Free: the sizes (the size
+    distribution: ``draw_batch``), empty and full batches, padded ids with stale entries
+    or none, optional entries present or absent, may-miss entries absent about one time
+    in eight (the failure path), previous contents of every view, and whatever
+    ``schema.generate`` decides on top. ``batch``: ``(capacity, num_reqs)`` to draw the
+    rest of a scenario of that size (a benchmark's), instead of the size distribution.
     """
-    capacity = d.size(1, max_capacity)
-    num_reqs = d.size(0, capacity)
-    length = num_reqs if schema.num_reqs_is_len else d.size(num_reqs, capacity)
-    req_ids = _ids(d, length, ID_POOL_PER_SLOT * max_capacity)
+    if max_capacity is None:
+        max_capacity = schema.max_capacity
+    capacity, num_reqs = batch if batch is not None else draw_batch(d, max_capacity)
+    length = num_reqs if schema.num_reqs_is_len else _padded_length(d, num_reqs, capacity)
+    req_ids = _ids(d, length, ID_POOL_PER_SLOT * max(capacity, SMALL))
     inputs: dict[str, Any] = {}
-    for key, group in _groups(schema).items():
+    for key, group in schema.request_groups().items():
         tables: list[dict] = [{} for _ in group]
+        lead = group[0]
+        # the failure path: up to SMALL live requests, each may miss the input (one time in
+        # eight); in a larger batch that would be every batch, so one batch in four
+        # takes the failure path (then each request misses it one time in eight)
+        may_miss = lead.presence == MAY_MISS and (num_reqs <= SMALL or d.chance(1, 4))
+        if len(req_ids) > SMALL:       # a large batch: each decision for every request
+            _draw_group(d, group, tables, req_ids, num_reqs, may_miss, max_drafts)
+            for inp, table in zip(group, tables):
+                inputs[inp.name] = table
+            continue
         for position, r in enumerate(req_ids):
             live = position < num_reqs
-            lead = group[0]
             if not live:
                 present = lead.stale and d.chance(1, 2)
             elif lead.presence == REQUIRED:
                 present = True
             elif lead.presence == MAY_MISS:
-                present = not d.chance(1, 8)
+                present = not may_miss or not d.chance(1, 8)
             else:
                 present = d.chance(1, 2)
             if present:
                 for inp, table in zip(group, tables):
-                    table[r] = _one(d, inp)
+                    table[r] = _one(d, inp, max_drafts)
         for inp, table in zip(group, tables):
             inputs[inp.name] = table
     for inp in schema.inputs:
         if inp.kind == PER_SLOT:
-            inputs[inp.name] = [_one(d, inp) for _ in range(capacity)]
+            inputs[inp.name] = [_one(d, inp, max_drafts) for _ in range(capacity)]
         elif inp.kind == ID_SET:
             candidates = req_ids + ["req-gone"]
             inputs[inp.name] = [r for r in candidates if d.chance(1, 4)]
@@ -201,7 +372,7 @@ def draw_scenario(schema: StagingSchema, d: Draw, max_capacity: int = 8) -> Stag
 def breach_kinds(schema: StagingSchema) -> list[str]:
     """The ways the out-of-contract stream breaks the contract, one at a time."""
     kinds = [] if schema.num_reqs_is_len else [BREACH_ABOVE_CAPACITY]
-    for key, group in _groups(schema).items():
+    for key, group in schema.request_groups().items():
         if group[0].presence == REQUIRED:
             kinds.append(f"missing from {key}")
     for inp in schema.inputs:
@@ -212,19 +383,19 @@ def breach_kinds(schema: StagingSchema) -> list[str]:
 
 def _fill_entries(schema: StagingSchema, s: StagingScenario, r: str) -> None:
     """Give request ``r`` every required or may-miss entry (simple values)."""
-    for key, group in _groups(schema).items():
+    for key, group in schema.request_groups().items():
         if group[0].presence in (REQUIRED, MAY_MISS):
             for inp in group:
                 simple = [] if inp.dtype == "int-list" else max(inp.values.low, min(1, inp.values.high))
                 s.inputs[inp.name].setdefault(r, simple)
 
 
-def draw_breach(schema: StagingSchema, d: Draw, max_capacity: int = 8
-                ) -> tuple[str, StagingScenario]:
+def draw_breach(schema: StagingSchema, d: Draw, max_capacity: int | None = None,
+                max_drafts: int | None = None) -> tuple[str, StagingScenario]:
     """``(breach, scenario)``: an in-contract scenario with one breach of the contract."""
     kinds = breach_kinds(schema)
     breach = d.pick(kinds)
-    s = draw_scenario(schema, d, max_capacity)
+    s = draw_scenario(schema, d, max_capacity, max_drafts)
     if breach == BREACH_ABOVE_CAPACITY:
         extra = d.size(1, 3)
         for k in range(s.capacity + extra - len(s.req_ids)):
@@ -240,7 +411,7 @@ def draw_breach(schema: StagingSchema, d: Draw, max_capacity: int = 8
         _fill_entries(schema, s, s.req_ids[0])
     victim = s.req_ids[d.size(0, s.num_reqs - 1)]
     if breach.startswith("missing from "):
-        for inp in _groups(schema)[breach[len("missing from "):]]:
+        for inp in schema.request_groups()[breach[len("missing from "):]]:
             s.inputs[inp.name].pop(victim, None)
     else:
         name = breach[: -len(" beyond int32")]
@@ -248,46 +419,6 @@ def draw_breach(schema: StagingSchema, d: Draw, max_capacity: int = 8
         s.inputs[name][victim] = (d.integer(INT32_MAX + 1, 2**40) if high
                                   else d.integer(-(2**40), INT32_MIN - 1))
     return breach, s
-
-
-# --------------------------------------------------------------------------- contract
-
-def contract_breaches(schema: StagingSchema, s: StagingScenario) -> list[str]:
-    """Why ``s`` is an input that should not happen; empty for an in-contract input."""
-    out: list[str] = []
-    if not 0 <= s.num_reqs <= s.capacity:
-        out.append(f"num_reqs={s.num_reqs} outside [0, capacity={s.capacity}]")
-    if len(s.req_ids) < s.num_reqs:
-        out.append(f"req_ids has {len(s.req_ids)} entries, fewer than num_reqs={s.num_reqs}")
-    if len(s.req_ids) > s.capacity:
-        out.append(f"req_ids has {len(s.req_ids)} entries, more than capacity={s.capacity}")
-    if schema.num_reqs_is_len and len(s.req_ids) != s.num_reqs:
-        out.append(f"num_reqs={s.num_reqs} is not len(req_ids)={len(s.req_ids)}")
-    live = s.live_ids
-    if len(set(live)) != len(live):
-        out.append("a request id appears twice among the live slots")
-    for key, group in _groups(schema).items():
-        lead = group[0]
-        table = s.inputs.get(lead.name, {})
-        if lead.presence == REQUIRED:
-            for r in live:
-                if r not in table:
-                    out.append(f"live request {r!r} missing from {key}")
-    for inp in schema.inputs:
-        if inp.dtype != "int" or inp.kind not in (PER_REQUEST, PER_SLOT):
-            continue
-        low, high = inp.values.low, inp.values.high
-        data = s.inputs.get(inp.name)
-        items = ([(r, data.get(r)) for r in live] if inp.kind == PER_REQUEST
-                 else list(enumerate(data or [])))
-        for where, v in items:
-            if v is not None and not (isinstance(v, bool) or low <= v <= high):
-                place = f"[{where!r}]" if inp.kind == PER_REQUEST else f"[{where}]"
-                bound = "int32" if (low, high) == (INT32_MIN, INT32_MAX) else f"[{low}, {high}]"
-                out.append(f"{inp.name}{place}={v} does not fit {bound}")
-    if schema.breaches is not None:
-        out += schema.breaches(s)
-    return out
 
 
 def malformed(schema: StagingSchema, s: StagingScenario) -> list[str]:

@@ -6,10 +6,16 @@ change between releases. Names are loaded on first use, so ``import stagecheck``
 the command line's start) costs no torch or hypothesis import.
 
     >>> import stagecheck
-    >>> result = stagecheck.run_campaign(stagecheck.load_target("legacy"),
-    ...                                  stagecheck.load_target("single-loop"))
+    >>> result = stagecheck.run_campaign("legacy", "single-loop")
     >>> result.verdict()
     'equivalent'
+
+Targets are given as the command line takes them (a builtin name, ``module:function``,
+``path/file.py::function``, ``git:REV:path/file.py::function``), as ``Target`` objects
+(``load_target``) or as the staging function itself; options as a ``CampaignConfig``
+(``CampaignConfig.from_options(examples=1000, timeout=2)``: the names and checks of
+``stagecheck diff``'s options). Bad input raises one ``StagecheckError`` naming the
+argument.
 """
 
 import importlib as _importlib

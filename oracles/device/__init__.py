@@ -6,9 +6,12 @@
 
 Both see every copy, stream, event and synchronization of the code under test while they
 are active (``with model.activate():``), order them as CUDA does (``order.py``) and report
-the same hazards (``spec.observation.HAZARD_KINDS``). Nothing here is imported by the
-package itself: the modules import torch, and load only where a run needs them.
+the same hazards (``spec.observation.HAZARD_KINDS``). None of the modules imports torch
+at its top: each takes it from ``torchload.import_torch`` when a model is made or used.
 """
+
+from stagecheck.oracles.device.cpu import CpuDevice
+from stagecheck.oracles.device.cuda import CudaDevice
 
 __all__ = ["device_model"]
 
@@ -18,7 +21,5 @@ def device_model(device: str = "cpu", completion: str = "lazy", busy_cycles: int
     says otherwise) or the CUDA backend (``busy_cycles`` of device work queued at each
     lazy boundary, so copies really lag)."""
     if device == "cuda":
-        from stagecheck.oracles.device.cuda import CudaDevice
         return CudaDevice(completion, busy_cycles)
-    from stagecheck.oracles.device.cpu import CpuDevice
     return CpuDevice(completion)

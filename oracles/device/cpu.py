@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from stagecheck.oracles.device import standins
+from stagecheck.oracles.device.intercept import DeviceMode
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
 from stagecheck.oracles.device.spans import address_of
 from stagecheck.oracles.device.torchload import import_torch
@@ -101,9 +103,8 @@ class CpuDevice(DeviceModel):
         self.completion = completion
         self.inside = False          # running device work: its torch calls pass through
         self._device_class = device_tensor_class()
-        from stagecheck.oracles.device.standins import ModelStream
         self._current = self.stream_state(None, "default")
-        self.default_stream = ModelStream(_state=self._current)
+        self.default_stream = standins.ModelStream(_state=self._current)
 
     # ---------------------------------------------------------------- memory
     def memory(self, t) -> str:
@@ -266,8 +267,6 @@ class CpuDevice(DeviceModel):
     @contextmanager
     def activate(self):
         """This model is the device while the block runs (torch.cuda and torch calls)."""
-        from stagecheck.oracles.device import standins
-        from stagecheck.oracles.device.intercept import DeviceMode
         with standins.installed(self), DeviceMode(self):
             yield self
 

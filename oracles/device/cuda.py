@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from stagecheck.oracles.device.intercept import DeviceMode
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
 from stagecheck.oracles.device.torchload import import_torch
 
@@ -166,7 +167,6 @@ class CudaDevice(DeviceModel):
     # ---------------------------------------------------------------- activation
     @contextmanager
     def activate(self):
-        from stagecheck.oracles.device.intercept import DeviceMode
         with _wrapped(self), DeviceMode(self):
             yield self
 

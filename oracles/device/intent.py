@@ -11,6 +11,7 @@ and read bytes the host wrote after the launch).
 from __future__ import annotations
 
 from stagecheck.oracles.device.spans import Span
+from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["HostIntent"]
 
@@ -22,7 +23,7 @@ class HostIntent:
         """For each element of device tensor ``t`` (contiguous): the value of the host
         memory that the last upload into it, issued before op ``before``, reads, and that
         upload's index (None, None where no upload wrote it)."""
-        import torch
+        torch = import_torch()
         with torch._C.DisableTorchFunction():
             if not t.is_contiguous() or t.numel() == 0:
                 return None

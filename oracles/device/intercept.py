@@ -25,6 +25,7 @@ runs (``model.inside``) passes through untouched.
 from __future__ import annotations
 
 from stagecheck.oracles.device.spans import span_of
+from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["DeviceMode", "is_device_spec"]
 
@@ -55,7 +56,7 @@ def is_device_spec(device) -> bool:
 
 
 def _tensors(values, out: list) -> list:
-    import torch
+    torch = import_torch()
     for v in values:
         if isinstance(v, torch.Tensor):
             out.append(v)
@@ -79,7 +80,7 @@ def _basic_index(key) -> bool:
 
 
 def _view(t, key):
-    import torch
+    torch = import_torch()
     with torch._C.DisableTorchFunction():
         return t[key]
 
@@ -96,7 +97,7 @@ def _mode_class():
     global _MODE
     if _MODE is not None:
         return _MODE
-    from torch.overrides import TorchFunctionMode
+    TorchFunctionMode = import_torch().overrides.TorchFunctionMode
 
     class _DeviceMode(TorchFunctionMode):
         def __init__(self, model) -> None:
@@ -126,7 +127,7 @@ def _mode_class():
 
 def _note_work_write(model, func, args, kwargs) -> None:
     """Device work that runs writes a device tensor in place: note it (what it wrote)."""
-    import torch
+    torch = import_torch()
     name = getattr(func, "__name__", "")
     target = None
     if name in ("__setitem__", "copy_") or (name.endswith("_") and not name.startswith("_")):
@@ -151,7 +152,7 @@ def _copy_(model, func, args, kwargs):
 
 
 def _to(model, func, args, kwargs):
-    import torch
+    torch = import_torch()
     t = args[0]
     kw = dict(kwargs)
     copy = kw.pop("copy", False)
@@ -179,7 +180,7 @@ def _move(model, func, args, kwargs, t, device, dtype, non_blocking, copy=False)
 
 
 def _cuda(model, func, args, kwargs):
-    import torch
+    torch = import_torch()
     t = args[0]
     return _move(model, func, args, kwargs, t, torch.device("cuda", 0), None,
                  kwargs.get("non_blocking", False))
@@ -193,7 +194,7 @@ def _cpu(model, func, args, kwargs):
 
 
 def _setitem(model, func, args, kwargs):
-    import torch
+    torch = import_torch()
     dst, key, value = args[0], args[1], args[2]
     to = model.memory(dst)
     value_is_tensor = isinstance(value, torch.Tensor)
@@ -216,7 +217,7 @@ def _device_read(model, func, args, kwargs):
     t = args[0]
     if model.memory(t) == "device":
         host = model.to_host(t, None, False)
-        import torch
+        torch = import_torch()
         with torch._C.DisableTorchFunction():
             return func(host, *args[1:], **kwargs)
     if model._open:
@@ -300,7 +301,7 @@ def _host_indices(name: str, args, strays: list) -> list:
 
 
 def _generic(model, func, name, args, kwargs):
-    import torch
+    torch = import_torch()
     tensors = _tensors(args, [])
     _tensors(kwargs.values(), tensors)
     on_device = [t for t in tensors if model.memory(t) == "device"]

@@ -37,6 +37,8 @@ from stagecheck.oracles.device.ops import COPY_KINDS, EventState, Op, StreamStat
 from stagecheck.oracles.device.order import join
 from stagecheck.oracles.device.races import RaceDetection
 from stagecheck.oracles.device.spans import Region, Regions, Span, span_of
+from stagecheck.oracles.device.torchload import import_torch
+from stagecheck.spec.observation import Hazard
 
 __all__ = ["COPY_KINDS", "DeviceModel", "EventState", "Op", "StreamState"]
 
@@ -384,25 +386,25 @@ class DeviceModel(RaceDetection, HostIntent):
 
     @staticmethod
     def _raw_copy(dst, src, non_blocking: bool = False) -> None:
-        import torch
+        torch = import_torch()
         with torch._C.DisableTorchFunction():
             dst.copy_(src, non_blocking=non_blocking)
 
     @staticmethod
     def _clone(t):
-        import torch
+        torch = import_torch()
         with torch._C.DisableTorchFunction():
             return t.clone()
 
     @staticmethod
     def _values(t):
-        import torch
+        torch = import_torch()
         with torch._C.DisableTorchFunction():
             return t.detach().cpu().tolist()
 
     @staticmethod
     def _changed(before, now) -> list[int]:
-        import torch
+        torch = import_torch()
         with torch._C.DisableTorchFunction():
             if torch.equal(before, now):
                 return []
@@ -410,7 +412,7 @@ class DeviceModel(RaceDetection, HostIntent):
             return [int(i) for i in torch.nonzero(differs).reshape(-1).tolist()]
 
     def _empty_host(self, shape, dtype):
-        import torch
+        torch = import_torch()
         with torch._C.DisableTorchFunction():
             return torch.empty(shape, dtype=dtype)
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import bisect
 from typing import NamedTuple
 
+from stagecheck.oracles.device.torchload import import_torch
+
 __all__ = ["Region", "Regions", "Span", "address_of", "span_of"]
 
 
@@ -74,7 +76,7 @@ def span_of(t) -> Span:
     global _TORCH
     torch = _TORCH
     if torch is None:
-        import torch
+        torch = import_torch()
         _TORCH = torch
     if type(t) is torch.Tensor:       # metadata calls of a plain tensor: no dispatch to mind
         return _span(t)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from stagecheck.oracles.device.model import EventState
+from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["ModelEvent", "ModelStream", "installed"]
 
@@ -45,7 +46,7 @@ class ModelStream:
 
     @property
     def device(self):
-        import torch
+        torch = import_torch()
         return torch.device("cuda", 0)
 
     @property
@@ -172,7 +173,7 @@ _NAMES = {
 @contextmanager
 def installed(model):
     """``torch.cuda``'s names are ``model``'s while the block runs."""
-    import torch
+    torch = import_torch()
     cuda = torch.cuda
     missing = object()
     saved = {name: getattr(cuda, name, missing) for name in _NAMES}

@@ -29,7 +29,7 @@ def import_torch():
     except (AttributeError, ValueError):   # no interval timers here (a thread, Windows)
         remaining = 0.0
     try:
-        import torch
+        import torch  # the one import of torch, with the timer suspended (module doc)
     finally:
         if remaining > 0:
             signal.setitimer(signal.ITIMER_REAL, remaining)

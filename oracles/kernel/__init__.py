@@ -10,10 +10,15 @@ gets it through ``postprocess_function``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Callable
 
-__all__ = ["postprocess_function", "select_triton_mode", "use_interpreter_without_gpu"]
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import StagecheckError
+
+__all__ = ["postprocess_function", "require_kernel_backend", "select_triton_mode",
+           "use_interpreter_without_gpu"]
 
 
 def select_triton_mode(device: str) -> None:
@@ -30,7 +35,7 @@ def use_interpreter_without_gpu() -> None:
 
     An explicit ``TRITON_INTERPRET`` in the environment is left as the user set it.
     """
-    import torch
+    import torch  # heavy: the kernel's torch loads when a kernel runs
     if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
         select_triton_mode("cpu")
 
@@ -41,14 +46,13 @@ def postprocess_function(backend: str) -> Callable:
     if backend not in backends:
         raise ValueError(f"backend must be one of {backends}, got backend={backend!r}")
     if backend == "reference":
-        from stagecheck.impl.postprocess_ref import mamba_postprocess_reference
+        from stagecheck.impl.postprocess_ref import mamba_postprocess_reference  # torch
         return mamba_postprocess_reference
     use_interpreter_without_gpu()
     try:
+        # triton, after TRITON_INTERPRET is decided (above)
         from stagecheck.impl.postprocess import mamba_postprocess
     except ImportError as exc:
-        from stagecheck.oracles import messages
-        from stagecheck.oracles.errors import StagecheckError
         raise StagecheckError.of(messages.TRITON_EXTRA_MISSING, what="the Triton kernel backend",
                                  error=f"{exc}", alternative=" (or use the reference "
                                  "backend)") from None
@@ -56,3 +60,28 @@ def postprocess_function(backend: str) -> Callable:
     def triton_postprocess(*args, **kwargs):
         return mamba_postprocess(*args, backend="triton", **kwargs)
     return triton_postprocess
+
+
+def require_kernel_backend(options) -> None:
+    """Before a run: the kernel backend ``options`` (``RunOptions``) will use can run,
+    else a ``StagecheckError`` (exit 2) naming the backend, what failed and the fix.
+
+    The reference backend is plain torch (a dependency); the Triton one imports triton
+    and the kernel module here (the kernel oracle runs in this process), so a triton that is found but
+    fails to import, or breaks the kernel's definition, stops the run before it starts
+    rather than passing every example the kernel never ran on. ``--kernel off``: no check.
+    """
+    if options.kernel == "off":
+        return
+    backend = options.resolved_kernel_backend
+    if backend != "triton":
+        return      # the reference backend is plain torch, which every run imports
+    if importlib.util.find_spec("triton") is None:
+        postprocess_function("triton")       # not installed: the kernel extra's message
+    try:
+        use_interpreter_without_gpu()
+        import triton  # noqa: F401  (found; does it import?)
+        from stagecheck.impl.postprocess import mamba_postprocess  # noqa: F401
+    except Exception as exc:     # anything the import of a broken install raises
+        raise StagecheckError.of(messages.KERNEL_BACKEND_BROKEN, backend=backend,
+                                 error=f"{type(exc).__name__}: {exc}") from None

@@ -78,6 +78,7 @@ def _context(s: StagingScenario, sides: list[dict], block_size: int,
     values (columns in the tens of thousands) cost table width, not state memory.
     Columns past ``MAX_IMPACT_COLUMNS`` stay out of the table: the kernel skips them.
     """
+    # torch: the kernel's modules load only when staged values differ (a clean run never)
     from stagecheck.impl.postprocess_ref import kernel_decisions
     from stagecheck.oracles.kernel.scenarios import KernelScenario, LayerSpec, SparseTable
     n = s.num_reqs
@@ -107,7 +108,7 @@ def _context(s: StagingScenario, sides: list[dict], block_size: int,
 
 
 def _run_side(context: "KernelScenario", side: dict, backend: str, device: str, tables):
-    from stagecheck.oracles.kernel.scenarios import KernelScenario, build_kernel_inputs
+    from stagecheck.oracles.kernel.scenarios import KernelScenario, build_kernel_inputs  # torch
     k = KernelScenario(**{**context.__dict__, "state_idx": side["state_idx"],
                           "num_scheduled": side["scheduled"], "num_computed": side["computed"],
                           "num_draft": side["draft"], "num_accepted": list(context.num_accepted)})
@@ -121,6 +122,7 @@ def mamba_postprocess_results_differ(s: StagingScenario, a: dict, b: dict,
 
     Stops at the first context whose results differ and returns its differences.
     """
+    # torch: see _context
     from stagecheck.oracles.kernel.scenarios import build_block_tables, compare_kernel_outputs
     out: list[str] = []
     for block_size in IMPACT_BLOCK_SIZES:
@@ -147,10 +149,9 @@ def _fits_int32(arrays: dict[str, list[int]]) -> bool:
 
 @dataclass
 class KernelImpact:
-    """What the kernel oracle concluded for one example."""
+    """What the kernel oracle concluded for one example: how the consumer's results
+    differ (empty: the same, or the kernel did not need to run)."""
 
-    live_differ: bool
-    ran: bool
     differences: list[str] = field(default_factory=list)
 
     @property
@@ -183,10 +184,13 @@ def kernel_impact(s: StagingScenario, a: Observation | None, b: Observation,
     la, lb = staged_live(s, a, profile), staged_live(s, b, profile)
     if la is None or lb is None or not (_fits_int32(la) and _fits_int32(lb)):
         return None       # no staged int32 buffer holds such values: the kernel never runs
+    if any(len(v) != s.num_reqs for side in (la, lb) for v in side.values()):
+        return None       # fewer slots than live requests (num_reqs above capacity): the
+                          # kernel's launch is outside its contract, so undecided
     differ = la != lb
     if not differ and not always:
-        return KernelImpact(False, False)
-    return KernelImpact(differ, True, results_differ(s, la, lb, backend, device))
+        return KernelImpact()
+    return KernelImpact(results_differ(s, la, lb, backend, device))
 
 
 def annotate(findings: list[Finding], s: StagingScenario, a: Observation | None,

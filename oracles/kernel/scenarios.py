@@ -22,6 +22,7 @@ import torch
 from hypothesis import strategies as st
 
 from stagecheck.impl.postprocess_ref import KernelDecision, MambaStateSpec, kernel_decisions
+from stagecheck.oracles.kernel import postprocess_function
 
 DTYPES: dict[str, torch.dtype] = {"float16": torch.float16, "bfloat16": torch.bfloat16,
                                   "float32": torch.float32}
@@ -147,7 +148,6 @@ class KernelInputs:
 
     def run(self, backend: str = "triton", **kwargs: Any) -> "KernelInputs":
         """Run the kernel (``backend``) in place on these tensors; return self."""
-        from stagecheck.oracles.kernel import postprocess_function
 
         postprocess_function(backend)(
             self.states, self.block_tables, self.num_accepted, self.state_idx,
@@ -166,12 +166,19 @@ def build_block_tables(scenario: KernelScenario, device: str | torch.device = "c
     """``scenario``'s block tables as int32 tensors on ``device``."""
     def table_tensor(table) -> torch.Tensor:
         if isinstance(table, SparseTable):
-            out = torch.zeros((table.rows, table.columns), dtype=torch.int32)
+            shape = (table.rows, table.columns)
+            if torch.device(device).type == "cpu":
+                # numpy's zeros come from calloc: pages no entry touches stay the shared
+                # zero page (a table of 1,024 x 65,536 costs what its entries do)
+                import numpy as np
+                out = torch.from_numpy(np.zeros(shape, dtype=np.int32))
+            else:
+                out = torch.zeros(shape, dtype=torch.int32, device=device)
             if table.entries:
-                where = torch.tensor(list(table.entries), dtype=torch.long)
-                out[where[:, 0], where[:, 1]] = torch.tensor(list(table.entries.values()),
-                                                             dtype=torch.int32)
-            return out.to(device)
+                where = torch.tensor(list(table.entries), dtype=torch.long, device=out.device)
+                out[where[:, 0], where[:, 1]] = torch.tensor(
+                    list(table.entries.values()), dtype=torch.int32, device=out.device)
+            return out
         return torch.tensor(table, dtype=torch.int32, device=device).reshape(
             len(table), len(table[0]) if table else 0)
 

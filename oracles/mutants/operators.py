@@ -13,6 +13,8 @@ import ast
 import copy
 from dataclasses import dataclass, field
 
+from stagecheck.spec.schema import PER_REQUEST, REQUIRED
+
 __all__ = ["Location", "MutationOperator", "Scope", "Site"]
 
 _CARRY = "_stagecheck_carried"
@@ -55,7 +57,6 @@ class Scope:
         """The scope of a target with ``profile`` (``None``: nothing known)."""
         if profile is None:
             return cls(functions)
-        from stagecheck.spec.schema import PER_REQUEST, REQUIRED
         complete = {}
         for inp in profile.schema.inputs:
             if inp.kind == PER_REQUEST and inp.presence == REQUIRED:
@@ -164,7 +165,6 @@ class MutationOperator(ast.NodeTransformer):
 
     name = ""
     summary = ""
-    motivation = ""
     prelude = ""       # module-level source a mutant of this operator needs
 
     def __init__(self, scope: Scope, target: int | None = None) -> None:
@@ -242,8 +242,6 @@ class FullReqIds(MutationOperator):
     name = "full_req_ids"
     summary = "loops over the whole (padded) list: `req_ids` for `req_ids[:num_reqs]`, " \
               "`range(len(req_ids))` for `range(num_reqs)`"
-    motivation = "persistent batches keep trailing ids; a refactor that drops the slice " \
-                 "writes tail slots or asserts on a finished request"
 
     def visit_Subscript(self, node):
         self.generic_visit(node)
@@ -265,8 +263,6 @@ class LoopBoundOffByOne(MutationOperator):
     name = "loop_bound_off_by_one"
     summary = "the batch bound of a loop one short or one long: `req_ids[:num_reqs - 1]`, " \
               "`range(num_reqs + 1)`"
-    motivation = "the classic fencepost slip when a loop is rewritten from enumerate to " \
-                 "range or zip"
 
     def _bound(self, node: ast.AST, get, put) -> ast.AST:
         for delta in (-1, +1):
@@ -310,8 +306,6 @@ class _CopyArgOperator(MutationOperator):
 class CopyLengthOffByOne(_CopyArgOperator):
     name = "copy_length_off_by_one"
     summary = "`copy_to_gpu(num_reqs - 1)` / `copy_to_gpu(num_reqs + 1)`"
-    motivation = "a copy one slot short leaves a stale mirror slot the kernel reads; one " \
-                 "slot long overwrites the device tail"
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -328,8 +322,6 @@ class CopyLengthOffByOne(_CopyArgOperator):
 class CopyLengthPadded(_CopyArgOperator):
     name = "copy_length_padded"
     summary = "`copy_to_gpu(len(req_ids))`: the copy length taken from the padded list"
-    motivation = "`len(req_ids)` and `num_reqs` agree in most tests; with a persistent " \
-                 "batch the copy reaches padded slots"
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -344,8 +336,6 @@ class CopyLengthPadded(_CopyArgOperator):
 class WholeBufferCopy(_CopyArgOperator):
     name = "whole_buffer_copy"
     summary = "`copy_to_gpu()` without a length: every slot is uploaded"
-    motivation = "`copy_to_gpu()` looks harmless and passes value tests of the live " \
-                 "slots, but overwrites the device tail with host garbage"
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -358,8 +348,6 @@ class WholeBufferCopy(_CopyArgOperator):
 class CopyHoisted(MutationOperator):
     name = "copy_hoisted"
     summary = "an upload moved above the loop that fills its buffer"
-    motivation = "reordering statements while merging helpers: the device then sees the " \
-                 "previous step's values"
 
     def block(self, owner, stmts):
         for j, stmt in enumerate(stmts):
@@ -376,8 +364,6 @@ class CopyHoisted(MutationOperator):
 class CopyDropped(MutationOperator):
     name = "copy_dropped"
     summary = "an upload deleted"
-    motivation = "a helper merged away with one of its copies forgotten (the mirror keeps " \
-                 "last step's values)"
 
     def block(self, owner, stmts):
         for j, stmt in enumerate(stmts):
@@ -390,8 +376,6 @@ class CopyDropped(MutationOperator):
 class CopyDuplicated(MutationOperator):
     name = "copy_duplicated"
     summary = "an upload issued twice"
-    motivation = "a half-done merge that still calls the old helper: a second transfer on " \
-                 "every step"
 
     def block(self, owner, stmts):
         for j, stmt in enumerate(stmts):
@@ -410,8 +394,6 @@ class _AssertOperator(MutationOperator):
 class AssertDropped(_AssertOperator):
     name = "assert_dropped"
     summary = "an assertion deleted"
-    motivation = "\"the dict lookup raises anyway\": the missing-index error becomes a " \
-                 "KeyError without the request's story"
 
     def block(self, owner, stmts):
         for j, stmt in enumerate(stmts):
@@ -426,8 +408,6 @@ class AssertWeakened(_AssertOperator):
     name = "assert_weakened"
     summary = "an assertion's message no longer names the request (f-string placeholders " \
               "dropped)"
-    motivation = "messages get shortened in refactors; logs and on-call then lose the " \
-                 "request id"
 
     def visit_Assert(self, node):
         self.generic_visit(node)
@@ -445,8 +425,6 @@ class AssertWeakened(_AssertOperator):
 class AssertMoved(_AssertOperator):
     name = "assert_moved"
     summary = "an assertion moved below the statement after it"
-    motivation = "validation placed after the write it guards: the lookup fails first, " \
-                 "with another exception"
 
     def block(self, owner, stmts):
         for j, stmt in enumerate(stmts):
@@ -463,8 +441,6 @@ class AssertMoved(_AssertOperator):
 class ExceptionType(_AssertOperator):
     name = "exception_type"
     summary = "`assert C, msg` becomes `if not C: raise RuntimeError(msg)` (or KeyError)"
-    motivation = "assertions rewritten as explicit raises (asserts vanish under -O) with " \
-                 "another exception type than callers catch"
 
     def block(self, owner, stmts):
         for j, stmt in enumerate(stmts):
@@ -496,8 +472,6 @@ def _complete_dict_reason(scope: Scope, dict_expr: ast.AST) -> str | None:
 class GetToIndex(MutationOperator):
     name = "get_to_index"
     summary = "`d[k]` for `d.get(k, default)`"
-    motivation = "\"every request has an entry\": not so for scheduled_spec_decode_tokens, " \
-                 "where a request without drafts is absent"
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -511,7 +485,6 @@ class GetToIndex(MutationOperator):
 class IndexToGet(MutationOperator):
     name = "index_to_get"
     summary = "`d.get(k, 0)` (or `d.get(k)` before an attribute) for `d[k]`"
-    motivation = "a lookup softened to a default: a missing entry silently stages 0"
 
     def __init__(self, scope, target=None):
         super().__init__(scope, target)
@@ -559,8 +532,6 @@ class IndexToGet(MutationOperator):
 class GetToPop(MutationOperator):
     name = "get_to_pop"
     summary = "`d.pop(k, default)` for `d.get(k, default)`: the input is consumed"
-    motivation = "\"the drafts are used once\": popping mutates the scheduler output that " \
-                 "later stages read"
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -580,8 +551,6 @@ class SwappedViews(MutationOperator):
     name = "swapped_views"
     summary = "two buffer aliases bound to each other's buffer (`scheduled = ctx." \
               "num_computed_tokens_buf...`)"
-    motivation = "copy-paste when the helper binds its local aliases; every slot then " \
-                 "holds another field's value"
 
     def block(self, owner, stmts):
         aliases = [j for j, s in enumerate(stmts)
@@ -612,8 +581,6 @@ class CarriedOver(MutationOperator):
     name = "carried_over"
     summary = "a slot's value kept in a variable refreshed only when non-zero, so slot " \
               "i inherits slot i-1's value"
-    motivation = "`if req_id in spec_tokens: n = len(...)` with `n` set before the loop: " \
-                 "a request without drafts gets the previous request's count"
 
     def block(self, owner, stmts):
         for k, loop in enumerate(stmts):
@@ -637,8 +604,6 @@ class CarriedOver(MutationOperator):
 class DtypeNarrowing(MutationOperator):
     name = "dtype_narrowing"
     summary = "a slot value passed through an int16 temporary (wraps above 32,767)"
-    motivation = "\"token counts of a step fit in 16 bits\": long-context counts and " \
-                 "large state indices then wrap"
     prelude = f"import numpy as {_NP}"
 
     def visit_Assign(self, node):
@@ -663,8 +628,6 @@ class PostStepCount(MutationOperator):
     name = "post_step_count"
     summary = "`computed` staged from the post-step count `num_computed_tokens + " \
               "num_scheduled_tokens[r]`"
-    motivation = "the request state is updated in the same step; reading it after the " \
-                 "update gives the post-step count, which the kernel adds again"
 
     def visit_Attribute(self, node):
         self.generic_visit(node)
@@ -684,8 +647,6 @@ class NonBlockingToggled(MutationOperator):
     name = "non_blocking_toggled"
     summary = "`non_blocking` flipped: an explicit `non_blocking=` keyword, or an upload " \
               "made blocking (`copy_to_gpu` then wait for the copy)"
-    motivation = "toggled to debug a race or to 'be safe'; on CUDA one direction costs a " \
-                 "sync, the other opens a write-after-copy hazard"
     prelude = (f"import torch as _stagecheck_torch\n\n"
                f"def {_BLOCKING_COPY}(buffer, *args, **kwargs):\n"
                f"    out = buffer.copy_to_gpu(*args, **kwargs)\n"
@@ -713,8 +674,6 @@ class NonBlockingToggled(MutationOperator):
 class EarlyReturn(MutationOperator):
     name = "early_return"
     summary = "`if num_reqs == 0: return` added at the top of a function"
-    motivation = "an 'optimisation' for empty batches that skips the (empty) uploads the " \
-                 "contract requires"
 
     def visit_FunctionDef(self, node):
         node = self._visit_owner(node)

@@ -18,9 +18,12 @@ pool processes are stopped, and with them the worker processes they started.
 from __future__ import annotations
 
 import ast
+import concurrent.futures as cf
+import multiprocessing
 import os
+import signal
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from stagecheck.oracles import interrupt, messages
@@ -29,21 +32,23 @@ from stagecheck.oracles.campaign import run_campaign
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.mutants.catalog import OPERATORS
 from stagecheck.oracles.mutants.generate import Mutant, generate_mutants
-from stagecheck.oracles.mutants.matrix import (ORACLES, MutantResult, MutationReport,
-                                               OracleOutcome)
+from stagecheck.oracles.mutants.matrix import ORACLES, MutantResult, MutationReport, OracleOutcome
 from stagecheck.oracles.mutants.upstream import UPSTREAM_TESTS
-from stagecheck.oracles.options import CampaignConfig, RunOptions, seconds, whole
+from stagecheck.oracles.options import OPTIONS, CampaignConfig, RunOptions, check_fields
+from stagecheck.oracles.runner import load_isolated, side_of
+from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target, TargetRef, target_ref, target_source
+from stagecheck.oracles.worker import WorkerEnded, WorkerPool, kill_all, target_arg
 
 __all__ = ["DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_PATHS", "DEFAULT_SYMBOLIC_TIMEOUT",
            "SYMBOLIC_MAX_CAPACITY", "MutantsConfig", "evaluate_mutant", "list_mutants", "parse_list", "run_mutants"]
 
-DEFAULT_BUDGET = 300
-DEFAULT_SYMBOLIC_TIMEOUT = 60.0
+DEFAULT_BUDGET = OPTIONS["budget"].default
+DEFAULT_SYMBOLIC_TIMEOUT = OPTIONS["symbolic_timeout"].default
 #: symbolic paths explored per mutant: a path budget, so that the kill matrix is the
 #: same on any machine and under any load (a wall-clock budget is not); the slowest
 #: kill of the seed function's catalog takes 138 paths
-DEFAULT_SYMBOLIC_PATHS = 160
+DEFAULT_SYMBOLIC_PATHS = OPTIONS["symbolic_paths"].default
 SYMBOLIC_MAX_CAPACITY = 4
 #: symbolic paths on a mutant the catalog shows equivalent (a control for false kills:
 #: no search can kill it, so a full budget would only be spent)
@@ -57,7 +62,11 @@ def parse_list(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class MutantsConfig:
-    """What ``stagecheck mutants`` runs: which oracles, how hard, which operators, how wide."""
+    """What ``stagecheck mutants`` runs: which oracles, how hard, which operators, how wide.
+
+    Each field is checked by its option of ``mutants`` in ``options.TABLE``; ``run`` is
+    how each example of the campaign oracles runs (the run options ``mutants`` shares
+    with ``diff``; the kernel oracle's mode is the runner's)."""
 
     oracles: tuple[str, ...] = ORACLES
     budget: int = DEFAULT_BUDGET           # examples per stream of spec and differential
@@ -68,20 +77,16 @@ class MutantsConfig:
     control: bool = True                   # check the unmutated source, reloaded, first
     out_of_contract: bool = True           # the campaigns' out-of-contract stream
     shims: tuple[str, ...] = ()            # shim modules for file targets (--shim)
+    run: RunOptions = field(default_factory=RunOptions)
 
     def __post_init__(self) -> None:
+        check_fields(self, "mutants")
         oracles = tuple(self.oracles)
         unknown = [o for o in oracles if o not in ORACLES]
         if unknown or not oracles:
             raise UsageError.of(messages.BAD_ORACLES, ", ".join(unknown) or "(empty)",
                                 "oracles", choices=", ".join(ORACLES))
         object.__setattr__(self, "oracles", tuple(o for o in ORACLES if o in oracles))
-        object.__setattr__(self, "budget", whole("budget", self.budget, 1, "300"))
-        object.__setattr__(self, "symbolic_timeout",
-                           seconds("symbolic_timeout", self.symbolic_timeout, "60"))
-        object.__setattr__(self, "symbolic_paths",
-                           whole("symbolic_paths", self.symbolic_paths, 1, "160"))
-        object.__setattr__(self, "jobs", whole("jobs", self.jobs, 1, "2"))
         if self.operators is not None:
             operators = tuple(self.operators)
             wrong = [o for o in operators if o not in OPERATORS]
@@ -89,6 +94,8 @@ class MutantsConfig:
                 raise UsageError.of(messages.BAD_OPERATORS, ", ".join(wrong) or "(empty)",
                                     "operators", choices=", ".join(OPERATORS))
             object.__setattr__(self, "operators", operators)
+        if not isinstance(self.run, RunOptions):
+            raise TypeError(f"run must be RunOptions, got {type(self.run).__name__}")
 
     def campaign(self, kernel: bool = False, out_of_contract: bool | None = None
                  ) -> CampaignConfig:
@@ -96,7 +103,7 @@ class MutantsConfig:
         return CampaignConfig(
             examples=self.budget,
             out_of_contract=self.out_of_contract if out_of_contract is None else out_of_contract,
-            run=RunOptions(kernel="auto" if kernel else "off"))
+            run=replace(self.run, kernel="auto" if kernel else "off"))
 
 
 def _first_error(findings) -> str:
@@ -153,7 +160,7 @@ def _run_kernel(original: Target, mutant: Target, config: MutantsConfig,
 
 def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig,
                   runner) -> OracleOutcome:
-    from stagecheck.oracles.symbolic import SymbolicInconclusive, run_symbolic
+    from stagecheck.oracles.symbolic import SymbolicInconclusive, run_symbolic  # crosshair
     started = time.perf_counter()
     note = None
     try:
@@ -183,14 +190,12 @@ UPSTREAM_SECONDS = 5.0
 def _run_upstream(original: Target, mutant: Target, config: MutantsConfig,
                   runner) -> OracleOutcome:
     """The upstream-style example tests, in the worker that holds the mutant."""
-    from stagecheck.oracles.campaign import _position
-    from stagecheck.oracles.worker import WorkerEnded, target_arg
     started = time.perf_counter()
     if mutant.schema.name not in UPSTREAM_TESTS:
         return OracleOutcome("n/a", note=f"no upstream tests for schema {mutant.schema.name!r}")
     try:
         failure = runner.call("stagecheck.oracles.mutants.upstream", "run_upstream_tests",
-                              target_arg(_position(runner, mutant)),
+                              target_arg(side_of(runner, mutant)),
                               deadline=UPSTREAM_SECONDS)
     except WorkerEnded as ended:
         failure = ("example", "hang" if ended.hung else ended.what)
@@ -257,7 +262,6 @@ def mutant_target(original: Target, mutant: Mutant) -> Target:
 def evaluate_mutant(original: Target, mutant: Mutant, config: MutantsConfig,
                     unavailable: dict[str, str] | None = None, pool=None) -> MutantResult:
     """Run every chosen oracle on one mutant, the mutant in a worker (``pool``: reuse it)."""
-    from stagecheck.oracles.runner import load_isolated
     unavailable = unavailable or {}
     result = MutantResult(mutant)
     candidate = mutant_target(original, mutant)
@@ -298,8 +302,6 @@ _WORKER_POOL = None
 
 def _load_ref(ref: TargetRef) -> Target:
     """The original target for the checker (loaded in a worker, never here)."""
-    from stagecheck.oracles.runner import load_isolated
-    from stagecheck.oracles.schemas import load_schema
     schema = load_schema(ref.schema) if ref.schema else None
     runner = load_isolated([ref], {ref.schema: schema})
     try:
@@ -327,10 +329,8 @@ def _pool_process_started() -> None:
     """A process of the ``--jobs`` pool: SIGINT is the parent's (it stops the pool);
     SIGTERM (how the parent stops it) ends this process and the workers it started,
     which run in sessions of their own and would not get the signal."""
-    import signal
 
     def stop(signum, frame) -> None:
-        from stagecheck.oracles.worker import kill_all
         kill_all()
         os._exit(128 + signum)
 
@@ -347,7 +347,6 @@ def _worker(payload) -> MutantResult:
     if ref not in _WORKER_TARGETS:
         _WORKER_TARGETS[ref] = _load_ref(ref)
     if _WORKER_POOL is None:
-        from stagecheck.oracles.worker import WorkerPool
         _WORKER_POOL = WorkerPool()
     return evaluate_mutant(_WORKER_TARGETS[ref], mutant, config, unavailable, _WORKER_POOL)
 
@@ -363,7 +362,7 @@ def _unavailable(config: MutantsConfig, target: Target) -> dict[str, str]:
         out["kernel"] = f"schema {target.schema.name!r} declares no consumer kernel"
     if "symbolic" in config.oracles:
         try:
-            import stagecheck.oracles.symbolic  # noqa: F401
+            import stagecheck.oracles.symbolic  # noqa: F401  (does crosshair load? the question)
         except (ImportError, StagecheckError) as exc:
             out["symbolic"] = f"the symbolic oracle cannot load: {exc}"
     return out
@@ -373,7 +372,6 @@ def _control(original: Target, source: str, filename: str, function: str,
              config: MutantsConfig, report: MutationReport) -> None:
     """Check the unmutated source, reloaded the way mutants are, so a kill is never an
     artefact of the reloading."""
-    from stagecheck.oracles.runner import load_isolated
     unparsed = ast.unparse(ast.parse(source))
     ref = TargetRef(f"{original.spec}@unmutated", original.ref.schema if original.ref else None,
                     unparsed, f"<stagecheck unmutated {filename}>", function,
@@ -434,7 +432,6 @@ def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
     elif jobs > 1:
         _run_parallel(original.ref, mutants, config, report, jobs, progress)
     else:
-        from stagecheck.oracles.worker import WorkerPool
         with WorkerPool() as pool:      # one worker, the mutants loaded into it in turn
             for k, m in enumerate(mutants, 1):
                 res = evaluate_mutant(original, m, config, report.unavailable, pool)
@@ -453,8 +450,6 @@ def _run_parallel(ref: TargetRef, mutants: list[Mutant], config: MutantsConfig,
                   report: MutationReport, jobs: int, progress) -> None:
     """Mutants in ``jobs`` pool processes; a signal to the parent stops them all, and
     the worker processes each of them started (see ``_pool_process_started``)."""
-    import concurrent.futures as cf
-    import multiprocessing
     ctx = multiprocessing.get_context("spawn")
     total = len(mutants)
     pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx,

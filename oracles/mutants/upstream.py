@@ -24,9 +24,10 @@ class UpstreamTestFailure(AssertionError):
 
 
 def _upstream_inputs(capacity: int = 8, takes_flag: bool = False):
+    # torch: the upstream tests run in a worker; the mutants package loads without it
     import torch
 
-    from stagecheck.impl.buffer import CpuGpuBuffer
+    from stagecheck.impl.buffer import CpuGpuBuffer  # torch too
     ctx = SimpleNamespace()
     for name in _FOUR:
         buf = CpuGpuBuffer(capacity, torch.int32)
@@ -61,7 +62,7 @@ def upstream_example_test(func: Callable, profile=None) -> None:
     and the GPU mirrors of the state-index and scheduled-token buffers. Raises
     (``UpstreamTestFailure`` or whatever the staging call raised) when it fails.
     """
-    import torch
+    import torch  # see _upstream_inputs
     takes_flag = _takes_flag(profile)
     args = _upstream_inputs(takes_flag=takes_flag)
     ctx = args[0]

@@ -13,9 +13,10 @@ class BareBackend:
         self.device = device
 
     def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list, events: list):
+        # torch: every run preloads this module (oracles/_preload.py), only bench builds these
         import torch
 
-        from stagecheck.impl.buffer import CpuGpuBuffer
+        from stagecheck.impl.buffer import CpuGpuBuffer  # torch too
         dtypes = {"int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
         buf = CpuGpuBuffer(len(cpu), dtypes[dtype], self.device)
         buf.cpu.copy_(torch.tensor(cpu, dtype=dtypes[dtype]))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from stagecheck.oracles.device.forms import Pairs, mirror_copy
+from stagecheck.oracles.device.spans import span_of
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.spec.observation import Copy
 
@@ -40,8 +41,6 @@ def _hooked_class():
     if _HOOKED is not None:
         return _HOOKED
     torch = import_torch()
-
-    from stagecheck.oracles.device.spans import span_of
 
     def copied(dst, src) -> None:
         with torch._C.DisableTorchFunctionSubclass():
@@ -119,7 +118,6 @@ class FastBuffer:
         self._cpu = self._gpu = None
 
     def _views(self) -> None:
-        from stagecheck.oracles.device.spans import span_of
         torch = import_torch()
         cls = _hooked_class()
         host, mirror = torch.from_numpy(self.np), torch.from_numpy(self.mirror)
@@ -206,7 +204,6 @@ class FastCudaBuffer:
         pair.gpu.copy_(pair.staging, non_blocking=True)
 
     def _views(self) -> None:
-        from stagecheck.oracles.device.spans import span_of
         cls = _hooked_class()
         pair = self._pair
         _PAIRS.add(self, span_of(pair.cpu), span_of(pair.gpu))
@@ -230,15 +227,14 @@ class FastCudaBuffer:
         _logged_copy(self, start, stop, self.np.shape[0])
 
     def copy_to_gpu(self, n: int | None = None):
-        from stagecheck.impl.buffer import copy_prefix
+        from stagecheck.impl.buffer import copy_prefix  # impl.buffer imports torch: CUDA only
         size = self.np.shape[0]
         stop = size if n is None else len(range(size)[:n])
         self.events.append(Copy(self.name, 0, stop, n))
         return copy_prefix(self._pair.cpu, self._pair.gpu, n)
 
     def complete_copies(self) -> None:
-        import torch
-        torch.cuda.synchronize()
+        import_torch().cuda.synchronize()
 
     def release(self) -> None:
         """The pair stays with the backend for the next call."""

@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from stagecheck.oracles.device import device_model
 from stagecheck.oracles.device.forms import Pairs, mirror_copy
-from stagecheck.oracles.device.spans import Span
+from stagecheck.oracles.device.intercept import is_device_spec
+from stagecheck.oracles.device.spans import Span, span_of
 from stagecheck.oracles.device.torchload import import_torch
+from stagecheck.oracles.observe.fast import _LazyTensor
 from stagecheck.spec.observation import Copy, HostWrite, StaleTransfer
 
 __all__ = ["InstrumentedBackend", "InstrumentedBuffer", "RecordingArray"]
@@ -93,8 +96,6 @@ def _recording_classes():
     if _TENSOR_CLASSES is not None:
         return _TENSOR_CLASSES
     torch = import_torch()
-
-    from stagecheck.oracles.device.spans import span_of
     not_writes = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream_",
                             "pin_memory", "untyped_storage"})
     plain = torch._C.DisableTorchFunctionSubclass
@@ -212,7 +213,6 @@ class InstrumentedBuffer:
         self.model = None
         if self.asynchronous:
             if model is None:
-                from stagecheck.oracles.device import device_model
                 model = device_model("cuda" if self.cuda else "cpu", completion="lazy")
             self.model = model
             model.pair(self, self._plain_host(), self._plain_mirror())
@@ -231,7 +231,6 @@ class InstrumentedBuffer:
 
     def _register(self) -> None:
         if not self._registered:
-            from stagecheck.oracles.device.spans import span_of
             _PAIRS.add(self, span_of(self._plain_host()), span_of(self._plain_mirror()))
             self._registered = True
 
@@ -296,23 +295,19 @@ class InstrumentedBuffer:
         if self.model is not None:
             self.model.copy(dst, src, non_blocking)
             return True
-        from stagecheck.oracles.device.spans import span_of
         found = mirror_copy(_PAIRS, span_of(dst), span_of(src))
         if found is None:
             return False
         owner, start, stop = found
         owner.on_copy(start, stop)
-        import torch
-        with torch._C.DisableTorchFunction():
+        with import_torch()._C.DisableTorchFunction():
             dst.copy_(src)
         return True
 
     def to_device(self, func, args, kwargs):
         """``t.to(device)`` / ``t.cuda()`` of this buffer's host memory, through the model
         (None: not a move to the device)."""
-        import torch
-
-        from stagecheck.oracles.device.intercept import is_device_spec
+        torch = import_torch()
         t = args[0].as_subclass(torch.Tensor)
         if getattr(func, "__name__", "") == "cuda":
             device, dtype, non_blocking = "cuda", None, kwargs.get("non_blocking", False)
@@ -331,7 +326,6 @@ class InstrumentedBuffer:
             self.sweep_untracked()
             self.events.append(Copy(self.name, 0, stop, n))
             self._mirror[:stop] = self._raw[:stop]
-            from stagecheck.oracles.observe.fast import _LazyTensor
             return _LazyTensor(self, stop)
         self._requested = (n,)
         try:
@@ -340,7 +334,6 @@ class InstrumentedBuffer:
             self._requested = None
         if self.cuda:
             return self._gpu[:stop]
-        from stagecheck.oracles.observe.fast import _LazyTensor
         return _LazyTensor(self, stop)
 
     def complete_copies(self) -> None:
@@ -389,7 +382,6 @@ class InstrumentedBackend:
         self._shared = model is not None      # every buffer on this model (a protocol's)
         if (device == "cuda" or deferred) and model is None:
             # the device model needs torch: import it now, before any call is timed
-            from stagecheck.oracles.device import device_model
             device_model(device, "lazy")
 
     def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list,
@@ -397,7 +389,6 @@ class InstrumentedBackend:
         model = self._model if self._shared else None
         if (self.device == "cuda" or self.deferred) and not self._shared:
             if events is not self._events or self._model is None:
-                from stagecheck.oracles.device import device_model
                 self._events, self._model = events, device_model(self.device, "lazy")
             model = self._model
         return InstrumentedBuffer(name, cpu, gpu, dtype, self.device, events, self.deferred,

@@ -87,7 +87,7 @@ class ListView:
 
     def __array__(self, dtype=None, copy=None):
         self._owner.note_concretized(f"numpy read the {_VIA_LABEL[self._via]} model")
-        import numpy as np
+        import numpy as np  # only to make an array: CrossHair explores without numpy
         return np.array(self._owner.realize(list(self)), dtype=dtype or self._owner.dtype)
 
     def __repr__(self) -> str:
@@ -210,7 +210,7 @@ class ListBuffer:
         raise ModelUnsupported(f"writing a {type(value).__name__} into the int32 list model")
 
     def _from_numpy_scalar(self, value):
-        import numpy as np
+        import numpy as np  # only to make an array: CrossHair explores without numpy
         self.note_concretized("a numpy scalar was written into the model")
         if isinstance(value, np.ndarray) and value.ndim == 0:
             value = value[()]

@@ -21,6 +21,13 @@ from typing import Any, Callable
 
 from stagecheck.oracles import interrupt
 from stagecheck.oracles.options import choice, seconds, whole
+from stagecheck.oracles.protocol.generate import sample_sequence
+from stagecheck.oracles.protocol.judge import judge_sequence
+from stagecheck.oracles.protocol.load import load_protocol, protocol_spec
+from stagecheck.oracles.protocol.shrink import shrink_sequence
+from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.targets import Target, target_ref
+from stagecheck.oracles.worker import WorkerEnded, WorkerPool
 from stagecheck.spec.findings import ERROR, Finding, FindingsResult, sort_key
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.steps import StepSequence
@@ -85,7 +92,6 @@ class _Runner:
     """Worker pools holding no targets; sequences go to them by ``WorkerPool.call``."""
 
     def __init__(self, protocol_spec: str, refs: list, options: dict, jobs: int) -> None:
-        from stagecheck.oracles.worker import WorkerPool
         self.spec, self.refs, self.options = protocol_spec, refs, options
         self.pools = [WorkerPool() for _ in range(jobs)]
         self.executor = ThreadPoolExecutor(max_workers=jobs) if jobs > 1 else None
@@ -113,7 +119,6 @@ class _Runner:
             refs: list | None = None) -> list:
         """``[(index, [(meant, seen) per target])]``; a call that ends its worker or hangs
         is run again sequence by sequence, target by target, to find who did it."""
-        from stagecheck.oracles.worker import WorkerEnded
         refs = refs if refs is not None else self.refs
         pool = self.pools[pool_index]
         payload = [(i, s.to_dict()) for i, s in batch]
@@ -165,8 +170,6 @@ def _staging_targets(protocol: Protocol, answers: list, specs: list[str]) -> lis
     """``Target``s (without functions) for a one-step protocol's judge."""
     if not protocol.staging:
         return []
-    from stagecheck.oracles.schemas import load_schema
-    from stagecheck.oracles.targets import Target
     schema = load_schema(protocol.staging)
     return [Target(spec, None, schema.profile(frozenset(keywords)), spec)
             for spec, (_, keywords) in zip(specs, answers)]
@@ -177,9 +180,6 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
                           progress: Callable[..., None] | None = None) -> ProtocolResult:
     """Check ``candidate`` (against ``baseline``) across step sequences of ``protocol`` (a
     ``Protocol`` or what ``load_protocol`` takes); see the module doc."""
-    from stagecheck.oracles.protocol.judge import judge_sequence
-    from stagecheck.oracles.protocol.load import load_protocol, protocol_spec
-    from stagecheck.oracles.targets import target_ref
     config = config or ProtocolConfig()
     protocol = load_protocol(protocol)
     spec = protocol_spec(protocol)
@@ -220,9 +220,6 @@ def check_sequence(baseline: str | None, candidate: str, protocol: Any,
                    sequence: StepSequence | dict,
                    config: ProtocolConfig | None = None) -> list[Finding]:
     """The findings one step ``sequence`` shows (a replay, a pasted pytest test)."""
-    from stagecheck.oracles.protocol.judge import judge_sequence
-    from stagecheck.oracles.protocol.load import load_protocol, protocol_spec
-    from stagecheck.oracles.targets import target_ref
     config = config or ProtocolConfig(sequences=1)
     protocol = load_protocol(protocol)
     seq = sequence if isinstance(sequence, StepSequence) else StepSequence.from_dict(sequence)
@@ -281,7 +278,6 @@ class _Search:
             self.kept[f.key] = replace(f, scenario=seq.to_dict(), examples_to_find=first)
 
     def run(self) -> None:
-        from stagecheck.oracles.protocol.generate import sample_sequence
         config, total = self.config, self.config.sequences
         drawn: dict[int, StepSequence] = {}
 
@@ -323,7 +319,6 @@ class _Search:
                           findings=len(self.kept))
 
     def shrink(self, seq: StepSequence, findings: list[Finding]) -> None:
-        from stagecheck.oracles.protocol.shrink import shrink_sequence
         keys = {f.key for f in findings if f.severity == ERROR}
         stopped = any(f.extra.get("kind") in ("hang", "crash") for f in findings)
 

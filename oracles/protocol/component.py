@@ -20,13 +20,15 @@ load error is a ``TargetLoadError`` naming the target and the fix.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import sys
 from typing import Any, Callable
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.targets import (TargetRef, load_function_from_source, load_shims,
-                                        load_target)
+                                        load_target, target_from_callable)
 
 __all__ = ["Code", "load_code"]
 
@@ -128,7 +130,6 @@ class Code:
 
 
 def _target_from_source(ref: TargetRef, schema):
-    from stagecheck.oracles.targets import target_from_callable
     func = load_function_from_source(ref.source, ref.filename, ref.function, ref.spec,
                                      shims=load_shims(ref.shims))
     target = target_from_callable(func, ref.spec, schema)
@@ -143,8 +144,6 @@ _BUILTIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property"})
 def _redecorations(source: str) -> list[str]:
     """Statements that apply again the standard-library and builtin decorators the loader
     dropped, innermost first, to every decorated method and function of ``source``."""
-    import ast
-    import sys
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -182,7 +181,6 @@ def _redecorations(source: str) -> list[str]:
 
 
 def _classes(source: str) -> set[str]:
-    import ast
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -191,7 +189,6 @@ def _classes(source: str) -> set[str]:
 
 
 def _functions(source: str) -> set[str]:
-    import ast
     try:
         tree = ast.parse(source)
     except SyntaxError:

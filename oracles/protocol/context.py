@@ -14,7 +14,12 @@ import inspect
 from typing import Any
 
 from stagecheck.oracles import messages
+from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.observe import observe
+from stagecheck.oracles.observe.instrumented import InstrumentedBackend
+from stagecheck.oracles.options import RunOptions
+from stagecheck.spec.scenario import StagingScenario
 
 __all__ = ["RunContext", "prepare_state"]
 
@@ -40,16 +45,12 @@ class RunContext:
         return self.code.function(name)
 
     def tensor(self, values: list, dtype: str):
-        import torch
+        torch = import_torch()
         return torch.tensor(values, dtype=getattr(torch, dtype), device=self.device)
 
     def stage(self, scenario: dict):
         """One staging call of the target on ``scenario``, its buffers on this run's device
         model; what ``observe`` sees of it is kept for the schema's invariants."""
-        from stagecheck.oracles.observe import observe
-        from stagecheck.oracles.observe.instrumented import InstrumentedBackend
-        from stagecheck.oracles.options import RunOptions
-        from stagecheck.spec.scenario import StagingScenario
         target = self.code.staging_target()
         backend = InstrumentedBackend(self.options["device"], True, model=self.model)
         run = RunOptions(device=self.options["device"], timeout=self.options["timeout"],
@@ -79,7 +80,7 @@ def prepare_state(model, state, protocol) -> None:
 def _device_work(model, label: str, original):
     """``original`` made device work: a call is queued on the current stream, and runs
     when the device runs it; its tensor arguments on the device are what it reads."""
-    import torch
+    torch = import_torch()
     try:
         names = [p.name for p in inspect.signature(original).parameters.values()
                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -108,7 +109,7 @@ def _plain(values):
     """``values`` with every device tensor as a plain tensor over the same memory: device
     work runs on the model's memory without the device tensor's dispatch (what it writes
     is still seen: ``DeviceModel.wrote``)."""
-    import torch
+    torch = import_torch()
     if isinstance(values, dict):
         return {k: _plain_one(torch, v) for k, v in values.items()}
     return tuple(_plain_one(torch, v) for v in values)
@@ -122,7 +123,7 @@ def _plain_one(torch, value):
 
 
 def _name_tensors(model, state) -> None:
-    import torch
+    torch = import_torch()
     seen: set[int] = set()
     queue = [(state, "")]
     for depth in range(NAME_DEPTH):

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import random
 
+from stagecheck.oracles.sample import sample_scenario
+from stagecheck.oracles.schemas import load_schema
 from stagecheck.spec.protocol import Protocol
 from stagecheck.spec.steps import Step, StepSequence, unfold
 
@@ -33,8 +35,6 @@ def sample_sequence(protocol: Protocol, seed: int, index: int, max_capacity: int
     ``max_steps`` steps, or exactly ``steps``."""
     rng = random.Random(f"stagecheck-protocol:{protocol.name}:{seed}:{index}")
     if protocol.staging:
-        from stagecheck.oracles.sample import sample_scenario
-        from stagecheck.oracles.schemas import load_schema
         scenario = sample_scenario(load_schema(protocol.staging), seed, index, max_capacity)
         seq = StepSequence(protocol.name, scenario.capacity, [Step()],
                            data={"scenario": scenario.to_dict()})

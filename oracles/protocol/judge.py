@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from stagecheck.oracles.evaluate import judge
 from stagecheck.spec.findings import Finding
+from stagecheck.spec.observation import Observation
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.protocol_invariants import check_run, compare_runs
+from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.steps import StepSequence
 
 __all__ = ["judge_sequence", "run_table"]
@@ -40,9 +43,6 @@ def judge_sequence(protocol: Protocol, seq: StepSequence, sides: list, labels: l
 
 
 def _judge_staging(runs: list, targets: list) -> list[Finding]:
-    from stagecheck.oracles.evaluate import judge
-    from stagecheck.spec.observation import Observation
-    from stagecheck.spec.scenario import StagingScenario
     seen = [run[1] for run in runs]
     stopped = [t.stopped or (t.failed() or {}).get("outcome") for t in seen]
     if any(stopped) or not all(t.staging for t in seen):

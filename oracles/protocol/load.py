@@ -18,8 +18,10 @@ from typing import Any
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.schemas import load_schema
 from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, StepSpace
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocol_for_function, single_call
+from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 
 __all__ = ["check_protocol", "load_protocol", "protocol_for_target", "protocol_spec"]
 
@@ -39,7 +41,6 @@ def load_protocol(spec: Any) -> Protocol:
     if spec in BUILTIN_PROTOCOLS:
         return BUILTIN_PROTOCOLS[spec]
     if spec.startswith(SINGLE_CALL):
-        from stagecheck.oracles.schemas import load_schema
         protocol = single_call(load_schema(spec[len(SINGLE_CALL):]))
         _SPECS[id(protocol)] = spec
         return protocol
@@ -155,7 +156,6 @@ def check_protocol(protocol: Any) -> list[str]:
                 or not isinstance(check.id, str) or not check.statement:
             problem(messages.PROTOCOL_PROBLEM_CHECK, k=k, value=check)
     if p.staging is not None:
-        from stagecheck.spec.schemas import BUILTIN_SCHEMAS
         if not isinstance(p.staging, str) or (p.staging not in BUILTIN_SCHEMAS
                                               and not p.staging.endswith(".py")
                                               and ".py:" not in p.staging):

@@ -18,7 +18,15 @@ import dataclasses
 from typing import Any
 
 from stagecheck.oracles import messages
+from stagecheck.oracles.device import device_model
+from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.observe.call import CallTimedOut, time_limit
+from stagecheck.oracles.protocol.component import load_code
+from stagecheck.oracles.protocol.context import RunContext, prepare_state
+from stagecheck.oracles.protocol.load import load_protocol
+from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.text import exception_text
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.schema import StandInUnsupported
 from stagecheck.spec.steps import StepSequence, unfold
@@ -36,9 +44,6 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
                  options: dict, views: list | None = None) -> Trace:
     """Run ``seq`` on ``code`` (``component.Code``); ``run`` is ``meant`` or ``seen``
     (``views``: ``unfold(seq)``, where the caller has it)."""
-    from stagecheck.oracles.device import device_model
-    from stagecheck.oracles.observe import CallTimedOut, exception_text, time_limit
-    from stagecheck.oracles.protocol.context import RunContext, prepare_state
     meant = run == "meant"
     model = device_model(options["device"], "eager" if meant else "lazy",
                          options.get("busy_cycles", 0))
@@ -102,7 +107,6 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
 
 def _finish(model, trace: Trace, ctx) -> Trace:
     """Everything still queued runs (the run's end), then what device work read."""
-    from stagecheck.oracles.observe import exception_text
     before = len(model.hazards)
     try:
         model.finish()
@@ -154,7 +158,7 @@ def _plain(value: Any) -> Any:
     tolist = getattr(value, "tolist", None)
     if tolist is not None:
         try:
-            import torch
+            torch = import_torch()
             if isinstance(value, torch.Tensor):
                 with torch._C.DisableTorchFunction():
                     return value.detach().cpu().tolist()
@@ -171,7 +175,6 @@ _PROTOCOLS: dict[str, Protocol] = {}
 
 def _protocol(spec: str) -> Protocol:
     if spec not in _PROTOCOLS:
-        from stagecheck.oracles.protocol.load import load_protocol
         _PROTOCOLS[spec] = load_protocol(spec)
     return _PROTOCOLS[spec]
 
@@ -179,11 +182,9 @@ def _protocol(spec: str) -> Protocol:
 def run_batch(protocol_spec: str, refs: list, batch: list, options: dict) -> list:
     """In a worker: both runs of each ``(index, sequence dict)`` of ``batch`` for every
     target of ``refs``; ``[(index, [(meant wire, seen wire) per target])]``."""
-    from stagecheck.oracles.protocol.component import load_code
     protocol = _protocol(protocol_spec)
     schema = None
     if protocol.staging:
-        from stagecheck.oracles.schemas import load_schema
         schema = load_schema(options.get("schema") or protocol.staging)
     codes = [load_code(ref, protocol.component, schema) for ref in refs]
     out = []
@@ -211,11 +212,9 @@ def load_targets(protocol_spec: str, refs: list, options: dict) -> list:
     """In a worker: load each target's code as a run will; per target the component
     class's name, or (a one-step staging protocol) ``(spec, keywords it takes)``. A load
     error is raised (the checker reports it)."""
-    from stagecheck.oracles.protocol.component import load_code
     protocol = _protocol(protocol_spec)
     schema = None
     if protocol.staging:
-        from stagecheck.oracles.schemas import load_schema
         schema = load_schema(options.get("schema") or protocol.staging)
     names = []
     for ref in refs:

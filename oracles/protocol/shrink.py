@@ -23,7 +23,10 @@ from __future__ import annotations
 import copy
 from typing import Callable, Iterator
 
+from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.shrink import shrink
 from stagecheck.spec.protocol import Protocol
+from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.steps import StepSequence, unfold
 
 __all__ = ["MAX_EVALUATIONS", "shrink_sequence"]
@@ -162,9 +165,6 @@ _PASSES = (_steps, _requests, _completions, _decisions, _sizes)
 
 
 def _shrink_scenario(protocol, seq, still_fails, max_evaluations, stop, batch_size):
-    from stagecheck.oracles.schemas import load_schema
-    from stagecheck.oracles.shrink import shrink
-    from stagecheck.spec.scenario import StagingScenario
     schema = load_schema(protocol.staging)
 
     def as_sequence(s):

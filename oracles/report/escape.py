@@ -5,13 +5,13 @@ under test or from a file on disk: a ``\\x1b`` in them would drive the reader's
 terminal, a ``\\x00`` would make JUnit XML ill-formed (XML 1.0 cannot carry it even
 as a character reference). ``escape`` writes each such character as a Python-style
 escape (``\\x1b``, ``\\x00``, ``\\u2028``), so the report shows what the text held and
-stays one line where it was one line. The rule is ``observe.printable``'s, the one the
-worker applies when it captures a target's exception text.
+stays one line where it was one line. The rule is ``printable`` of ``oracles/text.py``,
+the one the worker applies when it captures a target's exception text.
 """
 
 from __future__ import annotations
 
-from stagecheck.oracles.observe import printable
+from stagecheck.oracles.text import printable
 
 __all__ = ["escape", "escape_lines"]
 

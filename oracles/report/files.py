@@ -54,20 +54,7 @@ def write_atomic(path: str, text: str, inside: str | None = None) -> None:
             fh.flush()
         return
     folder, name = os.path.split(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o666 & ~_umask())   # what open(path, "w") would give
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    _replace(folder, name, text)
 
 
 def _write_inside(path: str, text: str, inside: str) -> None:
@@ -76,14 +63,20 @@ def _write_inside(path: str, text: str, inside: str) -> None:
     real = os.path.realpath(folder)
     if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
         raise OSError(errno.ELOOP, f"{folder!r} leads out of {inside!r} through a symbolic link")
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=real)
+    _replace(real, name, text)     # a link named ``name`` there is replaced, not followed
+
+
+def _replace(folder: str, name: str, text: str) -> None:
+    """Write ``text`` to a temporary file in ``folder``, then rename it to ``name`` there;
+    on failure nothing is left behind and ``name`` is untouched."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o666 & ~_umask())
+            os.fchmod(fh.fileno(), 0o666 & ~_umask())   # what open(path, "w") would give
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, os.path.join(real, name))     # a link there is replaced, not followed
+        os.replace(tmp, os.path.join(folder, name))
     except BaseException:
         try:
             os.unlink(tmp)

@@ -12,10 +12,18 @@ states it and a test validates every report against it):
   shapes the run, each side's spec, resolved spec and commit SHA, the kernel impact of
   every finding whose impact is known (``kernel_impact.<finding id>``: yes/no), and how
   the times were measured (``time.method``);
-- a test case per invariant (and per difference for ``diff``); an error finding (any
-  finding with ``--strict``) is a ``<failure>``; info findings go to the case's
-  ``<system-out>``, so nothing is dropped; ``kernel_results`` fails when a failing
-  finding changed the kernel's results (kernel impact: yes);
+- a test case per invariant (and per difference for ``diff``); an error is a
+  ``<failure>`` of the case of the invariant that heads it: error findings that share
+  a cause are one error (``oracles.collect.error_groups``), so one bug fails one case,
+  and the body lists every member; with ``--strict`` each info finding fails its
+  case too. A failure's body is what the text report prints: the finding, its slot
+  table, the replay command and the members. Info findings go to the case's
+  ``<system-out>``, so nothing is dropped, and so do the members an error of another
+  case holds; ``kernel_results`` fails on its own findings (a kernel difference no
+  staging finding explains), and lists the errors that change the kernel's results;
+- a case that cannot fail on the run (``unfailable``: ``no_copy_hazard`` on the CPU
+  without ``--deferred-copies``, ``kernel_results`` with the kernel oracle off, an
+  info-only check without ``--strict``) is ``<skipped>`` with the reason;
 - times: the suite's ``time`` is the run's measured duration; the invariants are all
   checked on every example, so no per-invariant time exists, and each case's ``time``
   is the run's duration split evenly among the cases (``time.method`` says so).
@@ -27,14 +35,18 @@ well-formed.
 
 from __future__ import annotations
 
-import json
 import re
 from xml.etree import ElementTree as ET
 
+from stagecheck import __version__
+from stagecheck.oracles import messages
+from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape, escape_lines
+from stagecheck.oracles.report.json import campaign_settings
+from stagecheck.oracles.report.text import finding_lines
 from stagecheck.spec import DIFFERENCES, ERROR, INVARIANTS
 
-__all__ = ["TIME_METHOD", "junit_classname", "render_junit"]
+__all__ = ["TIME_METHOD", "junit_classname", "render_junit", "unfailable"]
 
 #: the ``time.method`` property: how the test cases' times were obtained
 TIME_METHOD = ("split: the run's measured duration divided evenly among the test cases "
@@ -61,21 +73,21 @@ def junit_classname(command: str, baseline: str | None, candidate: str) -> str:
     return f"stagecheck.{_ident(command)}.{sides}"
 
 
-def _finding_text(f, full: bool = True) -> str:
+def _finding_text(f, saved: dict | None = None) -> str:
+    """An info finding in one or two lines: its headline, why it is allowed, and the
+    command that replays it where it was saved (never the raw scenario)."""
     impact = "" if f.kernel_impact is None else \
         f", kernel impact: {'yes' if f.kernel_impact else 'no'}"
     where = "in contract" if f.in_contract else "out of contract"
-    head = f"[{escape(f.id)}] ({f.side}, {where}{impact}) {escape(f.message)}"
-    lines = [head]
+    lines = [f"[{escape(f.id)}] ({f.side}, {where}{impact}) {escape(f.message)}"]
     if f.extra.get("context"):
         lines.append(f"  why allowed: {escape(f.extra['context'])}")
-    if full and f.scenario:
-        lines.append("  scenario: " + json.dumps(f.scenario, sort_keys=True))
+    if saved and f.id in saved:
+        lines.append(f"  replay: stagecheck replay {escape(saved[f.id])}")
     return "\n".join(lines)
 
 
 def _settings(result, strict: bool) -> dict:
-    from stagecheck.oracles.report.json import campaign_settings
     return campaign_settings(result, strict)
 
 
@@ -89,28 +101,68 @@ def _prop(props: ET.Element, name: str, value) -> None:
     ET.SubElement(props, "property", name=escape(name), value=escape(value))
 
 
+def unfailable(result, strict: bool = False) -> dict[str, str]:
+    """The invariants (and differences) that cannot fail on this run, each with why: a
+    JUnit report marks them ``<skipped>`` rather than passed."""
+    c, schema = result.config, getattr(result, "schema", None)
+    out: dict[str, str] = {}
+    if c.run.device == "cpu" and not c.run.deferred_copies:
+        out["no_copy_hazard"] = ("a CPU run's copies are synchronous, so no write can land in "
+                                 "a queued copy: run with --deferred-copies (the CPU model of "
+                                 "asynchronous copies) or --device cuda to check it")
+    if c.run.kernel == "off":
+        out["kernel_results"] = "the kernel oracle is off (--kernel off)"
+    elif schema is not None and schema.consumer is None:
+        out["kernel_results"] = f"schema {schema.name!r} declares no consumer kernel"
+    if schema is not None and not any(f.missing is not None for f in schema.fields):
+        out["missing_input"] = f"schema {schema.name!r} declares no missing-input policy"
+    if not strict:
+        for inv in ("padded_read", "same_message", "same_fields"):
+            out[inv] = ("an info-only check: its findings are listed, and fail the run only "
+                        "with --strict")
+    return out
+
+
+def _group_text(g, saved: dict | None, schema) -> str:
+    """One error group as the text report shows it: the head with its slot table and
+    replay command, then every member."""
+    lines = finding_lines(g.head, saved, schema)
+    if g.members:
+        lines.append("  " + messages.GROUP_MEMBERS.format(count=len(g.members), cause=g.cause))
+        lines += [f"    [{escape(f.id)}] {escape(f.message)}" for f in g.members]
+    return "\n".join(lines)
+
+
 def render_junit(result, strict: bool = False, name: str | None = None,
-                 targets: dict | None = None, command: str | None = None) -> str:
-    """One test case per invariant; a failure per failing invariant (error findings, and
-    info findings with ``strict``), info findings in ``<system-out>``.
+                 targets: dict | None = None, command: str | None = None,
+                 saved: dict | None = None) -> str:
+    """One test case per invariant: a failure per error (the error findings grouped by
+    cause: ``oracles.collect.error_groups``, each failing the case of its head's
+    invariant, its members listed), and with ``strict`` per failing info finding; the
+    body is what the text report prints (slot table, the replay command of ``saved``
+    files); info findings in ``<system-out>``; a case that cannot fail on this run
+    (``unfailable``) is ``<skipped>`` with the reason.
 
     A run a signal stopped adds a test case ``interrupted`` with an error (no verdict;
     the failures are those found so far). ``targets`` (each side's ``Target.record()``)
     become properties of the suite: the specs, the pinned specs and the commit SHAs.
     """
-    from stagecheck import __version__
     interrupted = getattr(result, "interrupted", None)
     command = command or ("diff" if result.baseline else "spec")
+    schema = getattr(result, "schema", None)
     names = [inv.id for inv in INVARIANTS]
     if result.baseline:
         names += list(DIFFERENCES)
     classname = junit_classname(command, result.baseline, result.candidate)
     name = name or classname
-    failing = [f for f in result.findings if f.severity == ERROR or strict]
-    passing = [f for f in result.findings if f not in failing]
-    impact = [f for f in failing if f.kernel_impact]
-    failed_cases = {f.invariant for f in failing} | ({"kernel_results"} if impact and
-                                                     "kernel_results" in names else set())
+    groups = error_groups(result.findings)
+    strict_infos = [f for f in result.infos if strict]
+    passing = [f for f in result.infos if not strict]
+    grouped_under = {f.id: g for g in groups for f in g.findings}
+    impact = [g for g in groups if g.kernel_impact]
+    failed_cases = {g.head.invariant for g in groups} | {f.invariant for f in strict_infos}
+    skipped = {inv: why for inv, why in unfailable(result, strict).items()
+               if inv in names and inv not in failed_cases}
     cases = len(names) + bool(interrupted)
     seconds = max(float(result.seconds), 0.0)
     each = f"{seconds / cases:.3f}"
@@ -121,7 +173,7 @@ def render_junit(result, strict: bool = False, name: str | None = None,
                       time=f"{seconds:.3f}")
     suite = ET.SubElement(root, "testsuite", name=escape(name), tests=str(cases),
                           failures=str(len(failed_cases)),
-                          errors=str(int(bool(interrupted))), skipped="0",
+                          errors=str(int(bool(interrupted))), skipped=str(len(skipped)),
                           time=f"{seconds:.3f}")
     props = ET.SubElement(suite, "properties")
     _prop(props, "stagecheck.version", __version__)
@@ -138,6 +190,7 @@ def render_junit(result, strict: bool = False, name: str | None = None,
             _prop(props, f"kernel_impact.{f.id}", "yes" if f.kernel_impact else "no")
     _prop(props, "findings.error", len(result.errors))
     _prop(props, "findings.info", len(result.infos))
+    _prop(props, "errors.groups", len(groups))
     _prop(props, "time.method", TIME_METHOD)
 
     if interrupted:
@@ -149,30 +202,54 @@ def render_junit(result, strict: bool = False, name: str | None = None,
             f"{len(result.findings)} finding(s) so far"))
     for inv in names:
         case = ET.SubElement(suite, "testcase", classname=classname, name=inv, time=each)
-        mine = [f for f in failing if f.invariant == inv]
-        if inv == "kernel_results" and impact and not mine:
-            failure = ET.SubElement(case, "failure", type="kernel-impact", message=(
-                f"{len(impact)} failing finding(s) change the postprocess kernel's results "
-                "(kernel impact: yes); each is reported under its invariant"))
-            failure.text = "\n".join(_finding_text(f, full=False) for f in impact)
-        elif mine:
-            failure = ET.SubElement(case, "failure", message=escape(mine[0].message),
-                                    type=mine[0].severity)
-            failure.text = "\n".join(_finding_text(f) for f in mine)
+        headed = [g for g in groups if g.head.invariant == inv]
+        mine = [f for f in strict_infos if f.invariant == inv]
+        notes: list[str] = []
+        if headed or mine:
+            first = headed[0].head if headed else mine[0]
+            members = sum(len(g.findings) for g in headed)
+            message = escape(first.message) + (
+                f" (and {len(headed) - 1} more error(s))" if len(headed) > 1 else "") + (
+                f"; {members} finding(s) share this cause" if members > 1 and len(headed) == 1
+                else "")
+            failure = ET.SubElement(case, "failure", message=message,
+                                    type=ERROR if headed else first.severity)
+            failure.text = "\n\n".join([_group_text(g, saved, schema) for g in headed]
+                                       + ["\n".join(finding_lines_of(f, saved, schema))
+                                          for f in mine])
+        elif inv in skipped:
+            ET.SubElement(case, "skipped", message=escape(skipped[inv]))
+        others = [f for f in result.errors if f.invariant == inv
+                  and grouped_under[f.id].head.invariant != inv]
+        if others:
+            heads = sorted({grouped_under[f.id].id for f in others})
+            notes.append(f"{len(others)} error finding(s) of this invariant belong to the "
+                         f"error(s) {', '.join(heads)}, reported (and failed) under the "
+                         "invariant of their head: one error per cause")
+        if inv == "kernel_results" and impact:
+            notes.append(f"{len(impact)} error(s) change the postprocess kernel's results "
+                         "(kernel impact: yes), each failed under its own invariant: "
+                         + ", ".join(g.id for g in impact))
         infos = [f for f in passing if f.invariant == inv]
         if infos:
+            notes.append(f"{len(infos)} info finding(s) (differences the spec allows; "
+                         "--strict makes them failures):\n"
+                         + "\n".join(_finding_text(f, saved) for f in infos))
+        if notes:
             out = ET.SubElement(case, "system-out")
-            out.text = (f"{len(infos)} info finding(s) (differences the spec allows; "
-                        "--strict makes them failures):\n"
-                        + "\n".join(_finding_text(f) for f in infos))
+            out.text = "\n".join(notes)
     summary = ET.SubElement(suite, "system-out")
-    summary.text = (f"verdict: {verdict}; {len(result.errors)} error finding(s), "
-                    f"{len(result.infos)} info finding(s); "
+    summary.text = (f"verdict: {verdict}; {len(groups)} error(s) from {len(result.errors)} "
+                    f"error finding(s), {len(result.infos)} info finding(s); "
                     f"{result.examples_in_contract} in-contract and "
                     f"{result.examples_out_of_contract} out-of-contract examples in "
                     f"{seconds:.3f} s")
     text = ET.tostring(root, encoding="unicode", xml_declaration=True)
     return escape_lines(text) if _UNSAFE_LEFT.search(text) else text
+
+
+def finding_lines_of(f, saved: dict | None, schema) -> list[str]:
+    return finding_lines(f, saved, schema)
 
 
 # a last guard: anything the escapes above did not reach (a stray control character in

@@ -2,8 +2,8 @@
 pull request.
 
 In order: the verdict, the targets (specs, resolved specs, commit SHAs), the budget
-(examples, seed, capacity and the other settings that shape the run), the error
-findings each with its slot table, the info findings one row per reason, and the
+(examples, seed, capacity and the other settings that shape the run), the errors
+(error findings grouped by cause) each with its slot table and members, the info findings one row per reason, and the
 reproduction test of each distinct shrunk scenario (``snippet.pytest_example``).
 Text that comes from targets or findings is escaped (``report.escape``) and kept out
 of Markdown's way (table cells escape ``|``; code goes in fenced blocks).
@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 
+from stagecheck import __version__
+from stagecheck.oracles import messages
+from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.json import campaign_settings
 from stagecheck.oracles.report.snippet import pytest_example
-from stagecheck.oracles.report.text import info_groups, slot_table
+from stagecheck.oracles.report.text import findings_count, info_groups, slot_table
 from stagecheck.spec import statement
 
 __all__ = ["render_markdown"]
@@ -39,7 +42,6 @@ def render_markdown(result, strict: bool = False, targets: dict | None = None,
                     saved: dict | None = None, manifest: str | None = None,
                     command: str | None = None) -> str:
     """A campaign result (``diff``/``spec``) as a pull-request comment."""
-    from stagecheck import __version__
     command = command or ("diff" if result.baseline else "spec")
     interrupted = getattr(result, "interrupted", None)
     verdict = "interrupted" if interrupted else result.verdict(strict)
@@ -47,8 +49,8 @@ def render_markdown(result, strict: bool = False, targets: dict | None = None,
     what = (f"{_code(result.baseline)} vs {_code(result.candidate)}" if result.baseline
             else f"spec of {_code(result.candidate)}")
     lines = [f"## stagecheck {command}: {what}", "",
-             f"**Verdict: {verdict.upper()}** — {len(errors)} error finding(s), "
-             f"{len(infos)} info finding(s)" + (" (`--strict`: info counts)" if strict else "")
+             f"**Verdict: {verdict.upper()}** — {findings_count(errors, infos)}"
+             + (" (`--strict`: info counts)" if strict else "")
              + (f"; interrupted by {escape(interrupted)}, findings so far" if interrupted
                 else ""), ""]
 
@@ -68,16 +70,21 @@ def render_markdown(result, strict: bool = False, targets: dict | None = None,
               f"- examples: {s['examples']} per stream; tried "
               f"{result.examples_in_contract} in contract and "
               f"{result.examples_out_of_contract} out of contract in {result.seconds:.1f} s",
-              f"- seed: {s['seed']}; capacity <= {s['max_capacity']}",
+              f"- seed: {s['seed']}; capacity <= {s['max_capacity']}"
+              + (f"; drafts <= {s['max_drafts']}" if s.get('max_drafts') is not None else ""),
               f"- device: {s['device']}; kernel oracle: {s['kernel']}; engine: {s['engine']}; "
               f"jobs: {s['jobs']}; strict: {'yes' if strict else 'no'}",
               f"- stagecheck {__version__}", ""]
 
     if errors:
-        lines += [f"### Errors ({len(errors)})", ""]
-        for f in errors:
-            impact = "" if f.kernel_impact is None else \
-                f", kernel impact: {'yes' if f.kernel_impact else 'no'}"
+        groups = error_groups(errors)
+        shared = (f", from {len(errors)} error finding(s) grouped by cause"
+                  if len(groups) < len(errors) else "")
+        lines += [f"### Errors ({len(groups)}{shared})", ""]
+        for g in groups:
+            f = g.head
+            impact = "" if g.kernel_impact is None else \
+                f", kernel impact: {'yes' if g.kernel_impact else 'no'}"
             where = "in contract" if f.in_contract else "out of contract"
             lines.append(f"- **{_cell(f.invariant)}** {_code(f.id)} ({f.side}, {where}"
                          f"{impact}): {_cell(f.message)}")
@@ -87,6 +94,10 @@ def render_markdown(result, strict: bool = False, targets: dict | None = None,
             table = slot_table(f, result.schema)
             if table:
                 lines += ["", "  ```text", *("  " + row for row in table), "  ```"]
+            if g.members:
+                lines.append("  - " + _cell(messages.GROUP_MEMBERS.format(
+                    count=len(g.members), cause=g.cause)))
+                lines += [f"    - {_code(m.id)} {_cell(m.message)}" for m in g.members]
             lines.append("")
 
     if infos:

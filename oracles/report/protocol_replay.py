@@ -17,8 +17,10 @@ import os
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
+from stagecheck.oracles.protocol.campaign import ProtocolConfig, check_sequence
 from stagecheck.oracles.report.files import write_atomic
 from stagecheck.oracles.report.replay import MAX_REPLAY_BYTES, _escaped, check_trusted
+from stagecheck.oracles.targets import repository_root, trusted_path
 from stagecheck.spec.findings import Finding
 from stagecheck.spec.steps import StepSequence
 
@@ -78,8 +80,6 @@ def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
 def replay_protocol(path: str, baseline: str | None = None, candidate: str | None = None,
                     protocol: str | None = None) -> list[Finding]:
     """Run the saved step sequence again; the findings it shows now."""
-    from stagecheck.oracles.protocol.campaign import ProtocolConfig, check_sequence
-    from stagecheck.oracles.targets import repository_root, trusted_path
     saved, seq = load_protocol_replay(path)
     check_trusted(saved, path, baseline, candidate, shims_given=False)
     spec = protocol or saved["protocol"]

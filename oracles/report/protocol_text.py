@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 
 from stagecheck.oracles.report.escape import escape
+from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
 from stagecheck.spec.findings import Finding
 from stagecheck.spec.protocol_invariants import protocol_statement
+from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.steps import StepSequence, unfold
 
 __all__ = ["protocol_finding_lines", "render_protocol", "sequence_table"]
@@ -50,7 +52,6 @@ def sequence_table(f: Finding) -> list[str]:
         return []
     seq = StepSequence.from_dict(f.scenario)
     if seq.data.get("scenario"):
-        from stagecheck.spec.scenario import StagingScenario
         s = StagingScenario.from_dict(seq.data["scenario"])
         return [f"one staging call: capacity {s.capacity}, num_reqs {s.num_reqs}, "
                 f"req_ids {s.req_ids}"]
@@ -103,7 +104,6 @@ def _by_sequence(findings: list[Finding]) -> list[list[Finding]]:
 
 def render_protocol(result, saved: dict | None = None, show_tests: bool = True) -> str:
     """A protocol campaign's report (see the module doc)."""
-    from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
     c = result.config
     what = (f"{result.baseline} vs {result.candidate}" if result.baseline
             else f"{result.candidate} against the protocol")

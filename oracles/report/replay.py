@@ -25,9 +25,12 @@ import time
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
-from stagecheck.oracles.observe import printable
+from stagecheck.oracles.options import LIMITS
 from stagecheck.oracles.report.files import write_atomic
+from stagecheck.oracles.targets import repository_root, trusted_path, trusted_spec
+from stagecheck.oracles.text import printable
 from stagecheck.spec import StagingScenario
+from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.space import malformed
 
 __all__ = ["DEFAULT_SAVE_DIR", "REPLAY_VERSION", "load_replay", "new_run_id", "replay_id",
@@ -120,7 +123,6 @@ def _bounded(scenario) -> None:
     """``ValueError``/``TypeError`` unless the saved scenario stays within what a run
     can take: capacity and ``num_reqs`` within ``LIMITS``, lists no longer than the
     largest capacity allows, numbers finite int64 values, nesting shallow."""
-    from stagecheck.oracles.options import LIMITS
     if not isinstance(scenario, dict):
         raise TypeError(f"a scenario is a JSON object, got {type(scenario).__name__}")
     cap_limit = LIMITS["max_capacity"]
@@ -193,7 +195,6 @@ def load_replay(path: str) -> tuple[dict, StagingScenario]:
         raise ScenarioError.of(messages.REPLAY_MALFORMED, path,
                                error=f"{type(exc).__name__}: {exc}",
                                save_dir=DEFAULT_SAVE_DIR) from None
-    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
     schema = BUILTIN_SCHEMAS.get(scenario.schema)
     problems = malformed(schema, scenario) if schema is not None else []
     if problems:
@@ -207,8 +208,6 @@ def untrusted_parts(saved: dict) -> tuple[dict, str]:
     else the current folder) are trusted. Returns (``baseline``/``candidate`` -> target
     spec, ``shims`` -> shim files, ``schema`` -> schema file; only the untrusted ones)
     and the top folder."""
-    from stagecheck.oracles.targets import repository_root, trusted_path, trusted_spec
-    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
     top = repository_root()
     parts: dict = {}
     for side in ("baseline", "candidate"):

@@ -2,10 +2,13 @@
 
 The rules (``use_color``), in order:
 
-1. ``--color always`` colours, ``--color never`` does not;
-2. ``--color auto`` (the default): no colour when ``NO_COLOR`` is set to any non-empty
-   value (https://no-color.org), nor when ``TERM`` is ``dumb``, nor when the stream is
-   not a terminal (piped, redirected to a file, captured by CI); colour otherwise.
+1. ``--color always`` colours, ``--color never`` does not, whatever the environment;
+2. ``--color auto`` (the default), in pytest's order (``_pytest._io.terminalwriter``):
+   no colour when ``NO_COLOR`` is set to a non-empty value (https://no-color.org);
+   else colour when ``FORCE_COLOR`` is set to a non-empty value
+   (https://force-color.org), a pipe, a file, CI or ``TERM=dumb`` included; else no
+   colour when ``TERM`` is ``dumb`` or the stream is not a terminal (piped, redirected
+   to a file, captured by CI); colour otherwise.
 
 Only the verdict line and the ERRORS / INFO headers are coloured (``colorize``), so a
 report reads the same without colour and a copied line carries no escape codes unless
@@ -17,9 +20,9 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-__all__ = ["COLOR_CHOICES", "colorize", "paint", "use_color"]
+from stagecheck.oracles.options import COLOR_CHOICES
 
-COLOR_CHOICES = ("auto", "always", "never")
+__all__ = ["COLOR_CHOICES", "colorize", "paint", "use_color"]
 
 _CODES = {"red": "1;31", "green": "1;32", "yellow": "1;33", "cyan": "1;36"}
 _VERDICT_COLOUR = {"EQUIVALENT": "green", "DIFFERENT": "red", "CONFORMS": "green",
@@ -35,7 +38,11 @@ def use_color(choice: str, stream, environ: Mapping[str, str]) -> bool:
         return False
     if choice != "auto":
         raise ValueError(f"colour choice must be one of {COLOR_CHOICES}, got {choice!r}")
-    if environ.get("NO_COLOR") or environ.get("TERM") == "dumb":
+    if environ.get("NO_COLOR"):
+        return False
+    if environ.get("FORCE_COLOR"):
+        return True
+    if environ.get("TERM") == "dumb":
         return False
     try:
         return bool(stream.isatty())

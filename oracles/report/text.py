@@ -14,12 +14,18 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from stagecheck.oracles import messages
+from stagecheck.oracles.mutants import ORACLES, STAGECHECK_ORACLES, SYMBOLIC_MAX_CAPACITY
+from stagecheck.oracles.mutants.runners import EQUIVALENT_SYMBOLIC_PATHS as EQUIVALENT_PATHS
+from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
+from stagecheck.oracles.report.snippet import pytest_example
 from stagecheck.spec import ERROR, Finding, StagingScenario, statement
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
+from stagecheck.spec.space import draft_bound
 
-__all__ = ["InfoGroup", "finding_lines", "info_group_line", "info_groups", "render_bench",
+__all__ = ["InfoGroup", "bounds_text", "campaign_bounds", "error_group_lines", "findings_count",
+           "finding_lines", "info_group_line", "info_groups", "render_bench",
            "render_campaign", "render_kernel", "render_mutants", "render_replay",
            "render_symbolic", "slot_table", "target_lines"]
 
@@ -47,8 +53,32 @@ def _flagged_value(f: Finding, column: str):
     return f.candidate if f.side == column else None
 
 
+def _tail_expected(field, s: StagingScenario, view: str, before, i: int, staged: bool):
+    """What tail slot ``i`` must hold after a successful call, as the field's tail
+    policy says: its previous value (untouched), the fill value (filled by design: the
+    CPU view, and the mirror where the whole buffer is copied), or anything (free)."""
+    if staged and field.tail.kind == "free":
+        return "(any)"
+    if staged and field.tail.kind == "fill" and (view == "cpu" or field.copy.kind == "whole"):
+        return field.tail.value
+    return before[i] if before else "-"
+
+
+def _rows(capacity: int, num_reqs: int, flagged: list[int], max_rows: int) -> list[int]:
+    """The slots a table shows: all of them up to ``max_rows``; else the first few, each
+    flagged slot with its neighbours, and the last live slot and the first tail slot."""
+    if capacity <= max_rows:
+        return list(range(capacity))
+    chosen = set(range(3))
+    for k in flagged[:3]:
+        chosen.update(range(k - 1, k + 2))
+    chosen.update((num_reqs - 1, num_reqs))
+    return sorted(i for i in chosen if 0 <= i < capacity)
+
+
 def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
-    """The finding's scenario as a small table of slots for its field."""
+    """The finding's scenario as a small table of slots for its field (a large one: the
+    first slots, the flagged ones with their neighbours, the live/tail boundary)."""
     if not f.scenario or not f.field or schema is None:
         return []
     try:
@@ -60,17 +90,27 @@ def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
     extra = f.extra or {}
     base, cand = _side_values(f)
     before = (s.initial_cpu if view == "cpu" else s.initial_gpu).get(field.buffer)
+    try:        # staged on this call (by a target that takes every keyword)?
+        staged = bool(field.when(schema.profile(schema.keywords), s))
+    except Exception:     # a condition the scenario cannot answer: as declared
+        staged = True
     rows = [f"{'slot':>4}  {'request':<10} {'live':<4}  {'before':>11}  {'expected':>11}  "
             f"{'baseline':>11}  {'candidate':>11}  view"]
-    flagged = set(extra.get("slots", [f.slot] if f.slot is not None else []))
-    for i in range(min(s.capacity, max_rows)):
+    flagged_list = list(extra.get("slots", [f.slot] if f.slot is not None else []))
+    flagged = set(flagged_list)
+    shown_rows = _rows(s.capacity, max(s.num_reqs, 0), flagged_list, max_rows)
+    previous = -1
+    for i in shown_rows:
+        if i > previous + 1:
+            rows.append(f"  ... {i - previous - 1} slot(s)")
+        previous = i
         r = s.req_ids[i] if i < len(s.req_ids) else "-"
         live = i < s.num_reqs
         if live:
             expected = expected_value(s, field, i, r) if field.derive else None
             expected = "(missing)" if expected is MISSING else expected
         else:
-            expected = before[i] if before else "-"
+            expected = _tail_expected(field, s, view, before, i, staged)
         shown = {"baseline": base[i] if base and i < len(base) else None,
                  "candidate": cand[i] if cand and i < len(cand) else None}
         if i == f.slot:     # the flagged slot shows what the finding saw there
@@ -82,10 +122,10 @@ def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
         cells = [_cell(before[i] if before else None), _cell(expected),
                  _cell(shown["baseline"]), _cell(shown["candidate"])]
         mark = " <" if i in flagged else ""
-        rows.append(f"{i:>4}  {r:<10} {'yes' if live else 'tail':<4}  {cells[0]:>11}  "
+        rows.append(f"{i:>4}  {escape(r):<10} {'yes' if live else 'tail':<4}  {cells[0]:>11}  "
                     f"{cells[1]:>11}  {cells[2]:>11}  {cells[3]:>11}  {view}{mark}")
-    if s.capacity > max_rows:
-        rows.append(f"  ... {s.capacity - max_rows} more slots")
+    if previous < s.capacity - 1:
+        rows.append(f"  ... {s.capacity - 1 - previous} more slot(s)")
     return rows
 
 
@@ -173,6 +213,21 @@ def _grouped(findings: list[Finding], saved: dict | None, schema=None) -> list[s
     return lines
 
 
+def error_group_lines(groups: list, saved: dict | None, schema=None) -> list[str]:
+    """Each error group as one error: its head in full (statement, slot table, replay
+    command), then one line per member (id and message), with where it was saved."""
+    lines = []
+    for g in groups:
+        head = g.head
+        lines.append(f"  {head.invariant}: {statement(head.invariant)}")
+        lines += ["    " + line for line in finding_lines(head, saved, schema)]
+        if g.members:
+            lines.append(f"    {messages.GROUP_MEMBERS.format(count=len(g.members), cause=g.cause)}")
+            for f in g.members:   # each saved too: the replay file is named by its id
+                lines.append(f"      [{escape(f.id)}] {escape(f.message)}")
+    return lines
+
+
 def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict | None,
                        schema=None, verbose: bool = True) -> list[str]:
     """The ERRORS section (always in full) and the INFO section: in full with
@@ -180,8 +235,12 @@ def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict 
     command of its example when it was saved."""
     lines: list[str] = []
     if errors:
-        lines += ["", "ERRORS (spec violations or in-contract divergence)",
-                  *_grouped(errors, saved, schema)]
+        groups = error_groups(errors)
+        lines += ["", "ERRORS (spec violations or in-contract divergence)"
+                  + (": " + messages.ERRORS_GROUPED.format(errors=len(groups),
+                                                           findings=len(errors))
+                     if len(groups) < len(errors) else ""),
+                  *error_group_lines(groups, saved, schema)]
     if infos and verbose:
         lines += ["", "INFO (failure-path and out-of-contract differences the spec allows)",
                   *_grouped(infos, saved, schema)]
@@ -194,6 +253,17 @@ def _findings_sections(errors: list[Finding], infos: list[Finding], saved: dict 
             if saved and g.example.id in saved:    # the example, ready to replay
                 lines.append(f"    replay: stagecheck replay {escape(saved[g.example.id])}")
     return lines
+
+
+def findings_count(errors: list[Finding], infos: list[Finding]) -> str:
+    """``2 error(s) from 12 error finding(s), 3 info finding(s)`` (the errors as groups
+    of one cause, where some share one)."""
+    groups = len(error_groups(errors))
+    if groups < len(errors):
+        head = messages.ERRORS_COUNT.format(errors=groups, findings=len(errors))
+    else:
+        head = f"{len(errors)} error finding(s)"
+    return f"{head}, {len(infos)} info finding(s)"
 
 
 def target_lines(targets: dict | None) -> list[str]:
@@ -211,6 +281,25 @@ def target_lines(targets: dict | None) -> list[str]:
     return lines
 
 
+def campaign_bounds(result) -> tuple[int | None, int | None]:
+    """The largest capacity and the longest draft list a campaign drew: its settings, or
+    where they were left open, its schema's."""
+    c, schema = result.config, getattr(result, "schema", None)
+    capacity = c.max_capacity if c.max_capacity is not None else \
+        (schema.max_capacity if schema is not None else None)
+    drafts = getattr(c, "max_drafts", None)
+    if drafts is None and schema is not None:
+        drafts = draft_bound(schema)
+    return capacity, drafts
+
+
+def bounds_text(result) -> str:
+    """``capacity <= 1024, drafts <= 16`` (what the run drew)."""
+    capacity, drafts = campaign_bounds(result)
+    text = f"capacity <= {capacity if capacity is not None else 'the schema bound'}"
+    return text + (f", drafts <= {drafts}" if drafts is not None else "")
+
+
 #: ``spec``'s verdict words (one target against the spec)
 _SPEC_VERDICT = {"EQUIVALENT": "CONFORMS", "DIFFERENT": "VIOLATES"}
 
@@ -224,22 +313,24 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     ``manifest``: the run's manifest file, named under the findings; ``verbose``: every
     info finding in full (else one line per reason).
     """
-    from stagecheck.oracles.report.snippet import pytest_example
     c = result.config
     what = (f"{result.baseline} vs {result.candidate}" if result.baseline
             else f"spec of {result.candidate}")
     lines = [f"stagecheck: {what} on {c.run.device}", *target_lines(targets),
              f"tried {result.examples_in_contract} in-contract and "
              f"{result.examples_out_of_contract} out-of-contract examples (seed {c.seed}, "
-             f"capacity <= {c.max_capacity}, budget {c.examples} per stream) in "
+             f"{bounds_text(result)}, budget {c.examples} per stream) in "
              f"{result.seconds:.1f} s" + ("; a stream stops at its first error finding, "
                                           "then shrinks it" if result.errors else "")]
+    if c.run.kernel == "always" and getattr(result, "examples_kernel", 0):
+        lines.append(messages.KERNEL_ALWAYS_RAN.format(
+            examples=result.examples_kernel, seconds=result.kernel_seconds))
     errors, infos = result.errors, result.infos
     verdict = result.verdict(strict).upper()
     if not result.baseline:        # one target against the spec: nothing is "equivalent"
         verdict = _SPEC_VERDICT.get(verdict, verdict)
-    lines.append(f"verdict: {verdict} — {len(errors)} error finding(s), "
-                 f"{len(infos)} info finding(s)" + (" (--strict: info counts)" if strict else ""))
+    lines.append(f"verdict: {verdict} — {findings_count(errors, infos)}"
+                 + (" (--strict: info counts)" if strict else ""))
     lines += _findings_sections(errors, infos, saved, result.schema, verbose)
     if manifest:
         lines += ["", messages.MANIFEST_LINE.format(count=len(saved or {}), path=manifest)]
@@ -252,7 +343,8 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
                             pytest_example(f, result.baseline, result.candidate).splitlines())]
     if not errors:
         lines += ["", messages.CLEAN_RUN_HINT.format(
-            more=c.examples * 10, examples=c.examples, seed=c.seed, capacity=c.max_capacity)]
+            more=c.examples * 10, examples=c.examples, seed=c.seed,
+            capacity=campaign_bounds(result)[0] or "the schema's")]
     return "\n".join(lines)
 
 
@@ -279,9 +371,15 @@ def render_symbolic(result, strict: bool = False, verbose: bool = False) -> str:
             paths=result.paths_concretized, infos=len(infos), baseline=result.baseline,
             candidate=result.candidate))
     else:
-        lines.append(f"verdict: {verdict.upper()} — {len(errors)} error "
-                     f"finding(s), {len(infos)} info finding(s) on the paths explored")
-    for f in errors + (infos if verbose else []):
+        lines.append(f"verdict: {verdict.upper()} — {findings_count(errors, infos)} on the "
+                     "paths explored")
+    for g in error_groups(errors):
+        lines += ["  " + line for line in finding_lines(g.head)]
+        lines.append(f"    input: {json.dumps(g.head.scenario, sort_keys=True)}")
+        if g.members:
+            lines.append(f"    {messages.GROUP_MEMBERS.format(count=len(g.members), cause=g.cause)}")
+            lines += [f"      [{escape(f.id)}] {escape(f.message)}" for f in g.members]
+    for f in infos if verbose else []:
         lines += ["  " + line for line in finding_lines(f)]
         lines.append(f"    input: {json.dumps(f.scenario, sort_keys=True)}")
     if infos and not verbose:
@@ -363,8 +461,6 @@ def _pct(pair: tuple[int, int]) -> str:
 def render_mutants(report, diffs: bool = True) -> str:
     """``mutants``: the kill matrix, the scores (stagecheck next to the upstream baseline),
     and every survivor with its diff."""
-    from stagecheck.oracles.mutants import ORACLES, STAGECHECK_ORACLES, SYMBOLIC_MAX_CAPACITY
-    from stagecheck.oracles.mutants.runners import EQUIVALENT_SYMBOLIC_PATHS as EQUIVALENT_PATHS
     lines: list[str] = []
     n = len(report.results)
     lines.append(f"stagecheck mutants {report.target}: {n} mutant(s) of {report.function} "

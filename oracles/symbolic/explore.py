@@ -26,21 +26,23 @@ path was lost, instead of reporting "equivalent" (``crosshair diffbehavior`` pri
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from stagecheck.oracles import interrupt
+from stagecheck.oracles.campaign import same_schema
 from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.compare import outcome
-from stagecheck.oracles.evaluate import evaluate
+from stagecheck.oracles.evaluate import evaluate, judge
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.listmodel import ListBackend, ModelUnsupported
-from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.options import LIMITS, RunOptions, seconds, whole
+from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.symbolic import _crosshair as ch
-from stagecheck.oracles.symbolic.result import (LostPath, SymbolicResult,
-                                                raise_if_inconclusive)
+from stagecheck.oracles.symbolic.result import LostPath, SymbolicResult, raise_if_inconclusive
 from stagecheck.oracles.symbolic.scenario import symbolic_scenario
 from stagecheck.oracles.targets import Target
+from stagecheck.oracles.worker import WorkerEnded, target_arg
 from stagecheck.spec.findings import ERROR
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
@@ -143,8 +145,6 @@ def explore(baseline: Target, candidate: Target, timeout: float, max_capacity: i
     the concrete torch replay of each path and the fidelity check. The checker judges
     the records. The interrupt flag (in a worker: the checker forwards its signal, see
     ``WorkerPool.call``) stops it after the current path, with the paths so far."""
-    from stagecheck.oracles.campaign import same_schema
-    from stagecheck.oracles.evaluate import judge
     schema = same_schema(baseline, candidate)
     out = Exploration()
     replay = RunOptions(timeout=replay_timeout, kernel="off")
@@ -245,11 +245,6 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
     ``progress(done, total, phase=...)`` hears of the exploration (in the worker: no
     count until it ends) and of each explored path judged here.
     """
-    from stagecheck.oracles.campaign import _position, same_schema
-    from stagecheck.oracles.evaluate import judge
-    from stagecheck.oracles.options import LIMITS, seconds, whole
-    from stagecheck.oracles.runner import runner_for
-    from stagecheck.oracles.worker import WorkerEnded, target_arg
     max_capacity = whole("max_capacity", max_capacity, 1, "4")
     if max_paths is not None:
         max_paths = whole("max_paths", max_paths, 1, "500")
@@ -263,7 +258,7 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
     if own:
         runner = runner_for([baseline, candidate])
     try:
-        sides = [_position(runner, t) for t in (baseline, candidate)]
+        sides = [side_of(runner, t) for t in (baseline, candidate)]
         if progress is not None:
             progress(0, max_paths, phase="exploring")
         try:
@@ -316,7 +311,6 @@ def _with_kernel_impact(baseline: Target, candidate: Target, findings: list,
     """Replay each kept finding's scenario once with the kernel oracle on (as the fuzzer
     does), to fill ``kernel_impact``. Exploration replays run with it off: per path it
     would cost more than the path itself."""
-    from dataclasses import replace
     options = RunOptions(timeout=timeout, kernel="auto")
     out = []
     for finding in findings:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.results import TargetPair
 from stagecheck.spec.findings import Finding, FindingsResult
 
 __all__ = ["LostPath", "SymbolicInconclusive", "SymbolicResult", "raise_if_inconclusive"]
@@ -32,9 +33,7 @@ class LostPath:
 
 
 @dataclass
-class SymbolicResult(FindingsResult):
-    baseline: str
-    candidate: str
+class SymbolicResult(TargetPair, FindingsResult):
     findings: list[Finding] = field(default_factory=list)
     paths_explored: int = 0
     paths_unsupported: int = 0

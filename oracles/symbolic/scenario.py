@@ -17,7 +17,7 @@ from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import INT32_MAX, INT32_MIN, Field, StagingSchema, Values
 from stagecheck.spec.space import draw_breach, draw_scenario
 
-__all__ = ["SymbolicDraw", "pick", "symbolic_scenario"]
+__all__ = ["SYMBOLIC_MAX_DRAFTS", "SymbolicDraw", "pick", "symbolic_scenario"]
 
 _RANGES = {"int32": (INT32_MIN, INT32_MAX), "int64": (-(2**63), 2**63 - 1)}
 
@@ -80,9 +80,16 @@ class SymbolicDraw:
         return cpu, gpu
 
 
-def symbolic_scenario(space, schema: StagingSchema, max_capacity: int) -> StagingScenario:
+#: the longest draft list a path draws: every length is a fork of the path tree, so the
+#: symbolic oracle keeps the small bounds (capacity: ``--max-capacity``, default 4) where
+#: the fuzzer draws the schema's (docs/symbolic.md)
+SYMBOLIC_MAX_DRAFTS = 4
+
+
+def symbolic_scenario(space, schema: StagingSchema, max_capacity: int,
+                      max_drafts: int = SYMBOLIC_MAX_DRAFTS) -> StagingScenario:
     """Build (under tracing) one path's scenario of ``schema``."""
     d = SymbolicDraw(space)
     if fork(space, "in_contract", 0.8):
-        return draw_scenario(schema, d, max_capacity)
-    return draw_breach(schema, d, max_capacity)[1]
+        return draw_scenario(schema, d, max_capacity, max_drafts)
+    return draw_breach(schema, d, max_capacity, max_drafts)[1]

@@ -19,33 +19,18 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from stagecheck.spec.schema import (COPY_WHOLE, FLAG, ID_SET, INT32_MAX, OPTIONAL, Call, Field,
-                                    Input, StagingSchema, Values, tail_fill)
-
-#: the three id sets the cleanup removes from ``mamba_state_idx``
-CLEANED = ("finished_req_ids", "preempted_req_ids", "resumed_req_ids")
+from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.schema import (COPY_WHOLE, INT32_MAX, OPTIONAL, Call, Field, Input,
+                                    StagingSchema, Values, tail_fill)
+from stagecheck.spec.schemas.cleanup import CLEANED, CLEANUP_INPUTS, dropped, tidy
 
 INPUTS = (
     Input("mamba_state_idx", values=Values(0, INT32_MAX, small=64, special=(0, 1, INT32_MAX)),
           presence=OPTIONAL,
           doc="mamba_state_idx: block index of the request's last scheduled token on the "
               "previous step (absent: none)"),
-    Input("finished_req_ids", kind=ID_SET, doc="scheduler_output.finished_req_ids"),
-    Input("preempted_req_ids", kind=ID_SET,
-          doc="scheduler_output.preempted_req_ids (empty when preempted_is_none)"),
-    Input("preempted_is_none", kind=FLAG, default=False,
-          doc="scheduler_output.preempted_req_ids is None (no preemption this step)"),
-    Input("resumed_req_ids", kind=ID_SET,
-          doc="scheduler_output.scheduled_cached_reqs.resumed_req_ids"),
+    *CLEANUP_INPUTS,
 )
-
-
-def dropped(s) -> set[str]:
-    """The ids the cleanup removes from ``mamba_state_idx`` on scenario ``s``."""
-    out = set(s.inputs["finished_req_ids"]) | set(s.inputs["resumed_req_ids"])
-    if not s.inputs["preempted_is_none"]:
-        out |= set(s.inputs["preempted_req_ids"])
-    return out
 
 
 def prev_last_scheduled(q) -> int:
@@ -91,16 +76,12 @@ def generate(d, s) -> None:
         live = s.live_ids
         if live:
             s.inputs[d.pick(CLEANED)].append(live[d.size(0, len(live) - 1)])
-    for name in CLEANED:
-        s.inputs[name] = sorted(set(s.inputs[name]))
-    if s.inputs["preempted_is_none"]:
-        s.inputs["preempted_req_ids"] = []
+    tidy(s.inputs)
 
 
 def bench(n: int):
     """In contract, deterministic: ``n`` live requests, one in three with an entry, one
     in five resumed, two padded ids, capacity ``n + 4``."""
-    from stagecheck.spec.scenario import StagingScenario
     req_ids = [f"req-{i}" for i in range(n + 2)]
     return StagingScenario(
         n + 4, n, req_ids,

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from stagecheck.spec.schema import (FLAG, INT32_MAX, MAY_MISS, OPTIONAL, Call, Consumer,
-                                    Field, Input, MissingPolicy, StagingSchema, Values)
+from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.schema import (FLAG, INT32_MAX, MAY_MISS, OPTIONAL, Call, Consumer, Field,
+                                    Input, MissingPolicy, StagingSchema, Values)
 
 FLAG_NAME = "run_prefix_state_migration"
 #: Block size the "engine" regime's state indices assume.
@@ -27,8 +28,8 @@ _COUNTS = Values(0, INT32_MAX, small=16,
 INPUTS = (
     Input("num_scheduled_tokens", values=_COUNTS,
           doc="scheduler_output.num_scheduled_tokens: tokens scheduled this step"),
-    Input("spec_decode_tokens", dtype="int-list", presence=OPTIONAL, length=(0, 4),
-          doc="scheduler_output.scheduled_spec_decode_tokens: draft token ids (absent: none)"),
+    Input("spec_decode_tokens", dtype="int-list", presence=OPTIONAL, length=(0, 16),
+          drafts=True, doc="scheduler_output.scheduled_spec_decode_tokens: draft token ids (absent: none)"),
     Input("num_computed_tokens", values=_COUNTS, group="requests",
           doc="requests[r].num_computed_tokens"),
     Input("num_prompt_tokens", values=_COUNTS, group="requests",
@@ -114,7 +115,6 @@ def generate(d, s) -> None:
 def bench(n: int):
     """In contract, deterministic: ``n`` live requests, every one with a state index and a
     prompt length, every other one with draft tokens (the others absent), capacity ``n``."""
-    from stagecheck.spec.scenario import StagingScenario
     req_ids = [f"req-{i}" for i in range(n)]
     return StagingScenario(
         n, n, req_ids,

@@ -31,12 +31,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from stagecheck.spec.scenario import RequestView
-from stagecheck.spec.schema import (FLAG, ID_SET, INT32_MAX, NUMBER, OPTIONAL, PER_SLOT, Call,
-                                    CopyPolicy, Field, Input, StagingSchema, Values)
+from stagecheck.spec.scenario import RequestView, StagingScenario
+from stagecheck.spec.schema import (INT32_MAX, NUMBER, OPTIONAL, PER_SLOT, Call, CopyPolicy, Field,
+                                    Input, StagingSchema, Values)
+from stagecheck.spec.schemas.cleanup import CLEANUP_INPUTS, dropped, tidy
 
-#: the three id sets the cleanup removes from ``mamba_state_idx``
-CLEANED = ("finished_req_ids", "preempted_req_ids", "resumed_req_ids")
 #: token counts: their sum fits int32 even with block size 1
 _COUNTS = Values(0, 2**30, small=40, special=(0, 1, 2**30))
 
@@ -57,22 +56,8 @@ INPUTS = (
           doc="copy_bufs.mamba_spec.block_size"),
     Input("num_speculative_blocks", kind=NUMBER, values=Values(0, 4, small=4),
           doc="copy_bufs.mamba_spec.num_speculative_blocks"),
-    Input("finished_req_ids", kind=ID_SET, doc="scheduler_output.finished_req_ids"),
-    Input("preempted_req_ids", kind=ID_SET,
-          doc="scheduler_output.preempted_req_ids (empty when preempted_is_none)"),
-    Input("preempted_is_none", kind=FLAG, default=False,
-          doc="scheduler_output.preempted_req_ids is None (no preemption this step)"),
-    Input("resumed_req_ids", kind=ID_SET,
-          doc="scheduler_output.scheduled_cached_reqs.resumed_req_ids"),
+    *CLEANUP_INPUTS,
 )
-
-
-def dropped(s) -> set[str]:
-    """The ids the cleanup removes from ``mamba_state_idx`` on scenario ``s``."""
-    out = set(s.inputs["finished_req_ids"]) | set(s.inputs["resumed_req_ids"])
-    if not s.inputs["preempted_is_none"]:
-        out |= set(s.inputs["preempted_req_ids"])
-    return out
 
 
 def decide(q) -> tuple[int, int, bool]:
@@ -199,16 +184,12 @@ def generate(d, s) -> None:
             else:
                 tables["mamba_state_idx"].pop(r, None)
             tables["num_accepted_tokens"][i] = 1 + d.size(0, 3)
-    for name in CLEANED:
-        tables[name] = sorted(set(tables[name]))
-    if tables["preempted_is_none"]:
-        tables["preempted_req_ids"] = []
+    tidy(tables)
 
 
 def bench(n: int):
     """In contract, deterministic: ``n`` requests in a batch of capacity ``n``, block
     size 16, decode steps of 1-4 tokens, every other state moving one column."""
-    from stagecheck.spec.scenario import StagingScenario
     req_ids = [f"req-{i}" for i in range(n)]
     computed = {r: 16 * (i % 7) + (15 if i % 2 else 3) for i, r in enumerate(req_ids)}
     return StagingScenario(

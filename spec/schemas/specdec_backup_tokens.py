@@ -30,8 +30,9 @@ from __future__ import annotations
 import functools
 from types import SimpleNamespace
 
-from stagecheck.spec.schema import (INT32_MAX, MAY_MISS, PER_SLOT, Call, Field, Input, StandIn,
-                                    MissingPolicy, StagingSchema, Values)
+from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.schema import (INT32_MAX, MAY_MISS, PER_SLOT, Call, Field, Input,
+                                    MissingPolicy, StagingSchema, StandIn, Values)
 
 #: the largest draft length the ``sampled_token_ids`` stand-in assumes
 NUM_SPECULATIVE_TOKENS = 3
@@ -172,7 +173,6 @@ def generate(d, s) -> None:
 def bench(n: int):
     """In contract, deterministic: ``n`` live requests, capacity ``n``; each has a prompt
     of 4 and 0-5 outputs and asks for its last token (one in seven a prompt position)."""
-    from stagecheck.spec.scenario import StagingScenario
     req_ids = [f"req-{i}" for i in range(n)]
     outputs = {r: [100 + i + k for k in range(i % 6)] for i, r in enumerate(req_ids)}
     return StagingScenario(

@@ -127,7 +127,8 @@ BAD = [
     (["diff", "legacy", "single-loop", "--json", "r.out", "--junit-xml", "r.out"],
      "give each report its own path"),
     (["diff", "legacy", "single-loop", "--max-capacity", "0"], "option --max-capacity"),
-    (["diff", "legacy", "single-loop", "--kernel", "sometimes"], "invalid choice"),
+    (["diff", "legacy", "single-loop", "--kernel", "sometimes"],
+     "option --kernel: 'sometimes' is not one of auto, always, off"),
     (["spec", "tests/targets/README.md::f"], "is not valid Python"),
     (["kernel", "--examples", "-3"], "option --examples"),
     (["symbolic", "legacy", "single-loop", "--timeout", "0"], "positive number of seconds"),
@@ -135,6 +136,7 @@ BAD = [
     (["bench", "legacy", "single-loop", "--device", "gpu"], "is not a device"),
     (["mutants", "legacy", "--budget", "none"], "option --budget"),
     (["frobnicate"], "invalid choice"),
+    (["mutants", "legacy", "--oracles", ","], "option --oracles"),
     ([], None),
 ]
 
@@ -192,3 +194,64 @@ def test_the_printed_replay_line_runs_as_printed_for_targets_outside_the_reposit
     inside = run_cli("diff", "legacy", "single-loop", "--examples", "50", "--quiet",
                      "--save-dir", str(tmp_path / "g"))
     assert "replay: stagecheck replay" in inside.stdout and "--baseline" not in inside.stdout
+
+
+# ------------------------------------------------------------------ issue 23, item 13
+
+MISSPELT = [
+    (["diff", "legacy", "single-loop", "--exampls", "3"], "diff", "--examples"),
+    (["spec", "legacy", "--max-capasity", "3"], "spec", "--max-capacity"),
+    (["kernel", "--exampel", "3"], "kernel", "--examples"),
+    (["mutants", "legacy", "--budgte", "3"], "mutants", "--budget"),
+    (["symbolic", "legacy", "single-loop", "--max-path", "3"], "symbolic", "--max-paths"),
+    (["replay", "x.json", "--candidat", "legacy"], "replay", "--candidate"),
+    (["schema", "check", "x", "--frobnicate"], "schema check", None),
+]
+
+
+@pytest.mark.parametrize("argv,command,closest", MISSPELT, ids=lambda x: " ".join(x)
+                         if isinstance(x, list) else str(x))
+def test_a_misspelt_option_names_the_closest_option_of_that_command(argv, command, closest):
+    proc = run_cli(*argv)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.splitlines()
+    word = next(w for w in argv if w.startswith("--"))
+    assert line.startswith(f"stagecheck: error: unrecognized arguments: {word}")
+    if closest:
+        assert messages.DID_YOU_MEAN.format(option=closest) in line
+    else:
+        assert "did you mean" not in line
+    # it points to the command's own help, which lists the option it suggests
+    assert line.endswith(f"run 'stagecheck {command} --help' for the options")
+    helped = run_cli(*command.split(), "--help")
+    assert helped.returncode == 0 and (closest is None or closest in helped.stdout)
+
+
+@pytest.mark.parametrize("argv,word", [
+    (["diff", "legacy", "single-loop", "--example", "10"], "--example"),
+    (["diff", "legacy", "single-loop", "--exam", "10"], "--exam"),
+    (["mutants", "legacy", "--bud", "5", "--list"], "--bud"),
+    (["--vers"], "--vers"),
+])
+def test_abbreviations_are_refused_not_run(argv, word, tmp_path):
+    extra = ["--save-dir", str(tmp_path)] if argv[0] == "diff" else []
+    proc = run_cli(*argv, *extra)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"unrecognized arguments: {word}" in proc.stderr
+    assert proc.stdout == ""                                 # nothing ran, nothing listed
+    assert not any(tmp_path.iterdir())
+
+
+def test_every_parser_refuses_abbreviations():
+    import argparse
+
+    from stagecheck.oracles.cli import build_parser
+    todo, seen = [build_parser()], 0
+    while todo:
+        parser = todo.pop()
+        assert parser.allow_abbrev is False, parser.prog
+        seen += 1
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    assert seen == 12          # stagecheck, its 8 commands, schema list|show|check

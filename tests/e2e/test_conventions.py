@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from types import SimpleNamespace
 
 import pytest
 
@@ -23,7 +22,7 @@ from stagecheck.oracles import cli, messages
 from stagecheck.oracles.cli import build_parser, main
 from stagecheck.oracles.config import KEYS, find_pyproject, load_config
 from stagecheck.oracles.errors import ConfigError
-from stagecheck.oracles.options import DEVICES
+from stagecheck.oracles.options import DEVICES, cpu_count
 from stagecheck.oracles.progress import Progress, format_duration, interval
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -181,8 +180,9 @@ def test_config_sets_defaults_and_the_command_line_wins(tmp_path, monkeypatch, c
                    "--save-dir", "here"])
     assert (args.examples, args.shim, args.save_dir) == ("7", ["mine.py"], "here")
     assert parsed(["mutants", "legacy"]).jobs == 1
-    assert parsed(["kernel"]).examples == 40                    # a key sets every command
-    assert parsed(["symbolic", "legacy", "single-loop"]).max_capacity == "4"   # ...that has it
+    assert parsed(["kernel"]).examples == "100"     # kernel keeps its own default (README)
+    assert parsed(["kernel"]).seed == 3             # a key sets the commands its option names
+    assert parsed(["symbolic", "legacy", "single-loop"]).max_capacity == "4"   # ...no others
 
 
 def test_config_runs_end_to_end(tmp_path):
@@ -408,16 +408,16 @@ def test_interval_comes_from_the_environment():
 def test_mutants_jobs_defaults_to_the_cpus_this_process_may_use():
     expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
         else os.cpu_count()
-    assert cli.cpu_count() == min(expected, 64)
-    assert build_parser().parse_args(["mutants", "legacy"]).jobs == str(cli.cpu_count())
-    assert f"here {cli.cpu_count()}" in commands()["mutants"].format_help()
+    assert cpu_count() == min(expected, 64)
+    assert build_parser().parse_args(["mutants", "legacy"]).jobs == str(cpu_count())
+    assert f"here {cpu_count()}" in commands()["mutants"].format_help()
 
 
 def test_mutants_jobs_default_follows_the_affinity(monkeypatch):
     if not hasattr(os, "sched_getaffinity") or hasattr(os, "process_cpu_count"):
         pytest.skip("the affinity is read through os.sched_getaffinity before Python 3.13")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
-    assert cli.cpu_count() == 3
+    assert cpu_count() == 3
 
 
 # ------------------------------------------------------------------------------ triton
@@ -464,18 +464,16 @@ def test_the_main_job_runs_without_triton(no_triton, tmp_path):
 
 
 def test_kernel_auto_on_cuda_falls_back_to_the_reference_backend(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_triton_available", lambda: False)
-    args = SimpleNamespace(kernel="auto", kernel_backend=None, device="cuda", quiet=False)
-    cli._kernel_backend(args)
-    assert args.kernel_backend == "reference"
+    from stagecheck.oracles.commands import campaign
+    monkeypatch.setattr(campaign, "triton_available", lambda: False)
+    values = dict(kernel="auto", kernel_backend=None, device="cuda", quiet=False)
+    assert campaign.kernel_backend(values) == "reference"
     assert capsys.readouterr().err.strip() == messages.TRITON_FALLBACK
-    args = SimpleNamespace(kernel="auto", kernel_backend=None, device="cpu", quiet=False)
-    cli._kernel_backend(args)
-    assert args.kernel_backend is None          # cpu: the reference backend already
-    monkeypatch.setattr(cli, "_triton_available", lambda: True)
-    args = SimpleNamespace(kernel="auto", kernel_backend=None, device="cuda", quiet=False)
-    cli._kernel_backend(args)
-    assert args.kernel_backend is None          # triton there: the default stands
+    values = dict(kernel="auto", kernel_backend=None, device="cpu", quiet=False)
+    assert campaign.kernel_backend(values) is None      # cpu: the reference backend already
+    monkeypatch.setattr(campaign, "triton_available", lambda: True)
+    values = dict(kernel="auto", kernel_backend=None, device="cuda", quiet=False)
+    assert campaign.kernel_backend(values) is None      # triton there: the default stands
 
 
 def test_triton_is_an_extra_and_icontract_is_gone():
@@ -487,3 +485,14 @@ def test_triton_is_an_extra_and_icontract_is_gone():
     assert any(d.startswith("triton") for d in project["optional-dependencies"]["kernel"])
     assert "stagecheck[kernel]" in project["optional-dependencies"]["test"]
     assert "tomli>=2.0; python_version < '3.11'" in project["dependencies"]
+
+
+def test_the_schema_help_example_runs_outside_the_repository(tmp_path):
+    # issue 23, item 15: an installed package has no tests/ folder to name
+    text = commands()["schema"].format_help()
+    example = text.split("example:\n", 1)[1].strip().splitlines()[0]
+    assert "tests/" not in example
+    proc = run_cli(*shlex.split(example)[1:], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name, parser in commands().items():
+        assert "tests/" not in parser.format_help().split("example:\n", 1)[1], name

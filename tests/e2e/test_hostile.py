@@ -188,7 +188,8 @@ OPTIONS = [
     Case("unknown-option", ("spec", "legacy", "--frobnicate"), 2, "unrecognized arguments",
          "an unknown option"),
     Case("missing-argument", ("diff", "legacy"), 2, "required", "diff without CANDIDATE"),
-    Case("kernel-mode", ("spec", "legacy", "--kernel", "sometimes"), 2, "invalid choice",
+    Case("kernel-mode", ("spec", "legacy", "--kernel", "sometimes"), 2,
+         "option --kernel: .sometimes. is not one of auto, always, off",
          "--kernel sometimes"),
 ]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -100,8 +101,23 @@ def test_unknown_and_bad_campaign_options_are_refused():
         StagecheckFixture().config(no_such_option=1)
     with pytest.raises(pytest.fail.Exception, match=r"timeout=: -1 is not a positive number"):
         StagecheckFixture().config(timeout=-1)
-    with pytest.raises(TypeError, match="database"):
-        StagecheckFixture().config(database=None)
+    # the list of known options and what the fixture accepts agree (options.TABLE):
+    # the database and derandomize come from the profile, so neither is offered
+    for reserved in ("database", "derandomize"):
+        with pytest.raises(pytest.fail.Exception) as refused:
+            StagecheckFixture().config(**{reserved: None})
+        text = str(refused.value)
+        assert f"unknown option(s) {reserved}=;" in text and "hypothesis-profile" in text
+        known = text.split("the fixture takes ", 1)[1].split(" (", 1)[0].split(", ")
+        assert "database=" not in known and "derandomize=" not in known
+        assert "timeout=" in known and "steps=" in known
+    from stagecheck.oracles.options import flat, option_for
+    for name in (k.rstrip("=") for k in known):     # each offered option is taken
+        default = option_for("diff", name).default_value()
+        value = flat(StagecheckFixture().config(**{name: default}))[name]
+        assert value == default or default is None, (name, value, default)
+    with pytest.raises(pytest.fail.Exception, match="steps=: None is not a whole"):
+        StagecheckFixture().config(steps=None)   # None only where it is the default
 
 
 def test_profiles_are_registered_under_stagecheck_names_and_drive_the_defaults():
@@ -251,3 +267,49 @@ def test_a_project_with_its_own_spec_impl_and_oracles_packages(pytester):
                        "--save-dir", str(pytester.path / "found"), timeout=300)
     assert cli.ret == 0, cli.stdout.str() + cli.stderr.str()
     assert "verdict: CONFORMS" in cli.stdout.str()
+
+
+# ----------------------------------------------------------------- issue 23, item 14
+
+def test_the_docs_fixture_run_example_runs_as_written(pytester):
+    """docs/pytest.md's ``stagecheck.run(...)`` is the fixture's method: its example
+    passes as written, and a bad option fails the test with one message, no chained
+    traceback through the plugin."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "pytest.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", page, re.S)
+                 if "def test_what_the_refactor_changes" in b)
+    pytester.makepyfile(test_docs_example=block + '''
+
+def test_a_bad_option(stagecheck):
+    stagecheck.run("legacy", "single-loop", examples=5, steps=0)
+
+def test_an_unknown_option(stagecheck):
+    stagecheck.run("legacy", "single-loop", examples=5, database=None)
+''')
+    result = _run(pytester)
+    result.assert_outcomes(passed=1, failed=2)
+    out = result.stdout.str()
+    assert "During handling of the above exception" not in out
+    assert "stagecheck: steps=: 0 is not a whole number >= 1" in out
+    assert "stagecheck: unknown option(s) database=;" in out
+    assert "pytest_plugin.py" not in out        # a message, not a traceback of the plugin
+
+
+def test_the_reproduce_line_names_every_option_the_test_changed(pytester):
+    pytester.makepyfile(test_user=f"""
+        def test_buggy(stagecheck):
+            stagecheck.assert_equivalent("legacy", {BUGGY!r}, examples=60, seed=3,
+                                         timeout=2.5, steps=2, out_of_contract=False,
+                                         max_capacity=6, engine="batched"{FAST})
+    """)
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    # the failure and pytest's short summary may both print it: one line, the same each time
+    (line,) = {ln for ln in result.stdout.str().splitlines() if ln.startswith("reproduce: ")}
+    argv = shlex.split(line[len("reproduce: "):])
+    assert argv[:4] == ["stagecheck", "diff", "legacy", BUGGY]
+    from stagecheck.oracles.cli import build_parser
+    args = build_parser().parse_args(argv[1:])       # it parses: every flag is real
+    assert (args.examples, args.seed, args.timeout, args.steps, args.max_capacity,
+            args.out_of_contract, args.kernel) == ("60", "3", "2.5", "2", "6", False, "off")
+    assert "this test also set" not in line          # every option had a flag

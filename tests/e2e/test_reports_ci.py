@@ -27,7 +27,7 @@ ESC = "\x1b["
 
 
 def stagecheck(*args, cwd=ROOT, env=None, timeout=600) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     environ.update(env or {})
     return subprocess.run([sys.executable, "-m", "stagecheck", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout, env=environ)
@@ -86,7 +86,7 @@ def test_diff_with_info_findings_junit_markdown_and_grouped_text(tmp_path):
     # Markdown
     summary = md.read_text()
     assert "**Verdict: EQUIVALENT**" in summary and "### Targets" in summary
-    assert "### Budget" in summary and "- seed: 0; capacity <= 8" in summary
+    assert "### Budget" in summary and "- seed: 0; capacity <= 1024; drafts <= 16" in summary
     assert f"### Info ({infos} finding(s)" in summary
     # --verbose: every info finding in full
     js = tmp_path / "v.json"
@@ -125,7 +125,7 @@ def test_markdown_path_is_probed_and_must_differ_from_the_others(tmp_path):
 
 def _on_a_terminal(*args, env=None) -> str:
     """Run stagecheck with stdout on a pseudo-terminal; what it printed."""
-    environ = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     environ.update(env or {})
     environ.pop("TERM", None)
     master, slave = pty.openpty()
@@ -156,6 +156,12 @@ def test_colour_rules_end_to_end(tmp_path):
     assert ESC + "1;32mverdict" in stagecheck(*args, "--color", "always").stdout
     assert ESC + "1;32mverdict" in stagecheck(*args, "--color", "always",
                                               env={"NO_COLOR": "1"}).stdout
+    # FORCE_COLOR colours a pipe (CI logs that render colour), as pytest honours it;
+    # NO_COLOR still wins over it, and --color never over both
+    assert ESC + "1;32mverdict" in stagecheck(*args, env={"FORCE_COLOR": "1"}).stdout
+    assert ESC not in stagecheck(*args, env={"FORCE_COLOR": ""}).stdout
+    assert ESC not in stagecheck(*args, env={"FORCE_COLOR": "1", "NO_COLOR": "1"}).stdout
+    assert ESC not in stagecheck(*args, "--color", "never", env={"FORCE_COLOR": "1"}).stdout
     bad = stagecheck(*args, "--color", "sometimes")
     assert bad.returncode == 2 and "--color" in bad.stderr
 

@@ -137,7 +137,7 @@ def test_an_interrupt_the_target_swallows_still_ends_the_run_as_interrupted(tmp_
     """Code that catches KeyboardInterrupt (as hypothesis's gc callback does) cannot turn
     Ctrl-C into a verdict: the signal sets a flag, and the flag decides.
 
-    Targets run in a worker process (``oracles/worker.py``): the SIGINT that stagecheck
+    Targets run in a worker process (``oracles/worker/``): the SIGINT that stagecheck
     gets while a target runs is sent to stagecheck itself (the worker's parent), by a
     target that catches everything around the call; sent once, as one Ctrl-C."""
     target = staging_file(tmp_path / "swallows.py", "import os\nimport signal\n_SENT = []\n",

@@ -209,7 +209,7 @@ def test_list_prints_the_mutants_without_running_them(capsys):
 def test_an_unavailable_oracle_is_marked_and_not_counted():
     original = load_target("single-loop")
     (mutant,) = _mutants("single-loop", ["early_return"])[:1]
-    config = MutantsConfig(oracles=("spec", "symbolic"), budget=10, control=False)
+    config = MutantsConfig(oracles=("spec", "symbolic"), budget=40, control=False)
     result = evaluate_mutant(original, mutant, config, {"symbolic": "crosshair is missing"})
     assert result.outcomes["symbolic"].cell() == "n/a"
     assert result.outcomes["symbolic"].note == "crosshair is missing"

@@ -27,7 +27,7 @@ def test_summary_has_every_part():
         in md
     assert "| baseline | legacy | legacy | - |" in md
     assert "- examples: 50 per stream; tried 4 in contract and 50 out of contract" in md
-    assert "- seed: 3; capacity <= 8" in md
+    assert "- seed: 3; capacity <= 1024; drafts <= 16" in md
     assert "### Errors (1)" in md and r.errors[0].id in md
     assert "replay: `stagecheck replay found/x.json`" in md
     # the slot table, flagged slot included, in a text block

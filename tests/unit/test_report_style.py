@@ -31,6 +31,14 @@ class Closed(io.StringIO):
     ("auto", object(), {}, False),                   # no isatty at all
     ("always", io.StringIO(), {"NO_COLOR": "1"}, True),   # an explicit flag wins
     ("never", Tty(), {}, False),
+    # FORCE_COLOR (force-color.org), as pytest reads it: set and non-empty forces colour
+    ("auto", io.StringIO(), {"FORCE_COLOR": "1"}, True),      # piped, in CI
+    ("auto", io.StringIO(), {"FORCE_COLOR": "0"}, True),      # any non-empty value
+    ("auto", io.StringIO(), {"FORCE_COLOR": ""}, False),      # empty: not set
+    ("auto", Tty(), {"FORCE_COLOR": "1", "TERM": "dumb"}, True),
+    ("auto", Closed(), {"FORCE_COLOR": "1"}, True),
+    ("auto", io.StringIO(), {"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),  # NO_COLOR wins
+    ("never", Tty(), {"FORCE_COLOR": "1"}, False),            # an explicit flag wins
 ])
 def test_use_color_rules(choice, stream, environ, expected):
     assert use_color(choice, stream, environ) is expected
@@ -39,7 +47,9 @@ def test_use_color_rules(choice, stream, environ, expected):
 def test_unknown_choice_is_an_error_and_the_cli_offers_the_same_choices():
     with pytest.raises(ValueError):
         use_color("sometimes", Tty(), {})
-    assert cli._COLOR_CHOICES == COLOR_CHOICES
+    (color,) = [a for a in cli.build_parser()._subparsers._group_actions[0].choices["diff"]
+                ._actions if "--color" in a.option_strings]
+    assert tuple(color.choices) == COLOR_CHOICES
 
 
 def test_colorize_touches_only_the_verdict_and_the_section_headers():

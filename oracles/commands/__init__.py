@@ -1,0 +1,84 @@
+"""The commands of ``stagecheck``, one module each, with one outline.
+
+Each command is a ``Command`` (``base.py``) in its own module (``diff`` and ``spec`` share
+``campaign.py``): it builds its frozen config object from the checked option values
+(``options.TABLE``), runs the analysis and returns an ``Outcome`` (the verdict, the exit
+code, the data each renderer reads); ``Command.execute`` writes the requested files
+first and prints the report last. ``oracles/cli.py`` only builds the parser from the
+table, parses and dispatches.
+
+This package's face holds only what the parser needs (each command's help, arguments
+and exit codes), standard library only: a command's module, and with it the analysis
+it runs, is imported by ``load`` once the arguments were parsed and checked.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+__all__ = ["COMMANDS", "CommandSpec", "load"]
+
+_TARGET_FORMS = "builtin name, module:function, file.py::function or git:REV:file.py::function"
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """What the parser says of a command: its help, its positional arguments
+    (``(name, help)``), what exit 1 means, what else exit 2 means, one example, and the
+    module that runs it."""
+
+    name: str
+    help: str
+    arguments: tuple[tuple[str, str], ...]
+    exit_1: str
+    exit_2: str
+    example: str
+    module: str
+
+
+def _spec(name, help, arguments, exit_1, exit_2, example, module=None) -> CommandSpec:
+    return CommandSpec(name, help, tuple(arguments), exit_1, exit_2, example,
+                       f"stagecheck.oracles.commands.{module or name}")
+
+
+_FINDINGS = "error findings (--strict: any finding)"
+
+#: every command, in the order ``stagecheck --help`` lists them
+COMMANDS: dict[str, CommandSpec] = {c.name: c for c in (
+    _spec("diff", "compare two staging targets on generated scenarios",
+          [("baseline", _TARGET_FORMS), ("candidate", "same forms as BASELINE")], _FINDINGS,
+          "", "stagecheck diff legacy single-loop --examples 1000 --json report.json",
+          "campaign"),
+    _spec("spec", "check one staging target against the spec",
+          [("target", "the staging function: same forms as diff's BASELINE")], _FINDINGS, "",
+          "stagecheck spec single-loop --max-capacity 16", "campaign"),
+    _spec("replay", "re-run a saved finding",
+          [("file", "a replay file a run saved (under .stagecheck/findings/)")],
+          "the saved example still shows an error finding", "",
+          "stagecheck replay .stagecheck/findings/FILE.json --candidate single-loop"),
+    _spec("kernel", "kernel oracle 1: the Triton postprocess kernel against its reference, "
+          "bit for bit (needs the kernel extra: pip install 'stagecheck[kernel]')", [],
+          "the Triton kernel and its reference differ", "; triton not installed",
+          "stagecheck kernel --examples 50"),
+    _spec("symbolic", "CrossHair: symbolic diff of two targets over list-backed buffers",
+          [("baseline", _TARGET_FORMS), ("candidate", "same forms as BASELINE")], _FINDINGS,
+          "; undecided or inconclusive", "stagecheck symbolic legacy single-loop --max-paths 40"),
+    _spec("bench", "per-call cost of two targets, interleaved, as ratios",
+          [("baseline", _TARGET_FORMS), ("candidate", "same forms as BASELINE")],
+          "(never: bench measures)", "", "stagecheck bench legacy single-loop"),
+    _spec("mutants", "mutation catalog: which oracle kills which realistic refactoring "
+          "mistake", [("target", "the staging function to mutate: a builtin name, "
+                       "module:function or file.py::function")],
+          "survivors (a non-equivalent mutant no stagecheck oracle killed)", "",
+          "stagecheck mutants single-loop --oracles spec,differential --budget 100"),
+    _spec("schema", "staging schemas: list the built-in ones, show one, or check a schema "
+          "file and the scenario space it induces", [], "(never)",
+          "; a schema with problems (check)", "stagecheck schema check mamba-postprocess"),
+)}
+
+
+def load(name: str):
+    """The ``Command`` that runs ``name``, its module imported now (after the arguments
+    were parsed and checked: the one place a command's analysis is imported)."""
+    return importlib.import_module(COMMANDS[name].module).COMMANDS[name]

@@ -1,0 +1,67 @@
+"""Progress of each command on stderr (``oracles/progress.py`` draws it): a started
+``Progress`` unless ``--quiet``, and the adapters from each search's callback to it."""
+
+from __future__ import annotations
+
+from stagecheck.oracles import interrupt
+from stagecheck.oracles.options import CampaignConfig
+from stagecheck.oracles.progress import Progress
+
+__all__ = ["CampaignProgress", "MutantProgress", "progress_of"]
+
+
+def progress_of(values: dict, label: str, unit: str, total: int | None = None,
+                counters: tuple[str, ...] = ()) -> Progress | None:
+    """A started ``Progress`` on stderr, or None under ``--quiet``."""
+    if values.get("quiet"):
+        return None
+    return Progress(label, unit, total, counters=counters, stopped=interrupt.requested).start()
+
+
+class CampaignProgress:
+    """``run_campaign``'s progress callback: both streams as one count."""
+
+    def __init__(self, progress: Progress, config: CampaignConfig) -> None:
+        self.progress, self.config = progress, config
+        self.offset, self.last_in = 0, 0
+        progress.update(0, config.examples * (2 if config.out_of_contract else 1))
+
+    def __call__(self, stream: str, done: int, total: int, findings: int = 0,
+                 phase: str = "random") -> None:
+        if phase == "edge":    # the hypothesis stream for edge cases, after both streams
+            if stream == "in":
+                self.last_in = done
+                self.progress.update(done, total * (2 if self.config.out_of_contract else 1),
+                                     findings=findings, phase="edge cases")
+            else:
+                self.progress.update(self.last_in + done, self.last_in + total,
+                                     findings=findings, phase="edge cases")
+            return
+        if stream == "in":
+            self.last_in = done
+            planned = self.config.examples if self.config.out_of_contract else 0
+            self.progress.update(done, total + planned, findings=findings)
+        else:
+            self.progress.update(self.last_in + done, self.last_in + total, findings=findings)
+
+    def close(self) -> None:
+        self.progress.close()
+
+
+class MutantProgress:
+    """``run_mutants``' callback: one line per mutant (its row of the matrix) and the
+    progress line (done/total, kills, ETA); ``--quiet``: nothing."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress, self.killed, self.equivalent = progress, 0, 0
+
+    def __call__(self, res, done: int, total: int) -> None:
+        if self.progress is None:
+            return
+        self.killed += bool(res.killed_by_stagecheck)
+        self.equivalent += bool(res.equivalent)
+        cells = " ".join(f"{o}={out.cell()}" for o, out in res.outcomes.items())
+        self.progress.print_above(f"[{done}/{total}] {res.mutant.id} {res.mutant.operator} "
+                                  f"{res.mutant.location}: {cells}")
+        self.progress.update(done, total, killed=self.killed, equivalent=self.equivalent,
+                             survived=done - self.killed - self.equivalent)

@@ -1,0 +1,55 @@
+"""``replay``: a saved finding's example run again, on the saved targets or others."""
+
+from __future__ import annotations
+
+from stagecheck.oracles import interrupt
+from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, Command, Outcome,
+                                              open_targets, schema_of)
+from stagecheck.oracles.commands.outputs import Outputs
+from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.evaluate import evaluate
+from stagecheck.oracles.observe import require_device
+from stagecheck.oracles.options import ReplayConfig, RunOptions, build
+from stagecheck.oracles.report import load_replay, render_replay
+from stagecheck.oracles.report.replay import check_trusted
+
+__all__ = ["COMMANDS", "ReplayCommand"]
+
+
+class ReplayCommand(Command):
+    name = "replay"
+
+    def configure(self, args, values: dict) -> ReplayConfig:
+        return build(ReplayConfig, self.name, {**values, "file": args.file})
+
+    def run(self, config: ReplayConfig, values: dict, outputs: Outputs) -> Outcome:
+        try:
+            saved, scenario = load_replay(config.file)
+            check_trusted(saved, config.file, config.baseline, config.candidate,
+                          bool(config.shims), config.schema is not None)
+        except StagecheckError as exc:
+            raise exc.located("argument FILE") from None
+        base_spec = config.baseline or saved.get("baseline")
+        cand_spec = config.candidate or saved.get("candidate")
+        shims = config.shims or tuple(saved.get("shims") or ())
+        options = RunOptions(device=config.device or saved.get("device", "cpu"))
+        require_device(options.device)
+        schema = schema_of(config.schema)
+        if schema is None and saved.get("schema"):
+            schema = schema_of(saved["schema"], "argument FILE")
+        pairs = ([(base_spec, "--baseline")] if base_spec else []) + [(cand_spec, "--candidate")]
+        with open_targets(pairs, schema, shims) as runner:
+            baseline = runner.targets[0] if base_spec else None
+            findings = evaluate(baseline, runner.targets[-1], scenario, options,
+                                runner).findings
+        errors = any(f.severity == "error" for f in findings)
+        verdict = "different" if errors else "equivalent"
+        if interrupt.requested():
+            return Outcome("interrupted", 0, findings, interrupted=(1, findings, "example(s)",
+                                                                  ""))
+        return Outcome(verdict, EXIT_FINDINGS if errors else EXIT_CLEAN, findings,
+                       text=render_replay(config.file, saved, base_spec, cand_spec,
+                                          options.device, findings))
+
+
+COMMANDS = {"replay": ReplayCommand()}

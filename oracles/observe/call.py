@@ -1,0 +1,178 @@
+"""One call of a target on a fresh build of a scenario, under a time limit: what was seen.
+
+``observe`` builds the call's inputs on a buffer backend (``build.py``), calls the
+target (``options.steps`` times), and reads back the buffers, the copy log, the reads of
+``req_ids`` and the inputs as an ``Observation``; a raised exception is part of it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import SchemaError, UsageError
+from stagecheck.oracles.observe.backends import make_backend, torch_module
+from stagecheck.oracles.observe.build import Backend, build_inputs
+from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.targets import Target
+from stagecheck.oracles.text import exception_text, printable
+from stagecheck.spec.observation import Observation
+from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.schema import StandInUnsupported
+
+__all__ = ["CallTimedOut", "UNREADABLE", "keep_alarm_handler", "observe", "queue_gpu_work",
+           "require_device", "time_limit"]
+
+
+class CallTimedOut(BaseException):
+    """Raised inside a target that ran past its time limit (BaseException: not swallowed)."""
+
+
+def _expire(signum, frame):
+    raise CallTimedOut()
+
+
+@contextmanager
+def time_limit(seconds: float | None):
+    """Interrupt the body after ``seconds`` (main thread on POSIX only; otherwise no limit).
+
+    Where this process's alarm handler is ours already (a worker), only the timer is
+    set; elsewhere the previous handler comes back afterwards. The worker's parent
+    enforces the limit as well, by killing the worker: nothing a target does to the
+    alarm can stop it.
+    """
+    if _KEEP_HANDLER and seconds:      # a worker: its handler is installed once
+        if not _KEEP_HANDLER_SET:
+            _install_kept_handler()
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return
+    usable = (seconds and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+    previous = signal.getsignal(signal.SIGALRM)
+    if previous is not _expire:
+        signal.signal(signal.SIGALRM, _expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if previous is not _expire:
+            signal.signal(signal.SIGALRM, previous)
+
+
+#: a worker keeps its alarm handler installed between calls
+_KEEP_HANDLER = False
+_KEEP_HANDLER_SET = False
+
+
+def keep_alarm_handler() -> None:
+    """This process is a worker: install the alarm handler once and keep it between calls."""
+    global _KEEP_HANDLER
+    _KEEP_HANDLER = True
+
+
+def _install_kept_handler() -> None:
+    global _KEEP_HANDLER_SET
+    signal.signal(signal.SIGALRM, _expire)
+    _KEEP_HANDLER_SET = True
+
+
+def queue_gpu_work(cycles: int) -> None:
+    """Put device work ahead of the copies on the current stream, so they stay queued."""
+    if cycles > 0:
+        torch = torch_module()
+        if torch.cuda.is_available():
+            torch.cuda._sleep(cycles)
+
+
+def require_device(device: str) -> None:
+    """Raise a ``UsageError`` when ``device`` is cuda and torch sees none."""
+    if device == "cuda":
+        torch = torch_module()
+        if not torch.cuda.is_available():
+            raise UsageError.of(messages.CUDA_UNAVAILABLE, "cuda", "device",
+                                torch=torch.__version__)
+
+
+def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions(),
+            backend: Backend | None = None, *, sync_between_steps: bool = True,
+            time_limited: bool = True, exits_are_observations: bool = False) -> Observation:
+    """Call ``target`` on a fresh build of ``s``; return what was seen.
+
+    ``options.steps`` > 1 stages the same inputs again on the same buffers, with or
+    without waiting for the previous step's copies. The default backend is the
+    instrumented torch buffer on ``options.device`` (``options.deferred_copies`` runs
+    its CPU model of asynchronous copies; ``options.gpu_busy_cycles`` queues device
+    work ahead of the copies on CUDA). ``time_limited=False`` drops the per-call
+    limit (the symbolic oracle: CrossHair bounds its own paths). In a worker process,
+    ``exits_are_observations``: a target that raises ``SystemExit`` (or
+    ``KeyboardInterrupt``) is observed doing so, instead of ending the worker.
+    """
+    if backend is None:
+        backend = make_backend("instrumented", options)
+    inputs, call = build_inputs(s, target.profile, backend)
+    exc_type = exc_msg = None
+    mro: tuple[str, ...] = ()
+    timed_out = False
+    last_step_start = 0
+    try:
+        with time_limit(options.timeout if time_limited else None):
+            for step in range(options.steps):
+                if step and sync_between_steps:
+                    for buf in inputs.buffers.values():
+                        buf.complete_copies()
+                last_step_start = len(inputs.events)
+                queue_gpu_work(options.gpu_busy_cycles)
+                target.func(*call.args, **call.kwargs)
+    except CallTimedOut:
+        timed_out = True
+        exc_type = "CallTimedOut"
+    except SystemExit as exc:
+        if not exits_are_observations:
+            raise
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return Observation.of_crash(f"exited the interpreter with code {code}")
+    except KeyboardInterrupt:
+        if not exits_are_observations:
+            raise
+        exc_type, exc_msg, mro = "KeyboardInterrupt", "", ("KeyboardInterrupt", "BaseException")
+    except StandInUnsupported as exc:   # the schema's limit, not the target's behaviour
+        raise SchemaError.of(messages.STAND_IN_UNSUPPORTED, target.spec,
+                             stand_in=exc.stand_in, operation=exc.operation,
+                             schema=target.profile.schema.name) from None
+    except BaseException as exc:  # the target's own failure is an observation
+        if backend.passes_through(exc) or (exits_are_observations and
+                                           isinstance(exc, MemoryError)):
+            raise                     # a worker ends itself: the checker says "exceeded"
+        exc_type = printable(type(exc).__name__)
+        exc_msg = exception_text(exc)
+        mro = tuple(printable(k.__name__) for k in type(exc).__mro__)
+    finally:
+        for buf in inputs.buffers.values():
+            buf.complete_copies()
+            buf.release()
+    try:
+        cpu = {name: b.final_cpu() for name, b in inputs.buffers.items()}
+        gpu = {name: b.final_gpu() for name, b in inputs.buffers.items()}
+        after = inputs.inputs_after()
+    except Exception as exc:   # the target left something stagecheck cannot read back
+        return Observation.of_crash(UNREADABLE.format(error=exception_text(exc, type(exc))))
+    return Observation(
+        exception_type=exc_type, exception_message=exc_msg, cpu=cpu, gpu=gpu,
+        events=list(inputs.events), req_ids_reads=list(inputs.reads),
+        inputs_after=after, timed_out=timed_out, exception_mro=mro,
+        last_step_start=last_step_start)
+
+
+#: what a call whose buffers or inputs cannot be read back was seen to do
+UNREADABLE = ("left its buffers or inputs in a state stagecheck cannot read back "
+              "({error})")

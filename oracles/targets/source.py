@@ -1,0 +1,342 @@
+"""Compiling a staging function from source text, with shims, without running its module.
+
+The named function, and the module-level functions and constants it uses (transitively),
+are compiled without running the module's imports, so a staging function from an
+engine checkout at any revision runs without the engine installed.
+
+Every global name the compiled code uses is resolved at load time, never at run time
+(a ``NameError`` inside a run would be reported as a difference of the code under
+test): imports of the standard library, numpy and torch are honoured; a name imported
+from another module is taken from a *shim* (the ones shipped in
+``stagecheck.impl.shims.vllm`` for vLLM's small pure helpers, applied when the import
+names the module they stand for, then the user's ``--shim FILE.py`` modules); any
+other name is a ``TargetLoadError`` that names it, the module it comes from and the fix.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import linecache
+import os
+import symtable
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import TargetLoadError
+
+__all__ = ["BUILTIN_SHIMS", "MAX_SOURCE_BYTES", "Shim", "decode_source",
+           "load_function_from_source", "load_shims"]
+
+#: largest target file read (a staging module is a few hundred lines; a larger "source" is
+#: a mistake, e.g. a data file, and would only cost time and memory)
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+
+
+def decode_source(data: bytes, path: str, spec: str) -> str:
+    """``data`` decoded as Python decodes a source file: a PEP 263 coding declaration or a
+    UTF-8 BOM, else UTF-8 (universal newlines, the BOM dropped); a ``TargetLoadError``
+    naming ``path`` for a binary or undecodable file."""
+    if len(data) > MAX_SOURCE_BYTES:
+        raise TargetLoadError.of(messages.TARGET_TOO_LARGE, spec, path=path, size=len(data),
+                                 limit=MAX_SOURCE_BYTES)
+    if b"\0" in data:
+        raise TargetLoadError.of(messages.TARGET_BINARY, spec, path=path)
+    try:
+        return importlib.util.decode_source(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        why = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        raise TargetLoadError.of(messages.TARGET_UNDECODABLE, spec, path=path,
+                                 why=why) from None
+
+
+_HONOURED_TOP = {"numpy", "torch"}
+
+
+def _honoured(module: str) -> bool:
+    top = module.split(".")[0]
+    return top in _HONOURED_TOP or top in sys.stdlib_module_names
+
+
+#: The shims shipped with stagecheck: module path of the shim module.
+BUILTIN_SHIMS = "stagecheck.impl.shims.vllm"
+
+
+@dataclass(frozen=True)
+class Shim:
+    """A name a shim module offers to file targets."""
+
+    name: str
+    value: Any
+    origin: str                       # the shim module (a file path, or a dotted name)
+    stands_for: tuple[str, ...] = ()  # modules it replaces; () : any (user shims)
+
+
+def _builtin_shims() -> dict[str, Shim]:
+    module = importlib.import_module(BUILTIN_SHIMS)
+    return {name: Shim(name, getattr(module, name), BUILTIN_SHIMS, tuple(modules))
+            for name, modules in module.STANDS_FOR.items()}
+
+
+def load_shims(paths) -> dict[str, Shim]:
+    """The names the shim modules at ``paths`` offer: their public top-level functions,
+    classes and constants (not the modules they import). A later file wins a name."""
+    offered: dict[str, Shim] = {}
+    for path in paths or ():
+        if not isinstance(path, str) or not os.path.isfile(path):
+            raise TargetLoadError.of(messages.SHIM_MISSING, path, cwd=os.getcwd())
+        path = os.path.abspath(path)
+        digest = hashlib.sha1(path.encode()).hexdigest()[:12]
+        spec = importlib.util.spec_from_file_location(f"stagecheck_shim_{digest}", path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise TargetLoadError.of(messages.SHIM_BROKEN, path,
+                                     error=f"{type(exc).__name__}: {exc}") from None
+        for name, value in vars(module).items():
+            if name.startswith("_") or inspect.ismodule(value):
+                continue
+            offered[name] = Shim(name, value, path)
+    return offered
+
+
+class _StripAnnotations(ast.NodeTransformer):
+    """Drop annotations and decorators: they may name engine types we never import."""
+
+    def visit_FunctionDef(self, node):
+        self.generic_visit(node)
+        node.decorator_list = []
+        node.returns = None
+        for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
+                  node.args.vararg, node.args.kwarg):
+            if a is not None:
+                a.annotation = None
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        """A class-level ``name: T`` declares a field (NamedTuple, dataclass): keep it,
+        with the annotation as a string, which names nothing."""
+        body = []
+        for stmt in node.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                stmt.annotation = ast.copy_location(ast.Constant(ast.unparse(stmt.annotation)),
+                                                    stmt.annotation)
+                body.append(stmt)
+            else:
+                body.append(self.visit(stmt))
+        node.body = body
+        return node
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            return ast.Pass()
+        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+
+
+def _global_uses(node: ast.stmt) -> set[str]:
+    """Global names one module-level statement reads (in its body, nested functions,
+    comprehensions, default values), from the compiler's own symbol table."""
+    table = symtable.symtable(ast.unparse(node), "<stagecheck>", "exec")
+    used: set[str] = set()
+
+    def walk(t, top: bool) -> None:
+        for sym in t.get_symbols():
+            if sym.is_referenced() and (sym.is_global() if not top else
+                                        not (sym.is_assigned() or sym.is_imported())):
+                used.add(sym.get_name())
+        for child in t.get_children():
+            walk(child, False)
+
+    walk(table, True)
+    return used
+
+
+def _declared_globals(node: ast.stmt) -> set[str]:
+    """Names a function assigns through a ``global`` statement (bound when it runs)."""
+    out: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Global):
+            out.update(sub.names)
+    return out
+
+
+def _statement_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return []
+
+
+def _resolve_import(local: str, module_name: str, attr: str | None,
+                    shims: dict[str, Shim], builtin: dict[str, Shim]):
+    """``(value, shimmed-note)`` for an imported name, or ``(None, why)`` when unresolved."""
+    if _honoured(module_name):
+        try:
+            mod = importlib.import_module(module_name)
+            return (getattr(mod, attr) if attr else mod), None
+        except Exception as exc:
+            return None, f"{type(exc).__name__}: {exc}"
+    wanted = attr or local
+    if wanted in shims:
+        shim = shims[wanted]
+        return shim.value, f"{local} from {shim.origin}"
+    shim = builtin.get(wanted)
+    if attr and shim is not None and module_name in shim.stands_for:
+        return shim.value, f"{local} from {shim.origin} (for {module_name}.{attr})"
+    return None, None
+
+
+def load_function_from_source(source: str, filename: str, name: str, spec: str = "",
+                              shims: dict[str, Shim] | None = None) -> Callable:
+    """Compile ``name`` and what it uses from ``source`` without running the module.
+
+    Every global name the compiled code reads must resolve now: to a definition in
+    the compiled part, a builtin, an honoured import (standard library, numpy, torch),
+    or a shim (``shims``, from ``load_shims``, then the builtin ones for the modules
+    they stand for). Otherwise ``TargetLoadError`` (``TARGET_UNRESOLVED``) names each
+    missing name, who uses it, the module it comes from, and the fix. The function
+    gets ``__stagecheck_shimmed__``: the names shims gave it.
+    """
+    spec = spec or f"{filename}::{name}"
+    shims = shims or {}
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError as exc:
+        raise TargetLoadError.of(messages.TARGET_FILE_SYNTAX, spec, path=filename,
+                                 error=f"line {exc.lineno}: {exc.msg}") from None
+    defs: dict[str, ast.stmt] = {}
+    imports: dict[str, tuple[str, str | None]] = {}   # local name -> (module, attribute)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defs[node.name] = node
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            for t in node.targets:
+                defs.setdefault(t.id, node)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+            defs.setdefault(node.target.id, node)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                imports[local] = (alias.name if alias.asname else alias.name.split(".")[0], None)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                imports[alias.asname or alias.name] = (node.module, alias.name)
+    dotted = name
+    if "." in name:
+        name = _method_as_function(defs, name, filename, spec)
+    node = defs.get(name)
+    if node is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(node, ast.ClassDef):
+            raise TargetLoadError.of(messages.TARGET_NOT_FUNCTION, spec, name=name, kind="class")
+        available = sorted(n for n, d in defs.items() if isinstance(d, ast.FunctionDef))
+        raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, spec, path=filename, name=name,
+                                 available=", ".join(available) or "none")
+
+    # the function and, transitively, every module-level definition it reads
+    wanted, queue = set(), [name]
+    uses: dict[str, set[str]] = {}        # global name -> the definitions that read it
+    stripped: dict[str, ast.stmt] = {}
+    while queue:
+        current = queue.pop()
+        if current in wanted:
+            continue
+        wanted.add(current)
+        stmt = stripped.setdefault(id(defs[current]),
+                                   _StripAnnotations().visit(copy.deepcopy(defs[current])))
+        for used in _global_uses(stmt):
+            uses.setdefault(used, set()).update(_statement_names(defs[current]) or [current])
+            if used in defs and used not in wanted:
+                queue.append(used)
+    chosen = {id(defs[w]) for w in wanted}
+    in_tree = {id(n) for n in tree.body}
+    body = [stripped[id(n)] for n in tree.body if id(n) in chosen]
+    if id(defs[name]) not in in_tree:     # a method, compiled as a module-level function
+        body.append(stripped[id(defs[name])])
+    defined = {n for stmt in body for n in _statement_names(stmt)}
+    defined |= {n for stmt in body for n in _declared_globals(stmt)}
+
+    builtin = _builtin_shims()
+    namespace: dict = {}
+    shimmed: list[str] = []
+    missing: list[str] = []
+    for used in sorted(uses):
+        if used in defined or hasattr(builtins, used) or used in ("__file__", "__name__"):
+            continue
+        users = ", ".join(sorted(uses[used]))
+        if used in imports:
+            module_name, attr = imports[used]
+            value, note = _resolve_import(used, module_name, attr, shims, builtin)
+            if value is not None:
+                namespace[used] = value
+                if note and not _honoured(module_name):
+                    shimmed.append(note)
+                continue
+            missing.append(f"{used!r} (used by {users}) from module {module_name!r}"
+                           + (f", which fails to import ({note})" if note else ""))
+        elif used in shims:
+            namespace[used] = shims[used].value
+            shimmed.append(f"{used} from {shims[used].origin}")
+        else:
+            missing.append(f"{used!r} (used by {users}), not defined by a module-level def, "
+                           "class or NAME = ... statement (the ones stagecheck compiles)")
+    if missing:
+        raise TargetLoadError.of(messages.TARGET_UNRESOLVED, spec, count=len(missing),
+                                 names="; ".join(missing), function=name)
+
+    module = ast.Module(body=body, type_ignores=[])
+    ast.fix_missing_locations(module)
+    digest = hashlib.sha1(source.encode()).hexdigest()[:12]
+    namespace.update({"__name__": f"stagecheck_target_{digest}", "__builtins__": builtins,
+                      "__file__": filename})
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    try:
+        exec(compile(module, filename, "exec"), namespace)
+    except Exception as exc:
+        raise TargetLoadError.of(messages.TARGET_COMPILE, spec,
+                                 error=f"{type(exc).__name__}: {exc}") from None
+    func = namespace[name]
+    if dotted != name:        # a method: named as in its class
+        func.__name__, func.__qualname__ = dotted.rpartition(".")[2], dotted
+    try:
+        func.__stagecheck_shimmed__ = tuple(shimmed)
+    except AttributeError:
+        pass
+    return func
+
+
+def _method_as_function(defs: dict, dotted: str, filename: str, spec: str) -> str:
+    """Put method ``Class.method`` of ``defs`` among them as a module-level function;
+    return its key. It keeps its name unless a module-level name takes it."""
+    class_name, _, method = dotted.partition(".")
+    owner = defs.get(class_name)
+    if not isinstance(owner, ast.ClassDef):
+        available = sorted(n for n, d in defs.items() if isinstance(d, ast.ClassDef))
+        raise TargetLoadError.of(messages.TARGET_CLASS_MISSING, spec, path=filename,
+                                 name=class_name, available=", ".join(available) or "none")
+    methods = {n.name: n for n in owner.body
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if method not in methods:
+        raise TargetLoadError.of(messages.TARGET_METHOD_MISSING, spec, path=filename,
+                                 name=class_name, method=method,
+                                 available=", ".join(sorted(methods)) or "none")
+    node = copy.deepcopy(methods[method])
+    if any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
+           for d in node.decorator_list):
+        raise TargetLoadError.of(messages.TARGET_METHOD_KIND, spec, name=dotted)
+    key = method if method not in defs else f"_stagecheck_method_{method}"
+    node.name = key
+    defs[key] = node
+    return key

@@ -1,0 +1,260 @@
+"""The worker side of the pipe: the process that loads the targets and runs them.
+
+``python -m stagecheck.oracles.worker`` runs ``worker_main``: it ignores SIGINT (the
+checker owns interrupts), sends what targets print nowhere, limits its own memory, and
+answers the parent's commands (``load``, ``observe``, ``call``, ``stop``) one after the
+other, writing its position (``protocol.py``) before each call of target code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import mmap
+import os
+import queue
+import resource
+import signal
+import sys
+import threading
+import traceback
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from typing import Any
+
+from stagecheck.oracles import interrupt, messages
+from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.observe import observe
+from stagecheck.oracles.observe.backends import make_backend
+from stagecheck.oracles.observe.call import keep_alarm_handler
+from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.targets import (TargetRef, load_function_from_source, load_shims,
+                                        load_target, target_from_callable)
+from stagecheck.oracles.text import exception_text
+from stagecheck.oracles.worker.protocol import (BUSY, IDLE, MEMORY_EXIT, SharedPosition,
+                                                held_targets, observing)
+
+__all__ = ["worker_main"]
+
+
+class _Worker:
+    """The worker side: loaded targets, and what each command does."""
+
+    def __init__(self, counter, memory_mib: int) -> None:
+        self.counter = counter
+        self.memory_mib = memory_mib
+        self.targets: list = []
+        self._cuda_fast = None
+        self.pid = os.getpid()
+
+    # ---------------------------------------------------------------- commands
+    def load(self, refs: list[TargetRef]) -> list[tuple]:
+        """Load every target; per target ``("target", schema, keywords, origin, shimmed)``
+        or ``("error", kind, problem, fix, value)``.
+
+        A ref with source text (a file or revision target the checker read, a mutant) is
+        compiled here with its shims: every global name it uses resolves now, or the
+        answer is a ``TargetLoadError`` naming the names (never a ``NameError`` in a run).
+        """
+        self.counter.value = BUSY   # loading runs target code: under the parent's deadline
+        out = []
+        self.targets = []
+        for ref in refs:
+            try:
+                schema = load_schema(ref.schema) if ref.schema else None
+                if ref.source is not None:
+                    func = load_function_from_source(ref.source, ref.filename, ref.function,
+                                                     ref.spec, shims=load_shims(ref.shims))
+                    target = target_from_callable(func, ref.spec, schema)
+                    target.origin = ref.origin or target.origin
+                    target.shimmed = getattr(func, "__stagecheck_shimmed__", ())
+                else:
+                    target = load_target(ref.spec, schema, ref.shims)
+            except StagecheckError as exc:
+                self.targets.append(None)
+                out.append(("error", type(exc).__name__, exc.problem, exc.fix, repr(exc.value)))
+                continue
+            except MemoryError:
+                raise
+            except BaseException as exc:     # the file's own code, run at load, failed
+                problem, fix = messages.TARGET_LOAD_RAISED
+                self.targets.append(None)
+                out.append(("error", "TargetLoadError", problem.format(
+                    value=ref.spec, error=exception_text(exc, type(exc))), fix, repr(ref.spec)))
+                continue
+            self.targets.append(target)
+            out.append(("target", target.schema.name, sorted(target.profile.keywords),
+                        target.origin, tuple(target.shimmed)))
+        self.counter.value = IDLE
+        return out
+
+    def observe(self, payload) -> list[tuple[int, list[tuple]]]:
+        """Run targets ``sides`` on every ``(index, scenario)`` of the batch: on the
+        ``backend`` buffers, except that with the fast backend every example whose
+        index is a multiple of ``sample_every`` (0: none) runs instrumented."""
+        sides, batch, options, kind, sample_every = payload
+        fast = self._backend(kind, options)
+        instrumented = self._backend("instrumented", options) if kind == "fast" else fast
+        # the fast buffers queue no device work ahead of their copies (hazards are the
+        # instrumented runs' to see)
+        quick = replace(options, gpu_busy_cycles=0) if kind == "fast" else options
+        out = []
+        for position, (index, scenario) in enumerate(batch):
+            sampled = sample_every and index % sample_every == 0
+            backend = instrumented if sampled else fast
+            observations: list = []
+            for side in sides:
+                self.counter.value = observing(position, side)
+                seen = observe(self.targets[side], scenario, options if sampled else quick,
+                               backend, exits_are_observations=True)
+                if os.getpid() != self.pid:     # a child the target forked: never answer
+                    os._exit(0)
+                if not sampled and kind == "fast" and seen.last_step_start == 0:
+                    # the fast buffers log copies only: their order across buffers means
+                    # nothing to any invariant, nor does how often an entry of req_ids was
+                    # read (padded_read asks which were), so two sides that did the same
+                    # compare equal whatever order they did it in
+                    seen.events.sort(key=_buffer_of)
+                    seen.req_ids_reads = sorted(set(seen.req_ids_reads))
+                wire = seen.to_wire()
+                # a side that saw exactly what the first saw is sent as None (the common
+                # case: half the data to pickle, and the checker judges it once)
+                observations.append(None if observations and wire == observations[0] else wire)
+            out.append((index, observations))
+        self.counter.value = IDLE
+        return out
+
+    def _backend(self, kind: str, options: RunOptions):
+        if kind == "fast" and options.device == "cuda":      # its pinned buffers are kept
+            if self._cuda_fast is None:
+                self._cuda_fast = make_backend("fast", options)
+            return self._cuda_fast
+        return make_backend(kind, options)
+
+    def call(self, payload) -> Any:
+        """Run a named function of stagecheck in this worker (bench, upstream tests, the
+        symbolic exploration), under the parent's deadline."""
+        module, name, args = payload
+        args = held_targets(args, self.targets)
+        interrupt.reset()           # the checker forwards its interrupt while it waits
+        self.counter.value = BUSY
+        try:
+            return getattr(importlib.import_module(module), name)(*args)
+        except SystemExit as exc:   # only code under test exits: it ends this worker
+            os._exit(exc.code if isinstance(exc.code, int) and 0 <= exc.code < 256 else
+                     0 if exc.code is None else 1)
+        except KeyboardInterrupt:   # SIGINT is ignored here: the code under test raised it
+            os._exit(128 + signal.SIGINT)
+        finally:
+            if os.getpid() != self.pid:     # a child the target forked: never answer
+                os._exit(0)
+            self.counter.value = IDLE
+
+
+def _buffer_of(event) -> str:
+    return event.buffer
+
+
+def _limit_memory(mib: int) -> None:
+    try:
+        limit = mib * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    except (ValueError, OSError):
+        pass
+
+
+def _quiet_stdio() -> None:
+    """What a target prints goes nowhere: never into the user's report or terminal."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        try:
+            os.dup2(devnull, fd)
+        except OSError:
+            pass
+    os.close(devnull)
+
+
+def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
+                path: list[str]) -> None:
+    """The worker process: answer the parent's commands until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)       # interrupts are the parent's
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if interrupt.FORWARDED is not None:   # ... which it passes on during a ``call``
+        signal.signal(interrupt.FORWARDED, lambda signum, frame: interrupt.request())
+    sys.path[:] = path
+    receive = Connection(recv_fd, writable=False)
+    send = Connection(send_fd, readable=False)
+    with open(counter_path, "r+b") as fh:
+        counter = SharedPosition(mmap.mmap(fh.fileno(), SharedPosition.BYTES))
+    _quiet_stdio()
+    _limit_memory(memory_mib)
+    keep_alarm_handler()
+    worker = _Worker(counter, memory_mib)
+    requests = _Requests(receive)
+    while True:
+        try:
+            command, payload = requests.get()
+        except (EOFError, OSError):
+            return
+        if command == "stop":
+            return
+        try:
+            result = getattr(worker, command)(payload)
+        except MemoryError:
+            os._exit(MEMORY_EXIT)
+        except StagecheckError as exc:    # a usage problem found here: the parent says it
+            send.send(("usage", (type(exc).__name__, exc.problem, exc.fix, repr(exc.value))))
+            continue
+        except BaseException:      # stagecheck's machinery failed: tell the parent
+            send.send(("error", traceback.format_exc(limit=8)))
+            continue
+        try:
+            send.send(("ok", result))
+        except MemoryError:
+            os._exit(MEMORY_EXIT)
+
+
+class _Requests:
+    """The parent's requests, read as they arrive by a thread of their own.
+
+    The parent sends the next batch while this worker answers the previous one: were
+    requests read only between answers, a large request and a large answer could
+    each fill their pipe, and both processes would wait on the other for ever.
+    """
+
+    def __init__(self, receive) -> None:
+        self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._receive = receive
+        threading.Thread(target=self._read, name="stagecheck-requests", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self._receive.recv()
+            except (EOFError, OSError) as exc:
+                self._queue.put(exc)
+                _orphaned()
+                return
+            except BaseException as exc:      # a request that cannot be read: the parent's
+                self._queue.put(EOFError(repr(exc)))
+                return
+            self._queue.put(message)
+
+    def get(self):
+        message = self._queue.get()
+        if isinstance(message, BaseException):
+            raise message
+        return message
+
+
+def _orphaned() -> None:
+    """The checker closed its end of the pipe: it stopped this worker, or it is gone
+    (killed, or stopped by a signal before it could stop its workers). Nothing this
+    worker does can matter any more: end it now, with whatever the target started in
+    its session, even if a call is still running (a hang would outlive the checker)."""
+    try:
+        if os.getsid(0) == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+    except OSError:
+        pass
+    os._exit(0)

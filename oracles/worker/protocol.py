@@ -1,0 +1,75 @@
+"""What the two sides of a worker's pipe agree on, besides the commands themselves.
+
+- where the worker is (``SharedPosition``): one int64 in a shared file both sides map;
+  the worker writes it before each call of target code, the parent reads it to know
+  which call crashed or hung. Its values are named below (``IDLE``, ``BUSY``,
+  ``observing``); nothing else writes or decodes them.
+- ``MEMORY_EXIT``: the exit code of a worker that ran out of memory;
+- ``TargetArg``: an argument of a ``call`` that stands for a target the worker loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["BUSY", "IDLE", "MEMORY_EXIT", "SIDES_PER_EXAMPLE", "SharedPosition", "TargetArg",
+           "held_targets", "observed", "observing", "target_arg"]
+
+#: between requests: no target code runs
+IDLE = 0
+#: loading targets, or running a ``call``: target code runs, under the parent's deadline
+BUSY = 1
+#: positions per example of a batch: one per side (a batch has fewer sides than this)
+SIDES_PER_EXAMPLE = 8
+
+
+def observing(example: int, side: int) -> int:
+    """The position of side ``side`` of the ``example``-th scenario of a batch."""
+    return example * SIDES_PER_EXAMPLE + side + 1
+
+
+def observed(position: int) -> tuple[int, int] | None:
+    """``(example, side)`` of a position ``observing`` wrote (``BUSY`` reads as the
+    first example's first side); None for ``IDLE`` or below."""
+    if position <= IDLE:
+        return None
+    return divmod(position - 1, SIDES_PER_EXAMPLE)
+
+
+#: the exit code a worker uses when it ran out of memory (so the parent can say so)
+MEMORY_EXIT = 86
+
+
+class SharedPosition:
+    """An int64 in shared memory: where the worker is (``IDLE``: between requests)."""
+
+    __slots__ = ("_view",)
+    #: the bytes of the shared file
+    BYTES = 8
+
+    def __init__(self, buf) -> None:
+        self._view = memoryview(buf).cast("q")
+
+    @property
+    def value(self) -> int:
+        return self._view[0]
+
+    @value.setter
+    def value(self, v: int) -> None:
+        self._view[0] = v
+
+
+@dataclass(frozen=True)
+class TargetArg:
+    """An argument of ``call`` that stands for the worker's loaded target ``index``."""
+
+    index: int
+
+
+def target_arg(index: int) -> TargetArg:
+    return TargetArg(index)
+
+
+def held_targets(args, targets: list) -> list:
+    """``args`` with each ``TargetArg`` replaced by the target it stands for."""
+    return [targets[a.index] if isinstance(a, TargetArg) else a for a in args]

@@ -1,0 +1,73 @@
+"""The batch stream: batches spread over pools, answered in order while workers run ahead."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.worker.pool import WorkerPool
+from stagecheck.spec.observation import Observation
+
+__all__ = ["stream_batches"]
+
+
+def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: RunOptions,
+                   backend: str = "fast", sample_every: int = 0, depth: int = 2):
+    """Answers to ``batches`` (an iterable of ``[(index, scenario), ...]``), in order,
+    one list per batch, while the workers already run the next ones.
+
+    Batch ``j`` goes to ``pools[j % len(pools)]``; each worker has up to ``depth``
+    batches in hand, so it never waits for the checker, and the checker reads the
+    answers in the order the batches were drawn. Every answer depends only on its
+    batch: the results are those of one worker, whatever the number of pools. Closing
+    the generator early waits for the batches still in hand (and drops their answers),
+    so each worker is idle and in step again afterwards. An answer ends with an example
+    whose call hung or ended its process: a search stops there in contract (it is an
+    error), and a target that ends every call would otherwise cost a new worker per
+    example of the batch.
+    """
+    batches = iter(batches)
+    pending: deque = deque()       # (pool, payload), in the order posted
+    posted = 0
+
+    def fill() -> None:
+        nonlocal posted
+        while len(pending) < depth * len(pools):
+            batch = next(batches, None)
+            if batch is None:
+                return
+            pool = pools[posted % len(pools)]
+            payload = (sides, list(batch), options, backend, sample_every)
+            pool.post(payload)
+            pending.append((pool, payload))
+            posted += 1
+
+    try:
+        fill()
+        while pending:
+            answer = _next_answer(pending)
+            fill()
+            yield answer
+    finally:
+        while pending:
+            pool = pending[0][0]
+            try:
+                _next_answer(pending)     # dropped answers
+            except Exception:           # its worker is beyond use: the next request starts one
+                pool.discard()
+                for k in range(len(pending) - 1, -1, -1):
+                    if pending[k][0] is pool:
+                        del pending[k]
+
+
+def _next_answer(pending) -> list[tuple[int, list[Observation]]]:
+    """The answer to the oldest pending batch; a worker restarted on the way gets the
+    batches its old process had in hand again."""
+    pool, payload = pending.popleft()
+    restarts = pool.restarts
+    answer = pool.collect(payload)
+    if pool.restarts != restarts:
+        for other, again in pending:
+            if other is pool:
+                pool.post(again)
+    return answer
