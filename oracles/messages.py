@@ -310,6 +310,36 @@ PROTOCOL_PROBLEM_NO_STATE = ("neither component nor staging is set: name the cla
 PROTOCOL_REPLAY_NOT = ("{value!r} is not a protocol replay file",
                        "give a file a protocol campaign saved (its 'stagecheck_protocol_replay' "
                        "key), or replay a staging finding with 'stagecheck replay'")
+# the command line of protocols (oracles/commands/protocol.py)
+REPLAY_UNTRUSTED_PROTOCOL = ("the replay file names the protocol file {target!r}, outside "
+                             "this repository ({top}); stagecheck does not run code a replay "
+                             "file chose", "if you trust it, give it yourself: stagecheck "
+                             "replay FILE --protocol {target}")
+#: a note on stderr (and the report's first line) when the target's name chose the protocol
+PROTOCOL_CHOSEN = ("protocol {protocol!r} chosen by the target's name {name!r} (the built-in "
+                   "protocol that drives it); give --protocol NAME|FILE to choose another")
+PROTOCOL_OPTION_UNUSED = ("{flag} {value} does not apply to a protocol run (protocol "
+                          "{protocol!r}): a protocol run reads {reads}",
+                          "leave {flag} out, or check one call per example without a protocol")
+PROTOCOL_TARGETS_DISAGREE = ("the targets' names choose different protocols ({baseline!r} for "
+                             "BASELINE, {candidate!r} for CANDIDATE)",
+                             "give the protocol both run: --protocol NAME|FILE")
+#: ``protocol check``: each problem on its own line, then what is right
+PROTOCOL_CHECK_PROBLEM = "protocol {name!r} ({where}): {problem}"
+PROTOCOL_CHECK_FAILED = ("protocol {name!r} ({where}) has {count} problem(s); each line above "
+                         "names the part, its value and the fix (docs/protocols.md)")
+PROTOCOL_CHECK_WHEN = ("operations[{k}] ({name!r}).when raised {error} on step {step} of a drawn "
+                       "sequence: a 'when' takes the StepView and returns True or False; fix it")
+PROTOCOL_CHECK_DRAW = ("drawing step sequences from space {value!r} raised {error}: fix the "
+                       "space (docs/protocols.md, 'The step space')")
+PROTOCOL_CHECK_OK = ("protocol {name!r} ({where}): the declaration is right, and {count} drawn "
+                     "step sequence(s) unfold and choose their operations")
+#: ``--json`` and ``--junit-xml``/``--markdown`` of a protocol run
+PROTOCOL_REPORT_UNSUPPORTED = ("{flag} is not written for a protocol run",
+                               "use --json PATH (the verdict, every finding, its step sequence "
+                               "and its replay file)")
+#: the pytest fixture's protocol method
+FIXTURE_PROTOCOL_REPRODUCE = "reproduce: {command}"
 #: error findings grouped by cause (oracles/collect.py: error_groups), in every report
 ERRORS_GROUPED = ("{errors} error(s), each with the findings that share its cause "
                   "({findings} in all)")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from stagecheck.oracles import interrupt
-from stagecheck.oracles.options import choice, seconds, whole
+from stagecheck.oracles.options import ProtocolConfig
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.protocol.judge import judge_sequence
 from stagecheck.oracles.protocol.load import load_protocol, protocol_spec
@@ -39,38 +39,6 @@ RUN_MODULE = "stagecheck.oracles.protocol.run"
 GRACE_SECONDS = 5.0
 #: seconds loading a target's code may take in a worker (torch's import included)
 LOAD_SECONDS = 120.0
-
-
-@dataclass(frozen=True)
-class ProtocolConfig:
-    """A protocol campaign: how many sequences, from which seed, how each runs."""
-
-    sequences: int = 200             # step sequences drawn
-    seed: int = 0
-    device: str = "cpu"              # "cpu" (the CPU model) or "cuda"
-    timeout: float = 5.0             # seconds per operation before it counts as a hang
-    busy_cycles: int = 0             # cuda: device work queued at each lazy boundary
-    max_capacity: int = 8            # one-step staging protocols: scenario capacity
-    max_steps: int | None = None     # at most this many steps per sequence
-    steps: int | None = None         # exactly this many steps per sequence
-    jobs: int = 1                    # worker processes
-    batch: int = 8                   # sequences per worker call
-    shims: tuple[str, ...] = ()      # --shim modules for file targets
-    shrink: bool = True
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "sequences", whole("examples", self.sequences, 1, "200"))
-        choice("device", self.device, ("cpu", "cuda"))
-        object.__setattr__(self, "timeout", seconds("timeout", self.timeout))
-        object.__setattr__(self, "busy_cycles", whole("gpu_busy_cycles", self.busy_cycles, 0,
-                                                      "50000000"))
-        object.__setattr__(self, "jobs", whole("jobs", self.jobs, 1, "2"))
-        object.__setattr__(self, "batch", whole("batch", self.batch, 1, "8"))
-        object.__setattr__(self, "max_capacity", whole("max_capacity", self.max_capacity, 1,
-                                                       "8"))
-        for name in ("max_steps", "steps"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, whole("steps", getattr(self, name), 1, "8"))
 
 
 @dataclass

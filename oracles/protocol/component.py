@@ -84,7 +84,11 @@ class Code:
         wanted = self.name.split(".")[0] if "." in self.name else self.name
         if self.ref.source is not None:
             classes = _classes(self.ref.source)
-            if wanted not in classes:
+            if wanted not in classes and wanted not in _functions(self.ref.source):
+                raise TargetLoadError.of(messages.TARGET_CLASS_MISSING, self.ref.spec,
+                                         path=self.ref.filename, name=wanted,
+                                         available=", ".join(sorted(classes)) or "none")
+            if wanted not in classes:     # a function of the file: the protocol's class
                 wanted = self._component_name
             if wanted not in classes:
                 raise TargetLoadError.of(messages.PROTOCOL_NO_COMPONENT, self.ref.spec,

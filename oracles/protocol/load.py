@@ -29,11 +29,13 @@ SINGLE_CALL = "single-call:"
 _SPECS: dict[int, str] = {}        # id(protocol) -> the spec it was loaded from
 
 
-def load_protocol(spec: Any) -> Protocol:
+def load_protocol(spec: Any, checked: bool = True) -> Protocol:
     """The protocol ``spec`` names (see the module doc); ``SchemaError`` when it cannot be
-    found or is not right."""
+    found or (``checked``) is not right. ``checked=False``: whatever the file declares
+    under the name, for ``check_protocol`` to list every problem (``protocol check``)."""
     if isinstance(spec, Protocol):
-        _raise_problems(spec, spec.name)
+        if checked:
+            _raise_problems(spec, spec.name)
         return spec
     if not isinstance(spec, str) or not spec.strip():
         raise SchemaError.of(messages.PROTOCOL_EMPTY, spec,
@@ -53,10 +55,12 @@ def load_protocol(spec: Any) -> Protocol:
     module = _import(path, spec)
     name = name or "PROTOCOL"
     protocol = getattr(module, name, None)
-    if not isinstance(protocol, Protocol):
+    if protocol is None or (checked and not isinstance(protocol, Protocol)):
         found = sorted(n for n, v in vars(module).items() if isinstance(v, Protocol))
         raise SchemaError.of(messages.PROTOCOL_NOT_DECLARED, spec, name=name, path=path,
                              found=", ".join(found) or "none")
+    if not checked:
+        return protocol
     _raise_problems(protocol, spec)
     _SPECS[id(protocol)] = os.path.abspath(path) + (f":{name}" if name != "PROTOCOL" else "")
     return protocol

@@ -24,8 +24,8 @@ from stagecheck.oracles.targets import repository_root, trusted_path
 from stagecheck.spec.findings import Finding
 from stagecheck.spec.steps import StepSequence
 
-__all__ = ["PROTOCOL_REPLAY_VERSION", "load_protocol_replay", "replay_protocol",
-           "save_protocol_findings"]
+__all__ = ["PROTOCOL_REPLAY_VERSION", "is_protocol_replay", "load_protocol_replay",
+           "replay_protocol", "save_protocol_findings"]
 
 PROTOCOL_REPLAY_VERSION = 1
 
@@ -48,6 +48,19 @@ def save_protocol_findings(result, directory: str, protocol_spec: str,
             inside=directory)
         saved[f.id] = path
     return saved
+
+
+def is_protocol_replay(path: str) -> bool:
+    """Whether ``path`` reads as a protocol replay file (anything else: False, and the
+    staging replay's loader says what is wrong with it)."""
+    try:
+        if os.path.getsize(path) > MAX_REPLAY_BYTES:
+            return False
+        with open(path, encoding="utf-8") as fh:
+            saved = json.load(fh)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(saved, dict) and "stagecheck_protocol_replay" in saved
 
 
 def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
@@ -78,18 +91,21 @@ def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
 
 
 def replay_protocol(path: str, baseline: str | None = None, candidate: str | None = None,
-                    protocol: str | None = None) -> list[Finding]:
-    """Run the saved step sequence again; the findings it shows now."""
+                    protocol: str | None = None, device: str | None = None,
+                    shims: tuple[str, ...] = ()) -> list[Finding]:
+    """Run the saved step sequence again; the findings it shows now. What is given
+    replaces what the file saved (targets, protocol, device, shims); a target, shim or
+    protocol file the file names outside the repository must be given."""
     saved, seq = load_protocol_replay(path)
-    check_trusted(saved, path, baseline, candidate, shims_given=False)
+    check_trusted(saved, path, baseline, candidate, shims_given=bool(shims))
     spec = protocol or saved["protocol"]
-    if protocol is None and str(spec).endswith(".py") or ".py:" in str(spec):
+    if protocol is None and (str(spec).endswith(".py") or ".py:" in str(spec)):
         file = str(spec).rpartition(":")[0] if ".py:" in str(spec) else str(spec)
         if not trusted_path(file, repository_root()):
-            raise UsageError.of(messages.REPLAY_UNTRUSTED_SHIM, path, target=file,
+            raise UsageError.of(messages.REPLAY_UNTRUSTED_PROTOCOL, path, target=file,
                                 top=repository_root())
     base = baseline if baseline is not None else saved.get("baseline")
     cand = candidate if candidate is not None else saved["candidate"]
-    config = ProtocolConfig(sequences=1, device=saved.get("device", "cpu"),
-                            shims=tuple(saved.get("shims") or ()))
+    config = ProtocolConfig(sequences=1, device=device or saved.get("device", "cpu"),
+                            shims=tuple(shims or saved.get("shims") or ()))
     return check_sequence(base, cand, spec, seq, config)

@@ -90,7 +90,7 @@ def protocol_finding_lines(f: Finding, saved: dict | None = None,
         if table:
             lines += ["  " + row for row in sequence_table(f)]
     if saved and f.id in saved:
-        lines.append(f"  replay: stagecheck protocol replay {escape(saved[f.id])}")
+        lines.append(f"  replay: stagecheck replay {escape(saved[f.id])}")
     return lines
 
 
@@ -102,8 +102,10 @@ def _by_sequence(findings: list[Finding]) -> list[list[Finding]]:
     return list(groups.values())
 
 
-def render_protocol(result, saved: dict | None = None, show_tests: bool = True) -> str:
-    """A protocol campaign's report (see the module doc)."""
+def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
+                    strict: bool = False) -> str:
+    """A protocol campaign's report (see the module doc); ``saved``: finding id -> the
+    replay file's arguments; ``strict``: info findings count for the verdict."""
     c = result.config
     what = (f"{result.baseline} vs {result.candidate}" if result.baseline
             else f"{result.candidate} against the protocol")
@@ -117,7 +119,7 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True) 
     if result.interrupted:
         lines.append(f"no verdict: interrupted ({result.interrupted})")
     errors, infos = result.errors, result.infos
-    verdict = result.verdict().upper()
+    verdict = result.verdict(strict).upper()
     if not result.baseline:
         verdict = {"DIFFERENT": "VIOLATES THE PROTOCOL",
                    "EQUIVALENT": "HOLDS THE PROTOCOL"}.get(verdict, verdict)
