@@ -103,7 +103,7 @@ def test_findings_are_saved_replayed_and_pasted_as_a_pytest_test(tmp_path):
     assert [f for f in replay_protocol(path, candidate=toy("fixed_token_stager"))
             if f.severity == "error"] == []
     report = render_protocol(result, saved)
-    assert "in flight" in report and "stagecheck protocol replay" in report
+    assert "in flight" in report and "replay: stagecheck replay " in report
     assert "host-write-pending-upload ids_cpu" in report
     source = protocol_pytest_example(result.errors[0], None, toy("buggy_token_stager"),
                                      EXAMPLE)
