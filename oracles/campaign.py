@@ -305,6 +305,7 @@ class _Search:
         # hypothesis only for this stream: a worker that imports this module (the symbolic
         # exploration) runs without it
         from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
+        from hypothesis.errors import Flaky    # heavy: loaded with hypothesis itself
         preload_project_modules()     # hypothesis's constant pool: the same however run
 
         from stagecheck.oracles.generate import (out_of_contract_scenarios,  # hypothesis too
@@ -365,6 +366,8 @@ class _Search:
             self.shrink(found.scenario, found.found, engine)
         except interrupt.Interrupted:  # what the stream recorded so far stays
             pass
+        except Flaky:       # a call that hung or was killed, then passed when replayed: the
+            pass            # finding the stream recorded stays
         return counter[0]
 
     # ------------------------------------------------------------------ kernel impact
@@ -403,6 +406,26 @@ class _Search:
                 self.shrink(s, reaching)
 
 
+def edge_examples(config: CampaignConfig) -> int:
+    """Examples per stream of the edge-case stream (the batched engine's, after both
+    streams found no error)."""
+    if config.engine != "batched":
+        return 0
+    return (config.edge_examples if config.edge_examples is not None
+            else min(EDGE_EXAMPLES, config.examples // 20))
+
+
+def progress_plan(config: CampaignConfig) -> list[tuple[str, int]]:
+    """The parts of a campaign in the order it runs them, each with its planned number of
+    examples, named as its progress calls name them (``"<phase> <stream>"``): the
+    in-contract and out-of-contract streams, then the edge cases of each (for
+    ``progress.PartsCount``: one count over the whole run)."""
+    streams = STREAMS if config.out_of_contract else STREAMS[:1]
+    edge = edge_examples(config)
+    return ([(f"random {s}", config.examples) for s in streams]
+            + [(f"edge {s}", edge) for s in streams if edge])
+
+
 def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> None:
     """Both streams, the edge-case stream, the kernel-impact probe."""
     streams = STREAMS if config.out_of_contract else STREAMS[:1]
@@ -419,8 +442,7 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
         if interrupt.requested():
             return
     if config.engine == "batched" and not result.errors:
-        edge = (config.edge_examples if config.edge_examples is not None
-                else min(EDGE_EXAMPLES, config.examples // 20))
+        edge = edge_examples(config)
         search.phase = "edge"
         for stream in streams:
             if interrupt.requested():
@@ -499,6 +521,8 @@ def run_campaign(baseline: Target | str | Callable | None, candidate: Target | s
     try:
         with _fewer_collections():
             _search(search, config, result)
+    except interrupt.Interrupted:     # a wait on a worker cut short by a signal: what was
+        pass                          # found so far stays (``interrupted`` is set below)
     except Exception as exc:      # stagecheck's own error: what was found so far rides on
         result.findings = search.collector.findings()    # it, for the caller to save
         result.seconds = time.perf_counter() - search.started

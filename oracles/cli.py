@@ -27,9 +27,9 @@ import sys
 import textwrap
 
 from stagecheck import __version__
-from stagecheck.oracles import interrupt, messages
+from stagecheck.oracles import interrupt, messages, stdio
+from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands import COMMANDS, load
-from stagecheck.oracles.commands.console import emit, note, shown, stdout_gone
 from stagecheck.oracles.commands.crash import is_internal, report_internal
 from stagecheck.oracles.config import load_config
 from stagecheck.oracles.errors import StagecheckError, UsageError
@@ -213,12 +213,14 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None):
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit code. SIGINT/SIGTERM are taken over for the run (see
     ``oracles/interrupt.py``) and given back on return."""
+    stdio.ensure_standard_fds()     # before any pipe: no fd 0-2 may be reused
     parser = build_parser()
     interrupt.reset()
     interrupt.install()
     args, values = None, {}
     try:
         try:
+            stdio.check_working_folder()
             args = _parse(parser, argv)
             if args.version:
                 emit(f"stagecheck {__version__}")
@@ -263,10 +265,7 @@ def _argv(argv: list[str] | None) -> list[str]:
 
 def entry_point() -> None:
     code = main()
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:   # e.g. piped into head: the exit code stays the verdict's
-        stdout_gone()
+    stdio.finish_stdout()     # a closed or full stdout: the exit code stays the verdict's
     sys.exit(code)
 
 

@@ -9,8 +9,12 @@ example and stops, returning what it found so far marked as interrupted. The fla
 not an exception, decides the exit code: 128 + the signal number (130 for SIGINT, 143
 for SIGTERM).
 
-A second signal while the first is being handled raises ``Interrupted`` at once, for
-the case where a loop is stuck in one long example.
+The first signal also starts a grace period: every wait on a worker ends within
+``INTERRUPT_GRACE`` seconds of it (``oracles/worker/pool.py``: the worker is killed and
+``Interrupted`` raised), so one signal stops any run. A second signal ends that grace at
+once (``urgent``) and raises nothing: the run goes on writing what it found, so a second
+SIGTERM loses nothing. Only a third raises ``Interrupted`` where the checker is (for a
+checker stuck in its own code), and not once the run is writing its files (``settle``).
 
 Without ``install`` (the library API, the pytest fixture) nothing changes: Ctrl-C
 raises ``KeyboardInterrupt`` as usual.
@@ -25,11 +29,12 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
-__all__ = ["FORWARDED", "Interrupted", "check", "exit_code", "install", "request",
-           "requested", "reset", "signal_name", "uninstall"]
+__all__ = ["FORWARDED", "Interrupted", "check", "exit_code", "install", "installed", "request",
+           "requested", "reset", "settle", "signal_name", "since", "uninstall", "urgent"]
 
-_state: dict = {"signum": None, "count": 0, "previous": {}}
+_state: dict = {"signum": None, "count": 0, "previous": {}, "at": None, "settled": False}
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: what the checker sends a worker to pass its interrupt on (workers ignore SIGINT)
 FORWARDED = getattr(signal, "SIGUSR1", None)
@@ -51,8 +56,8 @@ class Interrupted(KeyboardInterrupt):
 def _handler(signum, frame) -> None:
     _state["count"] += 1
     if _state["signum"] is None:
-        _state["signum"] = signum
-    if _state["count"] > 1:
+        _state["signum"], _state["at"] = signum, time.monotonic()
+    if _state["count"] > 2 and not _state["settled"]:
         raise Interrupted(_state["signum"])
 
 
@@ -65,6 +70,12 @@ def install() -> None:
         _state["previous"].setdefault(s, previous)
 
 
+def installed() -> bool:
+    """Whether ``install`` took SIGINT/SIGTERM over (the command line): a
+    ``KeyboardInterrupt`` then comes from code, never from Ctrl-C."""
+    return bool(_state["previous"])
+
+
 def uninstall() -> None:
     """Put the handlers ``install`` replaced back."""
     for s, previous in _state["previous"].items():
@@ -74,13 +85,29 @@ def uninstall() -> None:
 
 def reset() -> None:
     """Forget a recorded signal (a new run in the same process)."""
-    _state["signum"], _state["count"] = None, 0
+    _state["signum"], _state["count"], _state["at"], _state["settled"] = None, 0, None, False
 
 
 def request(signum: int = signal.SIGINT) -> None:
     """Set the flag as a first signal would (a worker told by its checker to stop)."""
     if _state["signum"] is None:
-        _state["signum"] = signum
+        _state["signum"], _state["at"] = signum, time.monotonic()
+
+
+def since() -> float | None:
+    """When (``time.monotonic``) the first signal came; None without one."""
+    return _state["at"]
+
+
+def urgent() -> bool:
+    """Whether a second signal came: waits on workers end at once."""
+    return _state["count"] > 1
+
+
+def settle() -> None:
+    """The run is writing its files: from here on signals are recorded, never raised
+    (a signal must not cost a file that was about to be written)."""
+    _state["settled"] = True
 
 
 def requested() -> int | None:

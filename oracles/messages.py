@@ -32,19 +32,24 @@ TARGET_MODULE_MISSING = ("module {module!r} in {value!r} cannot be imported ({er
                          "without its imports")
 TARGET_ATTRIBUTE_MISSING = ("module {module!r} has no attribute {name!r} (in {value!r})",
                             "check the function name")
-TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the arguments "
-                    "of schema {schema!r} ({parameters})",
-                    "point at the staging function, or give its schema with --schema")
-TARGET_COMPILE = ("{value!r} could not be compiled on its own ({error})",
-                  "the function or a module-level name it uses needs code stagecheck does "
-                  "not run")
+TARGET_SIGNATURE = ("{value!r} has signature {signature}, which cannot take the arguments of "
+                    "schema {schema!r} through any of its adapters: {unmapped}",
+                    "point at the staging function; to bridge another release's parameters, "
+                    "give --schema a file whose SCHEMA adds an adapter for them, "
+                    "dataclasses.replace(builtin, signatures=(*builtin.signatures, "
+                    "Signature(parameters, build))) (docs/schemas.md, 'Signatures')")
+TARGET_COMPILE = ("{value!r} could not be compiled on its own: {where} raised {error}",
+                  "give that name with --shim FILE.py (a shim's name replaces the file's "
+                  "own definition), or load the function as 'package.module:function' where "
+                  "its package is installed")
 TARGET_NO_SOURCE = ("{value!r} has no Python source file with a module-level function "
                     "{name!r} to mutate", "give 'path/to/file.py::function'")
 TARGET_UNRESOLVED = ("{value!r} uses {count} global name(s) stagecheck cannot provide: {names}",
                      "stagecheck does not import engine modules; give each name with "
                      "--shim FILE.py (a module that defines it, e.g. 'def cdiv(a, b): return "
-                     "-(a // -b)'; repeatable), or load the function as "
-                     "'package.module:{function}' where its package is installed")
+                     "-(a // -b)'; a module object: name it in the shim's __all__; "
+                     "repeatable), or load the function as 'package.module:{function}' where "
+                     "its package is installed")
 SHIM_MISSING = ("shim {value!r} does not exist", "give the path of a Python file (relative "
                 "paths are taken from {cwd})")
 SHIM_BROKEN = ("shim {value!r} cannot be imported ({error})", "fix the file: a shim is a plain "
@@ -353,3 +358,87 @@ KERNEL_BACKEND_BROKEN = ("the {backend} kernel backend cannot run here: {error}"
                          "or --kernel off")
 KERNEL_ALWAYS_RAN = ("--kernel always: the kernel oracle ran on {examples} example(s), every "
                      "one judged, in {seconds:.1f} s")
+# ---------------------------------------------------------------- issue 23: the schema language
+# the builder a schema's build uses (oracles/observe/build.py); {call} is the call as written
+BUILDER_UNKNOWN_INPUT = ("{call}: the schema declares no input {value!r} (its inputs: {inputs})",
+                         "name a declared input, or declare it: Input({value!r}, ...)")
+BUILDER_WRONG_KIND = ("{call}: input {value!r} is {kind}, which this call does not make",
+                      "make it with {right}")
+BUILDER_MADE_OTHERWISE = ("{call}: input {value!r} was already made by {first} for this call",
+                          "one input is one object: keep what {first} gave and pass it "
+                          "wherever the function expects it (a second object would hide what "
+                          "the call does to the first), or declare a second input")
+BUILDER_NO_ATTRIBUTES = ("{call} names no attribute",
+                         "give attr=input pairs, e.g. b.objects(num_computed_tokens="
+                         "'num_computed_tokens')")
+BUILDER_BAD_DTYPE = ("{call}: {value!r} is not a numpy dtype", "give e.g. 'int32', 'int64' "
+                     "or 'bool'")
+BUILDER_BAD_TORCH_DTYPE = ("{call}: {value!r} is not the name of a torch dtype",
+                           "give e.g. 'bool', 'int32' or 'int64' (b.dtype('bool') is "
+                           "torch.bool)")
+BUILDER_UNKNOWN_BUFFER = ("{call}: no field declares buffer {value!r} (the buffers are: "
+                          "{buffers})", "name a declared buffer, or declare a Field for it")
+# problems schema check finds in a dry run (oracles/schemas.py)
+SCHEMA_INPUT_UNSEEN = ("build: input {name!r} reached none of the {calls} drawn calls through "
+                       "the builder, so what the call does to it would go unseen; make it "
+                       "with {right} (an adapter may pass None for it on some calls, e.g. "
+                       "where a flag says the engine's attribute is None, but not on every "
+                       "call)")
+SCHEMA_RAW_INPUT = ("build: input {name!r} reaches the call as the scenario's own object "
+                    "(b.scenario.inputs[{name!r}]), so what the call does to it would go "
+                    "unseen and change the scenario; make it with {right}")
+SCHEMA_LIST_MODEL = ("build: {error} ({where}); 'stagecheck symbolic' builds every call on that "
+                     "list model, which offers a buffer's .np, .cpu and .gpu views (indexing, "
+                     "slicing, len, iteration, fill) and copy_to_gpu only, so it would lose "
+                     "every path; diff, spec, replay, bench and mutants build on torch buffers "
+                     "and run this schema as it is. To run symbolic too, read no other buffer "
+                     "attribute in build: the device is b.device ('cpu' or 'cuda'), a torch "
+                     "dtype b.dtype('bool'), and the buffer itself goes to the function")
+# what a run saves (oracles/report/replay.py save_run)
+INFOS_NOT_SAVED = ("stagecheck: {count} info finding(s) not saved as replay files (error "
+                   "findings always are); --save-infos saves them")
+# ---------------------------------------------------------------- issue 21: reliability
+STDOUT_FAILED = ("stagecheck: warning: the report could not be written to standard output "
+                 "({error}); the exit code is the verdict's, and every file the run writes "
+                 "is written")
+KILLED_FROM_OUTSIDE = ("stagecheck: note: a worker process was {what} while it ran example "
+                       "{index}; the call ran again in a fresh worker and returned: killed "
+                       "from outside (not a finding against the code)")
+TARGET_LOAD_HUNG = ("loading {value!r} did not finish within {cpu:.0f} s of CPU time or "
+                    "{wall:.0f} s on the wall clock (a hang at load)",
+                    "module-level code a target's loading runs must finish; a module whose "
+                    "import takes longer may be given more time with "
+                    "STAGECHECK_LOAD_SECONDS=SECONDS")
+OUTPUT_EMPTY = ("{flag} was given an empty path", "give it a path (e.g. {example}), or "
+                "leave the option out")
+REPORT_WOULD_OVERWRITE = ("{value!r} exists and is not a stagecheck report ({what}); "
+                          "{flag} would replace it with the report",
+                          "give {flag} a new path, or the path of a report stagecheck "
+                          "wrote; delete the file first if it is yours to lose")
+CWD_GONE = ("the current folder {value!r} no longer exists ({error})",
+            "change to a folder that exists (cd) and run the command again")
+NOT_A_REGULAR_FILE = ("{path!r} is {kind}, not a file: stagecheck reads a {what} from a "
+                      "regular file only (reading this one could wait for ever)",
+                      "give the path of the {what} itself")
+REPLAY_SCHEMA_FILE = ("the replay file names the schema file {target!r}; a schema file is "
+                      "code that runs in stagecheck's own process, so stagecheck runs none "
+                      "that a replay file names", "if you trust it, give it yourself: "
+                      "stagecheck replay FILE --schema {target}")
+SCHEMA_CODE_HUNG = ("{value} did not return within {cpu:.0f} s of CPU time or {wall:.0f} s "
+                    "on the wall clock", "schema code (derive functions, hooks, the call "
+                    "adapter) must return at once; fix the schema")
+SCHEMA_CODE_EXITED = ("{value} raised {error}", "schema code must not exit or raise "
+                      "KeyboardInterrupt; fix the schema")
+SCHEMA_PATCHES = ("schema file {value!r} changed stagecheck's own code when it ran ({names})",
+                  "a schema declares inputs, fields and policies; it must not replace "
+                  "stagecheck's functions or builtins")
+SCHEMA_ENDED = ("schema file {value!r} ended the process that loaded it and dry-ran it: {what}",
+                "module-level code and the functions of a schema must not exit; fix the file")
+SCHEMA_HUNG = ("schema file {value!r} did not finish loading and its dry run within "
+               "{seconds:.0f} s of CPU time (a hang)", "its module-level code and its "
+               "functions (build, derive, hooks) must return; fix the file")
+FIXTURE_NOT_ISOLABLE = ("{value!r} cannot be loaded in a worker process (it is a "
+                        "lambda, a function defined inside another function, or has no "
+                        "source file), and stagecheck runs code under test only there",
+                        "define it at module level of a file (a test module will do), or "
+                        "give it as 'path/to/file.py::name'")

@@ -443,7 +443,8 @@ TABLE: tuple[Option, ...] = (
     Option("strict", "info findings also give exit 1", CAMPAIGN + ("symbolic",), Switch(),
            False, action="switch"),
     Option("json", "write the verdict, the settings and the findings (kernel: the result; "
-           "bench: the timings; mutants: the kill matrix) as JSON", CAMPAIGN + (
+           "bench: the timings; mutants: the kill matrix) as JSON ('-': to stdout, the text "
+           "report then goes to stderr)", CAMPAIGN + (
                "kernel", "symbolic", "bench", "mutants"), Text(), metavar="PATH", key=None,
            setting=None),
     Option("junit_xml", "write a JUnit XML report (one test case per invariant) for CI",
@@ -451,8 +452,13 @@ TABLE: tuple[Option, ...] = (
     Option("markdown", "write a Markdown summary to paste into a pull request: verdict, "
            "targets and SHAs, budget, errors with slot tables, info findings by reason, the "
            "reproduction tests", CAMPAIGN, Text(), metavar="PATH", key=None, setting=None),
-    Option("save_dir", "where replay files of findings go, with a manifest per run under runs/",
-           CAMPAIGN, Text(), DEFAULT_SAVE_DIR, path=True, setting=None),
+    Option("save_dir", "where replay files of findings go, with a manifest per run under runs/ "
+           "(the last 20 runs are kept)", CAMPAIGN, Text(), DEFAULT_SAVE_DIR, path=True,
+           setting=None),
+    Option("save_infos", "save info findings as replay files too (error findings always are)",
+           CAMPAIGN, Switch(), False, action="switch", key=None, setting=None),
+    Option("no_save", "write no replay file and no run manifest", CAMPAIGN, Switch(), False,
+           action="switch", key=None, setting=None),
     Option("verbose", "list every info finding in full (default: one line per reason, with a "
            "count and one example)", CAMPAIGN + ("symbolic",), Switch(), False,
            action="switch", key=None, setting=None),

@@ -13,6 +13,11 @@ in a worker), so a silent log means a stopped process. Once ``stopped()`` is tru
 SIGINT/SIGTERM was received) nothing more is written: the run's one line about the
 interrupt is the last word. ``--quiet`` makes none of this.
 
+The count, the rate and the time left cover the whole run, whatever phase it is in (a
+phase only labels the line): a run made of consecutive parts (a campaign's streams,
+then its edge cases) counts them as one with ``PartsCount``; a part that ran short (a
+stream that stopped at its first error) or never ran leaves the total.
+
 Standard library only: the CLI builds a ``Progress`` before any heavy import.
 """
 
@@ -24,7 +29,8 @@ import threading
 import time
 from typing import Callable, TextIO
 
-__all__ = ["DEFAULT_INTERVAL", "INTERVAL_ENV", "Progress", "format_duration", "interval"]
+__all__ = ["DEFAULT_INTERVAL", "INTERVAL_ENV", "PartsCount", "Progress", "format_duration",
+           "interval"]
 
 INTERVAL_ENV = "STAGECHECK_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL = 5.0
@@ -78,7 +84,7 @@ class Progress:
         self.every = TTY_REFRESH if tty else (every if every is not None else interval())
         self.clock, self.stopped = clock, stopped
         self.started = clock()
-        self.phase_started = self.started
+        self.ends_at: float | None = None   # a time budget's end (clock), when no total
         # the first line is due after ``delay`` (default: one refresh on a terminal, two
         # intervals elsewhere), each later one ``every`` seconds after the last
         first = delay if delay is not None else (self.every if tty else 2 * self.every)
@@ -94,16 +100,20 @@ class Progress:
 
     # ------------------------------------------------------------------ updates
     def update(self, done: int | None = None, total: int | None = None, *,
-               phase: str | None = None, **counts: int) -> None:
-        """Record where the work is; draw the line when it is due."""
+               phase: str | None = None, ends_at: float | None = None,
+               **counts: int) -> None:
+        """Record where the work is (``done`` of ``total`` over the whole run; ``phase``
+        labels the line; ``ends_at``: when a time-bounded part ends, on ``clock``, for the
+        time left where no total is known); draw the line when it is due."""
         with self._lock:
             if done is not None:
                 self.done = done
             if total is not None:
                 self.total = total
-            if phase is not None and phase != self.phase:
+            if phase is not None:
                 self.phase = phase
-                self.phase_started = self.clock()   # the rate is this phase's
+            if ends_at is not None:
+                self.ends_at = ends_at
             for name, value in counts.items():
                 self.counts[name] = value
             self._show_if_due()
@@ -147,20 +157,22 @@ class Progress:
 
     # ------------------------------------------------------------------ rendering
     def fields(self, now: float | None = None) -> list[str]:
-        """done/total unit, the counters, the rate, elapsed and remaining."""
+        """done/total unit, the counters, the rate, elapsed and remaining: each over the
+        whole run since ``Progress`` started (the phase only labels the count)."""
         now = self.clock() if now is None else now
         elapsed = max(now - self.started, 0.0)
-        in_phase = max(now - self.phase_started, 0.0)
         count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
         out = [f"{self.phase + ' ' if self.phase else ''}{count} {self.unit}"]
         out += [f"{value} {name}" for name, value in self.counts.items()]
-        rate = self.done / in_phase if in_phase > 0 else 0.0
-        if self.done and in_phase > 0:
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        if self.done and elapsed > 0:
             out.append(f"{rate:.3g} {self.unit}/s" if rate < 10 else
                        f"{rate:.0f} {self.unit}/s")
         out.append(f"{format_duration(elapsed)} elapsed")
         if self.total and self.done and rate > 0 and self.done < self.total:
             out.append(f"~{format_duration((self.total - self.done) / rate)} left")
+        elif not self.total and self.ends_at is not None and now < self.ends_at:
+            out.append(f"~{format_duration(self.ends_at - now)} left")
         return out
 
     def plain_line(self, final: bool = False) -> str:
@@ -198,3 +210,49 @@ class Progress:
         while not self._stop.wait(min(self.every, 1.0)):
             with self._lock:
                 self._show_if_due()
+
+
+class PartsCount:
+    """One count over a run made of consecutive parts, for ``Progress``.
+
+    ``planned``: each part's name and planned size, in the order the run does them.
+    ``at(part, done)`` says the run is in ``part`` with ``done`` of it finished, and
+    returns ``(done, total)`` of the whole run: the parts before it count what they did
+    (a part the run went past without a word did nothing), ``part`` its ``done``, the
+    parts after it their planned size. ``finish()`` closes the count: the total becomes
+    what was done (a part that ran short or never ran leaves it).
+    """
+
+    def __init__(self, planned) -> None:
+        self.order = [name for name, _ in planned]
+        self.planned = {name: size for name, size in planned}
+        self.done: dict[str, int] = {}
+        self.current: str | None = None
+
+    def at(self, part: str, done: int, size: int | None = None) -> tuple[int, int]:
+        if part not in self.planned:            # a part nobody planned: counted at its end
+            self.order.append(part)
+            self.planned[part] = size or done
+        elif size is not None:
+            self.planned[part] = size
+        position = self.order.index(part)
+        for earlier in self.order[:position]:
+            self.done.setdefault(earlier, 0)
+        self.done[part] = done
+        self.current = part
+        return self.totals()
+
+    def totals(self) -> tuple[int, int]:
+        """``(done, total)`` of the whole run now."""
+        if self.current is None:
+            return 0, sum(self.planned.values())
+        position = self.order.index(self.current)
+        before = sum(self.done.get(p, 0) for p in self.order[:position])
+        now = self.done[self.current]
+        later = sum(self.planned[p] for p in self.order[position + 1:])
+        return before + now, before + max(self.planned[self.current], now) + later
+
+    def finish(self) -> tuple[int, int]:
+        """``(done, done)``: the run is over, whatever was planned."""
+        done = sum(self.done.values())
+        return done, done

@@ -27,14 +27,17 @@ fixture is first used.
 from __future__ import annotations
 
 import importlib.util
+import inspect
+import os
 import random
 import shlex
+import sys
 
 import pytest
 from hypothesis import HealthCheck, Phase, core, settings as _hsettings
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.errors import StagecheckError, UsageError
+from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.options import (CampaignConfig, RunOptions, fixture_options, flat,
                                         reproduce_flags)
 
@@ -98,31 +101,68 @@ def as_target(obj, where: str = "target", shims=()):
 
 
 def _runner(baseline, candidate, shims=()):
-    """A runner holding the two targets: spec strings are loaded in a worker only (never
-    in the test's process: a file is only read here, a revision resolved to its commit
-    once); a plain function, already imported by the test, runs in a worker where the
-    worker can import it by name, else in the test's process. ``shims``: see
-    ``as_target``."""
+    """A runner holding the two targets, loaded in a worker process only, never in the
+    test's process, as the command line loads them: spec strings are read here (a
+    revision resolved to its commit once) and loaded there; a plain function is loaded
+    there by its module's name, or by its file and name (``_callable_ref``); what a worker
+    cannot load (a lambda, a function defined inside another) is refused with a message.
+    ``shims``: see ``as_target``."""
     # the oracles load on the fixture's first use (see as_target)
-    from stagecheck.oracles.runner import load_isolated, runner_for
+    from stagecheck.oracles.runner import load_isolated
     from stagecheck.oracles.targets import target_ref
     items = [(x, name) for x, name in ((baseline, "baseline"), (candidate, "candidate"))
              if x is not None]
     if len(items) == 1:
         items = [(candidate, "target")]
-    if all(isinstance(x, str) for x, _ in items):
-        refs = []
-        for x, name in items:
-            try:
-                refs.append(target_ref(x, None, tuple(shims)))
-            except StagecheckError as exc:
-                raise exc.located(name) from None
+    refs = []
+    for x, name in items:
         try:
-            return load_isolated(refs)
+            refs.append(target_ref(x, None, tuple(shims)) if isinstance(x, str)
+                        else _callable_ref(x, name, shims))
         except StagecheckError as exc:
-            index = getattr(exc, "target_index", 0)
-            raise exc.located(items[index][1]) from None
-    return runner_for([as_target(x, name, shims) for x, name in items])
+            raise exc.located(name) from None
+    try:
+        return load_isolated(refs)
+    except StagecheckError as exc:
+        index = getattr(exc, "target_index", 0)
+        raise exc.located(items[index][1]) from None
+
+
+def _callable_ref(obj, where: str, shims=()):
+    """How a worker loads ``obj`` (a function, or a ``Target``): by ``module:name`` when the
+    worker can import that module by name and finds this very function there, else as a
+    file target ``path.py::name``; a ``TargetLoadError`` for what no worker can load."""
+    # the oracles load on the fixture's first use (see as_target)
+    from stagecheck.oracles.targets import Target, target_ref
+    if isinstance(obj, Target):
+        if obj.ref is not None:
+            return obj.ref
+        obj = obj.func
+    if not callable(obj):
+        raise TypeError(f"{where}: expected a target spec string, a Target or a staging "
+                        f"function, got {type(obj).__name__}")
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None) or type(obj).__name__
+    if not isinstance(qualname, str) or "<" in qualname:
+        raise TargetLoadError.of(messages.FIXTURE_NOT_ISOLABLE, qualname)
+    loaded = sys.modules.get(module) if isinstance(module, str) else None
+    if loaded is not None and module != "__main__" and "." not in qualname and \
+            getattr(loaded, qualname, None) is obj:
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        file = getattr(loaded, "__file__", None)
+        if found is not None and file and found.origin and \
+                os.path.realpath(found.origin) == os.path.realpath(file):
+            return target_ref(f"{module}:{qualname}", None, tuple(shims))
+    try:
+        path = inspect.getsourcefile(obj)
+    except TypeError:
+        path = None
+    if not path or not os.path.isfile(path):
+        raise TargetLoadError.of(messages.FIXTURE_NOT_ISOLABLE, qualname)
+    return target_ref(f"{path}::{qualname}", None, tuple(shims))
 
 
 # --------------------------------------------------------------------------- fixture
@@ -201,12 +241,10 @@ class StagecheckFixture:
         if missing:
             pytest.skip(missing)
         try:
-            runner = _runner(baseline, candidate, shims)
+            runner, failure = _runner(baseline, candidate, shims), None
         except StagecheckError as exc:
-            failure = f"stagecheck: {exc}"
-        else:
-            failure = None
-        if failure:     # outside the except: one message, no chained traceback
+            runner, failure = None, f"stagecheck: {exc}"
+        if failure is not None:      # outside the handler: one message, no chained traceback
             pytest.fail(failure, pytrace=False)
         with runner:
             base = runner.targets[0] if baseline is not None else None

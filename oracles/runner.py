@@ -13,17 +13,24 @@ import importlib
 from dataclasses import replace
 from typing import Protocol
 
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.backends import backend_kind, make_backend
 from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target
-from stagecheck.oracles.worker import DEFAULT_MEMORY_MIB, WorkerPool, stream_batches
+from stagecheck.oracles.worker import WorkerEnded, WorkerPool, stream_batches
 from stagecheck.oracles.worker.protocol import held_targets
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["InProcessRunner", "Runner", "isolated_runner", "load_isolated", "runner_for",
-           "side_of"]
+__all__ = ["InProcessRunner", "Runner", "SCHEMA_SECONDS", "isolated_runner", "load_isolated",
+           "load_schema_isolated", "runner_for", "side_of"]
+
+#: CPU seconds a worker may take to load a schema file and dry-run it (``WALL_FACTOR``
+#: times that on the wall clock): a schema's code returns in milliseconds
+SCHEMA_SECONDS = 5.0
 
 
 class Runner(Protocol):
@@ -141,7 +148,7 @@ def load_isolated(refs: list, schemas: dict | None = None, memory_mib: int | Non
     """Load targets by reference into a worker, never into this process: a loading
     error names the target (``target_index``). ``pool``: reuse that worker pool."""
     own = pool is None
-    pool = pool or WorkerPool(memory_mib or DEFAULT_MEMORY_MIB)
+    pool = pool or WorkerPool(memory_mib)
     try:
         loaded = pool.load(list(refs), schemas, fresh=own)
     except BaseException:
@@ -169,3 +176,23 @@ def runner_for(targets: list[Target], isolated: bool = True,
     if isolated and all(t.ref is not None for t in targets):
         return isolated_runner(targets, memory_mib)
     return InProcessRunner(targets)
+
+
+def load_schema_isolated(spec: str, checked: bool = True):
+    """The schema ``spec`` names, for the checker. A schema file is code: it is loaded and
+    dry-run in a worker first (``schemas.probe_schema``), where an exit or a hang ends the
+    worker and is a ``SchemaError`` here; then loaded in this process under
+    ``oracles/guard.py`` (each call of its code under a deadline, an exit an error, and a
+    file that patches stagecheck refused)."""
+    if not isinstance(spec, str) or not spec.endswith(".py") and ".py:" not in spec:
+        return load_schema(spec, checked)        # a built-in (or a misspelt) name: no code
+    with WorkerPool() as pool:
+        try:
+            pool.call("stagecheck.oracles.schemas", "probe_schema", spec,
+                      deadline=SCHEMA_SECONDS)
+        except WorkerEnded as ended:
+            if ended.hung:
+                raise SchemaError.of(messages.SCHEMA_HUNG, spec, seconds=SCHEMA_SECONDS) \
+                    from None
+            raise SchemaError.of(messages.SCHEMA_ENDED, spec, what=ended.what) from None
+    return load_schema(spec, checked, guarded=True)

@@ -15,22 +15,28 @@ import hashlib
 import importlib.util
 import os
 import sys
+import traceback
 from typing import Any
 
-from stagecheck.oracles import messages
+from stagecheck.oracles import guard, messages
+from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.errors import SchemaError
-from stagecheck.oracles.observe import Builder
-from stagecheck.oracles.observe.listmodel import ListBackend
+from stagecheck.oracles.observe import Builder, make_backend
+from stagecheck.oracles.observe.build import BuilderRefused
+from stagecheck.oracles.observe.listmodel import ListBackend, ModelUnsupported
+from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.paths import refuse_special
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.targets import remember_schema_spec
+from stagecheck.oracles.text import exception_text, printable
 from stagecheck.spec.invariants import expected_inputs_after, expected_value
 from stagecheck.spec.scenario import MISSING
-from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST, PER_SLOT,
-                                    REQUIRED, Call, StagingSchema)
+from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST,
+                                    PER_SLOT, REQUIRED, Call, StagingSchema)
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.space import contract_breaches
 
-__all__ = ["check_declarations", "check_schema", "load_schema", "schema_space"]
+__all__ = ["check_declarations", "check_schema", "load_schema", "probe_schema", "schema_space"]
 
 _KINDS = (PER_REQUEST, PER_SLOT, ID_SET, FLAG, NUMBER)
 _PRESENCES = (REQUIRED, OPTIONAL, MAY_MISS)
@@ -38,25 +44,38 @@ _INPUT_DTYPES = ("int", "int-list", "bool")
 _FIELD_DTYPES = ("int32", "int64", "bool")
 
 
-def load_schema(spec: str, checked: bool = True) -> StagingSchema:
+def load_schema(spec: str, checked: bool = True, guarded: bool = False) -> StagingSchema:
     """A built-in schema by name, or ``path.py[:NAME]``; with ``checked``, a schema file's
-    schema passes ``check_schema`` (``SchemaError`` naming its first problems if not)."""
+    schema passes ``check_schema`` (``SchemaError`` naming its first problems if not).
+
+    ``guarded`` (the checker, after a worker loaded the file first: ``runner.
+    load_schema_isolated``): the file's code runs under ``guard``: its import and every
+    call of its functions under a deadline, an exit is a ``SchemaError``, and a file that
+    changes stagecheck's own code or ``builtins`` is refused."""
     if spec in BUILTIN_SCHEMAS:
         return BUILTIN_SCHEMAS[spec]
     path, sep, name = spec.rpartition(":") if spec.count(":") and not spec.endswith(".py") \
         else (spec, "", "")
     if not path.endswith(".py"):
         raise SchemaError.of(messages.SCHEMA_UNKNOWN, spec, builtins=", ".join(BUILTIN_SCHEMAS))
+    refuse_special(path, spec, "schema file", SchemaError)
     if not os.path.isfile(path):
         raise SchemaError.of(messages.SCHEMA_FILE_MISSING, spec, path=path, cwd=os.getcwd())
-    module = _import_file(path, spec)
+    if guarded:    # every module of stagecheck loaded first: a patch of one is then seen
+        preload_project_modules()
+    before = guard.snapshot() if guarded else None
+    module = _import_file(path, spec, guarded)
     attribute = name or "SCHEMA"
     schema = getattr(module, attribute, None)
     if not isinstance(schema, StagingSchema):
         found = sorted(k for k, v in vars(module).items() if isinstance(v, StagingSchema))
         raise SchemaError.of(messages.SCHEMA_NOT_FOUND, spec, path=path, name=attribute,
                              found=", ".join(found) or "none")
-    problems = check_schema(schema) if checked else []
+    if guarded:
+        guard.guard_schema(schema, printable(str(schema.name)))
+    problems = check_schema(schema, list_model=False) if checked else []
+    if before is not None:
+        _refuse_patches(before, spec)
     if problems:
         raise SchemaError.of(messages.SCHEMA_INVALID, spec, problems="; ".join(problems[:4]),
                              more=f" (and {len(problems) - 4} more)" if len(problems) > 4 else "")
@@ -64,7 +83,20 @@ def load_schema(spec: str, checked: bool = True) -> StagingSchema:
     return schema
 
 
-def _import_file(path: str, spec: str):
+def probe_schema(spec: str) -> None:
+    """Load schema file ``spec`` and dry-run it, its problems aside: what a worker does
+    before the checker loads the file itself (an exit or a hang then ends the worker)."""
+    check_schema(load_schema(spec, checked=False))
+
+
+def _refuse_patches(before: dict, spec: str) -> None:
+    changed = guard.patched(before)
+    if changed:
+        raise SchemaError.of(messages.SCHEMA_PATCHES, spec, names=", ".join(changed[:4]) + (
+            f" and {len(changed) - 4} more" if len(changed) > 4 else ""))
+
+
+def _import_file(path: str, spec: str, guarded: bool = False):
     digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:12]
     module_name = f"stagecheck_user_schema_{digest}"
     if module_name in sys.modules:
@@ -72,12 +104,26 @@ def _import_file(path: str, spec: str):
     loader_spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[module_name] = module
+    before = guard.snapshot() if guarded else None
     try:
-        loader_spec.loader.exec_module(module)
-    except Exception as exc:   # the user's file failed: say where, never a traceback
+        if guarded:
+            guard.guarded_call(f"schema file {path!r} (its module-level code)",
+                               loader_spec.loader.exec_module, module)
+        else:
+            loader_spec.loader.exec_module(module)
+    except SchemaError:
         del sys.modules[module_name]
+        raise
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:   # the user's file failed:
+        del sys.modules[module_name]                             # say where, no traceback
         raise SchemaError.of(messages.SCHEMA_IMPORT, spec, path=path,
-                             error=f"{type(exc).__name__}: {exc}") from None
+                             error=exception_text(exc, type(exc))) from None
+    if before is not None:
+        try:
+            _refuse_patches(before, spec)
+        except SchemaError:
+            del sys.modules[module_name]
+            raise
     return module
 
 
@@ -142,8 +188,6 @@ def check_declarations(schema: StagingSchema) -> list[str]:
         out.append(f"field {dup!r}: declared twice; give each field one name")
     for dup in sorted({b for b in buffers if buffers.count(b) > 1}):
         out.append(f"buffer {dup!r}: two fields stage it; one field per buffer")
-    if not schema.fields:
-        out.append("fields: declare at least one staged buffer")
     for f in schema.fields:
         where = f"field {f.name!r}"
         if f.dtype not in _FIELD_DTYPES:
@@ -178,6 +222,15 @@ def check_declarations(schema: StagingSchema) -> list[str]:
                 and not callable(f.missing.applies):
             out.append(f"{where}: missing.applies must be a function of the request view "
                        "(lambda q: ...) or None")
+    seen_parameters = [tuple(schema.parameters)]
+    for g in schema.signatures:
+        where = f"signature ({', '.join(g.parameters)})"
+        if tuple(g.parameters) in seen_parameters:
+            out.append(f"{where}: the same parameters as another signature; each adapter "
+                       "must be chosen by parameters no other has")
+        seen_parameters.append(tuple(g.parameters))
+        if not callable(g.build):
+            out.append(f"{where}: build must be a function (builder, profile) -> Call")
     for k in schema.keywords:
         if k not in names:
             out.append(f"keyword {k!r}: declare it as an input (kind=FLAG) so scenarios hold "
@@ -185,14 +238,23 @@ def check_declarations(schema: StagingSchema) -> list[str]:
     return out
 
 
-def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
-    """``check_declarations``, then a dry run on ``samples`` drawn scenarios per profile."""
+def check_schema(schema: StagingSchema, samples: int = 30, list_model: bool = True
+                 ) -> list[str]:
+    """``check_declarations``, then a dry run on ``samples`` drawn scenarios per profile.
+
+    The dry run builds each call on the list model of ``CpuGpuBuffer`` (the symbolic
+    oracle's), and on torch buffers where the adapter uses surface the list model does
+    not offer; with ``list_model`` that use is a problem too (``schema check`` says so;
+    the other commands build on torch buffers and only ``symbolic`` would lose paths)."""
     out = check_declarations(schema)
     if out:
         return out
-    profiles = [schema.profile(), schema.profile(frozenset(schema.keywords))]
+    profiles = schema.profiles()
     lives: dict[str, int] = {}      # field -> live slots derived in the dry run
     valued: set[str] = set()        # fields whose derive gave a value at least once
+    reached: set[str] = set()       # inputs that reached a call through the builder
+    limits: list[str] = []          # what the list model could not build
+    calls = 0
     for k in range(samples):
         try:
             s = sample_scenario(schema, 0, k)
@@ -204,22 +266,28 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
             return [f"generate: a scenario drawn in contract breaks the contract "
                     f"({breaches[0]}); the generate hook must keep scenarios in contract"]
         for profile in profiles:
+            calls += 1
             builder = Builder(s, profile, ListBackend())
             try:
-                call = schema.build(builder, profile)
+                try:
+                    call = profile.build(builder)
+                except ModelUnsupported as exc:
+                    if not limits:
+                        limits.append(_list_model_limit(profile, exc))
+                    builder = Builder(s, profile, make_backend("instrumented", RunOptions()))
+                    call = profile.build(builder)
+            except BuilderRefused as exc:
+                return [f"build: {exc}"]
             except Exception as exc:
                 return [f"build: raised {type(exc).__name__}: {exc} on a drawn scenario; fix "
                         "the call adapter"]
             if not isinstance(call, Call):
                 return ["build: must return Call(args, kwargs)"]
-            passed = set(builder.inputs_after())
-            unseen = [i.name for i in schema.inputs if i.kind not in (FLAG, NUMBER)
-                      and i.name not in passed and not i.group]
-            unseen += [i.group for i in schema.inputs if i.group and i.name not in passed]
-            if unseen:
-                return [f"build: input {unseen[0]!r} does not reach the call through the "
-                        "builder (b.table, b.objects, b.id_set, b.array), so what the call "
-                        "does to it would go unseen"]
+            made = builder.made()
+            reached.update(made)
+            raw = _raw_inputs(schema, s, call, made)
+            if raw:
+                return [messages.SCHEMA_RAW_INPUT.format(name=raw, right=_maker(schema, raw))]
             unmade = [f for f in profile.staged_fields(s) if f.buffer not in builder.buffers]
             if unmade:
                 return [f"build: field {unmade[0].name!r} is staged into buffer "
@@ -227,6 +295,8 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
                         f"b.buffer({unmade[0].buffer!r}) and pass it where the function "
                         "expects it"]
             for f in profile.staged_fields(s):
+                if f.derive is None:        # derive=None: the values are not checked
+                    continue
                 for i, r in enumerate(s.live_ids):
                     lives[f.name] = lives.get(f.name, 0) + 1
                     try:
@@ -236,8 +306,10 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
                         return [f"field {f.name!r}: derive raised {type(exc).__name__}: "
                                 f"{exc} for slot {i}; a request lacking an input may raise "
                                 "KeyError only"]
-                    if f.missing is None:
-                        continue
+            for f in profile.staged_fields(s):
+                if f.missing is None:
+                    continue
+                for i, r in enumerate(s.live_ids):
                     try:
                         f.missing.applies_to(s, i, r)
                     except Exception as exc:
@@ -255,12 +327,17 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
             sample_breach(schema, 0, k)
         except Exception as exc:
             return [f"the out-of-contract stream: drawing raised {type(exc).__name__}: {exc}"]
+    unseen = [i.name for i in schema.inputs if i.kind not in (FLAG, NUMBER)
+              and i.name not in reached]
+    if unseen:
+        return [messages.SCHEMA_INPUT_UNSEEN.format(name=unseen[0], calls=calls,
+                                                    right=_maker(schema, unseen[0]))]
     never = [name for name in lives if name not in valued]
     if never:
         return [f"field {never[0]!r}: derive gave no value for any of {lives[never[0]]} live "
                 f"slots of {samples} drawn scenarios (each raised KeyError, read as 'the "
                 "request lacks an input'), so nothing would check this field; derive it "
-                "from inputs the requests have"]
+                "from inputs the requests have, or give derive=None to check no values"]
     if schema.bench is not None:
         try:
             s = schema.bench(4)
@@ -268,7 +345,52 @@ def check_schema(schema: StagingSchema, samples: int = 30) -> list[str]:
             return [f"bench: raised {type(exc).__name__}: {exc}"]
         if contract_breaches(schema, s) or s.num_reqs != 4:
             return ["bench: bench(n) must return an in-contract scenario with n live requests"]
-    return out
+    return out + (limits if list_model else [])
+
+
+def _maker(schema: StagingSchema, name: str) -> str:
+    """The builder call that makes input ``name``."""
+    kind = schema.input(name).kind
+    return {PER_SLOT: f"b.array({name!r}, dtype)", ID_SET: f"b.id_set({name!r})"}.get(
+        kind, f"b.table({name!r}) or b.objects(attr={name!r})")
+
+
+def _raw_inputs(schema: StagingSchema, s: Any, call: Call, made: dict) -> str | None:
+    """An input the call's arguments hold as the scenario's own object (not made by the
+    builder, so what the call does to it would go unseen and change the scenario)."""
+    own = {id(s.inputs[i.name]): i.name for i in schema.inputs
+           if i.kind not in (FLAG, NUMBER) and i.name not in made
+           and isinstance(s.inputs.get(i.name), (dict, list))}
+    if not own:
+        return None
+    seen: set[int] = set()
+    todo = [*call.args, *call.kwargs.values()]
+    while todo:
+        value = todo.pop()
+        if id(value) in own:
+            return own[id(value)]
+        if id(value) in seen or len(seen) > 10_000:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            todo.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            todo.extend(value)
+        elif type(value).__name__ == "SimpleNamespace":
+            todo.extend(vars(value).values())
+    return None
+
+
+def _list_model_limit(profile, exc: BaseException) -> str:
+    """What the list model could not build, where in the schema's build, and what to do."""
+    where = "in build"
+    build = profile.signature.build if profile.signature else profile.schema.build
+    code = getattr(build, "__code__", None)
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if code is not None and frame.filename == code.co_filename:
+            where = f"at {frame.filename}:{frame.lineno} ({(frame.line or '').strip()})"
+            break
+    return messages.SCHEMA_LIST_MODEL.format(error=exc, where=where)
 
 
 def schema_space(schema: StagingSchema, seed: int = 0, count: int = 200) -> dict[str, Any]:

@@ -9,7 +9,7 @@ to every report. Standard library only: every stage may import this module.
 
 from __future__ import annotations
 
-__all__ = ["MAX_EXCEPTION_TEXT", "exception_text", "printable"]
+__all__ = ["MAX_EXCEPTION_TEXT", "exception_text", "printable", "type_name"]
 
 
 #: longest exception text kept (a target may raise a message of any size)
@@ -21,11 +21,36 @@ def printable(text: str, keep_layout: bool = True) -> str:
     line separators, bidi and other format characters, surrogates) written as an escape
     (``\\x1b``, ``\\u202e``; ``\\n``, ``\\t``, ``\\r``), so no text a target or a file
     chose can drive a terminal or break a report. ``keep_layout``: newline and tab stay.
-    The one rule for echoed text: ``report/escape.py`` applies it to every report."""
+    The one rule for echoed text: ``report/escape.py`` applies it to every report. A
+    value that is not a ``str`` (a class whose ``__name__`` is something else) is shown
+    by its ``repr``, or a note when that raises."""
+    if type(text) is not str:
+        text = _as_text(text)
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() or (keep_layout and ch in "\n\t") else
                    _visible(ch) for ch in text)
+
+
+def type_name(cls) -> str:
+    """The name of class ``cls`` as it was defined, escaped: what ``cls.__name__`` says
+    unless a metaclass made that something else (a property, a number)."""
+    try:
+        name = type.__dict__["__name__"].__get__(cls)
+    except (TypeError, AttributeError):
+        name = getattr(cls, "__name__", None)
+    return printable(name if isinstance(name, str) else "<class>")
+
+
+def _as_text(value) -> str:
+    try:
+        text = str.__str__(value) if isinstance(value, str) else repr(value)
+        if type(text) is str:
+            return text
+    except BaseException:      # noqa: BLE001 (whatever a target's object does)
+        pass
+    return f"<{type(value).__name__!s} object>" if isinstance(type(value).__name__, str) \
+        else "<object>"
 
 
 def _visible(ch: str) -> str:
@@ -51,5 +76,5 @@ def exception_text(exc: BaseException, kind: type | None = None) -> str:
     if len(text) > MAX_EXCEPTION_TEXT:
         text = text[:MAX_EXCEPTION_TEXT] + f"... ({len(text) - MAX_EXCEPTION_TEXT} more)"
     text = printable(text)
-    return f"{printable(kind.__name__)}: {text}" if kind is not None else text
+    return text if kind is None else f"{type_name(kind)}: {text}"
 

@@ -59,7 +59,10 @@ def names_request(message: str, req_id: str) -> bool:
 
 
 def expected_value(s: StagingScenario, f, i: int, r: str) -> Any:
-    """What slot ``i`` of ``f`` must hold for request ``r``; MISSING when ``r`` lacks an input."""
+    """What slot ``i`` of ``f`` must hold for request ``r``; MISSING when ``r`` lacks an
+    input, or when the field checks no values (``derive=None``)."""
+    if f.derive is None:
+        return MISSING
     try:
         value = f.derive(RequestView(s, i, r))
     except KeyError:
@@ -405,6 +408,16 @@ def check_padded_read(s, o, p):
                     slot=reads[0], extra={"slots": reads})]
 
 
+def check_no_process_left(s, o, p):
+    if not o.left_running:
+        return []
+    names = ", ".join(o.left_running[:8]) + (" ..." if len(o.left_running) > 8 else "")
+    return [Finding("no_process_left", INFO,
+                    f"left {len(o.left_running)} process(es) running when it returned "
+                    f"({names}); stagecheck ended them",
+                    extra={"processes": list(o.left_running)})]
+
+
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("slot_alignment",
               "For every staged field and every slot i < num_reqs, slot i holds the value the "
@@ -448,6 +461,11 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("padded_read",
               "Entries of req_ids at and past num_reqs are not read (reported as info).",
               check_padded_read, always_info=True),
+    Invariant("no_process_left",
+              "The call leaves no process it started running when it returns (reported as "
+              "info: no staged value depends on it, but an engine would leak a process per "
+              "step; stagecheck ends such processes after each call).",
+              check_no_process_left, always_info=True),
 )
 INVARIANTS_BY_ID = {inv.id: inv for inv in INVARIANTS}
 

@@ -91,6 +91,8 @@ class Observation:
     last_step_start: int = 0            # index in events where the last staging call began
     crashed: str | None = None          # what ended the call's process, e.g. "exited the
                                         # interpreter with code 0", "killed by SIGSEGV"
+    left_running: tuple[str, ...] = ()  # names of processes the call started and left
+                                        # running when it returned (ended by stagecheck)
 
     @classmethod
     def of_crash(cls, what: str) -> "Observation":
@@ -149,12 +151,12 @@ class Observation:
                   else (3, e.kind, e.region, e.slots, e.pending, e.by) for e in self.events]
         return (self.exception_type, self.exception_message, self.cpu, self.gpu, events,
                 self.req_ids_reads, self.inputs_after, self.timed_out, self.exception_mro,
-                self.last_step_start, self.crashed)
+                self.last_step_start, self.crashed, self.left_running)
 
     @classmethod
     def from_wire(cls, wire: tuple) -> "Observation":
         (exc_type, message, cpu, gpu, events, reads, inputs_after, timed_out, mro, start,
-         crashed) = wire
+         crashed, left_running) = wire
         kinds = (Copy, HostWrite, StaleTransfer, Hazard)
         return cls(exc_type, message, cpu, gpu, [kinds[e[0]](*e[1:]) for e in events], reads,
-                   inputs_after, timed_out, tuple(mro), start, crashed)
+                   inputs_after, timed_out, tuple(mro), start, crashed, tuple(left_running))

@@ -20,9 +20,13 @@ def render_schema(schema: StagingSchema, level: str = "##") -> list[str]:
              f"Called as `f({', '.join(schema.parameters)}"
              + "".join(f", *, {k}" for k in schema.keywords) + ")`"
              + (" (`num_reqs` is `len(req_ids)`: no padded ids)" if schema.num_reqs_is_len
-                else "") + ".", "",
-             "| input | kind | values (in contract) | presence | what it is |",
-             "| --- | --- | --- | --- | --- |"]
+                else "") + (f" ({schema.releases})" if schema.releases else "") + ".", ""]
+    for g in schema.signatures:
+        lines += [f"Also called as `f({', '.join(g.parameters)})`"
+                  + (f" ({g.releases})" if g.releases else "")
+                  + (f": {g.note}" if g.note else "") + ".", ""]
+    lines += ["| input | kind | values (in contract) | presence | what it is |",
+              "| --- | --- | --- | --- | --- |"]
     for i in schema.inputs:
         values = ("bool" if i.kind == FLAG else "request ids" if i.kind == ID_SET
                   else f"{i.dtype} in [{i.values.low}, {i.values.high}]" if i.dtype == "int"

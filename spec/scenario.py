@@ -137,7 +137,13 @@ class RequestView:
         return self.id in self._input(name)
 
     def slot_value(self, name: str) -> Any:
-        return self._input(name)[self.slot]
+        """The per-slot input ``name`` at this slot; ``KeyError`` (no value, as for a
+        request that lacks an input) at a slot past the list, which only a batch larger
+        than its buffers (out of contract) reaches."""
+        values = self._input(name)
+        if not 0 <= self.slot < len(values):
+            raise KeyError(name)
+        return values[self.slot]
 
     def input(self, name: str) -> Any:
         return self._input(name)

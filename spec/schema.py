@@ -34,7 +34,8 @@ from stagecheck.spec.scenario import RequestView, StagingScenario
 __all__ = [
     "COPY_LIVE", "COPY_NONE", "COPY_WHOLE", "Consumer", "CopyPolicy", "Field", "FLAG", "ID_SET",
     "INT32_MAX", "INT32_MIN", "Input", "MAY_MISS", "MissingPolicy", "NUMBER", "OPTIONAL",
-    "PER_REQUEST", "PER_SLOT", "REQUIRED", "StagingSchema", "StandIn", "StandInUnsupported",
+    "PER_REQUEST", "PER_SLOT", "REQUIRED", "Signature", "StagingSchema", "StandIn",
+    "StandInUnsupported",
     "TAIL_FREE", "TAIL_UNTOUCHED",
     "TailPolicy", "TargetProfile", "Values", "always", "contract_breaches", "offered_always",
     "tail_fill",
@@ -201,15 +202,40 @@ class Field:
 
 
 @dataclass(frozen=True)
+class Signature:
+    """Another release's parameters of the function a schema describes, and the adapter
+    that calls it: a target whose positional parameters are exactly ``parameters`` gets
+    this ``build`` instead of the schema's (fields can tell the two apart through
+    ``TargetProfile.parameters``, e.g. ``offered=lambda p: "align_ctx" in p.parameters``).
+    ``releases`` and ``note`` say where it comes from and what its adapter passes."""
+
+    parameters: tuple[str, ...]
+    build: Callable[["Builder", "TargetProfile"], "Call"]
+    releases: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class TargetProfile:
-    """What the spec needs to know about one target: its schema, and the optional
-    keywords it takes (a generation that adds one, e.g. ``run_prefix_state_migration``)."""
+    """What the spec needs to know about one target: its schema, the optional keywords
+    it takes (a generation that adds one, e.g. ``run_prefix_state_migration``), and which
+    of the schema's signatures it has (None: the schema's own ``parameters``)."""
 
     schema: "StagingSchema"
     keywords: frozenset[str] = frozenset()
+    signature: Signature | None = None
 
     def takes(self, keyword: str) -> bool:
         return keyword in self.keywords
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The target's positional parameters, as its signature names them."""
+        return self.signature.parameters if self.signature else self.schema.parameters
+
+    def build(self, builder: "Builder") -> "Call":
+        """The call's arguments, made by the adapter of this target's signature."""
+        return (self.signature.build if self.signature else self.schema.build)(builder, self)
 
     def memo(self, scenario: Any, key: str, compute: Callable[["TargetProfile", Any], Any],
              per_schema: bool = False):
@@ -303,6 +329,8 @@ class Builder(Protocol):
     def array(self, name: str, dtype: str) -> Any: ...
     def buffer(self, name: str) -> Any: ...
     def value(self, name: str) -> Any: ...
+    def dtype(self, name: str) -> Any: ...
+    device: str
 
 
 @dataclass(frozen=True)
@@ -346,6 +374,8 @@ class StagingSchema:
     consumer: Consumer | None = None
     max_capacity: int = 1024            # the largest batch the engine runs: the default
                                         # bound of drawn capacities (``--max-capacity``)
+    signatures: tuple[Signature, ...] = ()   # other releases' parameters, an adapter each
+    releases: str = ""                  # the releases whose signature is ``parameters``
 
     # ------------------------------------------------------------------ lookups
     def input(self, name: str) -> Input:
@@ -367,9 +397,23 @@ class StagingSchema:
             object.__setattr__(self, "_by_buffer", by_buffer)
         return by_buffer.get(buffer)
 
-    def profile(self, keywords=frozenset()) -> TargetProfile:
-        """The profile of a target of this schema that takes ``keywords``."""
-        return TargetProfile(self, frozenset(k for k in keywords if k in self.keywords))
+    def profile(self, keywords=frozenset(), parameters: tuple[str, ...] | None = None
+                ) -> TargetProfile:
+        """The profile of a target of this schema that takes ``keywords``, and whose
+        positional parameters are ``parameters`` (the signature of that name; None or the
+        schema's own: the schema's adapter)."""
+        signature = next((g for g in self.signatures if g.parameters == tuple(parameters)),
+                         None) if parameters is not None else None
+        return TargetProfile(self, frozenset(k for k in keywords if k in self.keywords),
+                             signature)
+
+    def profiles(self) -> list[TargetProfile]:
+        """A profile of every signature, without and with every keyword (what a dry run
+        of the schema builds)."""
+        everything = frozenset(self.keywords)
+        return [TargetProfile(self, keywords, signature)
+                for signature in (None, *self.signatures)
+                for keywords in dict.fromkeys((frozenset(), everything))]
 
     def request_groups(self) -> dict[str, list[Input]]:
         """Per-request inputs by group (inputs of one group share their keys); an input

@@ -18,15 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from stagecheck.oracles import interrupt, messages
-from stagecheck.oracles.commands.console import emit, note, shown
+from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands.crash import is_internal
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.options import flag_of
 from stagecheck.oracles.report.replay import untrusted_parts
 from stagecheck.oracles.report.style import colorize, use_color
-from stagecheck.oracles.runner import load_isolated
-from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.runner import load_isolated, load_schema_isolated
 from stagecheck.oracles.targets import schema_spec, target_ref
 from stagecheck.oracles.worker import WorkerError
 
@@ -50,6 +49,7 @@ class Outcome:
     text: str | None = None
     interrupted: tuple | None = None
     saved: str | None = None         # where the findings were saved (the run manifest)
+    notes: tuple[str, ...] = ()      # lines for stderr after the report
 
 
 class Command:
@@ -71,7 +71,7 @@ class Command:
 
     def outputs(self, values: dict) -> Outputs:
         return Outputs({f"--{o.replace('_', '-')}": values.get(o) for o in self.reports},
-                       values.get("save_dir"))
+                       None if values.get("no_save") else values.get("save_dir"))
 
     def execute(self, args, values: dict) -> int:
         """The outline: outputs probed, config built, the run, then files and report.
@@ -110,6 +110,8 @@ class Command:
             return outputs.finish(interrupted_line(*outcome.interrupted), outcome.verdict)
         if outcome.text is not None:
             emit(colored(values, outcome.text) if self.colored else outcome.text)
+        for line in () if values.get("quiet") else outcome.notes:
+            note(line)
         return outputs.finish(outcome.code, outcome.verdict)
 
 
@@ -141,11 +143,12 @@ def interrupted_line(examples: int, findings=(), unit: str = "example(s)",
 # ------------------------------------------------------------------------------ loading
 
 def schema_of(spec: str | None, where: str = "option --schema", checked: bool = True):
-    """The schema ``--schema`` names (None: chosen by each target's function name)."""
+    """The schema ``--schema`` names (None: chosen by each target's function name); a
+    schema file is probed in a worker first (``runner.load_schema_isolated``)."""
     if spec is None:
         return None
     try:
-        return load_schema(spec, checked=checked)
+        return load_schema_isolated(spec, checked=checked)
     except StagecheckError as exc:
         raise exc.located(where) from None
 

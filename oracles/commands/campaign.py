@@ -13,7 +13,7 @@ from stagecheck.oracles.campaign import run_campaign
 from stagecheck.oracles.commands.base import (VERDICT_EXIT, Command, Outcome, internal,
                                               open_targets, replay_flags, require_triton,
                                               schema_of, triton_available)
-from stagecheck.oracles.commands.console import note, shown
+from stagecheck.oracles.stdio import note, shown
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import CampaignProgress, progress_of
 from stagecheck.oracles.commands.protocol import COMMANDS as PROTOCOL_COMMANDS
@@ -24,7 +24,7 @@ from stagecheck.oracles.options import CampaignConfig, build
 from stagecheck.oracles.report import json_document, render_campaign, render_json, render_junit
 from stagecheck.oracles.report.json import campaign_body, campaign_settings
 from stagecheck.oracles.report.markdown import render_markdown
-from stagecheck.oracles.report.replay import new_run_id, save_findings, write_manifest
+from stagecheck.oracles.report.replay import kept_findings, new_run_id, save_run
 from stagecheck.oracles.targets import schema_spec
 
 __all__ = ["CampaignCommand", "COMMANDS"]
@@ -45,6 +45,8 @@ class CampaignRun:
     shims: tuple[str, ...]
     strict: bool
     verbose: bool
+    save: bool = True           # --no-save: no replay file, no manifest
+    save_infos: bool = False    # --save-infos: info findings saved too
 
 
 def kernel_backend(values: dict) -> str | None:
@@ -88,7 +90,8 @@ class CampaignCommand(Command):
         baseline = args.baseline if self.name == "diff" else None
         candidate = args.candidate if self.name == "diff" else args.target
         return CampaignRun(baseline, candidate, config, schema_of(values["schema"]),
-                           values["shims"], values["strict"], values["verbose"])
+                           values["shims"], values["strict"], values["verbose"],
+                           not values.get("no_save"), bool(values.get("save_infos")))
 
     def run(self, run: CampaignRun, values: dict, outputs: Outputs) -> Outcome:
         pairs = ([(run.baseline, "BASELINE")] if run.baseline else []) + \
@@ -129,12 +132,12 @@ class CampaignCommand(Command):
                    "candidate": candidate.record()}
         verdict = verdict or ("interrupted" if result.interrupted
                               else result.verdict(run.strict))
+        # every error finding is saved (never lost), info findings with --save-infos
         saved, manifest = {}, None
-        if result.findings:
-            saved = outputs.attempt("--save-dir", outputs.save_dir, lambda: save_findings(
-                result, outputs.save_dir, baseline, candidate, run.shims)) or {}
-            manifest = outputs.attempt("--save-dir", outputs.save_dir, lambda: write_manifest(
-                outputs.save_dir, new_run_id(), self.name, result, saved, targets, verdict))
+        if run.save and kept_findings(result, run.save_infos):
+            saved, manifest = outputs.attempt("--save-dir", outputs.save_dir, lambda: save_run(
+                result, outputs.save_dir, new_run_id(), self.name, targets, verdict,
+                baseline, candidate, run.shims, infos=run.save_infos)) or ({}, None)
         flags = replay_flags(baseline, candidate, run.shims, result.schema_spec)
         lines = {k: shown(v) + flags for k, v in saved.items()}
         where = shown(manifest) if manifest else None
@@ -153,7 +156,11 @@ class CampaignCommand(Command):
             return Outcome(verdict, 0, result, files, interrupted=stopped, saved=where)
         text = render_campaign(result, run.strict, lines, targets=targets, manifest=where,
                                verbose=run.verbose)
-        return Outcome(verdict, VERDICT_EXIT[verdict], result, files, text, saved=where)
+        unsaved = sum(1 for f in result.findings if f.severity != "error" and f.id not in saved)
+        notes = (messages.INFOS_NOT_SAVED.format(count=unsaved),) if unsaved and run.save \
+            else ()
+        return Outcome(verdict, VERDICT_EXIT[verdict], result, files, text, saved=where,
+                       notes=notes)
 
 
 COMMANDS = {"diff": CampaignCommand("diff"), "spec": CampaignCommand("spec")}

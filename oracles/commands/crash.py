@@ -14,7 +14,7 @@ import time
 import traceback
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.commands.console import note, shown
+from stagecheck.oracles.stdio import note, shown
 from stagecheck.oracles.errors import StagecheckError
 
 __all__ = ["EXIT_INTERNAL", "is_internal", "report_internal"]

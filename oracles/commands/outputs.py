@@ -5,11 +5,13 @@ write that fails is reported on stderr and turns exit 0 into 2."""
 from __future__ import annotations
 
 import os
+import sys
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.commands.console import note
+from stagecheck.oracles.stdio import note, report_to_stderr, stdout_gone
 from stagecheck.oracles.errors import UsageError
-from stagecheck.oracles.report.files import probe_file, probe_folder, write_atomic
+from stagecheck.oracles.report.files import (check_outputs, probe_file, probe_folder,
+                                             write_atomic)
 
 __all__ = ["EXIT_CLEAN", "EXIT_USAGE", "Outputs"]
 
@@ -20,7 +22,10 @@ class Outputs:
     """The reports a command was asked for (``{"--json": path}``) and its save folder."""
 
     def __init__(self, reports: dict[str, str | None], save_dir: str | None = None) -> None:
-        self.reports = {opt: os.path.abspath(p) for opt, p in reports.items() if p}
+        check_outputs(reports, save_dir)     # '' paths; a file that is not a report
+        self.reports = {opt: p if p == "-" else os.path.abspath(p)
+                        for opt, p in reports.items() if p}
+        report_to_stderr(self.reports.get("--json") == "-")
         self.save_dir = os.path.abspath(save_dir) if save_dir else None
         self.failed: list[tuple[str, str, str]] = []
         paths = list(self.reports.values())
@@ -31,7 +36,7 @@ class Outputs:
                 raise UsageError.of(messages.SAME_REPORT_PATH, same)
             raise UsageError.of(messages.SAME_REPORT_PATHS, same, options=" and ".join(options))
         for option, path in self.reports.items():
-            why = probe_file(path)
+            why = probe_file(path) if path != "-" else None
             if why:
                 raise UsageError.of(messages.REPORT_UNWRITABLE, path, why=why).located(
                     f"option {option}")
@@ -45,6 +50,13 @@ class Outputs:
         """Write the report ``option`` asked for (``text_of()`` renders it)."""
         path = self.reports.get(option)
         if not path:
+            return
+        if path == "-":             # stdout: the document alone (the report goes to stderr)
+            try:
+                sys.stdout.write(text_of().rstrip("\n") + "\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                stdout_gone()
             return
         try:
             write_atomic(path, text_of())

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from stagecheck.oracles import interrupt
 from stagecheck.oracles.options import CampaignConfig
-from stagecheck.oracles.progress import Progress
+from stagecheck.oracles.campaign import progress_plan
+from stagecheck.oracles.progress import PartsCount, Progress
 
 __all__ = ["CampaignProgress", "MutantProgress", "progress_of"]
 
@@ -19,32 +20,20 @@ def progress_of(values: dict, label: str, unit: str, total: int | None = None,
 
 
 class CampaignProgress:
-    """``run_campaign``'s progress callback: both streams as one count."""
+    """``run_campaign``'s progress callback: the whole campaign as one count (both
+    streams, then the edge cases; ``campaign.progress_plan``, ``progress.PartsCount``)."""
 
     def __init__(self, progress: Progress, config: CampaignConfig) -> None:
-        self.progress, self.config = progress, config
-        self.offset, self.last_in = 0, 0
-        progress.update(0, config.examples * (2 if config.out_of_contract else 1))
+        self.progress, self.count = progress, PartsCount(progress_plan(config))
+        progress.update(*self.count.totals())
 
     def __call__(self, stream: str, done: int, total: int, findings: int = 0,
                  phase: str = "random") -> None:
-        if phase == "edge":    # the hypothesis stream for edge cases, after both streams
-            if stream == "in":
-                self.last_in = done
-                self.progress.update(done, total * (2 if self.config.out_of_contract else 1),
-                                     findings=findings, phase="edge cases")
-            else:
-                self.progress.update(self.last_in + done, self.last_in + total,
-                                     findings=findings, phase="edge cases")
-            return
-        if stream == "in":
-            self.last_in = done
-            planned = self.config.examples if self.config.out_of_contract else 0
-            self.progress.update(done, total + planned, findings=findings)
-        else:
-            self.progress.update(self.last_in + done, self.last_in + total, findings=findings)
+        self.progress.update(*self.count.at(f"{phase} {stream}", done, total),
+                             findings=findings, phase="edge cases" if phase == "edge" else "")
 
     def close(self) -> None:
+        self.progress.update(*self.count.finish(), phase="")
         self.progress.close()
 
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from stagecheck.oracles import messages
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE,
                                               VERDICT_EXIT, Command, Outcome)
-from stagecheck.oracles.commands.console import note, shown
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import progress_of
 from stagecheck.oracles.errors import StagecheckError, UsageError
@@ -39,6 +38,7 @@ from stagecheck.oracles.report.protocol_replay import (load_protocol_replay, rep
                                                        save_protocol_findings)
 from stagecheck.oracles.report.protocol_text import protocol_finding_lines, render_protocol
 from stagecheck.oracles.report.replay import untrusted_parts
+from stagecheck.oracles.stdio import note, shown
 from stagecheck.spec.protocol import Protocol
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
 from stagecheck.spec.schemas import schema_for_function
@@ -49,7 +49,8 @@ __all__ = ["COMMANDS", "ProtocolCampaignCommand", "ProtocolCommand", "chosen_pro
 
 #: the options of diff/spec a protocol run reads besides PROTOCOL_FIELDS: how the verdict
 #: reads and where the files go
-_PRESENTATION = ("protocol", "strict", "json", "save_dir", "verbose", "color", "quiet")
+_PRESENTATION = ("protocol", "strict", "json", "save_dir", "verbose", "color", "quiet",
+                 "save_infos", "no_save")
 #: the reports of diff/spec a protocol run does not write
 _NOT_WRITTEN = ("junit_xml", "markdown")
 #: step sequences ``protocol check`` draws for its dry run
@@ -136,6 +137,8 @@ class ProtocolRun:
     config: ProtocolConfig
     strict: bool
     chosen_by: str | None
+    save: bool = True           # --no-save: no replay file
+    save_infos: bool = False    # --save-infos: info findings saved too
 
 
 class ProtocolCampaignCommand(Command):
@@ -163,7 +166,8 @@ class ProtocolCampaignCommand(Command):
         if chosen_by is not None and not values.get("quiet"):
             note("stagecheck: " + messages.PROTOCOL_CHOSEN.format(protocol=spec, name=chosen_by))
         return ProtocolRun(baseline, candidate, spec, protocol, config,
-                           values.get("strict", False), chosen_by)
+                           values.get("strict", False), chosen_by, not values.get("no_save"),
+                           bool(values.get("save_infos")))
 
     def run(self, run: ProtocolRun, values: dict, outputs: Outputs) -> Outcome:
         progress = progress_of(values, f"{self.name} --protocol {run.protocol.name}",
@@ -181,10 +185,11 @@ class ProtocolCampaignCommand(Command):
             if progress:
                 progress.close()
         spec = protocol_spec(run.protocol)
-        saved = {}
-        if result.findings:
+        saved = {}        # every error finding is saved (never lost), infos with --save-infos
+        kept = [f for f in result.findings if f.severity == "error" or run.save_infos]
+        if run.save and kept:
             saved = outputs.attempt("--save-dir", outputs.save_dir, lambda: save_protocol_findings(
-                result, outputs.save_dir, spec, run.config.shims)) or {}
+                result, outputs.save_dir, spec, run.config.shims, kept)) or {}
         verdict = "interrupted" if result.interrupted else result.verdict(run.strict)
         files = {"--json": lambda: render_protocol_json(result, saved)}
         if result.interrupted:
@@ -198,7 +203,10 @@ class ProtocolCampaignCommand(Command):
         if run.chosen_by is not None:
             text = messages.PROTOCOL_CHOSEN.format(protocol=run.spec, name=run.chosen_by) + \
                 "\n" + text
-        return Outcome(verdict, VERDICT_EXIT[verdict], result, files, text)
+        unsaved = sum(1 for f in result.findings if f.severity != "error" and f.id not in saved)
+        notes = (messages.INFOS_NOT_SAVED.format(count=unsaved),) if unsaved and run.save \
+            else ()
+        return Outcome(verdict, VERDICT_EXIT[verdict], result, files, text, notes=notes)
 
 
 def replay_protocol_outcome(config: ReplayConfig) -> Outcome:

@@ -5,7 +5,7 @@ problems go to stderr."""
 from __future__ import annotations
 
 from stagecheck.oracles.commands.base import EXIT_CLEAN, EXIT_USAGE, Command, Outcome, schema_of
-from stagecheck.oracles.commands.console import note
+from stagecheck.oracles.stdio import note
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.schemas import check_schema, schema_space
 from stagecheck.spec.prose import render_schema

@@ -183,7 +183,9 @@ def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig,
                          finding=_first_error(result.errors), note=note)
 
 
-#: seconds the upstream-style tests may take on one mutant (a hang is a kill)
+#: CPU seconds the upstream-style tests may take on one mutant in its worker, and
+#: ``WALL_FACTOR`` times that on the wall clock (a hang is a kill): the kernel counts the
+#: worker's CPU time, so a machine whose CPUs are busy does not turn a pass into a kill
 UPSTREAM_SECONDS = 5.0
 
 
@@ -336,6 +338,8 @@ def _pool_process_started() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, stop)
+    from stagecheck.oracles.worker.process import watch_parent   # a pool process run alone
+    watch_parent()        # the parent killed (kill -9): this process and its workers end
 
 
 def _worker(payload) -> MutantResult:
@@ -434,7 +438,10 @@ def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
     else:
         with WorkerPool() as pool:      # one worker, the mutants loaded into it in turn
             for k, m in enumerate(mutants, 1):
-                res = evaluate_mutant(original, m, config, report.unavailable, pool)
+                try:
+                    res = evaluate_mutant(original, m, config, report.unavailable, pool)
+                except interrupt.Interrupted:     # a wait on the worker cut short
+                    break
                 if interrupt.requested():   # this mutant's campaigns were cut short: drop it
                     break
                 report.results.append(res)

@@ -11,11 +11,14 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, Callable, Protocol
 
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import SchemaError
 from stagecheck.spec.scenario import StagingScenario
-from stagecheck.spec.schema import Call, TargetProfile
+from stagecheck.spec.schema import (FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, Call,
+                                    TargetProfile)
 from stagecheck.spec.space import initial_values
 
-__all__ = ["Backend", "Builder", "RecordingList", "build_inputs", "plain"]
+__all__ = ["Backend", "Builder", "BuilderRefused", "RecordingList", "build_inputs", "plain"]
 
 
 class Backend(Protocol):
@@ -25,6 +28,11 @@ class Backend(Protocol):
 
     def passes_through(self, exc: BaseException) -> bool:
         """True for an exception that belongs to the machinery, not to the target."""
+
+
+class BuilderRefused(SchemaError):
+    """A schema's ``build`` asked the builder for something it does not make: the
+    message names the call and the fix (a mistake of the schema, exit 2)."""
 
 
 class RecordingList(list):
@@ -76,7 +84,14 @@ def plain(value: Any) -> Any:
 
 class Builder:
     """Makes the objects of one call from a scenario (what a schema's ``build`` uses),
-    and reads each one back after the call as plain data, by input name."""
+    and reads each one back after the call as plain data, by input name.
+
+    One input is one object: asking for an input again the same way gives back the
+    object made first (the function sees the same engine object in two places); asking
+    for it another way (another dtype, another kind of object) is a ``BuilderRefused``
+    naming both calls, as is an input that is not declared or a call that does not
+    make the input's kind. An input the adapter passes as None on a call need not go
+    through the builder on that call."""
 
     def __init__(self, scenario: StagingScenario, profile: TargetProfile, backend: "Backend"
                  ) -> None:
@@ -86,6 +101,13 @@ class Builder:
         self.buffers: dict[str, Any] = {}
         self._readers: dict[str, Callable[[], Any]] = {}
         self._ids: RecordingList | None = None
+        self._made: dict[str, tuple[str, Any]] = {}    # input -> (the call, the object)
+
+    @property
+    def device(self) -> str:
+        """The device the buffers of this call live on: "cpu" or "cuda" (``--device``);
+        the list model of the symbolic oracle and the schema check is "cpu"."""
+        return getattr(self.backend, "device", "cpu")
 
     def req_ids(self) -> RecordingList:
         if self._ids is None:
@@ -97,54 +119,131 @@ class Builder:
             self._readers["req_ids"] = read
         return self._ids
 
+    def _input(self, call: str, name: Any, kinds: tuple[str, ...]):
+        """The declaration of input ``name`` for ``call``, refused unless its kind is one
+        of ``kinds``."""
+        schema = self.profile.schema
+        try:
+            declared = schema.input(name)
+        except (KeyError, TypeError):
+            raise BuilderRefused.of(messages.BUILDER_UNKNOWN_INPUT, name, call=call,
+                                    inputs=", ".join(i.name for i in schema.inputs) or "none"
+                                    ) from None
+        if declared.kind not in kinds:
+            right = {PER_REQUEST: f"b.table({name!r}) (or b.objects(attr={name!r}) for an "
+                                  "attribute of per-request objects)",
+                     PER_SLOT: f"b.array({name!r}, dtype)", ID_SET: f"b.id_set({name!r})"
+                     }.get(declared.kind, f"b.value({name!r})")
+            raise BuilderRefused.of(messages.BUILDER_WRONG_KIND, name, call=call,
+                                    kind=declared.kind, right=right)
+        return declared
+
+    def _again(self, call: str, name: str) -> Any:
+        """The object made for ``name`` by the same ``call`` before (None: not made yet);
+        refused when another call made it."""
+        made = self._made.get(name)
+        if made is None:
+            return None
+        first, obj = made
+        if first != call:
+            raise BuilderRefused.of(messages.BUILDER_MADE_OTHERWISE, name, call=call,
+                                    first=first)
+        return obj
+
     def table(self, name: str) -> dict:
-        made = {k: list(v) if isinstance(v, list) else v
-                for k, v in self.scenario.inputs[name].items()}
-        self._readers[name] = lambda: plain(made)
+        call = f"b.table({name!r})"
+        self._input(call, name, (PER_REQUEST,))
+        made = self._again(call, name)
+        if made is None:
+            made = {k: list(v) if isinstance(v, list) else v
+                    for k, v in self.scenario.inputs[name].items()}
+            self._made[name] = (call, made)
+            self._readers[name] = lambda: plain(made)
         return made
 
     def objects(self, **attributes: str) -> dict:
         """One object per request of the given per-request inputs (``attr=input name``),
         for every id that any of them holds."""
+        call = "b.objects(" + ", ".join(f"{a}={n!r}" for a, n in attributes.items()) + ")"
+        if not attributes:
+            raise BuilderRefused.of(messages.BUILDER_NO_ATTRIBUTES, call, call=call)
+        for name in attributes.values():
+            self._input(call, name, (PER_REQUEST,))
+        for name in attributes.values():
+            again = self._again(call, name)     # the same call made them all, or none
+            if again is not None:
+                return again
         tables = {attr: self.scenario.inputs[name] for attr, name in attributes.items()}
         ids = dict.fromkeys(r for table in tables.values() for r in table)
         made = {r: SimpleNamespace(**{attr: table[r] for attr, table in tables.items()
                                       if r in table}) for r in ids}
         for attr, name in attributes.items():
+            self._made[name] = (call, made)
             self._readers[name] = (lambda a: lambda: {r: plain(getattr(o, a)) for r, o
                                                       in made.items() if hasattr(o, a)})(attr)
         return made
 
     def id_set(self, name: str) -> set:
-        made = set(self.scenario.inputs[name])
-        self._readers[name] = lambda: plain(made)
+        call = f"b.id_set({name!r})"
+        self._input(call, name, (ID_SET,))
+        made = self._again(call, name)
+        if made is None:
+            made = set(self.scenario.inputs[name])
+            self._made[name] = (call, made)
+            self._readers[name] = lambda: plain(made)
         return made
 
     def array(self, name: str, dtype: str):
         import numpy as np  # only for an array: the list backend runs without numpy
-        made = np.array(self.scenario.inputs[name], dtype=dtype)
-        self._readers[name] = lambda: plain(made)
+        call = f"b.array({name!r}, {dtype!r})"
+        self._input(call, name, (PER_SLOT,))
+        made = self._again(call, name)
+        if made is None:
+            try:
+                kind = np.dtype(dtype)
+            except TypeError:
+                raise BuilderRefused.of(messages.BUILDER_BAD_DTYPE, dtype, call=call) from None
+            made = np.array(self.scenario.inputs[name], dtype=kind)
+            self._made[name] = (call, made)
+            self._readers[name] = lambda: plain(made)
         return made
 
     def value(self, name: str) -> Any:
+        self._input(f"b.value({name!r})", name, (FLAG, NUMBER))
         return self.scenario.inputs[name]
+
+    def dtype(self, name: str):
+        """The torch dtype called ``name`` ("bool", "int32", "int64", ...: ``torch.bool``
+        for "bool"), for a stand-in the function compares with torch dtypes or hands to
+        torch; the schema module itself imports no torch."""
+        import torch            # heavy: only a schema that asks for a torch dtype loads it
+        found = getattr(torch, name, None) if isinstance(name, str) else None
+        if not isinstance(found, torch.dtype):
+            raise BuilderRefused.of(messages.BUILDER_BAD_TORCH_DTYPE, name,
+                                    call=f"b.dtype({name!r})")
+        return found
 
     def buffer(self, name: str):
         made = self.buffers.get(name)
         if made is None:
             s, schema = self.scenario, self.profile.schema
+            declared = schema.field_of_buffer(name)
+            if declared is None:
+                raise BuilderRefused.of(messages.BUILDER_UNKNOWN_BUFFER, name,
+                                        call=f"b.buffer({name!r})",
+                                        buffers=", ".join(sorted(f.buffer for f in
+                                                                 schema.fields)) or "none")
             cpu, gpu = s.initial_cpu.get(name), s.initial_gpu.get(name)
             if cpu is None or gpu is None:
                 cpu = initial_values(s, schema, name, "cpu")
                 gpu = initial_values(s, schema, name, "gpu")
-            declared = schema.field_of_buffer(name)
-            if declared is None:
-                raise ValueError(f"b.buffer({name!r}): no field declares buffer {name!r} "
-                                 f"(the buffers are: "
-                                 f"{', '.join(sorted(f.buffer for f in schema.fields))})")
             made = self.buffers[name] = self.backend.make_buffer(
                 name, declared.dtype, cpu, gpu, self.events)
         return made
+
+    def made(self) -> dict[str, str]:
+        """The builder call that made each input so far (input name -> call)."""
+        return {name: call for name, (call, _) in self._made.items()}
 
     def inputs_after(self) -> dict:
         return {name: read() for name, read in self._readers.items()}
@@ -154,4 +253,4 @@ def build_inputs(s: StagingScenario, profile: TargetProfile, backend: "Backend"
                  ) -> tuple[Builder, Call]:
     """Fresh arguments for one call of a target with ``profile`` on ``s``."""
     builder = Builder(s, profile, backend)
-    return builder, profile.schema.build(builder, profile)
+    return builder, profile.build(builder)

@@ -17,13 +17,13 @@ from stagecheck.oracles.observe.backends import make_backend, torch_module
 from stagecheck.oracles.observe.build import Backend, build_inputs
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.targets import Target
-from stagecheck.oracles.text import exception_text, printable
+from stagecheck.oracles.text import exception_text, type_name
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import StandInUnsupported
 
-__all__ = ["CallTimedOut", "UNREADABLE", "keep_alarm_handler", "observe", "queue_gpu_work",
-           "require_device", "time_limit"]
+__all__ = ["CallTimedOut", "TIMEOUT_FLOOR", "UNREADABLE", "WALL_FACTOR", "call_limits",
+           "keep_alarm_handler", "observe", "queue_gpu_work", "require_device", "time_limit"]
 
 
 class CallTimedOut(BaseException):
@@ -34,55 +34,90 @@ def _expire(signum, frame):
     raise CallTimedOut()
 
 
+#: the shortest time limit a call gets, whatever ``--timeout`` says: CPU time is counted
+#: in clock ticks (10 ms) and building a call's inputs and reading them back takes a few
+#: milliseconds of stagecheck's own work, so a shorter limit would measure that, not the
+#: code under test, and call every correct call a hang
+TIMEOUT_FLOOR = 0.1
+#: a call may take this many times its time limit on the wall clock (a call that sleeps
+#: or waits uses no CPU time: the wall clock ends it); a correct call on a machine whose
+#: CPUs are busy takes longer on the wall clock only
+WALL_FACTOR = 3.0
+
+
+def call_limits(seconds: float) -> tuple[float, float]:
+    """``(CPU seconds, wall-clock seconds)`` a call with time limit ``seconds`` may take:
+    ``seconds`` of CPU time of its process (at least ``TIMEOUT_FLOOR``), and
+    ``WALL_FACTOR`` times that on the wall clock."""
+    cpu = max(float(seconds), TIMEOUT_FLOOR)
+    return cpu, cpu * WALL_FACTOR
+
+
+_TIMERS = ((signal.SIGPROF, signal.ITIMER_PROF), (signal.SIGALRM, signal.ITIMER_REAL)) \
+    if hasattr(signal, "setitimer") else ()
+
+
 @contextmanager
 def time_limit(seconds: float | None):
-    """Interrupt the body after ``seconds`` (main thread on POSIX only; otherwise no limit).
+    """Interrupt the body when it has used ``call_limits(seconds)``: its CPU time (this
+    process's, every thread's: ``ITIMER_PROF``) or its wall-clock time (``ITIMER_REAL``).
+    Main thread on POSIX only; otherwise no limit.
 
-    Where this process's alarm handler is ours already (a worker), only the timer is
-    set; elsewhere the previous handler comes back afterwards. The worker's parent
-    enforces the limit as well, by killing the worker: nothing a target does to the
-    alarm can stop it.
+    Where this process's handlers are ours already (a worker), only the timers are
+    set; elsewhere the previous handlers come back afterwards. The worker's parent
+    enforces the same limits as well, from the kernel's count of the worker's CPU time,
+    by killing the worker: nothing a target does to its signals can stop it.
     """
-    if _KEEP_HANDLER and seconds:      # a worker: its handler is installed once
+    if not seconds or not _TIMERS:
+        yield
+        return
+    limits = call_limits(seconds)
+    if _KEEP_HANDLER:      # a worker: its handlers are installed once
         if not _KEEP_HANDLER_SET:
             _install_kept_handler()
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+        _arm(limits)
         try:
             yield
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            _arm((0, 0))
         return
-    usable = (seconds and hasattr(signal, "setitimer")
-              and threading.current_thread() is threading.main_thread())
-    if not usable:
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGALRM)
-    if previous is not _expire:
-        signal.signal(signal.SIGALRM, _expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = {signum: signal.getsignal(signum) for signum, _ in _TIMERS}
+    for signum, _ in _TIMERS:
+        if previous[signum] is not _expire:
+            signal.signal(signum, _expire)
+    _arm(limits)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        if previous is not _expire:
-            signal.signal(signal.SIGALRM, previous)
+        _arm((0, 0))
+        for signum, _ in _TIMERS:
+            if previous[signum] is not _expire:
+                signal.signal(signum, previous[signum])
 
 
-#: a worker keeps its alarm handler installed between calls
+def _arm(limits: tuple[float, float]) -> None:
+    for (_, timer), seconds in zip(_TIMERS, limits):
+        signal.setitimer(timer, seconds)
+
+
+#: a worker keeps its alarm handlers installed between calls
 _KEEP_HANDLER = False
 _KEEP_HANDLER_SET = False
 
 
 def keep_alarm_handler() -> None:
-    """This process is a worker: install the alarm handler once and keep it between calls."""
+    """This process is a worker: install the alarm handlers once and keep them between calls."""
     global _KEEP_HANDLER
     _KEEP_HANDLER = True
 
 
 def _install_kept_handler() -> None:
     global _KEEP_HANDLER_SET
-    signal.signal(signal.SIGALRM, _expire)
+    for signum, _ in _TIMERS:
+        signal.signal(signum, _expire)
     _KEEP_HANDLER_SET = True
 
 
@@ -153,9 +188,9 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         if backend.passes_through(exc) or (exits_are_observations and
                                            isinstance(exc, MemoryError)):
             raise                     # a worker ends itself: the checker says "exceeded"
-        exc_type = printable(type(exc).__name__)
+        exc_type = type_name(type(exc))     # a metaclass may make __name__ anything
         exc_msg = exception_text(exc)
-        mro = tuple(printable(k.__name__) for k in type(exc).__mro__)
+        mro = tuple(type_name(k) for k in type(exc).__mro__)
     finally:
         for buf in inputs.buffers.values():
             buf.complete_copies()

@@ -165,6 +165,8 @@ class FastBuffer:
 class FastBackend:
     """The ``observe`` backend of ``FastBuffer`` (CPU only)."""
 
+    device = "cpu"
+
     def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list, events: list):
         return FastBuffer(name, dtype, cpu, gpu, events)
 
@@ -251,6 +253,8 @@ class FastCudaBuffer:
 class FastCudaBackend:
     """The ``observe`` backend of ``FastCudaBuffer``: one pinned pair per buffer name,
     dtype and size, made once per worker."""
+
+    device = "cuda"
 
     def __init__(self) -> None:
         torch = import_torch()

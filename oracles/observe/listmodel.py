@@ -258,6 +258,8 @@ class ListBackend:
     exceptions belong to the caller (CrossHair's control flow) and pass through.
     """
 
+    device = "cpu"
+
     def __init__(self, on_concretized: Callable[[str], None] | None = None,
                  realize: Callable = lambda values: values,
                  machinery: Callable[[BaseException], bool] = lambda exc: False) -> None:

@@ -1,24 +1,51 @@
-"""Every file stagecheck writes goes through here: probed before a run, written atomically.
+"""Every file stagecheck writes goes through here: checked and probed before a run, written
+atomically, never over a file that is not a stagecheck report, never through a link the
+save folder gained during the run.
 
 ``write_atomic`` writes a temporary file in the destination's own folder and renames
 it over the destination (``os.replace``), so a reader (or a process killed half-way)
 sees the old file, the complete new one, or none; never a 0-byte or half file. A
 destination that is not a regular file (``/dev/stdout``, ``/dev/full``, a FIFO) is
-written directly, since a device cannot be renamed over.
+written directly, since a device cannot be renamed over; a FIFO no process reads, or
+one whose reader stops reading, is an ``OSError`` after ``FIFO_SECONDS`` instead of a
+wait for ever.
 
-``probe_file`` and ``probe_folder`` answer, before a run, whether a path can be
-written, without creating, truncating or changing anything the user can see (a probe
-creates and removes a temporary file of its own).
+``check_outputs`` (before a run) refuses what would lose data or write nowhere: an empty
+path, a path that exists and is not a stagecheck report (a target's source file, any
+other file: the report would replace it), a save folder that is a dangling link.
+``probe_file`` and ``probe_folder`` answer, before a run, whether a path can be written,
+without creating, truncating or changing anything the user can see (a probe creates and
+removes a temporary file of its own). ``probe_folder`` also opens the save folder (or its
+nearest existing ancestor) once: every later write under it goes through that
+descriptor (``dir_fd``, ``O_NOFOLLOW``), so a save folder replaced by a link during the
+run is not followed.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
+import select
 import stat
 import tempfile
+import time
 
-__all__ = ["probe_file", "probe_folder", "write_atomic"]
+from stagecheck.oracles import interrupt, messages
+from stagecheck.oracles.errors import UsageError
+from stagecheck.oracles.paths import special_kind
+
+__all__ = ["FIFO_SECONDS", "check_outputs", "is_report", "make_folder", "probe_file",
+           "probe_folder", "special_kind", "write_atomic"]   # special_kind: oracles/paths.py
+
+#: seconds a FIFO (or a device) named as a report may take to get a reader and take the
+#: report; then the write fails (and says so) instead of waiting for ever
+FIFO_SECONDS = 5.0
+#: largest existing file looked into to tell whether it is a stagecheck report
+_LARGEST_REPORT = 256 * 1024 * 1024
+_SUFFIX = {"--junit-xml": "xml", "--markdown": "md"}
+_DIRECTORY = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _umask() -> int:
@@ -35,54 +62,65 @@ def _special(path: str) -> bool:
         return False
 
 
-def write_atomic(path: str, text: str, inside: str | None = None) -> None:
-    """Write ``text`` to ``path`` (UTF-8) all at once; ``OSError`` when that fails.
+# ------------------------------------------------------------------------------ before a run
 
-    On failure the destination is untouched and no temporary file is left behind.
-    ``inside``: a folder stagecheck owns (the save folder): the file is written there and
-    nowhere else, never through a link: a symbolic link at ``path`` is replaced by the
-    file (what it points to is left alone), and a folder on the way that leads out of
-    ``inside`` is an ``OSError``.
-    """
-    if inside is not None:
-        _write_inside(path, text, inside)
-        return
-    path = os.path.realpath(path)      # a symlinked report the user named: the file it names
-    if _special(path):
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-        return
-    folder, name = os.path.split(path)
-    _replace(folder, name, text)
-
-
-def _write_inside(path: str, text: str, inside: str) -> None:
-    top = os.path.realpath(inside)
-    folder, name = os.path.split(os.path.abspath(path))
-    real = os.path.realpath(folder)
-    if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
-        raise OSError(errno.ELOOP, f"{folder!r} leads out of {inside!r} through a symbolic link")
-    _replace(real, name, text)     # a link named ``name`` there is replaced, not followed
-
-
-def _replace(folder: str, name: str, text: str) -> None:
-    """Write ``text`` to a temporary file in ``folder``, then rename it to ``name`` there;
-    on failure nothing is left behind and ``name`` is untouched."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+def is_report(path: str) -> bool:
+    """Whether the existing file ``path`` is a report stagecheck wrote (JSON with ``"tool":
+    "stagecheck"``, JUnit XML whose ``testsuites`` is named stagecheck, Markdown that
+    starts with ``## stagecheck``), or is empty: what a report may overwrite."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o666 & ~_umask())   # what open(path, "w") would give
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, os.path.join(folder, name))
-    except BaseException:
+        size = os.path.getsize(path)
+        if size == 0:
+            return True
+        if size > _LARGEST_REPORT:
+            return False
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return False
+    head = data[:4096].lstrip()
+    if head.startswith(b"{"):
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            document = json.loads(data)
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(document, dict) and document.get("tool") == "stagecheck"
+    if head.startswith(b"<?xml") or head.startswith(b"<testsuites"):
+        return b'<testsuites name="stagecheck' in head
+    return head.startswith(b"## stagecheck ")
+
+
+def _what(path: str) -> str:
+    name = os.path.basename(path)
+    if name.endswith((".py", ".pyi")):
+        return "a Python source file"
+    try:
+        return f"a file of {os.path.getsize(path):,} bytes"
+    except OSError:
+        return "a file"
+
+
+def check_outputs(reports: dict[str, str | None], save_dir: str | None = None,
+                  save_option: str = "--save-dir") -> None:
+    """Refuse, before a run, outputs that would lose data or go nowhere (``UsageError``
+    naming the option, the path and the fix): an empty path (``--json ''``); a report
+    path that exists and is not a stagecheck report (``is_report``: a target's source
+    file, a schema, any file of the user's); a save folder given as ''."""
+    for option, path in reports.items():
+        if path is None or path == "-":       # '-': stdout (``--json -``)
+            continue
+        if not str(path).strip():
+            raise UsageError.of(messages.OUTPUT_EMPTY, path, flag=option,
+                                example=f"{option} report.{_SUFFIX.get(option, 'json')}").located(
+                f"option {option}")
+        real = os.path.realpath(path)
+        if os.path.isfile(real) and not is_report(real):
+            raise UsageError.of(messages.REPORT_WOULD_OVERWRITE, path, what=_what(real),
+                                flag=option).located(f"option {option}")
+    if save_dir is not None and not str(save_dir).strip():
+        raise UsageError.of(messages.OUTPUT_EMPTY, save_dir, flag=save_option,
+                            example=f"{save_option} .stagecheck/findings").located(
+            f"option {save_option}")
 
 
 def _probe_create(folder: str) -> None:
@@ -98,6 +136,10 @@ def probe_file(path: str) -> str | None:
         return "it is a folder"
     if _special(real):
         return None if os.access(real, os.W_OK) else "permission denied"
+    if os.path.islink(path) and not os.path.exists(real):
+        folder = os.path.dirname(real)
+        if not os.path.isdir(folder):
+            return f"it is a symbolic link to {real!r}, in a folder that does not exist"
     folder = os.path.dirname(real)
     if not os.path.isdir(folder):
         return f"folder {folder!r} does not exist"
@@ -108,24 +150,221 @@ def probe_file(path: str) -> str | None:
     return None
 
 
+#: save folders opened by ``probe_folder``: absolute path -> (descriptor of the folder, or
+#: of its nearest existing ancestor, and the names still to create under it)
+_OPENED: dict[str, tuple[int, list[str]]] = {}
+
+
 def probe_folder(folder: str) -> str | None:
     """Why files cannot be written under ``folder`` (created when needed), or None.
 
-    Nothing is created: a missing folder is judged by its nearest existing ancestor.
+    Nothing is created: a missing folder is judged by its nearest existing ancestor. A
+    folder that is a symbolic link to nothing is refused. The folder (or that ancestor)
+    is opened now, once: later writes under ``folder`` go through this descriptor.
     """
+    if os.path.islink(folder) and not os.path.exists(folder):
+        return f"it is a symbolic link to {os.path.realpath(folder)!r}, which does not exist"
     path = os.path.realpath(folder)
     missing = []
     while not os.path.exists(path):
+        if os.path.islink(path):
+            return f"{path!r} is a symbolic link to something that does not exist"
         parent = os.path.dirname(path)
         if parent == path:
             break
-        missing.append(path)
+        missing.append(os.path.basename(path))
         path = parent
     if not os.path.isdir(path):
         return f"{path!r} is not a folder"
     try:
         _probe_create(path)
     except OSError as exc:
-        what = f"{missing[-1]!r} cannot be created" if missing else "no file can be created there"
+        what = (f"{os.path.join(path, missing[-1])!r} cannot be created" if missing
+                else "no file can be created there")
         return f"{what} ({path!r}: {exc.strerror})"
+    try:
+        fd = os.open(path, _DIRECTORY)
+    except OSError as exc:
+        return f"{path!r} cannot be opened ({exc.strerror})"
+    previous = _OPENED.pop(os.path.abspath(folder), None)
+    if previous is not None:
+        os.close(previous[0])
+    _OPENED[os.path.abspath(folder)] = (fd, list(reversed(missing)))
     return None
+
+
+# ------------------------------------------------------------------------------ writing
+
+def _open_child(fd: int, name: str, create: bool) -> int:
+    """The folder ``name`` in folder ``fd`` (made when ``create``), never through a link."""
+    if create:
+        try:
+            os.mkdir(name, 0o777, dir_fd=fd)
+        except FileExistsError:
+            pass
+    try:
+        return os.open(name, _DIRECTORY | _NOFOLLOW, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise OSError(exc.errno, f"{name!r} leads out of the save folder through a "
+                          "symbolic link (or is not a folder); stagecheck writes no file "
+                          "through it") from None
+        raise
+
+
+def _folder_fd(folder: str, top: str | None = None) -> tuple[int, bool]:
+    """A descriptor of ``folder`` (created when needed) and whether the caller closes it.
+
+    From the descriptor ``probe_folder`` opened for it or a folder above it, else from
+    ``top`` (opened now, links and all: the user's choice), one name at a time, never
+    through a link."""
+    path = os.path.abspath(folder)
+    base = path
+    rest: list[str] = []
+    while base not in _OPENED:
+        parent = os.path.dirname(base)
+        if parent == base or (top is not None and base == os.path.abspath(top)):
+            os.makedirs(base, exist_ok=True)
+            fd = os.open(base, _DIRECTORY)
+            try:
+                current, _ = _walk(fd, rest)
+            finally:
+                if rest:
+                    os.close(fd)
+            return current, True
+        rest.insert(0, os.path.basename(base))
+        base = parent
+    fd, missing = _OPENED[base]
+    current, opened = _walk(fd, missing + rest)
+    return current, opened
+
+
+def _walk(fd: int, names: list[str]) -> tuple[int, bool]:
+    """Folder ``names`` below folder ``fd``, each made when missing, none a link; the
+    descriptor of the last one and whether it is a new one (``fd`` when ``names`` is
+    empty)."""
+    current = fd
+    try:
+        for name in names:
+            opened = _open_child(current, name, create=True)
+            if current != fd:
+                os.close(current)
+            current = opened
+    except BaseException:
+        if current != fd:
+            os.close(current)
+        raise
+    return current, current != fd
+
+
+def make_folder(folder: str) -> None:
+    """Create ``folder`` (and what is missing above it) the way files are written under
+    it: through the save folder's descriptor, never through a link."""
+    fd, close = _folder_fd(folder)
+    if close:
+        os.close(fd)
+
+
+def write_atomic(path: str, text: str, inside: str | None = None) -> None:
+    """Write ``text`` to ``path`` (UTF-8) all at once; ``OSError`` when that fails.
+
+    On failure the destination is untouched and no temporary file is left behind.
+    ``inside``: a folder stagecheck owns (the save folder): the file is written there and
+    nowhere else, never through a link: a symbolic link at ``path`` is replaced by the
+    file (what it points to is left alone), and a folder on the way that is a link is an
+    ``OSError``; the folder is the one ``probe_folder`` opened before the run, even if
+    its path now leads elsewhere. A signal during the write is recorded, never raised
+    (``interrupt.settle``): a file the run was writing is written.
+    """
+    interrupt.settle()
+    if inside is not None:
+        _write_inside(path, text, inside)
+        return
+    path = os.path.realpath(path)      # a symlinked report the user named: the file it names
+    if _special(path):
+        _write_special(path, text)
+        return
+    folder, name = os.path.split(path)
+    fd = os.open(folder, _DIRECTORY)
+    try:
+        _replace(fd, name, text)
+    finally:
+        os.close(fd)
+
+
+def _write_inside(path: str, text: str, inside: str) -> None:
+    top = os.path.abspath(inside)
+    full = os.path.abspath(path)
+    if full != top and not full.startswith(top.rstrip(os.sep) + os.sep):
+        raise OSError(errno.EINVAL, f"{path!r} is not under {inside!r}")
+    folder, name = os.path.split(full)
+    fd, close = _folder_fd(folder, top)
+    try:
+        _replace(fd, name, text)     # a link named ``name`` there is replaced, not followed
+    finally:
+        if close:
+            os.close(fd)
+
+
+def _replace(folder_fd: int, name: str, text: str) -> None:
+    """Write ``text`` to a temporary file in the folder ``folder_fd``, then rename it to
+    ``name`` there; on failure nothing is left behind and ``name`` is untouched."""
+    data = text.encode("utf-8")
+    for _ in range(100):
+        tmp = f".{name}.{os.urandom(4).hex()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW,
+                         0o666 & ~_umask(), dir_fd=folder_fd)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise OSError(errno.EEXIST, "no temporary file name was free")
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=folder_fd)
+        except OSError:
+            pass
+        raise
+
+
+def _write_special(path: str, text: str) -> None:
+    """Write ``text`` into a FIFO or device within ``FIFO_SECONDS``: a FIFO waits that long
+    for a reader, and a reader that stops reading fails the write then."""
+    deadline = time.monotonic() + FIFO_SECONDS
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:     # ENXIO: a FIFO that no process reads yet
+                raise
+            if time.monotonic() > deadline:
+                raise OSError(errno.ENXIO, f"no process read the FIFO within "
+                              f"{FIFO_SECONDS:.0f} s") from None
+            time.sleep(0.05)
+    try:
+        view = memoryview(text.encode("utf-8"))
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise OSError(errno.ETIMEDOUT, f"its reader took no more of the report for "
+                              f"{FIFO_SECONDS:.0f} s")
+            _, ready, _ = select.select([], [fd], [], left)
+            if not ready:
+                continue
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                continue
+    finally:
+        os.close(fd)

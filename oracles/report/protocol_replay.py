@@ -31,11 +31,12 @@ PROTOCOL_REPLAY_VERSION = 1
 
 
 def save_protocol_findings(result, directory: str, protocol_spec: str,
-                           shims: tuple[str, ...] = ()) -> dict[str, str]:
-    """One replay file per finding of ``result`` under ``directory``; finding id -> path."""
+                           shims: tuple[str, ...] = (), findings=None) -> dict[str, str]:
+    """One replay file per finding of ``result`` (or of ``findings``, some of them) under
+    ``directory``; finding id -> path."""
     os.makedirs(directory, exist_ok=True)
     saved = {}
-    for f in result.findings:
+    for f in result.findings if findings is None else findings:
         key = json.dumps([protocol_spec, result.baseline, result.candidate,
                           result.config.device, f.scenario], sort_keys=True, default=repr)
         rid = f"{f.id}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"

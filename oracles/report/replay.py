@@ -9,9 +9,16 @@ Runs of other pairs, sequential or parallel, in one folder never write the same 
 two runs that do write one name write the same content (atomically). The file holds
 the pinned targets, so ``stagecheck replay FILE`` re-runs the pair it was printed for.
 
-Each run also writes ``runs/<run-id>.json`` under the save folder: the files this run
-wrote (and its targets, verdict and counts), so findings of earlier runs in the same
-folder cannot pass for this run's.
+Each run that saves also writes ``runs/<run-id>.json`` under the save folder: the files
+this run wrote (and its targets, verdict and counts, and every finding, saved or not), so
+findings of earlier runs in the same folder cannot pass for this run's.
+
+What a run saves (``save_run``): every error finding (a finding is never lost), info
+findings only when asked (``--save-infos``), nothing at all for a run without one. The
+default folder ``.stagecheck/`` carries its own ``.gitignore`` (``*``), as
+``.pytest_cache`` does, and a save folder keeps the manifests of its last ``KEEP_RUNS``
+runs and the replay files they name: older manifests, and the replay files only they
+name, are removed (``prune_runs``).
 """
 
 from __future__ import annotations
@@ -26,19 +33,27 @@ import time
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
 from stagecheck.oracles.options import LIMITS
-from stagecheck.oracles.report.files import write_atomic
+from stagecheck.oracles.paths import read_regular
+from stagecheck.oracles.report.files import make_folder, write_atomic
 from stagecheck.oracles.targets import repository_root, trusted_path, trusted_spec
 from stagecheck.oracles.text import printable
 from stagecheck.spec import StagingScenario
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.space import malformed
 
-__all__ = ["DEFAULT_SAVE_DIR", "REPLAY_VERSION", "load_replay", "new_run_id", "replay_id",
-           "save_findings", "write_manifest"]
+__all__ = ["DEFAULT_SAVE_DIR", "GITIGNORE", "KEEP_RUNS", "REPLAY_VERSION", "kept_findings",
+           "load_replay", "mark_ignored", "new_run_id", "prune_runs", "replay_id",
+           "save_findings", "save_run", "write_manifest"]
 
-DEFAULT_SAVE_DIR = os.path.join(".stagecheck", "findings")
+#: the folder stagecheck keeps for itself (it ignores itself for git)
+STAGECHECK_DIR = ".stagecheck"
+DEFAULT_SAVE_DIR = os.path.join(STAGECHECK_DIR, "findings")
 RUNS_DIR = "runs"
 REPLAY_VERSION = 2
+#: how many runs a save folder keeps: their manifests and the replay files they name
+KEEP_RUNS = 20
+#: the ``.gitignore`` of the ``.stagecheck`` folder (as ``.pytest_cache`` has its own)
+GITIGNORE = "# Created by stagecheck: its replay files and run manifests stay local.\n*\n"
 
 
 def replay_id(finding, baseline: str | None, candidate: str, device: str,
@@ -61,23 +76,24 @@ def _pinned(target, given: str | None) -> str | None:
 
 
 def save_findings(result, directory: str, baseline=None, candidate=None,
-                  shims: tuple[str, ...] = ()) -> dict[str, str]:
+                  shims: tuple[str, ...] = (), findings=None) -> dict[str, str]:
     """Write one replay file per finding; return finding id -> path.
 
     ``baseline``/``candidate``: the ``Target``s of the run, whose pinned specs the
     files keep (without them, the result's specs as given). The file also keeps the
     schema (``result.schema_spec``: how ``--schema`` loads it again, None when each
     target's function name chose it) and the shims, and the digest in its name covers
-    the schema too: the same pair under two schemas never shares a file.
+    the schema too: the same pair under two schemas never shares a file. ``findings``:
+    the findings to save (default: all of the result's).
     """
-    os.makedirs(directory, exist_ok=True)
+    make_folder(directory)     # through the folder the run opened: never through a link
     device = result.config.run.device
     base = _pinned(baseline, result.baseline)
     cand = _pinned(candidate, result.candidate)
     used = getattr(result, "schema", None)
     schema = [getattr(result, "schema_spec", None), used.name if used is not None else None]
     saved = {}
-    for f in result.findings:
+    for f in result.findings if findings is None else findings:
         rid = replay_id(f, base, cand, device, schema)
         path = os.path.join(directory, f"{rid}.json")
         write_atomic(path, json.dumps(
@@ -95,7 +111,7 @@ def write_manifest(directory: str, run_id: str, command: str, result, saved: dic
                    targets: dict, verdict: str) -> str:
     """Write ``runs/<run_id>.json`` under ``directory``: what this run saved; its path."""
     folder = os.path.join(directory, RUNS_DIR)
-    os.makedirs(folder, exist_ok=True)
+    make_folder(folder)
     path = os.path.join(folder, f"{run_id}.json")
     findings = [{"id": f.id, "severity": f.severity, "invariant": f.invariant,
                  "file": saved.get(f.id)} for f in result.findings]
@@ -109,6 +125,108 @@ def write_manifest(directory: str, run_id: str, command: str, result, saved: dic
                       "out_of_contract": result.examples_out_of_contract},
          "findings": findings}, indent=1, sort_keys=True), inside=directory)
     return path
+
+
+def kept_findings(result, infos: bool = False) -> list:
+    """The findings of ``result`` a run saves: every error finding, and the info findings
+    too with ``infos``."""
+    return [f for f in result.findings if infos or f.severity == "error"]
+
+
+def save_run(result, directory: str, run_id: str, command: str, targets: dict, verdict: str,
+             baseline=None, candidate=None, shims: tuple[str, ...] = (),
+             infos: bool = False, keep: int = KEEP_RUNS) -> tuple[dict[str, str], str | None]:
+    """Save what a run must keep: one replay file per kept finding (``kept_findings``), the
+    run's manifest (every finding, with its file where it has one); then the folder's
+    ``.gitignore`` (``mark_ignored``) and the pruning of older runs (``prune_runs``).
+    Nothing at all when no finding is kept. Returns (finding id -> file, manifest)."""
+    kept = kept_findings(result, infos)
+    if not kept:
+        return {}, None
+    os.makedirs(directory, exist_ok=True)
+    mark_ignored(directory)
+    saved = save_findings(result, directory, baseline, candidate, shims, kept)
+    manifest = write_manifest(directory, run_id, command, result, saved, targets, verdict)
+    prune_runs(directory, keep)
+    return saved, manifest
+
+
+def mark_ignored(directory: str) -> str | None:
+    """Give the ``.stagecheck`` folder that holds ``directory`` (the default save folder,
+    or one under it) a ``.gitignore`` of ``*`` unless it has one; a save folder
+    elsewhere is the user's to manage. Returns the file's path, or None."""
+    path = os.path.abspath(directory)
+    while True:
+        if os.path.basename(path) == STAGECHECK_DIR:
+            break
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+    marker = os.path.join(path, ".gitignore")
+    if not os.path.lexists(marker):
+        try:
+            write_atomic(marker, GITIGNORE, inside=path)
+        except OSError:      # an unwritable marker never costs a finding
+            return None
+    return marker
+
+
+def _manifest_files(path: str, directory: str) -> set[str]:
+    """The replay files (names directly in ``directory``) a manifest names."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return set()
+    names = set()
+    findings = data.get("findings") if isinstance(data, dict) else None
+    for f in findings if isinstance(findings, list) else ():
+        file = f.get("file") if isinstance(f, dict) else None
+        if isinstance(file, str) and os.path.dirname(os.path.abspath(file)) == directory \
+                and file.endswith(".json"):
+            names.add(os.path.basename(file))
+    return names
+
+
+def prune_runs(directory: str, keep: int = KEEP_RUNS) -> list[str]:
+    """Remove the manifests of all but the last ``keep`` runs under ``directory`` (by
+    time written), and the replay files that only removed manifests name; a replay file
+    written again since its run was removed (a later run showed it too) stays, and
+    nothing outside ``directory`` or not named by a manifest is touched. Best effort:
+    a file that cannot be read or removed is left. Returns the removed paths."""
+    directory = os.path.abspath(directory)
+    runs = os.path.join(directory, RUNS_DIR)
+    try:
+        entries = [e for e in os.scandir(runs) if e.name.endswith(".json")
+                   and e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
+    entries.sort(key=lambda e: (e.stat(follow_symlinks=False).st_mtime, e.name))
+    old, recent = entries[:-keep] if keep > 0 else entries, entries[-keep:] if keep > 0 else []
+    if not old:
+        return []
+    kept: set[str] = set()
+    for entry in recent:
+        kept |= _manifest_files(entry.path, directory)
+    removed = []
+    for entry in old:
+        written = entry.stat(follow_symlinks=False).st_mtime
+        for name in _manifest_files(entry.path, directory) - kept:
+            path = os.path.join(directory, name)
+            try:
+                if os.path.isfile(path) and not os.path.islink(path) and \
+                        os.stat(path).st_mtime <= written:
+                    os.remove(path)
+                    removed.append(path)
+            except OSError:
+                pass
+        try:
+            os.remove(entry.path)
+            removed.append(entry.path)
+        except OSError:
+            pass
+    return removed
 
 
 #: largest replay file read: a saved example of the largest capacity is far smaller
@@ -131,6 +249,9 @@ def _bounded(scenario) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or \
                 not 0 <= value <= cap_limit:
             raise ValueError(f"{key}={value!r} is not a whole number in [0, {cap_limit}]")
+    if not isinstance(scenario.get("schema", ""), str):
+        raise TypeError(f"the scenario's schema is a {type(scenario['schema']).__name__}, "
+                        "not a schema name")
     if scenario["num_reqs"] > scenario["capacity"]:
         raise ValueError(f"num_reqs={scenario['num_reqs']} is more than "
                          f"capacity={scenario['capacity']}")
@@ -171,22 +292,43 @@ def _escaped(value, depth: int = 0):
     return value
 
 
+#: the fields of a replay file outside its finding, and what each may hold
+_FIELDS = {"baseline": (str, type(None)), "candidate": (str, type(None)),
+           "schema": (str, type(None)), "device": (str, type(None)),
+           "shims": (list, type(None)), "replay_id": (str, type(None))}
+
+
+def _fields_checked(saved: dict) -> None:
+    """``TypeError`` naming the first field of the file whose value has the wrong type (a
+    schema that is a dict, shims that are a number)."""
+    for name, kinds in _FIELDS.items():
+        value = saved.get(name)
+        if not isinstance(value, kinds):
+            raise TypeError(f"its field {name!r} is a {type(value).__name__}, not "
+                            f"{' or '.join(k.__name__ for k in kinds if k is not type(None))}")
+    if not all(isinstance(s, str) for s in saved.get("shims") or ()):
+        raise TypeError("its field 'shims' holds something other than paths")
+
+
 def load_replay(path: str) -> tuple[dict, StagingScenario]:
-    """The saved document and its scenario; ``UsageError``/``ScenarioError`` when unusable."""
+    """The saved document and its scenario; ``UsageError``/``ScenarioError`` when unusable.
+    A FIFO or a device is refused unread (``read_regular``); the file is read to at most
+    ``MAX_REPLAY_BYTES``."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_REPLAY_BYTES:
-            raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=size,
+        data = read_regular(path, MAX_REPLAY_BYTES, "replay file", UsageError)
+        if len(data) > MAX_REPLAY_BYTES:
+            raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=os.path.getsize(path),
                                 limit=MAX_REPLAY_BYTES)
-        with open(path, encoding="utf-8") as fh:
-            saved = json.load(fh)
+        saved = json.loads(data.decode("utf-8"))
         if not isinstance(saved, dict) or not isinstance(saved.get("finding"), dict):
             raise TypeError("a replay file is a JSON object with a 'finding' object")
+        _fields_checked(saved)
         _bounded(saved["finding"]["scenario"])
         scenario = StagingScenario.from_dict(saved["finding"]["scenario"])
         saved = _escaped(saved)
     except OSError as exc:
-        raise UsageError.of(messages.REPLAY_UNREADABLE, path, error=exc.strerror) from None
+        raise UsageError.of(messages.REPLAY_UNREADABLE, path,
+                            error=exc.strerror or str(exc)) from None
     except RecursionError:
         raise ScenarioError.of(messages.REPLAY_MALFORMED, path,
                                error="its JSON is nested too deeply",
@@ -218,11 +360,10 @@ def untrusted_parts(saved: dict) -> tuple[dict, str]:
     if shims:
         parts["shims"] = shims
     schema = saved.get("schema")
-    if schema and schema not in BUILTIN_SCHEMAS:
-        schema = str(schema)
-        file = schema if schema.endswith(".py") else schema.rpartition(":")[0]
-        if not trusted_path(file, top):
-            parts["schema"] = file
+    if isinstance(schema, str) and schema and schema not in BUILTIN_SCHEMAS:
+        # a schema file runs in the checker's own process (its derive functions judge
+        # every example): whatever its place, only the command line may name one
+        parts["schema"] = schema
     return parts, top
 
 
@@ -237,7 +378,8 @@ def check_trusted(saved: dict, path: str, baseline: str | None = None,
         if side in parts and not given:
             raise UsageError.of(messages.REPLAY_UNTRUSTED_TARGET, path, side=side,
                                 target=parts[side], top=top)
-    files = ([] if shims_given else parts.get("shims", [])) + \
-        ([parts["schema"]] if "schema" in parts and not schema_given else [])
-    if files:
-        raise UsageError.of(messages.REPLAY_UNTRUSTED_SHIM, path, target=files[0], top=top)
+    if not shims_given and parts.get("shims"):
+        raise UsageError.of(messages.REPLAY_UNTRUSTED_SHIM, path, target=parts["shims"][0],
+                            top=top)
+    if "schema" in parts and not schema_given:
+        raise UsageError.of(messages.REPLAY_SCHEMA_FILE, path, target=parts["schema"])

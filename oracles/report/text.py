@@ -314,8 +314,8 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     info finding in full (else one line per reason).
     """
     c = result.config
-    what = (f"{result.baseline} vs {result.candidate}" if result.baseline
-            else f"spec of {result.candidate}")
+    what = (f"{escape(result.baseline)} vs {escape(result.candidate)}" if result.baseline
+            else f"spec of {escape(result.candidate)}")
     lines = [f"stagecheck: {what} on {c.run.device}", *target_lines(targets),
              f"tried {result.examples_in_contract} in-contract and "
              f"{result.examples_out_of_contract} out-of-contract examples (seed {c.seed}, "
@@ -353,7 +353,7 @@ def render_symbolic(result, strict: bool = False, verbose: bool = False) -> str:
     (the info findings one line per reason unless ``verbose``)."""
     budget = (f" (path budget {result.max_paths}: {result.paths_attempted} attempted)"
               if getattr(result, "max_paths", None) else "")
-    lines = [f"symbolic diff {result.baseline} -> {result.candidate}: "
+    lines = [f"symbolic diff {escape(result.baseline)} -> {escape(result.candidate)}: "
              f"{result.paths_explored} path(s) explored{budget}, {result.paths_unsupported} lost to "
              f"unsupported operations, {result.paths_timed_out} timed out, "
              f"{result.paths_ignored} pruned; {result.seconds:.1f} s"

@@ -25,6 +25,10 @@ path was lost, instead of reporting "equivalent" (``crosshair diffbehavior`` pri
 
 from __future__ import annotations
 
+import os
+import struct
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -47,8 +51,8 @@ from stagecheck.spec.findings import ERROR
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["Exploration", "PathRecord", "explore", "model_backend", "observations_differ",
-           "run_symbolic"]
+__all__ = ["Exploration", "PathCounter", "PathRecord", "explore", "model_backend",
+           "observations_differ", "run_symbolic"]
 
 
 def _machinery(exc: BaseException) -> bool:
@@ -137,14 +141,61 @@ class Exploration:
     interrupted: bool = False   # a signal stopped the exploration (see ``interrupt``)
 
 
+class PathCounter:
+    """How many paths an exploration has attempted and explored so far, in a small file:
+    the process that explores (a worker) writes it after each path, the checker reads it
+    while the exploration runs, for its progress line."""
+
+    FORMAT = "<qq"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    @classmethod
+    def create(cls) -> "PathCounter":
+        fd, path = tempfile.mkstemp(prefix="stagecheck-paths-")
+        os.write(fd, struct.pack(cls.FORMAT, 0, 0))
+        os.close(fd)
+        return cls(path)
+
+    def write(self, attempted: int, explored: int) -> None:
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY)
+            os.pwrite(self._fd, struct.pack(self.FORMAT, attempted, explored), 0)
+        except OSError:         # progress is never worth a lost path
+            pass
+
+    def read(self) -> tuple[int, int]:
+        """``(attempted, explored)`` so far (zeros when the file cannot be read)."""
+        try:
+            with open(self.path, "rb") as fh:
+                return struct.unpack(self.FORMAT, fh.read(struct.calcsize(self.FORMAT)))
+        except (OSError, struct.error):
+            return 0, 0
+
+    def close(self, remove: bool = False) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if remove:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
 def explore(baseline: Target, candidate: Target, timeout: float, max_capacity: int,
             stop_at_first_error: bool, per_path_timeout: float | None,
-            replay_timeout: float, max_paths: int | None = None) -> Exploration:
+            replay_timeout: float, max_paths: int | None = None,
+            counter: str | None = None) -> Exploration:
     """Explore both targets symbolically for ``timeout`` seconds (wall clock), or for
     ``max_paths`` paths, in the process that holds them (a worker): the symbolic phase,
     the concrete torch replay of each path and the fidelity check. The checker judges
     the records. The interrupt flag (in a worker: the checker forwards its signal, see
-    ``WorkerPool.call``) stops it after the current path, with the paths so far."""
+    ``WorkerPool.call``) stops it after the current path, with the paths so far.
+    ``counter``: a ``PathCounter`` file to keep up to date, path by path."""
     schema = same_schema(baseline, candidate)
     out = Exploration()
     replay = RunOptions(timeout=replay_timeout, kernel="off")
@@ -153,6 +204,7 @@ def explore(baseline: Target, candidate: Target, timeout: float, max_capacity: i
     stop = [False]
     stopped_early = [False]
     path_no = [0]
+    counted = PathCounter(counter) if counter else None
 
     def lose(kind: str, reason: str, scenario: dict | None = None) -> None:
         if kind == "timeout":
@@ -166,6 +218,8 @@ def explore(baseline: Target, candidate: Target, timeout: float, max_capacity: i
             stopped_early[0] = True
             return ch.outcome("none", breakout=True)
         path_no[0] += 1
+        if counted is not None:
+            counted.write(path_no[0], len(out.records))
         concretized: list[str] = []
         backend = model_backend(concretized.append)
         s = None
@@ -210,15 +264,21 @@ def explore(baseline: Target, candidate: Target, timeout: float, max_capacity: i
             return ch.outcome("unknown")
         out.records.append(PathRecord(path_no[0], time.monotonic() - started, concrete,
                                       real_a, real_b, bool(differ), bool(concretized)))
+        if counted is not None:
+            counted.write(path_no[0], len(out.records))
         if stop_at_first_error and any(
                 f.severity == ERROR for f in judge(concrete, baseline, candidate, real_a,
                                                    real_b)):
             stop[0] = True
         return ch.outcome("confirmed", breakout=stop[0] or bool(interrupt.requested()))
 
-    exhausted = ch.explore(run_path, timeout,
-                           per_path_timeout or max(2.0, min(10.0, timeout ** 0.5)),
-                           max_iterations=max_paths)
+    try:
+        exhausted = ch.explore(run_path, timeout,
+                               per_path_timeout or max(2.0, min(10.0, timeout ** 0.5)),
+                               max_iterations=max_paths)
+    finally:
+        if counted is not None:
+            counted.close()
     out.exhausted = exhausted and not stopped_early[0]
     out.attempted = path_no[0]
     out.interrupted = bool(interrupt.requested())
@@ -242,8 +302,11 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
     no path was explored or any path was lost to unsupported operations; the result
     rides on the exception. A SIGINT/SIGTERM stops the exploration after the current
     path: the result holds the paths so far, ``interrupted`` set (never inconclusive).
-    ``progress(done, total, phase=...)`` hears of the exploration (in the worker: no
-    count until it ends) and of each explored path judged here.
+    ``progress(done, total, phase=..., ends_at=..., judged=...)`` (``Progress.update``)
+    hears of the whole run as one count of paths: the paths explored so far while the
+    worker explores (read from a ``PathCounter`` every quarter second; the total is the
+    path budget, else the time budget's end is ``ends_at``), then of the paths judged
+    here, one by one.
     """
     max_capacity = whole("max_capacity", max_capacity, 1, "4")
     if max_paths is not None:
@@ -259,23 +322,32 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
         runner = runner_for([baseline, candidate])
     try:
         sides = [side_of(runner, t) for t in (baseline, candidate)]
-        if progress is not None:
-            progress(0, max_paths, phase="exploring")
+        counter = PathCounter.create() if progress is not None else None
+        watching = _watch(counter, progress, max_paths, time.monotonic() + timeout) \
+            if counter is not None else None
         try:
             found: Exploration = runner.call(
                 "stagecheck.oracles.symbolic.explore", "explore", target_arg(sides[0]),
                 target_arg(sides[1]), timeout, max_capacity, stop_at_first_error,
-                per_path_timeout, replay_timeout, max_paths, deadline=timeout * 2 + 60)
+                per_path_timeout, replay_timeout, max_paths,
+                counter.path if counter is not None else None, deadline=timeout * 2 + 60)
         except WorkerEnded as ended:
             found = Exploration(seconds=timeout)
             found.lost.append(LostPath("crash", f"a target ended the exploration's worker "
                                                 f"({ended.what})"))
             found.unsupported += 1
+        finally:
+            if watching is not None:
+                watching[0].set()
+                watching[1].join(timeout=2.0)
+            if counter is not None:
+                counter.close(remove=True)
         collector = FindingsCollector()
+        explored = len(found.records)
         for record in found.records:
             result.paths_explored += 1
             if progress is not None:
-                progress(result.paths_explored, len(found.records), phase="judged")
+                progress(explored, explored, phase="judging", judged=result.paths_explored)
             result.paths_concretized += record.concretized
             result.paths_with_difference += record.differ
             findings = judge(record.scenario, baseline, candidate, record.baseline,
@@ -289,6 +361,8 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
             if result.first_counterexample_seconds is None and any(
                     f.severity == ERROR for f in findings):
                 result.first_counterexample_seconds = record.seconds
+        if progress is not None:
+            progress(explored, explored, phase="", judged=result.paths_explored)
         result.lost = found.lost
         result.paths_timed_out, result.paths_unsupported = found.timed_out, found.unsupported
         result.paths_ignored, result.exhausted = found.ignored, found.exhausted
@@ -304,6 +378,25 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
     if strict and not result.interrupted:
         raise_if_inconclusive(result)
     return result
+
+
+def _watch(counter: PathCounter, progress, max_paths: int | None,
+           ends_at: float) -> tuple[threading.Event, threading.Thread]:
+    """Tell ``progress`` of the paths explored so far every quarter second, until the
+    returned event is set (then join the returned thread)."""
+    done = threading.Event()
+    budget = {} if max_paths is not None else {"ends_at": ends_at}
+
+    def tell() -> None:
+        while True:
+            _, explored = counter.read()
+            progress(explored, max_paths, phase="exploring", **budget)
+            if done.wait(0.25):
+                return
+
+    thread = threading.Thread(target=tell, name="stagecheck-symbolic-progress", daemon=True)
+    thread.start()
+    return done, thread
 
 
 def _with_kernel_impact(baseline: Target, candidate: Target, findings: list,

@@ -26,13 +26,16 @@ import linecache
 import os
 import symtable
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.kernel import use_interpreter_without_gpu
+from stagecheck.oracles.paths import refuse_special
 
-__all__ = ["BUILTIN_SHIMS", "MAX_SOURCE_BYTES", "Shim", "decode_source",
+__all__ = ["BUILTIN_SHIMS", "MAX_SOURCE_BYTES", "MODULE_ALIASES", "Shim", "decode_source",
            "load_function_from_source", "load_shims"]
 
 #: largest target file read (a staging module is a few hundred lines; a larger "source" is
@@ -57,12 +60,25 @@ def decode_source(data: bytes, path: str, spec: str) -> str:
                                  why=why) from None
 
 
-_HONOURED_TOP = {"numpy", "torch"}
+_HONOURED_TOP = {"numpy", "torch", "triton"}
+
+#: engine modules that only re-export an honoured one: ``(module, name)`` -> the module
+#: the name stands for (vLLM imports Triton through ``vllm.triton_utils``)
+MODULE_ALIASES = {("vllm.triton_utils", "triton"): "triton",
+                  ("vllm.triton_utils", "tl"): "triton.language"}
 
 
 def _honoured(module: str) -> bool:
     top = module.split(".")[0]
     return top in _HONOURED_TOP or top in sys.stdlib_module_names
+
+
+def _import_honoured(module: str):
+    """Import an honoured module; Triton's mode (compiled, or its interpreter where torch
+    sees no GPU) is decided first, by the kernel oracle's one function for it."""
+    if module.split(".")[0] == "triton":
+        use_interpreter_without_gpu()
+    return importlib.import_module(module)
 
 
 #: The shims shipped with stagecheck: module path of the shim module.
@@ -86,10 +102,13 @@ def _builtin_shims() -> dict[str, Shim]:
 
 
 def load_shims(paths) -> dict[str, Shim]:
-    """The names the shim modules at ``paths`` offer: their public top-level functions,
-    classes and constants (not the modules they import). A later file wins a name."""
+    """The names the shim modules at ``paths`` offer: the names in a module's ``__all__``
+    (modules included) where it has one, else its top-level functions, classes and
+    constants, private ``_names`` included (not dunders, not the modules it imports).
+    A later file wins a name."""
     offered: dict[str, Shim] = {}
     for path in paths or ():
+        refuse_special(path, path, "shim", TargetLoadError)     # a FIFO, a device
         if not isinstance(path, str) or not os.path.isfile(path):
             raise TargetLoadError.of(messages.SHIM_MISSING, path, cwd=os.getcwd())
         path = os.path.abspath(path)
@@ -101,19 +120,28 @@ def load_shims(paths) -> dict[str, Shim]:
         except Exception as exc:
             raise TargetLoadError.of(messages.SHIM_BROKEN, path,
                                      error=f"{type(exc).__name__}: {exc}") from None
+        listed = vars(module).get("__all__")
         for name, value in vars(module).items():
-            if name.startswith("_") or inspect.ismodule(value):
+            if listed is not None and name not in listed:
+                continue
+            if listed is None and (name.startswith("__") or inspect.ismodule(value)):
                 continue
             offered[name] = Shim(name, value, path)
     return offered
 
 
 class _StripAnnotations(ast.NodeTransformer):
-    """Drop annotations and decorators: they may name engine types we never import."""
+    """Drop annotations, and the decorators that ``keep`` refuses: they may name engine
+    types we never import (a decorator of an honoured module, ``@triton.jit``, stays)."""
+
+    def __init__(self, keep: Callable[[ast.expr], bool] = lambda decorator: False) -> None:
+        self.keep = keep
 
     def visit_FunctionDef(self, node):
         self.generic_visit(node)
-        node.decorator_list = []
+        node.decorator_list = [d for d in node.decorator_list if self.keep(d)]
+        if node.decorator_list:     # a Triton kernel: ``BLOCK: tl.constexpr`` is meaning
+            return node
         node.returns = None
         for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
                   node.args.vararg, node.args.kwarg):
@@ -180,23 +208,32 @@ def _statement_names(node: ast.stmt) -> list[str]:
     return []
 
 
+#: what ``_resolve_import`` gives for a name it cannot resolve (a shim's value may be None)
+UNRESOLVED = object()
+
+
 def _resolve_import(local: str, module_name: str, attr: str | None,
-                    shims: dict[str, Shim], builtin: dict[str, Shim]):
-    """``(value, shimmed-note)`` for an imported name, or ``(None, why)`` when unresolved."""
-    if _honoured(module_name):
+                    builtin: dict[str, Shim]):
+    """``(value, note)`` for an imported name: ``note`` is None for an honoured import, the
+    shim's note for a shipped shim; ``(UNRESOLVED, why)`` when unresolved (``why``: the
+    error of an honoured import that fails, else None). The user's shims come first, in
+    the caller."""
+    alias = MODULE_ALIASES.get((module_name, attr)) if attr else None
+    if alias is not None or _honoured(module_name):
         try:
-            mod = importlib.import_module(module_name)
+            if alias is not None:
+                return _import_honoured(alias), None
+            mod = _import_honoured(module_name)
             return (getattr(mod, attr) if attr else mod), None
         except Exception as exc:
-            return None, f"{type(exc).__name__}: {exc}"
-    wanted = attr or local
-    if wanted in shims:
-        shim = shims[wanted]
-        return shim.value, f"{local} from {shim.origin}"
-    shim = builtin.get(wanted)
+            why = f"{type(exc).__name__}: {exc}"
+            if (alias or module_name).split(".")[0] == "triton":
+                why += f"; for Triton install the kernel extra: {messages.KERNEL_EXTRA}"
+            return UNRESOLVED, why
+    shim = builtin.get(attr or local)
     if attr and shim is not None and module_name in shim.stands_for:
         return shim.value, f"{local} from {shim.origin} (for {module_name}.{attr})"
-    return None, None
+    return UNRESOLVED, None
 
 
 def load_function_from_source(source: str, filename: str, name: str, spec: str = "",
@@ -245,20 +282,32 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
         raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, spec, path=filename, name=name,
                                  available=", ".join(available) or "none")
 
+    # a user's shim replaces any module-level name the function uses (its own
+    # definitions, private ones included, and its imports), never the function itself
+    replaced = {n for n in shims if n != name}
+
+    def triton_decorator(decorator: ast.expr) -> bool:
+        root = _root_name(decorator)
+        if root is None or root not in imports or root in replaced:
+            return False
+        module_name, attr = imports[root]
+        module_name = MODULE_ALIASES.get((module_name, attr), module_name)
+        return module_name.split(".")[0] == "triton"
+
     # the function and, transitively, every module-level definition it reads
     wanted, queue = set(), [name]
     uses: dict[str, set[str]] = {}        # global name -> the definitions that read it
     stripped: dict[str, ast.stmt] = {}
+    strip = _StripAnnotations(triton_decorator)
     while queue:
         current = queue.pop()
         if current in wanted:
             continue
         wanted.add(current)
-        stmt = stripped.setdefault(id(defs[current]),
-                                   _StripAnnotations().visit(copy.deepcopy(defs[current])))
+        stmt = stripped.setdefault(id(defs[current]), strip.visit(copy.deepcopy(defs[current])))
         for used in _global_uses(stmt):
             uses.setdefault(used, set()).update(_statement_names(defs[current]) or [current])
-            if used in defs and used not in wanted:
+            if used in defs and used not in wanted and used not in replaced:
                 queue.append(used)
     chosen = {id(defs[w]) for w in wanted}
     in_tree = {id(n) for n in tree.body}
@@ -273,22 +322,25 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
     shimmed: list[str] = []
     missing: list[str] = []
     for used in sorted(uses):
+        own = used in defs or used in imports
+        if used in replaced and (own or not hasattr(builtins, used)):
+            namespace[used] = shims[used].value
+            shimmed.append(f"{used} from {shims[used].origin}"
+                           + (" (replacing the file's own)" if used in defs else ""))
+            continue
         if used in defined or hasattr(builtins, used) or used in ("__file__", "__name__"):
             continue
         users = ", ".join(sorted(uses[used]))
         if used in imports:
             module_name, attr = imports[used]
-            value, note = _resolve_import(used, module_name, attr, shims, builtin)
-            if value is not None:
+            value, note = _resolve_import(used, module_name, attr, builtin)
+            if value is not UNRESOLVED:
                 namespace[used] = value
-                if note and not _honoured(module_name):
+                if note:
                     shimmed.append(note)
                 continue
             missing.append(f"{used!r} (used by {users}) from module {module_name!r}"
                            + (f", which fails to import ({note})" if note else ""))
-        elif used in shims:
-            namespace[used] = shims[used].value
-            shimmed.append(f"{used} from {shims[used].origin}")
         else:
             missing.append(f"{used!r} (used by {users}), not defined by a module-level def, "
                            "class or NAME = ... statement (the ones stagecheck compiles)")
@@ -303,10 +355,11 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
                       "__file__": filename})
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
-        exec(compile(module, filename, "exec"), namespace)
+        exec(compile(module, filename, "exec", dont_inherit=True), namespace)
     except Exception as exc:
         raise TargetLoadError.of(messages.TARGET_COMPILE, spec,
-                                 error=f"{type(exc).__name__}: {exc}") from None
+                                 error=f"{type(exc).__name__}: {exc}",
+                                 where=_failing_statement(exc, filename, body)) from None
     func = namespace[name]
     if dotted != name:        # a method: named as in its class
         func.__name__, func.__qualname__ = dotted.rpartition(".")[2], dotted
@@ -315,6 +368,25 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
     except AttributeError:
         pass
     return func
+
+
+def _root_name(expr: ast.expr) -> str | None:
+    """The name an expression such as ``triton.jit`` or ``triton.autotune(...)`` starts at."""
+    while isinstance(expr, (ast.Call, ast.Attribute, ast.Subscript)):
+        expr = expr.func if isinstance(expr, ast.Call) else expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _failing_statement(exc: BaseException, filename: str, body: list[ast.stmt]) -> str:
+    """The module-level name whose statement raised ``exc`` while the compiled part ran
+    (``"the module-level statement of NAME"``), for the message's fix."""
+    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__)
+             if frame.filename == filename and frame.lineno is not None]
+    for stmt in body:
+        names = _statement_names(stmt)
+        if names and lines and stmt.lineno <= lines[0] <= (stmt.end_lineno or stmt.lineno):
+            return f"the module-level statement of {names[0]!r}"
+    return "a module-level statement"
 
 
 def _method_as_function(defs: dict, dotted: str, filename: str, spec: str) -> str:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.paths import refuse_special
 from stagecheck.oracles.targets.git import git_show
 from stagecheck.oracles.targets.source import (MAX_SOURCE_BYTES, decode_source,
                                                load_function_from_source, load_shims)
@@ -197,6 +198,7 @@ def read_file_target(spec: str) -> FileSource:
     path, name = split_file_spec(spec, spec)
     if os.path.isdir(path):
         raise TargetLoadError.of(messages.TARGET_IS_FOLDER, spec, path=path)
+    refuse_special(path, spec, "target file", TargetLoadError)     # a FIFO, a device
     if not os.path.isfile(path):
         raise TargetLoadError.of(messages.TARGET_FILE_MISSING, spec, path=path, cwd=os.getcwd())
     size = os.path.getsize(path)
@@ -297,18 +299,60 @@ def target_from_callable(func, name: str | None = None,
     return _finish(name, func, f"callable {name}", schema, ref)
 
 
-def _binds(sig: inspect.Signature, schema: StagingSchema, keywords: frozenset) -> bool:
+def _binds(sig: inspect.Signature, parameters: tuple[str, ...], keywords: frozenset) -> bool:
     try:
-        sig.bind(*schema.parameters, **{k: None for k in keywords})
+        sig.bind(*parameters, **{k: None for k in keywords})
     except TypeError:
         return False
     return True
 
 
+def _positional(sig: inspect.Signature) -> tuple[str, ...]:
+    return tuple(p.name for p in sig.parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def _signature_of(schema: StagingSchema, sig: inspect.Signature, keywords: frozenset):
+    """``(found, parameters)``: the schema's signature the target has: the one whose
+    parameters its positional parameters are, by name, else the one they bind to by
+    position (the schema's own first); ``found`` False where none binds."""
+    names = _positional(sig)
+    candidates = [schema.parameters, *(g.parameters for g in schema.signatures)]
+    for parameters in candidates:
+        if names == parameters and _binds(sig, parameters, keywords):
+            return True, parameters
+    for parameters in candidates:
+        if _binds(sig, parameters, keywords):
+            return True, parameters
+    return False, schema.parameters
+
+
+def unmapped(schema: StagingSchema, names: tuple[str, ...]) -> str:
+    """Which of a target's parameters ``names`` no adapter of ``schema`` maps, and which
+    it lacks, against the signature closest to it (the most parameters in common)."""
+    known = [(schema.parameters, schema.releases),
+             *((g.parameters, g.releases) for g in schema.signatures)]
+    parameters, releases = max(known, key=lambda k: (len(set(k[0]) & set(names)),
+                                                     -abs(len(k[0]) - len(names))))
+    extra = [n for n in names if n not in parameters]
+    lacking = [n for n in parameters if n not in names]
+    parts = []
+    if extra:
+        parts.append("no adapter maps parameter(s) " + ", ".join(repr(n) for n in extra))
+    if lacking:
+        parts.append("it lacks " + ", ".join(repr(n) for n in lacking))
+    if not parts:
+        parts.append("its parameters are in another order")
+    where = f" ({releases})" if releases else ""
+    return (f"{'; '.join(parts)}, against the closest adapter's ({', '.join(parameters)})"
+            f"{where}")
+
+
 def _finish(spec: str, func, origin: str, schema: StagingSchema | None = None,
             ref: TargetRef | None = None) -> Target:
     """The target of ``func``: its schema (given, or the built-in one its name chooses,
-    else the default one if the signature fits it) and the keywords it takes."""
+    else the default one if the signature fits it), the keywords it takes, and which of
+    the schema's signatures (an adapter each) it has."""
     if inspect.isclass(func) or not callable(func):
         kind = "class" if inspect.isclass(func) else type(func).__name__
         raise TargetLoadError.of(messages.TARGET_NOT_FUNCTION, spec,
@@ -320,12 +364,14 @@ def _finish(spec: str, func, origin: str, schema: StagingSchema | None = None,
     except (TypeError, ValueError):
         return Target(spec, func, chosen.profile(), origin, ref)
     keywords = frozenset(k for k in chosen.keywords if k in sig.parameters)
-    if schema is None and by_name is None and not _binds(sig, chosen, keywords):
+    found, parameters = _signature_of(chosen, sig, keywords)
+    if schema is None and by_name is None and not found:
         raise TargetLoadError.of(messages.SCHEMA_NONE_FOR, spec,
                                  name=getattr(func, "__name__", spec),
                                  builtins=", ".join(BUILTIN_SCHEMAS))
-    if not _binds(sig, chosen, keywords):
+    if not found:
         raise TargetLoadError.of(messages.TARGET_SIGNATURE, spec, schema=chosen.name,
                                  parameters=", ".join(chosen.parameters),
-                                 signature=f"{getattr(func, '__name__', spec)}{sig}") from None
-    return Target(spec, func, chosen.profile(keywords), origin, ref)
+                                 signature=f"{getattr(func, '__name__', spec)}{sig}",
+                                 unmapped=unmapped(chosen, _positional(sig))) from None
+    return Target(spec, func, chosen.profile(keywords, parameters), origin, ref)

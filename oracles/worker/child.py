@@ -8,6 +8,7 @@ other, writing its position (``protocol.py``) before each call of target code.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import mmap
 import os
@@ -16,6 +17,7 @@ import resource
 import signal
 import sys
 import threading
+import time
 import traceback
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -30,11 +32,16 @@ from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import (TargetRef, load_function_from_source, load_shims,
                                         load_target, target_from_callable)
-from stagecheck.oracles.text import exception_text
+from stagecheck.oracles.text import exception_text, printable
+from stagecheck.oracles.worker import keeper
 from stagecheck.oracles.worker.protocol import (BUSY, IDLE, MEMORY_EXIT, SharedPosition,
                                                 held_targets, observing)
 
 __all__ = ["worker_main"]
+
+#: seconds a copy of the worker that a call forked gets to end itself (it does so on its
+#: way back to stagecheck's code, in milliseconds); one still running is left running
+_COPY_GRACE = 0.5
 
 
 class _Worker:
@@ -46,10 +53,41 @@ class _Worker:
         self.targets: list = []
         self._cuda_fast = None
         self.pid = os.getpid()
+        self.keeper = _keeper_pid()
+        self._builtins = dict(vars(builtins))
+
+    def _restore_builtins(self) -> None:
+        """Undo what code under test did to ``builtins`` (``enumerate = ...``): this
+        worker's own code uses them right after each call."""
+        names = vars(builtins)
+        for name, value in self._builtins.items():
+            if names.get(name) is not value:
+                names[name] = value
+
+    def _left_running(self, every_thread: bool = True) -> tuple[str, ...]:
+        """End what the last call (or loading) left running; the names of those processes
+        (``keeper.left_running``; ``every_thread`` False: the children of this process's
+        main thread only, and the keeper's: two reads of ``/proc``, cheap enough after
+        every call). A copy of this process the call forked ends itself on its way back to
+        stagecheck's code: it gets ``_COPY_GRACE`` seconds to do so."""
+        if self.keeper is not None and os.getppid() != self.keeper:
+            self.keeper = None        # the keeper is gone: its children are not ours
+        left, copies = keeper.left_running(self.keeper, every_thread)
+        if copies:
+            deadline = time.monotonic() + _COPY_GRACE
+            while copies and time.monotonic() < deadline:
+                time.sleep(0.002)
+                copies = [pid for pid in copies if keeper.state(pid) not in ("", "Z", "X")]
+        if not left and not copies:
+            return ()
+        names = tuple(sorted(printable(keeper.comm(pid)) for pid in left + copies))
+        keeper.end_tree(left + copies, reap=True)
+        return names
 
     # ---------------------------------------------------------------- commands
     def load(self, refs: list[TargetRef]) -> list[tuple]:
-        """Load every target; per target ``("target", schema, keywords, origin, shimmed)``
+        """Load every target; per target ``("target", schema, keywords, origin, shimmed,
+        parameters)`` (``parameters``: which of the schema's signatures it has)
         or ``("error", kind, problem, fix, value)``.
 
         A ref with source text (a file or revision target the checker read, a mutant) is
@@ -84,7 +122,9 @@ class _Worker:
                 continue
             self.targets.append(target)
             out.append(("target", target.schema.name, sorted(target.profile.keywords),
-                        target.origin, tuple(target.shimmed)))
+                        target.origin, tuple(target.shimmed), target.profile.parameters))
+        self._restore_builtins()
+        self._left_running()       # what loading started ends here (no call to blame)
         self.counter.value = IDLE
         return out
 
@@ -93,6 +133,7 @@ class _Worker:
         ``backend`` buffers, except that with the fast backend every example whose
         index is a multiple of ``sample_every`` (0: none) runs instrumented."""
         sides, batch, options, kind, sample_every = payload
+        self._left_running()       # what loading or a forked copy started late ends here
         fast = self._backend(kind, options)
         instrumented = self._backend("instrumented", options) if kind == "fast" else fast
         # the fast buffers queue no device work ahead of their copies (hazards are the
@@ -109,6 +150,10 @@ class _Worker:
                                backend, exits_are_observations=True)
                 if os.getpid() != self.pid:     # a child the target forked: never answer
                     os._exit(0)
+                self._restore_builtins()
+                left = self._left_running(every_thread=False)
+                if left:
+                    seen = replace(seen, left_running=left)
                 if not sampled and kind == "fast" and seen.last_step_start == 0:
                     # the fast buffers log copies only: their order across buffers means
                     # nothing to any invariant, nor does how often an entry of req_ids was
@@ -121,6 +166,7 @@ class _Worker:
                 # case: half the data to pickle, and the checker judges it once)
                 observations.append(None if observations and wire == observations[0] else wire)
             out.append((index, observations))
+        self._left_running()       # what a thread of a call started: ended, not blamed
         self.counter.value = IDLE
         return out
 
@@ -148,11 +194,24 @@ class _Worker:
         finally:
             if os.getpid() != self.pid:     # a child the target forked: never answer
                 os._exit(0)
+            self._restore_builtins()
+            self._left_running()
             self.counter.value = IDLE
 
 
 def _buffer_of(event) -> str:
     return event.buffer
+
+
+def _keeper_pid() -> int | None:
+    """The keeper this worker runs under (``keeper.py``: its parent), or None."""
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/cmdline", "rb") as fh:
+            cmdline = fh.read().split(b"\0")
+    except OSError:
+        return None
+    return parent if any(part.endswith(b"keeper.py") for part in cmdline) else None
 
 
 def _limit_memory(mib: int) -> None:

@@ -8,34 +8,83 @@ how a worker is replaced is decided in one place, ``WorkerPool.restart``.
 
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import dataclass
 
 from stagecheck.oracles import errors, interrupt, messages
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError
+from stagecheck.oracles.observe.call import WALL_FACTOR, call_limits
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.stdio import note
 from stagecheck.oracles.targets import Target, TargetRef
+from stagecheck.oracles.text import printable
 from stagecheck.oracles.worker.process import Ended, WorkerProcess
-from stagecheck.oracles.worker.protocol import observed
+from stagecheck.oracles.worker.protocol import BUSY, observed, observing
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 
-__all__ = ["DEFAULT_MEMORY_MIB", "GRACE_SECONDS", "LOAD_SECONDS", "WorkerEnded", "WorkerError",
-           "WorkerPool"]
+__all__ = ["DEFAULT_MEMORY_MIB", "Deadline", "GRACE_SECONDS", "INTERRUPT_GRACE", "LOAD_SECONDS",
+           "WorkerEnded", "WorkerError", "WorkerPool", "default_memory_mib", "load_deadline"]
 
-#: address-space limit of a worker (a target that allocates past it is reported)
+#: memory a worker may hold: resident bytes (checked by the parent from ``/proc``, so
+#: shared mappings count too) and its data segment (``RLIMIT_DATA``, set in the worker)
 DEFAULT_MEMORY_MIB = 4096
-#: seconds a stuck call gets on top of its time limit before its worker is killed
+#: CPU and wall-clock seconds a stuck call gets on top of its limits (``call_limits``)
+#: before its worker is killed (the worker's own timers stop a call at the limits)
 GRACE_SECONDS = 1.0
-#: seconds loading the targets may take in a worker (imports included)
-LOAD_SECONDS = 120.0
+#: CPU seconds loading the targets may take in a worker (its imports included), and
+#: ``WALL_FACTOR`` times that on the wall clock; ``STAGECHECK_LOAD_SECONDS`` changes it
+LOAD_SECONDS = 60.0
+#: seconds a wait on a worker goes on after a signal asked the run to stop (SIGINT,
+#: SIGTERM): then the worker is killed and the run ends as interrupted
+INTERRUPT_GRACE = 5.0
 _POLL = 0.02
+#: how a worker killed from outside ends (a fault such as SIGSEGV is the process's own)
+_OUTSIDE = frozenset(f"killed by {name}" for name in ("SIGKILL", "SIGTERM", "SIGHUP", "SIGQUIT"))
 #: seconds a worker whose pipe broke may take to end before it counts as alive (then what
 #: broke the pipe was bytes a target wrote into it)
 _ENDING = 0.5
 #: seconds between two reminders of an interrupt to a worker busy with a ``call``
 _FORWARD_EVERY = 0.25
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """How long the worker may stay at one position (one call) before it is a hang:
+    ``cpu`` seconds of its CPU time (as the kernel counts it: nothing in the worker can
+    change the count) or ``wall`` seconds on the wall clock, whichever comes first."""
+
+    cpu: float | None
+    wall: float | None
+
+    @classmethod
+    def of(cls, seconds: float | None, grace: float = 0.0) -> "Deadline | None":
+        """The deadline of a limit of ``seconds`` (``call_limits``), plus ``grace``."""
+        if seconds is None:
+            return None
+        cpu, wall = call_limits(seconds)
+        return cls(cpu + grace, wall + grace)
+
+
+def default_memory_mib() -> int:
+    """``DEFAULT_MEMORY_MIB``, or ``STAGECHECK_MEMORY_MIB`` (a machine with less memory)."""
+    given = os.environ.get("STAGECHECK_MEMORY_MIB", "")
+    return int(given) if given.isdigit() and int(given) >= 64 else DEFAULT_MEMORY_MIB
+
+
+def load_deadline() -> Deadline:
+    """How long loading may take (``LOAD_SECONDS``, or ``STAGECHECK_LOAD_SECONDS``)."""
+    seconds = LOAD_SECONDS
+    given = os.environ.get("STAGECHECK_LOAD_SECONDS")
+    if given:
+        try:
+            seconds = max(float(given), 1.0)
+        except ValueError:
+            pass
+    return Deadline(seconds, seconds * WALL_FACTOR)
 
 
 class WorkerError(StagecheckError):
@@ -59,8 +108,8 @@ class WorkerPool:
     observation per side, whatever the targets do to their process.
     """
 
-    def __init__(self, memory_mib: int = DEFAULT_MEMORY_MIB) -> None:
-        self.memory_mib = memory_mib
+    def __init__(self, memory_mib: int | None = None) -> None:
+        self.memory_mib = memory_mib or default_memory_mib()
         self._process: WorkerProcess | None = None
         self._refs: list[TargetRef] = []
         self.restarts = 0
@@ -83,7 +132,7 @@ class WorkerPool:
             self.restarts += 1
         self._process = WorkerProcess(self.memory_mib)
         if self._refs:
-            self._request("load", self._refs, deadline=LOAD_SECONDS)
+            self._request("load", self._refs, deadline=load_deadline())
         return self._process
 
     def _live(self) -> WorkerProcess:
@@ -112,54 +161,74 @@ class WorkerPool:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _request(self, command: str, payload, deadline: float | None = None,
-                 forward: bool = False):
-        """Send one command and wait for its answer; ``deadline`` seconds per position
-        (``forward``: see ``_answer``)."""
+    def _request(self, command: str, payload, deadline: Deadline | None = None,
+                 forward: bool = False, top: int = BUSY):
+        """Send one command and wait for its answer (``_answer``)."""
         process = self._process
         try:
             process.send((command, payload))
         except OSError:
             raise Ended(process.ended(self.memory_mib), process.position) from None
-        return self._answer(deadline, forward)
+        return self._answer(deadline, forward, top)
 
-    def _answer(self, deadline: float | None = None, forward: bool = False):
-        """The answer to the oldest request sent and not yet answered. ``forward``: while
-        a signal asked this process to stop (``interrupt``), tell the worker too, now and
-        then, so that a loop running there (the symbolic exploration) ends early."""
+    def _answer(self, deadline: Deadline | None = None, forward: bool = False,
+                top: int = BUSY):
+        """The answer to the oldest request sent and not yet answered.
+
+        ``deadline`` holds for each position the worker reaches (each call of a batch):
+        the clock starts again only when the shared position moves forward to a position
+        the request has (up to ``top``), so a target that writes the counter (zeroes it,
+        spins it) cannot hold the deadline off: at most ``top`` deadlines pass. The worker's
+        CPU time and resident memory are read from ``/proc`` on every poll; past
+        ``memory_mib`` the worker is killed ("exceeded"). ``forward``: while a signal asked
+        this process to stop (``interrupt``), tell the worker too, now and then, so that a
+        loop running there (the symbolic exploration) ends early. Whatever the request, a
+        signal ends the wait within ``INTERRUPT_GRACE`` seconds (a second signal: at once)
+        by killing the worker and raising ``interrupt.Interrupted``."""
         process = self._process
-        last, since = process.position, time.monotonic()
+        limit = self.memory_mib * 1024 * 1024
+        best, since = 0, time.monotonic()
+        used = process.usage()
+        since_cpu = used.cpu if used is not None else 0.0
         told = 0.0
         while True:
+            _stop_if_interrupted(process)
             try:
                 if process.poll(_POLL):
                     status, result = process.recv()
                     break
             except Exception:      # the worker ended, or a target wrote into the pipe
-                position = process.position
                 if process.ends_within(_ENDING):
-                    raise Ended(process.ended(self.memory_mib), position) from None
+                    raise Ended(process.ended(self.memory_mib), best) from None
                 process.kill()         # alive: what was read was not its answer
-                raise Ended("wrote into stagecheck's pipe", position) from None
+                raise Ended("wrote into stagecheck's pipe", best) from None
             if not process.is_alive():
-                raise Ended(process.ended(self.memory_mib), process.position)
+                raise Ended(process.ended(self.memory_mib), best)
             now = time.monotonic()
+            used = process.usage()
+            if used is not None and used.rss > limit:
+                process.kill()
+                raise Ended(f"exceeded {self.memory_mib} MiB", best)
             if forward and interrupt.requested() and now - told > _FORWARD_EVERY:
                 told = now
                 process.tell_interrupt()
             position = process.position
-            if position != last:
-                last, since = position, now
-            elif deadline is not None and position and now - since > deadline:
+            if best < position <= top:
+                best, since = position, now
+                since_cpu = used.cpu if used is not None else since_cpu
+            elif deadline is not None and (
+                    (deadline.wall is not None and now - since > deadline.wall) or
+                    (deadline.cpu is not None and used is not None
+                     and used.cpu - since_cpu > deadline.cpu)):
                 process.kill()
-                raise Ended("hung", position, hung=True)
+                raise Ended("hung", best, hung=True)
         if status == "error":
-            raise WorkerError(f"stagecheck failed inside its worker: {result}",
+            raise WorkerError(f"stagecheck failed inside its worker: {printable(str(result))}",
                               "this is a bug in stagecheck; please report it with the "
                               "command line")
         if status == "usage":
             kind, problem, fix, _value = result
-            raise getattr(errors, kind, StagecheckError)(problem, fix)
+            raise getattr(errors, kind, StagecheckError)(printable(problem), printable(fix))
         return result
 
     # ---------------------------------------------------------------- commands
@@ -175,10 +244,15 @@ class WorkerPool:
         if fresh or self._process is None or not self._process.is_alive():
             self.restart()
         try:
-            answers = self._request("load", list(refs), deadline=LOAD_SECONDS)
+            answers = self._request("load", list(refs), deadline=load_deadline())
         except Ended as ended:
             self.restart()
-            raise TargetLoadError.of(messages.TARGET_LOAD_ENDED, ", ".join(r.spec for r in refs),
+            specs = ", ".join(r.spec for r in refs)
+            if ended.hung:
+                seconds = load_deadline()
+                raise TargetLoadError.of(messages.TARGET_LOAD_HUNG, specs, cpu=seconds.cpu,
+                                         wall=seconds.wall) from None
+            raise TargetLoadError.of(messages.TARGET_LOAD_ENDED, specs,
                                      what=ended.what) from None
         self._refs = list(refs)
         out = []
@@ -186,15 +260,17 @@ class WorkerPool:
             if answer[0] == "error":
                 _, kind, problem, fix, _value = answer
                 cls = getattr(errors, kind, TargetLoadError)
-                error = cls(problem, fix, value=ref.spec)
+                # text the target's own code chose (an exception it raised) is escaped
+                error = cls(printable(problem), printable(fix), value=ref.spec)
                 error.target_index = position
                 raise error
-            _, schema_name, keywords, origin, shimmed = answer
+            _, schema_name, keywords, origin, shimmed, parameters = answer
             schema = (schemas or {}).get(ref.schema) or BUILTIN_SCHEMAS.get(schema_name) \
-                or load_schema(ref.schema)
+                or load_schema(ref.schema, guarded=True)     # the worker loaded it first
             # what reports say about the target: the commit and pinned spec the checker
             # resolved when it read the file, the names the worker took from shims
-            out.append(Target(ref.spec, None, schema.profile(frozenset(keywords)), origin, ref,
+            out.append(Target(ref.spec, None, schema.profile(frozenset(keywords), parameters),
+                              origin, ref,
                               resolved=ref.resolved, sha=ref.sha, shimmed=tuple(shimmed)))
         return out
 
@@ -210,7 +286,8 @@ class WorkerPool:
         self._live()
         payload = (sides, list(batch), options, backend, sample_every)
         try:
-            return _decoded(self._request("observe", payload, _deadline(options)))
+            return _decoded(self._request("observe", payload, _deadline(options),
+                                          top=_top(payload)))
         except Ended as ended:
             return self._recover(ended, payload)
 
@@ -234,12 +311,12 @@ class WorkerPool:
             self.restart()
             try:
                 if k:   # the examples before the failing one ran fine: again, in one batch
-                    out += self._request("observe", (sides, todo[:k], options, backend,
-                                                     sample_every), deadline)
+                    again = (sides, todo[:k], options, backend, sample_every)
+                    out += self._request("observe", again, deadline, top=_top(again))
                 index, scenario = todo[k]
-                failed = Observation.of_hang() if ended.hung else Observation.of_crash(ended.what)
                 kind = ("instrumented" if backend == "fast" and sample_every
                         and index % sample_every == 0 else backend)
+                failed = self._failed(ended, side_at, index, scenario, options, kind, deadline)
                 out.append((index, [failed if side == side_at else
                                     self._single(side, index, scenario, options, kind, deadline)
                                     for side in sides]))
@@ -247,18 +324,35 @@ class WorkerPool:
                 if not todo or stop:
                     return _decoded(out)
                 self._live()
-                out += self._request("observe", (sides, todo, options, backend, sample_every),
-                                     deadline)
+                rest = (sides, todo, options, backend, sample_every)
+                out += self._request("observe", rest, deadline, top=_top(rest))
                 return _decoded(out)
             except Ended as again:
                 ended = again
 
+    def _failed(self, ended: Ended, side: int, index: int, scenario: StagingScenario,
+                options: RunOptions, backend: str, deadline: Deadline) -> Observation:
+        """What the call that ended its worker did. A worker killed by a signal that comes
+        from outside a process (``_OUTSIDE``: ``kill -9``, the out-of-memory killer,
+        ``timeout``) may not have been the code's doing: the call runs again, alone, in a
+        fresh worker, and what it does there is its observation; when it returns there,
+        the first end is said to have come from outside (no finding against the code)."""
+        if ended.hung:
+            return Observation.of_hang()
+        if ended.what not in _OUTSIDE:
+            return Observation.of_crash(ended.what)
+        again = self._single(side, index, scenario, options, backend, deadline)
+        if again.crashed is None and not again.timed_out:
+            note(messages.KILLED_FROM_OUTSIDE.format(what=ended.what, index=index))
+        return again
+
     def _single(self, side: int, index: int, scenario: StagingScenario, options: RunOptions,
-                backend: str, deadline: float) -> Observation:
+                backend: str, deadline: Deadline) -> Observation:
         self._live()
         try:
             ((_, (observation,)),) = self._request(
-                "observe", ([side], [(index, scenario)], options, backend, 0), deadline)
+                "observe", ([side], [(index, scenario)], options, backend, 0), deadline,
+                top=observing(0, side))
             return Observation.from_wire(observation)
         except Ended as ended:
             self.restart()
@@ -279,7 +373,7 @@ class WorkerPool:
         """The answer to the oldest batch posted, ``payload``; it ends with an example
         whose call hung or ended its process (``_recover``'s ``stop``)."""
         try:
-            return _decoded(self._answer(_deadline(payload[2])))
+            return _decoded(self._answer(_deadline(payload[2]), top=_top(payload)))
         except Ended as ended:
             return self._recover(ended, payload, stop=True)
 
@@ -293,18 +387,39 @@ class WorkerPool:
     def call(self, module: str, name: str, *args, deadline: float | None = None):
         """Run ``module.name(*args)`` in the worker (targets passed as ``target_arg(i)``).
 
-        A worker that ends or passes ``deadline`` raises ``WorkerEnded`` (with what ended
-        it), and the next request gets a fresh worker."""
+        ``deadline``: seconds of the worker's CPU time (``WALL_FACTOR`` times that on the
+        wall clock). A worker that ends or passes ``deadline`` raises ``WorkerEnded`` (with
+        what ended it), and the next request gets a fresh worker."""
         self._live()
         try:
-            return self._request("call", (module, name, list(args)), deadline, forward=True)
+            return self._request("call", (module, name, list(args)),
+                                 Deadline.of(deadline), forward=True)
         except Ended as ended:
             self.restart()
             raise WorkerEnded(ended.what, hung=ended.hung) from None
 
 
-def _deadline(options: RunOptions) -> float:
-    return options.timeout * options.steps + GRACE_SECONDS
+def _deadline(options: RunOptions) -> Deadline:
+    """Each call of a batch: its time limit (every step of it), plus ``GRACE_SECONDS``."""
+    return Deadline.of(options.timeout * options.steps, GRACE_SECONDS)
+
+
+def _top(payload) -> int:
+    """The last position batch ``payload`` has (its last example's last side)."""
+    sides, batch = payload[0], payload[1]
+    return observing(max(len(batch) - 1, 0), max(sides)) if sides else BUSY
+
+
+def _stop_if_interrupted(process: WorkerProcess) -> None:
+    """A signal asked the run to stop and its grace is over (or a second signal came):
+    kill the worker and raise ``Interrupted``; the next request gets a fresh worker."""
+    signum = interrupt.requested()
+    if signum is None:
+        return
+    at = interrupt.since()
+    if interrupt.urgent() or (at is not None and time.monotonic() - at > INTERRUPT_GRACE):
+        process.kill()
+        raise interrupt.Interrupted(signum)
 
 
 def _decoded(answer: list) -> list[tuple[int, list[Observation]]]:

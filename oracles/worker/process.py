@@ -1,7 +1,12 @@
 """One worker process seen from the parent: start it, read where it is, end it.
 
-``WorkerProcess`` is the handle: the pipes, the shared position (``protocol.py``), and
-how the process ended, in words. ``kill_all`` ends every worker this process started.
+``WorkerProcess`` is the handle: the pipes, the shared position (``protocol.py``), the
+worker's CPU time and resident memory as the kernel counts them (``usage``: read from
+``/proc``, which nothing in the worker can write), and how the process ended, in words.
+Between the checker and the worker sits a keeper (``keeper.py``), a child subreaper:
+whatever the worker starts is ended with it, even in sessions of its own.
+``kill_all`` ends every worker this process started; ``watch_parent`` ends this process
+(and its workers) when its own parent is gone (a ``--jobs`` pool process).
 """
 
 from __future__ import annotations
@@ -10,21 +15,43 @@ import json
 import mmap
 import os
 import pickle
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import weakref
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 from stagecheck.oracles import interrupt
+from stagecheck.oracles.stdio import ensure_standard_fds
+from stagecheck.oracles.worker import keeper
 from stagecheck.oracles.worker.protocol import MEMORY_EXIT, SharedPosition
 
-__all__ = ["Ended", "MAX_ANSWER_BYTES", "WorkerProcess", "kill_all"]
+__all__ = ["Ended", "MAX_ANSWER_BYTES", "Usage", "WorkerProcess", "kill_all", "watch_parent"]
 
 #: longest answer read from a worker; a length header past it is garbage a target wrote
 #: into the pipe (any printable text reads as 512 MiB or more)
 MAX_ANSWER_BYTES = 512 * 1024 * 1024
+#: the keeper, run by path with ``python -I -S`` (standard library only)
+KEEPER = keeper.__file__
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: seconds the keeper gets to end the worker and what it left before it is killed itself
+_KEEPER_ENDS = keeper.SWEEP_SECONDS + 2.0
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the kernel says of the worker: CPU seconds used (all threads), resident bytes,
+    and its state letter (``T``: stopped)."""
+
+    cpu: float
+    rss: int
+    state: str
 
 
 class WorkerProcess:
@@ -32,10 +59,11 @@ class WorkerProcess:
 
     A plain subprocess, not ``multiprocessing``'s: it never re-imports the parent's
     ``__main__``, and shares nothing with it but two pipes and a counter. It runs in
-    a session of its own, so killing it also kills whatever the target started.
+    a session of its own under a keeper (``keeper.py``) that ends whatever it started.
     """
 
     def __init__(self, memory_mib: int) -> None:
+        ensure_standard_fds()          # no pipe may take the number of a closed fd 0-2
         fd, self._counter_path = tempfile.mkstemp(prefix="stagecheck-worker-")
         os.write(fd, bytes(SharedPosition.BYTES))
         self._memory = mmap.mmap(fd, SharedPosition.BYTES)
@@ -43,24 +71,91 @@ class WorkerProcess:
         self._view = SharedPosition(self._memory)
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
+        control_r, self._control = os.pipe()
+        self._status, status_w = os.pipe()
+        os.set_blocking(self._status, False)
+        worker = [sys.executable, "-m", "stagecheck.oracles.worker", str(to_child_r),
+                  str(to_parent_w), self._counter_path, str(memory_mib), json.dumps(sys.path)]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "stagecheck.oracles.worker", str(to_child_r),
-             str(to_parent_w), self._counter_path, str(memory_mib), json.dumps(sys.path)],
-            pass_fds=(to_child_r, to_parent_w), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=os.getcwd(),
-            start_new_session=True)
-        os.close(to_child_r)
-        os.close(to_parent_w)
+            [sys.executable, "-I", "-S", KEEPER, str(control_r), str(status_w), "--", *worker],
+            pass_fds=(to_child_r, to_parent_w, control_r, status_w),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=os.getcwd(), start_new_session=True)
+        for end in (to_child_r, to_parent_w, control_r, status_w):
+            os.close(end)
         self._send = Connection(to_child_w, readable=False)
         self._recv = Connection(to_parent_r, writable=False)
         self._last_position = 0
+        self._said = ""              # what the keeper wrote so far
+        self._pid: int | None = None
+        self._exit: int | None = None
         _LIVE.add(self)
 
+    # ---------------------------------------------------------------- the keeper's lines
+    def _read_status(self, wait: float = 0.0, until=lambda: True) -> None:
+        """Read what the keeper wrote; wait up to ``wait`` seconds for more, until
+        ``until()`` holds."""
+        deadline = time.monotonic() + wait
+        while self._status is not None:
+            try:
+                chunk = os.read(self._status, 4096)
+            except BlockingIOError:
+                chunk = None
+            except OSError:
+                chunk = b""
+            if chunk:
+                self._said += chunk.decode("ascii", "replace")
+                self._parse()
+                continue
+            if chunk == b"":      # the keeper is gone
+                os.close(self._status)
+                self._status = None
+                return
+            left = deadline - time.monotonic()
+            if left <= 0 or until():
+                return
+            select.select([self._status], [], [], left)
+
+    def _parse(self) -> None:
+        for line in self._said.splitlines():
+            kind, _, value = line.partition(" ")
+            if kind == "pid" and value.isdigit():
+                self._pid = int(value)
+            elif kind == "exit" and value.lstrip("-").isdigit():
+                self._exit = int(value)
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id (the keeper says it as soon as it forked)."""
+        if self._pid is None:
+            self._read_status(wait=5.0 if self.process.poll() is None else 0.5,
+                              until=lambda: self._pid is not None)
+        return self._pid
+
+    # ---------------------------------------------------------------- what it does
     @property
     def position(self) -> int:
         if self._view is not None:
             self._last_position = self._view.value
         return self._last_position
+
+    def usage(self) -> Usage | None:
+        """The worker's CPU time, resident memory and state, from ``/proc``; None when it
+        is gone (or on a system without ``/proc``)."""
+        pid = self.pid
+        if pid is None:
+            return None
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                text = fh.read().decode("ascii", "replace")
+        except OSError:
+            return None
+        fields = text[text.rfind(")") + 2:].split()
+        try:
+            return Usage((int(fields[11]) + int(fields[12])) / _TICK, int(fields[21]) * _PAGE,
+                         fields[0])
+        except (IndexError, ValueError):
+            return None
 
     def send(self, message) -> None:
         self._send.send(message)
@@ -86,24 +181,31 @@ class WorkerProcess:
 
     def tell_interrupt(self) -> None:
         """Pass the checker's interrupt on (the worker ignores SIGINT itself)."""
-        if interrupt.FORWARDED is not None and self.process.poll() is None:
+        pid = self._pid
+        if interrupt.FORWARDED is not None and pid is not None and self.process.poll() is None:
             try:
-                os.kill(self.process.pid, interrupt.FORWARDED)
+                os.kill(pid, interrupt.FORWARDED)
             except OSError:
                 pass
 
     def kill(self) -> None:
+        """End the worker and everything it started (its keeper sweeps), now."""
         _LIVE.discard(self)
         self.position      # noqa: B018  (keep the last position readable after the kill)
         if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except OSError:
-                self.process.kill()
-        try:
-            self.process.wait(timeout=5)
-        except Exception:
-            pass
+            pid = self._pid
+            if pid is not None and self._exit is None:
+                try:
+                    os.killpg(pid, signal.SIGKILL)     # at once; the keeper does the rest
+                except OSError:
+                    pass
+        if self._control is not None:
+            os.close(self._control)          # the keeper's signal: end it all
+            self._control = None
+        if not self.ends_within(_KEEPER_ENDS):     # a keeper that does not answer
+            keeper.end_tree([self.process.pid])
+            self.ends_within(5)
+        self._read_status()
         for conn in (self._send, self._recv):
             try:
                 conn.close()
@@ -119,23 +221,35 @@ class WorkerProcess:
                 pass
 
     def ended(self, memory_mib: int) -> str:
-        """How the process ended, in words."""
-        try:
-            code = self.process.wait(timeout=2)
-        except Exception:
-            return "stopped answering"
+        """How the worker ended, in words (its keeper reports its wait status)."""
+        if self._exit is None:
+            if not self.ends_within(_KEEPER_ENDS):
+                return "stopped answering"
+            self._read_status(wait=0.5, until=lambda: self._exit is not None)
+        raw = self._exit
+        if raw is None:
+            return "ended with its keeper process, which was killed"
+        if os.WIFSIGNALED(raw):
+            signum = os.WTERMSIG(raw)
+            try:
+                return f"killed by {signal.Signals(signum).name}"
+            except ValueError:
+                return f"killed by signal {signum}"
+        code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else raw
         if code == MEMORY_EXIT:
             return f"exceeded {memory_mib} MiB"
-        if code < 0:
-            try:
-                return f"killed by {signal.Signals(-code).name}"
-            except ValueError:
-                return f"killed by signal {-code}"
         return f"exited the interpreter with code {code}"
+
+    def __del__(self) -> None:
+        if getattr(self, "_control", None) is not None:
+            try:
+                os.close(self._control)
+            except OSError:
+                pass
 
 
 #: every worker process this process started and has not killed yet (weakly: a pool
-#: dropped without ``close`` lets its worker go, which then sees its pipe close)
+#: dropped without ``close`` lets its worker go: its keeper sees the pipe close)
 _LIVE: "weakref.WeakSet[WorkerProcess]" = weakref.WeakSet()
 
 
@@ -147,6 +261,21 @@ def kill_all() -> None:
             process.kill()
         except Exception:
             pass
+
+
+def watch_parent(every: float = 0.25) -> None:
+    """End this process, and every worker it started, when its parent is gone (the
+    parent was killed: a ``--jobs`` pool process must not run on for nobody)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(every)
+            if os.getppid() != parent:
+                kill_all()
+                os._exit(128 + signal.SIGKILL)
+
+    threading.Thread(target=watch, name="stagecheck-parent-watch", daemon=True).start()
 
 
 class Ended(Exception):

@@ -33,7 +33,7 @@ from types import SimpleNamespace
 
 from stagecheck.spec.scenario import RequestView, StagingScenario
 from stagecheck.spec.schema import (INT32_MAX, NUMBER, OPTIONAL, PER_SLOT, Call, CopyPolicy, Field,
-                                    Input, StagingSchema, Values)
+                                    Input, Signature, StagingSchema, StandIn, Values)
 from stagecheck.spec.schemas.cleanup import CLEANUP_INPUTS, dropped, tidy
 
 #: token counts: their sum fits int32 even with block size 1
@@ -83,19 +83,30 @@ def _token_bias(q) -> int:
     return q.slot_value("num_accepted_tokens") - 1 if decide(q)[2] else 0
 
 
+def fused(profile) -> bool:
+    """Whether the target takes ``align_ctx`` (v0.27 on): only then are the three
+    buffers staged; the earlier nine-parameter release has the scalar path alone."""
+    return "align_ctx" in profile.parameters
+
+
+def _fused_call(profile, scenario) -> bool:
+    return fused(profile)
+
+
 _COPY = CopyPolicy("live", skip_when_empty=True)
-_WHEN = "on the fused path (align_ctx given), for a non-empty batch"
+_WHEN = ("on the fused path (align_ctx given: v0.27 on), for a non-empty batch; never by "
+         "the nine-parameter signature")
+_STAGED = dict(copy=_COPY, when=_fused_call, offered=fused, when_prose=_WHEN)
 FIELDS = (
     Field("state_idx", "mamba_state_idx_buf", "int32", lambda q: decide(q)[0],
           "cdiv(num_computed_tokens[r] + num_scheduled_tokens[r], block_size) - 1",
-          copy=_COPY, when_prose=_WHEN),
+          **_STAGED),
     Field("src_col", "precopy_src_col_buf", "int32", _src_col,
           "prev if the state moves (prev != -1 and prev != curr) else -1, where prev = "
           "mamba_state_idx[r] after the cleanup, else (num_computed_tokens[r] - 1) // "
-          "block_size", copy=_COPY, when_prose=_WHEN),
+          "block_size", **_STAGED),
     Field("token_bias", "precopy_token_bias_buf", "int32", _token_bias,
-          "num_accepted_tokens_cpu[i] - 1 if the state moves else 0",
-          copy=_COPY, when_prose=_WHEN),
+          "num_accepted_tokens_cpu[i] - 1 if the state moves else 0", **_STAGED),
 )
 
 
@@ -138,6 +149,26 @@ class FusedAlignContext:
         self.precopy_launches.append(num_reqs)
 
 
+class ScalarCopyBuffers(StandIn):
+    """Stand-in for the engine's pre-copy buffers of the scalar path: no Mamba group, so
+    a state move gathers no pointer metadata and the batched copy has nothing to do."""
+
+    def __init__(self, mamba_spec) -> None:
+        self.mamba_group_ids: list[int] = []
+        self.mamba_spec = mamba_spec
+        self.offset = -1
+
+
+def build_scalar(b, profile) -> Call:
+    """The nine-parameter signature (vLLM v0.17: no ``align_ctx``): the scalar path.
+    Its decisions show in what it leaves in ``mamba_state_idx`` and
+    ``num_accepted_tokens_cpu``; the pointer metadata it gathers for the batched copy is
+    not modelled (the copy buffers have no Mamba group)."""
+    call = build(b, profile)
+    copy_bufs = ScalarCopyBuffers(call.args[8].mamba_spec)
+    return Call((*call.args[:8], copy_bufs), call.kwargs)
+
+
 def build(b, profile) -> Call:
     s = b.scenario
     preempted = b.id_set("preempted_req_ids")
@@ -156,7 +187,7 @@ def build(b, profile) -> Call:
     copy_bufs = SimpleNamespace(mamba_group_ids=[0], mamba_spec=mamba_spec, offset=-1)
     align_ctx = FusedAlignContext(b.buffer("mamba_state_idx_buf"),
                                   b.buffer("precopy_src_col_buf"),
-                                  b.buffer("precopy_token_bias_buf"))
+                                  b.buffer("precopy_token_bias_buf")) if fused(profile) else None
     return Call((scheduler_output, SimpleNamespace(), SimpleNamespace(enable_prefix_caching=True),
                  b.table("mamba_state_idx"), input_batch, requests, {}, (), copy_bufs,
                  align_ctx))
@@ -214,6 +245,13 @@ SCHEMA = StagingSchema(
     parameters=("scheduler_output", "kv_cache_config", "cache_config", "mamba_state_idx",
                 "input_batch", "requests", "forward_context", "mamba_state_copy_funcs",
                 "copy_bufs", "align_ctx"),
+    releases="v0.27 on",
+    signatures=(Signature(("scheduler_output", "kv_cache_config", "cache_config",
+                           "mamba_state_idx", "input_batch", "requests", "forward_context",
+                           "mamba_state_copy_funcs", "copy_bufs"), build_scalar,
+                          releases="v0.17",
+                          note="no align_ctx: the scalar path, checked through the inputs it "
+                               "changes"),),
     num_reqs_is_len=True,
     inputs=INPUTS,
     fields=FIELDS,

@@ -32,7 +32,7 @@ from types import SimpleNamespace
 
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import (INT32_MAX, MAY_MISS, PER_SLOT, Call, Field, Input,
-                                    MissingPolicy, StagingSchema, StandIn, Values)
+                                    MissingPolicy, Signature, StagingSchema, StandIn, Values)
 
 #: the largest draft length the ``sampled_token_ids`` stand-in assumes
 NUM_SPECULATIVE_TOKENS = 3
@@ -121,6 +121,42 @@ def _product(values) -> int:
     return out
 
 
+class HostIntsStandIn(StandIn):
+    """A host int tensor the staging only indexes: ``t[i].item()``, ``t[a:b]``, ``tolist()``."""
+
+    def __init__(self, values: list[int]) -> None:
+        self.values = list(values)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            return HostIntsStandIn(self.values[key])
+        return _Item(self.values[key])
+
+    def tolist(self) -> list[int]:
+        return list(self.values)
+
+
+class _Item(int):
+    """An int that answers ``.item()``, as a 0-d tensor does."""
+
+    def item(self) -> int:
+        return int(self)
+
+
+def build_with_attention_metadata(b, profile) -> Call:
+    """The earlier signature (vLLM v0.18, ``eagle.py``): ``common_attn_metadata`` second.
+    Its ``seq_lens_cpu[i]`` is request i's sequence length with the drafts this step
+    scheduled, ``num_tokens_no_spec[i] + NUM_SPECULATIVE_TOKENS`` (the draft slots the
+    ``sampled_token_ids`` stand-in has): a release that reads it for the backup position
+    instead of ``num_tokens_no_spec[i] - 1`` stages another token."""
+    call = build(b, profile)
+    counts = b.scenario.inputs["num_tokens_no_spec"]
+    metadata = SimpleNamespace(
+        num_reqs=b.scenario.num_reqs,
+        seq_lens_cpu=HostIntsStandIn([n + NUM_SPECULATIVE_TOKENS for n in counts]))
+    return Call((call.args[0], metadata, *call.args[1:]), call.kwargs)
+
+
 def build(b, profile) -> Call:
     s = b.scenario
     made = b.objects(num_prompt_tokens="num_prompt_tokens",
@@ -192,6 +228,12 @@ SCHEMA = StagingSchema(
     functions=("prepare_next_token_ids_padded",),
     parameters=("self", "sampled_token_ids", "requests", "gpu_input_batch",
                 "discard_request_mask"),
+    releases="v0.20 on, llm_base_proposer.py",
+    signatures=(Signature(("self", "common_attn_metadata", "sampled_token_ids", "requests",
+                           "gpu_input_batch", "discard_request_mask"),
+                          build_with_attention_metadata, releases="v0.18, eagle.py",
+                          note="common_attn_metadata: num_reqs and seq_lens_cpu (tokens with "
+                               "the drafts of this step)"),),
     inputs=INPUTS,
     fields=FIELDS,
     build=build,

@@ -192,7 +192,7 @@ def test_the_printed_replay_line_runs_as_printed_for_targets_outside_the_reposit
     again = run_cli(*argv[1:])
     assert again.returncode == 1, again.stdout + again.stderr
     inside = run_cli("diff", "legacy", "single-loop", "--examples", "50", "--quiet",
-                     "--save-dir", str(tmp_path / "g"))
+                     "--save-dir", str(tmp_path / "g"), "--save-infos")
     assert "replay: stagecheck replay" in inside.stdout and "--baseline" not in inside.stdout
 
 

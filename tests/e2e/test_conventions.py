@@ -191,7 +191,7 @@ def test_config_runs_end_to_end(tmp_path):
         examples = 30
         save-dir = "found"
         """)
-    proc = run_cli("diff", "legacy", "single-loop", "--quiet", cwd=tmp_path)
+    proc = run_cli("diff", "legacy", "single-loop", "--quiet", "--save-infos", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "settings from [tool.stagecheck]" not in proc.stderr    # --quiet
     assert list((tmp_path / "found").glob("*.json"))
@@ -302,9 +302,9 @@ def test_mutants_progress_rows_and_lines_and_quiet():
 def test_symbolic_progress_shows_paths_and_elapsed_while_it_explores():
     proc = run_cli("symbolic", "legacy", "single-loop", "--max-paths", "8", env=FAST_LINES)
     assert proc.returncode in (0, 2), proc.stderr          # 2: undecided (numpy)
-    assert re.search(r"^stagecheck symbolic: exploring 0/8 paths, [\d.]+ s elapsed$",
-                     proc.stderr, re.M), proc.stderr
-    assert re.search(r"^stagecheck symbolic: (finished: )?judged \d+/\d+ paths", proc.stderr,
+    assert re.search(r"^stagecheck symbolic: exploring \d/8 paths, ", proc.stderr, re.M), \
+        proc.stderr
+    assert re.search(r"^stagecheck symbolic: finished: (\d+)/\1 paths, \1 judged", proc.stderr,
                      re.M), proc.stderr
 
 

@@ -1,8 +1,13 @@
-"""Hostile inputs (issue 11): targets that exit, crash, hang, fork, patch the checker or
-print megabytes; files that are missing, empty, huge, binary or folders; bad options;
-malformed and untrusted replay files. Each row runs the command line in a subprocess and
-names its exit code and what the output must say; no row may show a traceback, and a
-``--json`` report an earlier run wrote stays intact when a row exits 2.
+"""Hostile inputs (issues 11 and 21): targets that exit, crash, hang, fork, daemonize, stop
+their worker, write its position counter, patch the checker or print megabytes; schema
+files that exit, loop or patch; files that are missing, empty, huge, binary, FIFOs,
+devices or folders; bad options; malformed and untrusted replay files; closed or full
+standard descriptors; signals and kills from outside. Each row runs the command line (or
+pytest with the plugin) in a subprocess and names its exit code and what the output must
+say. Every row also checks: no traceback, no raw escape or NUL character in the output,
+stdout under 1 MB, a ``--json`` report an earlier run wrote intact when the row exits 2
+(else written whole), and no process of the run alive one second after it exits (each
+process of a row carries a marker in its environment; ``/proc`` is searched for it).
 
 ``docs/reliability.md`` lists this table (``test_the_reliability_doc_lists_every_case``
 keeps them in step).
@@ -13,11 +18,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -28,14 +37,23 @@ ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ROOT / "tests" / "targets" / "hostile"
 FUNC = "stage_postprocess_inputs_to_gpu"
 DOC = ROOT / "docs" / "reliability.md"
-#: a small campaign; a target that crashes or hangs on every call is still shrunk, so those
-#: rows run fewer examples without the out-of-contract stream and the kernel oracle
-QUICK = ["--examples", "20", "--timeout", "1"]
-CRASHY = ["--examples", "3", "--timeout", "1", "--no-out-of-contract", "--no-kernel"]
+USER = f"{ROOT}/tests/user_schema/attention_lengths.py::stage_attention_lengths"
+BUGGY = f"{ROOT}/tests/targets/buggy_swapped_views.py::stage_postprocess_inputs_to_gpu"
+#: a small campaign; --quiet: no progress lines
+QUICK = ["--examples", "10", "--timeout", "1", "--quiet"]
+#: a target that crashes on every call is still shrunk: those rows run fewer examples
+#: without the out-of-contract stream and the kernel oracle
+CRASHY = ["--examples", "3", "--timeout", "1", "--no-out-of-contract", "--no-kernel", "--quiet"]
+#: a target that hangs on every call: a short time limit too
+HANGY = ["--examples", "3", "--timeout", "0.3", "--no-out-of-contract", "--no-kernel",
+         "--quiet"]
 #: targets that stage nothing: the out-of-contract stream would reach a kernel-impact
 #: probe that fails on values that do not fit int32 (oracles/kernel, reported separately)
-IN_CONTRACT = ["--examples", "20", "--timeout", "1", "--no-out-of-contract"]
-OLD_REPORT = '{"written by": "an earlier run"}\n'
+IN_CONTRACT = ["--examples", "10", "--timeout", "1", "--no-out-of-contract", "--no-kernel",
+               "--quiet"]
+OLD_REPORT = '{"tool": "stagecheck", "written by": "an earlier run"}\n'
+#: what a row's command adds to its standard descriptors (shown in docs/reliability.md)
+STDIO = {"no-stdout": ">&-", "no-stderr": "2>&-", "no-stdin": "<&-", "full": ">/dev/full"}
 
 
 def fragment(template) -> str:
@@ -51,35 +69,68 @@ class Case:
     code: int
     expect: str                   # a regular expression the output (stdout + stderr) holds
     what: str                     # what the row is, for docs/reliability.md
+    env: tuple[tuple[str, str], ...] = ()
+    stdio: str = ""               # a key of STDIO
+    prepare: str = ""             # a function of PREPARE, run in the row's folder first
+    during: str = ""              # a function of DURING, run while the command runs
+    program: str = "stagecheck"   # or "pytest" (the plugin, in the row's folder)
+    absent: str = ""              # a file of the row's folder that must not exist after
 
     def args(self, tmp: Path) -> list[str]:
-        return [a.replace("{H}", str(HOSTILE)).replace("{T}", str(tmp)) for a in self.argv]
+        return [_filled(a, tmp) for a in self.argv]
+
+    def command(self) -> str:
+        """The command as docs/reliability.md shows it."""
+        shown = " ".join(a.replace("{H}/", "hostile/").replace("{T}/", "").replace(
+            f"{ROOT}/tests/user_schema/", "user_schema/") for a in self.argv)
+        prefix = " ".join(f"{k}={v}" for k, v in self.env if k.startswith("STAGECHECK_"))
+        program = "pytest" if self.program == "pytest" else ""
+        return " ".join(p for p in (prefix, program, shown, STDIO.get(self.stdio, "")) if p)
+
+
+def _filled(text: str, tmp: Path) -> str:
+    return text.replace("{H}", str(HOSTILE)).replace("{T}", str(tmp)).replace(
+        "{ESC}", "\x1b")
 
 
 def target(name: str) -> str:
     return f"{{H}}/{name}.py::{FUNC}"
 
 
-def spec(name, code, expect, what, crashy=False, options=None):
+def spec(name, code, expect, what, crashy=False, options=None, **kw):
     options = options or (CRASHY if crashy else QUICK)
-    return Case(name, ("spec", target(name), *options), code, expect, what)
+    return Case(name, ("spec", target(name), *options), code, expect, what, **kw)
 
 
-def diff(name, code, expect, what, crashy=False, options=None):
+def diff(name, code, expect, what, crashy=False, options=None, **kw):
     options = options or (CRASHY if crashy else QUICK)
     return Case(f"diff-{name}", ("diff", "single-loop", target(name), *options), code, expect,
-                what)
+                what, **kw)
+
+
+def hang(name, what, **kw):
+    return spec(name, 1, HANG, what, options=HANGY, **kw)
+
+
+def schema_case(id_, schema, code, expect, what, **kw):
+    return Case(id_, ("spec", USER, "--schema", f"{{H}}/{schema}.py", *QUICK), code, expect,
+                what, **kw)
 
 
 HANG = fragment(messages.HANG)
 CRASH = "the call never returned: "
+LEFT = r"left 1 process\(es\) running when it returned \({name}\); stagecheck ended them"
+CONFORMS = "verdict: CONFORMS"
+EQUIVALENT = "verdict: EQUIVALENT"
+LOAD_ENV = (("STAGECHECK_LOAD_SECONDS", "2"),)
+
 LOAD = [
     Case("missing-file", ("spec", f"{{T}}/nope.py::{FUNC}"), 2,
          fragment(messages.TARGET_FILE_MISSING), "a file target that does not exist"),
     spec("empty", 2, fragment(messages.TARGET_FUNCTION_MISSING), "an empty file"),
     spec("binary", 2, fragment(messages.TARGET_BINARY), "a binary file"),
     Case("huge", ("spec", f"{{T}}/huge.py::{FUNC}"), 2, fragment(messages.TARGET_TOO_LARGE),
-         "a 5 MB file"),
+         "a 5 MB file", prepare="huge"),
     spec("syntax_error", 2, "is not valid Python", "a syntax error"),
     spec("wrong_signature", 2, "cannot take the arguments of schema", "too few parameters"),
     spec("not_a_function", 2, fragment(messages.TARGET_FUNCTION_MISSING),
@@ -100,8 +151,33 @@ LOAD = [
          "a constant's initialiser calls os._exit(0) at load"),
     spec("load_time_default_arg", 2, "raised SystemExit: 5",
          "a default argument calls sys.exit(5) at load"),
-    spec("latin1_declared", 0, "verdict: CONFORMS", "a PEP 263 Latin-1 file"),
-    spec("utf8_bom", 0, "verdict: CONFORMS", "a file starting with a UTF-8 BOM"),
+    spec("latin1_declared", 0, CONFORMS, "a PEP 263 Latin-1 file"),
+    spec("utf8_bom", 0, CONFORMS, "a file starting with a UTF-8 BOM"),
+    Case("target-fifo", ("spec", f"{{T}}/fifo.py::{FUNC}", *QUICK), 2,
+         r"is a FIFO \(named pipe\), not a file", "a FIFO given as a target file (was: does "
+         "not exist)", prepare="fifo"),
+    Case("target-device", ("spec", f"/dev/zero::{FUNC}", *QUICK), 2,
+         "is a character device, not a file", "a device given as a target file"),
+    Case("shim-fifo", ("spec", target("chdir"), "--shim", "{T}/fifo.py", *QUICK), 2,
+         r"is a FIFO \(named pipe\), not a file", "a FIFO given as a shim", prepare="fifo"),
+    Case("shim-ansi-error", ("spec", target("chdir"), "--shim", "{H}/shim_ansi_error.py",
+                             *QUICK), 2, re.escape(r"ValueError: \x1b[31mred"),
+         "a shim whose import raises text with ANSI escapes (shown escaped)"),
+    spec("ansi_load_error", 2, re.escape(r"ValueError: \x1b[31mred"),
+         "loading raises text with ANSI escapes (shown escaped)"),
+    Case("target-path-ansi", ("spec", f"{{T}}/evil{{ESC}}[31m.py::{FUNC}", *QUICK), 0,
+         re.escape(r"evil\x1b[31m.py"), "a target file whose name holds an ANSI escape "
+         "(shown escaped in the report header)", prepare="ansi_name"),
+    spec("load_time_setprofile", 2, fragment(messages.TARGET_LOAD_HUNG),
+         "a constant's initialiser installs a profile hook that blocks every later call",
+         options=HANGY, env=LOAD_ENV),
+    spec("load_time_spins", 2, fragment(messages.TARGET_LOAD_HUNG),
+         "a constant's initialiser spins for ever", options=HANGY, env=LOAD_ENV),
+    spec("load_time_zeroes_counter", 2, fragment(messages.TARGET_LOAD_HUNG),
+         "a default argument zeroes the position counter and spins at load", options=HANGY,
+         env=LOAD_ENV),
+    spec("load_time_daemon", 0, CONFORMS, "daemonizes a process when the file is loaded "
+         "(ended after loading)"),
 ]
 TARGETS = [
     diff("system_exit", 1, CRASH + "exited the interpreter with code 0",
@@ -118,14 +194,14 @@ TARGETS = [
     spec("keyboard_interrupt", 1, "raised KeyboardInterrupt",
          "raise KeyboardInterrupt (was: exit 130 and a traceback)", crashy=True),
     spec("memory_loop", 1, CRASH + r"exceeded \d+ MiB", "allocates in a loop", crashy=True),
-    spec("ignores_sigalrm", 1, HANG, "ignores SIGALRM and spins", crashy=True),
-    spec("catches_base_exception", 1, HANG, "catches BaseException in an endless loop",
-         crashy=True),
-    spec("sleeps", 1, HANG, "sleeps for an hour", crashy=True),
-    spec("alarm", 1, f"{HANG}|killed by SIGALRM", "arms SIGALRM itself", crashy=True),
-    spec("nondaemon_thread", 0, "verdict: CONFORMS", "leaves a non-daemon thread running"),
+    hang("ignores_sigalrm", "ignores SIGALRM and spins"),
+    hang("catches_base_exception", "catches BaseException in an endless loop"),
+    hang("sleeps", "sleeps for an hour"),
+    spec("alarm", 1, f"{HANG}|killed by SIGALRM", "arms SIGALRM itself", options=HANGY),
+    spec("nondaemon_thread", 0, CONFORMS, "leaves a non-daemon thread running"),
     spec("segfault", 1, CRASH + "killed by SIGSEGV", "ctypes.string_at(0)", crashy=True),
-    spec("sigkill_self", 1, CRASH + "killed by SIGKILL", "sends itself SIGKILL", crashy=True),
+    spec("sigkill_self", 1, CRASH + "killed by SIGKILL", "sends itself SIGKILL (run again "
+         "in a fresh worker first: it could have come from outside)", crashy=True),
     spec("killpg", 1, CRASH + "killed by SIGKILL", "kills its process group", crashy=True),
     spec("recursion", 1, "raised RecursionError", "infinite recursion"),
     spec("self_referencing_output", 1, "cannot read back",
@@ -134,17 +210,20 @@ TARGETS = [
          "an exception holding an object whose repr raises"),
     spec("str_raises", 1, r"Bad: <str\(\) of the exception raised",
          "an exception whose __str__ raises"),
+    spec("weird_exception_name", 1, "raised Weird", "an exception class whose __name__ is "
+         "not a str (was: a traceback)"),
     spec("gpu_garbage", 1, "gpu", "ctx.<buf>.gpu = 'garbage'"),
     spec("np_garbage", 1, "cannot read back|np", "ctx.<buf>.np = None"),
     spec("closes_stdout", 1, "raised OSError", "closes fd 1"),
-    spec("chdir", 0, "verdict: CONFORMS", "os.chdir('/') (outputs stay where asked)"),
-    spec("replaces_stdout", 0, "verdict: CONFORMS", "sys.stdout = sys.stderr = None"),
-    spec("prints_megabytes", 0, "verdict: CONFORMS", "prints 8 MB (none of it shows)"),
-    spec("spawns_process", 0, "verdict: CONFORMS", "spawns a process (killed with its worker)"),
-    spec("writes_file", 0, "verdict: CONFORMS", "writes a file in the current folder"),
+    spec("chdir", 0, CONFORMS, "os.chdir('/') (outputs stay where asked)"),
+    spec("replaces_stdout", 0, CONFORMS, "sys.stdout = sys.stderr = None"),
+    spec("prints_megabytes", 0, CONFORMS, "prints 8 MB (none of it shows)"),
+    spec("rebinds_enumerate", 0, CONFORMS, "stages correctly, then rebinds "
+         "builtins.enumerate to a broken one (was: a traceback)"),
+    spec("writes_file", 0, CONFORMS, "writes a file in the current folder"),
     spec("writes_pipe", 1, CRASH + "wrote into stagecheck's pipe",
          "writes garbage into every inherited fd (the pipe and the position counter)", crashy=True),
-    spec("forks", 0, "verdict: CONFORMS", "forks; the child would answer too"),
+    spec("forks", 0, CONFORMS, "forks; the child would answer too"),
     spec("reads_stdin", 1, "raised EOFError", "reads standard input"),
     spec("ansi_exception", 1, re.escape(r"KeyError: '\x1b[31mred"),
          "an exception message with ANSI escapes and NUL (shown escaped)"),
@@ -152,8 +231,12 @@ TARGETS = [
     spec("mutates_inputs", 1, "was mutated by the call", "clears its input dicts"),
     spec("returns_generator", 1, r"copied 0 time\(s\)", "a generator function (runs nothing)",
          options=IN_CONTRACT),
+    spec("kills_parent", 0, CONFORMS, "sends SIGTERM to its parent (the keeper ignores it)"),
+    spec("cpu_heavy", 0, CONFORMS, "a correct target that burns 50 ms of CPU per call "
+         "(--timeout 1 counts CPU time)"),
     Case("mutants-system-exit", ("mutants", target("system_exit"), "--oracles",
-                                 "spec,differential", "--budget", "20"), 1,
+                                 "spec,differential", "--budget", "10", "--operators",
+                                 "swapped_views", "--quiet"), 1,
          r"control \(the unmutated source.*: spec 1 error finding",
          "mutants of a target that raises SystemExit (was: exit 0; kills by oracles that "
          "fail on the unmutated source prove nothing)"),
@@ -161,9 +244,105 @@ TARGETS = [
          r"a target ended the bench's worker \(exited the interpreter with code 0\)",
          "bench of a target that calls os._exit(0)"),
     Case("symbolic-system-exit", ("symbolic", "single-loop", target("system_exit"),
-                                  "--max-paths", "20"), 2,
+                                  "--max-paths", "20", "--quiet"), 2,
          "ended the exploration's worker \\(exited the interpreter with code 0\\)",
          "symbolic: raise SystemExit (was: exit 0; now nothing is checked, said so)"),
+]
+HANGS = [
+    hang("zeroes_counter", "zeroes the worker's position counter, then spins (was: a run "
+         "that never ends)"),
+    hang("spins_counter", "writes ever new values into the position counter while it spins "
+         "(was: a run that never ends)"),
+    hang("stops_itself", "sends its own worker SIGSTOP during the call (was: a run that "
+         "never ends)"),
+    spec("stops_after", 1, HANG, "stops its own worker (SIGSTOP) once its first call has "
+         "returned (was: a run that never ends)",
+         options=["--examples", "20", "--timeout", "0.3", "--no-out-of-contract",
+                  "--no-kernel", "--quiet"]),
+    hang("setprofile_block", "installs a profile hook that blocks every later call"),
+    hang("setprofile_spin", "installs a profile hook that spins on every later call"),
+    hang("gc_callback_block", "registers a gc callback that blocks, and collects"),
+    Case("diff-sigterm", ("diff", "single-loop", target("sleeps"), "--timeout", "60",
+                          "--quiet"), 143, "interrupted by SIGTERM",
+         "one SIGTERM while a call sleeps with --timeout 60: the run ends within the grace "
+         "period", during="sigterm", env=(("HOSTILE_MARK", "{T}/called"),)),
+    Case("bench-sigterm", ("bench", "single-loop", target("sleeps")), 143,
+         "interrupted by SIGTERM", "one SIGTERM to bench while a call sleeps (was: survived "
+         "timeout for 15 minutes)", during="sigterm", env=(("HOSTILE_MARK", "{T}/called"),)),
+    Case("diff-double-sigterm", ("diff", "single-loop", target("slow_correct"), "--examples",
+                                 "200", "--quiet"), 143, "interrupted by SIGTERM",
+         "two SIGTERMs in a row: the second loses nothing (the partial report is written)",
+         during="double_sigterm", env=(("HOSTILE_MARK", "{T}/called"),)),
+    Case("killed-from-outside", ("diff", "single-loop", target("slow_correct"), "--examples",
+                                 "8", "--no-out-of-contract", "--no-kernel", "--quiet"), 0,
+         "killed from outside", "its worker is killed with SIGKILL during a call: the call "
+         "runs again and passes (was: an error finding against the code)",
+         during="kill_worker", env=(("HOSTILE_MARK", "{T}/called"),)),
+    Case("busy-cpus", ("spec", target("cpu_heavy"), "--examples", "10", "--timeout", "0.2",
+                       "--quiet"), 0, CONFORMS,
+         "a correct target that burns 50 ms of CPU per call, --timeout 0.2, beside three "
+         "processes that keep every CPU busy: not a hang (the deadline is CPU time)",
+         prepare="busy_cpus"),
+    Case("timeout-tiny", ("diff", "legacy", "single-loop", "--timeout", "0.000001",
+                          *QUICK[:2], "--quiet"), 0, EQUIVALENT,
+         "--timeout 0.000001: the time limit has a floor (was: every call a hang)"),
+]
+LEAKS = [
+    spec("spawns_process", 0, LEFT.format(name="sleep"), "spawns a process (a finding, and "
+         "killed after the call)"),
+    spec("starts_session", 0, LEFT.format(name="sleep"), "starts a process in a session of "
+         "its own (start_new_session)"),
+    spec("setpgid", 0, LEFT.format(name="sleep"), "starts a process in a process group of "
+         "its own (setpgid)"),
+    spec("daemonizes", 0, r"left [12] process\(es\) running when it returned \([^)]*python",
+         "daemonizes: fork, setsid, fork again (was: thousands of processes left)"),
+    spec("shared_memory", 1, CRASH + "exceeded 1024 MiB", "maps and touches 1.5 GiB of "
+         "shared memory (RLIMIT_DATA does not count it; the resident size does)",
+         options=["--examples", "3", "--timeout", "20", "--no-out-of-contract", "--no-kernel",
+                  "--quiet"],
+         env=(("STAGECHECK_MEMORY_MIB", "1024"), ("HOSTILE_SHARED_MIB", "1536"))),
+    Case("mutants-daemonizes", ("mutants", target("daemonizes"), "--oracles", "spec",
+                                "--budget", "5", "--operators", "swapped_views", "--quiet"),
+         0, "killed", "mutants of a daemonizing target (was: about 6,000 processes left)"),
+    Case("mutants-kill-9", ("mutants", "legacy", "--jobs", "2", "--budget", "300",
+                            "--oracles", "spec,differential"), -9, "",
+         "kill -9 of mutants --jobs 2: the pool processes and their workers end with it",
+         during="kill9"),
+]
+SCHEMAS = [
+    schema_case("schema-system-exit", "schema_system_exit", 2, r"failed to import \(SystemExit",
+                "a --schema file that raises SystemExit(0) (was: exit 0, no report)"),
+    schema_case("schema-os-exit", "schema_os_exit", 2,
+                "ended the process that loaded it.*exited the interpreter with code 0",
+                "a --schema file that calls os._exit(0) (was: exit 0, no report)"),
+    schema_case("schema-import-loop", "schema_import_loop", 2, fragment(messages.SCHEMA_HUNG),
+                "a --schema file that loops for ever when imported (was: a run that never ends)"),
+    schema_case("schema-keyboard-interrupt", "schema_keyboard_interrupt", 2,
+                r"failed to import \(KeyboardInterrupt", "a --schema file that raises "
+                "KeyboardInterrupt (was: a traceback)"),
+    schema_case("schema-ansi-error", "schema_ansi_error", 2, re.escape(r"\x1b[31mred"),
+                "a --schema file whose import error holds ANSI escapes (shown escaped)"),
+    schema_case("schema-patches-compare", "schema_patches_compare", 2,
+                r"changed stagecheck's own code.*stagecheck\.oracles\.compare\.compare",
+                "a --schema file that replaces the comparison (was: a buggy pair passed)"),
+    schema_case("schema-build-hang", "schema_build_hang", 2, fragment(messages.SCHEMA_HUNG),
+                "a --schema file whose call adapter never returns"),
+    schema_case("schema-derive-exit", "schema_derive_exit", 2,
+                "ended the process that loaded it.*code 3",
+                "a --schema file whose derive calls sys.exit(3)"),
+    schema_case("schema-derive-sleeps", "schema_derive_sleeps", 2,
+                fragment(messages.SCHEMA_HUNG), "a --schema file whose derive sleeps"),
+    Case("schema-check-import-loop", ("schema", "check", "{H}/schema_import_loop.py"), 2,
+         fragment(messages.SCHEMA_HUNG), "schema check of a file that loops when imported "
+         "(was: a run that never ends)"),
+    Case("schema-check-build-hang", ("schema", "check", "{H}/schema_build_hang.py"), 2,
+         fragment(messages.SCHEMA_HUNG), "schema check of a call adapter that never returns "
+         "(was: a run that never ends)"),
+    Case("schema-check-os-exit", ("schema", "check", "{H}/schema_os_exit.py"), 2,
+         "ended the process that loaded it", "schema check of a file that calls os._exit(0)"),
+    Case("schema-fifo", ("spec", USER, "--schema", "{T}/fifo.py", *QUICK), 2,
+         r"is a FIFO \(named pipe\), not a file", "a FIFO given as a schema file",
+         prepare="fifo"),
 ]
 OPTIONS = [
     Case("examples-0", ("spec", "legacy", "--examples", "0"), 2, "--examples", "--examples 0"),
@@ -172,7 +351,8 @@ OPTIONS = [
     Case("examples-word", ("spec", "legacy", "--examples", "many"), 2, "--examples",
          "--examples many"),
     Case("capacity-huge", ("spec", "legacy", "--max-capacity", "1000000"), 2,
-         "option --max-capacity: '1000000' is larger than 4,096.*vLLM batches", "--max-capacity 1000000 (was: a traceback after 84 s)"),
+         "option --max-capacity: '1000000' is larger than 4,096.*vLLM batches",
+         "--max-capacity 1000000 (was: a traceback after 84 s)"),
     Case("timeout-negative", ("spec", "legacy", "--timeout", "-1"), 2, "--timeout",
          "--timeout -1"),
     Case("timeout-nan", ("spec", "legacy", "--timeout", "nan"), 2, "--timeout", "--timeout nan"),
@@ -191,19 +371,107 @@ OPTIONS = [
     Case("kernel-mode", ("spec", "legacy", "--kernel", "sometimes"), 2,
          "option --kernel: .sometimes. is not one of auto, always, off",
          "--kernel sometimes"),
+    Case("gpu-busy-cycles-word", ("spec", "legacy", "--gpu-busy-cycles", "x"), 2,
+         "option --gpu-busy-cycles: 'x' is not a whole number", "--gpu-busy-cycles x "
+         "(was: accepted on cpu)"),
+    Case("gpu-busy-cycles-negative", ("spec", "legacy", "--gpu-busy-cycles", "-1"), 2,
+         "option --gpu-busy-cycles: '-1'", "--gpu-busy-cycles -1"),
+    Case("gpu-busy-cycles-huge", ("spec", "legacy", "--gpu-busy-cycles", str(10**15)), 2,
+         "option --gpu-busy-cycles: .*larger than", "--gpu-busy-cycles 10**15"),
+]
+OUTPUTS = [
+    Case("json-target-source", ("spec", f"{{T}}/target.py::{FUNC}", *QUICK, "--json",
+                                "{T}/target.py"), 2,
+         r"option --json: .*target\.py' exists and is not a stagecheck report \(a Python "
+         "source file\\)", "--json naming the target's own source file (was: overwritten)",
+         prepare="target_copy"),
+    Case("json-other-file", ("diff", "legacy", "single-loop", *QUICK, "--json",
+                             "{T}/notes.txt"), 2, "option --json: .*is not a stagecheck report",
+         "--json naming a file that is not a report (was: overwritten)", prepare="notes"),
+    Case("junit-other-file", ("diff", "legacy", "single-loop", *QUICK, "--junit-xml",
+                              "{T}/notes.txt"), 2,
+         "option --junit-xml: .*is not a stagecheck report", "--junit-xml naming a file that "
+         "is not a report", prepare="notes"),
+    Case("markdown-other-file", ("diff", "legacy", "single-loop", *QUICK, "--markdown",
+                                 "{T}/notes.txt"), 2,
+         "option --markdown: .*is not a stagecheck report", "--markdown naming a file that "
+         "is not a report", prepare="notes"),
+    Case("bench-json-other-file", ("bench", "legacy", "single-loop", "--json",
+                                   "{T}/notes.txt"), 2,
+         "option --json: .*is not a stagecheck report", "bench --json naming a file that is "
+         "not a report", prepare="notes"),
+    Case("mutants-json-schema", ("mutants", "legacy", "--json",
+                                 f"{ROOT}/tests/user_schema/attention_lengths_schema.py"), 2,
+         r"is not a stagecheck report \(a Python source file\)", "mutants --json naming a "
+         "schema file of the repository"),
+    Case("json-empty", ("spec", "legacy", *QUICK, "--json", ""), 2,
+         "option --json: --json was given an empty path", "--json '' (was: ignored)"),
+    Case("junit-empty", ("spec", "legacy", *QUICK, "--junit-xml", ""), 2,
+         "option --junit-xml: --junit-xml was given an empty path", "--junit-xml ''"),
+    Case("save-dir-empty", ("spec", "legacy", *QUICK, "--save-dir", ""), 2,
+         "option --save-dir: --save-dir was given an empty path",
+         "--save-dir '' (was: a traceback)"),
+    Case("save-dir-dangling", ("spec", "legacy", *QUICK, "--save-dir", "{T}/dangling"), 2,
+         "option --save-dir: .*symbolic link to .*which does not exist",
+         "--save-dir naming a dangling link: refused before the run", prepare="dangling"),
+    Case("json-fifo", ("diff", "legacy", "single-loop", *QUICK, "--json", "{T}/fifo.json"), 2,
+         "no process read the FIFO within", "--json naming a FIFO no process reads (was: a "
+         "run that never ends)", prepare="fifo_json"),
+    Case("cwd-deleted", ("spec", "legacy"), 2, fragment(messages.CWD_GONE),
+         "run from a folder that was deleted (was: a traceback)", prepare="cwd_gone"),
+    Case("save-dir-swapped", ("spec", target("swaps_save_dir"), *CRASHY, "--save-dir",
+                              "{T}/found"), 1, "verdict: VIOLATES",
+         "the save folder is replaced by a link during the run: nothing is written through "
+         "it", prepare="save_dir", env=(("HOSTILE_SAVE_DIR", "{T}/found"),),
+         absent="found-elsewhere/*"),
+]
+STDIO_CASES = [
+    Case("stdout-closed", ("diff", "legacy", "single-loop", *QUICK, "--json", "report.json"),
+         0, "", "stdout closed (was: exit 1, a traceback and a 'killed by SIGKILL' load "
+         "message)", stdio="no-stdout"),
+    Case("stdout-closed-findings", ("diff", "single-loop", BUGGY, *QUICK, "--no-kernel"), 1,
+         "",
+         "stdout closed, a buggy target: the exit code is the verdict's", stdio="no-stdout"),
+    Case("stderr-closed", ("diff", "legacy", "single-loop", *QUICK), 0, EQUIVALENT,
+         "stderr closed", stdio="no-stderr"),
+    Case("stderr-closed-usage", ("spec", "legacy", "--examples", "0"), 2, "",
+         "stderr closed, a usage error (was: exit 1)", stdio="no-stderr"),
+    Case("stdin-closed", ("diff", "legacy", "single-loop", *QUICK), 0, EQUIVALENT,
+         "stdin closed (was: exit 2 blaming the targets)", stdio="no-stdin"),
+    Case("stdin-closed-file-target", ("spec", target("chdir"), *QUICK), 0, CONFORMS,
+         "stdin closed, a file target", stdio="no-stdin"),
+    Case("stdout-full", ("diff", "legacy", "single-loop", *QUICK), 0,
+         r"could not be written to standard output \(No space left on device\)",
+         "stdout on a full disk (was: exit 1 and a traceback)", stdio="full"),
+    Case("stdout-full-findings", ("diff", "single-loop", BUGGY, *QUICK, "--no-kernel"), 1,
+         r"could not be written to standard output", "stdout on a full disk, a buggy target: "
+         "exit 1", stdio="full"),
+]
+PLUGIN = [
+    Case("plugin-os-exit", ("test_plugin.py",), 1, "1 failed, 2 passed",
+         "pytest: a plain-function target that calls os._exit(0) runs in a worker (was: the "
+         "session ended with exit 0 after 1 of 3 tests)", program="pytest",
+         prepare="plugin_exits"),
+    Case("plugin-lambda", ("test_plugin.py",), 1, fragment(messages.FIXTURE_NOT_ISOLABLE),
+         "pytest: a lambda target is refused with a message", program="pytest",
+         prepare="plugin_lambda"),
+    Case("plugin-xdist-hang-and-daemon", ("test_plugin.py", "-n", "2"), 0, "2 passed",
+         "pytest -n 2: a target that zeroes its counter and one that daemonizes (was: the "
+         "session hung; processes left)", program="pytest", prepare="plugin_hangs",
+         env=(("HOSTILE_DIR", "{H}"),)),
 ]
 
 
-def _replay(name: str, change: dict | None, text: str | None = None, what: str = "") -> Case:
+def _replay(name: str) -> Case:
     return Case(f"replay-{name}", ("replay", f"{{T}}/replay-{name}.json"),
                 REPLAY_CODE.get(name, 2),
-                REPLAY_EXPECT.get(name, "is not a stagecheck replay file|cannot"), what)
+                REPLAY_EXPECT.get(name, "is not a stagecheck replay file|cannot"),
+                REPLAY_FILES[name][2], prepare="replay", absent=REPLAY_ABSENT.get(name, ""))
 
 
 #: replay rows that do not exit 2: the file is fine, only its text is hostile
 REPLAY_CODE = {"ansi-id": 0}
-
-
+REPLAY_ABSENT = {"schema-inside": "schema-ran.txt"}
 REPLAY_EXPECT = {
     "missing": "cannot read", "outside-target": "--baseline BASELINE --candidate CANDIDATE",
     "module-target": "--baseline BASELINE --candidate CANDIDATE",
@@ -212,6 +480,15 @@ REPLAY_EXPECT = {
     "long-list": "entries", "big-number": "int", "wrong-type": "TypeError",
     "ansi-target": re.escape(r"\x1b[31mlegacy"), "ansi-id": re.escape(r"\x1b]0;pwned\x07"),
     "control-id-in-scenario": "control characters",
+    "schema-dict": "its field 'schema' is a dict, not str",
+    "schema-list": "its field 'schema' is a list, not str",
+    "schema-int": "its field 'schema' is a int, not str",
+    "scenario-schema-list": "the scenario's schema is a list",
+    "shims-int": "its field 'shims' is a int, not list",
+    "baseline-list": "its field 'baseline' is a list, not str",
+    "schema-inside": "runs none that a replay file names.*--schema",
+    "fifo": r"is a FIFO \(named pipe\), not a file",
+    "dev-zero": "is a character device, not a file",
 }
 #: replay files: name -> (change to a valid file's fields, or raw text), what
 REPLAY_FILES = {
@@ -238,10 +515,24 @@ REPLAY_FILES = {
                 "a finding id with a terminal title escape (shown escaped)"),
     "control-id-in-scenario": ({"req_ids": ["req-a\x1b[2J", "req-b", "req-c", "req-p"]}, None,
                                "a request id with control characters"),
+    "schema-dict": ({"__schema__": {"a": 1}}, None,
+                    "a schema that is a dict (was: a traceback)"),
+    "schema-list": ({"__schema__": ["x"]}, None,
+                    "a schema that is a list (was: a traceback)"),
+    "schema-int": ({"__schema__": 7}, None, "a schema that is an int (was: a traceback)"),
+    "scenario-schema-list": ({"schema": ["x"]}, None,
+                             "a scenario whose schema is a list (was: a traceback)"),
+    "shims-int": ({"shims": 7}, None, "shims that are an int"),
+    "baseline-list": ({"baseline": ["legacy"]}, None, "a baseline that is a list"),
+    "schema-inside": ({"__schema__": "{T}/schema_marks.py"}, None,
+                      "names a schema file inside the current folder: never run in the "
+                      "checker unless --schema names it (was: run)"),
+    "fifo": (None, None, "a FIFO given as the replay file (was: blocked for 14 minutes)"),
+    "dev-zero": (None, None, "a replay file linked to /dev/zero (was: a traceback)"),
 }
-REPLAYS = [_replay(name, change, text, what)
-           for name, (change, text, what) in REPLAY_FILES.items()]
-CASES = LOAD + TARGETS + OPTIONS + REPLAYS
+REPLAYS = [_replay(name) for name in REPLAY_FILES]
+CASES = (LOAD + TARGETS + HANGS + LEAKS + SCHEMAS + OPTIONS + OUTPUTS + STDIO_CASES + PLUGIN +
+         REPLAYS)
 
 
 def _valid_replay() -> dict:
@@ -252,125 +543,72 @@ def _valid_replay() -> dict:
                         "scenario": scenario().to_dict()}}
 
 
-def _prepare(case: Case, tmp: Path) -> None:
-    if case.id == "huge":
-        (tmp / "huge.py").write_text("# padding\n" * 500_000 + f"def {FUNC}():\n    pass\n")
-    if case.id.startswith("replay-"):
-        name = case.id[len("replay-"):]
-        change, text, _ = REPLAY_FILES[name]
-        path = tmp / f"replay-{name}.json"
-        if text is not None:
-            path.write_bytes(text if isinstance(text, bytes) else text.encode())
-        elif change is not None:
-            doc = _valid_replay()
-            for key, value in change.items():
-                if key == "__id__":
-                    doc["finding"]["id"] = value
-                elif key == "__scenario__":
-                    doc["finding"]["scenario"] = value
-                elif key in doc["finding"]["scenario"]:
-                    doc["finding"]["scenario"][key] = value
-                else:
-                    doc[key] = value
-            path.write_text(json.dumps(doc))
+# ------------------------------------------------------------------------------ preparing
+
+def _prepare_replay(case: Case, tmp: Path) -> None:
+    name = case.id[len("replay-"):]
+    change, text, _ = REPLAY_FILES[name]
+    path = tmp / f"replay-{name}.json"
+    if name == "fifo":
+        os.mkfifo(path)
+    elif name == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif name == "schema-inside":
+        shutil.copy(HOSTILE / "schema_marks.py", tmp / "schema_marks.py")
+    if text is not None:
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    elif change is not None:
+        doc = _valid_replay()
+        for key, value in change.items():
+            value = _filled(value, tmp) if isinstance(value, str) else value
+            if key == "__id__":
+                doc["finding"]["id"] = value
+            elif key.startswith("__") and key.endswith("__") and key != "__scenario__":
+                doc[key.strip("_")] = value          # a field of the file, not the scenario
+            elif key == "__scenario__":
+                doc["finding"]["scenario"] = value
+            elif key in doc["finding"]["scenario"]:
+                doc["finding"]["scenario"][key] = value
+            else:
+                doc[key] = value
+        path.write_text(json.dumps(doc))
 
 
-def _run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "stagecheck", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, errors="replace", timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+def _copy_plugin_module(name: str):
+    def prepare(case: Case, tmp: Path) -> None:
+        shutil.copy(HOSTILE / f"{name}.py", tmp / "test_plugin.py")
+    return prepare
 
 
-def _with_json(case: Case, args: list[str]) -> list[str]:
-    if args[0] in ("diff", "spec", "symbolic", "mutants") and "--frobnicate" not in args:
-        return args + ["--json", "report.json"]
-    return args
+#: processes a row started to keep the CPUs busy (ended after the row)
+_BUSY: list[subprocess.Popen] = []
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_hostile_input(case: Case, tmp_path):
-    _prepare(case, tmp_path)
-    (tmp_path / "report.json").write_text(OLD_REPORT)
-    args = _with_json(case, case.args(tmp_path))
-    if args[0] in ("diff", "spec"):
-        args += ["--save-dir", str(tmp_path / "found")]
-    started = time.monotonic()
-    proc = _run(args, tmp_path)
-    seconds = time.monotonic() - started
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == case.code, out[-3000:]
-    assert re.search(case.expect, out), out[-3000:]
-    assert "Traceback" not in out, out[-3000:]
-    assert len(proc.stdout) < 1_000_000             # nothing a target prints reaches it
-    assert "\x1b" not in out and "\x00" not in out   # what a target chose is escaped
-    report = (tmp_path / "report.json").read_text()
-    if proc.returncode == 2:
-        assert report == OLD_REPORT, "a failed run touched an earlier report"
-    elif "--json" in args:
-        assert json.loads(report)["command"] == args[0]  # written whole, where it was asked
-    if case.id == "spawns_process":
-        assert not _alive_with_cmdline(b"sleep\x003601\x00")
-    if case.id == "nondaemon_thread":
-        assert seconds < 120
+def _busy_cpus(case: Case, tmp: Path) -> None:
+    for _ in range(max(3, (os.cpu_count() or 2) + 1)):
+        _BUSY.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
 
 
-def _alive_with_cmdline(cmdline: bytes) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    if fh.read() == cmdline:
-                        found.append(int(entry))
-            except OSError:
-                pass
-    return found
+PREPARE = {
+    "busy_cpus": _busy_cpus,
+    "huge": lambda case, tmp: (tmp / "huge.py").write_text(
+        "# padding\n" * 500_000 + f"def {FUNC}():\n    pass\n"),
+    "fifo": lambda case, tmp: os.mkfifo(tmp / "fifo.py"),
+    "fifo_json": lambda case, tmp: os.mkfifo(tmp / "fifo.json"),
+    "ansi_name": lambda case, tmp: shutil.copy(HOSTILE / "chdir.py", tmp / "evil\x1b[31m.py"),
+    "target_copy": lambda case, tmp: shutil.copy(HOSTILE / "chdir.py", tmp / "target.py"),
+    "notes": lambda case, tmp: (tmp / "notes.txt").write_text("my notes, not a report\n"),
+    "dangling": lambda case, tmp: (tmp / "dangling").symlink_to(tmp / "nowhere"),
+    "save_dir": lambda case, tmp: (tmp / "found").mkdir(),
+    "cwd_gone": lambda case, tmp: (tmp / "gone").mkdir(),
+    "replay": _prepare_replay,
+    "plugin_exits": _copy_plugin_module("plugin_exits"),
+    "plugin_lambda": _copy_plugin_module("plugin_lambda"),
+    "plugin_hangs": _copy_plugin_module("plugin_hangs"),
+}
 
 
-def test_load_time_code_runs_in_the_worker_not_the_checker(tmp_path):
-    """A class body, run when the file is loaded, runs in a worker process: it records
-    its process id, which is not the checker's."""
-    args = ["spec", target("load_time_class_body").replace("{H}", str(HOSTILE)), *QUICK,
-            "--save-dir", str(tmp_path / "found")]
-    proc = subprocess.Popen([sys.executable, "-m", "stagecheck", *args], cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out + err
-    ran_in = int((tmp_path / "class-body-ran.txt").read_text())
-    assert ran_in != proc.pid
-
-
-def test_a_link_at_a_findings_path_does_not_redirect_the_write(tmp_path):
-    """A committed symlink at a finding's deterministic path: the replay file replaces
-    the link, the file it pointed to stays as it was."""
-    victim = tmp_path / "victim.txt"
-    victim.write_text("precious")
-    found = tmp_path / "found"
-    args = ["diff", "single-loop", f"{ROOT}/tests/targets/buggy_copy_one_slot_short.py::{FUNC}",
-            *CRASHY, "--save-dir", str(found)]
-    first = _run(args, tmp_path)
-    assert first.returncode == 1, first.stdout + first.stderr
-    saved = sorted(found.glob("*.json"))
-    assert saved
-    for path in saved:
-        path.unlink()
-        path.symlink_to(victim)
-    again = _run(args, tmp_path)
-    assert again.returncode == 1, again.stdout + again.stderr
-    assert victim.read_text() == "precious"
-    for path in saved:
-        assert not path.is_symlink() and json.loads(path.read_text())["finding"]
-
-
-def test_the_reliability_doc_lists_every_case():
-    text = DOC.read_text()
-    text = text[text.index("## The hostile inputs"):text.index("## Trust boundaries")]
-    rows = {m.group(1) for m in re.finditer(r"^\| `([^`]+)` \|", text, re.M)}
-    assert rows == {c.id for c in CASES}
-    assert len(CASES) >= 60
-
+# ------------------------------------------------------------------------------ during a run
 
 def _processes() -> dict[int, tuple[int, int]]:
     """pid -> (parent pid, session id) of every process (from /proc)."""
@@ -397,6 +635,260 @@ def _descendants(root: int) -> set[int]:
     return kids - {root}
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _wait_for(condition, seconds: float = 120.0, every: float = 0.05):
+    """Wait until ``condition()`` is true (its value), failing after ``seconds``: a test
+    waits for the event it needs, never for a fixed time."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    pytest.fail(f"waited {seconds:.0f} s for {condition.__doc__ or condition}")
+
+
+def _workers(proc) -> list[int]:
+    return [pid for pid in _descendants(proc.pid)
+            if "stagecheck.oracles.worker " in _cmdline(pid) + " "
+            and "keeper.py" not in _cmdline(pid)]
+
+
+def _called(tmp: Path):
+    def called():
+        """the target's first call (its mark file)"""
+        return (tmp / "called").exists()
+    return called
+
+
+def _during_sigterm(proc, tmp: Path, seen: dict) -> None:
+    _wait_for(_called(tmp))             # a call in progress: it sleeps for an hour
+    seen["signalled"] = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+
+
+def _during_double_sigterm(proc, tmp: Path, seen: dict) -> None:
+    _wait_for(_called(tmp))
+    proc.send_signal(signal.SIGTERM)
+    seen["signalled"] = time.monotonic()
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+
+
+def _during_kill_worker(proc, tmp: Path, seen: dict) -> None:
+    _wait_for(_called(tmp))             # the worker is inside a call (it sleeps 0.3 s)
+    for pid in _workers(proc):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _during_kill9(proc, tmp: Path, seen: dict) -> None:
+    def pool_and_workers():
+        """two pool processes and a worker of theirs"""
+        kids = _descendants(proc.pid)
+        pools = [p for p in kids if "multiprocessing" in _cmdline(p)
+                 and "resource_tracker" not in _cmdline(p)]
+        return len(pools) >= 2 and _workers(proc)
+    _wait_for(pool_and_workers, 180)
+    seen["killed"] = _descendants(proc.pid)
+    proc.kill()
+
+
+DURING = {"sigterm": _during_sigterm, "double_sigterm": _during_double_sigterm,
+          "kill_worker": _during_kill_worker, "kill9": _during_kill9}
+
+
+# ------------------------------------------------------------------------------ the rows
+
+def _plugin_args() -> list[str]:
+    for ep in entry_points(group="pytest11"):
+        if ep.value == "stagecheck.oracles.pytest_plugin":
+            return ["-p", ep.name]
+    return ["-p", "stagecheck.oracles.pytest_plugin"]
+
+
+def _argv(case: Case, args: list[str]) -> list[str]:
+    if case.program == "pytest":
+        autoload = ["-p", "xdist.plugin", "-p", "hypothesispytest"] \
+            if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") else []
+        return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *autoload,
+                *_plugin_args(), *args]
+    return [sys.executable, "-m", "stagecheck", *args]
+
+
+def _stdio(case: Case):
+    """(stdin, stdout, stderr, the descriptor to close in the child, files to close)."""
+    if case.stdio == "full":
+        full = open("/dev/full", "w")
+        return subprocess.DEVNULL, full, subprocess.PIPE, None, [full]
+    closed = {"no-stdout": 1, "no-stderr": 2, "no-stdin": 0}.get(case.stdio)
+    stdin = subprocess.PIPE if closed == 0 else subprocess.DEVNULL
+    return stdin, subprocess.PIPE, subprocess.PIPE, closed, []
+
+
+def _run_case(case: Case, tmp: Path, args: list[str], marker: str, seen: dict):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "STAGECHECK_HOSTILE_ROW": marker,
+           **{k: _filled(v, tmp) for k, v in case.env}}
+    cwd = tmp
+    if case.prepare == "cwd_gone":
+        cwd = tmp / "gone"
+    stdin, stdout, stderr, closed, opened = _stdio(case)
+
+    def child_setup() -> None:
+        if case.prepare == "cwd_gone":
+            os.rmdir(cwd)                   # the folder the command runs in is deleted
+        if closed is not None:
+            os.close(closed)
+
+    proc = subprocess.Popen(_argv(case, args), cwd=cwd, env=env, stdin=stdin, stdout=stdout,
+                            stderr=stderr, preexec_fn=child_setup)
+    try:
+        if case.during:
+            DURING[case.during](proc, tmp, seen)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for fh in opened:
+            fh.close()
+    seen["ended"] = time.monotonic()
+    decode = (lambda b: b.decode("utf-8", "replace") if b else "")
+    return proc.returncode, decode(out), decode(err)
+
+
+def _marked(marker: str) -> list[tuple[int, str]]:
+    """Every process whose environment holds ``marker`` (a row's processes), with its
+    command line."""
+    found = []
+    needle = f"STAGECHECK_HOSTILE_ROW={marker}".encode()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    if needle in fh.read():
+                        found.append((int(entry), _cmdline(int(entry))))
+            except OSError:
+                pass
+    return found
+
+
+def _with_json(case: Case, args: list[str]) -> list[str]:
+    if case.program == "stagecheck" and args[0] in ("diff", "spec", "symbolic", "mutants") \
+            and "--frobnicate" not in args and "--json" not in args and not case.stdio:
+        return args + ["--json", "report.json"]
+    return args
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile_input(case: Case, tmp_path):
+    if case.prepare:
+        PREPARE[case.prepare](case, tmp_path)
+    (tmp_path / "report.json").write_text(OLD_REPORT)
+    args = _with_json(case, case.args(tmp_path))
+    if case.program == "stagecheck" and args[0] in ("diff", "spec") and "--save-dir" not in args:
+        args += ["--save-dir", str(tmp_path / "found")]
+    marker, seen = uuid.uuid4().hex, {}
+    try:
+        code, stdout, stderr = _run_case(case, tmp_path, args, marker, seen)
+    finally:
+        while _BUSY:
+            busy = _BUSY.pop()
+            busy.kill()
+            busy.wait()
+    out = stdout + stderr
+    assert code == case.code, out[-3000:]
+    assert re.search(case.expect, out, re.S), out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    assert len(stdout) < 1_000_000             # nothing a target prints reaches it
+    assert "\x1b" not in out and "\x00" not in out   # what a target chose is escaped
+    report = (tmp_path / "report.json").read_text()
+    if code == 2:
+        assert report == OLD_REPORT, "a failed run touched an earlier report"
+    elif "--json" in args and "report.json" in args:
+        assert json.loads(report)["tool"] == "stagecheck"  # written whole, where asked
+    if case.absent:
+        assert not list(tmp_path.glob(case.absent)), f"{case.absent} exists"
+    _check_row_specifics(case, tmp_path, seen, stdout)
+    deadline = time.monotonic() + 1.0
+    left = _marked(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = _marked(marker)
+    assert not left, f"processes of the run outlived it by a second: {left}"
+
+
+def _check_row_specifics(case: Case, tmp: Path, seen: dict, stdout: str) -> None:
+    if case.during in ("sigterm", "double_sigterm"):
+        from stagecheck.oracles.worker.pool import INTERRUPT_GRACE
+        assert seen["ended"] - seen["signalled"] < INTERRUPT_GRACE + 10
+    if case.id == "diff-double-sigterm":
+        assert json.loads((tmp / "report.json").read_text())["verdict"] == "interrupted"
+    if case.id == "stdout-closed":
+        assert json.loads((tmp / "report.json").read_text())["verdict"] == "equivalent"
+    if case.id == "save-dir-swapped":
+        assert list((tmp / "found-moved").glob("*.json")), "the findings were not saved"
+        assert not list((tmp / "found-elsewhere").iterdir()), "written through the link"
+    if case.id == "killed-from-outside":
+        assert "no error finding" in stdout.lower() or EQUIVALENT in stdout
+
+
+def test_load_time_code_runs_in_the_worker_not_the_checker(tmp_path):
+    """A class body, run when the file is loaded, runs in a worker process: it records
+    its process id, which is not the checker's."""
+    args = ["spec", target("load_time_class_body").replace("{H}", str(HOSTILE)), *QUICK,
+            "--save-dir", str(tmp_path / "found")]
+    proc = subprocess.Popen([sys.executable, "-m", "stagecheck", *args], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    ran_in = int((tmp_path / "class-body-ran.txt").read_text())
+    assert ran_in != proc.pid
+
+
+def _stagecheck(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stagecheck", *args], cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, errors="replace", timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_a_link_at_a_findings_path_does_not_redirect_the_write(tmp_path):
+    """A committed symlink at a finding's deterministic path: the replay file replaces
+    the link, the file it pointed to stays as it was."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    found = tmp_path / "found"
+    args = ["diff", "single-loop", f"{ROOT}/tests/targets/buggy_copy_one_slot_short.py::{FUNC}",
+            *CRASHY, "--save-dir", str(found)]
+    first = _stagecheck(args, tmp_path)
+    assert first.returncode == 1, first.stdout + first.stderr
+    saved = sorted(found.glob("*.json"))
+    assert saved
+    for path in saved:
+        path.unlink()
+        path.symlink_to(victim)
+    again = _stagecheck(args, tmp_path)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert victim.read_text() == "precious"
+    for path in saved:
+        assert not path.is_symlink() and json.loads(path.read_text())["finding"]
+
+
+def test_the_reliability_doc_lists_every_case():
+    text = DOC.read_text()
+    text = text[text.index("## The hostile inputs"):text.index("## Trust boundaries")]
+    rows = {m.group(1) for m in re.finditer(r"^\| `([^`]+)` \|", text, re.M)}
+    assert rows == {c.id for c in CASES}
+    assert len(CASES) >= 150
+
+
 def test_sigterm_to_mutants_with_jobs_ends_every_child_and_saves_the_partial_matrix(tmp_path):
     """SIGTERM to ``stagecheck mutants --jobs 2``: the pool processes, the workers they
     started (sessions of their own) and the resource tracker all end with the parent; the
@@ -406,15 +898,30 @@ def test_sigterm_to_mutants_with_jobs_ends_every_child_and_saves_the_partial_mat
                             env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
+    lines: list[str] = []
+    printed: list[str] = []
+
+    def read(stream, into: list[str]) -> None:
+        for line in iter(stream.readline, ""):
+            into.append(line)
+    readers = [threading.Thread(target=read, args=(proc.stderr, lines), daemon=True),
+               threading.Thread(target=read, args=(proc.stdout, printed), daemon=True)]
+    for reader in readers:
+        reader.start()
     seen: set[int] = set()
-    started = time.monotonic()
-    while time.monotonic() - started < 20 and proc.poll() is None:
-        seen |= _descendants(proc.pid)
-        time.sleep(0.2)
+
+    def one_mutant_finished():
+        """a mutant's line of the matrix on stderr (the event the signal must follow)"""
+        seen.update(_descendants(proc.pid))
+        return any(re.match(r"\[\d+/\d+\] m\d+ ", line) for line in lines)
+    _wait_for(one_mutant_finished, 600)     # however busy the CPUs: the event, not a time
     assert proc.poll() is None, "the campaign ended before the signal; give it more budget"
     assert len(seen) >= 3           # two pool processes and the workers they started
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
+    proc.wait(timeout=120)
+    for reader in readers:
+        reader.join(timeout=30)
+    out, err = "".join(printed), "".join(lines)
     assert proc.returncode == 143, err[-2000:]
     assert "Traceback" not in out + err
     assert "interrupted by SIGTERM" in err

@@ -89,7 +89,8 @@ def test_a_signal_stops_the_run_saves_what_it_found_and_exits_128_plus_its_numbe
     proc = subprocess.Popen(
         [sys.executable, "-m", "stagecheck", "diff", "legacy", "single-loop", "--examples",
          "500000", "--json", str(out_json), "--junit-xml", str(out_xml), "--save-dir",
-         str(found)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         str(found), "--save-infos"], cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     time.sleep(random.uniform(4.0, 7.0))     # past the imports, early in a long run
     sent = time.monotonic()
     proc.send_signal(sig)
@@ -140,9 +141,13 @@ def test_an_interrupt_the_target_swallows_still_ends_the_run_as_interrupted(tmp_
     Targets run in a worker process (``oracles/worker/``): the SIGINT that stagecheck
     gets while a target runs is sent to stagecheck itself (the worker's parent), by a
     target that catches everything around the call; sent once, as one Ctrl-C."""
+    # the worker's parent is its keeper (oracles/worker/keeper.py); the checker is the
+    # keeper's parent
     target = staging_file(tmp_path / "swallows.py", "import os\nimport signal\n_SENT = []\n",
                           "if not _SENT:\n    _SENT.append(1)\n    try:\n"
-                          "        os.kill(os.getppid(), signal.SIGINT)\n"
+                          "        stat = open(f'/proc/{os.getppid()}/stat').read()\n"
+                          "        checker = int(stat[stat.rindex(')') + 2:].split()[1])\n"
+                          "        os.kill(checker, signal.SIGINT)\n"
                           "    except BaseException:\n        pass")
     proc = stagecheck("diff", "single-loop", target, "--examples", "200", "--json",
                       tmp_path / "r.json", "--save-dir", tmp_path / "found", cwd=tmp_path)
@@ -167,7 +172,7 @@ def test_a_signal_a_target_sends_its_own_process_is_not_an_interrupt_of_the_run(
 
 def test_reports_replace_the_old_file_whole(tmp_path):
     out = tmp_path / "r.json"
-    out.write_text("the previous run's report")
+    out.write_text('{"tool": "stagecheck", "verdict": "the previous run\'s"}')
     inode = os.stat(out).st_ino
     proc = stagecheck("diff", "legacy", "single-loop", "--examples", "20", "--json", out,
                       "--save-dir", tmp_path / "found")
@@ -184,7 +189,7 @@ def test_runs_of_two_pairs_in_one_folder_keep_their_own_replay_files(tmp_path):
     found = tmp_path / "found"
     pairs = [("legacy", "single-loop"), ("legacy", "prefix-migration")]
     procs = [subprocess.Popen([sys.executable, "-m", "stagecheck", "diff", b, c, "--examples",
-                               "100", "--save-dir", str(found)], cwd=tmp_path,
+                               "100", "--save-dir", str(found), "--save-infos"], cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for b, c in pairs]                  # in parallel, into one folder
     outputs = [p.communicate(timeout=600) for p in procs]
@@ -417,7 +422,7 @@ def test_a_target_that_changes_folder_does_not_move_the_outputs(tmp_path):
     target = staging_file(tmp_path / "wanders.py", "import os\n",
                           f"os.chdir({str(elsewhere)!r})")
     proc = stagecheck("diff", "legacy", target, "--examples", "30", "--json", "r.json",
-                      "--junit-xml", "r.xml", cwd=tmp_path)
+                      "--junit-xml", "r.xml", "--save-infos", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "equivalent"
     junit(tmp_path / "r.xml")

@@ -33,7 +33,7 @@ def test_a_write_that_fails_half_way_leaves_the_old_file_and_no_temp(tmp_path, m
     path = tmp_path / "report.json"
     path.write_text("the old report")
 
-    def half_then_fail(src, dst):
+    def half_then_fail(src, dst, **folders):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(files.os, "replace", half_then_fail)

@@ -29,7 +29,7 @@ def test_every_invariant_is_stated_once_and_in_the_generated_spec_page():
     assert [i.id for i in INVARIANTS] == [
         "slot_alignment", "tail_policy", "mirror_consistency", "copy_discipline",
         "missing_input", "expected_outcome", "inputs_unchanged", "no_copy_hazard",
-        "padded_read"]
+        "padded_read", "no_process_left"]
     from stagecheck.spec.__main__ import render
     page = render()
     statements = [inv.statement for inv in INVARIANTS]
@@ -123,3 +123,20 @@ def test_request_ids_are_matched_as_whole_tokens():
     assert names_request("mamba state index for request 'req-1' is missing", "req-1")
     assert not names_request("mamba state index for request 'req-12' is missing", "req-1")
     assert not names_request("must run before the stage", "b")
+
+
+def test_a_per_slot_input_past_its_list_is_no_value_not_a_crash():
+    """A batch larger than its buffers (out of contract, ``num_reqs_is_len``) reaches
+    slots a per-slot input has no value for: the expected value there is MISSING."""
+    from stagecheck.spec.invariants import expected_value
+    from stagecheck.spec.scenario import MISSING, StagingScenario
+    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+    schema = BUILTIN_SCHEMAS["specdec-backup-tokens"]
+    field = schema.fields[0]
+    s = StagingScenario(1, 2, ["req-a", "req-b"],
+                        {"num_tokens_no_spec": [2], "num_prompt_tokens": {"req-a": 1, "req-b": 1},
+                         "output_token_ids": {"req-a": [7], "req-b": [8]},
+                         "prompt_token_ids": {"req-a": [5], "req-b": [6]}},
+                        {field.buffer: [0]}, {field.buffer: [0]}, schema=schema.name)
+    assert expected_value(s, field, 0, "req-a") == 7
+    assert expected_value(s, field, 1, "req-b") is MISSING

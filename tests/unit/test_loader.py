@@ -114,20 +114,36 @@ def test_shipped_vllm_shims_apply_to_the_modules_they_stand_for():
     ''')
 
 
-def test_user_shims_fill_unresolved_names_only(tmp_path):
+def test_user_shims_offer_every_top_level_name_but_modules_and_dunders(tmp_path):
     shim = tmp_path / "shim.py"
     shim.write_text("import os\n\ndef clamp_tokens(x):\n    return max(0, x)\n\n"
-                    "kernel = abs\nnp = 'not numpy'\n_private = 1\n")
+                    "kernel = abs\nnp = 'not numpy'\n_private = 1\n__version__ = '1'\n")
+    assert set(load_shims([str(shim)])) == {"clamp_tokens", "kernel", "np", "_private"}
+    listed = tmp_path / "listed.py"
+    listed.write_text("import math as tl\n\n__all__ = ['tl', '_k']\n_k = 1\nother = 2\n")
+    assert set(load_shims([str(listed)])) == {"tl", "_k"}    # __all__: exactly those
+
+
+def test_user_shims_replace_any_module_level_name_the_target_uses(tmp_path):
+    shim = tmp_path / "shim.py"
+    shim.write_text("def clamp_tokens(x):\n    return max(0, x)\n\nkernel = abs\n"
+                    "def _scale(x):\n    return 10 * x\nLIMIT = None\nlen = 'unused'\n")
     offered = load_shims([str(shim)])
-    assert set(offered) == {"clamp_tokens", "kernel", "np"}   # no modules, no _private
     f = load('''
         from vllm.utils.helpers import clamp_tokens
+        from math import floor as LIMIT
+
+        def _scale(x):
+            return engine_only(x)          # replaced: its own names need no resolution
 
         def f(x):
-            return clamp_tokens(x), kernel(x), np.int64(2)
+            return clamp_tokens(x), kernel(x), _scale(x), LIMIT, len([x]), np.int64(2)
     ''', shims=offered)
-    assert f(-3) == (0, 3, 2)                 # np stays numpy: honoured imports win
-    assert {n.split(" ")[0] for n in f.__stagecheck_shimmed__} == {"clamp_tokens", "kernel"}
+    assert f(-3) == (0, 3, -30, None, 1, 2)   # a builtin the file does not define stays
+    assert {n.split(" ")[0] for n in f.__stagecheck_shimmed__} == {
+        "clamp_tokens", "kernel", "_scale", "LIMIT"}
+    assert any("_scale from" in n and "replacing the file's own" in n
+               for n in f.__stagecheck_shimmed__)
 
 
 def test_shim_files_that_are_missing_or_broken_are_load_errors(tmp_path):
@@ -169,3 +185,27 @@ def test_the_fixture_takes_shims_as_the_cli_does(tmp_path):
     shim = tmp_path / "shim.py"
     shim.write_text("def clamp_blocks(n):\n    return n\n")
     assert as_target(spec, "candidate", [str(shim)]).func(None, None, [], 3, {}, {}) == 3
+
+
+@pytest.mark.parametrize("imports", ["import triton\nimport triton.language as tl\n",
+                                     "from vllm.triton_utils import tl, triton\n"])
+def test_a_triton_kernel_keeps_its_decorator_and_constexpr_annotations(imports):
+    triton = pytest.importorskip("triton")
+    f = load_function_from_source(imports + textwrap.dedent('''
+        from vllm.decorators import trace
+
+        @triton.jit
+        def _kernel(x_ptr, n, BLOCK: tl.constexpr):
+            offsets = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offsets, offsets, mask=offsets < n)
+
+        @trace
+        def f():
+            return _kernel
+    '''), "t.py", "f")
+    kernel = f()
+    assert type(kernel).__module__.startswith("triton.runtime")     # a Triton function
+    assert kernel.arg_names == ["x_ptr", "n", "BLOCK"]
+    assert kernel.fn.__annotations__ == {"BLOCK": triton.language.constexpr}
+    assert f.__stagecheck_shimmed__ == ()      # triton is honoured, not a shim
+    assert triton.__name__ == "triton"

@@ -53,12 +53,27 @@ def test_targets_outside_the_repository_are_refused_unless_named(tmp_path, monke
     check_trusted(inside, "r.json")
     for outside in ({"candidate": "/elsewhere/t.py::f"}, {"candidate": "os:system"},
                     {"candidate": "git:HEAD:/elsewhere/t.py::f"},
-                    {"shims": ["/elsewhere/shim.py"]}, {"schema": "/elsewhere/s.py:S"}):
+                    {"shims": ["/elsewhere/shim.py"]}):
         with pytest.raises(UsageError, match="--baseline|--shim") as info:
             check_trusted({**inside, **outside}, "r.json")
         assert "does not run code a replay file chose" in str(info.value)
     check_trusted({**inside, "candidate": "os:system"}, "r.json", candidate="legacy")
     check_trusted({**inside, "shims": ["/elsewhere/shim.py"]}, "r.json", shims_given=True)
+
+
+def test_a_schema_file_a_replay_file_names_runs_only_when_the_command_line_names_it(
+        tmp_path, monkeypatch):
+    """A schema file is code the checker runs: inside the repository or not, a replay file
+    cannot make the checker run it (issue 21)."""
+    monkeypatch.chdir(tmp_path)
+    for schema in (f"{tmp_path}/s.py", f"{tmp_path}/s.py:S", "/elsewhere/s.py:S"):
+        saved = {"baseline": "legacy", "candidate": "single-loop", "schema": schema}
+        with pytest.raises(UsageError, match="--schema") as info:
+            check_trusted(saved, "r.json")
+        assert "runs none that a replay file names" in str(info.value)
+        check_trusted(saved, "r.json", schema_given=True)
+    check_trusted({"baseline": "legacy", "candidate": "single-loop",
+                   "schema": "mamba-postprocess"}, "r.json")
 
 
 def test_text_outside_the_scenario_is_escaped_when_loaded(tmp_path):

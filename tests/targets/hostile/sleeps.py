@@ -1,9 +1,12 @@
-# hostile: sleeps for an hour
+# hostile: sleeps for an hour (after writing $HOSTILE_MARK, where it is set)
+import os
 import time
 
 
 def stage_postprocess_inputs_to_gpu(ctx, scheduler_output, req_ids, num_reqs, requests,
                                     mamba_state_idx):
+    if os.environ.get("HOSTILE_MARK"):
+        open(os.environ["HOSTILE_MARK"], "w").close()
     time.sleep(3600)
     bufs = (ctx.mamba_state_idx_buf, ctx.num_scheduled_tokens_buf,
             ctx.num_computed_tokens_buf, ctx.num_draft_tokens_buf)

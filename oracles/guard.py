@@ -1,0 +1,216 @@
+"""Schema code in the checker: under a deadline, unable to end the checker or patch it.
+
+A schema file is code the checker itself runs: its derive functions judge every example,
+its hooks draw scenarios. It is first loaded and dry-run in a worker (``oracles/runner.py:
+load_schema_isolated``), where an exit or a hang ends only that worker; then it is
+loaded here, and what it could still do to the checker is contained:
+
+- ``guarded_call`` runs a piece of schema code under a deadline kept by a watchdog
+  thread: ``CPU_SECONDS`` of the main thread's CPU time or ``WALL_SECONDS`` on the wall
+  clock; past it the watchdog interrupts the main thread (``SIGNAL``, whose handler
+  raises only inside a guarded call), and the call is a ``SchemaError``. A
+  ``SystemExit`` or ``KeyboardInterrupt`` the code raises is a ``SchemaError`` too (under
+  the command line, a real Ctrl-C is a flag, never an exception: see ``interrupt``).
+- ``guard_schema`` wraps every function a schema holds (build, derive, hooks) so each
+  call of it is a ``guarded_call``.
+- ``snapshot`` / ``patched`` tell whether code changed stagecheck's own modules
+  (``compare.compare = ...``) or ``builtins``: a schema declares, it does not patch.
+
+Deliberate attacks (``os._exit`` only when not in a worker, writing into the checker's
+memory) are outside what this contains: see docs/reliability.md. Standard library only.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import signal
+import sys
+import threading
+import time
+
+from stagecheck.oracles import interrupt, messages
+from stagecheck.oracles.errors import SchemaError
+
+__all__ = ["CPU_SECONDS", "WALL_SECONDS", "guard_schema", "guarded_call", "patched",
+           "snapshot"]
+
+#: CPU seconds (of the checker's main thread) one call of schema code may take
+CPU_SECONDS = 5.0
+#: wall-clock seconds one call of schema code may take (a call that sleeps or waits)
+WALL_SECONDS = 15.0
+#: the signal the watchdog sends the main thread (its handler raises only in a call)
+SIGNAL = getattr(signal, "SIGUSR2", None)
+_EVERY = 0.1
+
+
+class _Expired(BaseException):
+    """Raised in the main thread inside a guarded call past its deadline."""
+
+
+class _State:
+    def __init__(self) -> None:
+        self.depth = 0
+        self.started = 0.0
+        self.cpu = 0.0
+        self.what = ""
+        self.expired = False
+        self.watchdog: threading.Thread | None = None
+        self.handler_set = False
+
+
+_STATE = _State()
+
+
+def _thread_cpu() -> float:
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(threading.main_thread().ident))
+    except (AttributeError, OSError):
+        return time.process_time()
+
+
+def _on_signal(signum, frame) -> None:
+    if _STATE.depth and _STATE.expired:
+        raise _Expired()
+
+
+def _watch() -> None:
+    while True:
+        time.sleep(_EVERY)
+        if not _STATE.depth or _STATE.expired:
+            continue
+        wall = time.monotonic() - _STATE.started
+        cpu = _thread_cpu() - _STATE.cpu
+        if wall > WALL_SECONDS or cpu > CPU_SECONDS:
+            _STATE.expired = True
+            try:
+                signal.pthread_kill(threading.main_thread().ident, SIGNAL)
+            except (OSError, ValueError, AttributeError):
+                pass
+
+
+def _ready() -> bool:
+    """The watchdog runs and the handler is set (main thread, a platform with signals)."""
+    if SIGNAL is None or threading.current_thread() is not threading.main_thread():
+        return False
+    if not _STATE.handler_set:
+        previous = signal.getsignal(SIGNAL)
+        if previous not in (signal.SIG_DFL, signal.SIG_IGN, None, _on_signal):
+            return False          # the program uses the signal itself: no deadline then
+        signal.signal(SIGNAL, _on_signal)
+        _STATE.handler_set = True
+    if _STATE.watchdog is None or not _STATE.watchdog.is_alive():
+        _STATE.watchdog = threading.Thread(target=_watch, name="stagecheck-schema-watchdog",
+                                           daemon=True)
+        _STATE.watchdog.start()
+    return True
+
+
+def guarded_call(what: str, func, *args, **kwargs):
+    """``func(*args, **kwargs)``, schema code: past ``CPU_SECONDS``/``WALL_SECONDS``, or
+    raising ``SystemExit``/``KeyboardInterrupt``, it is a ``SchemaError`` naming ``what``;
+    other exceptions pass as they are (a derive's ``KeyError`` means "lacks an input")."""
+    if _STATE.depth:          # inside a guarded call already: that deadline holds
+        return func(*args, **kwargs)
+    if not _ready():
+        return func(*args, **kwargs)
+    _STATE.depth, _STATE.expired, _STATE.what = 1, False, what
+    _STATE.started, _STATE.cpu = time.monotonic(), _thread_cpu()
+    try:
+        return func(*args, **kwargs)
+    except _Expired:
+        raise SchemaError.of(messages.SCHEMA_CODE_HUNG, what, cpu=CPU_SECONDS,
+                             wall=WALL_SECONDS) from None
+    except SystemExit as exc:
+        raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
+                             error=f"SystemExit({exc.code!r})") from None
+    except KeyboardInterrupt:
+        if interrupt.installed() and not interrupt.requested():
+            raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
+                                 error="KeyboardInterrupt") from None
+        raise
+    finally:
+        _STATE.depth, _STATE.expired = 0, False
+
+
+def _wrapped(func, what: str):
+    if getattr(func, "__stagecheck_guarded__", False):
+        return func
+
+    def call(*args, **kwargs):
+        return guarded_call(what, func, *args, **kwargs)
+
+    call.__stagecheck_guarded__ = True
+    call.__wrapped__ = func
+    for name in ("__name__", "__qualname__", "__doc__", "__module__"):
+        try:
+            setattr(call, name, getattr(func, name))
+        except (AttributeError, TypeError):
+            pass
+    return call
+
+
+def guard_schema(schema, name: str) -> None:
+    """Make every function ``schema`` holds (its own, its fields', their policies') run as
+    a ``guarded_call``, in place (the schema object stays the same object)."""
+    seen: set[int] = set()
+
+    def visit(obj, where: str) -> None:
+        if id(obj) in seen or not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+            return
+        seen.add(id(obj))
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name, None)
+            label = f"{where}.{f.name}"
+            if callable(value) and not isinstance(value, type) and \
+                    not dataclasses.is_dataclass(value):
+                object.__setattr__(obj, f.name, _wrapped(value, label))
+            elif dataclasses.is_dataclass(value):
+                visit(value, label)
+            elif isinstance(value, (list, tuple)):
+                for k, item in enumerate(value):
+                    if dataclasses.is_dataclass(item):
+                        item_name = getattr(item, "name", k)
+                        visit(item, f"{where}.{f.name}[{item_name!r}]")
+
+    visit(schema, f"schema {name!r}")
+
+
+def snapshot() -> dict:
+    """What stagecheck's own code is now: each module of ``stagecheck`` (and ``builtins``)
+    by identity, each of their functions and classes, and each class's attributes."""
+    out: dict = {}
+    modules = {name: module for name, module in list(sys.modules.items())
+               if module is not None and (name == "stagecheck" or name.startswith("stagecheck."))
+               and not name.startswith(("stagecheck_user_schema_", "stagecheck_target_"))}
+    modules["builtins"] = builtins
+    for name, module in modules.items():
+        out[("module", name)] = id(module)
+        try:
+            items = list(vars(module).items())
+        except TypeError:
+            continue
+        for attr, value in items:
+            if callable(value) or isinstance(value, type):
+                out[(name, attr)] = id(value)
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                for key, member in list(vars(value).items()):
+                    if callable(member) or isinstance(member, (staticmethod, classmethod,
+                                                               property)):
+                        out[(f"{name}.{attr}", key)] = id(member)
+    return out
+
+
+def patched(before: dict, after: dict | None = None) -> list[str]:
+    """The names ``before`` had that now stand for something else or are gone
+    (``module.name``); new names (a module imported since) are not changes."""
+    after = snapshot() if after is None else after
+    changed = []
+    for key, ident in before.items():
+        if key[0] == "module":
+            if key[1] in sys.modules and after.get(key) != ident:
+                changed.append(key[1])
+            continue
+        if after.get(key) != ident:
+            changed.append(f"{key[0]}.{key[1]}")
+    return sorted(changed)

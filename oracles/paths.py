@@ -1,0 +1,72 @@
+"""What a path names, and reading a file that must be a regular one, without waiting on it.
+
+A FIFO, a device or a socket given where stagecheck reads a file (a target, a shim, a
+schema, a replay file) is named as what it is, never "does not exist", and never read:
+opening a FIFO for reading waits for a writer, and ``/dev/zero`` never ends. Standard
+library only.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import StagecheckError
+
+__all__ = ["read_regular", "refuse_special", "special_kind"]
+
+
+def _kind_of(mode: int) -> str | None:
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def special_kind(path) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a folder ("a FIFO
+    (named pipe)", "a character device", ...); None otherwise. Follows links."""
+    try:
+        return _kind_of(os.stat(path).st_mode)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def refuse_special(path, value, what: str, error: type = StagecheckError) -> None:
+    """Raise ``error`` (exit 2) naming ``path`` as a FIFO, a device or a socket when it is
+    one: ``what`` says what stagecheck wanted there (a target file, a shim, ...)."""
+    kind = special_kind(path)
+    if kind is not None:
+        raise error.of(messages.NOT_A_REGULAR_FILE, value, path=path, kind=kind, what=what)
+
+
+def read_regular(path: str, limit: int, what: str, error: type = StagecheckError) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` + 1 of them (the caller
+    tells a file past ``limit``). Opened without waiting (a FIFO opens at once and is then
+    refused), checked on the open descriptor, so what is read is what was checked."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        kind = _kind_of(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise error.of(messages.NOT_A_REGULAR_FILE, path, path=path, kind=kind, what=what)
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise IsADirectoryError(21, "Is a directory", path)
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

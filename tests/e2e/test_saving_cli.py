@@ -1,0 +1,84 @@
+"""What ``stagecheck diff`` leaves in the user's repository (issue 23, item 12), through
+the command line in a subprocess, run in a fresh git repository: a clean or info-only
+run leaves nothing; a run with errors saves them under ``.stagecheck/``, which git
+ignores; ``--save-infos``, ``--no-save`` and ``--json -``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stagecheck.oracles import messages
+
+ROOT = Path(__file__).resolve().parents[2]
+BUGGY = f"{ROOT / 'tests' / 'targets' / 'buggy_copy_one_slot_short.py'}" \
+        "::stage_postprocess_inputs_to_gpu"
+BUDGET = ("--examples", "60")
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    return tmp_path
+
+
+def _stagecheck(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stagecheck", *args], capture_output=True,
+                          text=True, timeout=300, cwd=cwd)
+
+
+def _untracked(repo: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                          capture_output=True, text=True, cwd=repo, check=True).stdout
+
+
+def test_an_info_only_run_leaves_nothing_and_says_how_to_save_its_infos(repo):
+    done = _stagecheck(repo, "diff", "legacy", "single-loop", *BUDGET)
+    assert done.returncode == 0, done.stderr
+    assert "info finding(s)" in done.stdout and " 0 info" not in done.stdout
+    assert not (repo / ".stagecheck").exists() and _untracked(repo) == ""
+    assert messages.INFOS_NOT_SAVED.split("{")[1].split("}")[1] in done.stderr
+
+
+def test_a_run_with_errors_saves_them_in_a_folder_git_ignores(repo):
+    done = _stagecheck(repo, "diff", "legacy", BUGGY, *BUDGET)
+    assert done.returncode == 1, done.stderr
+    folder = repo / ".stagecheck" / "findings"
+    files = list(folder.glob("*.json"))
+    assert files and all(json.loads(f.read_text())["finding"]["severity"] == "error"
+                         for f in files)
+    assert len(list((folder / "runs").glob("*.json"))) == 1
+    assert (repo / ".stagecheck" / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert _untracked(repo) == ""
+    replay = next(line for line in done.stdout.splitlines() if "stagecheck replay" in line)
+    assert ".stagecheck/findings/" in replay
+
+
+def test_save_infos_saves_the_info_findings_too(repo):
+    done = _stagecheck(repo, "diff", "legacy", "single-loop", *BUDGET, "--save-infos")
+    assert done.returncode == 0, done.stderr
+    files = list((repo / ".stagecheck" / "findings").glob("*.json"))
+    assert files and {json.loads(f.read_text())["finding"]["severity"] for f in files} == \
+        {"info"}
+    assert "replay: stagecheck replay" in done.stdout
+
+
+def test_no_save_writes_nothing_even_for_errors(repo):
+    done = _stagecheck(repo, "diff", "legacy", BUGGY, *BUDGET, "--no-save")
+    assert done.returncode == 1 and "ERRORS" in done.stdout, done.stderr
+    assert not (repo / ".stagecheck").exists()
+    assert "stagecheck replay" not in done.stdout
+
+
+def test_json_to_stdout_leaves_the_text_report_to_stderr(repo):
+    done = _stagecheck(repo, "diff", "legacy", "single-loop", *BUDGET, "--json", "-",
+                       "--quiet")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["verdict"] == "equivalent" and document["command"] == "diff"
+    assert "verdict: EQUIVALENT" in done.stderr
+    assert not (repo / "-").exists()

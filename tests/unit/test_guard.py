@@ -1,0 +1,68 @@
+"""Schema code the checker runs (oracles/guard.py): a deadline on each call, no exit, no
+patching of stagecheck itself (issue 21)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from stagecheck.oracles import guard
+from stagecheck.oracles.errors import SchemaError
+
+
+@pytest.fixture
+def short(monkeypatch):
+    monkeypatch.setattr(guard, "CPU_SECONDS", 0.3)
+    monkeypatch.setattr(guard, "WALL_SECONDS", 0.6)
+
+
+def _spin():
+    while True:
+        pass
+
+
+def test_a_call_that_sleeps_ends_at_the_wall_clock_deadline(short):
+    started = time.monotonic()
+    with pytest.raises(SchemaError, match="did not return within"):
+        guard.guarded_call("derive of field 'x'", time.sleep, 3600)
+    assert time.monotonic() - started < 5
+
+
+def test_a_call_that_spins_ends_at_the_cpu_deadline(short):
+    started = time.monotonic()
+    with pytest.raises(SchemaError, match="derive of field 'x' did not return"):
+        guard.guarded_call("derive of field 'x'", _spin)
+    assert time.monotonic() - started < 5
+
+
+def test_an_exit_is_a_schema_error_and_other_exceptions_pass(short):
+    with pytest.raises(SchemaError, match="raised SystemExit"):
+        guard.guarded_call("build", lambda: exec("raise SystemExit(0)"))
+    with pytest.raises(KeyError):          # a derive's KeyError: "the request lacks an input"
+        guard.guarded_call("derive", lambda: {}["missing"])
+    assert guard.guarded_call("derive", lambda: 7) == 7
+
+
+def test_a_call_after_a_deadline_is_not_interrupted_by_it(short):
+    with pytest.raises(SchemaError):
+        guard.guarded_call("build", _spin)
+    time.sleep(0.3)                         # a late signal must not land outside a call
+    assert guard.guarded_call("derive", lambda: "fine") == "fine"
+
+
+def test_guard_schema_wraps_every_function_of_a_schema_in_place():
+    from tests.user_schema.attention_lengths_schema import SCHEMA
+    from dataclasses import replace
+    schema = replace(SCHEMA, fields=tuple(replace(f) for f in SCHEMA.fields))
+    guard.guard_schema(schema, "attention-lengths")
+    assert schema.build.__stagecheck_guarded__ and schema.build.__wrapped__ is SCHEMA.build
+    assert all(f.derive.__stagecheck_guarded__ for f in schema.fields)
+
+
+def test_a_replaced_function_of_stagecheck_is_seen(monkeypatch):
+    import stagecheck.oracles.compare as compare
+    before = guard.snapshot()
+    assert guard.patched(before) == []
+    monkeypatch.setattr(compare, "compare", lambda *args, **kwargs: [])
+    assert "stagecheck.oracles.compare.compare" in guard.patched(before)
