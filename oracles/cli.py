@@ -145,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     check = schema_sub.add_parser("check", help="validate a schema (declarations and a dry "
                                   "run) and show the scenario space it induces")
     check.add_argument("schema", help="a built-in name or 'path/to/schema.py[:NAME]'")
+    protocol_sub = _subparsers(parser)["protocol"].add_subparsers(
+        dest="protocol_command", parser_class=_Parser, metavar="SUBCOMMAND")
+    protocol_sub.add_parser("list", help="the built-in protocols and what they drive")
+    check = protocol_sub.add_parser("check", help="validate a protocol (its declaration and "
+                                    "a dry run of its step generator)")
+    check.add_argument("protocol", help="a built-in name or 'path/to/protocol.py[:NAME]'")
     return parser
 
 

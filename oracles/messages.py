@@ -247,6 +247,104 @@ TARGET_LOAD_ENDED = ("loading {value!r} ended the worker process: {what}",
                      "module-level code a target's loading runs (constants, default "
                      "arguments, class bodies, honoured imports) must not end the process")
 
+# ---------------------------------------------------------------- issue 22: protocols
+# loading a protocol (oracles/protocol/load.py): (problem, fix) pairs
+PROTOCOL_EMPTY = ("no protocol given ({value!r})",
+                  "give a built-in protocol ({builtins}), 'single-call:SCHEMA', or a file "
+                  "path/to/protocol.py declaring PROTOCOL")
+PROTOCOL_UNKNOWN = ("{value!r} is neither a built-in protocol nor a protocol file",
+                    "give one of {builtins}, 'single-call:SCHEMA', or path/to/protocol.py[:NAME]")
+PROTOCOL_FILE_MISSING = ("protocol file {path!r} (in {value!r}) does not exist",
+                         "give the path of a Python file that declares PROTOCOL = Protocol(...)")
+PROTOCOL_IMPORT = ("importing the protocol file {value!r} raised {error}",
+                   "fix the file: it must import and declare PROTOCOL = Protocol(...)")
+PROTOCOL_NOT_DECLARED = ("{path!r} has no Protocol named {name!r} (protocols in it: {found})",
+                         "declare PROTOCOL = Protocol(...) at module level, or name one: "
+                         "'{path}:NAME'")
+PROTOCOL_INVALID = ("protocol {value!r} has {count} problem(s): {problems}",
+                    "fix each part named (docs/protocols.md says what each one declares)")
+PROTOCOL_NOT_LOADABLE = ("protocol {value!r} was not loaded from a file, so a worker process "
+                         "cannot load it", "declare it in a file and give that file")
+PROTOCOL_STAND_IN = ("the code under test asked the protocol's {value} for {operation}, which "
+                     "protocol {protocol!r} does not model: this is a limit of the protocol, "
+                     "not a difference in the code",
+                     "give the stand-in what the code reads (docs/protocols.md, 'Stand-ins'), "
+                     "or write a protocol of your own")
+PROTOCOL_DEVICE_WORK_MISSING = ("protocol {protocol!r} declares device work {value!r}, which "
+                                "the state it built ({kind}) does not have",
+                                "name methods the component has, as dotted paths from the "
+                                "state (e.g. '_model_forward', 'align_ctx.run_fused_precopy')")
+PROTOCOL_TARGET_IMPORT = ("importing module {module!r} of target {value!r} raised {error}",
+                          "name an importable module, or give the file: 'path/to/file.py::Class'")
+PROTOCOL_NO_COMPONENT = ("target {value!r} names no class of its file, and the protocol's "
+                         "component class {component!r} is not there either (classes: "
+                         "{available})", "name the class to drive: 'FILE::Class' or "
+                         "'FILE::Class.method'")
+PROTOCOL_NONE_FOR = ("no built-in protocol drives {value!r}",
+                     "choose one with --protocol NAME|FILE (built-ins: {builtins})")
+# check_protocol's problems: one sentence each, naming the part and the fix
+PROTOCOL_PROBLEM_TYPE = "the declaration is a {kind}, not a Protocol: declare PROTOCOL = Protocol(...)"
+PROTOCOL_PROBLEM_NAME = "name {value!r} is empty: give the protocol a name"
+PROTOCOL_PROBLEM_FUNCTIONS = ("functions {value!r} is not a tuple of names: give the names of "
+                              "the classes, methods or functions this protocol drives")
+PROTOCOL_PROBLEM_CALLABLE = "{part} {value!r} is not callable: give a function"
+PROTOCOL_PROBLEM_COMPONENT = ("component {value!r} is not a class name: give the name of the "
+                              "class whose instance is the state (e.g. 'GPUModelRunner')")
+PROTOCOL_PROBLEM_OPERATIONS = ("operations {value!r} is not a non-empty tuple: give the "
+                               "operations of one step, Operation(name, run), in engine order")
+PROTOCOL_PROBLEM_OPERATION = "operations[{k}] {value!r} is not an Operation: write Operation(name, run)"
+PROTOCOL_PROBLEM_OPERATION_NAME = "operations[{k}] has the name {value!r}: give it a name"
+PROTOCOL_PROBLEM_DUPLICATE = "operations named {names} appear twice: give each its own name"
+PROTOCOL_PROBLEM_DEVICE_WORK = ("device_work {value!r} is not a tuple of dotted method paths: "
+                                "give e.g. ('_model_forward', 'align_ctx.run_fused_precopy')")
+PROTOCOL_PROBLEM_PATH = "{part} {value!r} is not a dotted attribute path: give e.g. 'input_batch.req_ids'"
+PROTOCOL_PROBLEM_SPACE = "space {value!r} is not a StepSpace: write StepSpace(...)"
+PROTOCOL_PROBLEM_RANGE = ("{part} {value!r} is not a range (low, high) with 1 <= low <= high "
+                          "<= 1024: give e.g. (1, 8)")
+PROTOCOL_PROBLEM_NUMBER = "{part} {value!r} is not a whole number >= {low}: give e.g. {low}"
+PROTOCOL_PROBLEM_PARAMS = ("{value!r} is not a dict of names to non-empty tuples (params) or a "
+                           "non-empty tuple (temperatures): give e.g. {{'block_size': (4, 8)}}")
+PROTOCOL_PROBLEM_CHECK = ("checks[{k}] {value!r} is not a ProtocolCheck(id, statement, check) "
+                          "with a callable check: write one")
+PROTOCOL_PROBLEM_STAGING = ("staging {value!r} is not a staging schema: give one of {schemas} "
+                            "or a schema file")
+PROTOCOL_PROBLEM_NO_STATE = ("neither component nor staging is set: name the class whose "
+                             "instance is the state (component='...'), or the staging schema of "
+                             "a one-step protocol (staging='...')")
+# the protocol campaign and its report
+PROTOCOL_REPLAY_NOT = ("{value!r} is not a protocol replay file",
+                       "give a file a protocol campaign saved (its 'stagecheck_protocol_replay' "
+                       "key), or replay a staging finding with 'stagecheck replay'")
+# the command line of protocols (oracles/commands/protocol.py)
+REPLAY_UNTRUSTED_PROTOCOL = ("the replay file names the protocol file {target!r}, outside "
+                             "this repository ({top}); stagecheck does not run code a replay "
+                             "file chose", "if you trust it, give it yourself: stagecheck "
+                             "replay FILE --protocol {target}")
+#: a note on stderr (and the report's first line) when the target's name chose the protocol
+PROTOCOL_CHOSEN = ("protocol {protocol!r} chosen by the target's name {name!r} (the built-in "
+                   "protocol that drives it); give --protocol NAME|FILE to choose another")
+PROTOCOL_OPTION_UNUSED = ("{flag} {value} does not apply to a protocol run (protocol "
+                          "{protocol!r}): a protocol run reads {reads}",
+                          "leave {flag} out, or check one call per example without a protocol")
+PROTOCOL_TARGETS_DISAGREE = ("the targets' names choose different protocols ({baseline!r} for "
+                             "BASELINE, {candidate!r} for CANDIDATE)",
+                             "give the protocol both run: --protocol NAME|FILE")
+#: ``protocol check``: each problem on its own line, then what is right
+PROTOCOL_CHECK_PROBLEM = "protocol {name!r} ({where}): {problem}"
+PROTOCOL_CHECK_FAILED = ("protocol {name!r} ({where}) has {count} problem(s); each line above "
+                         "names the part, its value and the fix (docs/protocols.md)")
+PROTOCOL_CHECK_WHEN = ("operations[{k}] ({name!r}).when raised {error} on step {step} of a drawn "
+                       "sequence: a 'when' takes the StepView and returns True or False; fix it")
+PROTOCOL_CHECK_DRAW = ("drawing step sequences from space {value!r} raised {error}: fix the "
+                       "space (docs/protocols.md, 'The step space')")
+PROTOCOL_CHECK_OK = ("protocol {name!r} ({where}): the declaration is right, and {count} drawn "
+                     "step sequence(s) unfold and choose their operations")
+#: ``--json`` and ``--junit-xml``/``--markdown`` of a protocol run
+PROTOCOL_REPORT_UNSUPPORTED = ("{flag} is not written for a protocol run",
+                               "use --json PATH (the verdict, every finding, its step sequence "
+                               "and its replay file)")
+#: the pytest fixture's protocol method
+FIXTURE_PROTOCOL_REPRODUCE = "reproduce: {command}"
 #: error findings grouped by cause (oracles/collect.py: error_groups), in every report
 ERRORS_GROUPED = ("{errors} error(s), each with the findings that share its cause "
                   "({findings} in all)")

@@ -12,7 +12,7 @@ help, its default, its ``[tool.stagecheck]`` key and its name among a JSON docum
   (``reproduce_flags``; the pytest plugin), the fixture's keywords (``fixture_options``);
 - the validation of every config object: ``RunOptions`` and ``CampaignConfig`` (``diff``,
   ``spec``, the pytest fixture, the public API), ``SymbolicConfig``, ``KernelConfig``,
-  ``BenchConfig``, ``ReplayConfig`` and ``MutantsConfig`` (``oracles/mutants/runners.py``)
+  ``BenchConfig``, ``ReplayConfig``, ``ProtocolConfig`` and ``MutantsConfig`` (``oracles/mutants/runners.py``)
   check each field with its option's check, so the command line, the fixture and the
   file refuse the same bad value with the same message (a ``UsageError`` naming the
   field; each front end says it its own way: ``--max-capacity``, ``max_capacity=``,
@@ -36,8 +36,9 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.errors import UsageError
 
 __all__ = ["BenchConfig", "COLOR_CHOICES", "CampaignConfig", "DEVICES", "KERNEL_BACKENDS",
-           "KERNEL_MODES", "KernelConfig", "LIMITS", "OPTIONS", "Option", "ReplayConfig",
-           "RunOptions", "SymbolicConfig", "TABLE", "option_for", "options_of", "settings"]
+           "KERNEL_MODES", "KernelConfig", "LIMITS", "OPTIONS", "Option", "PROTOCOL_FIELDS",
+           "ProtocolConfig", "ReplayConfig", "RunOptions", "SymbolicConfig", "TABLE",
+           "option_for", "options_of", "settings"]
 
 DEVICES = ("cpu", "cuda")
 ENGINES = ("batched", "hypothesis")
@@ -353,6 +354,16 @@ TABLE: tuple[Option, ...] = (
     Option("replay_candidate", "run the saved example on this candidate target instead",
            ("replay",), Text(), field="candidate", metavar="TARGET", key=None, setting=None,
            shown_default="the saved candidate"),
+    Option("protocol", "check step sequences of a staging protocol instead of one call per "
+           "example: a built-in protocol, 'single-call:SCHEMA' or 'path/to/protocol.py[:NAME]' "
+           "(docs/protocols.md); the targets are the component class or method it drives",
+           CAMPAIGN, Text(), None, metavar="NAME|FILE", key=None, setting=None,
+           shown_default="the built-in protocol that drives the target's class or method, "
+           "where exactly one does and no staging schema describes it"),
+    Option("replay_protocol", "run a saved protocol finding under this protocol instead (a "
+           "protocol file outside the repository must be given here)", ("replay",), Text(),
+           field="protocol", metavar="NAME|FILE", key=None, setting=None,
+           shown_default="the saved protocol"),
     Option("shim", "a module whose top-level names file targets may use where their imports "
            "cannot be honoured (e.g. def cdiv(a, b): ...); repeatable", TARGETS, Texts(), (),
            flag="--shim", field="shims", dest="shim", action="append", metavar="PATH.py",
@@ -726,9 +737,59 @@ class ReplayConfig:
     device: str | None = None
     shims: tuple[str, ...] = ()
     schema: str | None = None
+    protocol: str | None = None     # a protocol finding: run under this protocol
 
     def __post_init__(self) -> None:
         check_fields(self, "replay")
+
+
+#: The options a protocol campaign reads, by the ``ProtocolConfig`` field each one sets
+#: (the rest of ``diff``/``spec``'s options apply to one call per example only).
+PROTOCOL_FIELDS = {"sequences": "examples", "seed": "seed", "device": "device",
+                   "timeout": "timeout", "busy_cycles": "gpu_busy_cycles",
+                   "max_capacity": "max_capacity", "shims": "shim"}
+#: How many step sequences go to a worker in one call at most (``ProtocolConfig.batch``).
+_PROTOCOL_BATCH = Whole(1, "8", 256, "a batch is judged only when all of it ran")
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """A protocol campaign (``diff``/``spec --protocol``, the fixture's ``assert_protocol``,
+    ``run_protocol_campaign``): how many step sequences, from which seed, how each runs.
+    Every field is checked by the option of ``TABLE`` that sets it (``PROTOCOL_FIELDS``)."""
+
+    sequences: int = _default("examples")    # step sequences drawn
+    seed: int = _default("seed")
+    device: str = _default("device")         # "cpu" (the CPU model) or "cuda"
+    timeout: float = _default("timeout")     # seconds per operation before it is a hang
+    busy_cycles: int = 0             # cuda: device work queued at each lazy boundary
+    max_capacity: int = 8            # one-step staging protocols: scenario capacity
+    max_steps: int | None = None     # at most this many steps per sequence
+    steps: int | None = None         # exactly this many steps per sequence
+    jobs: int = _default("campaign_jobs")   # worker processes
+    batch: int = 8                   # sequences per worker call
+    shims: tuple[str, ...] = ()      # --shim modules for file targets
+    shrink: bool = True
+
+    def __post_init__(self) -> None:
+        checks = {**{f: OPTIONS[o] for f, o in PROTOCOL_FIELDS.items()},
+                  "max_steps": OPTIONS["steps"], "steps": OPTIONS["steps"],
+                  "jobs": OPTIONS["campaign_jobs"]}
+        for name, option in checks.items():
+            value = getattr(self, name)
+            if value is not None or name not in ("max_steps", "steps"):
+                object.__setattr__(self, name, option.check(name, value))
+        object.__setattr__(self, "batch", _PROTOCOL_BATCH("batch", self.batch))
+        object.__setattr__(self, "shrink", Switch()("shrink", self.shrink))
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> "ProtocolConfig":
+        """The config of ``diff``/``spec --protocol`` from the checked option values (by
+        the option's field); an option left at no value keeps the config's default."""
+        given = {f: values.get(OPTIONS[o].field) for f, o in PROTOCOL_FIELDS.items()}
+        if given["busy_cycles"] is None:      # the run's default: the same as one call's
+            given["busy_cycles"] = RunOptions(device=given["device"] or "cpu").gpu_busy_cycles
+        return cls(**{f: v for f, v in given.items() if v is not None})
 
 
 def build(cls, command: str, values: dict[str, Any]):

@@ -273,6 +273,53 @@ class StagecheckFixture:
         self._check(result, strict, (None, target), options)
         return result
 
+    def assert_protocol(self, target, protocol=None, *, baseline=None,
+                        examples: int | None = None, seed=None, device: str = "cpu",
+                        strict: bool = False, **options):
+        """Fail the test with the protocol report when ``target`` (a component class or
+        method, as a target spec) breaks ``protocol`` across step sequences, or differs
+        from ``baseline`` on them. ``protocol``: a built-in name, 'single-call:SCHEMA',
+        a protocol file or a ``Protocol``; None: the built-in one the target's name
+        implies. ``options``: further ``ProtocolConfig`` fields (``timeout``,
+        ``max_capacity``, ``steps``, ``shims``...), checked as the command line checks
+        them. Returns the ``ProtocolResult`` otherwise."""
+        # the protocol machinery loads on first use (see as_target)
+        from stagecheck.oracles.commands.protocol import chosen_protocol
+        from stagecheck.oracles.observe import require_device
+        from stagecheck.oracles.options import ProtocolConfig
+        from stagecheck.oracles.protocol import run_protocol_campaign
+        from stagecheck.oracles.report.protocol_text import render_protocol
+        failure = None
+        try:
+            if protocol is None:
+                protocol = chosen_protocol({}, baseline, target)[0]
+            if protocol is None:
+                raise UsageError.of(messages.PROTOCOL_NONE_FOR, target, builtins=", ".join(
+                    _builtin_protocols()))
+            if examples is None:
+                examples = profile_defaults()["examples"]
+            seed = _resolve_seed(seed, profile_defaults()["derandomize"])
+            config = ProtocolConfig(sequences=examples, seed=seed, device=device,
+                                    **{k: tuple(v) if k == "shims" else v
+                                       for k, v in options.items()})
+            require_device(config.device)
+            result = run_protocol_campaign(baseline, target, protocol, config)
+        except TypeError as exc:            # an unknown keyword of ProtocolConfig
+            failure = f"stagecheck: {exc}"
+        except StagecheckError as exc:
+            if isinstance(exc, UsageError) and exc.where is None and exc.option:
+                exc.located(f"{exc.option}=")
+            failure = f"stagecheck: {exc}"
+        if failure:     # outside the except: one message, no chained traceback
+            pytest.fail(failure, pytrace=False)
+        if result.verdict(strict) == "equivalent":
+            return result
+        message = render_protocol(result, strict=strict)
+        hint = _protocol_reproduce_hint(result, baseline, target, protocol)
+        if hint:
+            message += "\n" + hint
+        pytest.fail(message, pytrace=False)
+
     @staticmethod
     def _check(result, strict: bool, given: tuple, options: dict) -> None:
         from stagecheck.oracles.report import render_campaign  # see as_target
@@ -309,10 +356,34 @@ def _reproduce_hint(result, given: tuple, options: dict) -> str:
     return hint
 
 
+def _builtin_protocols() -> list[str]:
+    from stagecheck.spec.protocols import BUILTIN_PROTOCOLS  # loads on first use (as_target)
+    return list(BUILTIN_PROTOCOLS)
+
+
+def _protocol_reproduce_hint(result, baseline, target, protocol) -> str:
+    """The ``stagecheck diff|spec ... --protocol`` line that re-runs a protocol campaign,
+    when the targets and the protocol are given as text."""
+    if not isinstance(target, str) or not (baseline is None or isinstance(baseline, str)) \
+            or not isinstance(protocol, str):
+        return ""
+    c = result.config
+    command = "diff" if baseline is not None else "spec"
+    words = [t for t in (baseline, target) if t is not None] + [
+        "--protocol", protocol, "--examples", str(c.sequences), "--seed", str(c.seed)]
+    if c.device != "cpu":
+        words += ["--device", c.device]
+    for shim in c.shims:
+        words += ["--shim", shim]
+    return messages.FIXTURE_PROTOCOL_REPRODUCE.format(
+        command=f"stagecheck {command} " + " ".join(shlex.quote(w) for w in words))
+
+
 @pytest.fixture
 def stagecheck() -> StagecheckFixture:
-    """Assert equivalence of two staging targets (``assert_equivalent``) or conformance
-    of one to the spec (``assert_conforms``); findings become the failure message."""
+    """Assert equivalence of two staging targets (``assert_equivalent``), conformance of
+    one to the spec (``assert_conforms``), or a component's staging protocol across engine
+    steps (``assert_protocol``); findings become the failure message."""
     return StagecheckFixture()
 
 

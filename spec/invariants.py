@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from stagecheck.spec.findings import ERROR, INFO, Finding
-from stagecheck.spec.observation import HostWrite, Observation
+from stagecheck.spec.observation import Hazard, HostWrite, Observation
 from stagecheck.spec.scenario import MISSING, RequestView, StagingScenario
 from stagecheck.spec.schema import FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, TargetProfile
 from stagecheck.spec.space import initial_values
@@ -364,16 +364,28 @@ def check_inputs_unchanged(s, o, p):
 def check_no_copy_hazard(s, o, p):
     out, seen = [], set()
     for e in o.hazards():
-        kind = "write-into-pending-copy" if isinstance(e, HostWrite) else "stale-transfer"
-        if (e.buffer, kind) in seen:
+        if isinstance(e, Hazard):
+            kind = e.kind
+        else:
+            kind = "write-into-pending-copy" if isinstance(e, HostWrite) else "stale-transfer"
+        buffer = e.region if isinstance(e, Hazard) else e.buffer
+        if (buffer, kind) in seen:
             continue
-        seen.add((e.buffer, kind))
+        seen.add((buffer, kind))
         if isinstance(e, HostWrite):
+            pending = list(e.pending_slots or e.slots)
             out.append(_finding("no_copy_hazard",
                                 f"host write to {e.buffer} slots {list(e.slots)[:8]} through "
-                                f".{e.via} while a queued copy of those slots had not executed",
-                                field=_field_name(p, e.buffer), slot=(e.slots or (None,))[0],
-                                extra={"kind": kind}))
+                                f".{e.via} while a copy the host had not seen complete may "
+                                f"still read slots {pending[:8]}",
+                                field=_field_name(p, e.buffer), slot=pending[0],
+                                extra={"kind": kind, "slots": pending}))
+        elif isinstance(e, Hazard):
+            out.append(_finding("no_copy_hazard",
+                                f"{e.by} of {e.region} slots {list(e.slots)[:8]} while "
+                                f"{e.pending} was not seen complete",
+                                field=e.region, slot=e.slots[0],
+                                extra={"kind": kind, "slots": list(e.slots)}))
         else:
             out.append(_finding("no_copy_hazard",
                                 f"the device received {list(e.received)[:8]} for {e.buffer} "
@@ -381,7 +393,7 @@ def check_no_copy_hazard(s, o, p):
                                 f"{list(e.queued)[:8]} when the copy was queued",
                                 field=_field_name(p, e.buffer), slot=e.slots[0], view="gpu",
                                 expected=list(e.queued), candidate=list(e.received),
-                                extra={"kind": kind}))
+                                extra={"kind": kind, "slots": list(e.slots)}))
     return out
 
 
@@ -437,10 +449,14 @@ INVARIANTS: tuple[Invariant, ...] = (
               "not mutated, except as the schema declares; a declared mutation happens exactly "
               "as declared.", check_inputs_unchanged),
     Invariant("no_copy_hazard",
-              "No host write lands in a range whose queued host-to-device copy has not yet "
-              "executed (even a write of an equal value), and every completed copy delivered "
-              "the bytes the host held when it was queued. Only asynchronous copies (pinned "
-              "memory on CUDA, or the CPU model of them) can violate it.",
+              "No host write lands in slots that a host-to-device copy still reads, one the "
+              "host issued and has not seen complete (no synchronization, event or blocking "
+              "operation ordered after it): not even a write of an equal value, while a write "
+              "of no element is no write; the finding names the slots the pending copy may "
+              "read. Every completed copy delivered the bytes the host held when it was "
+              "issued. No other access races with a pending copy or device work "
+              "(spec.observation.HAZARD_KINDS). Only asynchronous copies (pinned memory on "
+              "CUDA, or the CPU model of them) can violate it.",
               check_no_copy_hazard),
     Invariant("padded_read",
               "Entries of req_ids at and past num_reqs are not read (reported as info).",

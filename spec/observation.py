@@ -11,13 +11,16 @@ class HostWrite:
     """A host write into a buffer's CPU side, through ``.np``, ``.cpu`` or not intercepted.
 
     ``into_pending_copy`` is True when the write touched a range whose host-to-device
-    copy had been queued but had not yet executed (a write-after-copy hazard).
+    copy had been issued and the host had not yet seen complete (a write-after-copy
+    hazard); ``pending_slots`` are then the written slots that copy may still read. A
+    write of no element is no write: it is never logged.
     """
 
     buffer: str
     slots: tuple[int, ...]
     via: str            # "np" | "cpu" | "untracked" (seen only as a changed value)
     into_pending_copy: bool = False
+    pending_slots: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -32,12 +35,44 @@ class StaleTransfer:
 
 @dataclass(frozen=True)
 class Copy:
-    """One ``copy_to_gpu`` call: ``cpu[start:stop]`` into ``gpu[start:stop]``."""
+    """One copy of a buffer's host side into its mirror, ``cpu[start:stop]`` into
+    ``gpu[start:stop]``, whatever form issued it: ``copy_to_gpu(n)``,
+    ``gpu[a:b].copy_(cpu[a:b], non_blocking=...)``, an assignment ``gpu[a:b] = ...`` of
+    the host range (or of a device tensor ``.to(device)`` made from it), a helper built on
+    these. ``requested`` is ``copy_to_gpu``'s ``n``; for the other forms the stop of a
+    range that starts at 0, and None for the whole buffer."""
 
     buffer: str
     start: int
     stop: int
     requested: int | None       # the ``n`` argument; None = whole buffer
+
+
+#: the kinds of ``Hazard`` (docs/protocols.md, "The four hazards")
+HOST_WRITE_PENDING_UPLOAD = "host-write-pending-upload"         # (i)
+HOST_TOUCH_PENDING_DOWNLOAD = "host-read-pending-download"      # (ii)
+DEVICE_READ_PENDING_WRITE = "device-read-pending-write"         # (iii)
+PINNED_REUSED_PENDING_COPY = "pinned-reused-pending-copy"       # (iv)
+HAZARD_KINDS = (HOST_WRITE_PENDING_UPLOAD, HOST_TOUCH_PENDING_DOWNLOAD,
+                DEVICE_READ_PENDING_WRITE, PINNED_REUSED_PENDING_COPY)
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """An access that races with a copy or device work the host had not seen complete.
+
+    ``kind`` is one of ``HAZARD_KINDS``; ``region`` names the memory (a buffer's host
+    side or mirror, e.g. ``input_ids.cpu``, or an anonymous ``pinned tensor 2``);
+    ``slots`` are its elements that the pending operation may still read or write (never
+    empty: an access of no element races with nothing); ``pending`` describes that
+    operation, ``by`` what raced with it.
+    """
+
+    kind: str
+    region: str
+    slots: tuple[int, ...]
+    pending: str
+    by: str
 
 
 @dataclass
@@ -48,7 +83,7 @@ class Observation:
     exception_message: str | None
     cpu: dict[str, list]                # buffer attribute -> final CPU contents
     gpu: dict[str, list]                # buffer attribute -> final mirror contents (after sync)
-    events: list = field(default_factory=list)       # HostWrite | Copy, in order
+    events: list = field(default_factory=list)   # HostWrite | Copy | StaleTransfer | Hazard
     req_ids_reads: list[int] = field(default_factory=list)
     inputs_after: dict = field(default_factory=dict)
     timed_out: bool = False
@@ -96,7 +131,7 @@ class Observation:
         return list(index[1].get(buffer, ()))
 
     def hazards(self) -> list:
-        return [e for e in self.events if isinstance(e, StaleTransfer)
+        return [e for e in self.events if isinstance(e, (StaleTransfer, Hazard))
                 or (isinstance(e, HostWrite) and e.into_pending_copy)]
 
     def writes(self, buffer: str) -> list[HostWrite]:
@@ -110,8 +145,10 @@ class Observation:
     def to_wire(self) -> tuple:
         """Plain tuples, cheap to pickle between processes (``from_wire`` reverses it)."""
         events = [(0, e.buffer, e.start, e.stop, e.requested) if type(e) is Copy
-                  else (1, e.buffer, e.slots, e.via, e.into_pending_copy) if type(e) is HostWrite
-                  else (2, e.buffer, e.slots, e.queued, e.received) for e in self.events]
+                  else (1, e.buffer, e.slots, e.via, e.into_pending_copy, e.pending_slots)
+                  if type(e) is HostWrite
+                  else (2, e.buffer, e.slots, e.queued, e.received) if type(e) is StaleTransfer
+                  else (3, e.kind, e.region, e.slots, e.pending, e.by) for e in self.events]
         return (self.exception_type, self.exception_message, self.cpu, self.gpu, events,
                 self.req_ids_reads, self.inputs_after, self.timed_out, self.exception_mro,
                 self.last_step_start, self.crashed, self.left_running)
@@ -120,6 +157,6 @@ class Observation:
     def from_wire(cls, wire: tuple) -> "Observation":
         (exc_type, message, cpu, gpu, events, reads, inputs_after, timed_out, mro, start,
          crashed, left_running) = wire
-        kinds = (Copy, HostWrite, StaleTransfer)
+        kinds = (Copy, HostWrite, StaleTransfer, Hazard)
         return cls(exc_type, message, cpu, gpu, [kinds[e[0]](*e[1:]) for e in events], reads,
                    inputs_after, timed_out, tuple(mro), start, crashed, tuple(left_running))

@@ -75,6 +75,10 @@ COMMANDS: dict[str, CommandSpec] = {c.name: c for c in (
     _spec("schema", "staging schemas: list the built-in ones, show one, or check a schema "
           "file and the scenario space it induces", [], "(never)",
           "; a schema with problems (check)", "stagecheck schema check mamba-postprocess"),
+    _spec("protocol", "staging protocols (step sequences across engine steps): list the "
+          "built-in ones, or check a protocol file (docs/protocols.md); run one with "
+          "diff/spec --protocol", [], "(never)", "; a protocol with problems (check)",
+          "stagecheck protocol check path/to/protocol.py"),
 )}
 
 

@@ -16,6 +16,8 @@ from stagecheck.oracles.commands.base import (VERDICT_EXIT, Command, Outcome, in
 from stagecheck.oracles.stdio import note, shown
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import CampaignProgress, progress_of
+from stagecheck.oracles.commands.protocol import COMMANDS as PROTOCOL_COMMANDS
+from stagecheck.oracles.commands.protocol import chosen_protocol
 from stagecheck.oracles.kernel import require_kernel_backend
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import CampaignConfig, build
@@ -70,6 +72,15 @@ class CampaignCommand(Command):
 
     def __init__(self, name: str) -> None:
         self.name = name
+
+    def execute(self, args, values: dict) -> int:
+        """A protocol run (``--protocol``, or the one the target's name implies) is the
+        protocol command's (``commands/protocol.py``); the rest is one call per example."""
+        baseline = args.baseline if self.name == "diff" else None
+        candidate = args.candidate if self.name == "diff" else args.target
+        if chosen_protocol(values, baseline, candidate)[0] is not None:
+            return PROTOCOL_COMMANDS[self.name].execute(args, values)
+        return super().execute(args, values)
 
     def configure(self, args, values: dict) -> CampaignRun:
         config = build(CampaignConfig, self.name, {**values,

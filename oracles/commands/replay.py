@@ -6,11 +6,13 @@ from stagecheck.oracles import interrupt
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, Command, Outcome,
                                               open_targets, schema_of)
 from stagecheck.oracles.commands.outputs import Outputs
+from stagecheck.oracles.commands.protocol import replay_protocol_outcome
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.evaluate import evaluate
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import ReplayConfig, RunOptions, build
 from stagecheck.oracles.report import load_replay, render_replay
+from stagecheck.oracles.report.protocol_replay import is_protocol_replay
 from stagecheck.oracles.report.replay import check_trusted
 
 __all__ = ["COMMANDS", "ReplayCommand"]
@@ -23,6 +25,8 @@ class ReplayCommand(Command):
         return build(ReplayConfig, self.name, {**values, "file": args.file})
 
     def run(self, config: ReplayConfig, values: dict, outputs: Outputs) -> Outcome:
+        if is_protocol_replay(config.file):      # a protocol finding: its step sequence
+            return replay_protocol_outcome(config)
         try:
             saved, scenario = load_replay(config.file)
             check_trusted(saved, config.file, config.baseline, config.candidate,

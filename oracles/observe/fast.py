@@ -3,7 +3,11 @@
 ``.np`` is a plain numpy array (numpy 2 int32/bool semantics, as the real buffer's
 ``.np``); ``.cpu`` and ``.gpu`` are torch tensors sharing the memory of the host view
 and of the mirror, made on first use; ``copy_to_gpu(n)`` copies ``[0, n)`` into the
-mirror at once (a CPU run's copies are synchronous) and logs a ``Copy``. Host writes
+mirror at once (a CPU run's copies are synchronous) and logs a ``Copy``. Every other form
+of the same copy (``gpu[:n].copy_(cpu[:n], non_blocking=True)``, ``gpu[:n] = cpu[:n]``, an
+assignment of ``cpu[:n].to(device)``...) logs the same ``Copy``: ``.cpu`` and ``.gpu``
+are tensor subclasses whose copies are classified by ``oracles/device/forms.py`` (the one
+rule for what a copy of a buffer is); this costs only code that touches them. Host writes
 are not logged one by one: a write is seen in the final contents, and a write after
 a copy of a different value in the mirror (``mirror_consistency``). What only the
 order of writes shows (an equal value written again after its copy, a write into a
@@ -18,11 +22,63 @@ from __future__ import annotations
 
 import numpy as np
 
+from stagecheck.oracles.device.forms import Pairs, mirror_copy
+from stagecheck.oracles.device.spans import span_of
+from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.spec.observation import Copy
 
 __all__ = ["FastBackend", "FastBuffer", "FastCudaBackend", "FastCudaBuffer"]
 
 _NUMPY = {"int32": np.int32, "int64": np.int64, "bool": np.bool_}
+#: the host side and mirror of every fast buffer whose torch views were made, by address
+_PAIRS = Pairs()
+_HOOKED = None
+
+
+def _hooked_class():
+    """The tensor subclass of ``.cpu`` and ``.gpu`` (made on first use: it needs torch)."""
+    global _HOOKED
+    if _HOOKED is not None:
+        return _HOOKED
+    torch = import_torch()
+
+    def copied(dst, src) -> None:
+        with torch._C.DisableTorchFunctionSubclass():
+            found = mirror_copy(_PAIRS, span_of(dst), span_of(src))
+        if found is not None:
+            owner, start, stop = found
+            owner.on_copy(start, stop)
+
+    class CopyWatchingTensor(torch.Tensor):
+        """A side of a fast buffer: a copy of its host slots into its mirror logs a Copy."""
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            if name == "copy_" and len(args) > 1 and isinstance(args[1], torch.Tensor):
+                copied(args[0], args[1])
+            elif name == "__setitem__" and len(args) > 2 and isinstance(args[2], torch.Tensor) \
+                    and args[2].dim() > 0 and not isinstance(args[1], (torch.Tensor, list)):
+                with torch._C.DisableTorchFunctionSubclass():
+                    view = args[0][args[1]]
+                copied(view, args[2])
+            result = super().__torch_function__(func, types, args, kwargs)
+            if name in ("to", "cuda") and isinstance(result, torch.Tensor) and args \
+                    and result is not args[0]:
+                with torch._C.DisableTorchFunctionSubclass():
+                    _PAIRS.made_from(result, args[0])
+            return result
+
+    _HOOKED = CopyWatchingTensor
+    return CopyWatchingTensor
+
+
+def _logged_copy(buffer, start: int, stop: int, size: int) -> None:
+    """Log a copy of ``buffer``'s ``[start, stop)`` made in a form other than
+    ``copy_to_gpu`` (``requested``: the stop of a range from 0, None for the whole)."""
+    requested = None if (start, stop) == (0, size) else stop
+    buffer.events.append(Copy(buffer.name, start, stop, requested))
 
 
 class _LazyTensor:
@@ -61,19 +117,29 @@ class FastBuffer:
         self.mirror = np.array(initial_gpu, dtype=_NUMPY[dtype])
         self._cpu = self._gpu = None
 
+    def _views(self) -> None:
+        torch = import_torch()
+        cls = _hooked_class()
+        host, mirror = torch.from_numpy(self.np), torch.from_numpy(self.mirror)
+        _PAIRS.add(self, span_of(host), span_of(mirror))
+        self._cpu, self._gpu = host.as_subclass(cls), mirror.as_subclass(cls)
+
     @property
     def cpu(self):
         if self._cpu is None:
-            import torch  # heavy: only once the code touches a torch view (module doc)
-            self._cpu = torch.from_numpy(self.np)
+            self._views()
         return self._cpu
 
     @property
     def gpu(self):
         if self._gpu is None:
-            import torch  # heavy: only once the code touches a torch view (module doc)
-            self._gpu = torch.from_numpy(self.mirror)
+            self._views()
         return self._gpu
+
+    def on_copy(self, start: int, stop: int) -> None:
+        """A copy of host slots ``[start, stop)`` into the mirror, in a form other than
+        ``copy_to_gpu`` (the tensor op itself does the copying)."""
+        _logged_copy(self, start, stop, self.np.shape[0])
 
     def copy_to_gpu(self, n: int | None = None):
         size = self.np.shape[0]
@@ -86,7 +152,8 @@ class FastBuffer:
         """Copies execute when issued: nothing is ever pending."""
 
     def release(self) -> None:
-        """Nothing to release."""
+        if self._cpu is not None:
+            _PAIRS.remove(self)
 
     def final_cpu(self) -> list:
         return self.np.tolist()
@@ -127,35 +194,60 @@ class FastCudaBuffer:
     the hazards of asynchronous copies are the instrumented backend's job, on flagged
     and sampled examples."""
 
-    __slots__ = ("name", "events", "cpu", "np", "gpu")
+    __slots__ = ("name", "events", "np", "_pair", "_cpu", "_gpu")
 
     def __init__(self, name: str, pair: _Pinned, initial_cpu: list, initial_gpu: list,
                  events: list) -> None:
-        self.name, self.events = name, events
-        self.cpu, self.np, self.gpu = pair.cpu, pair.np, pair.gpu
+        self.name, self.events, self._pair = name, events, pair
+        self.np = pair.np
+        self._cpu = self._gpu = None
         self.np[:] = initial_cpu
         pair.staging.numpy()[:] = initial_gpu
-        self.gpu.copy_(pair.staging, non_blocking=True)
+        pair.gpu.copy_(pair.staging, non_blocking=True)
+
+    def _views(self) -> None:
+        cls = _hooked_class()
+        pair = self._pair
+        _PAIRS.add(self, span_of(pair.cpu), span_of(pair.gpu))
+        self._cpu, self._gpu = pair.cpu.as_subclass(cls), pair.gpu.as_subclass(cls)
+
+    @property
+    def cpu(self):
+        if self._cpu is None:
+            self._views()
+        return self._cpu
+
+    @property
+    def gpu(self):
+        if self._gpu is None:
+            self._views()
+        return self._gpu
+
+    def on_copy(self, start: int, stop: int) -> None:
+        """A copy of host slots ``[start, stop)`` into the mirror, in a form other than
+        ``copy_to_gpu`` (the tensor op itself does the copying)."""
+        _logged_copy(self, start, stop, self.np.shape[0])
 
     def copy_to_gpu(self, n: int | None = None):
-        from stagecheck.impl.buffer import copy_prefix  # imports torch (see above)
+        from stagecheck.impl.buffer import copy_prefix  # impl.buffer imports torch: CUDA only
         size = self.np.shape[0]
         stop = size if n is None else len(range(size)[:n])
         self.events.append(Copy(self.name, 0, stop, n))
-        return copy_prefix(self.cpu, self.gpu, n)
+        return copy_prefix(self._pair.cpu, self._pair.gpu, n)
 
     def complete_copies(self) -> None:
-        import torch  # heavy: only once the code touches a torch view (module doc)
-        torch.cuda.synchronize()
+        import_torch().cuda.synchronize()
 
     def release(self) -> None:
         """The pair stays with the backend for the next call."""
+        if self._cpu is not None:
+            _PAIRS.remove(self)
 
     def final_cpu(self) -> list:
         return self.np.tolist()
 
     def final_gpu(self) -> list:
-        return self.gpu.cpu().tolist()
+        return self._pair.gpu.cpu().tolist()
 
 
 class FastCudaBackend:
@@ -165,7 +257,7 @@ class FastCudaBackend:
     device = "cuda"
 
     def __init__(self) -> None:
-        import torch  # heavy: only once the code touches a torch view (module doc)
+        torch = import_torch()
         self._torch = torch
         self._dtypes = {"int32": torch.int32, "int64": torch.int64, "bool": torch.bool}
         self._pairs: dict[tuple, _Pinned] = {}

@@ -1,27 +1,47 @@
 """The instrumented backend of ``observe``: every host write and copy, in order.
 
-Writes through ``.np`` (an ndarray subclass) and through ``.cpu`` (a tensor
-subclass) are logged as they happen, with the slots they touch. Anything that
-bypasses both (``np.copyto``, ufunc ``out=``, a raw pointer) is still caught as an
-``untracked`` write by comparing contents with the last logged state before every
-copy and at the end of the run; only such a write of an equal value is invisible.
+Writes through ``.np`` (an ndarray subclass) and through ``.cpu`` (a tensor subclass) are
+logged as they happen, with the slots they touch; a write of no element is no write and
+is not logged. Anything that bypasses both (``np.copyto``, ufunc ``out=``, a raw pointer)
+is still caught as an ``untracked`` write by comparing contents with the last logged state
+before every copy and at the end of the run; only such a write of an equal value is
+invisible.
 
-On the CPU the buffer lives in numpy arrays and its torch views are made when the
-code first touches ``.cpu`` or ``.gpu`` (torch is not imported before); on CUDA the
-host side is a pinned tensor and the mirror a device tensor from the start.
+Every form of copy of the host side into the mirror is one ``Copy`` (``copy_to_gpu(n)``,
+``gpu[a:b].copy_(cpu[a:b], non_blocking=...)``, ``gpu[a:b] = cpu[a:b]``, an assignment of
+``cpu[a:b].to(device)``, a copy from ``torch.from_numpy(np[a:b])``...): ``.cpu`` and
+``.gpu`` are tensor subclasses whose copies and assignments are classified by
+``oracles/device/forms.py``, the one rule for what a copy of a buffer is.
+
+A plain CPU run copies at once, in numpy. With asynchronous copies (CUDA, or
+``deferred=True``: the CPU model of them) every copy goes through the device model
+(``oracles/device``): on CUDA real non-blocking copies from pinned memory, on the CPU the
+model's queue, whose copies run only when the call's copies are completed, reading host
+memory then, the way a DMA engine reads a pinned page late. A host write into a range an
+upload the host has not seen complete still reads is logged as a hazard, naming those
+slots.
+
+On the CPU the buffer lives in numpy arrays and its torch views are made when the code
+first touches ``.cpu`` or ``.gpu`` (torch is not imported before); on CUDA the host side
+is a pinned tensor and the mirror a device tensor from the start.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from stagecheck.oracles.device import device_model
+from stagecheck.oracles.device.forms import Pairs, mirror_copy
+from stagecheck.oracles.device.intercept import is_device_spec
+from stagecheck.oracles.device.spans import Span, span_of
+from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.observe.fast import _LazyTensor
 from stagecheck.spec.observation import Copy, HostWrite, StaleTransfer
 
 __all__ = ["InstrumentedBackend", "InstrumentedBuffer", "RecordingArray"]
 
-# storage address -> InstrumentedBuffer; lets derived tensor views find their buffer
-_BY_STORAGE: dict[int, "InstrumentedBuffer"] = {}
+#: the host side and mirror of every live instrumented buffer, by address
+_PAIRS = Pairs()
 
 _NUMPY = {"int32": np.int32, "int64": np.int64, "bool": np.bool_}
 
@@ -67,84 +87,118 @@ class RecordingArray(np.ndarray):
             owner.note_write(_slots_of(offset, stride, self.shape[0], key), "np")
 
 
-_RECORDING_TENSOR = None
+_TENSOR_CLASSES = None
 
 
-def _recording_tensor_class():
-    """``RecordingTensor``, defined on first use (it needs torch)."""
-    global _RECORDING_TENSOR
-    if _RECORDING_TENSOR is not None:
-        return _RECORDING_TENSOR
-    import torch  # heavy: only once the code touches a torch view (module doc)
-
+def _recording_classes():
+    """``(RecordingTensor, RecordingMirror)``, defined on first use (they need torch)."""
+    global _TENSOR_CLASSES
+    if _TENSOR_CLASSES is not None:
+        return _TENSOR_CLASSES
+    torch = import_torch()
     not_writes = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream_",
                             "pin_memory", "untyped_storage"})
+    plain = torch._C.DisableTorchFunctionSubclass
+
+    def owner_of(t):
+        side = _PAIRS.side(span_of(t)) if isinstance(t, torch.Tensor) else None
+        return None if side is None else side[0].owner
 
     def note_tensor_write(target, key) -> None:
-        with torch._C.DisableTorchFunctionSubclass():
-            owner = _BY_STORAGE.get(target.untyped_storage().data_ptr())
-            if owner is None or target.dim() != 1:
+        with plain():
+            side = _PAIRS.side(span_of(target))
+            if side is None or side[0].kind != "pinned" or target.dim() != 1:
                 return
+            owner = side[0].owner
             offset = (target.data_ptr() - owner.address) // target.element_size()
             length, stride = target.shape[0], target.stride(0)
         owner.note_write(_slots_of(offset, stride, length, key), "cpu")
 
+    def copied(dst, src, non_blocking: bool) -> bool:
+        """Route a copy between a buffer's sides; False when it is none of ours."""
+        owner = owner_of(dst) or owner_of(src)
+        if owner is None:
+            return False
+        with plain():
+            dst_plain, src_plain = dst.as_subclass(torch.Tensor), src.as_subclass(torch.Tensor)
+        return owner.copy(dst_plain, src_plain, non_blocking)
+
+    def hooked(cls, func, types, args, kwargs):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == "copy_" and len(args) > 1 and isinstance(args[1], torch.Tensor):
+            if copied(args[0], args[1], bool(kwargs.get("non_blocking",
+                                                        args[2] if len(args) > 2 else False))):
+                return args[0]
+        elif name == "__setitem__" and isinstance(args[2], torch.Tensor) \
+                and args[2].dim() > 0 and not isinstance(args[1], (torch.Tensor, list)):
+            with plain():
+                view = args[0][args[1]]
+            if copied(view, args[2], False):
+                return None
+        elif name in ("to", "cuda") and args:
+            owner = owner_of(args[0])
+            if owner is not None and owner.model is not None:
+                moved = owner.to_device(func, args, kwargs)
+                if moved is not None:
+                    return moved
+        with plain():
+            result = func(*args, **kwargs)
+        target = None
+        if name == "__setitem__" or (name.endswith("_") and not name.startswith("_")
+                                     and name not in not_writes):
+            target = args[0] if args else None
+        elif isinstance(kwargs.get("out"), torch.Tensor):
+            target = kwargs["out"]
+        if isinstance(target, torch.Tensor) and target.device.type == "cpu":
+            note_tensor_write(target, args[1] if name == "__setitem__" else slice(None))
+        if isinstance(result, torch.Tensor) and not isinstance(result, cls) \
+                and owner_of(result) is not None:
+            with plain():
+                result = result.as_subclass(cls)     # a view of the buffer stays recorded
+        return result
+
     class RecordingTensor(torch.Tensor):
-        """``.cpu`` of an instrumented buffer: logs ``__setitem__`` and in-place ops on it."""
+        """``.cpu`` of an instrumented buffer: logs ``__setitem__`` and in-place ops on it,
+        and routes its copies into the mirror."""
 
         @classmethod
         def __torch_function__(cls, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            result = super().__torch_function__(func, types, args, kwargs)
-            name = getattr(func, "__name__", "")
-            target = None
-            if name == "__setitem__" or (name.endswith("_") and not name.startswith("_")
-                                         and name not in not_writes):
-                target = args[0] if args else None
-            elif isinstance(kwargs.get("out"), torch.Tensor):
-                target = kwargs["out"]
-            if isinstance(target, torch.Tensor) and target.device.type == "cpu":
-                note_tensor_write(target, args[1] if name == "__setitem__" else slice(None))
-            return result
+            return hooked(cls, func, types, args, kwargs)
 
-    _RECORDING_TENSOR = RecordingTensor
-    return RecordingTensor
+    class RecordingMirror(torch.Tensor):
+        """``.gpu`` of an instrumented buffer: copies into it from its host side are
+        ``Copy`` events."""
 
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return hooked(cls, func, types, args, kwargs)
 
-class _QueuedCopy:
-    """A copy that was issued and may not have executed yet, with what the host held then."""
-
-    def __init__(self, start: int, stop: int, snapshot: np.ndarray, event) -> None:
-        self.start, self.stop, self.snapshot, self.event = start, stop, snapshot, event
-
-    def executed(self) -> bool:
-        return self.event is not None and self.event.query()
-
-    def overlaps(self, slots) -> bool:
-        return any(self.start <= s < self.stop for s in slots)
+    _TENSOR_CLASSES = (RecordingTensor, RecordingMirror)
+    return _TENSOR_CLASSES
 
 
 class InstrumentedBuffer:
     """A paired buffer with given initial contents whose host writes and copies are logged.
 
-    On CUDA the host side is pinned and copies are non-blocking: each queued copy keeps a
-    snapshot of the range and a CUDA event, so a host write into a range whose copy has
-    not executed is logged as a hazard. ``deferred=True`` models the same on the CPU:
-    copies execute only at ``complete_copies()``, reading host memory then, the way a
-    DMA engine reads a pinned page late.
+    ``deferred=True`` (or a CUDA device) makes copies asynchronous through a device model
+    (``model``: the one every buffer of a call shares; made here when not given).
     """
 
     def __init__(self, name: str, initial_cpu: list, initial_gpu: list, dtype: str,
-                 device: str, events: list, deferred: bool = False) -> None:
+                 device: str, events: list, deferred: bool = False, model=None) -> None:
         self.name, self.events, self.dtype, self.device = name, events, dtype, device
         self.cuda = device == "cuda"
-        self._cpu = self._gpu = None
+        self.asynchronous = self.cuda or deferred
+        self._cpu = self._gpu_view = self._gpu = None
+        self._requested: tuple | None = None       # (n,) while copy_to_gpu(n) runs
+        self.queued: list[tuple[int, int, np.ndarray]] = []
         if self.cuda:
-            import torch  # heavy: only once the code touches a torch view (module doc)
+            torch = import_torch()
             tdtype = {"int32": torch.int32, "int64": torch.int64, "bool": torch.bool}[dtype]
-            plain = torch.tensor(initial_cpu, dtype=tdtype).pin_memory()
-            self._raw = plain.numpy()
-            self._plain_cpu = plain
+            host = torch.tensor(initial_cpu, dtype=tdtype).pin_memory()
+            self._raw = host.numpy()
+            self._plain_cpu = host
             self._gpu = torch.tensor(initial_gpu, dtype=tdtype, device=device)
             self._mirror = None
         else:
@@ -155,36 +209,60 @@ class InstrumentedBuffer:
         self.np = self._raw.view(RecordingArray)
         self.np._owner = self
         self._last_seen = self._raw.copy()
-        self.asynchronous = self.cuda or deferred
-        self.deferred = deferred and not self.cuda
-        self.queued: list[_QueuedCopy] = []
-        _BY_STORAGE[self.address] = self
+        self._registered = False
+        self.model = None
+        if self.asynchronous:
+            if model is None:
+                model = device_model("cuda" if self.cuda else "cpu", completion="lazy")
+            self.model = model
+            model.pair(self, self._plain_host(), self._plain_mirror())
+            self._register()
 
     # ---------------------------------------------------------------- torch views
+    def _plain_host(self):
+        if self._plain_cpu is None:
+            self._plain_cpu = import_torch().from_numpy(self._raw)
+        return self._plain_cpu
+
+    def _plain_mirror(self):
+        if self._gpu is None:
+            self._gpu = import_torch().from_numpy(self._mirror)
+        return self._gpu
+
+    def _register(self) -> None:
+        if not self._registered:
+            _PAIRS.add(self, span_of(self._plain_host()), span_of(self._plain_mirror()))
+            self._registered = True
+
     @property
     def cpu(self):
         if self._cpu is None:
-            if self._plain_cpu is None:
-                import torch  # heavy: only once the code touches a torch view (module doc)
-                self._plain_cpu = torch.from_numpy(self._raw)
-            self._cpu = self._plain_cpu.as_subclass(_recording_tensor_class())
+            self._register()
+            self._cpu = self._plain_host().as_subclass(_recording_classes()[0])
         return self._cpu
 
     @property
     def gpu(self):
-        if self._gpu is None:
-            import torch  # heavy: only once the code touches a torch view (module doc)
-            self._gpu = torch.from_numpy(self._mirror)
-        return self._gpu
+        if self._gpu_view is None:
+            self._register()
+            self._gpu_view = self._plain_mirror().as_subclass(_recording_classes()[1])
+        return self._gpu_view
 
     # ---------------------------------------------------------------- logging
-    def _into_pending_copy(self, slots) -> bool:
-        return any(q.overlaps(slots) and not q.executed() for q in self.queued)
+    def _host_span(self, slots) -> Span:
+        item = self._raw.itemsize
+        addresses = tuple(self.address + s * item for s in sorted(set(slots)))
+        return Span(addresses[0], addresses[-1] + item, item, addresses)
 
     def note_write(self, slots: tuple[int, ...], via: str) -> None:
-        hazard = self.asynchronous and self._into_pending_copy(slots)
-        self.events.append(HostWrite(self.name, slots, via, hazard))
-        idx = [s for s in slots if 0 <= s < self._raw.shape[0]]
+        slots = tuple(s for s in slots if 0 <= s < self._raw.shape[0])
+        if not slots:
+            return                    # a write of no element is no write
+        pending: tuple[int, ...] = ()
+        if self.model is not None:
+            pending = self.model.pending_reads(self._host_span(slots))
+        self.events.append(HostWrite(self.name, slots, via, bool(pending), pending))
+        idx = list(slots)
         self._last_seen[idx] = self._raw[idx]
 
     def sweep_untracked(self) -> None:
@@ -192,48 +270,85 @@ class InstrumentedBuffer:
         changed = np.flatnonzero(self._raw != self._last_seen)
         if changed.size:
             slots = tuple(int(i) for i in changed)
-            hazard = self.asynchronous and self._into_pending_copy(slots)
-            self.events.append(HostWrite(self.name, slots, "untracked", hazard))
             self._last_seen[changed] = self._raw[changed]
+            pending = self.model.pending_reads(self._host_span(slots)) if self.model else ()
+            self.events.append(HostWrite(self.name, slots, "untracked", bool(pending),
+                                         pending))
 
     # ---------------------------------------------------------------- copies
-    def copy_to_gpu(self, n: int | None = None):
+    def on_copy(self, start: int, stop: int) -> None:
+        """A copy of host slots ``[start, stop)`` into the mirror was issued (any form)."""
         self.sweep_untracked()
+        if self._requested is not None:
+            requested = self._requested[0]
+        else:
+            requested = None if (start, stop) == (0, self._raw.shape[0]) else stop
+        self.events.append(Copy(self.name, start, stop, requested))
+        if self.asynchronous:
+            self.queued.append((start, stop, self._raw[start:stop].copy()))
+
+    def copy(self, dst, src, non_blocking: bool) -> bool:
+        """A copy between tensors over this buffer's memory: through the device model, or
+        at once; False when it is not a copy of the host side into the mirror (the caller
+        runs it as it is)."""
+        self.sweep_untracked()
+        if self.model is not None:
+            self.model.copy(dst, src, non_blocking)
+            return True
+        found = mirror_copy(_PAIRS, span_of(dst), span_of(src))
+        if found is None:
+            return False
+        owner, start, stop = found
+        owner.on_copy(start, stop)
+        with import_torch()._C.DisableTorchFunction():
+            dst.copy_(src)
+        return True
+
+    def to_device(self, func, args, kwargs):
+        """``t.to(device)`` / ``t.cuda()`` of this buffer's host memory, through the model
+        (None: not a move to the device)."""
+        torch = import_torch()
+        t = args[0].as_subclass(torch.Tensor)
+        if getattr(func, "__name__", "") == "cuda":
+            device, dtype, non_blocking = "cuda", None, kwargs.get("non_blocking", False)
+        else:
+            kw = {k: v for k, v in kwargs.items() if k != "copy"}
+            device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **kw)
+        if not is_device_spec(device):
+            return None
+        self.sweep_untracked()
+        return self.model.to_device(t, dtype, bool(non_blocking))
+
+    def copy_to_gpu(self, n: int | None = None):
         size = self._raw.shape[0]
         stop = size if n is None else len(range(size)[:n])
-        self.events.append(Copy(self.name, 0, stop, n))
         if not self.asynchronous:
+            self.sweep_untracked()
+            self.events.append(Copy(self.name, 0, stop, n))
             self._mirror[:stop] = self._raw[:stop]
             return _LazyTensor(self, stop)
-        snapshot = self._raw[:stop].copy()
-        if self.deferred:
-            self.queued.append(_QueuedCopy(0, stop, snapshot, None))
-            return _LazyTensor(self, stop)
-        import torch  # heavy: only once the code touches a torch view (module doc)
-
-        from stagecheck.impl.buffer import copy_prefix  # imports torch (see above)
-        result = copy_prefix(self._plain_cpu, self._gpu, n)
-        event = torch.cuda.Event()
-        event.record()
-        self.queued.append(_QueuedCopy(0, stop, snapshot, event))
-        return result
+        self._requested = (n,)
+        try:
+            self.copy(self._plain_mirror()[:stop], self._plain_host()[:stop], True)
+        finally:
+            self._requested = None
+        if self.cuda:
+            return self._gpu[:stop]
+        return _LazyTensor(self, stop)
 
     def complete_copies(self) -> None:
         """Let every queued copy execute, then check what the device received."""
         self.sweep_untracked()
-        if self.deferred:
-            for q in self.queued:       # the DMA reads host memory now, not when queued
-                self._mirror[q.start:q.stop] = self._raw[q.start:q.stop]
-        elif self.queued:
-            import torch  # heavy: only once the code touches a torch view (module doc)
-            torch.cuda.synchronize()
+        if self.model is not None:
+            self.model.sync_all()
         latest: dict[int, int] = {}
-        for q in self.queued:
-            for slot in range(q.start, q.stop):
-                latest[slot] = q.snapshot[slot - q.start].item()
+        for start, stop, snapshot in self.queued:
+            for slot in range(start, stop):
+                latest[slot] = snapshot[slot - start].item()
         if latest:
             slots = sorted(latest)
-            received = [self.final_gpu()[s] for s in slots]
+            final = self.final_gpu()
+            received = [final[s] for s in slots]
             queued = [latest[s] for s in slots]
             bad = [i for i, (a, b) in enumerate(zip(queued, received)) if a != b]
             if bad:
@@ -243,7 +358,9 @@ class InstrumentedBuffer:
         self.queued.clear()
 
     def release(self) -> None:
-        _BY_STORAGE.pop(self.address, None)
+        if self._registered:
+            _PAIRS.remove(self)
+            self._registered = False
 
     def final_cpu(self) -> list:
         return self._raw.tolist()
@@ -255,14 +372,27 @@ class InstrumentedBuffer:
 
 
 class InstrumentedBackend:
-    """The ``observe`` backend of instrumented buffers on one device."""
+    """The ``observe`` backend of instrumented buffers on one device; with asynchronous
+    copies, the buffers of one call share one device model."""
 
-    def __init__(self, device: str = "cpu", deferred: bool = False) -> None:
+    def __init__(self, device: str = "cpu", deferred: bool = False, model=None) -> None:
         self.device, self.deferred = device, deferred
+        self._events: list | None = None
+        self._model = model
+        self._shared = model is not None      # every buffer on this model (a protocol's)
+        if (device == "cuda" or deferred) and model is None:
+            # the device model needs torch: import it now, before any call is timed
+            device_model(device, "lazy")
 
     def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list,
                     events: list) -> InstrumentedBuffer:
-        return InstrumentedBuffer(name, cpu, gpu, dtype, self.device, events, self.deferred)
+        model = self._model if self._shared else None
+        if (self.device == "cuda" or self.deferred) and not self._shared:
+            if events is not self._events or self._model is None:
+                self._events, self._model = events, device_model(self.device, "lazy")
+            model = self._model
+        return InstrumentedBuffer(name, cpu, gpu, dtype, self.device, events, self.deferred,
+                                  model)
 
     def passes_through(self, exc: BaseException) -> bool:
         return False

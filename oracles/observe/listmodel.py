@@ -112,7 +112,8 @@ class ListView:
         storage = self._owner._cpu
         for i, v in zip(slots, values):
             storage[i] = v
-        self._owner.events.append(HostWrite(self._owner.name, tuple(slots), self._via))
+        if len(slots):      # a write of no element is no write (spec.observation.HostWrite)
+            self._owner.events.append(HostWrite(self._owner.name, tuple(slots), self._via))
 
     def fill(self, value) -> None:
         """``ndarray.fill`` of the numpy view: every slot of the view takes ``value``."""

@@ -254,4 +254,5 @@ def test_every_parser_refuses_abbreviations():
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 todo.extend(action.choices.values())
-    assert seen == 12          # stagecheck, its 8 commands, schema list|show|check
+    assert seen == 15          # stagecheck, its 9 commands, schema list|show|check,
+    #                            protocol list|check

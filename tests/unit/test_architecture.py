@@ -33,7 +33,7 @@ PACKAGES = {"stagecheck": "stagecheck", "stagecheck.spec": "spec", "stagecheck.i
 
 #: The floors, lowest first. ``name`` is that module; ``name.*`` that module and every
 #: module below it. The pipeline for one example runs up the oracles' floors:
-#: generate -> targets -> observe -> run -> compare -> evaluate -> campaign -> report -> cli.
+#: generate -> targets -> device -> observe -> run -> compare -> evaluate -> campaign -> report -> cli.
 FLOORS: list[tuple[str, list[str]]] = [
     ("facade", ["stagecheck"]),     # names load on first use: it imports nothing
     ("code under test", ["stagecheck.impl.*"]),
@@ -50,6 +50,7 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("options", ["stagecheck.oracles.options", "stagecheck.oracles.config"]),
     ("generate", ["stagecheck.oracles.generate", "stagecheck.oracles.sample"]),
     ("targets", ["stagecheck.oracles.targets.*"]),
+    ("device", ["stagecheck.oracles.device.*"]),   # the device model: observe's copies run on it
     ("observe", ["stagecheck.oracles.observe.*"]),
     ("schemas", ["stagecheck.oracles.schemas"]),
     ("run", ["stagecheck.oracles.worker.*", "stagecheck.oracles.runner"]),
@@ -59,7 +60,8 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("campaign", ["stagecheck.oracles.collect", "stagecheck.oracles.shrink",
                   "stagecheck.oracles.campaign"]),
     ("other oracles", ["stagecheck.oracles.symbolic.*", "stagecheck.oracles.mutants.*",
-                       "stagecheck.oracles.kernel.campaign", "stagecheck.oracles.bench"]),
+                       "stagecheck.oracles.kernel.campaign", "stagecheck.oracles.bench",
+                       "stagecheck.oracles.protocol.*"]),
     ("report", ["stagecheck.oracles.report.*"]),
     ("command line", ["stagecheck.oracles.cli", "stagecheck.oracles.commands.*",
                       "stagecheck.oracles.pytest_plugin", "stagecheck.__main__"]),

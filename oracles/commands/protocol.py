@@ -1,0 +1,332 @@
+"""Protocols on the command line: ``diff``/``spec`` with a protocol, ``protocol list|check``,
+and ``replay`` of a saved protocol finding.
+
+``diff A B --protocol NAME|FILE`` and ``spec T --protocol NAME|FILE`` run the protocol
+campaign (``oracles/protocol``: step sequences through both targets, judged, the first
+error shrunk) instead of one staging call per example. Without ``--protocol`` the
+protocol is chosen by the target's name where exactly one built-in protocol drives that
+class or method and no staging schema describes it (``chosen_protocol``); the report and
+stderr say so. The options a protocol run does not read are refused when set (exit 2
+naming the option), never silently ignored. The files: a replay file per finding under
+``--save-dir``, ``--json``; then the text report with each finding's step table.
+
+``protocol check FILE`` validates a protocol declaration: every problem on its own line,
+naming the part, its value and the fix (exit 2); then a dry run of the step generator.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE,
+                                              VERDICT_EXIT, Command, Outcome)
+from stagecheck.oracles.commands.outputs import Outputs
+from stagecheck.oracles.commands.progress import progress_of
+from stagecheck.oracles.errors import StagecheckError, UsageError
+from stagecheck.oracles.observe import require_device
+from stagecheck.oracles.options import (OPTIONS, PROTOCOL_FIELDS, ProtocolConfig, ReplayConfig,
+                                        flag_of, options_of)
+from stagecheck.oracles.protocol import (check_protocol, load_protocol, protocol_for_target,
+                                         run_protocol_campaign)
+from stagecheck.oracles.protocol.generate import sample_sequence
+from stagecheck.oracles.protocol.load import protocol_spec
+from stagecheck.oracles.report.escape import escape
+from stagecheck.oracles.report.protocol_json import render_protocol_json
+from stagecheck.oracles.report.protocol_replay import (load_protocol_replay, replay_protocol,
+                                                       save_protocol_findings)
+from stagecheck.oracles.report.protocol_text import protocol_finding_lines, render_protocol
+from stagecheck.oracles.report.replay import untrusted_parts
+from stagecheck.oracles.stdio import note, shown
+from stagecheck.spec.protocol import Protocol
+from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
+from stagecheck.spec.schemas import schema_for_function
+from stagecheck.spec.steps import unfold
+
+__all__ = ["COMMANDS", "ProtocolCampaignCommand", "ProtocolCommand", "chosen_protocol",
+           "replay_protocol_outcome"]
+
+#: the options of diff/spec a protocol run reads besides PROTOCOL_FIELDS: how the verdict
+#: reads and where the files go
+_PRESENTATION = ("protocol", "strict", "json", "save_dir", "verbose", "color", "quiet",
+                 "save_infos", "no_save")
+#: the reports of diff/spec a protocol run does not write
+_NOT_WRITTEN = ("junit_xml", "markdown")
+#: step sequences ``protocol check`` draws for its dry run
+CHECK_SEQUENCES = 30
+
+
+def chosen_protocol(values: dict, baseline: str | None, candidate: str
+                    ) -> tuple[str | None, str | None]:
+    """``(protocol spec, the name that chose it)``: ``--protocol`` when given; else the
+    built-in protocol the targets' names imply (``protocol_for_target``) where no
+    ``--schema`` was given and no staging schema describes the name (a staging function
+    stays one call per example); ``(None, None)`` when none."""
+    if values.get("protocol"):
+        return values["protocol"], None
+    if values.get("schema"):
+        return None, None
+    found = {}
+    for side, target in (("baseline", baseline), ("candidate", candidate)):
+        if target is None:
+            continue
+        name = target.rsplit("::", 1)[-1] if "::" in target else target.rsplit(":", 1)[-1]
+        protocol = protocol_for_target(target)
+        if protocol is not None and schema_for_function(name.split(".")[-1]) is None:
+            found[side] = (protocol.name, name)
+    names = {p for p, _ in found.values()}
+    if len(names) > 1:
+        raise UsageError.of(messages.PROTOCOL_TARGETS_DISAGREE, baseline=found["baseline"][0],
+                            candidate=found["candidate"][0])
+    if not found:
+        return None, None
+    return next(iter(found.values()))
+
+
+def _refuse_unread(command: str, values: dict, protocol: str) -> None:
+    """A set option the protocol run does not read is exit 2 naming it, never ignored."""
+    reads = set(PROTOCOL_FIELDS.values())
+    for option in options_of(command):
+        if option.action == "const" or option.name in reads or option.name in _PRESENTATION:
+            continue
+        value = values.get(option.field)
+        if option.name in _NOT_WRITTEN:
+            if value:
+                raise UsageError.of(messages.PROTOCOL_REPORT_UNSUPPORTED, value,
+                                    flag=option.flag).located(f"option {option.flag}")
+            continue
+        default = option.default_value()
+        if value is not None and value != default and not (value == () and default is None):
+            shown_value = "" if option.action in ("switch", "negated") else value
+            read = ", ".join(OPTIONS[o].flag for o in PROTOCOL_FIELDS.values())
+            raise UsageError.of(messages.PROTOCOL_OPTION_UNUSED, shown_value, flag=option.flag,
+                                protocol=protocol, reads=read).located(f"option {option.flag}")
+
+
+def _replay_flags(baseline: str | None, candidate: str, shims: tuple[str, ...],
+                  protocol: str) -> str:
+    """What the printed ``stagecheck replay FILE`` line must add to run as printed: the
+    targets, shims and protocol file outside the repository (a replay file runs only
+    code the user chose)."""
+    file = protocol.rpartition(":")[0] if ".py:" in protocol else protocol
+    parts, _ = untrusted_parts({"baseline": baseline, "candidate": candidate,
+                                "shims": list(shims),
+                                "schema": file if file.endswith(".py") else None})
+    words = []
+    if "baseline" in parts or "candidate" in parts:
+        if baseline is not None:
+            words += [flag_of("replay", "baseline"), baseline]
+        words += [flag_of("replay", "candidate"), candidate]
+    for s in shims if "shims" in parts else ():
+        words += [flag_of("replay", "shims"), s]
+    if "schema" in parts:
+        words += [flag_of("replay", "protocol"), protocol]
+    return "".join(" " + shlex.quote(w) for w in words)
+
+
+@dataclass(frozen=True)
+class ProtocolRun:
+    """``diff``/``spec`` with a protocol: the targets, the protocol (and the name that
+    chose it, when the target's name did), the config, ``--strict``."""
+
+    baseline: str | None
+    candidate: str
+    spec: str
+    protocol: Protocol
+    config: ProtocolConfig
+    strict: bool
+    chosen_by: str | None
+    save: bool = True           # --no-save: no replay file
+    save_infos: bool = False    # --save-infos: info findings saved too
+
+
+class ProtocolCampaignCommand(Command):
+    """``diff``/``spec`` with a protocol (``campaign.CampaignCommand`` hands over)."""
+
+    reports = ("json",)
+    colored = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def configure(self, args, values: dict) -> ProtocolRun:
+        baseline = args.baseline if self.name == "diff" else None
+        candidate = args.candidate if self.name == "diff" else args.target
+        spec, chosen_by = chosen_protocol(values, baseline, candidate)
+        _refuse_unread(self.name, values, spec)
+        config = ProtocolConfig.from_values(values)
+        require_device(config.device)
+        try:
+            protocol = load_protocol(spec)
+        except StagecheckError as exc:
+            raise exc.located("option --protocol" if chosen_by is None
+                              else "argument " + ("CANDIDATE" if baseline else "TARGET")
+                              ) from None
+        if chosen_by is not None and not values.get("quiet"):
+            note("stagecheck: " + messages.PROTOCOL_CHOSEN.format(protocol=spec, name=chosen_by))
+        return ProtocolRun(baseline, candidate, spec, protocol, config,
+                           values.get("strict", False), chosen_by, not values.get("no_save"),
+                           bool(values.get("save_infos")))
+
+    def run(self, run: ProtocolRun, values: dict, outputs: Outputs) -> Outcome:
+        progress = progress_of(values, f"{self.name} --protocol {run.protocol.name}",
+                               "sequences", run.config.sequences, counters=("findings",))
+        arguments = (["BASELINE"] if run.baseline else []) + \
+            ["CANDIDATE" if run.baseline else "TARGET"]
+        try:
+            result = run_protocol_campaign(run.baseline, run.candidate, run.protocol,
+                                           run.config, progress.update if progress else None)
+        except StagecheckError as exc:
+            index = getattr(exc, "target_index", None)
+            raise exc.located(f"argument {arguments[index]}" if index is not None
+                              else "arguments") from None
+        finally:
+            if progress:
+                progress.close()
+        spec = protocol_spec(run.protocol)
+        saved = {}        # every error finding is saved (never lost), infos with --save-infos
+        kept = [f for f in result.findings if f.severity == "error" or run.save_infos]
+        if run.save and kept:
+            saved = outputs.attempt("--save-dir", outputs.save_dir, lambda: save_protocol_findings(
+                result, outputs.save_dir, spec, run.config.shims, kept)) or {}
+        verdict = "interrupted" if result.interrupted else result.verdict(run.strict)
+        files = {"--json": lambda: render_protocol_json(result, saved)}
+        if result.interrupted:
+            where = ", ".join(shown(p) for p in saved.values())
+            return Outcome(verdict, 0, result, files, interrupted=(
+                result.sequences_run, result.findings, "step sequence(s)",
+                f"; saved: {where}" if where else ""))
+        flags = _replay_flags(run.baseline, run.candidate, run.config.shims, spec)
+        lines = {k: shown(v) + flags for k, v in saved.items()}
+        text = render_protocol(result, lines, strict=run.strict)
+        if run.chosen_by is not None:
+            text = messages.PROTOCOL_CHOSEN.format(protocol=run.spec, name=run.chosen_by) + \
+                "\n" + text
+        unsaved = sum(1 for f in result.findings if f.severity != "error" and f.id not in saved)
+        notes = (messages.INFOS_NOT_SAVED.format(count=unsaved),) if unsaved and run.save \
+            else ()
+        return Outcome(verdict, VERDICT_EXIT[verdict], result, files, text, notes=notes)
+
+
+def replay_protocol_outcome(config: ReplayConfig) -> Outcome:
+    """``replay`` of a saved protocol finding: its shortest step sequence run again through
+    the saved targets (or those given); exit 1 while it still shows an error finding."""
+    try:
+        saved, _ = load_protocol_replay(config.file)
+    except StagecheckError as exc:
+        raise exc.located("argument FILE") from None
+    base = config.baseline or saved.get("baseline")
+    cand = config.candidate or saved.get("candidate")
+    sides = (["--baseline"] if base else []) + ["--candidate"]
+    try:
+        findings = replay_protocol(config.file, config.baseline, config.candidate,
+                                   config.protocol, config.device, config.shims)
+    except StagecheckError as exc:
+        index = getattr(exc, "target_index", None)
+        raise exc.located("argument FILE" if index is None else
+                          f"the {sides[index][2:]} target (give another with {sides[index]})"
+                          ) from None
+    errors = [f for f in findings if f.severity == "error"]
+    before = saved["finding"]
+    what = f"{base} vs {cand}" if base else str(cand)
+    lines = [f"replay of {escape(shown(config.file))}: protocol "
+             f"{escape(str(config.protocol or saved.get('protocol')))}, {escape(what)} on "
+             f"{escape(str(config.device or saved.get('device', 'cpu')))}",
+             f"saved finding: [{escape(str(before.get('id')))}] "
+             f"{escape(str(before.get('message')))}"]
+    if errors:
+        lines.append(f"verdict: DIFFERENT — the saved step sequence still shows {len(errors)} "
+                     "error finding(s)")
+        for f in errors:
+            lines += protocol_finding_lines(f)
+    else:
+        lines.append("verdict: EQUIVALENT — the saved step sequence shows no error finding now")
+    return Outcome("different" if errors else "equivalent",
+                   EXIT_FINDINGS if errors else EXIT_CLEAN, findings, text="\n".join(lines))
+
+
+class ProtocolCommand(Command):
+    """``protocol list`` and ``protocol check NAME|FILE``."""
+
+    name = "protocol"
+
+    def configure(self, args, values: dict):
+        what = getattr(args, "protocol_command", None) or "list"
+        if what == "list":
+            return what, None, None
+        try:        # the declaration as it is: 'check' lists every problem itself
+            return what, load_protocol(args.protocol, checked=False), args.protocol
+        except StagecheckError as exc:
+            raise exc.located("argument PROTOCOL") from None
+
+    def run(self, config, values: dict, outputs: Outputs) -> Outcome:
+        what, protocol, where = config
+        if what == "list":
+            return Outcome("listed", EXIT_CLEAN, text="\n".join(
+                f"{name}: {', '.join(p.functions)} — {p.summary}"
+                for name, p in BUILTIN_PROTOCOLS.items()))
+        name = protocol.name if isinstance(protocol, Protocol) else where
+        problems = check_protocol(protocol) or _dry_run(protocol)
+        if problems:
+            for problem in problems:
+                note("stagecheck: error: " + messages.PROTOCOL_CHECK_PROBLEM.format(
+                    name=name, where=where, problem=problem))
+            note("stagecheck: error: " + messages.PROTOCOL_CHECK_FAILED.format(
+                name=name, where=where, count=len(problems)))
+            return Outcome("problems", EXIT_USAGE, problems)
+        return Outcome("checked", EXIT_CLEAN, protocol,
+                       text="\n".join(_summary(protocol, where)))
+
+
+def _dry_run(protocol: Protocol) -> list[str]:
+    """Problems a few drawn step sequences show: the space draws, every step unfolds, and
+    each operation's ``when`` answers on each step."""
+    for index in range(CHECK_SEQUENCES):
+        try:
+            seq = sample_sequence(protocol, 0, index)
+            views = unfold(seq)
+        except Exception as exc:     # the user's declaration failed: say what and where
+            return [messages.PROTOCOL_CHECK_DRAW.format(
+                value=protocol.space, error=f"{type(exc).__name__}: {exc}")]
+        for view in views:
+            for k, op in enumerate(protocol.operations):
+                try:
+                    answer = op.when(view)
+                except Exception as exc:
+                    answer = exc
+                if not isinstance(answer, bool):
+                    error = (f"{type(answer).__name__}: {answer}"
+                             if isinstance(answer, Exception)
+                             else f"no bool (it returned {answer!r})")
+                    return [messages.PROTOCOL_CHECK_WHEN.format(
+                        k=k, name=op.name, error=error, step=view.index)]
+    return []
+
+
+def _summary(protocol: Protocol, where: str) -> list[str]:
+    space = protocol.space
+    lines = [messages.PROTOCOL_CHECK_OK.format(name=protocol.name, where=where,
+                                               count=CHECK_SEQUENCES),
+             f"  summary: {protocol.summary}",
+             f"  drives: {', '.join(protocol.functions)}"
+             + (f" (component {protocol.component})" if protocol.component else ""),
+             "  one step: " + " -> ".join(op.name for op in protocol.operations)]
+    if protocol.staging:
+        lines.append(f"  one staging call of schema {protocol.staging} per sequence")
+    else:
+        lines.append(f"  steps per sequence {space.steps[0]}..{space.steps[1]}, batch of "
+                     f"{space.capacity[0]}..{space.capacity[1]} request(s), drafts up to "
+                     f"{space.max_drafts}, dummy steps {'on' if space.dummy else 'off'}, "
+                     f"preemption {'on' if space.preemption else 'off'}")
+    if protocol.device_work:
+        lines.append(f"  device work: {', '.join(protocol.device_work)}")
+    if protocol.checks:
+        lines.append("  its own checks: " + ", ".join(c.id for c in protocol.checks))
+    lines.append(f"  run it: stagecheck spec path/to/component.py::"
+                 f"{protocol.component or 'function'} --protocol {where}")
+    return lines
+
+
+COMMANDS = {"diff": ProtocolCampaignCommand("diff"), "spec": ProtocolCampaignCommand("spec"),
+            "protocol": ProtocolCommand()}

@@ -1,0 +1,284 @@
+"""The CPU model of the device: deterministic, its completion schedule chosen by the caller.
+
+"Device" tensors are CPU tensors the model owns (``DeviceTensor``: they say ``cuda:0``
+when asked their device, so code that passes ``x.device`` along keeps working); pinned
+host tensors are CPU tensors the model registered as pinned. Nothing the host issues
+runs when issued: each operation waits in its stream's queue until the model runs it,
+
+- when the host waits for it (an event or stream synchronize, ``torch.cuda.synchronize``,
+  a blocking copy, a host read of a device tensor), with everything it depends on, in
+  issue order among the streams;
+- at any point where the host calls into the device, if the completion in force is
+  ``eager`` (every ready operation runs, oldest first);
+- before the next operation of a protocol, if the schedule says ``drain`` there.
+
+``lazy`` (the default) is the latest completion the stream order allows: copies stay
+queued across steps until something waits for them. An upload reads its pinned source
+when it runs (the DMA reads the page late), a download writes its pinned destination when
+it runs. Device work and the host's torch operations on device tensors run in stream
+order too (a host-issued operation runs once what is queued ahead of it on its stream has
+run). Fresh device memory from ``torch.empty`` holds a poison value, so a read of memory
+nothing wrote yet shows.
+
+While a model is active in this process (``activate``), ``torch.cuda``'s ``Event``,
+``Stream``, ``stream``, ``current_stream``, ``default_stream``, ``set_stream``,
+``synchronize``, ``is_available`` and a few more are the model's, and the interception
+mode of ``intercept.py`` routes torch calls to it; leaving restores torch.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from stagecheck.oracles.device import standins
+from stagecheck.oracles.device.intercept import DeviceMode
+from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
+from stagecheck.oracles.device.spans import address_of
+from stagecheck.oracles.device.torchload import import_torch
+
+__all__ = ["COMPLETIONS", "CpuDevice", "device_tensor_class"]
+
+#: what the CPU model does at each point where the host calls into the device
+COMPLETIONS = ("lazy", "eager", "drain")
+#: the value fresh device memory holds (``torch.empty``): a read of it shows
+POISON_INT = -7777
+#: queries of an unfinished event after which the model runs it (a polling loop ends)
+QUERIES_BEFORE_PROGRESS = 2
+
+_DEVICE_TENSOR = None
+
+
+def device_tensor_class():
+    """``DeviceTensor``, made on first use (it needs torch)."""
+    global _DEVICE_TENSOR
+    if _DEVICE_TENSOR is not None:
+        return _DEVICE_TENSOR
+    torch = import_torch()
+    cuda0 = torch.device("cuda", 0)
+
+    plain = torch._C.DisableTorchFunctionSubclass
+    base = torch.Tensor
+
+    class DeviceTensor(torch.Tensor):
+        """A tensor in the CPU model's device memory (a CPU tensor that says cuda:0):
+        what torch makes from one (a view, a result) is one too."""
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            with plain():
+                result = func(*args, **(kwargs or {}))
+            kind = type(result)
+            if kind is base:
+                return result.as_subclass(cls)
+            if kind is tuple or kind is list:
+                return kind(r.as_subclass(cls) if type(r) is base else r for r in result)
+            return result
+
+        @property
+        def device(self):
+            return cuda0
+
+        @property
+        def is_cuda(self):
+            return True
+
+        def __repr__(self, *args, **kwargs):
+            with torch._C.DisableTorchFunction():
+                return f"DeviceTensor({self.tolist()!r}, dtype={self.dtype})"
+
+    _DEVICE_TENSOR = DeviceTensor
+    return DeviceTensor
+
+
+class CpuDevice(DeviceModel):
+    """The deterministic CPU model (see the module doc)."""
+
+    kind = "cpu-model"
+
+    def __init__(self, completion: str = "lazy") -> None:
+        super().__init__()
+        torch = import_torch()
+        self._torch = torch
+        self.device = torch.device("cuda", 0)
+        self.completion = completion
+        self.inside = False          # running device work: its torch calls pass through
+        self._device_class = device_tensor_class()
+        self._current = self.stream_state(None, "default")
+        self.default_stream = standins.ModelStream(_state=self._current)
+
+    # ---------------------------------------------------------------- memory
+    def memory(self, t) -> str:
+        if isinstance(t, self._device_class):
+            return "device"
+        if not self.regions._starts:
+            return "pageable"
+        with self._torch._C.DisableTorchFunction():
+            address = address_of(t)
+        region = self.regions.at(address)
+        return region.kind if region is not None else "pageable"
+
+    def _device_type(self):
+        return self._device_class
+
+    def as_device(self, t):
+        """``t`` (a CPU tensor) as a tensor of the model's device memory."""
+        with self._torch._C.DisableTorchFunction():
+            return t.as_subclass(self._device_class)
+
+    def empty_device(self, shape, dtype):
+        torch = self._torch
+        with torch._C.DisableTorchFunction():
+            t = torch.empty(shape, dtype=dtype)
+            _poison(torch, t)
+            return t.as_subclass(self._device_class)
+
+    def empty_pinned(self, shape, dtype):
+        with self._torch._C.DisableTorchFunction():
+            t = self._torch.empty(shape, dtype=dtype)
+            _poison(self._torch, t)
+        self._new_pinned_region(t)
+        return t
+
+    def make_device(self, func, args, kwargs):
+        """A torch factory (``zeros``, ``empty``, ``tensor``...) asked for device memory."""
+        with self._torch._C.DisableTorchFunction():
+            made = func(*args, **kwargs)
+        if getattr(func, "__name__", "") in ("empty", "empty_like", "empty_strided"):
+            return self.empty_device(tuple(made.shape), made.dtype)
+        return self.as_device(made)
+
+    def make_pinned(self, func, args, kwargs):
+        """A torch factory asked for pinned memory (``pin_memory=True``)."""
+        with self._torch._C.DisableTorchFunction():
+            made = func(*args, **kwargs)
+            if getattr(func, "__name__", "") in ("empty", "empty_like", "empty_strided"):
+                _poison(self._torch, made)
+        self._new_pinned_region(made)
+        return made
+
+    def pinned(self, t):
+        """A pinned copy of host tensor ``t`` (``t.pin_memory()``)."""
+        with self._torch._C.DisableTorchFunction():
+            out = t.clone()
+        self._new_pinned_region(out)
+        return out
+
+    # ---------------------------------------------------------------- streams
+    def current(self):
+        return self._current
+
+    def set_current(self, state) -> None:
+        self._current = state
+
+    # ---------------------------------------------------------------- running
+    def _submit(self, op: Op) -> None:
+        op.stream.queue.append(op)
+        self.point()
+
+    def point(self) -> None:
+        """A point where the host called into the device: the completion in force runs."""
+        if self.completion == "eager":
+            self._run_ready()
+
+    def boundary(self, completion: str) -> None:
+        """Between two operations of a protocol: ``completion`` holds until the next one
+        (``drain`` runs everything queued now, then behaves as ``lazy``). The caller has
+        swept the host's writes of the operation before."""
+        if completion == "drain":
+            self._complete_all()
+            self.completion = "lazy"
+        else:
+            self.completion = completion
+            self.point()
+
+    def _ready(self) -> list[Op]:
+        heads = [s.queue[0] for s in self._streams.values() if s.queue]
+        return [op for op in heads if op.kind != "wait" or op.waits_for.done]
+
+    def _run_ready(self) -> None:
+        while True:
+            ready = self._ready()
+            if not ready:
+                return
+            self._execute(min(ready, key=_issued))
+
+    def _execute(self, op: Op) -> None:
+        queue = op.stream.queue
+        assert queue and queue[0] is op
+        queue.pop(0)
+        if op.kind == "d2h" and op.snapshot is not None:
+            self.download_touched(op)        # host writes it is about to overwrite
+        if op.action is not None:
+            self.inside = True
+            self.running = op if op.kind == "kernel" else None
+            try:
+                op.action()
+            finally:
+                self.inside = False
+                self.running = None
+        op.done = True
+        if op.kind == "kernel":
+            self._after_work(op)
+
+    def _complete(self, op: Op) -> None:
+        while not op.done:
+            head = op.stream.queue[0]
+            if head.kind == "wait" and not head.waits_for.done:
+                self._complete(head.waits_for)
+            else:
+                self._execute(head)
+
+    def _complete_all(self) -> None:
+        while any(s.queue for s in self._streams.values()):
+            self._execute(min(self._ready(), key=_issued))
+
+    def _run_now(self, op: Op, run):
+        if op.stream.queue:
+            self._complete(op.stream.queue[-1])
+        self.inside = True
+        try:
+            result = run()
+        finally:
+            self.inside = False
+        op.done = True
+        return result
+
+    def in_flight(self) -> int:
+        return sum(1 for s in self._streams.values() for op in s.queue if op.kind in COPY_KINDS)
+
+    def query_event_now(self, state: EventState, misses: int) -> bool:
+        """``Event.query()``: whether its record ran (after ``misses`` earlier queries that
+        said no, the model runs it: a polling loop ends)."""
+        self.sweep()
+        self.point()
+        if state.record is not None and not state.record.done \
+                and misses + 1 >= QUERIES_BEFORE_PROGRESS:
+            self._complete(state.record)
+        done = state.record is None or state.record.done
+        return self.query_event(state, done)
+
+    def finish(self) -> None:
+        """The run ends: everything queued runs, and the host knows it; then what each
+        device work read is checked against what the host meant."""
+        self.sync_all()
+        self.check_intents()
+
+    # ---------------------------------------------------------------- activation
+    @contextmanager
+    def activate(self):
+        """This model is the device while the block runs (torch.cuda and torch calls)."""
+        with standins.installed(self), DeviceMode(self):
+            yield self
+
+
+def _issued(op: Op) -> int:
+    return op.index
+
+
+def _poison(torch, t) -> None:
+    if t.dtype == torch.bool:
+        t.fill_(True)
+    elif t.is_floating_point():
+        t.fill_(float("nan"))
+    else:
+        t.fill_(POISON_INT if t.dtype not in (torch.uint8, torch.int8) else 77)

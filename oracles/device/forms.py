@@ -1,0 +1,84 @@
+"""Every form of copy between a staged buffer's host side and its mirror is one ``Copy``.
+
+Staging code copies a paired buffer's host range into its mirror in many spellings:
+``buf.copy_to_gpu(n)``, ``buf.gpu[:n].copy_(buf.cpu[:n], non_blocking=True)`` (any slice
+or view), ``buf.gpu[:n] = buf.cpu[:n]``, ``buf.gpu[:n] = buf.cpu[:n].to(device,
+non_blocking=True)`` (a device tensor made from the host range, then assigned), a copy from
+``torch.from_numpy(buf.np[:n])``, helpers built on these. What makes each one a copy of
+buffer ``X`` over ``[a, b)`` is where its two tensors lie: the destination is slots
+``[a, b)`` of ``X``'s mirror, and the source is slots ``[a, b)`` of ``X``'s host side (or
+a device tensor made from them). ``Pairs`` knows where each buffer's two sides lie, by
+address, and ``mirror_copy`` applies that rule; the fast and instrumented backends and the
+device model all end a copy they recognise in ``buffer.on_copy(start, stop)``.
+"""
+
+from __future__ import annotations
+
+from stagecheck.oracles.device.spans import Region, Regions, Span, span_of
+
+__all__ = ["Pairs", "mirror_copy"]
+
+
+class Pairs:
+    """The host side and the mirror of each paired buffer, by address; and device tensors
+    made from a host range (``t.to(device)``), by the address of their first element."""
+
+    def __init__(self, regions: Regions | None = None) -> None:
+        self.regions = regions if regions is not None else Regions()
+        self._made_from: dict[int, tuple[Region, int]] = {}
+        self._keep: list = []
+
+    def add(self, buffer, host: Span, mirror: Span) -> None:
+        """Pair ``buffer``'s host side and mirror (regions ``NAME.cpu`` and ``NAME.gpu``)."""
+        self.regions.add(Region(f"{buffer.name}.cpu", "pinned", host.lo,
+                                max(host.hi, host.lo + 1), host.item, buffer))
+        self.regions.add(Region(f"{buffer.name}.gpu", "device", mirror.lo,
+                                max(mirror.hi, mirror.lo + 1), mirror.item, buffer))
+
+    def remove(self, buffer) -> None:
+        kept = [r for r in self.regions if r.owner is not buffer]
+        self.regions = Regions()
+        for r in kept:
+            self.regions.add(r)
+        self._made_from = {k: v for k, v in self._made_from.items() if v[0].owner is not buffer}
+
+    def made_from(self, device_tensor, source_tensor) -> None:
+        """``device_tensor`` was made from ``source_tensor`` (a host range of a buffer)."""
+        src = span_of(source_tensor)
+        region = self.regions.of(src)
+        if region is not None and region.kind == "pinned":
+            slots = region.slots(src)
+            if slots:
+                self._made_from[span_of(device_tensor).lo] = (region, slots[0])
+                self._keep.append(device_tensor)
+
+    def side(self, span: Span) -> tuple[Region, tuple[int, ...]] | None:
+        """The buffer side ``span`` lies in, and its slots; a device tensor made from a host
+        range counts as that range."""
+        region = self.regions.of(span)
+        if region is not None:
+            return region, region.slots(span)
+        made = self._made_from.get(span.lo)
+        if made is not None:
+            source, first = made
+            count = (span.hi - span.lo) // span.item
+            return source, tuple(range(first, first + count))
+        return None
+
+
+def mirror_copy(pairs: Pairs, dst: Span, src: Span):
+    """``(buffer, start, stop)`` when copying ``src`` into ``dst`` copies a buffer's host
+    slots ``[start, stop)`` into the same slots of its mirror; else None."""
+    to, frm = pairs.side(dst), pairs.side(src)
+    if to is None or frm is None:
+        return None
+    (region, slots), (source, src_slots) = to, frm
+    if region.kind != "device" or source.kind != "pinned" or region.owner is None \
+            or region.owner is not source.owner:
+        return None
+    if dst.empty and src.empty:        # a copy of nothing is still a copy (of no slot)
+        start = region.first(dst)
+        return (region.owner, start, start) if start == source.first(src) else None
+    if not slots or slots != src_slots or len(slots) != slots[-1] - slots[0] + 1:
+        return None
+    return region.owner, slots[0], slots[-1] + 1

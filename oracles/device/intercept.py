@@ -1,0 +1,335 @@
+"""Every torch call the code under test makes, routed to the device model.
+
+``DeviceMode`` is a ``torch.overrides.TorchFunctionMode``: while it is active, each torch
+function and tensor method call (``torch.zeros``, ``t.copy_``, ``t[...] = v``, ``t.to``,
+``t.tolist``...) comes here first. What it does with one:
+
+- a copy between host and device memory, in any form (``dst.copy_(src, non_blocking=)``
+  of slices and views, ``t.to(device, non_blocking=)``, ``t.cuda()``, ``t.cpu()``,
+  ``t.to("cpu", non_blocking=)``, ``dst[i] = src`` across memories), goes to
+  ``model.copy`` / ``to_device`` / ``to_host``;
+- a factory asked for device memory (``device="cuda"``, a device object) or pinned memory
+  (``pin_memory=True``, ``t.pin_memory()``) gets it from the model; ``is_pinned`` asks it;
+- a host read of a device tensor (``tolist``, ``item``, ``int()``, printing) is a blocking
+  download first; ``numpy()`` of one raises as torch does;
+- any other operation on device tensors is device work the host issued
+  (``model.device_op``); mixing them with host tensors raises as on CUDA;
+- an operation on host tensors is run, and its reads and in-place writes of host memory
+  are reported (``host_read`` / ``host_write``: a race with a pending copy is a hazard).
+
+View and metadata calls (slicing, ``view``, ``shape``, ``data_ptr``...) pass through. The
+model's own torch work runs with torch function handling off, and device work the model
+runs (``model.inside``) passes through untouched.
+"""
+
+from __future__ import annotations
+
+from stagecheck.oracles.device.spans import span_of
+from stagecheck.oracles.device.torchload import import_torch
+
+__all__ = ["DeviceMode", "is_device_spec"]
+
+#: calls that neither read nor write the elements of a tensor (views and metadata)
+VIEWS = frozenset({
+    "__get__", "view", "view_as", "reshape", "reshape_as", "narrow", "select", "unsqueeze",
+    "squeeze", "flatten", "expand", "expand_as", "permute", "transpose", "t", "contiguous",
+    "data_ptr", "size", "dim", "numel", "nelement", "element_size", "stride",
+    "storage_offset", "is_contiguous", "untyped_storage", "storage", "__len__",
+    "is_floating_point", "is_complex", "requires_grad_", "detach", "as_strided", "unbind",
+    "split", "chunk", "__hash__", "get_device", "type", "__iter__", "dtype", "ndimension",
+    "is_nonzero", "record_stream", "share_memory_", "is_shared", "retain_grad",
+    "__array_priority__", "is_set_to", "_is_view", "_base", "__reduce_ex__", "__deepcopy__",
+})
+#: calls that read a tensor's values on the host
+HOST_READS = frozenset({"tolist", "item", "__int__", "__float__", "__bool__", "__index__",
+                        "__format__", "__repr__", "__array__", "__complex__"})
+
+
+def is_device_spec(device) -> bool:
+    """Whether a ``device=`` argument names the accelerator."""
+    if device is None:
+        return False
+    if isinstance(device, int) and not isinstance(device, bool):
+        return True
+    text = str(device)
+    return text.startswith("cuda")
+
+
+def _tensors(values, out: list) -> list:
+    torch = import_torch()
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            for w in v:
+                if isinstance(w, torch.Tensor):
+                    out.append(w)
+    return out
+
+
+_BASIC = (int, slice, type(None), type(Ellipsis), bool)
+
+
+def _basic_index(key) -> bool:
+    """Whether indexing with ``key`` makes a view (no tensor or list inside)."""
+    if type(key) in _BASIC:
+        return True
+    if type(key) is tuple:
+        return all(type(k) in _BASIC for k in key)
+    return False
+
+
+def _view(t, key):
+    torch = import_torch()
+    with torch._C.DisableTorchFunction():
+        return t[key]
+
+
+def DeviceMode(model):
+    """The interception mode for ``model`` (a context manager; see the module doc)."""
+    return _mode_class()(model)
+
+
+_MODE = None
+
+
+def _mode_class():
+    global _MODE
+    if _MODE is not None:
+        return _MODE
+    TorchFunctionMode = import_torch().overrides.TorchFunctionMode
+
+    class _DeviceMode(TorchFunctionMode):
+        def __init__(self, model) -> None:
+            super().__init__()
+            self.model = model
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            model = self.model
+            if model.inside:
+                if model.running is not None:
+                    _note_work_write(model, func, args, kwargs)
+                return func(*args, **kwargs)
+            name = getattr(func, "__name__", "")
+            if name in VIEWS:
+                return func(*args, **kwargs)
+            handler = _HANDLERS.get(name)
+            if handler is not None:
+                return handler(model, func, args, kwargs)
+            if "device" in kwargs or kwargs.get("pin_memory"):
+                return _factory(model, func, args, kwargs)
+            return _generic(model, func, name, args, kwargs)
+
+    _MODE = _DeviceMode
+    return _MODE
+
+
+def _note_work_write(model, func, args, kwargs) -> None:
+    """Device work that runs writes a device tensor in place: note it (what it wrote)."""
+    torch = import_torch()
+    name = getattr(func, "__name__", "")
+    target = None
+    if name in ("__setitem__", "copy_") or (name.endswith("_") and not name.startswith("_")):
+        target = args[0] if args else None
+    elif isinstance(kwargs.get("out"), torch.Tensor):
+        target = kwargs["out"]
+    if isinstance(target, torch.Tensor):
+        view = _view(target, args[1]) if name == "__setitem__" and _basic_index(args[1]) \
+            else target
+        model.wrote(view)
+
+
+# ============================================================================ handlers
+
+def _copy_(model, func, args, kwargs):
+    dst, src = args[0], args[1]
+    non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+    if model.memory(dst) != "device" and model.memory(src) != "device":
+        return _generic(model, func, "copy_", args, kwargs)
+    model.copy(dst, src, bool(non_blocking))
+    return dst
+
+
+def _to(model, func, args, kwargs):
+    torch = import_torch()
+    t = args[0]
+    kw = dict(kwargs)
+    copy = kw.pop("copy", False)
+    if len(args) > 1 and isinstance(args[1], torch.Tensor):     # t.to(other)
+        device, dtype, non_blocking = args[1].device, args[1].dtype, kw.get("non_blocking",
+                                                                            False)
+    else:
+        device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **kw)
+    return _move(model, func, args, kwargs, t, device, dtype, non_blocking, copy)
+
+
+def _move(model, func, args, kwargs, t, device, dtype, non_blocking, copy=False):
+    here = model.memory(t)
+    if device is None:
+        return _generic(model, func, "to", args, kwargs)
+    if is_device_spec(device):
+        if here == "device":
+            if dtype is None or dtype == t.dtype:
+                return _generic(model, func, "clone", (t,), {}) if copy else t
+            return _generic(model, func, "to", (t, dtype), {})
+        return model.to_device(t, dtype, bool(non_blocking))
+    if here == "device":                                  # a download
+        return model.to_host(t, dtype, bool(non_blocking))
+    return _generic(model, func, "to", args, kwargs)
+
+
+def _cuda(model, func, args, kwargs):
+    torch = import_torch()
+    t = args[0]
+    return _move(model, func, args, kwargs, t, torch.device("cuda", 0), None,
+                 kwargs.get("non_blocking", False))
+
+
+def _cpu(model, func, args, kwargs):
+    t = args[0]
+    if model.memory(t) != "device":
+        return t
+    return model.to_host(t, None, False)
+
+
+def _setitem(model, func, args, kwargs):
+    torch = import_torch()
+    dst, key, value = args[0], args[1], args[2]
+    to = model.memory(dst)
+    value_is_tensor = isinstance(value, torch.Tensor)
+    frm = model.memory(value) if value_is_tensor else "host value"
+    if value_is_tensor and (to == "device") != (frm == "device") and _basic_index(key) \
+            and value.dim() > 0:
+        model.copy(_view(dst, key), value, False)       # blocking, as torch's assignment
+        return None
+    if to == "device" or frm == "device":
+        return _generic(model, func, "__setitem__", args, kwargs)
+    if model._open:
+        if value_is_tensor:
+            model.host_read(span_of(value), "torch __setitem__")
+        target = _view(dst, key) if _basic_index(key) else dst
+        model.host_write(span_of(target), "torch __setitem__")
+    return func(*args, **kwargs)
+
+
+def _device_read(model, func, args, kwargs):
+    t = args[0]
+    if model.memory(t) == "device":
+        host = model.to_host(t, None, False)
+        torch = import_torch()
+        with torch._C.DisableTorchFunction():
+            return func(host, *args[1:], **kwargs)
+    if model._open:
+        model.host_read(span_of(t), f"torch {getattr(func, '__name__', '')}")
+    return func(*args, **kwargs)
+
+
+def _numpy(model, func, args, kwargs):
+    t = args[0]
+    if model.memory(t) == "device":
+        raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() "
+                        "to copy the tensor to host memory first.")
+    if model._open:
+        model.host_read(span_of(t), "torch numpy()")
+    return func(*args, **kwargs)
+
+
+def _pin_memory(model, func, args, kwargs):
+    t = args[0]
+    if model.memory(t) == "device":
+        raise RuntimeError("cannot pin 'torch.cuda.IntTensor' only dense CPU tensors can be "
+                           "pinned")
+    if model.memory(t) == "pinned":
+        return t
+    if model._open:
+        model.host_read(span_of(t), "torch pin_memory()")
+    return model.pinned(t)
+
+
+def _is_pinned(model, func, args, kwargs):
+    return model.memory(args[0]) == "pinned"
+
+
+def _record_stream(model, func, args, kwargs):
+    return None
+
+
+def _getitem(model, func, args, kwargs):
+    if len(args) > 1 and _basic_index(args[1]):
+        return func(*args, **kwargs)          # a view
+    return _generic(model, func, "__getitem__", args, kwargs)
+
+
+_HANDLERS = {
+    "copy_": _copy_, "to": _to, "cuda": _cuda, "cpu": _cpu, "__setitem__": _setitem,
+    "numpy": _numpy, "pin_memory": _pin_memory, "is_pinned": _is_pinned,
+    "record_stream": _record_stream, "__getitem__": _getitem,
+    **{name: _device_read for name in HOST_READS},
+}
+
+
+# ============================================================================ the rest
+
+def _factory(model, func, args, kwargs):
+    kw = dict(kwargs)
+    device = kw.pop("device", None)
+    pin = kw.pop("pin_memory", False)
+    on_device = is_device_spec(device)
+    if not on_device and device is not None:
+        kw["device"] = device
+    if not on_device and not pin:
+        return _generic(model, func, getattr(func, "__name__", ""), args, kw)
+    if on_device:
+        return model.make_device(func, args, kw)
+    return model.make_pinned(func, args, kw)
+
+
+#: operations whose index argument (the second) CUDA lets be host tensors with device
+#: data: it copies them to the device when the operation is issued
+_HOST_INDEX_OK = frozenset({"__getitem__", "__setitem__", "index_put_", "index_put"})
+
+
+def _host_indices(name: str, args, strays: list) -> list:
+    """The tensors of ``strays`` (host tensors in a device operation) that are its index
+    argument, where CUDA takes host indices; the rest would raise on CUDA."""
+    if name not in _HOST_INDEX_OK or len(args) < 2:
+        return []
+    key = args[1]
+    keys = key if type(key) in (tuple, list) else (key,)
+    return [t for t in strays if any(t is k for k in keys)]
+
+
+def _generic(model, func, name, args, kwargs):
+    torch = import_torch()
+    tensors = _tensors(args, [])
+    _tensors(kwargs.values(), tensors)
+    on_device = [t for t in tensors if model.memory(t) == "device"]
+    in_place = name.endswith("_") and not name.startswith("_")
+    out = kwargs.get("out")
+    if on_device:
+        strays = [t for t in tensors if model.memory(t) != "device" and t.dim() > 0]
+        indices = _host_indices(name, args, strays)
+        if len(indices) < len(strays):
+            raise RuntimeError("Expected all tensors to be on the same device, but found at "
+                               "least two devices, cuda:0 and cpu!")
+        if model._open:
+            for t in indices:               # read by the host when the index is issued
+                model.host_read(span_of(t), f"torch {name} (host indices)")
+        writes = ([args[0]] if in_place and args and isinstance(args[0], torch.Tensor) else [])
+        if isinstance(out, torch.Tensor):
+            writes.append(out)
+        result = model.device_op(lambda: func(*args, **kwargs), name or "device operation",
+                                 on_device, writes)
+        model.point()
+        return result
+    if model._open and tensors:
+        target = args[0] if in_place and args and isinstance(args[0], torch.Tensor) else None
+        for t in tensors:
+            if t is not target and t is not out:
+                model.host_read(span_of(t), f"torch {name}")
+        if target is not None:
+            model.host_write(span_of(target), f"torch {name}")
+        if isinstance(out, torch.Tensor):
+            model.host_write(span_of(out), f"torch {name}")
+    return func(*args, **kwargs)

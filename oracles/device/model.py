@@ -1,0 +1,430 @@
+"""The device model: what was issued to the device, what the host knows complete, races.
+
+``DeviceModel`` is the one interface both implementations offer: the CPU model
+(``cpu.py``: a deterministic simulation whose completion schedule the caller chooses) and
+the CUDA backend (``cuda.py``: real pinned memory, streams and events). Oracles never ask
+which one they got: they issue through it (``copy``, ``launch``, ``device_op``, the stream
+and event calls), tell it about host accesses (``host_write``, ``host_read``), and read
+back the same things from either (``hazards``, ``reads_log``, ``in_flight``).
+
+What this base class does is the same for both: it classifies each copy (host to device,
+device to host, device to device, pinned or pageable host memory), orders every operation
+on its stream (``order.py``), keeps the host's knowledge of what completed, and raises the
+four hazards (``spec.observation.HAZARD_KINDS``) at the access that races:
+
+(i)   a host write into pinned memory an upload the host has not seen complete reads;
+(ii)  a host read (or write) of pinned memory a download the host has not seen complete
+      writes;
+(iii) device work or a copy reading (or writing) device memory that an operation not
+      ordered before it writes (or reads): a consumer reading a mirror whose upload is
+      still pending on another stream, an upload overwriting what a kernel still reads;
+(iv)  a pinned range handed to another copy that the stream order does not put after the
+      copy still reading or writing it (a pinned buffer reused while its copy is pending).
+
+A pinned tensor freed while its copy is pending is safe, as with PyTorch's caching host
+allocator (which keeps the block until the copy's event completes): the model keeps every
+allocation of a run alive until the run ends. A copy from pageable memory reads its source
+when it is issued, as CUDA does (the host waits until the bytes are staged).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from stagecheck.oracles.device.forms import Pairs, mirror_copy
+from stagecheck.oracles.device.intent import HostIntent
+from stagecheck.oracles.device.ops import COPY_KINDS, EventState, Op, StreamState
+from stagecheck.oracles.device.order import join
+from stagecheck.oracles.device.races import RaceDetection
+from stagecheck.oracles.device.spans import Region, Regions, Span, span_of
+from stagecheck.oracles.device.torchload import import_torch
+from stagecheck.spec.observation import Hazard
+
+__all__ = ["COPY_KINDS", "DeviceModel", "EventState", "Op", "StreamState"]
+
+
+class DeviceModel(RaceDetection, HostIntent):
+    """The interface, and the ordering and race detection both implementations share."""
+
+    #: "cpu-model" or "cuda": for reports only; oracles never branch on it
+    kind = "model"
+
+    def __init__(self) -> None:
+        self.regions = Regions()
+        self.hazards: list[Hazard] = []
+        self.reads_log: list[tuple[str, str, dict]] = []   # (where, work, {arg: values})
+        self.where = ""               # the caller's location, e.g. "step 2, prepare_inputs"
+        self.location: tuple = ()     # the same as data, e.g. (2, "prepare_inputs")
+        self.ops_issued = 0
+        self._open: list[Op] = []     # copies and device work the host has not seen complete
+        self._host: dict = {}         # the host's clock
+        self._pruned = True           # ``_open`` holds nothing the host knows complete
+        self._streams: dict[Any, StreamState] = {}
+        self.pairs = Pairs(self.regions)   # paired buffers: copies into a mirror are told
+        self._paired = False
+        self.inside = False               # the model's own work runs: torch calls pass through
+        self.running: Op | None = None    # device work being run (its writes are recorded)
+        self.mismatches: list[dict] = []  # device work that read other than the host meant
+        self._uploads: list[Op] = []
+        self._writers: list[Op] = []      # ops that wrote device memory, in issue order
+        self._issued: list[Op] = []       # every copy and device work, in issue order
+        self._work_ops: list[Op] = []     # device work launched, in launch order
+        self._keep: list = []         # every allocation of the run stays alive until it ends
+        self._pinned_count = 0
+        self.pinned_downloads = 0     # downloads into pinned memory issued
+
+    # ================================================================ implemented below
+    def memory(self, t) -> str:
+        """``device``, ``pinned`` or ``pageable``: where tensor ``t`` lives."""
+        raise NotImplementedError
+
+    def current(self) -> StreamState:
+        raise NotImplementedError
+
+    def _submit(self, op: Op) -> None:
+        """Hand ``op`` to the device (the CPU model queues it; CUDA runs its action)."""
+        raise NotImplementedError
+
+    def _complete(self, op: Op) -> None:
+        """Return once ``op`` has executed."""
+        raise NotImplementedError
+
+    def _complete_all(self) -> None:
+        raise NotImplementedError
+
+    def empty_device(self, shape, dtype):
+        raise NotImplementedError
+
+    def empty_pinned(self, shape, dtype):
+        raise NotImplementedError
+
+    def in_flight(self) -> int:
+        """Copies issued and not yet executed (the CPU model: its queues; CUDA: by event)."""
+        raise NotImplementedError
+
+    # ================================================================ memory
+    def name_region(self, t, name: str, owner: Any = None, kind: str | None = None) -> Region:
+        """Call the memory of ``t`` ``name`` in reports. ``kind``: ``device`` or ``pinned``
+        (default: what ``memory`` says, pinned for host memory); ``owner``: told of copies
+        of its host region into its device region, ``on_copy(start, stop)``."""
+        span = span_of(t)
+        kind = kind or ("device" if self.memory(t) == "device" else "pinned")
+        region = self.regions.add(Region(name, kind, span.lo, max(span.hi, span.lo + 1),
+                                         span.item, owner))
+        self._keep.append(t)
+        return region
+
+    def _new_pinned_region(self, t) -> None:
+        self._pinned_count += 1
+        self.name_region(t, f"pinned tensor {self._pinned_count}")
+
+    def describe(self, span: Span) -> tuple[str, tuple[int, ...]]:
+        region = self.regions.of(span)
+        if region is None:
+            return "an unnamed tensor", ()
+        return region.name, region.slots(span)
+
+    # ================================================================ issuing
+    def _issue(self, kind: str, what: str, stream: StreamState | None = None) -> Op:
+        stream = stream or self.current()
+        self.ops_issued += 1
+        op = Op(self.ops_issued, kind, stream, what, self.where)
+        op.location = self.location
+        stream.seq += 1
+        op.seq = stream.seq
+        op.clock = dict(stream.clock)
+        op.clock[stream.id] = op.seq
+        stream.clock[stream.id] = op.seq
+        return op
+
+    def _start(self, op: Op, blocking: bool = False) -> None:
+        """Check ``op`` against what is open, open it, hand it to the device; a blocking
+        one is waited for (and the host then knows it, and all before it, complete)."""
+        if op.snapshot is not None:        # pinned bytes an earlier download may still write
+            for other in self._still_open():
+                if other.kind == "d2h":
+                    for span in other.host_writes:
+                        if any(h.overlaps(span) for h in op.host_reads + op.host_writes):
+                            op.device_owned.append(span)
+        if op.kind in COPY_KINDS or op.kind == "kernel":
+            self._race_at_issue(op)
+            self._open.append(op)
+            self._issued.append(op)
+            if op.dev_writes or op.kind == "kernel":
+                self._writers.append(op)
+        self._submit(op)
+        if blocking:
+            self._complete(op)
+            self._learn(op.clock)
+
+    def copy(self, dst, src, non_blocking: bool = False):
+        """``dst.copy_(src, non_blocking=...)`` on the current stream; returns ``dst``."""
+        to, frm = self.memory(dst), self.memory(src)
+        if to != "device" and frm != "device":          # host to host: the host does it
+            self.host_read(span_of(src), "a host copy")
+            self.host_write(span_of(dst), "a host copy")
+            self._raw_copy(dst, src)
+            return dst
+        if to == "device" and frm != "device":
+            blocking = not (non_blocking and frm == "pinned")
+            op = self._upload(dst, src, frm == "pinned", not blocking)
+        elif frm == "device" and to != "device":
+            blocking = not (non_blocking and to == "pinned")
+            op = self._download(dst, src, not blocking)
+        else:
+            blocking = False
+            op = self._issue("d2d", lambda: f"{self._name(src)} -> {self._name(dst)}")
+            op.dev_reads, op.dev_writes = [span_of(src)], [span_of(dst)]
+            op.action = lambda: self._raw_copy(dst, src, True)
+        self._note_mirror_copy(dst, src, op.kind)
+        self._start(op, blocking)
+        return dst
+
+    def _upload(self, dst, src, pinned: bool, non_blocking: bool) -> Op:
+        op = self._issue("h2d", lambda: f"{self._name(src)} -> {self._name(dst)}")
+        src_span, dst_span = span_of(src), span_of(dst)
+        op.dev_writes = [dst_span]
+        self._uploads.append(op)
+        snapshot = self._clone(src)
+        op.snapshot = (snapshot, src)
+        if pinned:
+            op.host_reads = [src_span]
+            # the DMA reads host memory when the copy runs, not when it was issued
+            op.action = lambda: self._raw_copy(dst, src, non_blocking)
+        else:
+            op.action = lambda: self._raw_copy(dst, snapshot, non_blocking)  # staged now
+        return op
+
+    def _download(self, dst, src, non_blocking: bool) -> Op:
+        op = self._issue("d2h", lambda: f"{self._name(src)} -> {self._name(dst)}")
+        op.dev_reads = [span_of(src)]
+        if self.memory(dst) == "pinned":
+            self.pinned_downloads += 1
+            self.sweep()          # host writes so far, before the device may write there too
+            span = span_of(dst)
+            op.host_writes = [span]
+            op.snapshot = (self._clone(dst), dst)     # what the host held when it issued it
+            for other in self._still_open():          # bytes the device may now change
+                if other.snapshot is not None and any(
+                        h.overlaps(span) for h in other.host_reads + other.host_writes):
+                    other.device_owned.append(span)
+        op.action = lambda: self._raw_copy(dst, src, non_blocking)
+        return op
+
+    def to_device(self, src, dtype=None, non_blocking: bool = False):
+        """``src.to(device, dtype, non_blocking)`` of a host tensor: a new device tensor."""
+        out = self.empty_device(tuple(src.shape), dtype or src.dtype)
+        self.copy(out, src, non_blocking)
+        return out
+
+    def to_host(self, src, dtype=None, non_blocking: bool = False):
+        """``src.to("cpu", non_blocking)`` / ``.cpu()`` of a device tensor. As in PyTorch,
+        a non-blocking one lands in fresh pinned memory and does not wait."""
+        shape, dtype = tuple(src.shape), dtype or src.dtype
+        out = self.empty_pinned(shape, dtype) if non_blocking else self._empty_host(shape, dtype)
+        self.copy(out, src, non_blocking)
+        return out
+
+    def launch(self, name: str, fn: Callable[[], Any], reads: dict, writes: tuple = (),
+               scalars: dict | None = None):
+        """Device work ``name`` on the current stream: ``fn()`` runs when the device runs
+        it; ``reads`` (``{label: device tensor}``) are the tensors it reads, whose values
+        then are logged in ``reads_log`` (with ``scalars``, plain arguments, as given);
+        ``writes`` the device tensors it is known to write (what it writes is also seen
+        while it runs). What the host meant each read element to hold is noted now: the
+        value of the host memory the last upload into it (issued before now) reads."""
+        op = self._issue("kernel", name)
+        op.dev_reads = [span_of(t) for t in reads.values()]
+        op.dev_writes = [span_of(t) for t in writes]
+        op.intents = {label: self._intent(t, op.index) for label, t in reads.items()}
+        op.action = self._work(op, name, fn, reads, self.location, dict(scalars or {}))
+        self._work_ops.append(op)
+        self._start(op)
+        return op
+
+    def device_op(self, run: Callable[[], Any], name: str, reads: list, writes: list):
+        """A torch operation on device tensors that the host issued (arithmetic, a fill, an
+        index): ordered on the current stream like any kernel. It runs at once, after what
+        is queued ahead of it on that stream (one of the orders the stream allows)."""
+        op = self._issue("kernel", name)
+        op.dev_reads = [span_of(t) for t in reads]
+        op.dev_writes = [span_of(t) for t in writes]
+        self._race_at_issue(op)
+        self._open.append(op)
+        if op.dev_writes:
+            self._writers.append(op)
+        return self._run_now(op, run)
+
+    def _device_type(self):
+        """The class of device tensors, where the model has one (the CPU model's)."""
+        return None
+
+    # ================================================================ streams and events
+    def stream_state(self, handle: Any, key: Any) -> StreamState:
+        state = self._streams.get(key)
+        if state is None:
+            state = self._streams[key] = StreamState(len(self._streams), handle)
+        return state
+
+    def record(self, event_state: EventState, stream: StreamState | None = None) -> Op:
+        op = self._issue("record", "event", stream)
+        event_state.clock, event_state.record = dict(op.clock), op
+        self._submit(op)
+        return op
+
+    def wait_event(self, stream: StreamState, event_state: EventState) -> None:
+        if event_state.clock is None:
+            return                     # never recorded: nothing to wait for
+        op = self._issue("wait", "event", stream)
+        op.waits_for = event_state.record
+        stream.clock = join(stream.clock, event_state.clock)
+        op.clock = join(op.clock, event_state.clock)
+        self._submit(op)
+
+    def wait_stream(self, stream: StreamState, other: StreamState) -> None:
+        if stream is other or other.seq == 0:
+            return
+        marker = EventState()
+        self.record(marker, other)
+        self.wait_event(stream, marker)
+
+    def sync_event(self, event_state: EventState) -> None:
+        if event_state.clock is None:
+            return
+        self.sweep()
+        self._complete(event_state.record)
+        self._learn(event_state.clock)
+
+    def query_event(self, event_state: EventState, done: bool) -> bool:
+        """``done``: whether the device has run the event's record; True teaches the host."""
+        if event_state.clock is None:
+            return True
+        if done:
+            self._learn(event_state.clock)
+        return done
+
+    def sync_stream(self, stream: StreamState) -> None:
+        self.sweep()
+        if stream.queue or stream.seq:
+            last = stream.queue[-1] if stream.queue else None
+            if last is not None:
+                self._complete(last)
+        self._learn(stream.clock)
+
+    def sync_all(self) -> None:
+        self.sweep()
+        self._complete_all()
+        for stream in list(self._streams.values()):
+            self._learn(stream.clock)
+
+    # ================================================================ internals
+    def _name(self, t) -> str:
+        span = span_of(t)
+        region = self.regions.of(span)
+        if region is None:
+            return f"{self.memory(t)} tensor{list(t.shape)}"
+        slots = region.slots(span)
+        if not slots:
+            return f"{region.name}[]"
+        return (f"{region.name}[{slots[0]}:{slots[-1] + 1}]"
+                if len(slots) == slots[-1] - slots[0] + 1 else f"{region.name}{list(slots)}")
+
+    def pair(self, buffer, host, mirror) -> None:
+        """``host`` (pinned) and ``mirror`` (device) are the two sides of ``buffer``
+        (regions ``NAME.cpu`` and ``NAME.gpu``): every copy of host slots into the same
+        mirror slots, in any form, calls ``buffer.on_copy(start, stop)``."""
+        self.pairs.add(buffer, span_of(host), span_of(mirror))
+        self._keep += [host, mirror]
+        self._paired = True
+
+    def _note_mirror_copy(self, dst, src, kind: str) -> None:
+        if kind not in ("h2d", "d2d") or not self._paired:
+            return
+        to, frm = span_of(dst), span_of(src)
+        found = mirror_copy(self.pairs, to, frm)
+        if found is not None:
+            buffer, start, stop = found
+            buffer.on_copy(start, stop)
+        elif kind == "h2d" and self.regions.of(to) is None:
+            self.pairs.made_from(dst, src)    # a device tensor made from a host range
+
+    # ---------------------------------------------------------------- torch helpers
+    def _work(self, op: Op, name: str, fn, reads: dict, where: tuple, scalars: dict):
+        def run():
+            op.seen = {k: self._values(t) for k, t in reads.items()}
+            self.reads_log.append((where, name, {**scalars, **op.seen}))
+            fn()
+        return run
+
+    def passthrough(self):
+        """A block whose torch calls the model neither sees nor orders (the checker's own
+        reads of the state)."""
+        return _Passthrough(self)
+
+    def wrote(self, t) -> None:
+        """Device work being run wrote tensor ``t`` in place (seen while it runs): device
+        memory (one of its arguments, or any device tensor) is noted as written by it."""
+        op = self.running
+        if op is not None:
+            if type(t) is not self._device_type():
+                lo = t.data_ptr()           # a plain tensor: outside every argument?
+                if not any(r.lo <= lo < r.hi for r in op.dev_reads) \
+                        and self.memory(t) != "device":
+                    return
+            span = span_of(t)
+            if span.empty:
+                return
+            if not any(span.overlaps(r) for r in op.dev_reads) \
+                    and self.memory(t) != "device":
+                return                    # a temporary of its own
+            op.dev_writes.append(span)
+            if op not in self._writers:
+                self._writers.append(op)
+
+    def _run_now(self, op: Op, run: Callable[[], Any]):
+        raise NotImplementedError
+
+    @staticmethod
+    def _raw_copy(dst, src, non_blocking: bool = False) -> None:
+        torch = import_torch()
+        with torch._C.DisableTorchFunction():
+            dst.copy_(src, non_blocking=non_blocking)
+
+    @staticmethod
+    def _clone(t):
+        torch = import_torch()
+        with torch._C.DisableTorchFunction():
+            return t.clone()
+
+    @staticmethod
+    def _values(t):
+        torch = import_torch()
+        with torch._C.DisableTorchFunction():
+            return t.detach().cpu().tolist()
+
+    @staticmethod
+    def _changed(before, now) -> list[int]:
+        torch = import_torch()
+        with torch._C.DisableTorchFunction():
+            if torch.equal(before, now):
+                return []
+            differs = (before != now).reshape(-1)
+            return [int(i) for i in torch.nonzero(differs).reshape(-1).tolist()]
+
+    def _empty_host(self, shape, dtype):
+        torch = import_torch()
+        with torch._C.DisableTorchFunction():
+            return torch.empty(shape, dtype=dtype)
+
+
+class _Passthrough:
+    def __init__(self, model: DeviceModel) -> None:
+        self.model, self.saved = model, None
+
+    def __enter__(self):
+        self.saved = (self.model.inside, self.model.running)
+        self.model.inside, self.model.running = True, None
+        return self.model
+
+    def __exit__(self, *exc) -> None:
+        self.model.inside, self.model.running = self.saved

@@ -1,0 +1,73 @@
+"""What the device model orders: operations on streams, streams, events (plain state)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from stagecheck.oracles.device.spans import Span
+
+__all__ = ["COPY_KINDS", "EventState", "Op", "StreamState"]
+
+COPY_KINDS = ("h2d", "d2h", "d2d")
+_LABEL = {"h2d": "upload", "d2h": "download", "d2d": "device copy", "kernel": "device work",
+          "record": "event record", "wait": "event wait"}
+
+
+class Op:
+    """One operation issued to a stream."""
+
+    __slots__ = ("index", "kind", "stream", "seq", "clock", "dev_reads", "dev_writes",
+                 "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
+                 "what", "where", "reported", "event", "intents", "seen", "location",
+                 "device_owned")
+
+    def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
+                 ) -> None:
+        self.index, self.kind, self.stream, self.what, self.where = (index, kind, stream,
+                                                                     what, where)
+        self.seq = 0
+        self.clock: dict = {}
+        self.dev_reads: list[Span] = []
+        self.dev_writes: list[Span] = []
+        self.host_reads: list[Span] = []      # pinned memory an upload reads
+        self.host_writes: list[Span] = []     # pinned memory a download writes
+        self.action: Callable[[], None] | None = None
+        self.done = False
+        self.snapshot = None                  # an upload's source as the host held it
+        self.waits_for: "Op | None" = None    # a wait: the record it waits for
+        self.reported: set = set()            # (kind, slot) already reported against it
+        self.event = None                     # CUDA: an event recorded right after it
+        self.location: tuple = ()             # where the host issued it (step, operation)
+        self.device_owned: list[Span] = []    # host memory a later download may write
+        self.intents: dict = {}               # device work: what the host meant it to read
+        self.seen: dict = {}                  # device work: what it read
+
+    def describe(self) -> str:
+        if callable(self.what):           # named when first needed (a report)
+            self.what = self.what()
+        where = f" ({self.where})" if self.where else ""
+        return f"{_LABEL[self.kind]} {self.what} #{self.index} on stream {self.stream.id}{where}"
+
+
+class StreamState:
+    """A stream as the model orders it: its last sequence number, its clock, its queue
+    (the CPU model's operations not yet run)."""
+
+    __slots__ = ("id", "seq", "clock", "queue", "handle")
+
+    def __init__(self, sid: int, handle: Any = None) -> None:
+        self.id, self.handle = sid, handle
+        self.seq = 0
+        self.clock: dict = {}
+        self.queue: list[Op] = []
+
+
+class EventState:
+    """An event as the model orders it: the clock of its last record (None: never
+    recorded, so waiting on it waits for nothing, as in CUDA)."""
+
+    __slots__ = ("clock", "record")
+
+    def __init__(self) -> None:
+        self.clock: dict | None = None
+        self.record: Op | None = None

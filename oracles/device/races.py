@@ -1,0 +1,186 @@
+"""The device model's race detection: what the host knows complete, and the four hazards.
+
+The host's knowledge is a clock (``order.py``) that grows only when it waits; an
+operation it covers is *known complete* and leaves the open set. Every access is checked
+against the open operations it is not ordered after:
+
+- host writes and reads of pinned memory (``host_write``, ``host_read``, seen through
+  torch), and host writes no interception saw, found by comparing the pinned memory of
+  every open copy with what it held when the copy was issued (``sweep``);
+- each new copy or device work against the open operations (``_race_at_issue``), and
+  device work, once it ran, against what was issued after it (``_after_work``).
+
+A race is a ``spec.observation.Hazard`` naming the memory and the slots involved, once per
+pending operation and slot.
+"""
+
+from __future__ import annotations
+
+from stagecheck.oracles.device.ops import Op
+from stagecheck.oracles.device.order import covers, join
+from stagecheck.oracles.device.spans import Span
+from stagecheck.spec.observation import (DEVICE_READ_PENDING_WRITE, HOST_TOUCH_PENDING_DOWNLOAD,
+                                         HOST_WRITE_PENDING_UPLOAD,
+                                         PINNED_REUSED_PENDING_COPY, Hazard)
+
+__all__ = ["RaceDetection"]
+
+
+class RaceDetection:
+    """Mixin of ``DeviceModel``: the host's knowledge and the hazards (module doc)."""
+
+    def host_write(self, span: Span, by: str) -> None:
+        """The host wrote ``span`` (pinned memory a pending copy reads or writes: a hazard)."""
+        if span.empty:
+            return
+        for op in self._still_open():
+            if op.kind == "h2d":
+                for read in op.host_reads:
+                    self._race(op, HOST_WRITE_PENDING_UPLOAD, read, span, f"host write ({by})")
+            elif op.kind == "d2h":
+                for written in op.host_writes:
+                    self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
+                               f"host write ({by})")
+
+    def host_read(self, span: Span, by: str) -> None:
+        """The host read ``span`` (pinned memory a pending download writes: a hazard)."""
+        if span.empty:
+            return
+        for op in self._still_open():
+            if op.kind == "d2h":
+                for written in op.host_writes:
+                    self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
+                               f"host read ({by})")
+
+    def pending_reads(self, span: Span) -> tuple[int, ...]:
+        """The slots of ``span`` (of its region) that an upload the host has not seen
+        complete still reads: a host write there races with it."""
+        region = self.regions.of(span)
+        found: set[int] = set()
+        for op in self._still_open():
+            if op.kind == "h2d":
+                for read in op.host_reads:
+                    if read.overlaps(span):
+                        shared = span.shared(read)
+                        if region is not None:
+                            found.update(region.slots(Span(shared[0], shared[-1] + span.item,
+                                                           span.item, tuple(shared))))
+        return tuple(sorted(found))
+
+    def sweep(self) -> None:
+        """Host writes no interception saw (a raw numpy write): compare the pinned memory
+        of every copy still open with what it held when issued (an upload's source, a
+        download's destination not yet landed). Called wherever the host may learn that a
+        copy completed (a synchronization, an event query) and between the operations of a
+        protocol, so a changed value is seen before the host could know the copy done."""
+        for op in self._still_open():
+            if op.snapshot is None:
+                continue
+            if op.kind == "d2h":
+                self.download_touched(op)
+            elif op.kind == "h2d" and op.host_reads:
+                touched = self._host_changes(op, op.host_reads[0])
+                if touched is not None:
+                    self._race(op, HOST_WRITE_PENDING_UPLOAD, op.host_reads[0], touched,
+                               "host write (seen as a changed value)")
+
+    def _host_changes(self, op: Op, span: Span) -> Span | None:
+        """The elements of ``op``'s pinned ``span`` that changed since it was issued, less
+        those a later download may have written (None: none)."""
+        before, now = op.snapshot
+        changed = self._changed(before, now)
+        if not changed:
+            return None
+        if span.elements is None:
+            picked = [span.lo + i * span.item for i in changed]
+        else:
+            picked = list(span.elements)
+        if op.device_owned:
+            picked = [a for a in picked
+                      if not any(o.lo <= a < o.hi for o in op.device_owned)]
+        if not picked:
+            return None
+        return Span(picked[0], picked[-1] + span.item, span.item, tuple(picked))
+
+    def download_touched(self, op: Op) -> None:
+        """A download into pinned memory that has not landed: host writes into its
+        destination since it was issued (seen as changed values) race with it."""
+        if op.snapshot is None or self._landed(op):
+            return
+        touched = self._host_changes(op, op.host_writes[0])
+        if touched is not None:
+            self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, op.host_writes[0], touched,
+                       "host write (seen as a changed value)")
+
+    def _landed(self, op: Op) -> bool:
+        """Whether a copy has run (the CPU model knows; CUDA asks its event)."""
+        return op.done
+
+    def _learn(self, clock: dict) -> None:
+        if any(self._host.get(k, 0) < v for k, v in clock.items()):
+            self._host = join(self._host, clock)
+            self._pruned = False
+
+    def _known(self, op: Op) -> bool:
+        return covers(self._host, op.stream.id, op.seq)
+
+    def _still_open(self) -> list[Op]:
+        if self._open and not self._pruned:
+            self._open = [op for op in self._open if not self._known(op)]
+            self._pruned = True
+        return self._open
+
+    def _race_at_issue(self, new: Op) -> None:
+        """``new`` against every open operation not ordered before it."""
+        for old in self._still_open():
+            if old is new or covers(new.clock, old.stream.id, old.seq):
+                continue
+            for read in new.dev_reads:
+                for written in old.dev_writes:
+                    self._race(old, DEVICE_READ_PENDING_WRITE, written, read,
+                               new.describe() + " reads it")
+            for written in new.dev_writes:
+                for other in old.dev_writes + old.dev_reads:
+                    self._race(old, DEVICE_READ_PENDING_WRITE, other, written,
+                               new.describe() + " overwrites it")
+            for written in new.host_writes:
+                for other in old.host_reads + old.host_writes:
+                    self._race(old, PINNED_REUSED_PENDING_COPY, other, written,
+                               new.describe() + " writes it")
+            for read in new.host_reads:
+                for other in old.host_writes:
+                    self._race(old, PINNED_REUSED_PENDING_COPY, other, read,
+                               new.describe() + " reads it")
+
+    def _race(self, pending: Op, kind: str, held: Span, touched: Span, by: str) -> None:
+        """Report that ``touched`` raced with ``pending``, which still holds ``held``: the
+        elements of ``held`` that ``touched`` covers, once per pending operation."""
+        if not held.overlaps(touched):
+            return
+        shared = held.shared(touched)
+        if not shared:
+            return
+        region, slots = self.describe(Span(shared[0], shared[-1] + held.item, held.item,
+                                           tuple(shared)))
+        if not slots:       # memory without a name: elements counted from the held range
+            slots = tuple(sorted({(a - held.lo) // held.item for a in shared}))
+        fresh = tuple(s for s in slots if (kind, region, s) not in pending.reported)
+        if slots and not fresh:
+            return
+        pending.reported.update((kind, region, s) for s in slots)
+        self.hazards.append(Hazard(kind, region, fresh or slots, pending.describe(),
+                                   by))
+
+    def _after_work(self, op: Op) -> None:
+        """Device work ``op`` ran: what it wrote against operations issued after it that
+        are not ordered after it and touch the same device memory (a race, whichever ran
+        first)."""
+        for later in self._issued:
+            # issued after ``op`` ran or not: the host had not seen ``op`` complete then
+            if later.index <= op.index or covers(later.clock, op.stream.id, op.seq):
+                continue
+            for written in op.dev_writes:
+                for other in later.dev_reads + later.dev_writes:
+                    self._race(op, DEVICE_READ_PENDING_WRITE, written, other,
+                               later.describe() + (" reads it" if other in later.dev_reads
+                                                   else " overwrites it"))

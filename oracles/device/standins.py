@@ -1,0 +1,193 @@
+"""``torch.cuda`` while the CPU model is the device: streams, events and synchronization.
+
+A CPU build of torch has no CUDA: its ``torch.cuda.Event`` and ``Stream`` cannot be made
+and ``current_stream`` raises. While a ``CpuDevice`` is active (``installed``), these names
+of ``torch.cuda`` are the model's, looked up where code calls them (``torch.cuda.Event()``
+at call time; a name imported with ``from torch.cuda import Event`` before the model was
+active keeps torch's):
+
+``Event`` (``record``, ``wait``, ``query``, ``synchronize``, ``elapsed_time``), ``Stream``
+(``wait_event``, ``wait_stream``, ``record_event``, ``synchronize``, ``query``),
+``stream(s)`` (a context that makes ``s`` current), ``current_stream``, ``default_stream``,
+``set_stream``, ``synchronize``, ``is_available`` (True), ``device_count`` (1),
+``current_device`` (0), ``_sleep`` (queues nothing: the model decides when work runs),
+``empty_cache``. Leaving restores every name.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from stagecheck.oracles.device.model import EventState
+from stagecheck.oracles.device.torchload import import_torch
+
+__all__ = ["ModelEvent", "ModelStream", "installed"]
+
+_ACTIVE: list = []      # the active CPU models, innermost last
+
+
+def _model():
+    if not _ACTIVE:
+        raise RuntimeError("a stagecheck stand-in for torch.cuda was used after its device "
+                           "model ended")
+    return _ACTIVE[-1]
+
+
+class ModelStream:
+    """``torch.cuda.Stream`` of the CPU model."""
+
+    def __init__(self, device=None, priority: int = 0, _state=None, **_ignored) -> None:
+        model = _model() if _state is None else None
+        self.priority = priority
+        if _state is None:
+            _state = model.stream_state(self, ("stream", len(model._streams)))
+        _state.handle = self
+        self._state = _state
+
+    @property
+    def device(self):
+        torch = import_torch()
+        return torch.device("cuda", 0)
+
+    @property
+    def cuda_stream(self) -> int:
+        return self._state.id
+
+    stream_id = cuda_stream
+    device_index = 0
+
+    def wait_event(self, event) -> None:
+        model = _model()
+        model.wait_event(self._state, event._state)
+        model.point()
+
+    def wait_stream(self, stream) -> None:
+        model = _model()
+        model.wait_stream(self._state, stream._state)
+        model.point()
+
+    def record_event(self, event=None):
+        event = event if event is not None else ModelEvent()
+        event.record(self)
+        return event
+
+    def synchronize(self) -> None:
+        _model().sync_stream(self._state)
+
+    def query(self) -> bool:
+        model = _model()
+        model.sweep()
+        model.point()
+        if all(op.done for op in self._state.queue):
+            model._learn(self._state.clock)
+            return True
+        return False
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ModelStream) and other._state is self._state
+
+    def __hash__(self) -> int:
+        return hash(id(self._state))
+
+    def __repr__(self) -> str:
+        return f"<stagecheck model stream {self._state.id}>"
+
+
+class ModelEvent:
+    """``torch.cuda.Event`` of the CPU model."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False,
+                 interprocess: bool = False, **_ignored) -> None:
+        self._state = EventState()
+        self._misses = 0
+
+    def record(self, stream=None) -> None:
+        model = _model()
+        model.record(self._state, stream._state if stream is not None else None)
+        self._misses = 0
+
+    def wait(self, stream=None) -> None:
+        model = _model()
+        model.wait_event(stream._state if stream is not None else model.current(),
+                         self._state)
+        model.point()
+
+    def query(self) -> bool:
+        done = _model().query_event_now(self._state, self._misses)
+        self._misses = 0 if done else self._misses + 1
+        return done
+
+    def synchronize(self) -> None:
+        _model().sync_event(self._state)
+
+    def elapsed_time(self, end_event) -> float:
+        return 0.0
+
+    def __repr__(self) -> str:
+        return "<stagecheck model event>"
+
+
+class _StreamContext:
+    def __init__(self, stream) -> None:
+        self.stream, self._previous = stream, None
+
+    def __enter__(self):
+        if self.stream is not None:
+            model = _model()
+            self._previous = model.current()
+            model.set_current(self.stream._state)
+        return self.stream
+
+    def __exit__(self, *exc) -> None:
+        if self.stream is not None and self._previous is not None:
+            _model().set_current(self._previous)
+
+
+def _current_stream(device=None):
+    return _model().current().handle
+
+
+def _default_stream(device=None):
+    return _model().default_stream
+
+
+def _set_stream(stream) -> None:
+    if stream is not None:
+        _model().set_current(stream._state)
+
+
+def _synchronize(device=None) -> None:
+    _model().sync_all()
+
+
+_NAMES = {
+    "Event": ModelEvent, "Stream": ModelStream, "stream": _StreamContext,
+    "StreamContext": _StreamContext, "current_stream": _current_stream,
+    "default_stream": _default_stream, "set_stream": _set_stream,
+    "synchronize": _synchronize, "is_available": lambda: True, "device_count": lambda: 1,
+    "current_device": lambda: 0, "_sleep": lambda cycles: None, "empty_cache": lambda: None,
+    "is_initialized": lambda: True, "init": lambda: None,
+}
+
+
+@contextmanager
+def installed(model):
+    """``torch.cuda``'s names are ``model``'s while the block runs."""
+    torch = import_torch()
+    cuda = torch.cuda
+    missing = object()
+    saved = {name: getattr(cuda, name, missing) for name in _NAMES}
+    _ACTIVE.append(model)
+    for name, value in _NAMES.items():
+        setattr(cuda, name, value)
+    try:
+        yield model
+    finally:
+        _ACTIVE.remove(model)
+        for name, value in saved.items():
+            if _ACTIVE:
+                continue          # an outer model is still active: its names stay
+            if value is missing:
+                delattr(cuda, name)
+            else:
+                setattr(cuda, name, value)

@@ -1,0 +1,36 @@
+"""torch, imported on first use without the call's time limit running.
+
+A worker imports torch the first time a call needs it: inside the call, under the call's
+``ITIMER_REAL`` alarm. On a loaded machine the first import takes seconds; the alarm
+could fire half-way through it, which leaves a half-imported ``torch`` module in
+``sys.modules`` (every later call in that worker then fails in torch itself), and the
+seconds would count as the target's time. ``import_torch`` suspends the timer for the
+import and gives the call back exactly what was left of it.
+
+Shared by the fast and instrumented backends (``oracles/observe``) and the device model.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+__all__ = ["import_torch"]
+
+
+def import_torch():
+    """The torch module, imported now if it was not, with the calling process's
+    ``ITIMER_REAL`` timer suspended for the import and restored afterwards."""
+    module = sys.modules.get("torch")
+    if module is not None and hasattr(module, "Tensor"):
+        return module
+    try:
+        remaining = signal.setitimer(signal.ITIMER_REAL, 0)[0]
+    except (AttributeError, ValueError):   # no interval timers here (a thread, Windows)
+        remaining = 0.0
+    try:
+        import torch  # the one import of torch, with the timer suspended (module doc)
+    finally:
+        if remaining > 0:
+            signal.setitimer(signal.ITIMER_REAL, remaining)
+    return torch

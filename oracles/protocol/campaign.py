@@ -1,0 +1,308 @@
+"""The protocol campaign: step sequences through one or two targets, judged, shrunk.
+
+``run_protocol_campaign(baseline, candidate, protocol, config)`` draws step sequences
+(``generate.py``), runs each through both targets in isolated worker processes (every
+sequence twice per target: every operation completing when issued, and under the
+sequence's completion schedule: ``run.py``), judges the traces here (``judge.py``), stops
+at the first error, shrinks its sequence to a shortest one that still shows it
+(``shrink.py``), and returns a ``ProtocolResult`` whose findings carry their step sequence
+(``Finding.scenario``) and the table of its run. ``baseline`` None: the candidate alone
+against the protocol's invariants (spec mode). A target that hangs or ends its worker is a
+finding (``step_outcome``), never an error of stagecheck; a target or protocol that cannot
+be loaded is a ``StagecheckError`` (exit 2 in the command line).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from stagecheck.oracles import interrupt
+from stagecheck.oracles.options import ProtocolConfig
+from stagecheck.oracles.protocol.generate import sample_sequence
+from stagecheck.oracles.protocol.judge import judge_sequence
+from stagecheck.oracles.protocol.load import load_protocol, protocol_spec
+from stagecheck.oracles.protocol.shrink import shrink_sequence
+from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.targets import Target, target_ref
+from stagecheck.oracles.worker import WorkerEnded, WorkerPool
+from stagecheck.spec.findings import ERROR, Finding, FindingsResult, sort_key
+from stagecheck.spec.protocol import Protocol, Trace
+from stagecheck.spec.steps import StepSequence
+
+__all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "run_protocol_campaign"]
+
+RUN_MODULE = "stagecheck.oracles.protocol.run"
+#: seconds a worker call gets on top of the per-operation limits of its sequences
+GRACE_SECONDS = 5.0
+#: seconds loading a target's code may take in a worker (torch's import included)
+LOAD_SECONDS = 120.0
+
+
+@dataclass
+class ProtocolResult(FindingsResult):
+    protocol: str
+    baseline: str | None
+    candidate: str
+    config: ProtocolConfig
+    findings: list[Finding] = field(default_factory=list)
+    sequences_run: int = 0
+    seconds: float = 0.0
+    first_error_seconds: float | None = None
+    shrink_evaluations: int = 0
+    targets: list[dict] = field(default_factory=list)   # what each target was loaded as
+    interrupted: str | None = None
+
+
+class _Runner:
+    """Worker pools holding no targets; sequences go to them by ``WorkerPool.call``."""
+
+    def __init__(self, protocol_spec: str, refs: list, options: dict, jobs: int) -> None:
+        self.spec, self.refs, self.options = protocol_spec, refs, options
+        self.pools = [WorkerPool() for _ in range(jobs)]
+        self.executor = ThreadPoolExecutor(max_workers=jobs) if jobs > 1 else None
+
+    def load(self) -> list:
+        """Each target's code, loaded in every worker; a load error names its target
+        (``target_index``: 0 the first given)."""
+        answers = []
+        for position, ref in enumerate(self.refs):
+            try:
+                for pool in self.pools:
+                    (answer,) = pool.call(RUN_MODULE, "load_targets", self.spec, [ref],
+                                          self.options, deadline=LOAD_SECONDS)
+            except Exception as exc:
+                exc.target_index = position
+                raise
+            answers.append(answer)
+        return answers
+
+    def _deadline(self, count: int) -> float:
+        per = self.options["timeout"] * 2 * len(self.refs) * (self.options["ops"] + 1)
+        return count * per + GRACE_SECONDS
+
+    def run(self, batch: list[tuple[int, StepSequence]], pool_index: int = 0,
+            refs: list | None = None) -> list:
+        """``[(index, [(meant, seen) per target])]``; a call that ends its worker or hangs
+        is run again sequence by sequence, target by target, to find who did it."""
+        refs = refs if refs is not None else self.refs
+        pool = self.pools[pool_index]
+        payload = [(i, s.to_dict()) for i, s in batch]
+        try:
+            return pool.call(RUN_MODULE, "run_batch", self.spec, refs, payload, self.options,
+                             deadline=self._deadline(len(batch)))
+        except WorkerEnded as ended:
+            if len(batch) == 1 and len(refs) == 1:
+                what = "hung" if ended.hung else f"ended its process ({ended.what})"
+                stopped = Trace(stopped=what).to_wire()
+                return [(batch[0][0], [(stopped, stopped)])]
+            if len(batch) == 1:              # which target did it
+                sides = []
+                for ref in refs:
+                    ((_, (side,)),) = self.run(batch, pool_index, [ref])
+                    sides.append(side)
+                return [(batch[0][0], sides)]
+            out = []                         # which sequence did it: the answer ends there
+            for item in batch:
+                (answer,) = self.run([item], pool_index, refs)
+                out.append(answer)
+                if any(Trace.from_wire(side[0]).stopped or Trace.from_wire(side[1]).stopped
+                       for side in answer[1]):
+                    break
+            return out
+
+    def stream(self, batches):
+        """Answers to ``batches`` in order, ``jobs`` calls in flight."""
+        if self.executor is None:
+            for batch in batches:
+                yield self.run(batch)
+            return
+        pending = []
+        for k, batch in enumerate(batches):
+            pending.append(self.executor.submit(self.run, batch, k % len(self.pools)))
+            if len(pending) >= len(self.pools):
+                yield pending.pop(0).result()
+        for future in pending:
+            yield future.result()
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=True)
+        for pool in self.pools:
+            pool.close()
+
+
+def _staging_targets(protocol: Protocol, answers: list, specs: list[str]) -> list:
+    """``Target``s (without functions) for a one-step protocol's judge."""
+    if not protocol.staging:
+        return []
+    schema = load_schema(protocol.staging)
+    return [Target(spec, None, schema.profile(frozenset(keywords)), spec)
+            for spec, (_, keywords) in zip(specs, answers)]
+
+
+def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
+                          config: ProtocolConfig | None = None,
+                          progress: Callable[..., None] | None = None) -> ProtocolResult:
+    """Check ``candidate`` (against ``baseline``) across step sequences of ``protocol`` (a
+    ``Protocol`` or what ``load_protocol`` takes); see the module doc."""
+    config = config or ProtocolConfig()
+    protocol = load_protocol(protocol)
+    spec = protocol_spec(protocol)
+    specs = [t for t in (baseline, candidate) if t is not None]
+    refs = []
+    for position, target in enumerate(specs):
+        try:
+            refs.append(target_ref(target, None, config.shims))
+        except Exception as exc:
+            exc.target_index = position
+            raise
+    labels = ["baseline", "candidate"] if baseline is not None else ["candidate"]
+    options = {"device": config.device, "timeout": config.timeout,
+               "busy_cycles": config.busy_cycles,
+               "ops": _ops_per_sequence(protocol, config.steps)}
+    result = ProtocolResult(protocol.name, baseline, candidate, config)
+    started = time.perf_counter()
+    runner = _Runner(spec, refs, options, config.jobs)
+    search = None
+    try:
+        answers = runner.load()
+        result.targets = [{"spec": s, "loaded": a if isinstance(a, str) else a[0]}
+                          for s, a in zip(specs, answers)]
+        staging = _staging_targets(protocol, answers, specs)
+        search = _Search(protocol, labels, staging, runner, config, result, started,
+                         progress, judge_sequence)
+        search.run()
+    finally:
+        runner.close()
+    result.findings = _without_shadowed(list(search.kept.values())) if search else []
+    result.seconds = time.perf_counter() - started
+    if interrupt.requested():
+        result.interrupted = interrupt.signal_name(interrupt.requested())
+    return result
+
+
+def check_sequence(baseline: str | None, candidate: str, protocol: Any,
+                   sequence: StepSequence | dict,
+                   config: ProtocolConfig | None = None) -> list[Finding]:
+    """The findings one step ``sequence`` shows (a replay, a pasted pytest test)."""
+    config = config or ProtocolConfig(sequences=1)
+    protocol = load_protocol(protocol)
+    seq = sequence if isinstance(sequence, StepSequence) else StepSequence.from_dict(sequence)
+    specs = [t for t in (baseline, candidate) if t is not None]
+    refs = [target_ref(t, None, config.shims) for t in specs]
+    labels = ["baseline", "candidate"] if baseline is not None else ["candidate"]
+    options = {"device": config.device, "timeout": config.timeout,
+               "busy_cycles": config.busy_cycles, "ops": _ops_per_sequence(protocol)}
+    runner = _Runner(protocol_spec(protocol), refs, options, 1)
+    try:
+        answers = runner.load()
+        ((_, sides),) = runner.run([(0, seq)])
+    finally:
+        runner.close()
+    return judge_sequence(protocol, seq, sides, labels,
+                          _staging_targets(protocol, answers, specs))
+
+
+def _without_shadowed(findings: list[Finding]) -> list[Finding]:
+    """The findings in report order, less an info finding of a race that another
+    sequence showed with an effect (the same invariant, side, memory and kind as an
+    error)."""
+    errors = {(f.invariant, f.side, f.field, f.extra.get("kind"))
+              for f in findings if f.severity == ERROR}
+    kept = [f for f in findings if f.severity == ERROR
+            or (f.invariant, f.side, f.field, f.extra.get("kind")) not in errors]
+    return sorted(kept, key=sort_key)
+
+
+def _ops_per_sequence(protocol: Protocol, steps: int | None = None) -> int:
+    return ((steps or protocol.space.steps[1]) + 1) * len(protocol.operations)
+
+
+class _Search:
+    """One campaign's loop: draw, run, judge, keep the smallest example of each finding."""
+
+    def __init__(self, protocol, labels, staging, runner, config, result, started, progress,
+                 judge) -> None:
+        self.protocol, self.labels, self.staging = protocol, labels, staging
+        self.runner, self.config, self.result = runner, config, result
+        self.started, self.progress, self.judge = started, progress, judge
+        self.kept: dict[tuple, Finding] = {}
+        self._sizes: dict[tuple, tuple] = {}
+
+    def judged(self, seq: StepSequence, sides) -> list[Finding]:
+        return self.judge(self.protocol, seq, sides, self.labels, self.staging)
+
+    def keep(self, findings: list[Finding], seq: StepSequence, final: bool = False) -> None:
+        size = (-1,) if final else seq.size
+        for f in findings:
+            if f.key in self._sizes and not final and self._sizes[f.key] <= size:
+                continue
+            first = self.kept[f.key].examples_to_find if f.key in self.kept else \
+                self.result.sequences_run
+            self._sizes[f.key] = size
+            self.kept[f.key] = replace(f, scenario=seq.to_dict(), examples_to_find=first)
+
+    def run(self) -> None:
+        config, total = self.config, self.config.sequences
+        drawn: dict[int, StepSequence] = {}
+
+        def batches():
+            start, size = 0, 1
+            while start < total:      # small batches first: an early bug shows at once
+                batch = [(i, sample_sequence(self.protocol, config.seed, i, config.max_capacity,
+                                             config.max_steps, config.steps))
+                         for i in range(start, min(total, start + size))]
+                drawn.update(batch)
+                yield batch
+                start, size = start + size, min(2 * size, config.batch)
+
+        flagged = None
+        answers = self.runner.stream(batches())
+        try:
+            for answer in answers:
+                for index, sides in answer:
+                    seq = drawn.pop(index)
+                    self.result.sequences_run += 1
+                    findings = self.judged(seq, sides)
+                    self.keep(findings, seq)
+                    if any(f.severity == ERROR for f in findings):
+                        flagged = (seq, findings)
+                        if self.result.first_error_seconds is None:
+                            self.result.first_error_seconds = time.perf_counter() - self.started
+                        break
+                    self._tick()
+                if flagged is not None or interrupt.requested():
+                    break
+        finally:
+            answers.close()
+        if flagged is not None and config.shrink and not interrupt.requested():
+            self.shrink(*flagged)
+
+    def _tick(self) -> None:
+        if self.progress is not None:
+            self.progress(self.result.sequences_run, self.config.sequences,
+                          findings=len(self.kept))
+
+    def shrink(self, seq: StepSequence, findings: list[Finding]) -> None:
+        keys = {f.key for f in findings if f.severity == ERROR}
+        stopped = any(f.extra.get("kind") in ("hang", "crash") for f in findings)
+
+        def still_fails(candidates: list[StepSequence]) -> int | None:
+            answer = self.runner.run(list(enumerate(candidates)))
+            for position, sides in sorted(answer, key=lambda a: a[0]):
+                if any(f.key in keys for f in self.judged(candidates[position], sides)):
+                    return position
+            return None
+
+        smallest, spent = shrink_sequence(self.protocol, seq, still_fails,
+                                          max_evaluations=4 if stopped else 400,
+                                          stop=interrupt.requested,
+                                          batch_size=1 if stopped else 8)
+        self.result.shrink_evaluations += spent
+        ((_, sides),) = self.runner.run([(0, smallest)])
+        final = [f for f in self.judged(smallest, sides) if f.key in keys]
+        self.keep(final or [f for f in findings if f.key in keys],
+                  smallest if final else seq, final=True)

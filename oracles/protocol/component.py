@@ -1,0 +1,210 @@
+"""The code under test of a protocol run, loaded where it runs (a worker process).
+
+A protocol's target names a class, a method or a function of a file, a module or a git
+revision (the target forms of ``oracles/targets.py``). What a protocol run needs from it:
+
+- the **component**: the class whose instance is the protocol's state (the class of a
+  ``Class.method`` target, a class target itself, else the protocol's ``component`` class
+  of the same file);
+- **functions** of the same file by name (``StepContext.function``);
+- for a one-step protocol of a staging schema, the staging function as a ``Target``.
+
+A file's class is compiled the way a file target's function is (its module-level
+definitions, the names it uses resolved at load time, the module's own imports never run):
+``load_function_from_source`` of a tiny accessor function appended to the source. The
+loader drops decorators (they may name engine code); the accessor applies again those of
+the standard library and the builtins (``contextlib.contextmanager``, ``functools.*``,
+``staticmethod``, ``classmethod``, ``property``), which change what a method is. Every
+load error is a ``TargetLoadError`` naming the target and the fix.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+from typing import Any, Callable
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.targets import (TargetRef, load_function_from_source, load_shims,
+                                        load_target, target_from_callable)
+
+__all__ = ["Code", "load_code"]
+
+_ACCESSOR = "__stagecheck_component__"
+_CACHE: dict[tuple, "Code"] = {}
+
+
+class Code:
+    """What a protocol run takes from one target (see the module doc)."""
+
+    def __init__(self, ref: TargetRef, component: str, staging_schema=None) -> None:
+        self.ref, self._component_name = ref, component
+        self._component = None
+        self._functions: dict[str, Callable | None] = {}
+        self._staging = None
+        self._schema = staging_schema
+        self._module = None
+        self._shims = None
+
+    # ---------------------------------------------------------------- where names live
+    @property
+    def name(self) -> str:
+        """The name the target spec gives (``Class.method``, ``Class``, ``function``)."""
+        ref = self.ref
+        if ref.function is not None:
+            return ref.function
+        if ":" in ref.spec:
+            return ref.spec.rsplit(":", 1)[1]
+        return ref.spec
+
+    def _module_object(self):
+        if self._module is None:
+            module = self.ref.spec.rsplit(":", 1)[0]
+            try:
+                self._module = importlib.import_module(module)
+            except Exception as exc:
+                raise TargetLoadError.of(messages.PROTOCOL_TARGET_IMPORT, self.ref.spec,
+                                         module=module, error=f"{type(exc).__name__}: {exc}"
+                                         ) from None
+        return self._module
+
+    def _compile(self, name: str, source: str | None = None):
+        if self._shims is None:
+            self._shims = load_shims(self.ref.shims)
+        return load_function_from_source(source or self.ref.source, self.ref.filename, name,
+                                         self.ref.spec, shims=self._shims)
+
+    # ---------------------------------------------------------------- what a run uses
+    def component(self):
+        """The component class (see the module doc)."""
+        if self._component is not None:
+            return self._component
+        wanted = self.name.split(".")[0] if "." in self.name else self.name
+        if self.ref.source is not None:
+            classes = _classes(self.ref.source)
+            if wanted not in classes and wanted not in _functions(self.ref.source):
+                raise TargetLoadError.of(messages.TARGET_CLASS_MISSING, self.ref.spec,
+                                         path=self.ref.filename, name=wanted,
+                                         available=", ".join(sorted(classes)) or "none")
+            if wanted not in classes:     # a function of the file: the protocol's class
+                wanted = self._component_name
+            if wanted not in classes:
+                raise TargetLoadError.of(messages.PROTOCOL_NO_COMPONENT, self.ref.spec,
+                                         component=self._component_name or "(none)",
+                                         available=", ".join(sorted(classes)) or "none")
+            lines = _redecorations(self.ref.source) + [f"return {wanted}"]
+            source = (self.ref.source + f"\n\ndef {_ACCESSOR}():\n"
+                      + "".join(f"    {line}\n" for line in lines))
+            self._component = self._compile(_ACCESSOR, source)()
+        else:
+            module = self._module_object()
+            found = getattr(module, wanted, None)
+            if not isinstance(found, type):
+                found = getattr(module, self._component_name, None)
+            if not isinstance(found, type):
+                raise TargetLoadError.of(messages.PROTOCOL_NO_COMPONENT, self.ref.spec,
+                                         component=self._component_name or "(none)",
+                                         available=", ".join(sorted(
+                                             n for n, v in vars(module).items()
+                                             if isinstance(v, type))) or "none")
+            self._component = found
+        return self._component
+
+    def function(self, name: str) -> Callable | None:
+        """Module-level function ``name`` of the target's file or module (None: none)."""
+        if name not in self._functions:
+            found = None
+            if self.ref.source is not None:
+                if name in _functions(self.ref.source):
+                    found = self._compile(name)
+            else:
+                candidate = getattr(self._module_object(), name, None)
+                found = candidate if callable(candidate) else None
+            self._functions[name] = found
+        return self._functions[name]
+
+    def staging_target(self):
+        """The staging function as a ``Target`` (one-step protocols)."""
+        if self._staging is None:
+            self._staging = load_target(self.ref.spec, self._schema, self.ref.shims) \
+                if self.ref.source is None else _target_from_source(self.ref, self._schema)
+        return self._staging
+
+
+def _target_from_source(ref: TargetRef, schema):
+    func = load_function_from_source(ref.source, ref.filename, ref.function, ref.spec,
+                                     shims=load_shims(ref.shims))
+    target = target_from_callable(func, ref.spec, schema)
+    target.origin = ref.origin or target.origin
+    return target
+
+
+#: decorators that are always applied again (builtins)
+_BUILTIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property"})
+
+
+def _redecorations(source: str) -> list[str]:
+    """Statements that apply again the standard-library and builtin decorators the loader
+    dropped, innermost first, to every decorated method and function of ``source``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    standard = set(_BUILTIN_DECORATORS)
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            standard |= {(a.asname or a.name).split(".")[0] for a in node.names
+                         if a.name.split(".")[0] in sys.stdlib_module_names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] in sys.stdlib_module_names:
+            standard |= {a.asname or a.name for a in node.names}
+
+    def root(expr) -> str | None:
+        while isinstance(expr, (ast.Call, ast.Attribute)):
+            expr = expr.func if isinstance(expr, ast.Call) else expr.value
+        return expr.id if isinstance(expr, ast.Name) else None
+
+    def kept(node) -> list:
+        return [d for d in reversed(node.decorator_list) if root(d) in standard]
+
+    lines = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    for dec in kept(item):
+                        lines.append(f"{node.name}.{item.name} = ({ast.unparse(dec)})"
+                                     f"({node.name}.__dict__[{item.name!r}])")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for dec in kept(node):
+                lines.append(f"globals()[{node.name!r}] = ({ast.unparse(dec)})"
+                             f"(globals()[{node.name!r}])")
+    return lines
+
+
+def _classes(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def _functions(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def load_code(ref: TargetRef, component: str, schema: Any = None) -> Code:
+    """The code of ``ref`` for a protocol whose component class is ``component`` (kept for
+    the worker's life: every sequence of a campaign uses the same classes)."""
+    key = (ref, component, getattr(schema, "name", None))
+    code = _CACHE.get(key)
+    if code is None:
+        code = _CACHE[key] = Code(ref, component, schema)
+    return code

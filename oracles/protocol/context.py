@@ -1,0 +1,147 @@
+"""The ``StepContext`` a protocol's ``build``, operations and ``observe`` receive.
+
+It gives the protocol the device (the device model's), the target's component class and
+functions (``oracles/protocol/component.py``), device tensors, and one staging call of a
+scenario (one-step protocols). After ``build``, ``prepare_state`` names the memory of the
+state for reports (``input_batch.temperature_cpu_tensor``, ``query_start_loc.gpu``: the
+attribute paths of its tensors) and turns the protocol's device work methods into device
+work on the model (``DeviceModel.launch``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.device.torchload import import_torch
+from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.observe import observe
+from stagecheck.oracles.observe.instrumented import InstrumentedBackend
+from stagecheck.oracles.options import RunOptions
+from stagecheck.spec.scenario import StagingScenario
+
+__all__ = ["RunContext", "prepare_state"]
+
+#: how deep ``prepare_state`` looks for tensors in the state's attributes
+NAME_DEPTH = 3
+
+
+class RunContext:
+    """The ``spec.protocol.StepContext`` of one run (see the module doc)."""
+
+    def __init__(self, model, code, protocol, sequence, options) -> None:
+        self.model, self.code, self.protocol, self.sequence = model, code, protocol, sequence
+        self.options = options
+        self.state: Any = None
+        self.step = None
+        self.device = model.device
+        self.staged: list[dict] = []
+
+    def component(self, *args, **kwargs):
+        return self.code.component()(*args, **kwargs)
+
+    def function(self, name: str):
+        return self.code.function(name)
+
+    def tensor(self, values: list, dtype: str):
+        torch = import_torch()
+        return torch.tensor(values, dtype=getattr(torch, dtype), device=self.device)
+
+    def stage(self, scenario: dict):
+        """One staging call of the target on ``scenario``, its buffers on this run's device
+        model; what ``observe`` sees of it is kept for the schema's invariants."""
+        target = self.code.staging_target()
+        backend = InstrumentedBackend(self.options["device"], True, model=self.model)
+        run = RunOptions(device=self.options["device"], timeout=self.options["timeout"],
+                         deferred_copies=self.options["device"] == "cpu")
+        seen = observe(target, StagingScenario.from_dict(scenario), run, backend,
+                       exits_are_observations=True)
+        self.staged.append({"scenario": scenario, "observation": seen.to_wire()})
+        return None
+
+
+def prepare_state(model, state, protocol) -> None:
+    """Name the state's tensors after their attribute paths; make its device work."""
+    _name_tensors(model, state)
+    for path in protocol.device_work:
+        owner = state
+        *parents, method = path.split(".")
+        try:
+            for part in parents:
+                owner = getattr(owner, part)
+            original = getattr(owner, method)
+        except AttributeError:
+            raise SchemaError.of(messages.PROTOCOL_DEVICE_WORK_MISSING, path,
+                                 protocol=protocol.name, kind=type(state).__name__) from None
+        setattr(owner, method, _device_work(model, path, original))
+
+
+def _device_work(model, label: str, original):
+    """``original`` made device work: a call is queued on the current stream, and runs
+    when the device runs it; its tensor arguments on the device are what it reads."""
+    torch = import_torch()
+    try:
+        names = [p.name for p in inspect.signature(original).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+
+    def queued(*args, **kwargs):
+        arguments = {names[k] if k < len(names) else f"arg{k}": a for k, a in enumerate(args)}
+        arguments.update(kwargs)
+        reads, scalars = {}, {}
+        for name, value in arguments.items():
+            if isinstance(value, torch.Tensor):
+                if model.memory(value) == "device":
+                    reads[name] = value
+            elif isinstance(value, (int, float, bool, str)) or value is None:
+                scalars[name] = value
+        model.launch(label, lambda: original(*_plain(args), **_plain(kwargs)), reads,
+                     scalars=scalars)
+        return None
+
+    queued.__name__ = getattr(original, "__name__", label)
+    return queued
+
+
+def _plain(values):
+    """``values`` with every device tensor as a plain tensor over the same memory: device
+    work runs on the model's memory without the device tensor's dispatch (what it writes
+    is still seen: ``DeviceModel.wrote``)."""
+    torch = import_torch()
+    if isinstance(values, dict):
+        return {k: _plain_one(torch, v) for k, v in values.items()}
+    return tuple(_plain_one(torch, v) for v in values)
+
+
+def _plain_one(torch, value):
+    if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+        with torch._C.DisableTorchFunctionSubclass():
+            return value.as_subclass(torch.Tensor)
+    return value
+
+
+def _name_tensors(model, state) -> None:
+    torch = import_torch()
+    seen: set[int] = set()
+    queue = [(state, "")]
+    for depth in range(NAME_DEPTH):
+        following = []
+        for obj, path in queue:
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            attributes = getattr(obj, "__dict__", None)
+            if not isinstance(attributes, dict):
+                continue
+            for name, value in list(attributes.items()):
+                where = f"{path}.{name}" if path else name
+                if isinstance(value, torch.Tensor):
+                    kind = model.memory(value)
+                    if kind != "pageable" and value.numel():
+                        model.name_region(value, where, kind=kind)
+                elif hasattr(value, "__dict__") and not inspect.isroutine(value) \
+                        and not isinstance(value, type):
+                    following.append((value, where))
+        queue = following

@@ -1,0 +1,227 @@
+"""One step sequence through one target, on the device model: what it was seen to do.
+
+``run_sequence`` builds the protocol's state on a fresh device model (the CPU model, or
+CUDA), runs every operation of every step in order under the completion the sequence says
+(or every operation completing when issued: ``meant``), and returns a
+``spec.protocol.Trace``: per operation its outcome, the copies still in flight after it
+and the hazards it raised; what each device work read; what the host held after each
+step; the device work that read other values than the host meant. Each operation runs
+under the per-call time limit; a hang is its outcome and ends the run.
+
+``run_batch`` is the worker's entry point (``WorkerPool.call``): both runs of every
+sequence of a batch for each target, as plain data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.device import device_model
+from stagecheck.oracles.device.torchload import import_torch
+from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.observe.call import CallTimedOut, time_limit
+from stagecheck.oracles.protocol.component import load_code
+from stagecheck.oracles.protocol.context import RunContext, prepare_state
+from stagecheck.oracles.protocol.load import load_protocol
+from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.text import exception_text
+from stagecheck.spec.protocol import Protocol, Trace
+from stagecheck.spec.schema import StandInUnsupported
+from stagecheck.spec.steps import StepSequence, unfold
+
+__all__ = ["RUNS", "run_batch", "run_sequence"]
+
+#: the two runs of every sequence: every operation completing when issued (what the host
+#: meant), and the sequence's own completion schedule
+RUNS = ("meant", "seen")
+#: the name of the record of what ran when the run ended (everything still queued)
+END = "(end of the run)"
+
+
+def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
+                 options: dict, views: list | None = None) -> Trace:
+    """Run ``seq`` on ``code`` (``component.Code``); ``run`` is ``meant`` or ``seen``
+    (``views``: ``unfold(seq)``, where the caller has it)."""
+    meant = run == "meant"
+    model = device_model(options["device"], "eager" if meant else "lazy",
+                         options.get("busy_cycles", 0))
+    trace = Trace()
+    ctx = RunContext(model, code, protocol, seq, options)
+    limit = None if protocol.staging else options["timeout"]
+    with model.activate():
+        try:
+            try:
+                with time_limit(limit):
+                    ctx.state = protocol.build(ctx)
+                with model.passthrough():
+                    prepare_state(model, ctx.state, protocol)
+            except CallTimedOut:
+                trace.stopped = "hung while building the protocol's state"
+                return _finish(model, trace, ctx)
+            except StandInUnsupported as exc:
+                raise _limit(protocol, exc) from None
+            except (SchemaError, MemoryError):
+                raise
+            except Exception as exc:
+                trace.ops.append(_record(-1, "build", "", "raised " +
+                                         exception_text(exc, type(exc)), model, 0, None))
+                return _finish(model, trace, ctx)
+            for view in views if views is not None else unfold(seq):
+                ctx.step = view
+                for k, op in enumerate(protocol.operations):
+                    if not op.when(view):
+                        continue
+                    completion = "eager" if meant else view.completion_of(k)
+                    model.boundary(completion)
+                    model.where = f"step {view.index}, {op.name}"
+                    model.location = (view.index, op.name)
+                    before = len(model.hazards)
+                    outcome, result = None, None
+                    try:
+                        with time_limit(limit):
+                            result = op.run(ctx)
+                    except CallTimedOut:
+                        outcome = "hung"
+                    except StandInUnsupported as exc:
+                        raise _limit(protocol, exc) from None
+                    except (SchemaError, MemoryError):
+                        raise
+                    except BaseException as exc:    # the code under test failed: observed
+                        outcome = "raised " + exception_text(exc, type(exc))
+                    model.sweep()        # host writes of this operation into pending copies
+                    trace.ops.append(_record(view.index, op.name, completion, outcome,
+                                             model, before, result))
+                    if outcome is not None:
+                        return _finish(model, trace, ctx)
+                if protocol.observe is not None:
+                    with model.passthrough():
+                        trace.states.append(_plain(protocol.observe(ctx)))
+                else:
+                    trace.states.append(None)
+        finally:
+            model.where, model.location = "the end of the run", ("end", "")
+        return _finish(model, trace, ctx)
+
+
+def _finish(model, trace: Trace, ctx) -> Trace:
+    """Everything still queued runs (the run's end), then what device work read."""
+    before = len(model.hazards)
+    try:
+        model.finish()
+    except BaseException as exc:      # device work the end of the run ran raised
+        if trace.failed() is None and trace.stopped is None:
+            trace.stopped = "raised at the end of the run: " + exception_text(exc, type(exc))
+    if len(model.hazards) > before:   # races seen when the last queued work ran
+        last = trace.ops[-1]["step"] if trace.ops else 0
+        trace.ops.append(_record(last, END, "", None, model, before, None))
+    trace.reads = [{"step": where[0] if where else None, "op": where[1] if where else "",
+                    "work": work, "values": _plain(values)}
+                   for where, work, values in model.reads_log]
+    trace.meant = [{"step": m["where"][0] if m["where"] else None,
+                    "op": m["where"][1] if m["where"] else "", "work": m["work"],
+                    "arg": m["arg"], "region": m["region"], "slots": m["slots"],
+                    "meant": _plain(m["meant"]), "read": _plain(m["read"])}
+                   for m in model.mismatches]
+    trace.staging = ctx.staged
+    trace.downloads = model.pinned_downloads
+    return trace
+
+
+def _record(step: int, name: str, completion: str, outcome: str | None, model, before: int,
+            result: Any) -> dict:
+    with model.passthrough():
+        return {"step": step, "op": name, "completion": completion, "outcome": outcome,
+                "in_flight": model.in_flight(),
+                "hazards": [dataclasses.asdict(h) | {"slots": list(h.slots)}
+                            for h in model.hazards[before:]],
+                "result": _plain(result)}
+
+
+def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:
+    return SchemaError.of(messages.PROTOCOL_STAND_IN, exc.stand_in, protocol=protocol.name,
+                          operation=exc.operation)
+
+
+def _plain(value: Any) -> Any:
+    """Plain data of ``value`` (tensors and arrays as lists, sets sorted)."""
+    kind = type(value)
+    if value is None or kind in (int, float, str, bool):
+        return value
+    if isinstance(value, dict):
+        return {k if isinstance(k, (str, int)) else repr(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
+    tolist = getattr(value, "tolist", None)
+    if tolist is not None:
+        try:
+            torch = import_torch()
+            if isinstance(value, torch.Tensor):
+                with torch._C.DisableTorchFunction():
+                    return value.detach().cpu().tolist()
+        except ImportError:
+            pass
+        return tolist()
+    return repr(value)
+
+
+# ============================================================================ the worker
+
+_PROTOCOLS: dict[str, Protocol] = {}
+
+
+def _protocol(spec: str) -> Protocol:
+    if spec not in _PROTOCOLS:
+        _PROTOCOLS[spec] = load_protocol(spec)
+    return _PROTOCOLS[spec]
+
+
+def run_batch(protocol_spec: str, refs: list, batch: list, options: dict) -> list:
+    """In a worker: both runs of each ``(index, sequence dict)`` of ``batch`` for every
+    target of ``refs``; ``[(index, [(meant wire, seen wire) per target])]``."""
+    protocol = _protocol(protocol_spec)
+    schema = None
+    if protocol.staging:
+        schema = load_schema(options.get("schema") or protocol.staging)
+    codes = [load_code(ref, protocol.component, schema) for ref in refs]
+    out = []
+    for index, data in batch:
+        seq = StepSequence.from_dict(data)
+        views = unfold(seq)
+        sides = []
+        hung = False
+        for code in codes:
+            seen = run_sequence(code, protocol, seq, "seen", options, views)
+            if seen.race_free or (seen.failed() or {}).get("outcome") == "hung" \
+                    or seen.stopped:
+                traces = (seen, seen)       # schedule-independent, or it hangs: once is enough
+            else:
+                traces = (run_sequence(code, protocol, seq, "meant", options, views), seen)
+            hung |= any((t.failed() or {}).get("outcome") == "hung" for t in traces)
+            sides.append(tuple(t.to_wire() for t in traces))
+        out.append((index, sides))
+        if hung:        # the answer ends with a hang: the search stops there, and every
+            break       # further sequence would likely wait out its limit again
+    return out
+
+
+def load_targets(protocol_spec: str, refs: list, options: dict) -> list:
+    """In a worker: load each target's code as a run will; per target the component
+    class's name, or (a one-step staging protocol) ``(spec, keywords it takes)``. A load
+    error is raised (the checker reports it)."""
+    protocol = _protocol(protocol_spec)
+    schema = None
+    if protocol.staging:
+        schema = load_schema(options.get("schema") or protocol.staging)
+    names = []
+    for ref in refs:
+        code = load_code(ref, protocol.component, schema)
+        if protocol.staging:
+            target = code.staging_target()
+            names.append((target.spec, sorted(target.profile.keywords)))
+        else:
+            names.append(code.component().__name__)
+    return names

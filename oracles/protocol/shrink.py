@@ -1,0 +1,180 @@
+"""The step-sequence shrinker: from a failing sequence to a shortest one that still fails.
+
+Greedy passes, each proposing smaller variants of the current sequence; the first variant
+that still fails (``still_fails``, which the caller evaluates, in batches) is kept and the
+passes start again, until none makes progress:
+
+1. steps: drop the last step, then any one step;
+2. requests: remove one request (its join and every decision about it);
+3. the completion schedule: every operation ``lazy``, then one at a time;
+4. decisions: a finish, a preemption, a resumption, a chunk, drafts, acceptance
+   (accepted counts towards 1), a dummy step's tokens;
+5. sizes: prompts (and prefixes) towards 1, temperatures towards the first one drawn,
+   the capacity down to the largest batch.
+
+Every variant is a valid sequence (``spec.steps.unfold`` drops a decision that no longer
+applies), and ``StepSequence.size`` (steps, requests, text) only decreases. A one-step
+protocol of a staging schema shrinks its scenario with the scenario shrinker
+(``oracles/shrink.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Callable, Iterator
+
+from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.shrink import shrink
+from stagecheck.spec.protocol import Protocol
+from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.steps import StepSequence, unfold
+
+__all__ = ["MAX_EVALUATIONS", "shrink_sequence"]
+
+#: most predicate evaluations one shrink spends
+MAX_EVALUATIONS = 400
+#: variants evaluated per batch
+BATCH = 8
+
+
+def shrink_sequence(protocol: Protocol, seq: StepSequence,
+                    still_fails: Callable[[list[StepSequence]], int | None],
+                    max_evaluations: int = MAX_EVALUATIONS,
+                    stop: Callable[[], bool] | None = None,
+                    batch_size: int = BATCH) -> tuple[StepSequence, int]:
+    """A smallest variant of ``seq`` that ``still_fails``; with the evaluations spent."""
+    if protocol.staging:
+        return _shrink_scenario(protocol, seq, still_fails, max_evaluations, stop, batch_size)
+    current, spent = _tidy(seq), 0
+    while spent < max_evaluations and not (stop and stop()):
+        improved = False
+        for propose in _PASSES:
+            size = current.size
+            candidates = [c for c in map(_tidy, propose(current)) if c.size < size]
+            for start in range(0, len(candidates), batch_size):
+                chunk = candidates[start:start + batch_size]
+                spent += len(chunk)
+                found = still_fails(chunk)
+                if found is not None:
+                    current, improved = chunk[found], True
+                    break
+                if spent >= max_evaluations or (stop and stop()):
+                    return current, spent
+            if improved:
+                break
+        if not improved:
+            break
+    return current, spent
+
+
+def _tidy(seq: StepSequence) -> StepSequence:
+    """``seq`` with the decisions that do not apply removed (ids that never joined)."""
+    out = copy.deepcopy(seq)
+    joined: set[str] = set()
+    for step in out.steps:
+        joined |= {j["id"] for j in step.joins}
+        for name in ("finished", "preempted", "resumed"):
+            setattr(step, name, [r for r in getattr(step, name) if r in joined])
+        for name in ("chunk", "drafts", "accepted"):
+            setattr(step, name, {r: v for r, v in getattr(step, name).items() if r in joined})
+        step.accepted = {r: v for r, v in step.accepted.items()
+                         if r in step.drafts and v > 1}
+        if step.kind == "step":
+            step.dummy_tokens = 0
+        step.completion = list(step.completion)
+        while step.completion and step.completion[-1] == "lazy":
+            step.completion.pop()
+    return out
+
+
+def _steps(seq: StepSequence) -> Iterator[StepSequence]:
+    for k in range(len(seq.steps) - 1, -1, -1):
+        out = copy.deepcopy(seq)
+        del out.steps[k]
+        yield out
+
+
+def _requests(seq: StepSequence) -> Iterator[StepSequence]:
+    ids = [j["id"] for step in seq.steps for j in step.joins]
+    for rid in reversed(ids):
+        out = copy.deepcopy(seq)
+        for step in out.steps:
+            step.joins = [j for j in step.joins if j["id"] != rid]
+        yield out
+
+
+def _completions(seq: StepSequence) -> Iterator[StepSequence]:
+    out = copy.deepcopy(seq)
+    for step in out.steps:
+        step.completion = []
+    yield out
+    for k, step in enumerate(seq.steps):
+        for j, c in enumerate(step.completion):
+            if c != "lazy":
+                out = copy.deepcopy(seq)
+                out.steps[k].completion[j] = "lazy"
+                yield out
+
+
+def _decisions(seq: StepSequence) -> Iterator[StepSequence]:
+    for k, step in enumerate(seq.steps):
+        for name in ("finished", "preempted", "resumed"):
+            for rid in getattr(step, name):
+                out = copy.deepcopy(seq)
+                getattr(out.steps[k], name).remove(rid)
+                yield out
+        for name in ("chunk", "drafts", "accepted"):
+            for rid in getattr(step, name):
+                out = copy.deepcopy(seq)
+                del getattr(out.steps[k], name)[rid]
+                yield out
+        for rid, value in step.drafts.items():
+            if value > 1:
+                out = copy.deepcopy(seq)
+                out.steps[k].drafts[rid] = value - 1
+                yield out
+        if step.kind == "dummy" and step.dummy_tokens > 1:
+            out = copy.deepcopy(seq)
+            out.steps[k].dummy_tokens = max(1, step.dummy_tokens // 2)
+            yield out
+
+
+def _sizes(seq: StepSequence) -> Iterator[StepSequence]:
+    first = next((j["temperature"] for s in seq.steps for j in s.joins), None)
+    for k, step in enumerate(seq.steps):
+        for n, join in enumerate(step.joins):
+            prompt = join.get("prompt", 1)
+            for key, smaller in (("prompt", 1), ("prompt", max(1, prompt // 2)),
+                                 ("prompt", max(1, prompt - 1)), ("prefix", 0)):
+                if join.get(key, 0) > smaller:
+                    out = copy.deepcopy(seq)
+                    out.steps[k].joins[n][key] = smaller
+                    yield out
+            if first is not None and join.get("temperature") != first:
+                out = copy.deepcopy(seq)
+                out.steps[k].joins[n]["temperature"] = first
+                yield out
+    widest = max((len(v.batch) for v in unfold(seq) if v.kind == "step"), default=1)
+    if seq.capacity > max(1, widest):
+        out = copy.deepcopy(seq)
+        out.capacity = max(1, widest)
+        yield out
+
+
+_PASSES = (_steps, _requests, _completions, _decisions, _sizes)
+
+
+def _shrink_scenario(protocol, seq, still_fails, max_evaluations, stop, batch_size):
+    schema = load_schema(protocol.staging)
+
+    def as_sequence(s):
+        out = copy.deepcopy(seq)
+        out.data = {"scenario": s.to_dict()}
+        out.capacity = s.capacity
+        return out
+
+    smallest, spent = shrink(schema, StagingScenario.from_dict(seq.data["scenario"]),
+                             lambda scenarios: still_fails([as_sequence(s) for s in scenarios]),
+                             max_evaluations=max_evaluations, stop=stop or (lambda: False),
+                             batch_size=batch_size)
+    return as_sequence(smallest), spent

@@ -1,0 +1,31 @@
+"""A protocol campaign as a JSON document (what ``--json`` writes for a protocol run)."""
+
+from __future__ import annotations
+
+import json
+
+__all__ = ["protocol_json_document", "render_protocol_json"]
+
+PROTOCOL_JSON_VERSION = 1
+
+
+def protocol_json_document(result, saved: dict | None = None) -> dict:
+    """The verdict, what was tried and every finding (with its step sequence, its table and
+    the replay file it was saved to)."""
+    verdict = "interrupted" if result.interrupted else result.verdict()
+    return {
+        "stagecheck_protocol": PROTOCOL_JSON_VERSION,
+        "protocol": result.protocol, "baseline": result.baseline,
+        "candidate": result.candidate, "targets": result.targets, "verdict": verdict,
+        "device": result.config.device, "seed": result.config.seed,
+        "sequences": {"budget": result.config.sequences, "run": result.sequences_run},
+        "seconds": round(result.seconds, 3),
+        "first_error_seconds": result.first_error_seconds,
+        "errors": len(result.errors), "infos": len(result.infos),
+        "findings": [dict(f.to_dict(), replay=(saved or {}).get(f.id))
+                     for f in result.findings],
+    }
+
+
+def render_protocol_json(result, saved: dict | None = None) -> str:
+    return json.dumps(protocol_json_document(result, saved), indent=1, sort_keys=True)

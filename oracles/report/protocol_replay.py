@@ -1,0 +1,112 @@
+"""Protocol findings saved as replay files, read back and run again.
+
+A file is named ``<Finding.id>-<digest>.json`` (the digest covers the protocol, the pinned
+targets, the device and the step sequence), written atomically under the save folder, and
+holds the protocol (a built-in name or its file), both targets, the device and the finding
+with its shortest step sequence. ``replay_protocol`` runs that sequence again through the
+targets it names (or others given) and returns the findings it shows now. A replay file
+runs only code the user chose: targets, shims and a protocol file outside the repository
+must be named on the command line (``report/replay.py``'s rule).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import ScenarioError, UsageError
+from stagecheck.oracles.protocol.campaign import ProtocolConfig, check_sequence
+from stagecheck.oracles.report.files import write_atomic
+from stagecheck.oracles.report.replay import MAX_REPLAY_BYTES, _escaped, check_trusted
+from stagecheck.oracles.targets import repository_root, trusted_path
+from stagecheck.spec.findings import Finding
+from stagecheck.spec.steps import StepSequence
+
+__all__ = ["PROTOCOL_REPLAY_VERSION", "is_protocol_replay", "load_protocol_replay",
+           "replay_protocol", "save_protocol_findings"]
+
+PROTOCOL_REPLAY_VERSION = 1
+
+
+def save_protocol_findings(result, directory: str, protocol_spec: str,
+                           shims: tuple[str, ...] = (), findings=None) -> dict[str, str]:
+    """One replay file per finding of ``result`` (or of ``findings``, some of them) under
+    ``directory``; finding id -> path."""
+    os.makedirs(directory, exist_ok=True)
+    saved = {}
+    for f in result.findings if findings is None else findings:
+        key = json.dumps([protocol_spec, result.baseline, result.candidate,
+                          result.config.device, f.scenario], sort_keys=True, default=repr)
+        rid = f"{f.id}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+        path = os.path.join(directory, f"{rid}.json")
+        write_atomic(path, json.dumps(
+            {"stagecheck_protocol_replay": PROTOCOL_REPLAY_VERSION, "replay_id": rid,
+             "protocol": protocol_spec, "baseline": result.baseline,
+             "candidate": result.candidate, "device": result.config.device,
+             "shims": list(shims), "finding": f.to_dict()}, indent=1, sort_keys=True),
+            inside=directory)
+        saved[f.id] = path
+    return saved
+
+
+def is_protocol_replay(path: str) -> bool:
+    """Whether ``path`` reads as a protocol replay file (anything else: False, and the
+    staging replay's loader says what is wrong with it)."""
+    try:
+        if os.path.getsize(path) > MAX_REPLAY_BYTES:
+            return False
+        with open(path, encoding="utf-8") as fh:
+            saved = json.load(fh)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(saved, dict) and "stagecheck_protocol_replay" in saved
+
+
+def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
+    """The saved document and its step sequence; ``UsageError``/``ScenarioError`` when the
+    file cannot be used."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_REPLAY_BYTES:
+            raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=size,
+                                limit=MAX_REPLAY_BYTES)
+        with open(path, encoding="utf-8") as fh:
+            saved = json.load(fh)
+    except OSError as exc:
+        raise UsageError.of(messages.REPLAY_UNREADABLE, path, error=exc.strerror) from None
+    except (ValueError, RecursionError) as exc:
+        raise ScenarioError.of(messages.REPLAY_MALFORMED, path, error=str(exc)[:200],
+                               save_dir=".stagecheck/findings") from None
+    if not isinstance(saved, dict) or "stagecheck_protocol_replay" not in saved:
+        raise UsageError.of(messages.PROTOCOL_REPLAY_NOT, path)
+    try:
+        seq = StepSequence.from_dict(saved["finding"]["scenario"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ScenarioError.of(messages.REPLAY_MALFORMED, path,
+                               error=f"{type(exc).__name__}: {exc}",
+                               save_dir=".stagecheck/findings") from None
+    return _escaped({k: v for k, v in saved.items() if k != "finding"}) | {
+        "finding": saved["finding"]}, seq
+
+
+def replay_protocol(path: str, baseline: str | None = None, candidate: str | None = None,
+                    protocol: str | None = None, device: str | None = None,
+                    shims: tuple[str, ...] = ()) -> list[Finding]:
+    """Run the saved step sequence again; the findings it shows now. What is given
+    replaces what the file saved (targets, protocol, device, shims); a target, shim or
+    protocol file the file names outside the repository must be given."""
+    saved, seq = load_protocol_replay(path)
+    check_trusted(saved, path, baseline, candidate, shims_given=bool(shims))
+    spec = protocol or saved["protocol"]
+    if protocol is None and (str(spec).endswith(".py") or ".py:" in str(spec)):
+        file = str(spec).rpartition(":")[0] if ".py:" in str(spec) else str(spec)
+        if not trusted_path(file, repository_root()):
+            raise UsageError.of(messages.REPLAY_UNTRUSTED_PROTOCOL, path, target=file,
+                                top=repository_root())
+    base = baseline if baseline is not None else saved.get("baseline")
+    cand = candidate if candidate is not None else saved["candidate"]
+    config = ProtocolConfig(sequences=1, device=device or saved.get("device", "cpu"),
+                            shims=tuple(shims or saved.get("shims") or ()))
+    return check_sequence(base, cand, spec, seq, config)

@@ -1,0 +1,144 @@
+"""The text report of a protocol campaign, and a finding's step sequence as a table.
+
+``render_protocol(result)`` says what was tried, the verdict, every finding with the
+shortest step sequence that shows it (``sequence_table``: each step's scheduler
+decisions, then each operation run: its completion, the copies in flight after it, the
+hazards it raised, how it ended), the replay command of its saved file, and a ready pytest
+test (``oracles/report/protocol_snippet.py``). Every echoed text is escaped.
+"""
+
+from __future__ import annotations
+
+import json
+
+from stagecheck.oracles.report.escape import escape
+from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
+from stagecheck.spec.findings import Finding
+from stagecheck.spec.protocol_invariants import protocol_statement
+from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.steps import StepSequence, unfold
+
+__all__ = ["protocol_finding_lines", "render_protocol", "sequence_table"]
+
+#: most rows of a sequence table shown
+MAX_ROWS = 40
+
+
+def _decisions(view) -> str:
+    if view.kind == "dummy":
+        return f"dummy step of {view.dummy_tokens} token(s)"
+    parts = []
+    if view.finished:
+        parts.append("finish " + ", ".join(view.finished))
+    if view.preempted:
+        parts.append("preempt " + ", ".join(view.preempted))
+    for j in view.joins:
+        parts.append(f"join {j['id']} (prompt {j['prompt']}"
+                     + (f", prefix {j['computed']}" if j["computed"] else "")
+                     + f", T {j['temperature']:g})")
+    for j in view.resumed:
+        parts.append(f"resume {j['id']}")
+    if view.scheduled:
+        parts.append("tokens " + ", ".join(f"{r} {n}" for r, n in view.scheduled.items()))
+    if view.drafts:
+        parts.append("drafts " + ", ".join(
+            f"{r} {k} (accepted {view.accepted.get(r, 1)})" for r, k in view.drafts.items()))
+    return "; ".join(parts) or "no request"
+
+
+def sequence_table(f: Finding) -> list[str]:
+    """The finding's step sequence and the run that showed it, as text rows."""
+    if not f.scenario:
+        return []
+    seq = StepSequence.from_dict(f.scenario)
+    if seq.data.get("scenario"):
+        s = StagingScenario.from_dict(seq.data["scenario"])
+        return [f"one staging call: capacity {s.capacity}, num_reqs {s.num_reqs}, "
+                f"req_ids {s.req_ids}"]
+    params = ", ".join(f"{k} {v}" for k, v in seq.params.items())
+    rows = [f"{len(seq.steps)} step(s), capacity {seq.capacity}" + (f", {params}" if params
+                                                                      else "")]
+    for view in unfold(seq):
+        rows.append(f"  step {view.index}: {escape(_decisions(view))}")
+    table = f.extra.get("table") or []
+    if table:
+        rows.append(f"  {'step':>4}  {'operation':<22} {'completion':<10} {'in flight':>9}  "
+                    "hazard / outcome")
+        for row in table[:MAX_ROWS]:
+            notes = list(row["hazards"])
+            if row["outcome"] != "returned":
+                notes.append(row["outcome"])
+            rows.append(f"  {row['step']!s:>4}  {escape(row['operation']):<22} "
+                        f"{row['completion'] or '-':<10} {row['in_flight']:>9}  "
+                        f"{escape('; '.join(notes)) or '-'}")
+        if len(table) > MAX_ROWS:
+            rows.append(f"  ... {len(table) - MAX_ROWS} more operation(s)")
+    return rows
+
+
+def protocol_finding_lines(f: Finding, saved: dict | None = None,
+                           table: bool = True) -> list[str]:
+    """One finding: headline, why allowed (info), how soon, the invariant, its sequence
+    (``table``), replay."""
+    lines = [f"[{escape(f.id)}] ({f.side}) {escape(f.message)}"]
+    if f.extra.get("context"):
+        lines.append(f"  why allowed: {escape(f.extra['context'])}")
+    if f.examples_to_find is not None:
+        lines.append(f"  found after {f.examples_to_find} step sequence(s)")
+    if f.severity == "error":
+        lines.append(f"  invariant: {escape(protocol_statement(f.invariant))}")
+        if table:
+            lines += ["  " + row for row in sequence_table(f)]
+    if saved and f.id in saved:
+        lines.append(f"  replay: stagecheck replay {escape(saved[f.id])}")
+    return lines
+
+
+def _by_sequence(findings: list[Finding]) -> list[list[Finding]]:
+    """Findings grouped by the step sequence that shows them, in report order."""
+    groups: dict[str, list[Finding]] = {}
+    for f in findings:
+        groups.setdefault(json.dumps(f.scenario, sort_keys=True), []).append(f)
+    return list(groups.values())
+
+
+def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
+                    strict: bool = False) -> str:
+    """A protocol campaign's report (see the module doc); ``saved``: finding id -> the
+    replay file's arguments; ``strict``: info findings count for the verdict."""
+    c = result.config
+    what = (f"{result.baseline} vs {result.candidate}" if result.baseline
+            else f"{result.candidate} against the protocol")
+    device = "the CPU model of the device" if c.device == "cpu" else "CUDA"
+    lines = [f"stagecheck protocol {escape(result.protocol)}: {escape(what)} on {device}",
+             f"tried {result.sequences_run} step sequence(s) (seed {c.seed}, budget "
+             f"{c.sequences}), each run twice per target (every operation completing when "
+             f"issued, and under its completion schedule), in {result.seconds:.1f} s"
+             + ("; the search stops at its first error, then shrinks it" if result.errors
+                else "")]
+    if result.interrupted:
+        lines.append(f"no verdict: interrupted ({result.interrupted})")
+    errors, infos = result.errors, result.infos
+    verdict = result.verdict(strict).upper()
+    if not result.baseline:
+        verdict = {"DIFFERENT": "VIOLATES THE PROTOCOL",
+                   "EQUIVALENT": "HOLDS THE PROTOCOL"}.get(verdict, verdict)
+    lines.append(f"verdict: {verdict} — {len(errors)} error finding(s), {len(infos)} info "
+                 "finding(s)")
+    if errors:
+        lines += ["", f"ERRORS ({len(errors)})"]
+        for group in _by_sequence(errors):      # one table per sequence, its findings first
+            for f in group:
+                lines += protocol_finding_lines(f, saved, table=False)
+            lines += ["  shown by:", *("    " + row for row in sequence_table(group[0]))]
+    if infos:
+        lines += ["", f"INFO ({len(infos)})"]
+        for f in infos:
+            lines += protocol_finding_lines(f, saved)
+    if errors and show_tests:
+        distinct = {json.dumps(f.scenario, sort_keys=True): f for f in errors}
+        lines += ["", f"REPRODUCE: {len(distinct)} shrunk step sequence(s) as pytest tests"]
+        for f in distinct.values():
+            lines += ["", *("    " + row for row in protocol_pytest_example(
+                f, result.baseline, result.candidate, result.protocol).splitlines())]
+    return "\n".join(lines)

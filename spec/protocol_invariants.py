@@ -1,0 +1,252 @@
+"""The invariants of every staging protocol, each stated once: in prose and as a check.
+
+A step sequence runs twice per target: once with every operation completing when it is
+issued (``meant``: what the host meant, the order a reader of the code assumes) and once
+under the completion schedule the sequence carries (``seen``: copies and device work
+completing as late as the streams and events allow, unless the schedule says otherwise).
+The checks compare what each run was seen to do (``spec.protocol.Trace``):
+
+- ``step_outcome``: every operation of a valid sequence returns;
+- ``device_read_as_meant``: every device work reads what the host meant when it launched
+  it: for each element last written by an upload, the value that upload's host source
+  held at the launch; and the same values under any schedule as when everything completes
+  when issued;
+- ``readback_as_written``: what the host holds after each step (``Protocol.observe``,
+  and what each operation returned) does not depend on when copies completed;
+- ``no_copy_hazard`` (``spec/invariants.py``): no access races with a copy or device work
+  the host had not seen complete. A race whose effect this sequence does not show (the
+  same bytes written again, a later upload that covers every slot before any device work
+  reads it) is info; with one of the divergences above it is an error;
+- the protocol's own ``checks``.
+
+Comparing two targets (``compare_runs``): both targets' ``meant`` runs launch the same
+device work reading the same values, hold the same host state after every step and end
+every operation the same way (``PROTOCOL_DIFFERENCES["same_trace"]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from stagecheck.spec.findings import ERROR, INFO, Finding
+from stagecheck.spec.invariants import statement as invariant_statement
+from stagecheck.spec.protocol import Protocol, Trace
+from stagecheck.spec.steps import StepSequence
+
+__all__ = ["PROTOCOL_DIFFERENCES", "PROTOCOL_INVARIANTS", "check_run", "compare_runs",
+           "protocol_statement"]
+
+
+@dataclass(frozen=True)
+class ProtocolInvariant:
+    id: str
+    statement: str
+
+
+PROTOCOL_INVARIANTS: tuple[ProtocolInvariant, ...] = (
+    ProtocolInvariant(
+        "step_outcome",
+        "Every operation of every step of a valid step sequence returns: no exception, no "
+        "hang, no end of the process."),
+    ProtocolInvariant(
+        "device_read_as_meant",
+        "Every device work reads what the host meant when it launched it: each element "
+        "last written (before the launch) by an upload holds the value that upload's host "
+        "source held at the launch; and it reads the same values whatever the completion "
+        "schedule as when every copy and kernel completes when it is issued."),
+    ProtocolInvariant(
+        "readback_as_written",
+        "What the host holds after each step (what the protocol observes, what each "
+        "operation returned), values read back from the device included, is the same "
+        "whatever the completion schedule as when every copy and kernel completes when it "
+        "is issued."),
+)
+PROTOCOL_DIFFERENCES: dict[str, str] = {
+    "same_trace": "Run on the same step sequence with every operation completing when "
+                  "issued, both targets end every operation the same way, launch the same "
+                  "device work reading the same values, and hold the same host state after "
+                  "every step.",
+}
+#: why a race that changed nothing observable is allowed (info)
+NO_EFFECT = ("a race without an effect on what the device work read or the host read back "
+             "in this step sequence (the same bytes, or a later copy that covers them before "
+             "any reader): harmless here, fragile under change")
+
+
+def protocol_statement(invariant: str) -> str:
+    """The prose of a protocol invariant or difference (else of a staging invariant)."""
+    for inv in PROTOCOL_INVARIANTS:
+        if inv.id == invariant:
+            return inv.statement
+    return PROTOCOL_DIFFERENCES.get(invariant) or invariant_statement(invariant)
+
+
+def _where(record: dict) -> str:
+    op = record["op"]
+    return f"step {record['step']} ({op})" if not op.startswith("(") else \
+        f"step {record['step']} {op}"
+
+
+def _finding(inv: str, message: str, side: str, severity: str = ERROR, **kw) -> Finding:
+    extra = kw.pop("extra", {})
+    return Finding(invariant=inv, severity=severity, message=message, side=side, extra=extra,
+                   **kw)
+
+
+def _first_difference(a, b, path: str = "") -> tuple[str, object, object] | None:
+    """The first place where plain data ``a`` and ``b`` differ: (path, a there, b there);
+    the path reads ``temperature[0]``, ``computed['req-1']``."""
+    if a == b:
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in list(a) + [k for k in b if k not in a]:
+            if a.get(key) != b.get(key):
+                step = str(key) if not path and isinstance(key, str) else f"[{key!r}]"
+                return _first_difference(a.get(key), b.get(key), path + step)
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for k, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return _first_difference(x, y, f"{path}[{k}]")
+    return path, a, b
+
+
+def _outcome(trace: Trace, side: str) -> list[Finding]:
+    failed = trace.failed()
+    if failed is None:
+        return []
+    kind = ("hang" if failed["outcome"] == "hung" else
+            "crash" if failed["outcome"].startswith("ended its process") else "exception")
+    return [_finding("step_outcome", f"{_where(failed)} {failed['outcome']}", side,
+                     field=failed["op"], extra={"kind": kind, "step": failed["step"],
+                                                "operation": failed["op"]})]
+
+
+def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
+    out = []
+    for m in seen.meant[:1] or meant.meant[:1]:
+        slots = m["slots"]
+        out.append(_finding(
+            "device_read_as_meant",
+            f"{_where(m)}: {m['work']} read {m['arg']}{slots[:8]} = {m['read'][:8]}, but "
+            f"the host held {m['meant'][:8]} for it at the launch (the last copies into "
+            "those slots read that host memory)", side, field=f"{m['work']}({m['arg']})",
+            slot=slots[0] if slots else None, expected=m["meant"], candidate=m["read"],
+            extra={"kind": "host-intent", "step": m["step"], "operation": m["op"],
+                   "slots": slots}))
+    for k, (a, b) in enumerate(zip(meant.reads, seen.reads)):
+        if a["values"] != b["values"]:
+            path, x, y = _first_difference(a["values"], b["values"])
+            out.append(_finding(
+                "device_read_as_meant",
+                f"{_where(b)}: {b['work']} read {path or 'its arguments'} = {y!r:.120} "
+                f"under this completion schedule, {x!r:.120} when every copy and kernel "
+                "completes when issued", side, field=f"{b['work']}", expected=x, candidate=y,
+                extra={"kind": "schedule", "step": b["step"], "operation": b["op"],
+                       "launch": k}))
+            break
+    return out
+
+
+def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
+    for k, (a, b) in enumerate(zip(meant.states, seen.states)):
+        if a != b:
+            path, x, y = _first_difference(a, b)
+            return [_finding("readback_as_written",
+                             f"after step {k} the host holds {path or 'its state'} = "
+                             f"{y!r:.160} under this completion schedule, {x!r:.160} when "
+                             "every copy and kernel completes when issued", side,
+                             field=path or "state", expected=x, candidate=y,
+                             extra={"kind": "state", "step": k})]
+    for a, b in zip(meant.ops, seen.ops):
+        if a["result"] != b["result"]:
+            path, x, y = _first_difference(a["result"], b["result"])
+            return [_finding("readback_as_written",
+                             f"{_where(b)} returned {path or 'a value'} = {y!r:.160} under this "
+                             f"completion schedule, {x!r:.160} when every copy and kernel "
+                             "completes when issued", side, field=f"{b['op']}{path}",
+                             expected=x, candidate=y,
+                             extra={"kind": "result", "step": b["step"], "operation": b["op"]})]
+    return []
+
+
+def _hazards(seen: Trace, side: str, observable: bool) -> list[Finding]:
+    out, shown = [], set()
+    for h in seen.hazards:
+        key = (h["kind"], h["region"])
+        if key in shown:
+            continue
+        shown.add(key)
+        extra = {"kind": h["kind"], "step": h["step"], "operation": h["op"],
+                 "slots": list(h["slots"]), "pending": h["pending"]}
+        if not observable:
+            extra["context"] = NO_EFFECT
+        out.append(_finding("no_copy_hazard",
+                            f"{_where(h)}: {h['by']} of {h['region']} slots "
+                            f"{list(h['slots'])[:8]} while {h['pending']} was not seen complete",
+                            side, ERROR if observable else INFO, field=h["region"],
+                            slot=h["slots"][0], extra=extra))
+    return out
+
+
+def check_run(protocol: Protocol, seq: StepSequence, meant: Trace, seen: Trace,
+              side: str = "candidate") -> list[Finding]:
+    """One target's runs of ``seq`` against every protocol invariant (see the module doc)."""
+    outcome = _outcome(meant, side) or _outcome(seen, side)
+    if meant.stopped or seen.stopped:
+        stopped = meant.stopped or seen.stopped
+        return outcome or [_finding("step_outcome", f"the run {stopped}", side,
+                                    extra={"kind": "hang" if stopped == "hung" else "crash"})]
+    findings = list(outcome)
+    if not outcome:
+        findings += _reads(meant, seen, side) + _readback(meant, seen, side)
+        for check in protocol.checks:
+            for message in check.check(seq, meant)[:1]:
+                findings.append(_finding(check.id, message, side, extra={"kind": check.id}))
+    observable = any(f.invariant in ("device_read_as_meant", "readback_as_written")
+                     for f in findings)
+    return findings + _hazards(seen, side, observable)
+
+
+def compare_runs(protocol: Protocol, seq: StepSequence, a: Trace, b: Trace) -> list[Finding]:
+    """Differences between the baseline's and the candidate's ``meant`` runs of ``seq``."""
+    def diff(message: str, **kw) -> list[Finding]:
+        return [_finding("same_trace", message, "both", **kw)]
+    if (a.stopped, [o["outcome"] for o in a.ops]) != (b.stopped, [o["outcome"] for o in b.ops]):
+        for x, y in zip(a.ops, b.ops):
+            if x["outcome"] != y["outcome"]:
+                return diff(f"{_where(y)}: baseline {x['outcome'] or 'returned'}, candidate "
+                            f"{y['outcome'] or 'returned'}", field=y["op"],
+                            baseline=x["outcome"], candidate=y["outcome"],
+                            extra={"kind": "outcome", "step": y["step"], "operation": y["op"]})
+        return diff(f"baseline {a.stopped or 'ran every step'}, candidate "
+                    f"{b.stopped or 'ran every step'}", extra={"kind": "outcome"})
+    for x, y in zip(a.reads, b.reads):
+        if (x["work"], x["values"]) != (y["work"], y["values"]):
+            found = _first_difference(x["values"], y["values"]) if x["work"] == y["work"] \
+                else ("", x["work"], y["work"])
+            return diff(f"{_where(y)}: {y['work']} read {found[0] or 'its arguments'} = "
+                        f"{found[2]!r:.120} (candidate), {found[1]!r:.120} (baseline)",
+                        field=y["work"], baseline=found[1], candidate=found[2],
+                        extra={"kind": "device-read", "step": y["step"], "operation": y["op"]})
+    if len(a.reads) != len(b.reads):
+        return diff(f"the baseline launched {len(a.reads)} device work(s), the candidate "
+                    f"{len(b.reads)}", extra={"kind": "device-work"},
+                    baseline=len(a.reads), candidate=len(b.reads))
+    for k, (x, y) in enumerate(zip(a.states, b.states)):
+        if x != y:
+            path, u, v = _first_difference(x, y)
+            return diff(f"after step {k} the host holds {path or 'its state'} = {v!r:.160} "
+                        f"(candidate), {u!r:.160} (baseline)", field=path or "state",
+                        baseline=u, candidate=v, extra={"kind": "state", "step": k})
+    for x, y in zip(a.ops, b.ops):
+        if x["result"] != y["result"]:
+            path, u, v = _first_difference(x["result"], y["result"])
+            return diff(f"{_where(y)} returned {path or 'a value'} = {v!r:.160} (candidate), "
+                        f"{u!r:.160} (baseline)", field=f"{y['op']}{path}", baseline=u,
+                        candidate=v, extra={"kind": "result", "step": y["step"],
+                                            "operation": y["op"]})
+    return []
+
+
+CheckFunction = Callable[[StepSequence, Trace], list[str]]

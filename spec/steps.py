@@ -1,0 +1,201 @@
+"""Step sequences as plain data: what an engine's scheduler decides, step after step.
+
+A ``StepSequence`` is what a protocol's steps are driven with: a capacity (the most
+requests in the batch), protocol parameters (e.g. a block size), and one ``Step`` per
+engine step. A step holds the scheduler's *decisions* only: which running requests
+finish or are preempted, which preempted ones resume, which new ones join (prompt length,
+a prefix already computed, a sampling temperature), how many prompt tokens each
+prefilling request gets (its chunk), how many draft tokens each decoding request gets and
+how many of them the device accepts, whether the step is a dummy step (a forward over a
+made-up batch of ``dummy_tokens`` tokens, as an idle data-parallel rank runs), and the
+completion in force during each of its operations (``lazy``, ``eager``, ``drain``:
+``oracles/device/cpu.py``).
+
+``unfold`` replays the decisions with a small scheduler model and gives what each step
+looks like to the engine (``StepView``): the batch, each request's computed tokens at the
+start of the step, the tokens scheduled, the drafts and accepted tokens. A decision that
+does not apply any more (a request that never joined, a batch over capacity) is dropped,
+so every edit of a sequence (the shrinker's) is again a valid sequence.
+
+The model of the scheduler: a joined request prefills its prompt in chunks, then decodes
+one token plus its drafts per step; the scheduler counts scheduled tokens as computed
+(every draft assumed accepted, as vLLM's scheduler does under async scheduling; the
+engine corrects from what the device accepted); a preempted request leaves the batch and
+forgets its progress, and resumes by prefilling again from nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["COMPLETION_CHOICES", "Step", "StepSequence", "StepView", "unfold"]
+
+#: the completions a step's operations may run under (``oracles/device/cpu.py``)
+COMPLETION_CHOICES = ("lazy", "eager", "drain")
+
+
+@dataclass
+class Step:
+    """The scheduler's decisions for one engine step (see the module doc)."""
+
+    kind: str = "step"                                   # "step" | "dummy"
+    finished: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    joins: list[dict] = field(default_factory=list)      # {"id", "prompt", "prefix", "temperature"}
+    chunk: dict[str, int] = field(default_factory=dict)  # prefill tokens this step (absent: all)
+    drafts: dict[str, int] = field(default_factory=dict)   # draft tokens of a decode
+    accepted: dict[str, int] = field(default_factory=dict)  # 1..drafts+1 (absent: 1)
+    dummy_tokens: int = 0
+    completion: list[str] = field(default_factory=list)  # per operation (absent: lazy)
+
+    def completion_of(self, k: int) -> str:
+        return self.completion[k] if k < len(self.completion) else "lazy"
+
+
+@dataclass
+class StepSequence:
+    """A protocol's steps, as plain data (prints, saves as JSON, shrinks, replays)."""
+
+    protocol: str
+    capacity: int
+    steps: list[Step] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)   # a one-step protocol's own input
+                                                          # (a staging scenario)
+
+    def to_dict(self) -> dict:
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "StepSequence":
+        if not isinstance(data, dict):
+            raise TypeError(f"a step sequence is a JSON object, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown step-sequence keys {sorted(unknown)}; expected "
+                             f"{sorted(known)}")
+        steps = []
+        step_keys = {f.name for f in dataclasses.fields(Step)}
+        for k, step in enumerate(data.get("steps", [])):
+            if not isinstance(step, dict) or set(step) - step_keys:
+                raise ValueError(f"step {k} is not a step: {step!r:.200}")
+            steps.append(Step(**step))
+        return cls(protocol=data["protocol"], capacity=data["capacity"], steps=steps,
+                   params=dict(data.get("params", {})), data=dict(data.get("data", {})))
+
+    @property
+    def size(self) -> tuple:
+        """How big the sequence is to a reader: steps, requests, then the sum of its
+        numbers (tokens, drafts, the capacity), the completions that are not lazy, its
+        text."""
+        ids = {j["id"] for s in self.steps for j in s.joins}
+        numbers = self.capacity + sum(
+            sum(j.get("prompt", 0) + j.get("prefix", 0) for j in s.joins)
+            + sum(s.chunk.values()) + sum(s.drafts.values()) + sum(s.accepted.values())
+            + s.dummy_tokens for s in self.steps)
+        eager = sum(c != "lazy" for s in self.steps for c in s.completion)
+        return (len(self.steps), len(ids), numbers, eager, len(json.dumps(self.to_dict())))
+
+
+@dataclass
+class StepView:
+    """One step as the engine sees it (``unfold``)."""
+
+    index: int
+    kind: str
+    finished: list[str]          # left the batch: finished
+    preempted: list[str]         # left the batch: preempted (progress forgotten)
+    joins: list[dict]            # new requests: id, computed (prefix), prompt, temperature
+    resumed: list[dict]          # preempted requests back: id, computed (0), prompt, temperature
+    cached: list[tuple[str, int]]    # requests still in the batch: (id, computed at the start)
+    scheduled: dict[str, int]    # every request of the batch -> tokens this step
+    drafts: dict[str, int]       # requests with drafts -> how many
+    accepted: dict[str, int]     # every request of the batch -> tokens the device accepts
+    dummy_tokens: int
+    completion: list[str]
+
+    def completion_of(self, k: int) -> str:
+        """The completion in force during operation ``k`` of this step."""
+        return self.completion[k] if k < len(self.completion) else "lazy"
+
+    @property
+    def batch(self) -> list[str]:
+        """The requests scheduled this step: continuing ones, then new and resumed."""
+        return [r for r, _ in self.cached] + [j["id"] for j in self.joins + self.resumed]
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.scheduled.values())
+
+
+def unfold(seq: StepSequence) -> list[StepView]:
+    """Replay the decisions of ``seq``; a view per step (see the module doc)."""
+    prompt: dict[str, int] = {}
+    computed: dict[str, int] = {}
+    temperature: dict[str, float] = {}
+    running: list[str] = []
+    preempted: list[str] = []
+    seen: set[str] = set()
+    views = []
+    for index, step in enumerate(seq.steps):
+        if step.kind == "dummy":
+            tokens = max(1, int(step.dummy_tokens or 1))
+            views.append(StepView(index, "dummy", [], [], [], [], [], {}, {}, {}, tokens,
+                                  list(step.completion)))
+            continue
+        finished = [r for r in _unique(step.finished) if r in running]
+        gone = set(finished)
+        leaving = [r for r in _unique(step.preempted) if r in running and r not in gone]
+        gone |= set(leaving)
+        cached = [r for r in running if r not in gone]
+        resumed = [r for r in _unique(step.resumed) if r in preempted]
+        room = max(seq.capacity - len(cached), 0)
+        resumed = resumed[:room]
+        joins = []
+        for j in step.joins:
+            rid = j.get("id")
+            if len(resumed) + len(joins) >= room or not isinstance(rid, str) or rid in seen:
+                continue
+            size = max(1, int(j.get("prompt", 1)))
+            prefix = min(max(0, int(j.get("prefix", 0))), size - 1)
+            joins.append({"id": rid, "computed": prefix, "prompt": size,
+                          "temperature": float(j.get("temperature", 1.0))})
+        for r in leaving:
+            computed[r] = 0
+        for j in joins:
+            seen.add(j["id"])
+            prompt[j["id"]], computed[j["id"]] = j["prompt"], j["computed"]
+            temperature[j["id"]] = j["temperature"]
+        batch = cached + resumed + [j["id"] for j in joins]
+        scheduled, drafts, accepted = {}, {}, {}
+        for r in batch:
+            left = prompt[r] - computed[r]
+            if left > 0:
+                scheduled[r] = min(max(1, int(step.chunk.get(r, left))), left)
+                accepted[r] = 1
+            else:
+                k = max(0, int(step.drafts.get(r, 0)))
+                if k:
+                    drafts[r] = k
+                scheduled[r] = 1 + k
+                accepted[r] = min(max(1, int(step.accepted.get(r, 1))), k + 1)
+        views.append(StepView(
+            index, "step", finished, leaving, joins,
+            [{"id": r, "computed": computed[r], "prompt": prompt[r],
+              "temperature": temperature[r]} for r in resumed],
+            [(r, computed[r]) for r in cached], scheduled, drafts, accepted, 0,
+            list(step.completion)))
+        for r in batch:
+            computed[r] += scheduled[r]
+        running = batch
+        preempted = [r for r in preempted if r not in resumed] + leaving
+    return views
+
+
+def _unique(ids) -> list[str]:
+    return list(dict.fromkeys(r for r in ids if isinstance(r, str)))

@@ -1,0 +1,241 @@
+"""Protocols on the command line, end to end in a subprocess: ``diff``/``spec --protocol``
+on each built-in protocol's fixtures, the protocol chosen by the target's name, options a
+protocol run does not read, ``protocol check`` on good and bad files, ``replay`` of a
+saved protocol finding, and the pytest fixture's ``assert_protocol`` in a pytester
+session."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from stagecheck.oracles import messages
+from tests.e2e.test_pytest_plugin import _autoloaded, _plugin_args
+from tests.protocol_catalog import BUILTIN, PROTOCOLS, REPORTED, expected, fixtures, target
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "docs", "examples", "token_stager_protocol.py")
+pytest_plugins = ["pytester"]
+
+
+def run_cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "stagecheck", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _hazard_named(stdout: str, path) -> bool:
+    """Whether the report names one of the hazards or divergences ``path`` expects."""
+    wanted = {(inv, kind) for name in expected(path) for inv, kind in REPORTED[name]}
+    return any(f"[{inv}-" in stdout and (kind is None or kind in stdout) for inv, kind in wanted)
+
+
+@pytest.mark.parametrize("protocol", BUILTIN)
+def test_each_builtin_protocols_buggy_fixture_exits_1_naming_the_hazard(protocol, tmp_path):
+    buggy = fixtures(protocol, "buggy")[0]
+    out = tmp_path / "report.json"
+    proc = run_cli("spec", target(buggy), "--protocol", protocol, "--examples", "200",
+                   "--save-dir", str(tmp_path / "found"), "--json", str(out), "-q")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "verdict: VIOLATES THE PROTOCOL" in proc.stdout
+    assert _hazard_named(proc.stdout, buggy), proc.stdout
+    # the step table of the shortest sequence, the replay line and the pytest test
+    assert "step  operation" in proc.stdout and "in flight" in proc.stdout
+    assert "replay: stagecheck replay " in proc.stdout
+    assert "def test_" in proc.stdout and "check_sequence(" in proc.stdout
+    document = json.loads(out.read_text())
+    assert document["verdict"] == "different" and document["protocol"] == protocol
+    errors = [f for f in document["findings"] if f["severity"] == "error"]
+    assert errors and all(os.path.isfile(f["replay"]) for f in errors)
+
+
+@pytest.mark.parametrize("protocol", BUILTIN)
+def test_each_builtin_protocols_fixed_fixture_exits_0(protocol, tmp_path):
+    (fixed,) = fixtures(protocol, "fixed")
+    proc = run_cli("spec", target(fixed), "--protocol", protocol, "--examples", "60",
+                   "--save-dir", str(tmp_path / "found"), "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "verdict: HOLDS THE PROTOCOL — 0 error finding(s)" in proc.stdout
+
+
+def test_diff_of_fixed_and_buggy_exits_1_and_fixed_and_equivalent_exit_0(tmp_path):
+    protocol = "valid-count-readback"
+    (fixed,) = fixtures(protocol, "fixed")
+    buggy, rewrite = fixtures(protocol, "buggy")[0], fixtures(protocol, "equivalent")[0]
+    different = run_cli("diff", target(fixed), target(buggy), "--protocol", protocol,
+                        "--save-dir", str(tmp_path), "-q")
+    assert different.returncode == 1, different.stdout + different.stderr
+    assert "verdict: DIFFERENT" in different.stdout and "(candidate)" in different.stdout
+    same = run_cli("diff", target(fixed), target(rewrite), "--protocol", protocol,
+                   "--examples", "60", "--save-dir", str(tmp_path), "-q")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "verdict: EQUIVALENT" in same.stdout
+
+
+def test_the_targets_method_name_chooses_the_builtin_protocol_and_says_so(tmp_path):
+    (buggy,) = [f for f in fixtures("input-prep-event", "buggy") if "narrow" in f.name]
+    proc = run_cli("spec", f"{buggy}::GPUModelRunner.synchronize_input_prep",
+                   "--save-dir", str(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    said = messages.PROTOCOL_CHOSEN.format(protocol="input-prep-event",
+                                           name="GPUModelRunner.synchronize_input_prep")
+    assert proc.stdout.startswith(said) and said in proc.stderr
+    # a staging function a schema describes stays one call per example
+    staging = run_cli("spec", "single-loop", "--examples", "20", "--save-dir", str(tmp_path),
+                      "-q")
+    assert staging.returncode == 0 and "stagecheck protocol" not in staging.stdout
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["--kernel", "always"], "--kernel"),
+    (["--steps", "3"], "--steps"),
+    (["--deferred-copies"], "--deferred-copies"),
+    (["--schema", "mamba-postprocess"], "--schema"),
+])
+def test_an_option_a_protocol_run_does_not_read_is_exit_2_naming_it(args, flag, tmp_path):
+    (fixed,) = fixtures("valid-count-readback", "fixed")
+    proc = run_cli("spec", target(fixed), "--protocol", "valid-count-readback", *args,
+                   "--save-dir", str(tmp_path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"option {flag}: {flag}" in proc.stderr and "leave " + flag + " out" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_junit_and_markdown_are_refused_for_a_protocol_run(tmp_path):
+    (fixed,) = fixtures("valid-count-readback", "fixed")
+    proc = run_cli("spec", target(fixed), "--protocol", "valid-count-readback",
+                   "--junit-xml", str(tmp_path / "j.xml"))
+    assert proc.returncode == 2
+    assert "option --junit-xml: --junit-xml is not written for a protocol run" in proc.stderr
+
+
+def test_protocol_and_target_mistakes_are_exit_2_naming_the_argument(tmp_path):
+    (fixed,) = fixtures("valid-count-readback", "fixed")
+    unknown = run_cli("spec", target(fixed), "--protocol", "no-such-protocol")
+    assert unknown.returncode == 2
+    assert "option --protocol: 'no-such-protocol' is neither a built-in protocol" \
+        in unknown.stderr
+    missing_class = run_cli("spec", f"{fixed}::NoSuchRunner", "--protocol",
+                            "valid-count-readback", "--save-dir", str(tmp_path))
+    assert missing_class.returncode == 2
+    assert "argument TARGET:" in missing_class.stderr and "'NoSuchRunner'" in missing_class.stderr
+    assert "classes there: CachedRequestState, GPUModelRunner" in missing_class.stderr
+
+
+def test_protocol_check_passes_a_good_file_and_the_builtins():
+    proc = run_cli("protocol", "check", EXAMPLE)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the declaration is right" in proc.stdout and "one step: stage" in proc.stdout
+    for name in BUILTIN:
+        assert run_cli("protocol", "check", name).returncode == 0
+    listed = run_cli("protocol", "list")
+    assert listed.returncode == 0 and all(name in listed.stdout for name in BUILTIN)
+
+
+BAD = {
+    "empty_name": ("PROTOCOL = Protocol(name='', summary='s', functions=('A',), "
+                   "build=lambda c: None, component='A', operations=(Operation('a', run),))",
+                   "name '' is empty: give the protocol a name"),
+    "duplicate_operations": ("PROTOCOL = Protocol(name='p', summary='s', functions=('A',), "
+                             "build=lambda c: None, component='A', "
+                             "operations=(Operation('a', run), Operation('a', run)))",
+                             "operations named a appear twice: give each its own name"),
+    "bad_space": ("PROTOCOL = Protocol(name='p', summary='s', functions=('A',), "
+                  "build=lambda c: None, component='A', operations=(Operation('a', run),), "
+                  "space=StepSpace(steps=(0, 3)))",
+                  "space.steps (0, 3) is not a range (low, high)"),
+    "no_state": ("PROTOCOL = Protocol(name='p', summary='s', functions=('A',), "
+                 "build=lambda c: None, operations=(Operation('a', run),))",
+                 "neither component nor staging is set"),
+    "broken_when": ("PROTOCOL = Protocol(name='p', summary='s', functions=('A',), "
+                    "build=lambda c: None, component='A', "
+                    "operations=(Operation('a', run, when=lambda v: v.no_such_field),))",
+                    "operations[0] ('a').when raised AttributeError"),
+    "not_a_protocol": ("PROTOCOL = 42", "the declaration is a int, not a Protocol"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_protocol_check_names_the_part_the_value_and_the_fix(name, tmp_path):
+    declaration, said = BAD[name]
+    path = tmp_path / f"{name}.py"
+    path.write_text("from stagecheck.spec.protocol import Operation, Protocol, StepSpace\n\n"
+                    "def run(ctx):\n    return None\n\n" + declaration + "\n")
+    proc = run_cli("protocol", "check", str(path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert said in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_protocol_check_of_files_that_cannot_be_loaded_is_exit_2(tmp_path):
+    raising = tmp_path / "raising.py"
+    raising.write_text("raise ValueError('broken on purpose')\n")
+    none = tmp_path / "none.py"
+    none.write_text("X = 1\n")
+    for path, said in ((raising, "raised ValueError: broken on purpose"),
+                       (none, "has no Protocol named 'PROTOCOL'"),
+                       (tmp_path / "missing.py", "does not exist")):
+        proc = run_cli("protocol", "check", str(path))
+        assert proc.returncode == 2, proc.stderr
+        assert "argument PROTOCOL: " in proc.stderr and said in proc.stderr
+
+
+def test_a_saved_protocol_finding_replays(tmp_path):
+    protocol = "valid-count-readback"
+    buggy = fixtures(protocol, "buggy")[0]
+    (fixed,) = fixtures(protocol, "fixed")
+    found = tmp_path / "found"
+    proc = run_cli("spec", target(buggy), "--protocol", protocol, "--save-dir", str(found),
+                   "-q", cwd=str(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    saved = sorted(found.glob("*.json"))
+    assert saved and json.loads(saved[0].read_text())["stagecheck_protocol_replay"] == 1
+    # the printed line names the target (outside tmp_path's trust boundary) and runs as is
+    line = next(x for x in proc.stdout.splitlines() if "replay: stagecheck replay" in x)
+    assert "--candidate" in line
+    again = run_cli("replay", str(saved[0]), "--candidate", target(buggy), cwd=str(tmp_path))
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "verdict: DIFFERENT — the saved step sequence still shows" in again.stdout
+    fixed_run = run_cli("replay", str(saved[0]), "--candidate", target(fixed),
+                        cwd=str(tmp_path))
+    assert fixed_run.returncode == 0, fixed_run.stdout + fixed_run.stderr
+    assert "shows no error finding now" in fixed_run.stdout
+    # a replay file does not run a target it names outside the trust boundary by itself
+    untrusted = run_cli("replay", str(saved[0]), cwd=str(tmp_path))
+    assert untrusted.returncode == 2 and "name it yourself" in untrusted.stderr
+
+
+def test_the_fixture_asserts_a_protocol_with_a_reproduce_line(pytester):
+    protocol = "input-prep-event"
+    (fixed,) = fixtures(protocol, "fixed")
+    buggy = [f for f in fixtures(protocol, "buggy") if "narrow" in f.name][0]
+    pytester.makepyfile(test_user=textwrap.dedent(f"""
+        def test_fixed_holds(stagecheck):
+            result = stagecheck.assert_protocol({target(fixed)!r}, {protocol!r},
+                                                examples=30, seed=0)
+            assert result.sequences_run == 30 and result.errors == []
+
+        def test_method_name_chooses_the_protocol(stagecheck):
+            stagecheck.assert_protocol({str(fixed) + '::GPUModelRunner._dummy_run'!r},
+                                       examples=10, seed=0)
+
+        def test_buggy_fails(stagecheck):
+            stagecheck.assert_protocol({target(buggy)!r}, {protocol!r}, examples=100, seed=0)
+
+        def test_bad_option(stagecheck):
+            stagecheck.assert_protocol({target(fixed)!r}, {protocol!r}, timeout=-1)
+    """))
+    result = pytester.runpytest_subprocess(*_autoloaded("hypothesispytest"), *_plugin_args(),
+                                           "-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(passed=2, failed=2)
+    out = result.stdout.str()
+    buggy_part = out.split("_ test_buggy_fails _")[1].split("_ test_bad_option _")[0]
+    assert "verdict: VIOLATES THE PROTOCOL" in buggy_part and "step  operation" in buggy_part
+    assert (f"reproduce: stagecheck spec {target(buggy)} --protocol {protocol} "
+            "--examples 100 --seed 0") in buggy_part.replace("\n", "")
+    assert "stagecheck: timeout=:" in out and "Traceback" not in out
+    assert str(PROTOCOLS) in buggy_part

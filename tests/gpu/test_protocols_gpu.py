@@ -1,0 +1,171 @@
+"""The device model's CUDA backend, the copy forms and the protocols on a real GPU.
+
+Skipped where torch sees no CUDA device (``conftest.py``); run on the H200 with
+``python -m pytest -q tests/gpu/test_protocols_gpu.py``. Each test states on CUDA what the
+CPU-model tests state on the CPU (tests/unit/test_device_model.py,
+tests/quality/test_copy_forms.py, tests/quality/test_protocols.py): the same hazards from
+the same code, the same copy events from every copy form, and the same verdict on every
+protocol fixture. Device work is queued ahead of the copies (``torch.cuda._sleep``) so that
+they really lag behind the host.
+"""
+
+import pytest
+import torch
+
+from stagecheck.oracles.device import device_model
+from stagecheck.oracles.observe import observe
+from stagecheck.oracles.observe.fast import FastCudaBackend
+from stagecheck.oracles.observe.instrumented import InstrumentedBackend
+from stagecheck.oracles.options import CampaignConfig, RunOptions
+from stagecheck.oracles.campaign import run_campaign
+from stagecheck.oracles.protocol import ProtocolConfig, run_protocol_campaign
+from stagecheck.oracles.targets import load_target
+from stagecheck.spec import Copy, check
+from stagecheck.spec.observation import (DEVICE_READ_PENDING_WRITE, HOST_TOUCH_PENDING_DOWNLOAD,
+                                         HOST_WRITE_PENDING_UPLOAD)
+from tests.helpers import scenario
+from tests.protocol_catalog import BUILTIN, expected, fixtures, reports, target
+
+pytestmark = pytest.mark.cuda
+
+#: device work queued ahead of the copies (about a millisecond on an H200)
+BUSY = 2_000_000
+FORMS = ["equivalent_raw_copy_", "equivalent_to_device_copy", "equivalent_copy_helper"]
+STAGE = "stage_postprocess_inputs_to_gpu"
+
+
+def kinds(model):
+    return [h.kind for h in model.hazards]
+
+
+# ---------------------------------------------------------------- the device model
+
+def test_the_cuda_backend_sees_a_host_write_into_a_pending_upload():
+    model = device_model("cuda", busy_cycles=BUSY)
+    with model.activate():
+        host = torch.arange(8, dtype=torch.int32).pin_memory()
+        dev = torch.zeros(8, dtype=torch.int32, device="cuda")
+        torch.cuda._sleep(50 * BUSY)                   # the copy waits behind this
+        dev[:4].copy_(host[:4], non_blocking=True)
+        assert model.in_flight() == 1
+        host.numpy()[1] = 99                           # the DMA has not read it yet
+        torch.cuda.synchronize()
+        assert dev.tolist()[1] == 99                   # it read the page late
+    assert kinds(model) == [HOST_WRITE_PENDING_UPLOAD] and model.hazards[0].slots == (1,)
+
+
+def test_the_cuda_backend_sees_a_read_of_a_pending_download_and_an_event_makes_it_safe():
+    model = device_model("cuda", busy_cycles=BUSY)
+    with model.activate():
+        dev = torch.arange(4, dtype=torch.int32, device="cuda")
+        out = torch.zeros(4, dtype=torch.int32, pin_memory=True)
+        torch.cuda._sleep(50 * BUSY)
+        out.copy_(dev, non_blocking=True)
+        landed = torch.cuda.Event()
+        landed.record()
+        assert out.tolist() == [0, 0, 0, 0]           # not landed yet
+        assert kinds(model) == [HOST_TOUCH_PENDING_DOWNLOAD]
+        landed.synchronize()
+        assert out.tolist() == [0, 1, 2, 3] and len(model.hazards) == 1
+
+
+def test_the_cuda_backend_sees_a_consumer_on_another_stream_without_a_wait():
+    model = device_model("cuda", busy_cycles=BUSY)
+    with model.activate():
+        host = torch.tensor([4, 5], dtype=torch.int32).pin_memory()
+        mirror = torch.zeros(2, dtype=torch.int32, device="cuda")
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50 * BUSY)
+            mirror.copy_(host, non_blocking=True)
+        model.launch("forward", lambda: mirror.add_(0), {"mirror": mirror})
+        torch.cuda.synchronize()
+        model.finish()
+    assert DEVICE_READ_PENDING_WRITE in kinds(model)
+    assert model.reads_log[0][2]["mirror"] == [0, 0]   # it ran before the copy
+
+
+def test_the_cuda_backend_is_silent_on_ordered_code_and_writes_of_nothing():
+    model = device_model("cuda", busy_cycles=BUSY)
+    with model.activate():
+        host = torch.zeros(4, dtype=torch.int32).pin_memory()
+        dev = torch.zeros(4, dtype=torch.int32, device="cuda")
+        side = torch.cuda.Stream()
+        done = torch.cuda.Event()
+        for step in range(3):
+            done.synchronize()
+            host.numpy()[:] = step
+            host[:0] = 7
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                dev.copy_(host, non_blocking=True)
+            torch.cuda.current_stream().wait_stream(side)
+            model.launch("forward", lambda: dev.add_(0), {"dev": dev})
+            done.record()
+            fresh = torch.tensor([step] * 4, dtype=torch.int32).pin_memory()
+            dev.copy_(fresh, non_blocking=True)        # a fresh pinned tensor per call
+            del fresh
+        model.finish()
+    assert model.hazards == [] and model.mismatches == []
+
+
+# ---------------------------------------------------------------- the copy forms
+
+@pytest.mark.parametrize("name", FORMS)
+def test_each_copy_form_logs_the_copies_of_copy_to_gpu_on_cuda(name):
+    ref = load_target("single-loop")
+    form = load_target(f"tests/targets/{name}.py::{STAGE}")
+    options = RunOptions(device="cuda", gpu_busy_cycles=BUSY)
+    for s in (scenario(), scenario(num_reqs=0)):
+        for backend in (lambda: InstrumentedBackend("cuda"), FastCudaBackend):
+            a = observe(ref, s, options, backend())
+            b = observe(form, s, options, backend())
+            assert sorted((e for e in b.events if type(e) is Copy), key=lambda c: c.buffer) == \
+                sorted((e for e in a.events if type(e) is Copy), key=lambda c: c.buffer)
+            assert (b.cpu, b.gpu) == (a.cpu, a.gpu)
+            assert check(s, b, form.profile) == []
+
+
+def test_a_raw_copy_refactor_is_equivalent_to_legacy_on_cuda():
+    config = CampaignConfig.from_options(examples=300, device="cuda", gpu_busy_cycles=BUSY)
+    result = run_campaign(load_target("legacy"),
+                          load_target(f"tests/targets/equivalent_raw_copy_.py::{STAGE}"), config)
+    assert result.verdict() == "equivalent", [f.message for f in result.errors]
+
+
+def test_a_rewrite_after_a_raw_copy_is_a_hazard_naming_its_slots_on_cuda():
+    target = load_target(f"tests/targets/buggy_raw_copy_then_recount_drafts.py::{STAGE}")
+    s = scenario()
+    o = observe(target, s, RunOptions(device="cuda", gpu_busy_cycles=BUSY))
+    (hazard,) = [f for f in check(s, o, target.profile) if f.invariant == "no_copy_hazard"]
+    assert hazard.extra["slots"] == [0, 1, 2]
+
+
+# ---------------------------------------------------------------- the protocols
+
+BUGGY = [(p, f) for p in BUILTIN for f in fixtures(p, "buggy")]
+CLEAN = [(p, f) for p in BUILTIN for f in fixtures(p, "fixed") + fixtures(p, "equivalent")]
+CUDA = dict(device="cuda", busy_cycles=BUSY)
+
+
+@pytest.mark.parametrize("protocol,path", BUGGY, ids=lambda v: getattr(v, "name", v))
+def test_a_buggy_fixture_is_found_on_cuda_as_on_the_cpu_model(protocol, path):
+    result = run_protocol_campaign(None, target(path), protocol,
+                                   ProtocolConfig(sequences=100, **CUDA))
+    assert result.verdict() == "different"
+    names = expected(path)
+    assert any(reports(f, name) for f in result.errors for name in names), \
+        ([(f.invariant, f.extra.get("kind")) for f in result.errors], names)
+
+
+@pytest.mark.parametrize("protocol,path", CLEAN, ids=lambda v: getattr(v, "name", v))
+def test_a_fixed_or_equivalent_fixture_is_clean_on_cuda(protocol, path):
+    result = run_protocol_campaign(None, target(path), protocol,
+                                   ProtocolConfig(sequences=40, **CUDA))
+    assert result.errors == [], [f.message for f in result.errors]
+
+
+def test_a_single_call_protocol_on_cuda_keeps_legacy_equal_to_single_loop():
+    result = run_protocol_campaign("legacy", "single-loop", "single-call:mamba-postprocess",
+                                   ProtocolConfig(sequences=100, **CUDA))
+    assert result.verdict() == "equivalent", [f.message for f in result.errors]

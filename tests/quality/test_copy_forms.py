@@ -1,0 +1,123 @@
+"""Every host-to-device copy form is a ``Copy``; a write of nothing is no write; a hazard
+finding names the slots the pending copy may read (issue 20, items 2 and 3)."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from stagecheck.oracles.campaign import run_campaign
+from stagecheck.oracles.observe import observe
+from stagecheck.oracles.observe.fast import FastBackend
+from stagecheck.oracles.observe.instrumented import InstrumentedBackend
+from stagecheck.oracles.options import CampaignConfig, RunOptions
+from stagecheck.oracles.targets import load_target
+from stagecheck.spec import Copy, HostWrite, check
+from tests.helpers import scenario
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FUNCTION = "stage_postprocess_inputs_to_gpu"
+FORMS = ["equivalent_raw_copy_", "equivalent_to_device_copy", "equivalent_copy_helper"]
+HAZARD = f"tests/targets/buggy_raw_copy_then_recount_drafts.py::{FUNCTION}"
+BACKENDS = {
+    "fast": (FastBackend, RunOptions()),
+    "instrumented": (InstrumentedBackend, RunOptions()),
+    "deferred": (lambda: InstrumentedBackend("cpu", True), RunOptions(deferred_copies=True)),
+}
+
+
+def form(name: str):
+    return load_target(f"tests/targets/{name}.py::{FUNCTION}")
+
+
+def copies(o):
+    return sorted((e for e in o.events if type(e) is Copy), key=lambda c: c.buffer)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", FORMS)
+def test_each_form_logs_the_copies_copy_to_gpu_logs(name, backend):
+    make, options = BACKENDS[backend]
+    for s in (scenario(), scenario(num_reqs=0), scenario(num_reqs=1, capacity=6)):
+        expected = observe(load_target("single-loop"), s, options, make())
+        seen = observe(form(name), s, options, make())
+        assert copies(seen) == copies(expected) and len(copies(seen)) == 4
+        assert seen.gpu == expected.gpu and seen.cpu == expected.cpu
+        assert check(s, seen, form(name).profile) == []
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["cpu", "deferred"])
+@pytest.mark.parametrize("name", FORMS)
+def test_a_copy_form_refactor_is_equivalent_to_legacy(name, deferred):
+    config = CampaignConfig.from_options(examples=150, deferred_copies=deferred)
+    result = run_campaign(load_target("legacy"), form(name), config)
+    assert result.verdict() == "equivalent", [f.message for f in result.errors]
+
+
+def test_two_identical_raw_copy_targets_are_equivalent():
+    for deferred in (False, True):
+        config = CampaignConfig.from_options(examples=150, deferred_copies=deferred)
+        result = run_campaign(form("equivalent_raw_copy_"), form("equivalent_raw_copy_"), config)
+        assert result.verdict() == "equivalent", [f.message for f in result.errors]
+        assert [f for f in result.findings if f.invariant == "copy_discipline"] == []
+
+
+def test_the_cli_diff_of_legacy_and_a_raw_copy_refactor_exits_0(tmp_path):
+    target = f"{ROOT}/tests/targets/equivalent_raw_copy_.py::{FUNCTION}"
+    done = subprocess.run([sys.executable, "-m", "stagecheck", "diff", "legacy", target,
+                           "--quiet", "--save-dir", str(tmp_path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_COLOR": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "EQUIVALENT" in done.stdout
+
+
+def test_a_raw_copy_one_slot_short_is_caught_under_deferred_copies():
+    config = CampaignConfig.from_options(examples=150, deferred_copies=True,
+                                         out_of_contract=False)
+    result = run_campaign(load_target("single-loop"), form("buggy_raw_copy_one_slot_short"),
+                          config)
+    named = {f.invariant for f in result.errors}
+    assert {"copy_discipline", "mirror_consistency"} & named, named
+
+
+def test_a_hazard_finding_names_the_slots_the_pending_copy_may_read():
+    config = CampaignConfig.from_options(examples=150, deferred_copies=True,
+                                         out_of_contract=False)
+    result = run_campaign(None, load_target(HAZARD), config)
+    (hazard,) = [f for f in result.errors if f.invariant == "no_copy_hazard"]
+    slots = hazard.extra["slots"]
+    assert slots and hazard.slot == slots[0]
+    assert f"may still read slots {slots[:8]}" in hazard.message
+    shrunk = hazard.scenario
+    assert shrunk["num_reqs"] >= 1                   # at least one such slot is kept
+    assert all(0 <= slot < shrunk["num_reqs"] for slot in slots)
+
+
+def test_a_write_of_nothing_is_neither_a_write_nor_a_hazard(tmp_path):
+    path = tmp_path / "empty_writes.py"
+    source = (ROOT / "impl" / "staging_single_loop.py").read_text()
+    path.write_text(source + (
+        "\n\ndef stage(ctx, so, req_ids, num_reqs, requests, idx):\n"
+        "    stage_postprocess_inputs_to_gpu(ctx, so, req_ids, num_reqs, requests, idx)\n"
+        "    buf = ctx.num_draft_tokens_buf\n"
+        "    buf.np[:0] = 7\n"
+        "    buf.np[num_reqs:num_reqs] = 7\n"
+        "    buf.cpu[:0] = 1\n"
+        "    buf.cpu[:0].fill_(3)\n"))
+    target = load_target(f"{path}::stage")
+    for s in (scenario(), scenario(num_reqs=0)):
+        o = observe(target, s, RunOptions(deferred_copies=True))
+        writes = [e for e in o.events if isinstance(e, HostWrite)]
+        assert all(e.slots for e in writes)
+        assert len([e for e in writes if e.buffer == "num_draft_tokens_buf"]) == s.num_reqs
+        assert o.hazards() == [] and check(s, o, target.profile) == []
+
+
+def test_the_hazard_fixture_on_an_empty_batch_writes_nothing_and_races_with_nothing():
+    target = load_target(HAZARD)
+    s = scenario(num_reqs=0)
+    o = observe(target, s, RunOptions(deferred_copies=True))
+    assert o.hazards() == [] and check(s, o, target.profile) == []

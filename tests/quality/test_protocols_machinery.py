@@ -1,0 +1,134 @@
+"""The protocol machinery end to end: a single staging call as a protocol of one step,
+a user's protocol file (the worked example of docs/protocols.md), hangs and crashes,
+differences between two targets, saved findings replayed, the pasted pytest test."""
+
+import pathlib
+
+import pytest
+
+from stagecheck.oracles.campaign import run_campaign
+from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.options import CampaignConfig
+from stagecheck.oracles.protocol import (ProtocolConfig, check_sequence, load_protocol,
+                                         protocol_spec, run_protocol_campaign)
+from stagecheck.oracles.report.protocol_replay import (load_protocol_replay, replay_protocol,
+                                                        save_protocol_findings)
+from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
+from stagecheck.oracles.report.protocol_text import render_protocol
+from stagecheck.oracles.targets import load_target
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "docs" / "examples" / "token_stager_protocol.py")
+TOY = ROOT / "tests" / "targets" / "protocols" / "_machinery"
+SINGLE = "single-call:mamba-postprocess"
+STAGE = "stage_postprocess_inputs_to_gpu"
+
+
+def toy(name: str) -> str:
+    return f"{TOY / name}.py::TokenStager"
+
+
+# ---------------------------------------------------------------- one call, one step
+
+def test_a_single_call_is_a_protocol_of_one_step_and_legacy_equals_single_loop():
+    result = run_protocol_campaign("legacy", "single-loop", SINGLE,
+                                   ProtocolConfig(sequences=150))
+    assert result.verdict() == "equivalent", [f.message for f in result.errors]
+    assert all(len(f.scenario["steps"]) == 1 for f in result.findings)
+
+
+@pytest.mark.parametrize("fixture", ["buggy_loop_one_slot_short", "buggy_copy_whole_buffer",
+                                     "buggy_draft_written_after_copy",
+                                     "buggy_raw_copy_then_recount_drafts"])
+def test_a_single_call_protocol_finds_what_a_campaign_finds(fixture):
+    spec = f"tests/targets/{fixture}.py::{STAGE}"
+    protocol = run_protocol_campaign("single-loop", spec, SINGLE,
+                                     ProtocolConfig(sequences=150))
+    campaign = run_campaign(load_target("single-loop"), load_target(spec),
+                            CampaignConfig.from_options(examples=150, deferred_copies=True,
+                                                        out_of_contract=False))
+    found = {f.invariant for f in protocol.errors}
+    assert found and found & {f.invariant for f in campaign.errors}, found
+
+
+# ---------------------------------------------------------------- a user's protocol
+
+def test_the_worked_example_finds_the_planted_race_and_passes_the_fix():
+    buggy = run_protocol_campaign(None, toy("buggy_token_stager"), EXAMPLE,
+                                  ProtocolConfig(sequences=100))
+    kinds = {(f.invariant, f.extra.get("kind")) for f in buggy.errors}
+    assert ("no_copy_hazard", "host-write-pending-upload") in kinds
+    assert any(inv == "device_read_as_meant" for inv, _ in kinds)
+    hazard = next(f for f in buggy.errors if f.invariant == "no_copy_hazard")
+    assert hazard.field == "ids_cpu" and hazard.extra["slots"]
+    fixed = run_protocol_campaign(None, toy("fixed_token_stager"), EXAMPLE,
+                                  ProtocolConfig(sequences=100))
+    assert fixed.errors == [] and fixed.findings == []
+
+
+def test_a_functional_difference_between_two_targets_is_same_trace():
+    result = run_protocol_campaign(toy("fixed_token_stager"), toy("off_by_one_token_stager"),
+                                   EXAMPLE, ProtocolConfig(sequences=50))
+    assert [f.invariant for f in result.errors] == ["same_trace"]
+    assert result.errors[0].side == "both"
+
+
+def test_a_hanging_target_is_a_finding_not_an_error_of_stagecheck():
+    result = run_protocol_campaign(None, toy("hangs_token_stager"), EXAMPLE,
+                                   ProtocolConfig(sequences=20, timeout=1.0))
+    (f,) = result.errors
+    assert f.invariant == "step_outcome" and f.extra["kind"] == "hang"
+
+
+def test_a_target_that_ends_its_process_is_a_finding():
+    result = run_protocol_campaign(None, toy("exits_token_stager"), EXAMPLE,
+                                   ProtocolConfig(sequences=20))
+    (f,) = result.errors
+    assert f.invariant == "step_outcome" and f.extra["kind"] == "crash"
+    assert "code 3" in f.message
+
+
+# ---------------------------------------------------------------- findings kept
+
+def test_findings_are_saved_replayed_and_pasted_as_a_pytest_test(tmp_path):
+    result = run_protocol_campaign(None, toy("buggy_token_stager"), EXAMPLE,
+                                   ProtocolConfig(sequences=100))
+    saved = save_protocol_findings(result, str(tmp_path), protocol_spec(load_protocol(EXAMPLE)))
+    assert set(saved) == {f.id for f in result.findings}
+    path = saved[result.errors[0].id]
+    document, seq = load_protocol_replay(path)
+    assert document["protocol"] == EXAMPLE and seq.steps
+    again = replay_protocol(path)
+    assert {f.key for f in again if f.severity == "error"} >= {result.errors[0].key}
+    assert [f for f in replay_protocol(path, candidate=toy("fixed_token_stager"))
+            if f.severity == "error"] == []
+    report = render_protocol(result, saved)
+    assert "in flight" in report and "replay: stagecheck replay " in report
+    assert "host-write-pending-upload ids_cpu" in report
+    source = protocol_pytest_example(result.errors[0], None, toy("buggy_token_stager"),
+                                     EXAMPLE)
+    namespace: dict = {}
+    exec(compile(source, "pasted_test.py", "exec"), namespace)
+    test = next(v for k, v in namespace.items() if k.startswith("test_"))
+    with pytest.raises(AssertionError):
+        test()
+    fixed = source.replace("buggy_token_stager", "fixed_token_stager")
+    exec(compile(fixed, "pasted_fixed_test.py", "exec"), namespace)
+    next(v for k, v in namespace.items() if k.startswith("test_"))()
+
+
+def test_check_sequence_runs_one_sequence():
+    result = run_protocol_campaign(None, toy("buggy_token_stager"), EXAMPLE,
+                                   ProtocolConfig(sequences=100))
+    shortest = result.errors[0].scenario
+    findings = check_sequence(None, toy("buggy_token_stager"), EXAMPLE, shortest)
+    assert any(f.severity == "error" for f in findings)
+
+
+def test_a_target_that_cannot_load_is_named_by_its_position(tmp_path):
+    classless = tmp_path / "classless_stager.py"
+    classless.write_text("def stage(ids):\n    return ids\n")
+    with pytest.raises(TargetLoadError) as raised:
+        run_protocol_campaign(toy("fixed_token_stager"), f"{classless}::TokenStager", EXAMPLE,
+                              ProtocolConfig(sequences=3))
+    assert raised.value.target_index == 1 and "classless_stager.py" in str(raised.value)

@@ -1,0 +1,337 @@
+"""The CPU model of the device: copies, streams, events, completion, the four hazards."""
+
+import numpy as np
+import pytest
+import torch
+
+from stagecheck.oracles.device import device_model
+from stagecheck.spec.observation import (DEVICE_READ_PENDING_WRITE, HOST_TOUCH_PENDING_DOWNLOAD,
+                                         HOST_WRITE_PENDING_UPLOAD, PINNED_REUSED_PENDING_COPY)
+
+CUDA = torch.device("cuda", 0)
+
+
+def kinds(model):
+    return [h.kind for h in model.hazards]
+
+
+def pinned(values):
+    t = torch.tensor(values, dtype=torch.int32, pin_memory=True)
+    return t
+
+
+def test_activation_replaces_torch_cuda_and_restores_it():
+    real_event, real_available = torch.cuda.Event, torch.cuda.is_available
+    model = device_model()
+    with model.activate():
+        assert torch.cuda.is_available()
+        assert torch.cuda.Event is not real_event
+        assert torch.cuda.current_stream() == torch.cuda.default_stream()
+    assert torch.cuda.Event is real_event and torch.cuda.is_available is real_available
+    assert not torch.cuda.is_available()
+
+
+def test_device_and_pinned_allocations_are_told_apart():
+    model = device_model()
+    with model.activate():
+        host = pinned([1, 2])
+        dev = torch.zeros(2, dtype=torch.int32, device="cuda")
+        plain = torch.zeros(2)
+        assert host.is_pinned() and not plain.is_pinned()
+        assert dev.device.type == "cuda" and dev.is_cuda
+        assert model.memory(dev) == "device" and model.memory(host) == "pinned"
+        assert model.memory(plain) == "pageable"
+        assert (dev + 1).device.type == "cuda"          # device work gives device tensors
+        assert torch.empty(3, dtype=torch.int32, device=CUDA).tolist() == [-7777] * 3
+        with pytest.raises(TypeError, match="numpy"):
+            dev.numpy()
+        with pytest.raises(RuntimeError, match="same device"):
+            dev + torch.ones(2, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("form", ["copy_", "to", "cuda-method", "setitem"])
+def test_every_upload_form_is_a_copy_that_reads_the_host_when_it_runs(form):
+    model = device_model()                   # lazy: nothing runs until waited for
+    with model.activate():
+        host = pinned([1, 2, 3, 4])
+        dev = torch.zeros(4, dtype=torch.int32, device=CUDA)
+        if form == "copy_":
+            dev[:2].copy_(host[:2], non_blocking=True)
+            out = dev
+        elif form == "to":
+            out = host[:2].to(CUDA, non_blocking=True)
+        elif form == "cuda-method":
+            out = host[:2].cuda(non_blocking=True)
+        else:
+            dev[:2] = host[:2]               # torch's assignment blocks: it has run
+            out = dev
+        pending = form != "setitem"
+        assert model.in_flight() == (1 if pending else 0)
+        host.numpy()[0] = 9                  # the DMA has not read the page yet
+        torch.cuda.synchronize()
+        assert out.tolist()[0] == (9 if pending else 1)
+        assert kinds(model) == ([HOST_WRITE_PENDING_UPLOAD] if pending else [])
+        if pending:
+            assert model.hazards[0].slots == (0,)
+
+
+def test_eager_completion_runs_everything_when_issued():
+    model = device_model(completion="eager")
+    with model.activate():
+        host = pinned([1, 2])
+        dev = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        dev.copy_(host, non_blocking=True)
+        assert model.in_flight() == 0
+        host.numpy()[0] = 5
+        torch.cuda.synchronize()
+        assert dev.tolist() == [1, 2]
+        # the host never waited: the write still races with the copy (a race does not
+        # depend on the schedule that happened to run)
+        assert kinds(model) == [HOST_WRITE_PENDING_UPLOAD]
+
+
+def test_waiting_on_an_event_makes_the_reuse_safe():
+    model = device_model()
+    with model.activate():
+        host = pinned([1, 2])
+        dev = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        done = torch.cuda.Event()
+        dev.copy_(host, non_blocking=True)
+        done.record()
+        done.synchronize()
+        host.numpy()[:] = [7, 8]
+        host[0] = 3                          # through torch too
+        assert model.hazards == []
+        assert dev.tolist() == [1, 2]
+
+
+def test_a_write_of_nothing_is_not_a_hazard():
+    model = device_model()
+    with model.activate():
+        host = pinned([1, 2, 3])
+        dev = torch.zeros(3, dtype=torch.int32, device=CUDA)
+        dev.copy_(host, non_blocking=True)
+        host[:0] = 5
+        host[3:] = 1
+        host.numpy()[:0] = 4
+        torch.cuda.synchronize()
+    assert model.hazards == []
+
+
+def test_an_equal_value_write_through_torch_is_a_hazard():
+    model = device_model()
+    with model.activate():
+        host = pinned([1, 2, 3])
+        dev = torch.zeros(3, dtype=torch.int32, device=CUDA)
+        dev.copy_(host, non_blocking=True)
+        host[1] = 2
+    assert [(h.kind, h.slots) for h in model.hazards] == [(HOST_WRITE_PENDING_UPLOAD, (1,))]
+
+
+def test_a_download_read_before_it_landed_is_a_hazard_and_after_a_wait_is_not():
+    model = device_model()
+    with model.activate():
+        dev = torch.arange(4, dtype=torch.int32, device=CUDA)
+        out = torch.zeros(4, dtype=torch.int32, pin_memory=True)
+        out.copy_(dev, non_blocking=True)
+        landed = torch.cuda.Event()
+        landed.record()
+        early = out.tolist()                  # not landed yet: old bytes
+        assert early == [0, 0, 0, 0]
+        assert kinds(model) == [HOST_TOUCH_PENDING_DOWNLOAD]
+        landed.synchronize()
+        assert out.tolist() == [0, 1, 2, 3]
+        assert len(model.hazards) == 1
+
+
+def test_to_cpu_non_blocking_lands_in_pinned_memory_and_cpu_blocks():
+    model = device_model()
+    with model.activate():
+        dev = torch.arange(3, dtype=torch.int32, device=CUDA)
+        late = dev.to("cpu", non_blocking=True)
+        assert late.is_pinned() and model.in_flight() == 1
+        now = dev.cpu()
+        assert now.tolist() == [0, 1, 2] and not now.is_pinned()
+        assert model.hazards == []
+
+
+def test_a_consumer_on_another_stream_without_a_wait_reads_a_pending_upload():
+    model = device_model()
+    with model.activate():
+        host = pinned([4, 5])
+        mirror = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            mirror.copy_(host, non_blocking=True)
+        seen = []
+        model.launch("forward", lambda: seen.append(mirror.tolist()), {"mirror": mirror})
+        torch.cuda.current_stream().synchronize()      # runs the consumer, not the copy
+        assert seen == [[0, 0]]
+        assert kinds(model) == [DEVICE_READ_PENDING_WRITE]
+        assert model.reads_log == [((), "forward", {"mirror": [0, 0]})]
+
+
+def test_waiting_for_the_copy_stream_orders_the_consumer_after_it():
+    model = device_model()
+    with model.activate():
+        host = pinned([4, 5])
+        mirror = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            mirror.copy_(host, non_blocking=True)
+        torch.cuda.current_stream().wait_stream(side)
+        seen = []
+        model.launch("forward", lambda: seen.append(mirror.tolist()), {"mirror": mirror})
+        torch.cuda.current_stream().synchronize()
+        assert seen == [[4, 5]] and model.hazards == []
+
+
+def test_a_pinned_buffer_handed_to_a_download_while_its_upload_is_pending_is_a_hazard():
+    model = device_model()
+    with model.activate():
+        host = pinned([1, 2])
+        a = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        b = torch.ones(2, dtype=torch.int32, device=CUDA)
+        a.copy_(host, non_blocking=True)
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            host.copy_(b, non_blocking=True)      # not ordered after the upload
+        assert PINNED_REUSED_PENDING_COPY in kinds(model)
+    model = device_model()
+    with model.activate():
+        host = pinned([1, 2])
+        a = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        b = torch.ones(2, dtype=torch.int32, device=CUDA)
+        a.copy_(host, non_blocking=True)
+        host.copy_(b, non_blocking=True)          # the same stream: ordered after it
+        assert model.hazards == []
+
+
+def test_a_fresh_pinned_tensor_per_call_is_safe():
+    model = device_model()
+    with model.activate():
+        dev = torch.zeros(3, dtype=torch.int32, device=CUDA)
+        for step in range(3):
+            staging = torch.from_numpy(np.array([step] * 3, dtype=np.int32)).pin_memory()
+            dev.copy_(staging, non_blocking=True)
+            del staging
+        torch.cuda.synchronize()
+        assert dev.tolist() == [2, 2, 2] and model.hazards == []
+
+
+def test_a_pageable_upload_reads_its_source_when_issued():
+    model = device_model()
+    with model.activate():
+        host = torch.tensor([1, 2], dtype=torch.int32)         # not pinned
+        dev = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        dev.copy_(host, non_blocking=True)
+        host[0] = 9
+        torch.cuda.synchronize()
+        assert dev.tolist() == [1, 2] and model.hazards == []
+
+
+def test_a_polled_event_completes():
+    model = device_model()
+    with model.activate():
+        dev = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        dev.copy_(pinned([1, 1]), non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        polls = 0
+        while not event.query():
+            polls += 1
+        assert 0 < polls < 5
+        assert dev.tolist() == [1, 1]
+
+
+def test_drain_runs_what_is_queued_without_teaching_the_host():
+    model = device_model()
+    with model.activate():
+        host = pinned([1, 2])
+        dev = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        dev.copy_(host, non_blocking=True)
+        model.boundary("drain")
+        assert model.in_flight() == 0
+        host.numpy()[0] = 3                 # the copy ran, but the host never waited
+        model.sweep()
+        torch.cuda.synchronize()
+        assert dev.tolist() == [1, 2]
+        assert kinds(model) == [HOST_WRITE_PENDING_UPLOAD]
+
+
+def test_named_regions_name_the_slots_of_a_hazard():
+    model = device_model()
+    with model.activate():
+        host = torch.zeros(6, dtype=torch.int32, pin_memory=True)
+        dev = torch.zeros(6, dtype=torch.int32, device=CUDA)
+        model.name_region(host, "input_ids.cpu")
+        model.name_region(dev, "input_ids.gpu")
+        dev[:4].copy_(host[:4], non_blocking=True)
+        host.numpy()[2:6] = 1
+        model.sweep()
+    (hazard,) = model.hazards
+    assert hazard.region == "input_ids.cpu" and hazard.slots == (2, 3)
+    assert "input_ids.cpu[0:4] -> input_ids.gpu[0:4]" in hazard.pending
+
+
+def test_a_column_write_races_only_with_the_rows_it_touches():
+    model = device_model()
+    with model.activate():
+        table = torch.zeros(4, 3, dtype=torch.int32, pin_memory=True)
+        dev = torch.zeros(4, 3, dtype=torch.int32, device=CUDA)
+        dev[2:].copy_(table[2:], non_blocking=True)
+        table[:2, 0] = 1                      # rows 0 and 1 only
+        assert model.hazards == []
+        table[:, 1] = 1                       # every row: rows 2 and 3 race
+        assert [h.slots for h in model.hazards] == [(7, 10)]
+
+
+def test_ordered_code_across_streams_with_fresh_pinned_tensors_is_silent():
+    """The CPU twin of the GPU tier's test of the same name (tests/gpu)."""
+    model = device_model()
+    with model.activate():
+        host = torch.zeros(4, dtype=torch.int32, pin_memory=True)
+        dev = torch.zeros(4, dtype=torch.int32, device=CUDA)
+        side = torch.cuda.Stream()
+        done = torch.cuda.Event()
+        for step in range(3):
+            done.synchronize()
+            host.numpy()[:] = step
+            host[:0] = 7
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                dev.copy_(host, non_blocking=True)
+            torch.cuda.current_stream().wait_stream(side)
+            model.launch("forward", lambda: dev.add_(0), {"dev": dev})
+            done.record()
+            fresh = torch.tensor([step] * 4, dtype=torch.int32).pin_memory()
+            dev.copy_(fresh, non_blocking=True)
+            del fresh
+        model.finish()
+    assert model.hazards == [] and model.mismatches == []
+    assert [values["dev"] for _, _, values in model.reads_log] == [[0] * 4, [1] * 4, [2] * 4]
+
+
+def test_host_index_tensors_index_device_data_and_are_read_when_issued():
+    model = device_model()
+    with model.activate():
+        dev = torch.arange(10, 15, dtype=torch.int32, device=CUDA)
+        rows = torch.tensor([3, 0], dtype=torch.int64)
+        picked = dev[rows]                           # CUDA takes host indices
+        assert picked.is_cuda and picked.tolist() == [13, 10]
+        dev[rows] = torch.tensor(7, dtype=torch.int32)
+        dev.index_put_((rows,), torch.tensor([1, 2], dtype=torch.int32, device=CUDA))
+        assert dev.tolist() == [2, 11, 12, 1, 14]
+        with pytest.raises(RuntimeError, match="same device"):   # host values are not
+            dev[rows] = torch.tensor([5, 6], dtype=torch.int32)   # indices: CUDA refuses
+        assert model.hazards == []
+
+
+def test_a_host_index_tensor_a_download_has_not_written_is_a_hazard():
+    model = device_model()
+    with model.activate():
+        dev = torch.arange(4, dtype=torch.int64, device=CUDA)
+        order = torch.zeros(2, dtype=torch.int64, pin_memory=True)
+        order.copy_(dev[2:], non_blocking=True)      # the indices come back later
+        dev[order]                                   # used before they landed
+        assert kinds(model) == [HOST_TOUCH_PENDING_DOWNLOAD]

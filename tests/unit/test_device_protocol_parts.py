@@ -1,0 +1,251 @@
+"""The parts of the protocol machinery, without worker processes: step sequences and the
+scheduler model, the generator, the shrinker, protocol declarations checked, the report."""
+
+import dataclasses
+
+import pytest
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.protocol import check_protocol, load_protocol, protocol_for_target
+from stagecheck.oracles.protocol.generate import sample_sequence
+from stagecheck.oracles.protocol.shrink import shrink_sequence
+from stagecheck.oracles.report.protocol_text import sequence_table
+from stagecheck.spec.findings import Finding
+from stagecheck.spec.protocol import Operation, Protocol, StepSpace
+from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
+from stagecheck.spec.protocols.vllm import sampled_rows, scheduler_output
+from stagecheck.spec.schema import StandInUnsupported
+from stagecheck.spec.steps import Step, StepSequence, unfold
+
+
+def join(rid, prompt=1, **kw):
+    return {"id": rid, "prompt": prompt, **kw}
+
+
+# ---------------------------------------------------------------- the scheduler model
+
+def test_requests_join_prefill_in_chunks_then_decode_with_drafts():
+    seq = StepSequence("p", 2, [Step(joins=[join("a", 5)], chunk={"a": 2}),
+                                Step(), Step(drafts={"a": 3}, accepted={"a": 9})])
+    v0, v1, v2 = unfold(seq)
+    assert v0.scheduled == {"a": 2} and [j["computed"] for j in v0.joins] == [0]
+    assert v1.scheduled == {"a": 3} and v1.cached == [("a", 2)]
+    assert v2.scheduled == {"a": 4} and v2.drafts == {"a": 3}
+    assert v2.accepted == {"a": 4}            # clamped to drafts + 1
+    assert v2.cached == [("a", 5)]
+
+
+def test_capacity_finish_preempt_and_resume():
+    seq = StepSequence("p", 2, [Step(joins=[join("a"), join("b"), join("c")]),
+                                Step(finished=["a"], preempted=["b"], joins=[join("d")]),
+                                Step(resumed=["b", "zz"], finished=["nobody"])])
+    v0, v1, v2 = unfold(seq)
+    assert v0.batch == ["a", "b"]             # c does not fit
+    assert v1.finished == ["a"] and v1.preempted == ["b"] and v1.batch == ["d"]
+    assert v2.batch == ["d", "b"] and v2.resumed[0]["computed"] == 0
+    assert v2.finished == []
+
+
+def test_a_dummy_step_changes_nothing():
+    seq = StepSequence("p", 2, [Step(joins=[join("a")]), Step(kind="dummy", dummy_tokens=3),
+                                Step()])
+    views = unfold(seq)
+    assert views[1].kind == "dummy" and views[1].dummy_tokens == 3
+    assert views[2].cached == [("a", 1)]
+
+
+def test_a_sequence_round_trips_as_json_and_refuses_strangers():
+    seq = sample_sequence(BUILTIN_PROTOCOLS["mamba-align-steps"], 3, 5)
+    assert StepSequence.from_dict(seq.to_dict()) == seq
+    with pytest.raises(ValueError, match="unknown step-sequence keys"):
+        StepSequence.from_dict({**seq.to_dict(), "extra": 1})
+    with pytest.raises(ValueError, match="step 0 is not a step"):
+        StepSequence.from_dict({**seq.to_dict(), "steps": [{"bogus": 1}]})
+
+
+def test_the_vllm_scheduler_output_and_sampled_rows():
+    seq = StepSequence("p", 3, [Step(joins=[join("a", 2, temperature=0.5), join("b")]),
+                                Step(drafts={"b": 2}, accepted={"b": 2})])
+    _, view = unfold(seq)
+    out = scheduler_output(view)
+    assert out.scheduled_cached_reqs.req_ids == ["a", "b"]
+    assert out.num_scheduled_tokens == {"a": 3 - 2 + 0, "b": 3} or \
+        out.num_scheduled_tokens["b"] == 3
+    assert out.scheduled_spec_decode_tokens == {"b": [8, 8]}
+    assert sampled_rows(view, ["b", "a"]) == [[7, 7, -1], [7, -1, -1]]
+    with pytest.raises(StandInUnsupported):
+        out.no_such_field       # noqa: B018 (a stand-in refuses what it does not model)
+
+
+# ---------------------------------------------------------------- the generator
+
+@pytest.mark.parametrize("name", BUILTIN_PROTOCOLS)
+def test_sequences_are_deterministic_and_valid(name):
+    protocol = BUILTIN_PROTOCOLS[name]
+    for index in range(30):
+        seq = sample_sequence(protocol, 7, index)
+        assert seq == sample_sequence(protocol, 7, index)
+        assert 1 <= len(seq.steps) <= protocol.space.steps[1]
+        for view in unfold(seq):
+            assert len(view.batch) <= seq.capacity
+            assert len(view.completion) in (0, len(protocol.operations))
+    kinds = {v.kind for i in range(60) for v in unfold(sample_sequence(protocol, 7, i))}
+    assert ("dummy" in kinds) == protocol.space.dummy
+
+
+def test_the_generator_draws_every_scheduler_event():
+    protocol = BUILTIN_PROTOCOLS["condense-inflight-d2h"]
+    seen = set()
+    for index in range(200):
+        for v in unfold(sample_sequence(protocol, 0, index)):
+            seen |= {name for name in ("finished", "preempted", "joins", "resumed", "drafts")
+                     if getattr(v, name)}
+            seen |= set(v.completion)
+    assert seen >= {"finished", "preempted", "joins", "resumed", "drafts", "lazy", "eager",
+                    "drain"}
+
+
+def test_a_single_call_protocol_draws_a_scenario():
+    protocol = load_protocol("single-call:mamba-postprocess")
+    seq = sample_sequence(protocol, 0, 4)
+    assert len(seq.steps) == 1 and seq.data["scenario"]["schema"] == "mamba-postprocess"
+
+
+# ---------------------------------------------------------------- the shrinker
+
+def test_the_shrinker_keeps_the_failure_and_only_shrinks():
+    protocol = BUILTIN_PROTOCOLS["condense-inflight-d2h"]
+    seq = next(s for s in (sample_sequence(protocol, 1, i) for i in range(100))
+               if any(j["prompt"] >= 3 for st in s.steps for j in st.joins)
+               and len(s.steps) >= 5)
+
+    def fails(s):
+        return any(j["prompt"] >= 3 for st in s.steps for j in st.joins)
+
+    sizes = []
+
+    def still_fails(candidates):
+        for k, c in enumerate(candidates):
+            if fails(c):
+                sizes.append(c.size)
+                return k
+        return None
+
+    smallest, spent = shrink_sequence(protocol, seq, still_fails)
+    assert fails(smallest) and spent > 0
+    assert sizes == sorted(sizes, reverse=True)
+    assert len(smallest.steps) == 1
+    (only,) = smallest.steps[0].joins
+    assert only["prompt"] == 3 and smallest.capacity == 1
+    assert smallest.steps[0].completion == []
+
+
+def test_a_failure_any_prompt_shows_shrinks_to_prompts_of_one_not_below():
+    protocol = BUILTIN_PROTOCOLS["condense-inflight-d2h"]
+    seq = next(s for s in (sample_sequence(protocol, 1, i) for i in range(100))
+               if any(j["prompt"] >= 3 for st in s.steps for j in st.joins))
+
+    def still_fails(candidates):       # fails with any request, whatever its prompt
+        return next((k for k, c in enumerate(candidates)
+                     if any(st.joins for st in c.steps)), None)
+
+    smallest, spent = shrink_sequence(protocol, seq, still_fails)
+    prompts = [j["prompt"] for st in smallest.steps for j in st.joins]
+    assert prompts and all(p == 1 for p in prompts), prompts     # never below one
+
+
+# ---------------------------------------------------------------- declarations
+
+def test_the_builtin_protocols_are_right_and_chosen_by_name():
+    for protocol in BUILTIN_PROTOCOLS.values():
+        assert check_protocol(protocol) == []
+    assert protocol_for_target("x.py::preprocess_mamba").name == "mamba-align-steps"
+    assert protocol_for_target("x.py::GPUModelRunner._dummy_run").name == "input-prep-event"
+    assert protocol_for_target("x.py::GPUModelRunner.execute_model") is None   # several
+
+
+def test_every_problem_of_a_declaration_names_its_part():
+    bad = Protocol(name="", summary="", functions=("f",), build=None, component="not a class",
+                   operations=(Operation("a", print), Operation("a", 3)),
+                   device_work=("ok", "1bad"), space=StepSpace(capacity=(3, 1)),
+                   row_order="x..y")
+    problems = check_protocol(bad)
+    text = " | ".join(problems)
+    for part in ("name", "build", "component", "operations[1].run", "appear twice",
+                 "device_work", "space.capacity", "row_order"):
+        assert part in text, (part, text)
+    assert check_protocol("nope") == [messages.PROTOCOL_PROBLEM_TYPE.format(kind="str")]
+    no_state = dataclasses.replace(BUILTIN_PROTOCOLS["input-prep-event"], component="")
+    assert check_protocol(no_state) == [messages.PROTOCOL_PROBLEM_NO_STATE]
+
+
+def test_load_protocol_says_what_is_wrong(tmp_path):
+    with pytest.raises(SchemaError, match="neither a built-in protocol"):
+        load_protocol("no-such-protocol")
+    with pytest.raises(SchemaError, match="does not exist"):
+        load_protocol(str(tmp_path / "missing.py"))
+    empty = tmp_path / "empty.py"
+    empty.write_text("X = 1\n")
+    with pytest.raises(SchemaError, match="has no Protocol named 'PROTOCOL'"):
+        load_protocol(str(empty))
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(SchemaError, match="RuntimeError: boom"):
+        load_protocol(str(broken))
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("from stagecheck.spec.protocol import Operation, Protocol\n"
+                     "PROTOCOL = Protocol('w', 's', ('f',), build=None, operations=())\n")
+    with pytest.raises(SchemaError, match="problem") as caught:
+        load_protocol(str(wrong))
+    assert "build" in str(caught.value) and "operations" in str(caught.value)
+
+
+# ---------------------------------------------------------------- the report
+
+def test_the_sequence_table_shows_steps_operations_copies_in_flight_and_hazards():
+    seq = StepSequence("p", 2, [Step(joins=[join("req-0", 2, temperature=0.5)]),
+                                Step(finished=["req-0"])])
+    table = [{"step": 0, "operation": "execute_model", "completion": "lazy", "in_flight": 2,
+              "hazards": [], "outcome": "returned"},
+             {"step": 1, "operation": "execute_model", "completion": "eager", "in_flight": 0,
+              "hazards": ["host-write-pending-upload x.cpu[0]"], "outcome": "returned"}]
+    f = Finding("no_copy_hazard", "error", "m", side="candidate", scenario=seq.to_dict(),
+                extra={"table": table})
+    text = "\n".join(sequence_table(f))
+    assert "join req-0 (prompt 2, T 0.5)" in text and "finish req-0" in text
+    assert "in flight" in text and "host-write-pending-upload x.cpu[0]" in text
+
+
+def test_docs_state_the_protocol_invariants_as_the_code_does():
+    import pathlib
+
+    from stagecheck.spec.protocol_invariants import PROTOCOL_DIFFERENCES, PROTOCOL_INVARIANTS
+    root = pathlib.Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "protocols.md").read_text()
+    for inv in PROTOCOL_INVARIANTS:
+        assert f"- `{inv.id}`: {inv.statement}" in page, inv.id
+    for key, text in PROTOCOL_DIFFERENCES.items():
+        assert f"- `{key}` (two targets): {text}" in page, key
+    for name in BUILTIN_PROTOCOLS:
+        assert f"| `{name}` |" in page, name
+    example = load_protocol(str(root / "docs" / "examples" / "token_stager_protocol.py"))
+    assert check_protocol(example) == []
+    assert "`host-write-pending-upload` (i)" in page and "`pinned-reused-pending-copy` (iv)" in page
+
+
+def test_a_protocol_result_as_json():
+    import json
+
+    from stagecheck.oracles.protocol import ProtocolConfig, ProtocolResult
+    from stagecheck.oracles.report.protocol_json import render_protocol_json
+    seq = StepSequence("token-stager", 1, [Step(joins=[join("req-0")])])
+    f = Finding("no_copy_hazard", "error", "m", side="candidate", scenario=seq.to_dict(),
+                extra={"kind": "host-write-pending-upload"})
+    result = ProtocolResult("token-stager", None, "x.py::C", ProtocolConfig(sequences=3),
+                            [f], sequences_run=2)
+    document = json.loads(render_protocol_json(result, {f.id: "/tmp/r.json"}))
+    assert document["verdict"] == "different" and document["errors"] == 1
+    assert document["sequences"] == {"budget": 3, "run": 2}
+    (saved,) = document["findings"]
+    assert saved["replay"] == "/tmp/r.json" and saved["scenario"]["protocol"] == "token-stager"

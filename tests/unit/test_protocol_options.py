@@ -1,0 +1,68 @@
+"""The protocol run's options: ``ProtocolConfig`` checked by the table's options, built from
+the command line's values, and the protocol a target's name chooses."""
+
+import pytest
+
+from stagecheck.oracles.commands.protocol import chosen_protocol
+from stagecheck.oracles.errors import UsageError
+from stagecheck.oracles.options import OPTIONS, PROTOCOL_FIELDS, ProtocolConfig, options_of
+
+
+@pytest.mark.parametrize("field,value", [("sequences", 0), ("seed", "x"), ("device", "tpu"),
+                                         ("timeout", -1), ("busy_cycles", -1),
+                                         ("max_capacity", 5000), ("steps", 0), ("jobs", 0),
+                                         ("batch", 0), ("shrink", "yes"), ("shims", [3])])
+def test_a_bad_field_is_a_usage_error_naming_it(field, value):
+    with pytest.raises(UsageError) as caught:
+        ProtocolConfig(**{field: value})
+    assert caught.value.option == field
+
+
+def test_the_fields_take_the_tables_checks_and_limits():
+    assert ProtocolConfig(sequences="12", timeout="2").sequences == 12
+    with pytest.raises(UsageError) as caught:
+        ProtocolConfig(max_capacity=OPTIONS["max_capacity"].limit + 1)
+    assert f"{OPTIONS['max_capacity'].limit:,}" in str(caught.value)
+
+
+def test_from_values_reads_the_options_a_protocol_run_reads():
+    values = {OPTIONS[o].field: None for o in PROTOCOL_FIELDS.values()}
+    values.update(examples=7, seed=3, device="cpu", timeout=1.5, shims=("s.py",))
+    config = ProtocolConfig.from_values(values)
+    assert (config.sequences, config.seed, config.timeout, config.shims) == (7, 3, 1.5,
+                                                                             ("s.py",))
+    assert config.busy_cycles == 0 and config.max_capacity == 8     # left at no value
+    cuda = ProtocolConfig.from_values({**values, "device": "cuda"})
+    assert cuda.busy_cycles == 1_000_000          # the run's default on cuda, as one call's
+
+
+def test_protocol_is_one_option_of_diff_and_spec():
+    assert [o.name for o in options_of("diff") if o.field == "protocol"] == ["protocol"]
+    assert [o.name for o in options_of("spec") if o.field == "protocol"] == ["protocol"]
+    assert [o.name for o in options_of("replay") if o.field == "protocol"] == \
+        ["replay_protocol"]
+
+
+@pytest.mark.parametrize("target,chosen", [
+    ("f.py::GPUModelRunner.synchronize_input_prep", "input-prep-event"),
+    ("f.py::GPUModelRunner._copy_valid_sampled_token_count", "valid-count-readback"),
+    ("pkg.mod:GPUModelRunner._dummy_run", "input-prep-event"),
+    ("f.py::GPUModelRunner", None),                    # four protocols drive the class
+    ("f.py::stage_postprocess_inputs_to_gpu", None),   # a staging schema describes it
+    ("single-loop", None),
+    ("f.py::TokenStager", None),
+])
+def test_the_targets_name_chooses_a_builtin_protocol_only_where_one_fits(target, chosen):
+    assert chosen_protocol({}, None, target)[0] == chosen
+
+
+def test_an_explicit_protocol_or_schema_decides():
+    method = "f.py::GPUModelRunner.synchronize_input_prep"
+    assert chosen_protocol({"protocol": "x.py"}, None, method) == ("x.py", None)
+    assert chosen_protocol({"schema": "mamba-postprocess"}, None, method) == (None, None)
+
+
+def test_targets_that_choose_different_protocols_are_a_usage_error():
+    with pytest.raises(UsageError):
+        chosen_protocol({}, "a.py::GPUModelRunner._dummy_run",
+                        "b.py::GPUModelRunner._copy_valid_sampled_token_count")
