@@ -60,8 +60,6 @@ class _Worker:
         """Undo what code under test did to ``builtins`` (``enumerate = ...``): this
         worker's own code uses them right after each call."""
         names = vars(builtins)
-        if names == self._builtins:     # the usual case, compared in C
-            return
         for name, value in self._builtins.items():
             if names.get(name) is not value:
                 names[name] = value
