@@ -177,6 +177,15 @@ class Builder:
             if again is not None:
                 return again
         tables = {attr: self.scenario.inputs[name] for attr, name in attributes.items()}
+        if max(map(len, tables.values())) <= _FEW:   # a small batch: one by one is cheaper
+            ids = dict.fromkeys(r for table in tables.values() for r in table)
+            made = {r: SimpleNamespace(**{attr: table[r] for attr, table in tables.items()
+                                          if r in table}) for r in ids}
+            for attr, name in attributes.items():
+                self._made[name] = (call, made)
+                self._readers[name] = (lambda a: lambda: {r: plain(getattr(o, a)) for r, o
+                                                          in made.items() if hasattr(o, a)})(attr)
+            return made
         made, given = _request_objects(tables)
         unchanged = _Unchanged(made, given)
         for attr, name in attributes.items():
@@ -252,10 +261,15 @@ class Builder:
         return {name: read() for name, read in self._readers.items()}
 
 
+#: a table of at most this many entries is copied and read back entry by entry (the
+#: comparisons in C pay off on larger ones)
+_FEW = 32
+
+
 def _own_copy(table: dict) -> dict:
     """A per-request table the call may change without changing the scenario: its lists
     copied (a table of plain values in one C call)."""
-    if list not in set(map(type, table.values())):
+    if len(table) > _FEW and list not in set(map(type, table.values())):
         return dict(table)
     return {k: list(v) if isinstance(v, list) else v for k, v in table.items()}
 
@@ -263,6 +277,8 @@ def _own_copy(table: dict) -> dict:
 def _read_table(made: dict, given: dict) -> dict:
     """What the call left in a table it was given (``given``: the scenario's), as plain
     data: compared in C first, copied value by value only where the call changed it."""
+    if len(made) <= _FEW:
+        return plain(made)
     kinds = set(map(type, made.values()))
     if kinds <= _ATOMS:
         return dict(made)
