@@ -16,10 +16,14 @@ Parts (each prints its own lines; --skip leaves one out):
   worker, judged, one in 16 run instrumented) against the bare torch loop on the same
   sizes, each in a fresh process, with examples per second and peak memory (the
   process's maximum resident set, and its worker's); goal at 1,024: at most 1.5x.
-- ``throughput``: ``stagecheck diff legacy single-loop --examples N`` (default 20,000),
-  examples per second over the process's whole wall time, against the bare loop of
-  bench_diff.py (capacities up to 8), interleaved; and the same bare loop on plain
-  numpy buffers (the least any harness can do).
+- ``phases``: where the main job's time goes: the main job run in a fresh process with
+  a timer on each part of the campaign (start, streams, drawing, judging, the
+  edge-case stream and its preload, shrinking, kernel impact), CPU and wall seconds,
+  and the worker's CPU seconds.
+- ``throughput``: ``stagecheck diff legacy single-loop --examples N --max-capacity 8
+  --max-drafts 4`` (default N 20,000), examples per second over the process's whole
+  wall time, against the bare loop of bench_diff.py (the same sizes), interleaved; and
+  the same bare loop on plain numpy buffers (the least any harness can do).
 - ``isolation``: one campaign with the targets in a worker process against the same
   campaign with the targets in this process (issue 11: overhead under 25%).
 - ``first-error``: for every buggy fixture in tests/targets, the seconds from starting
@@ -160,6 +164,9 @@ def bare_loop_sized(n: int, legacy, single, rng: random.Random,
 
 
 def main_job(repeats: int) -> None:
+    import torch  # noqa: F401  (the bare loop's; imported before its CPU time is counted)
+
+    from stagecheck.impl.buffer import CpuGpuBuffer  # noqa: F401
     from stagecheck.oracles.targets import load_target
     legacy, single = load_target("legacy").func, load_target("single-loop").func
     walls, tool, bare, cpu_ratio = [], [], [], []
@@ -274,6 +281,10 @@ def _sized_run(capacity: int, examples: int, what: str) -> dict:
 
     from stagecheck.oracles.targets import load_target
     legacy, single = load_target("legacy"), load_target("single-loop")
+    if what == "bare":      # what the bare loop imports is not counted as its work
+        import torch  # noqa: F401
+
+        from stagecheck.impl.buffer import CpuGpuBuffer  # noqa: F401
     cpu = time.process_time()
     if what == "bare":
         seconds = bare_loop_sized(examples, legacy.func, single.func, random.Random(0),
@@ -308,7 +319,7 @@ def sizes(repeats: int) -> None:
     print(f"  {'capacity':>8} {'stagecheck ex/s':>16} {'bare ex/s':>10} {'ratio':>6} "
           f"{'CPU ratio':>9} {'peak MiB (checker + worker)':>28} {'bare peak MiB':>14}")
     for capacity in (8, 64, 256, 1024):
-        examples = max(40, min(2000, 40_000 // capacity))
+        examples = max(128, min(2000, 40_000 // capacity))   # 128: past the first batches
         tool, bare, cpus, peaks, bare_peaks = [], [], [], [], []
         for _ in range(repeats):      # interleaved, each in a fresh process
             pair = {}
@@ -339,8 +350,10 @@ def throughput(examples: int, repeats: int) -> None:
     legacy, single = load_target("legacy").func, load_target("single-loop").func
     tool, torch_bare, numpy_bare, inside = [], [], [], []
     for r in range(repeats):      # interleaved, so drift hits every figure alike
+        # at bench_diff's sizes (capacities up to 8, drafts up to 4), as its bare loop
         wall, report, code = _stagecheck("diff", "legacy", "single-loop", "--examples",
-                                         str(examples), "--seed", str(r))
+                                         str(examples), "--seed", str(r), "--max-capacity",
+                                         "8", "--max-drafts", "4")
         assert code == 0, report["verdict"]
         n = _examples(report)
         tool.append(n / wall)
