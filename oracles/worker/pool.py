@@ -199,11 +199,13 @@ class WorkerPool:
                     break
             except Exception:      # the worker ended, or a target wrote into the pipe
                 if process.ends_within(_ENDING):
-                    raise Ended(process.ended(self.memory_mib), best) from None
+                    raise Ended(process.ended(self.memory_mib),
+                                _last_position(process, best, top)) from None
                 process.kill()         # alive: what was read was not its answer
-                raise Ended("wrote into stagecheck's pipe", best) from None
+                raise Ended("wrote into stagecheck's pipe",
+                            _last_position(process, best, top)) from None
             if not process.is_alive():
-                raise Ended(process.ended(self.memory_mib), best)
+                raise Ended(process.ended(self.memory_mib), _last_position(process, best, top))
             now = time.monotonic()
             used = process.usage()
             if used is not None and used.rss > limit:
@@ -408,6 +410,14 @@ def _top(payload) -> int:
     """The last position batch ``payload`` has (its last example's last side)."""
     sides, batch = payload[0], payload[1]
     return observing(max(len(batch) - 1, 0), max(sides)) if sides else BUSY
+
+
+def _last_position(process: WorkerProcess, best: int, top: int) -> int:
+    """The position of the call a worker ended in: the counter as it ended (the worker
+    may have run several calls since the last poll read it), where it lies ahead of
+    ``best`` and within the request (``top``); else ``best``."""
+    position = process.position
+    return position if best < position <= top else best
 
 
 def _stop_if_interrupted(process: WorkerProcess) -> None:
