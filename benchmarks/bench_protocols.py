@@ -112,11 +112,11 @@ def bare_runs(path: pathlib.Path, protocol, sequences) -> float:
             setattr(torch.cuda, name, value)
 
 
-def throughput(sequences: int, jobs: int) -> None:
+def throughput(sequences: int, jobs: int, device: str = "cpu") -> None:
     from stagecheck.oracles.protocol import ProtocolConfig, load_protocol, run_protocol_campaign
     from stagecheck.oracles.protocol.generate import sample_sequence
-    print(f"throughput: {sequences} sequences of {STEPS} steps per protocol, {jobs} worker "
-          "process(es), spec mode (each sequence run twice: as meant, and as scheduled)")
+    print(f"throughput on {device}: {sequences} sequences of {STEPS} steps per protocol, {jobs} "
+          "worker process(es), spec mode (each sequence run twice: as meant, and as scheduled)")
     rates = []
     for name in PROTOCOLS:
         protocol = load_protocol(name)
@@ -128,7 +128,8 @@ def throughput(sequences: int, jobs: int) -> None:
 
         result = run_protocol_campaign(None, f"{path}::{protocol.component}", protocol,
                                        ProtocolConfig(sequences=sequences, jobs=jobs,
-                                                      steps=STEPS), progress=progress)
+                                                      steps=STEPS, device=device),
+                                       progress=progress)
         assert not result.errors, [f.message for f in result.errors]
         (t0, n0), (t1, n1) = ticks[0], ticks[-1]
         steady = (n1 - n0) / (t1 - t0)
@@ -143,14 +144,14 @@ def throughput(sequences: int, jobs: int) -> None:
           f"(goal >= 300/s on 2 cores)")
 
 
-def first_finding(repeats: int) -> None:
+def first_finding(repeats: int, device: str = "cpu") -> None:
     print("first finding: a fresh process per buggy fixture, seconds from the campaign's "
           "start to its first error finding (worker start and torch import included)")
     times = []
     code = ("import json, sys\n"
             "from stagecheck.oracles.protocol import ProtocolConfig, run_protocol_campaign\n"
             "r = run_protocol_campaign(None, sys.argv[1], sys.argv[2], "
-            "ProtocolConfig(sequences=200, shrink=False))\n"
+            "ProtocolConfig(sequences=200, shrink=False, device=sys.argv[3]))\n"
             "print(json.dumps([r.first_error_seconds, r.sequences_run, r.seconds]))\n")
     for name in PROTOCOLS:
         for path in fixture(name, "buggy"):
@@ -158,7 +159,7 @@ def first_finding(repeats: int) -> None:
             for _ in range(repeats):
                 started = time.perf_counter()
                 out = subprocess.run([sys.executable, "-c", code, f"{path}::GPUModelRunner",
-                                      name], capture_output=True, text=True, cwd=ROOT,
+                                      name, device], capture_output=True, text=True, cwd=ROOT,
                                      check=True)
                 wall = time.perf_counter() - started
                 first, run, _ = json.loads(out.stdout.strip().splitlines()[-1])
@@ -176,13 +177,15 @@ def main(argv=None) -> int:
     parser.add_argument("--sequences", type=int, default=120)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="cpu: the CPU model; cuda: real pinned memory, streams, events")
     parser.add_argument("--skip", action="append", default=[],
                         choices=["throughput", "first-finding"])
     args = parser.parse_args(argv)
     if "throughput" not in args.skip:
-        throughput(args.sequences, args.jobs)
+        throughput(args.sequences, args.jobs, args.device)
     if "first-finding" not in args.skip:
-        first_finding(args.repeats)
+        first_finding(args.repeats, args.device)
     return 0
 
 
