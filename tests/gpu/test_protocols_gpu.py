@@ -9,6 +9,9 @@ protocol fixture. Device work is queued ahead of the copies (``torch.cuda._sleep
 they really lag behind the host.
 """
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -174,8 +177,6 @@ def test_a_single_call_protocol_on_cuda_keeps_legacy_equal_to_single_loop():
 @pytest.mark.parametrize("protocol", BUILTIN)
 def test_the_command_line_on_cuda_exits_1_on_a_buggy_fixture_and_0_on_the_fixed(protocol,
                                                                                tmp_path):
-    import subprocess
-    import sys
     buggy, (fixed,) = fixtures(protocol, "buggy")[0], fixtures(protocol, "fixed")
     for path, code, examples in ((buggy, 1, "100"), (fixed, 0, "40")):
         proc = subprocess.run([sys.executable, "-m", "stagecheck", "spec", target(path),
