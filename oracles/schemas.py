@@ -385,6 +385,7 @@ def _list_model_limit(profile, exc: BaseException) -> str:
     """What the list model could not build, where in the schema's build, and what to do."""
     where = "in build"
     build = profile.signature.build if profile.signature else profile.schema.build
+    build = getattr(build, "__wrapped__", build)       # the schema's own, not the guard's
     code = getattr(build, "__code__", None)
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if code is not None and frame.filename == code.co_filename:

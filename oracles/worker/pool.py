@@ -100,6 +100,14 @@ class WorkerEnded(Exception):
         self.what, self.hung = what, hung
 
 
+
+def _last(process, best: int, top: int) -> int:
+    """The position a worker that ended had reached: the one it wrote last when that lies
+    ahead of what the polls saw and within the request (a call that ends its process
+    between two polls is still the call that ended it), else what the polls saw."""
+    position = process.position
+    return position if best < position <= top else best
+
 class WorkerPool:
     """Workers that run the code under test for the parent (the checker).
 
@@ -199,11 +207,12 @@ class WorkerPool:
                     break
             except Exception:      # the worker ended, or a target wrote into the pipe
                 if process.ends_within(_ENDING):
-                    raise Ended(process.ended(self.memory_mib), best) from None
+                    raise Ended(process.ended(self.memory_mib), _last(process, best, top)) \
+                        from None
                 process.kill()         # alive: what was read was not its answer
                 raise Ended("wrote into stagecheck's pipe", best) from None
             if not process.is_alive():
-                raise Ended(process.ended(self.memory_mib), best)
+                raise Ended(process.ended(self.memory_mib), _last(process, best, top))
             now = time.monotonic()
             used = process.usage()
             if used is not None and used.rss > limit:
