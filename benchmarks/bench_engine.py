@@ -16,10 +16,14 @@ Parts (each prints its own lines; --skip leaves one out):
   worker, judged, one in 16 run instrumented) against the bare torch loop on the same
   sizes, each in a fresh process, with examples per second and peak memory (the
   process's maximum resident set, and its worker's); goal at 1,024: at most 1.5x.
-- ``throughput``: ``stagecheck diff legacy single-loop --examples N`` (default 20,000),
-  examples per second over the process's whole wall time, against the bare loop of
-  bench_diff.py (capacities up to 8), interleaved; and the same bare loop on plain
-  numpy buffers (the least any harness can do).
+- ``phases``: where the main job's time goes: the main job run in a fresh process with
+  a timer on each part of the campaign (start, streams, drawing, judging, the
+  edge-case stream and its preload, shrinking, kernel impact), CPU and wall seconds,
+  and the worker's CPU seconds.
+- ``throughput``: ``stagecheck diff legacy single-loop --examples N --max-capacity 8
+  --max-drafts 4`` (default N 20,000), examples per second over the process's whole
+  wall time, against the bare loop of bench_diff.py (the same sizes), interleaved; and
+  the same bare loop on plain numpy buffers (the least any harness can do).
 - ``isolation``: one campaign with the targets in a worker process against the same
   campaign with the targets in this process (issue 11: overhead under 25%).
 - ``first-error``: for every buggy fixture in tests/targets, the seconds from starting
@@ -48,7 +52,10 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_diff import BUFFERS, bare_loop  # noqa: E402
+#: the buffers of the bare loops (bench_diff.py's; that module imports torch at its top,
+#: which a measured process must not pay for)
+BUFFERS = ("mamba_state_idx_buf", "num_scheduled_tokens_buf", "num_computed_tokens_buf",
+           "num_draft_tokens_buf")
 
 FIXTURES = sorted((ROOT / "tests" / "targets").glob("buggy_*.py"))
 FUNCTION = "stage_postprocess_inputs_to_gpu"
@@ -157,6 +164,9 @@ def bare_loop_sized(n: int, legacy, single, rng: random.Random,
 
 
 def main_job(repeats: int) -> None:
+    import torch  # noqa: F401  (the bare loop's; imported before its CPU time is counted)
+
+    from stagecheck.impl.buffer import CpuGpuBuffer  # noqa: F401
     from stagecheck.oracles.targets import load_target
     legacy, single = load_target("legacy").func, load_target("single-loop").func
     walls, tool, bare, cpu_ratio = [], [], [], []
@@ -183,6 +193,87 @@ def main_job(repeats: int) -> None:
           "their work: what a shared machine's load does not change)")
 
 
+#: the parts of the main job ``phases`` times: (label, module, attribute), outermost first
+PHASES = (
+    ("the campaign (from the worker's start to the result)", "campaign", "run_campaign"),
+    ("  batched streams, in and out of contract", "campaign._Search", "batched_stream"),
+    ("    drawing the scenarios", "campaign._Search", "scenario"),
+    ("    judging the observations", "campaign._Search", "judge"),
+    ("  hypothesis edge-case stream (incl. preload)", "campaign._Search", "hypothesis_stream"),
+    ("    preload of the project's modules", "campaign", "preload_project_modules"),
+    ("  shrinking", "campaign._Search", "shrink"),
+    ("  kernel impact of the kept findings", "campaign._Search", "kernel_impact"),
+)
+
+
+def _phases_run(argv: list[str]) -> dict:
+    """The main job in this (fresh) process, each part of ``PHASES`` timed: CPU and wall
+    seconds of this process; the worker's CPU seconds (its process and its keeper's,
+    counted once they ended)."""
+    import functools
+    import importlib
+    import resource
+
+    started = time.perf_counter()
+    from stagecheck.oracles import campaign
+    from stagecheck.oracles.cli import main
+    imported = time.process_time(), time.perf_counter() - started
+    totals: dict[str, list[float]] = {}
+
+    def timed(label, method):
+        @functools.wraps(method)
+        def wrapper(*args, **kwargs):
+            cpu, wall = time.process_time(), time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                seen = totals.setdefault(label, [0.0, 0.0])
+                seen[0] += time.process_time() - cpu
+                seen[1] += time.perf_counter() - wall
+        return wrapper
+
+    for label, where, name in PHASES:
+        owner = campaign
+        for part in where.split(".")[1:]:
+            owner = getattr(owner, part)
+        setattr(owner, name, timed(label, getattr(owner, name)))
+    if "run_campaign" in vars(importlib.import_module("stagecheck.oracles.commands.campaign")):
+        importlib.import_module("stagecheck.oracles.commands.campaign").run_campaign = \
+            campaign.run_campaign
+    code = main(argv)
+    assert code in (0, 1), code
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"imports": imported, "phases": totals, "wall": time.perf_counter() - started,
+            "cpu": own.ru_utime + own.ru_stime,
+            "worker_cpu": workers.ru_utime + workers.ru_stime}
+
+
+def phases(repeats: int) -> None:
+    """Where the main job's time goes: each part's CPU and wall seconds (medians of
+    ``repeats`` fresh processes)."""
+    runs = []
+    for _ in range(repeats):
+        done = subprocess.run([sys.executable, __file__, "--phases-run", "diff", "legacy",
+                               "single-loop", "--no-save"],
+                              capture_output=True, text=True, check=True)
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    med = lambda f: statistics.median(f(r) for r in runs)    # noqa: E731
+    print("where the main job's time goes (stagecheck diff legacy single-loop, in one "
+          f"process with timers; medians of {repeats} runs)")
+    print(f"  {'part':55s} {'CPU s':>7s} {'wall s':>7s}")
+    print(f"  {'the whole process (checker)':55s} {med(lambda r: r['cpu']):7.2f} "
+          f"{med(lambda r: r['wall']):7.2f}")
+    print(f"  {'  start: interpreter and the command line imports':55s} "
+          f"{med(lambda r: r['imports'][0]):7.2f} {med(lambda r: r['imports'][1]):7.2f}")
+    for label, _, _ in PHASES:
+        if all(label in r["phases"] for r in runs):
+            print(f"  {label:55s} {med(lambda r: r['phases'][label][0]):7.2f} "
+                  f"{med(lambda r: r['phases'][label][1]):7.2f}")
+    print(f"  {'the worker process (start, targets, read-back; keeper)':55s} "
+          f"{med(lambda r: r['worker_cpu']):7.2f}")
+
+
 def _sized_run(capacity: int, examples: int, what: str) -> dict:
     """One measurement in this (fresh) process: the engine's in-contract stream on full
     batches of ``capacity``, or the bare loop on them. Rate and peak memory."""
@@ -190,6 +281,10 @@ def _sized_run(capacity: int, examples: int, what: str) -> dict:
 
     from stagecheck.oracles.targets import load_target
     legacy, single = load_target("legacy"), load_target("single-loop")
+    if what == "bare":      # what the bare loop imports is not counted as its work
+        import torch  # noqa: F401
+
+        from stagecheck.impl.buffer import CpuGpuBuffer  # noqa: F401
     cpu = time.process_time()
     if what == "bare":
         seconds = bare_loop_sized(examples, legacy.func, single.func, random.Random(0),
@@ -224,7 +319,7 @@ def sizes(repeats: int) -> None:
     print(f"  {'capacity':>8} {'stagecheck ex/s':>16} {'bare ex/s':>10} {'ratio':>6} "
           f"{'CPU ratio':>9} {'peak MiB (checker + worker)':>28} {'bare peak MiB':>14}")
     for capacity in (8, 64, 256, 1024):
-        examples = max(40, min(2000, 40_000 // capacity))
+        examples = max(128, min(2000, 40_000 // capacity))   # 128: past the first batches
         tool, bare, cpus, peaks, bare_peaks = [], [], [], [], []
         for _ in range(repeats):      # interleaved, each in a fresh process
             pair = {}
@@ -250,12 +345,15 @@ def sizes(repeats: int) -> None:
 
 
 def throughput(examples: int, repeats: int) -> None:
+    from bench_diff import bare_loop
     from stagecheck.oracles.targets import load_target
     legacy, single = load_target("legacy").func, load_target("single-loop").func
     tool, torch_bare, numpy_bare, inside = [], [], [], []
     for r in range(repeats):      # interleaved, so drift hits every figure alike
+        # at bench_diff's sizes (capacities up to 8, drafts up to 4), as its bare loop
         wall, report, code = _stagecheck("diff", "legacy", "single-loop", "--examples",
-                                         str(examples), "--seed", str(r))
+                                         str(examples), "--seed", str(r), "--max-capacity",
+                                         "8", "--max-drafts", "4")
         assert code == 0, report["verdict"]
         n = _examples(report)
         tool.append(n / wall)
@@ -344,11 +442,18 @@ def main(argv=None) -> None:
                         help="examples per stream of the throughput runs (default 20000)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["main-job", "sizes", "throughput", "isolation",
+                        choices=["main-job", "phases", "sizes", "throughput", "isolation",
                                  "first-error", "shrink"])
     parser.add_argument("--sized-run", nargs=3, metavar=("WHAT", "CAPACITY", "EXAMPLES"),
                         help=argparse.SUPPRESS)
+    parser.add_argument("--phases-run", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.phases_run:
+        import contextlib
+        with contextlib.redirect_stdout(sys.stderr):     # the report: not the JSON line
+            out = _phases_run(args.phases_run)
+        print(json.dumps(out))
+        return
     if args.sized_run:
         what, capacity, examples = args.sized_run
         print(json.dumps(_sized_run(int(capacity), int(examples), what)))
@@ -358,6 +463,8 @@ def main(argv=None) -> None:
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (other sessions share them)")
     if "main-job" not in args.skip:
         main_job(args.repeats)
+    if "phases" not in args.skip:
+        phases(args.repeats)
     if "sizes" not in args.skip:
         sizes(args.repeats)
     if "throughput" not in args.skip:

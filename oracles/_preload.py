@@ -33,9 +33,23 @@ def preload_project_modules() -> None:
         package = _try_import(name)
         if package is None:
             continue
-        for info in pkgutil.walk_packages(package.__path__, name + ".", onerror=lambda _: None):
-            if not info.name.endswith(".__main__") and not info.name.startswith(_HEAVY):
+        for info in _walk(package.__path__, name + "."):
+            if not info.name.endswith(".__main__"):
                 _try_import(info.name)
+
+
+def _walk(path, prefix: str):
+    """The modules ``pkgutil.walk_packages`` lists, except ``_HEAVY`` ones: it imports
+    every package it enters, and the symbolic package's face would bring CrossHair (a
+    second of every run, for constants ``_HEAVY`` keeps out anyway)."""
+    for info in pkgutil.iter_modules(path, prefix):
+        if info.name.startswith(_HEAVY):
+            continue
+        yield info
+        if info.ispkg:
+            package = _try_import(info.name)
+            if package is not None:
+                yield from _walk(getattr(package, "__path__", []), info.name + ".")
 
 
 def _try_import(name: str):

@@ -27,11 +27,12 @@ BULK = 32
 class RandomDraw:
     """Each decision from one seeded ``random.Random`` (``random()`` only: the C call)."""
 
-    __slots__ = ("random", "rng")
+    __slots__ = ("generator", "random", "rng")
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.random = rng.random
+        self.generator = None
 
     def size(self, low: int, high: int) -> int:
         return low + int(self.random() * (high - low + 1))
@@ -56,9 +57,12 @@ class RandomDraw:
         return self.integer(low, high)
 
     def _bulk(self):
-        """A numpy generator seeded from this draw's source (for decisions in bulk)."""
-        import numpy as np   # only large batches draw in bulk: small runs never load numpy here
-        return np.random.default_rng(self.rng.getrandbits(64))
+        """This draw's numpy generator, seeded from its source when first asked (for
+        decisions in bulk)."""
+        if self.generator is None:
+            import numpy as np   # only large batches draw in bulk: small runs never load it
+            self.generator = np.random.default_rng(self.rng.getrandbits(64))
+        return self.generator
 
     def values(self, values: Values, count: int) -> list[int]:
         """``count`` draws of ``value`` (the same distribution, in bulk)."""

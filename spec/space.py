@@ -38,7 +38,8 @@ from stagecheck.spec.schema import (FLAG, ID_SET, INT32_MAX, INT32_MIN, MAY_MISS
 
 __all__ = ["BANDS", "BREACH_ABOVE_CAPACITY", "Draw", "SMALL", "breach_kinds", "buffer_contents",
            "contract_breaches", "draft_bound", "draw_batch", "draw_breach", "draw_length",
-           "draw_scenario", "initial_values", "live_counts", "malformed", "size_thresholds"]
+           "draw_lengths", "draw_scenario", "initial_values", "live_counts", "malformed",
+           "size_thresholds"]
 
 BREACH_ABOVE_CAPACITY = "num_reqs above capacity"
 #: ids are "req-<k>" with k below this many per slot of the largest capacity
@@ -116,10 +117,17 @@ def _random_ints(rng: random.Random, dtype: str, capacity: int) -> list[int]:
         values.byteswap()
     extremes = _EXTREMES.get(dtype, _EXTREMES["int32"])
     out = values.tolist()
-    for i, b in enumerate(rng.randbytes(capacity)):
-        if b < 51:          # about one in five
-            out[i] = extremes[b % len(extremes)]
+    marks = rng.randbytes(capacity)
+    hits = marks.translate(_TAKES_EXTREME)    # about one in five: the bytes below 51
+    i = hits.find(1)
+    while i >= 0:
+        out[i] = extremes[marks[i] % len(extremes)]
+        i = hits.find(1, i + 1)
     return out
+
+
+#: byte -> 1 where ``_random_ints`` puts an extreme in that slot, else 0
+_TAKES_EXTREME = bytes(1 if b < 51 else 0 for b in range(256))
 
 
 def initial_values(s: StagingScenario, schema: StagingSchema, buffer: str, view: str) -> list:
@@ -209,6 +217,19 @@ def draw_length(d: Draw, low: int, high: int) -> int:
     return d.size(low, high)
 
 
+def draw_lengths(d: Draw, low: int, high: int, count: int) -> list[int]:
+    """``count`` draws of ``draw_length`` (the same distribution; in bulk where the
+    ``Draw`` answers many decisions at once)."""
+    many, chances = getattr(d, "integers", None), getattr(d, "chances", None)
+    if many is None or chances is None or count <= SMALL:
+        return [draw_length(d, low, high) for _ in range(count)]
+    short = many(low, min(high, low + SMALL_LIST), count)
+    if high - low <= SMALL_LIST:
+        return short
+    wide, any_length = many(low, high, count), chances(1, 4, count)
+    return [w if yes else n for n, w, yes in zip(short, wide, any_length)]
+
+
 def _padded_length(d: Draw, num_reqs: int, capacity: int) -> int:
     """``len(req_ids)``: ``num_reqs`` plus up to ``SMALL`` padded ids, or (one time in
     eight, when more fit) padded to the whole capacity."""
@@ -271,7 +292,7 @@ def _many(d: Draw, inp: Input, count: int, max_drafts: int | None) -> list:
     low, high = inp.length
     if inp.drafts and max_drafts is not None:
         high = max(low, max_drafts)
-    lengths = [draw_length(d, low, high) for _ in range(count)]
+    lengths = draw_lengths(d, low, high, count)
     many = getattr(d, "integers", None)
     if many is None:
         return [[d.integer(0, 50_000) for _ in range(n)] for n in lengths]
@@ -383,13 +404,21 @@ def breach_kinds(schema: StagingSchema) -> list[str]:
     return kinds or [BREACH_ABOVE_CAPACITY]
 
 
-def _fill_entries(schema: StagingSchema, s: StagingScenario, r: str) -> None:
-    """Give request ``r`` every required or may-miss entry (simple values)."""
+def _fill_entries(schema: StagingSchema, s: StagingScenario, ids: list[str]) -> None:
+    """Give each request of ``ids`` every required or may-miss entry it lacks (simple
+    values)."""
     for key, group in schema.request_groups().items():
         if group[0].presence in (REQUIRED, MAY_MISS):
             for inp in group:
-                simple = [] if inp.dtype == "int-list" else max(inp.values.low, min(1, inp.values.high))
-                s.inputs[inp.name].setdefault(r, simple)
+                table = s.inputs[inp.name]
+                if inp.dtype == "int-list":
+                    for r in ids:
+                        if r not in table:
+                            table[r] = []
+                    continue
+                simple = max(inp.values.low, min(1, inp.values.high))
+                for r in ids:
+                    table.setdefault(r, simple)
 
 
 def draw_breach(schema: StagingSchema, d: Draw, max_capacity: int | None = None,
@@ -402,15 +431,14 @@ def draw_breach(schema: StagingSchema, d: Draw, max_capacity: int | None = None,
         extra = d.size(1, 3)
         for k in range(s.capacity + extra - len(s.req_ids)):
             s.req_ids.append(f"req-x{k}")
-        for r in s.req_ids:
-            _fill_entries(schema, s, r)
+        _fill_entries(schema, s, s.req_ids)
         s.num_reqs = s.capacity + extra
         return breach, s
     if s.num_reqs == 0:
         if not s.req_ids:
             s.req_ids.append("req-x0")
         s.num_reqs = 1
-        _fill_entries(schema, s, s.req_ids[0])
+        _fill_entries(schema, s, s.req_ids[:1])
     victim = s.req_ids[d.size(0, s.num_reqs - 1)]
     if breach.startswith("missing from "):
         for inp in schema.request_groups()[breach[len("missing from "):]]:

@@ -8,6 +8,7 @@ data (``inputs_after``).
 
 from __future__ import annotations
 
+import operator
 from types import SimpleNamespace
 from typing import Any, Callable, Protocol
 
@@ -111,11 +112,13 @@ class Builder:
 
     def req_ids(self) -> RecordingList:
         if self._ids is None:
-            ids = self._ids = RecordingList(self.scenario.req_ids, self.reads)
+            given = self.scenario.req_ids
+            ids = self._ids = RecordingList(given, self.reads)
 
             def read():
                 ids.recording = False
-                return plain(list(ids))
+                # unchanged (compared in C, reading nothing): a copy, not item by item
+                return list(given) if list.__eq__(ids, given) is True else plain(list(ids))
             self._readers["req_ids"] = read
         return self._ids
 
@@ -155,10 +158,10 @@ class Builder:
         self._input(call, name, (PER_REQUEST,))
         made = self._again(call, name)
         if made is None:
-            made = {k: list(v) if isinstance(v, list) else v
-                    for k, v in self.scenario.inputs[name].items()}
+            given = self.scenario.inputs[name]
+            made = _own_copy(given)
             self._made[name] = (call, made)
-            self._readers[name] = lambda: plain(made)
+            self._readers[name] = lambda: _read_table(made, given)
         return made
 
     def objects(self, **attributes: str) -> dict:
@@ -174,13 +177,22 @@ class Builder:
             if again is not None:
                 return again
         tables = {attr: self.scenario.inputs[name] for attr, name in attributes.items()}
-        ids = dict.fromkeys(r for table in tables.values() for r in table)
-        made = {r: SimpleNamespace(**{attr: table[r] for attr, table in tables.items()
-                                      if r in table}) for r in ids}
+        if max(map(len, tables.values())) <= _FEW:   # a small batch: one by one is cheaper
+            ids = dict.fromkeys(r for table in tables.values() for r in table)
+            made = {r: SimpleNamespace(**{attr: table[r] for attr, table in tables.items()
+                                          if r in table}) for r in ids}
+            for attr, name in attributes.items():
+                self._made[name] = (call, made)
+                self._readers[name] = (lambda a: lambda: {r: plain(getattr(o, a)) for r, o
+                                                          in made.items() if hasattr(o, a)})(attr)
+            return made
+        made, given = _request_objects(tables)
+        unchanged = _Unchanged(made, given)
         for attr, name in attributes.items():
             self._made[name] = (call, made)
-            self._readers[name] = (lambda a: lambda: {r: plain(getattr(o, a)) for r, o
-                                                      in made.items() if hasattr(o, a)})(attr)
+            self._readers[name] = (lambda a: lambda: dict(tables[a]) if unchanged() else
+                                   {r: plain(getattr(o, a)) for r, o in made.items()
+                                    if hasattr(o, a)})(attr)
         return made
 
     def id_set(self, name: str) -> set:
@@ -247,6 +259,74 @@ class Builder:
 
     def inputs_after(self) -> dict:
         return {name: read() for name, read in self._readers.items()}
+
+
+#: a table of at most this many entries is copied and read back entry by entry (the
+#: comparisons in C pay off on larger ones)
+_FEW = 32
+
+
+def _own_copy(table: dict) -> dict:
+    """A per-request table the call may change without changing the scenario: its lists
+    copied (a table of plain values in one C call)."""
+    if len(table) > _FEW and list not in set(map(type, table.values())):
+        return dict(table)
+    return {k: list(v) if isinstance(v, list) else v for k, v in table.items()}
+
+
+def _read_table(made: dict, given: dict) -> dict:
+    """What the call left in a table it was given (``given``: the scenario's), as plain
+    data: compared in C first, copied value by value only where the call changed it."""
+    if len(made) <= _FEW:
+        return plain(made)
+    kinds = set(map(type, made.values()))
+    if kinds <= _ATOMS:
+        return dict(made)
+    try:
+        unchanged = made == given
+    except Exception:       # a value that does not compare (an array): read it out
+        unchanged = False
+    return _own_copy(given) if unchanged is True else plain(made)
+
+
+def _request_objects(tables: dict[str, dict]) -> tuple[dict, list]:
+    """One ``SimpleNamespace`` per request id any of ``tables`` (attribute -> table) holds,
+    with an attribute for each table that holds the id; and the attributes each object
+    was given, in the order of the objects."""
+    attrs = tuple(tables)
+    columns = list(tables.values())
+    first = columns[0] if columns else {}
+    if all(t.keys() == first.keys() for t in columns[1:]):     # the usual case: one id set
+        keys = list(first)
+        given = list(map(dict, map(zip, [attrs] * len(keys),
+                                   zip(*[map(t.__getitem__, keys) for t in columns]))))
+    else:
+        keys = list(dict.fromkeys(r for table in columns for r in table))
+        given = [{attr: table[r] for attr, table in tables.items() if r in table}
+                 for r in keys]
+    return dict(zip(keys, [SimpleNamespace(**row) for row in given])), given
+
+
+class _Unchanged:
+    """Whether the call left the request objects as it was given them (the same objects
+    under the same ids, each with the attributes it had): one C-level comparison, made
+    once for every attribute read back."""
+
+    def __init__(self, made: dict, given: list) -> None:
+        self.made, self.given = made, given
+        self.keys, self.objects = list(made), list(made.values())
+        self.answer: bool | None = None
+
+    def __call__(self) -> bool:
+        if self.answer is None:
+            try:
+                objects = list(self.made.values())
+                self.answer = (list(self.made) == self.keys
+                               and all(map(operator.is_, objects, self.objects))
+                               and list(map(vars, objects)) == self.given)
+            except Exception:       # anything unusual: read it attribute by attribute
+                self.answer = False
+        return self.answer
 
 
 def build_inputs(s: StagingScenario, profile: TargetProfile, backend: "Backend"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import importlib
 import mmap
+import operator
 import os
 import queue
 import resource
@@ -55,11 +56,17 @@ class _Worker:
         self.pid = os.getpid()
         self.keeper = _keeper_pid()
         self._builtins = dict(vars(builtins))
+        self._builtin_names = list(self._builtins)
+        self._builtin_values = list(self._builtins.values())
 
     def _restore_builtins(self) -> None:
         """Undo what code under test did to ``builtins`` (``enumerate = ...``): this
         worker's own code uses them right after each call."""
         names = vars(builtins)
+        # the usual case, in C: every name still bound to its own object (compared by
+        # identity: a replaced builtin's __eq__ never runs here)
+        if all(map(operator.is_, map(names.get, self._builtin_names), self._builtin_values)):
+            return
         for name, value in self._builtins.items():
             if names.get(name) is not value:
                 names[name] = value

@@ -101,12 +101,6 @@ class WorkerEnded(Exception):
 
 
 
-def _last(process, best: int, top: int) -> int:
-    """The position a worker that ended had reached: the one it wrote last when that lies
-    ahead of what the polls saw and within the request (a call that ends its process
-    between two polls is still the call that ended it), else what the polls saw."""
-    position = process.position
-    return position if best < position <= top else best
 
 class WorkerPool:
     """Workers that run the code under test for the parent (the checker).
@@ -207,12 +201,13 @@ class WorkerPool:
                     break
             except Exception:      # the worker ended, or a target wrote into the pipe
                 if process.ends_within(_ENDING):
-                    raise Ended(process.ended(self.memory_mib), _last(process, best, top)) \
+                    raise Ended(process.ended(self.memory_mib), _last_position(process, best, top)) \
                         from None
                 process.kill()         # alive: what was read was not its answer
-                raise Ended("wrote into stagecheck's pipe", best) from None
+                raise Ended("wrote into stagecheck's pipe",
+                            _last_position(process, best, top)) from None
             if not process.is_alive():
-                raise Ended(process.ended(self.memory_mib), _last(process, best, top))
+                raise Ended(process.ended(self.memory_mib), _last_position(process, best, top))
             now = time.monotonic()
             used = process.usage()
             if used is not None and used.rss > limit:
@@ -417,6 +412,14 @@ def _top(payload) -> int:
     """The last position batch ``payload`` has (its last example's last side)."""
     sides, batch = payload[0], payload[1]
     return observing(max(len(batch) - 1, 0), max(sides)) if sides else BUSY
+
+
+def _last_position(process: WorkerProcess, best: int, top: int) -> int:
+    """The position of the call a worker ended in: the counter as it ended (the worker
+    may have run several calls since the last poll read it), where it lies ahead of
+    ``best`` and within the request (``top``); else ``best``."""
+    position = process.position
+    return position if best < position <= top else best
 
 
 def _stop_if_interrupted(process: WorkerProcess) -> None:

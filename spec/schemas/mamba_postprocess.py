@@ -15,6 +15,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.space import SMALL
 from stagecheck.spec.schema import (FLAG, INT32_MAX, MAY_MISS, OPTIONAL, Call, Consumer, Field,
                                     Input, MissingPolicy, StagingSchema, Values)
 
@@ -96,6 +97,9 @@ def generate(d, s) -> None:
     if d.pick(("engine", "wide")) != "engine":
         return
     tables = s.inputs
+    if len(s.req_ids) > SMALL and getattr(d, "integers", None) is not None:
+        _engine_values_in_bulk(d, s)
+        return
     for r in s.req_ids:
         if r not in tables["num_scheduled_tokens"]:
             continue
@@ -110,6 +114,29 @@ def generate(d, s) -> None:
                            - drafts)
                 tables["mamba_state_idx"][r] = max(0, (running - 1) // ENGINE_BLOCK
                                                    - d.size(0, 1))
+
+
+def _engine_values_in_bulk(d, s) -> None:
+    """``generate``'s engine-like values for a large batch: each decision drawn for
+    every request at once (``Draw.integers``/``chances``: the same distribution)."""
+    tables = s.inputs
+    scheduled, computed = tables["num_scheduled_tokens"], tables["num_computed_tokens"]
+    prompt, state, drafts = (tables["num_prompt_tokens"], tables["mamba_state_idx"],
+                             tables["spec_decode_tokens"])
+    ids = [r for r in s.req_ids if r in scheduled]
+    n = len(ids)
+    extra, small = d.integers(0, 8, n), d.chances(1, 2, n)
+    low, high = d.integers(0, 64, n), d.integers(65_536, 200_000, n)
+    prompts, back = d.integers(0, 128, n), d.integers(0, 1, n)
+    for k, r in enumerate(ids):
+        draft = len(drafts.get(r, ()))
+        scheduled[r] = draft + 1 + extra[k]
+        if r in computed:
+            computed[r] = low[k] if small[k] else high[k]
+            prompt[r] = prompts[k]
+            if r in state:
+                running = computed[r] + scheduled[r] - draft
+                state[r] = max(0, (running - 1) // ENGINE_BLOCK - back[k])
 
 
 def bench(n: int):
