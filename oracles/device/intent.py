@@ -32,7 +32,7 @@ class HostIntent:
             sources: list = [None] * count
             left = count
             end = lo + count * item
-            for up in reversed(self._uploads):
+            for up in reversed(self._uploads.get(t.untyped_storage().data_ptr(), ())):
                 if left == 0:
                     break
                 if up.index >= before:

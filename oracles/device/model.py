@@ -65,7 +65,9 @@ class DeviceModel(RaceDetection, HostIntent):
         self.inside = False               # the model's own work runs: torch calls pass through
         self.running: Op | None = None    # device work being run (its writes are recorded)
         self.mismatches: list[dict] = []  # device work that read other than the host meant
-        self._uploads: list[Op] = []
+        #: uploads in issue order, by the storage of the device memory they write (memory
+        #: of two storages never overlaps: every allocation lives until the run ends)
+        self._uploads: dict[int, list[Op]] = {}
         self._writers: list[Op] = []      # ops that wrote device memory, in issue order
         self._issued: list[Op] = []       # every copy and device work, in issue order
         self._work_ops: list[Op] = []     # device work launched, in launch order
@@ -184,7 +186,7 @@ class DeviceModel(RaceDetection, HostIntent):
         op = self._issue("h2d", lambda: f"{self._name(src)} -> {self._name(dst)}")
         src_span, dst_span = span_of(src), span_of(dst)
         op.dev_writes = [dst_span]
-        self._uploads.append(op)
+        self._uploads.setdefault(_storage_of(dst), []).append(op)
         snapshot = self._clone(src)
         op.snapshot = (snapshot, src)
         if pinned:
@@ -428,3 +430,9 @@ class _Passthrough:
 
     def __exit__(self, *exc) -> None:
         self.model.inside, self.model.running = self.saved
+
+
+def _storage_of(t) -> int:
+    """The address of the storage ``t`` views (its allocation)."""
+    with import_torch()._C.DisableTorchFunction():
+        return t.untyped_storage().data_ptr()

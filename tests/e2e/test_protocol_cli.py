@@ -239,3 +239,15 @@ def test_the_fixture_asserts_a_protocol_with_a_reproduce_line(pytester):
             "--examples 100 --seed 0") in buggy_part.replace("\n", "")
     assert "stagecheck: timeout=:" in out and "Traceback" not in out
     assert str(PROTOCOLS) in buggy_part
+
+
+def test_no_save_writes_nothing_and_json_dash_puts_the_document_on_stdout(tmp_path):
+    buggy = fixtures("condense-inflight-d2h", "buggy")[0]
+    proc = run_cli("spec", target(buggy), "--protocol", "condense-inflight-d2h", "--no-save",
+                   "--json", "-", "-q", cwd=str(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    document = json.loads(proc.stdout)              # the document alone on stdout
+    assert document["verdict"] == "different"
+    assert all(f["replay"] is None for f in document["findings"])
+    assert "verdict: VIOLATES THE PROTOCOL" in proc.stderr     # the report on stderr
+    assert not (tmp_path / ".stagecheck").exists()

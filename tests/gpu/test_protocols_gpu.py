@@ -9,6 +9,9 @@ protocol fixture. Device work is queued ahead of the copies (``torch.cuda._sleep
 they really lag behind the host.
 """
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -169,3 +172,17 @@ def test_a_single_call_protocol_on_cuda_keeps_legacy_equal_to_single_loop():
     result = run_protocol_campaign("legacy", "single-loop", "single-call:mamba-postprocess",
                                    ProtocolConfig(sequences=100, **CUDA))
     assert result.verdict() == "equivalent", [f.message for f in result.errors]
+
+
+@pytest.mark.parametrize("protocol", BUILTIN)
+def test_the_command_line_on_cuda_exits_1_on_a_buggy_fixture_and_0_on_the_fixed(protocol,
+                                                                               tmp_path):
+    buggy, (fixed,) = fixtures(protocol, "buggy")[0], fixtures(protocol, "fixed")
+    for path, code, examples in ((buggy, 1, "100"), (fixed, 0, "40")):
+        proc = subprocess.run([sys.executable, "-m", "stagecheck", "spec", target(path),
+                               "--protocol", protocol, "--device", "cuda", "--examples",
+                               examples, "--gpu-busy-cycles", str(BUSY), "-q",
+                               "--save-dir", str(tmp_path)], capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == code, proc.stdout + proc.stderr
+        assert "on CUDA" in proc.stdout
