@@ -191,12 +191,23 @@ class WorkerPool:
         used = process.usage()
         since_cpu = used.cpu if used is not None else 0.0
         told = 0.0
+
+        def stalled(seconds: float) -> None:
+            """Part of the answer came and the rest does not: the worker stopped (SIGSTOP)
+            halfway through writing it; the call's wall-clock deadline holds for the wait."""
+            _stop_if_interrupted(process)
+            if deadline is not None and deadline.wall is not None and seconds > deadline.wall:
+                process.kill()
+                raise Ended("hung", best, hung=True)
         while True:
             _stop_if_interrupted(process)
+            process.flush()            # what the worker's pipe did not take of the request
             try:
                 if process.poll(_POLL):
-                    status, result = process.recv()
+                    status, result = process.recv(stalled)
                     break
+            except Ended:
+                raise
             except Exception:      # the worker ended, or a target wrote into the pipe
                 if process.ends_within(_ENDING):
                     raise Ended(process.ended(self.memory_mib), best) from None

@@ -259,6 +259,8 @@ HANGS = [
          "returned (was: a run that never ends)",
          options=["--examples", "20", "--timeout", "0.3", "--no-out-of-contract",
                   "--no-kernel", "--quiet"]),
+    hang("stops_mid_answer", "writes half of its worker's answer into the pipe and stops "
+         "the worker there (was: a run that never ends: the checker read on for ever)"),
     hang("setprofile_block", "installs a profile hook that blocks every later call"),
     hang("setprofile_spin", "installs a profile hook that spins on every later call"),
     hang("gc_callback_block", "registers a gc callback that blocks, and collects"),
@@ -879,6 +881,33 @@ def test_a_link_at_a_findings_path_does_not_redirect_the_write(tmp_path):
     assert victim.read_text() == "precious"
     for path in saved:
         assert not path.is_symlink() and json.loads(path.read_text())["finding"]
+
+
+def test_a_stopped_worker_holds_no_write_and_no_read_of_the_checker():
+    """A worker stopped (SIGSTOP) between two requests, sent a request larger than its
+    pipe takes: the send returns at once (was: the checker waited in the write for ever,
+    which ``stops_after`` showed under load) and the wait for the answer ends at the
+    call's deadline, as a hang. The half-written answer is the ``stops_mid_answer`` row."""
+    from stagecheck.oracles.worker.pool import WorkerEnded, WorkerPool
+    pool = WorkerPool()
+    outcome: dict = {}
+
+    def big_call() -> None:
+        try:
+            outcome["answer"] = pool.call("builtins", "len", "x" * 4_000_000, deadline=0.3)
+        except WorkerEnded as ended:
+            outcome["ended"] = ended
+    try:
+        assert pool.call("builtins", "len", "abc") == 3       # a worker, idle
+        os.kill(pool._process.pid, signal.SIGSTOP)
+        caller = threading.Thread(target=big_call, daemon=True)
+        caller.start()
+        caller.join(120)            # a cap against a hang only: the event is the answer
+        assert not caller.is_alive(), "the checker waits for a stopped worker"
+        assert outcome["ended"].hung, outcome
+        assert pool.call("builtins", "len", "abcd") == 4      # a fresh worker
+    finally:
+        pool.discard()              # killed: no "stop" request to write
 
 
 def test_the_reliability_doc_lists_every_case():
