@@ -176,6 +176,21 @@ class Text:
 
 
 @dataclass(frozen=True)
+class OutputPath:
+    """A path a command writes (a report, the save folder): an empty one is refused as
+    such (``--json ''`` would write nowhere), naming the option and an example."""
+
+    example: str
+
+    def __call__(self, option: str, value: Any) -> str:
+        if isinstance(value, str) and not value.strip():
+            flag = "--" + option.replace("_", "-")
+            raise UsageError.of(messages.OUTPUT_EMPTY, value, option, flag=flag,
+                                example=f"{flag} {self.example}")
+        return Text()(option, value)
+
+
+@dataclass(frozen=True)
 class Texts:
     """A list of non-empty texts (paths); one text is a list of one."""
 
@@ -434,15 +449,18 @@ TABLE: tuple[Option, ...] = (
     Option("json", "write the verdict, the settings and the findings (kernel: the result; "
            "bench: the timings; mutants: the kill matrix) as JSON ('-': to stdout, the text "
            "report then goes to stderr)", CAMPAIGN + (
-               "kernel", "symbolic", "bench", "mutants"), Text(), metavar="PATH", key=None,
+               "kernel", "symbolic", "bench", "mutants"), OutputPath("report.json"),
+           metavar="PATH", key=None,
            setting=None),
     Option("junit_xml", "write a JUnit XML report (one test case per invariant) for CI",
-           CAMPAIGN, Text(), metavar="PATH", key=None, setting=None),
+           CAMPAIGN, OutputPath("report.xml"), metavar="PATH", key=None, setting=None),
     Option("markdown", "write a Markdown summary to paste into a pull request: verdict, "
            "targets and SHAs, budget, errors with slot tables, info findings by reason, the "
-           "reproduction tests", CAMPAIGN, Text(), metavar="PATH", key=None, setting=None),
+           "reproduction tests", CAMPAIGN, OutputPath("summary.md"), metavar="PATH", key=None,
+           setting=None),
     Option("save_dir", "where replay files of findings go, with a manifest per run under runs/ "
-           "(the last 20 runs are kept)", CAMPAIGN, Text(), DEFAULT_SAVE_DIR, path=True,
+           "(the last 20 runs are kept)", CAMPAIGN, OutputPath(".stagecheck/findings"),
+           DEFAULT_SAVE_DIR, path=True,
            setting=None),
     Option("save_infos", "save info findings as replay files too (error findings always are)",
            CAMPAIGN, Switch(), False, action="switch", key=None, setting=None),
