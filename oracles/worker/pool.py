@@ -190,6 +190,7 @@ class WorkerPool:
         best, since = 0, time.monotonic()
         used = process.usage()
         since_cpu = used.cpu if used is not None else 0.0
+        since_waited = used.waited if used is not None else None
         told = 0.0
 
         def stalled(seconds: float) -> None:
@@ -217,6 +218,8 @@ class WorkerPool:
                 raise Ended(process.ended(self.memory_mib), best)
             now = time.monotonic()
             used = process.usage()
+            if since_waited is None and used is not None:
+                since_waited = used.waited
             if used is not None and used.rss > limit:
                 process.kill()
                 raise Ended(f"exceeded {self.memory_mib} MiB", best)
@@ -227,8 +230,13 @@ class WorkerPool:
             if best < position <= top:
                 best, since = position, now
                 since_cpu = used.cpu if used is not None else since_cpu
+                since_waited = used.waited if used is not None else since_waited
             elif deadline is not None and (
-                    (deadline.wall is not None and now - since > deadline.wall) or
+                    # the wall clock, less the time the worker waited for a CPU: busy
+                    # CPUs slow a call down, they do not make it a hang
+                    (deadline.wall is not None and now - since - (
+                        used.waited - since_waited if used is not None
+                        and since_waited is not None else 0.0) > deadline.wall) or
                     (deadline.cpu is not None and used is not None
                      and used.cpu - since_cpu > deadline.cpu)):
                 process.kill()

@@ -51,11 +51,14 @@ _KEEPER_ENDS = keeper.SWEEP_SECONDS + 2.0
 @dataclass(frozen=True)
 class Usage:
     """What the kernel says of the worker: CPU seconds used (all threads), resident bytes,
-    and its state letter (``T``: stopped)."""
+    its state letter (``T``: stopped), and the seconds its main thread was ready to run
+    but waited for a CPU (``/proc/PID/schedstat``; 0 where the kernel does not say):
+    time the machine's load took, not the worker."""
 
     cpu: float
     rss: int
     state: str
+    waited: float = 0.0
 
 
 class WorkerProcess:
@@ -158,10 +161,16 @@ class WorkerProcess:
             return None
         fields = text[text.rfind(")") + 2:].split()
         try:
-            return Usage((int(fields[11]) + int(fields[12])) / _TICK, int(fields[21]) * _PAGE,
-                         fields[0])
+            usage = Usage((int(fields[11]) + int(fields[12])) / _TICK,
+                          int(fields[21]) * _PAGE, fields[0])
         except (IndexError, ValueError):
             return None
+        try:
+            with open(f"/proc/{pid}/schedstat", "rb") as fh:
+                waited = int(fh.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            return usage
+        return Usage(usage.cpu, usage.rss, usage.state, waited)
 
     def send(self, message) -> None:
         """Queue ``message`` for the worker and write what its pipe takes now, never

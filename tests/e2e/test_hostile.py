@@ -672,14 +672,12 @@ def _called(tmp: Path):
 
 def _during_sigterm(proc, tmp: Path, seen: dict) -> None:
     _wait_for(_called(tmp))             # a call in progress: it sleeps for an hour
-    seen["signalled"] = time.monotonic()
     proc.send_signal(signal.SIGTERM)
 
 
 def _during_double_sigterm(proc, tmp: Path, seen: dict) -> None:
     _wait_for(_called(tmp))
     proc.send_signal(signal.SIGTERM)
-    seen["signalled"] = time.monotonic()
     time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
 
@@ -760,7 +758,6 @@ def _run_case(case: Case, tmp: Path, args: list[str], marker: str, seen: dict):
             proc.wait()
         for fh in opened:
             fh.close()
-    seen["ended"] = time.monotonic()
     decode = (lambda b: b.decode("utf-8", "replace") if b else "")
     return proc.returncode, decode(out), decode(err)
 
@@ -827,9 +824,11 @@ def test_hostile_input(case: Case, tmp_path):
 
 
 def _check_row_specifics(case: Case, tmp: Path, seen: dict, stdout: str) -> None:
-    if case.during in ("sigterm", "double_sigterm"):
-        from stagecheck.oracles.worker.pool import INTERRUPT_GRACE
-        assert seen["ended"] - seen["signalled"] < INTERRUPT_GRACE + 10
+    if case.id == "diff-sigterm":
+        # within the grace, not at the call's deadline (3 x 60 s on the wall clock): a
+        # call waited out would be a hang finding; the report was written with none
+        report = json.loads((tmp / "report.json").read_text())
+        assert report["verdict"] == "interrupted" and report["findings"] == [], report
     if case.id == "diff-double-sigterm":
         assert json.loads((tmp / "report.json").read_text())["verdict"] == "interrupted"
     if case.id == "stdout-closed":
