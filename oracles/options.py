@@ -373,7 +373,9 @@ TABLE: tuple[Option, ...] = (
     Option("max_drafts", "longest draft-token list drawn per request", CAMPAIGN,
            Whole(0, "16", 256, "speculative decoding proposes a few dozen draft tokens at "
                  "most"), None, shown_default="the schema's, 16 for mamba-postprocess"),
-    Option("timeout", "seconds per staging call before it is a hang", CAMPAIGN,
+    Option("timeout", "seconds per staging call, as CPU time of its worker (at least 0.1 s: "
+           "CPU time is counted in 10 ms ticks and a call's own setup takes milliseconds; 3 "
+           "times as much on the wall clock), before it is a hang", CAMPAIGN,
            Seconds("5", _TIMEOUT_LIMIT, "a call that takes an hour is a hang"), 5.0),
     Option("steps", "staging calls per example on the same buffers, each after the previous "
            "step's copies completed", CAMPAIGN,
