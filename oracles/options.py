@@ -178,8 +178,8 @@ class Text:
 
 @dataclass(frozen=True)
 class OutputPath:
-    """The path of a file or folder a run writes: a non-empty text (an empty one is
-    refused with an example of the option, ``example``)."""
+    """A path a command writes (a report, the save folder): an empty one is refused as
+    such (``--json ''`` would write nowhere), naming the option and an example."""
 
     example: str
 
@@ -384,7 +384,9 @@ TABLE: tuple[Option, ...] = (
     Option("max_drafts", "longest draft-token list drawn per request", CAMPAIGN,
            Whole(0, "16", 256, "speculative decoding proposes a few dozen draft tokens at "
                  "most"), None, shown_default="the schema's, 16 for mamba-postprocess"),
-    Option("timeout", "seconds per staging call before it is a hang", CAMPAIGN,
+    Option("timeout", "seconds per staging call, as CPU time of its worker (at least 0.1 s: "
+           "CPU time is counted in 10 ms ticks and a call's own setup takes milliseconds; 3 "
+           "times as much on the wall clock), before it is a hang", CAMPAIGN,
            Seconds("5", _TIMEOUT_LIMIT, "a call that takes an hour is a hang"), 5.0),
     Option("steps", "staging calls per example on the same buffers, each after the previous "
            "step's copies completed", CAMPAIGN,
@@ -460,14 +462,14 @@ TABLE: tuple[Option, ...] = (
     Option("json", "write the verdict, the settings and the findings (kernel: the result; "
            "bench: the timings; mutants: the kill matrix) as JSON ('-': to stdout, the text "
            "report then goes to stderr)", CAMPAIGN + (
-               "kernel", "symbolic", "bench", "mutants"), OutputPath("report.json"), metavar="PATH",
-           key=None,
+               "kernel", "symbolic", "bench", "mutants"), OutputPath("report.json"),
+           metavar="PATH", key=None,
            setting=None),
     Option("junit_xml", "write a JUnit XML report (one test case per invariant) for CI",
            CAMPAIGN, OutputPath("report.xml"), metavar="PATH", key=None, setting=None),
     Option("markdown", "write a Markdown summary to paste into a pull request: verdict, "
            "targets and SHAs, budget, errors with slot tables, info findings by reason, the "
-           "reproduction tests", CAMPAIGN, OutputPath("report.md"), metavar="PATH", key=None,
+           "reproduction tests", CAMPAIGN, OutputPath("summary.md"), metavar="PATH", key=None,
            setting=None),
     Option("save_dir", "where replay files of findings go, with a manifest per run under runs/ "
            "(the last 20 runs are kept)", CAMPAIGN, OutputPath(".stagecheck/findings"),

@@ -192,13 +192,25 @@ class WorkerPool:
         best, since = 0, time.monotonic()
         used = process.usage()
         since_cpu = used.cpu if used is not None else 0.0
+        since_waited = used.waited if used is not None else None
         told = 0.0
+
+        def stalled(seconds: float) -> None:
+            """Part of the answer came and the rest does not: the worker stopped (SIGSTOP)
+            halfway through writing it; the call's wall-clock deadline holds for the wait."""
+            _stop_if_interrupted(process)
+            if deadline is not None and deadline.wall is not None and seconds > deadline.wall:
+                process.kill()
+                raise Ended("hung", best, hung=True)
         while True:
             _stop_if_interrupted(process)
+            process.flush()            # what the worker's pipe did not take of the request
             try:
                 if process.poll(_POLL):
-                    status, result = process.recv()
+                    status, result = process.recv(stalled)
                     break
+            except Ended:
+                raise
             except Exception:      # the worker ended, or a target wrote into the pipe
                 if process.ends_within(_ENDING):
                     raise Ended(process.ended(self.memory_mib), _last_position(process, best, top)) \
@@ -210,6 +222,8 @@ class WorkerPool:
                 raise Ended(process.ended(self.memory_mib), _last_position(process, best, top))
             now = time.monotonic()
             used = process.usage()
+            if since_waited is None and used is not None:
+                since_waited = used.waited
             if used is not None and used.rss > limit:
                 process.kill()
                 raise Ended(f"exceeded {self.memory_mib} MiB", best)
@@ -220,8 +234,13 @@ class WorkerPool:
             if best < position <= top:
                 best, since = position, now
                 since_cpu = used.cpu if used is not None else since_cpu
+                since_waited = used.waited if used is not None else since_waited
             elif deadline is not None and (
-                    (deadline.wall is not None and now - since > deadline.wall) or
+                    # the wall clock, less the time the worker waited for a CPU: busy
+                    # CPUs slow a call down, they do not make it a hang
+                    (deadline.wall is not None and now - since - (
+                        used.waited - since_waited if used is not None
+                        and since_waited is not None else 0.0) > deadline.wall) or
                     (deadline.cpu is not None and used is not None
                      and used.cpu - since_cpu > deadline.cpu)):
                 process.kill()

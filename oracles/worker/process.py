@@ -17,6 +17,7 @@ import os
 import pickle
 import select
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 
 from stagecheck.oracles import interrupt
 from stagecheck.oracles.stdio import ensure_standard_fds
@@ -40,6 +42,8 @@ MAX_ANSWER_BYTES = 512 * 1024 * 1024
 KEEPER = keeper.__file__
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: seconds between two looks at a wait for the rest of an answer
+_READ_POLL = 0.02
 #: seconds the keeper gets to end the worker and what it left before it is killed itself
 _KEEPER_ENDS = keeper.SWEEP_SECONDS + 2.0
 
@@ -47,11 +51,14 @@ _KEEPER_ENDS = keeper.SWEEP_SECONDS + 2.0
 @dataclass(frozen=True)
 class Usage:
     """What the kernel says of the worker: CPU seconds used (all threads), resident bytes,
-    and its state letter (``T``: stopped)."""
+    its state letter (``T``: stopped), and the seconds its main thread was ready to run
+    but waited for a CPU (``/proc/PID/schedstat``; 0 where the kernel does not say):
+    time the machine's load took, not the worker."""
 
     cpu: float
     rss: int
     state: str
+    waited: float = 0.0
 
 
 class WorkerProcess:
@@ -83,8 +90,10 @@ class WorkerProcess:
             cwd=os.getcwd(), start_new_session=True)
         for end in (to_child_r, to_parent_w, control_r, status_w):
             os.close(end)
+        os.set_blocking(to_child_w, False)     # a stopped worker must not hold a send
         self._send = Connection(to_child_w, readable=False)
         self._recv = Connection(to_parent_r, writable=False)
+        self._outbox = bytearray()   # requests sent, not yet taken by the worker's pipe
         self._last_position = 0
         self._said = ""              # what the keeper wrote so far
         self._pid: int | None = None
@@ -152,21 +161,79 @@ class WorkerProcess:
             return None
         fields = text[text.rfind(")") + 2:].split()
         try:
-            return Usage((int(fields[11]) + int(fields[12])) / _TICK, int(fields[21]) * _PAGE,
-                         fields[0])
+            usage = Usage((int(fields[11]) + int(fields[12])) / _TICK,
+                          int(fields[21]) * _PAGE, fields[0])
         except (IndexError, ValueError):
             return None
+        try:
+            with open(f"/proc/{pid}/schedstat", "rb") as fh:
+                waited = int(fh.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            return usage
+        return Usage(usage.cpu, usage.rss, usage.state, waited)
 
     def send(self, message) -> None:
-        self._send.send(message)
+        """Queue ``message`` for the worker and write what its pipe takes now, never
+        waiting: a worker that stops (``SIGSTOP``) with its pipe full must not hold the
+        checker in a write. The rest goes out by ``flush``, which the waits for an answer
+        call (and they have deadlines). An ``OSError`` when the worker's end is closed."""
+        body = bytes(ForkingPickler.dumps(message))    # as ``Connection.send`` pickles
+        header = struct.pack("!i", len(body)) if len(body) <= 0x7fffffff \
+            else struct.pack("!i", -1) + struct.pack("!Q", len(body))
+        self._outbox += header + body
+        self.flush(raising=True)
+
+    def flush(self, raising: bool = False) -> bool:
+        """Write what the worker's pipe takes of the requests queued; whether all went.
+        A closed pipe raises ``OSError`` with ``raising``, else shows as a worker that
+        never answers (its deadline, or its end, says what it did)."""
+        fd = self._send.fileno() if not self._send.closed else None
+        while self._outbox and fd is not None:
+            try:
+                written = os.write(fd, memoryview(self._outbox)[:1 << 20])
+            except BlockingIOError:
+                return False
+            except OSError:
+                if raising:
+                    raise
+                return False
+            del self._outbox[:written]
+        return not self._outbox
 
     def poll(self, timeout: float) -> bool:
         return self._recv.poll(timeout)
 
-    def recv(self):
+    def recv(self, waiting=None):
         """The next answer; an ``OSError`` for a message longer than any answer (bytes a
-        target wrote into the pipe: waiting for them would wait for ever)."""
-        return pickle.loads(self._recv.recv_bytes(MAX_ANSWER_BYTES))
+        target wrote into the pipe: waiting for them would wait for ever), an ``EOFError``
+        when the worker's end closed halfway. Once an answer began, its bytes are read as
+        they come; while none come, ``waiting(seconds without a byte)`` is called every
+        few milliseconds and raises to stop the wait (a worker stopped halfway through
+        writing its answer must not hold the checker in a read)."""
+        header = self._read(4, waiting)
+        (size,) = struct.unpack("!i", header)
+        if size == -1:
+            (size,) = struct.unpack("!Q", self._read(8, waiting))
+        if size < 0 or size > MAX_ANSWER_BYTES:
+            raise OSError("bad message length")
+        return pickle.loads(self._read(size, waiting))
+
+    def _read(self, size: int, waiting) -> bytes:
+        fd = self._recv.fileno()
+        data = bytearray()
+        last = time.monotonic()
+        while len(data) < size:
+            if self._recv.poll(_READ_POLL):
+                chunk = os.read(fd, min(size - len(data), 1 << 20))
+                if not chunk:
+                    raise EOFError("the worker's pipe closed halfway through an answer")
+                data += chunk
+                last = time.monotonic()
+            else:
+                self.flush()
+                if waiting is not None:
+                    waiting(time.monotonic() - last)
+        return bytes(data)
 
     def is_alive(self) -> bool:
         return self.process.poll() is None
@@ -206,6 +273,7 @@ class WorkerProcess:
             keeper.end_tree([self.process.pid])
             self.ends_within(5)
         self._read_status()
+        self._outbox.clear()
         for conn in (self._send, self._recv):
             try:
                 conn.close()

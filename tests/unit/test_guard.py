@@ -3,6 +3,7 @@ patching of stagecheck itself (issue 21)."""
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -23,17 +24,16 @@ def _spin():
 
 
 def test_a_call_that_sleeps_ends_at_the_wall_clock_deadline(short):
-    started = time.monotonic()
+    # a sleep of an hour uses no CPU time: only the wall-clock deadline can end it
     with pytest.raises(SchemaError, match="did not return within"):
         guard.guarded_call("derive of field 'x'", time.sleep, 3600)
-    assert time.monotonic() - started < 5
 
 
 def test_a_call_that_spins_ends_at_the_cpu_deadline(short):
-    started = time.monotonic()
+    started = time.thread_time()           # CPU time: busy CPUs do not change it
     with pytest.raises(SchemaError, match="derive of field 'x' did not return"):
         guard.guarded_call("derive of field 'x'", _spin)
-    assert time.monotonic() - started < 5
+    assert time.thread_time() - started < 5
 
 
 def test_an_exit_is_a_schema_error_and_other_exceptions_pass(short):
@@ -47,7 +47,7 @@ def test_an_exit_is_a_schema_error_and_other_exceptions_pass(short):
 def test_a_call_after_a_deadline_is_not_interrupted_by_it(short):
     with pytest.raises(SchemaError):
         guard.guarded_call("build", _spin)
-    time.sleep(0.3)                         # a late signal must not land outside a call
+    signal.raise_signal(guard.SIGNAL)        # a late signal, outside a call: nothing happens
     assert guard.guarded_call("derive", lambda: "fine") == "fine"
 
 
