@@ -54,6 +54,11 @@ class ProtocolResult(FindingsResult):
     shrink_evaluations: int = 0
     targets: list[dict] = field(default_factory=list)   # what each target was loaded as
     interrupted: str | None = None
+    protocol_spec: str = ""     # how it loads again: a built-in name, or its file
+
+    def loadable_protocol(self) -> str:
+        """What ``--protocol`` and ``check_sequence`` take to run this protocol again."""
+        return self.protocol_spec or self.protocol
 
 
 class _Runner:
@@ -163,7 +168,7 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
     options = {"device": config.device, "timeout": config.timeout,
                "busy_cycles": config.busy_cycles,
                "ops": _ops_per_sequence(protocol, config.steps)}
-    result = ProtocolResult(protocol.name, baseline, candidate, config)
+    result = ProtocolResult(protocol.name, baseline, candidate, config, protocol_spec=spec)
     started = time.perf_counter()
     runner = _Runner(spec, refs, options, config.jobs)
     search = None

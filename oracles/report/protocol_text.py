@@ -140,5 +140,6 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
         lines += ["", f"REPRODUCE: {len(distinct)} shrunk step sequence(s) as pytest tests"]
         for f in distinct.values():
             lines += ["", *("    " + row for row in protocol_pytest_example(
-                f, result.baseline, result.candidate, result.protocol).splitlines())]
+                f, result.baseline, result.candidate,
+                result.loadable_protocol()).splitlines())]
     return "\n".join(lines)

@@ -105,6 +105,9 @@ def test_findings_are_saved_replayed_and_pasted_as_a_pytest_test(tmp_path):
     report = render_protocol(result, saved)
     assert "in flight" in report and "replay: stagecheck replay " in report
     assert "host-write-pending-upload ids_cpu" in report
+    # the pasted test loads the protocol as the run did: from its file, not by its name
+    assert result.loadable_protocol() != result.protocol
+    assert f"{result.loadable_protocol()!r}, SEQUENCE)" in report
     source = protocol_pytest_example(result.errors[0], None, toy("buggy_token_stager"),
                                      EXAMPLE)
     namespace: dict = {}
