@@ -265,6 +265,10 @@ PROTOCOL_INVALID = ("protocol {value!r} has {count} problem(s): {problems}",
                     "fix each part named (docs/protocols.md says what each one declares)")
 PROTOCOL_NOT_LOADABLE = ("protocol {value!r} was not loaded from a file, so a worker process "
                          "cannot load it", "declare it in a file and give that file")
+PROTOCOL_CODE_RAISED = ("protocol {value!r}: its own code for operation {operation!r} raised "
+                        "{error} at {where}, not the code under test",
+                        "fix the protocol's function there ('stagecheck protocol check' "
+                        "validates the declaration; it does not run the operations)")
 PROTOCOL_STAND_IN = ("the code under test asked the protocol's {value} for {operation}, which "
                      "protocol {protocol!r} does not model: this is a limit of the protocol, "
                      "not a difference in the code",

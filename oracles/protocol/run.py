@@ -15,6 +15,9 @@ sequence of a batch for each target, as plain data.
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
+import traceback
 from typing import Any
 
 from stagecheck.oracles import messages
@@ -89,6 +92,11 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
                     except (SchemaError, MemoryError):
                         raise
                     except BaseException as exc:    # the code under test failed: observed
+                        mistake = _protocol_mistake(op.run, exc, code)
+                        if mistake is not None:     # the protocol's own code: never a finding
+                            raise SchemaError.of(messages.PROTOCOL_CODE_RAISED, protocol.name,
+                                                 operation=op.name, where=mistake,
+                                                 error=exception_text(exc, type(exc))) from None
                         outcome = "raised " + exception_text(exc, type(exc))
                     model.sweep()        # host writes of this operation into pending copies
                     trace.ops.append(_record(view.index, op.name, completion, outcome,
@@ -137,6 +145,36 @@ def _record(step: int, name: str, completion: str, outcome: str | None, model, b
                 "hazards": [dataclasses.asdict(h) | {"slots": list(h.slots)}
                             for h in model.hazards[before:]],
                 "result": _plain(result)}
+
+
+#: frames of these folders are neither the protocol's nor the target's (torch, stagecheck,
+#: the standard library): the innermost frame outside them says whose code raised
+_NEUTRAL = tuple(os.path.dirname(os.path.abspath(f)) + os.sep for f in (
+    os.__file__,                                   # the standard library
+    messages.__file__,                             # stagecheck's oracles
+    sys.modules[Protocol.__module__].__file__))    # stagecheck's spec (built-in protocols)
+
+
+def _protocol_mistake(run, exc: BaseException, code) -> str | None:
+    """``file:line`` where a user protocol's own function raised ``exc`` (its innermost
+    frame outside torch, stagecheck and the standard library lies in the protocol's file,
+    which is not the target's); None when the code under test raised it."""
+    own = getattr(getattr(run, "__code__", None), "co_filename", None)
+    if not own or own.startswith(_NEUTRAL):
+        return None                          # a built-in protocol: its code is stagecheck's
+    ref = getattr(code, "ref", None)
+    targets = {os.path.realpath(p) for p in (getattr(ref, "filename", None),
+                                             str(getattr(ref, "spec", "")).split("::")[0])
+               if p}
+    if os.path.realpath(own) in targets:
+        return None                          # one file holds both: the target's, to be safe
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        name = frame.filename
+        if name.startswith("<") or name.startswith(_NEUTRAL) or "site-packages" in name:
+            continue
+        return f"{name}:{frame.lineno}" if os.path.realpath(name) == os.path.realpath(own) \
+            else None
+    return None
 
 
 def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:

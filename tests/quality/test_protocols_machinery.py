@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from stagecheck.oracles.campaign import run_campaign
-from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.errors import SchemaError, TargetLoadError
 from stagecheck.oracles.options import CampaignConfig
 from stagecheck.oracles.protocol import (ProtocolConfig, check_sequence, load_protocol,
                                          protocol_spec, run_protocol_campaign)
@@ -135,3 +135,25 @@ def test_a_target_that_cannot_load_is_named_by_its_position(tmp_path):
         run_protocol_campaign(toy("fixed_token_stager"), f"{classless}::TokenStager", EXAMPLE,
                               ProtocolConfig(sequences=3))
     assert raised.value.target_index == 1 and "classless_stager.py" in str(raised.value)
+
+
+def test_a_protocol_whose_own_operation_raises_is_its_mistake_never_a_finding(tmp_path):
+    """The held-out audit's case: a bug in the protocol's own function (not in the code
+    under test it calls) stops the run with a SchemaError naming the protocol's file and
+    line (exit 2 on the command line), instead of a step_outcome finding against the code."""
+    source = pathlib.Path(EXAMPLE).read_text()
+    bad = source.replace("def stage(ctx):\n",
+                         "def stage(ctx):\n    ctx.sequence.capacity[0]     # a bug of the protocol\n")
+    assert bad != source
+    path = tmp_path / "bad_protocol.py"
+    path.write_text(bad)
+    with pytest.raises(SchemaError) as info:
+        run_protocol_campaign(None, toy("fixed_token_stager"), str(path),
+                              ProtocolConfig(sequences=5))
+    text = str(info.value)
+    assert "its own code for operation 'stage' raised TypeError" in text
+    assert f"{path}:" in text and "not the code under test" in text
+    # the code under test raising stays a finding about that code
+    result = run_protocol_campaign(None, toy("exits_token_stager"), EXAMPLE,
+                                   ProtocolConfig(sequences=20))
+    assert any(f.invariant == "step_outcome" for f in result.errors)
