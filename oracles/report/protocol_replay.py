@@ -17,6 +17,7 @@ import os
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
+from stagecheck.oracles.paths import read_regular
 from stagecheck.oracles.protocol.campaign import ProtocolConfig, check_sequence
 from stagecheck.oracles.report.files import write_atomic
 from stagecheck.oracles.report.replay import MAX_REPLAY_BYTES, _escaped, check_trusted
@@ -54,12 +55,12 @@ def save_protocol_findings(result, directory: str, protocol_spec: str,
 def is_protocol_replay(path: str) -> bool:
     """Whether ``path`` reads as a protocol replay file (anything else: False, and the
     staging replay's loader says what is wrong with it)."""
-    try:
-        if os.path.getsize(path) > MAX_REPLAY_BYTES:
+    try:           # a FIFO or a device is not read (``read_regular``): not one
+        data = read_regular(path, MAX_REPLAY_BYTES, "replay file", UsageError)
+        if len(data) > MAX_REPLAY_BYTES:
             return False
-        with open(path, encoding="utf-8") as fh:
-            saved = json.load(fh)
-    except (OSError, ValueError, RecursionError):
+        saved = json.loads(data.decode("utf-8"))
+    except (OSError, ValueError, RecursionError, UsageError):
         return False
     return isinstance(saved, dict) and "stagecheck_protocol_replay" in saved
 
@@ -68,12 +69,11 @@ def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
     """The saved document and its step sequence; ``UsageError``/``ScenarioError`` when the
     file cannot be used."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_REPLAY_BYTES:
-            raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=size,
+        data = read_regular(path, MAX_REPLAY_BYTES, "replay file", UsageError)
+        if len(data) > MAX_REPLAY_BYTES:
+            raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=os.path.getsize(path),
                                 limit=MAX_REPLAY_BYTES)
-        with open(path, encoding="utf-8") as fh:
-            saved = json.load(fh)
+        saved = json.loads(data.decode("utf-8"))
     except OSError as exc:
         raise UsageError.of(messages.REPLAY_UNREADABLE, path, error=exc.strerror) from None
     except (ValueError, RecursionError) as exc:

@@ -22,6 +22,7 @@ and end what a call left running (``children``, ``left_running``, ``end_tree``).
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import select
 import signal
@@ -104,6 +105,9 @@ def _main_thread_children(pid: int) -> list[int]:
         del _KEPT[path]        # not ours any more: never closed (its number may be reused)
     try:
         fd = os.open(path, os.O_RDONLY)
+        if fd < 3:      # a number code under test closed (fd 1): it stays free, as it left it
+            fd, low = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10), fd
+            os.close(low)
     except OSError:
         return []
     try:
