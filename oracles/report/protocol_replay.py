@@ -56,29 +56,32 @@ def is_protocol_replay(path: str) -> bool:
     """Whether ``path`` reads as a protocol replay file (anything else: False, and the
     staging replay's loader says what is wrong with it)."""
     try:           # a FIFO or a device is not read (``read_regular``): not one
-        data = read_regular(path, MAX_REPLAY_BYTES, "replay file", UsageError)
-        if len(data) > MAX_REPLAY_BYTES:
-            return False
-        saved = json.loads(data.decode("utf-8"))
-    except (OSError, ValueError, RecursionError, UsageError):
+        saved = _read_document(path)
+    except (UsageError, ScenarioError):
         return False
     return isinstance(saved, dict) and "stagecheck_protocol_replay" in saved
 
 
-def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
-    """The saved document and its step sequence; ``UsageError``/``ScenarioError`` when the
-    file cannot be used."""
+def _read_document(path: str):
+    """The JSON document of the replay file ``path``, read as every replay file is
+    (``read_regular``, at most ``MAX_REPLAY_BYTES``); ``UsageError``/``ScenarioError``."""
     try:
         data = read_regular(path, MAX_REPLAY_BYTES, "replay file", UsageError)
         if len(data) > MAX_REPLAY_BYTES:
             raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=os.path.getsize(path),
                                 limit=MAX_REPLAY_BYTES)
-        saved = json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"))
     except OSError as exc:
         raise UsageError.of(messages.REPLAY_UNREADABLE, path, error=exc.strerror) from None
     except (ValueError, RecursionError) as exc:
         raise ScenarioError.of(messages.REPLAY_MALFORMED, path, error=str(exc)[:200],
                                save_dir=".stagecheck/findings") from None
+
+
+def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
+    """The saved document and its step sequence; ``UsageError``/``ScenarioError`` when the
+    file cannot be used."""
+    saved = _read_document(path)
     if not isinstance(saved, dict) or "stagecheck_protocol_replay" not in saved:
         raise UsageError.of(messages.PROTOCOL_REPLAY_NOT, path)
     try:
