@@ -362,30 +362,35 @@ def check_inputs_unchanged(s, o, p):
 
 
 def check_no_copy_hazard(s, o, p):
-    out, seen = [], set()
+    """One finding per buffer and kind of hazard, naming every slot of it the run raced on
+    (the writes into one pending copy are one bug, whatever their number)."""
+    groups: dict[tuple, list] = {}
     for e in o.hazards():
         if isinstance(e, Hazard):
-            kind = e.kind
+            key = (e.region, e.kind)
         else:
-            kind = "write-into-pending-copy" if isinstance(e, HostWrite) else "stale-transfer"
-        buffer = e.region if isinstance(e, Hazard) else e.buffer
-        if (buffer, kind) in seen:
-            continue
-        seen.add((buffer, kind))
+            key = (e.buffer, "write-into-pending-copy" if isinstance(e, HostWrite)
+                   else "stale-transfer")
+        groups.setdefault(key, []).append(e)
+    out = []
+    for (buffer, kind), events in groups.items():
+        e = events[0]
         if isinstance(e, HostWrite):
-            pending = list(e.pending_slots or e.slots)
+            written = sorted({i for w in events for i in w.slots})
+            pending = sorted({i for w in events for i in (w.pending_slots or w.slots)})
             out.append(_finding("no_copy_hazard",
-                                f"host write to {e.buffer} slots {list(e.slots)[:8]} through "
+                                f"host write to {e.buffer} slots {written[:8]} through "
                                 f".{e.via} while a copy the host had not seen complete may "
                                 f"still read slots {pending[:8]}",
                                 field=_field_name(p, e.buffer), slot=pending[0],
                                 extra={"kind": kind, "slots": pending}))
         elif isinstance(e, Hazard):
+            slots = sorted({i for h in events for i in h.slots})
             out.append(_finding("no_copy_hazard",
-                                f"{e.by} of {e.region} slots {list(e.slots)[:8]} while "
+                                f"{e.by} of {e.region} slots {slots[:8]} while "
                                 f"{e.pending} was not seen complete",
-                                field=e.region, slot=e.slots[0],
-                                extra={"kind": kind, "slots": list(e.slots)}))
+                                field=e.region, slot=slots[0],
+                                extra={"kind": kind, "slots": slots}))
         else:
             out.append(_finding("no_copy_hazard",
                                 f"the device received {list(e.received)[:8]} for {e.buffer} "

@@ -36,7 +36,7 @@ from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState,
 from stagecheck.oracles.device.spans import address_of
 from stagecheck.oracles.device.torchload import import_torch
 
-__all__ = ["COMPLETIONS", "CpuDevice", "device_tensor_class"]
+__all__ = ["COMPLETIONS", "CpuDevice", "device_tensor_class", "poison"]
 
 #: what the CPU model does at each point where the host calls into the device
 COMPLETIONS = ("lazy", "eager", "drain")
@@ -129,13 +129,13 @@ class CpuDevice(DeviceModel):
         torch = self._torch
         with torch._C.DisableTorchFunction():
             t = torch.empty(shape, dtype=dtype)
-            _poison(torch, t)
+            poison(torch, t)
             return t.as_subclass(self._device_class)
 
     def empty_pinned(self, shape, dtype):
         with self._torch._C.DisableTorchFunction():
             t = self._torch.empty(shape, dtype=dtype)
-            _poison(self._torch, t)
+            poison(self._torch, t)
         self._new_pinned_region(t)
         return t
 
@@ -152,7 +152,7 @@ class CpuDevice(DeviceModel):
         with self._torch._C.DisableTorchFunction():
             made = func(*args, **kwargs)
             if getattr(func, "__name__", "") in ("empty", "empty_like", "empty_strided"):
-                _poison(self._torch, made)
+                poison(self._torch, made)
         self._new_pinned_region(made)
         return made
 
@@ -275,7 +275,9 @@ def _issued(op: Op) -> int:
     return op.index
 
 
-def _poison(torch, t) -> None:
+def poison(torch, t) -> None:
+    """Fill fresh memory ``t`` with the poison value of its dtype (NaN, True, or an
+    integer no staging code writes)."""
     if t.dtype == torch.bool:
         t.fill_(True)
     elif t.is_floating_point():

@@ -4,12 +4,17 @@ The same interface as the CPU model (``model.DeviceModel``), and the same orderi
 detection: every copy, record, wait and synchronization the code under test makes is seen
 (the interception mode of ``intercept.py``, and ``torch.cuda``'s ``Event``, ``Stream``,
 ``current_stream``, ``default_stream`` and ``synchronize`` wrapped while active) and runs
-on the GPU as issued. What differs is who decides when things complete: the GPU. So that
-copies really lag behind the host, the ``lazy`` completion queues ``busy_cycles`` of device
-work (``torch.cuda._sleep``) on the current stream at each boundary between a protocol's
-operations; ``eager`` synchronizes the device at every point where the host calls into it
-(every operation completes before the host goes on: what the host meant); ``drain``
-synchronizes once at the boundary. Nothing else synchronizes between steps.
+on the GPU as issued. What differs is who decides when things complete: the GPU, held by
+the host. In ``lazy`` completion every copy and every piece of device work waits behind a
+gate (``gate.py``) that the host opens where the program waits for the device (a
+synchronization, a blocking copy, an event synchronized or polled), so each runs at the
+latest point the program's own synchronization allows, as on the CPU model, and really
+after the host went on; ``busy_cycles`` of device work (``torch.cuda._sleep``) may be
+queued at each boundary between a protocol's operations on top. ``eager`` synchronizes
+the device at every point where the host calls into it (every operation completes before
+the host goes on: what the host meant); ``drain`` synchronizes once at the boundary.
+Nothing else synchronizes between steps. Fresh memory from ``torch.empty`` holds the CPU
+model's poison value, so the two read the same where nothing wrote.
 
 Hazards are found on the host side as with the CPU model: the happens-before order of
 streams and events (``order.py``), snapshots of uploaded host ranges taken at issue and
@@ -21,13 +26,22 @@ run ends.
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 
+from stagecheck.oracles.device.cpu import QUERIES_BEFORE_PROGRESS, poison
+from stagecheck.oracles.device.gate import StreamGates
 from stagecheck.oracles.device.intercept import DeviceMode
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
 from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["CudaDevice"]
+
+_EMPTY = ("empty", "empty_like", "empty_strided")
+#: device factories that copy no host data (the others wait for the stream, as CUDA does)
+_NO_HOST_DATA = frozenset(_EMPTY + ("zeros", "zeros_like", "ones", "ones_like", "full",
+                                    "full_like", "arange", "eye", "linspace", "randint",
+                                    "rand", "randn", "randperm"))
 
 
 class CudaDevice(DeviceModel):
@@ -48,6 +62,9 @@ class CudaDevice(DeviceModel):
                       "default_stream": torch.cuda.default_stream,
                       "synchronize": torch.cuda.synchronize}
         self._pending_reads: list[tuple[str, str, dict]] = []
+        self.gates = StreamGates(torch)
+        self._gate_of_record: dict[int, int] = {}   # record op index -> gates before it
+        self._queries: dict[int, int] = {}          # record op index -> unfinished queries
 
     # ---------------------------------------------------------------- memory
     def memory(self, t) -> str:
@@ -57,22 +74,34 @@ class CudaDevice(DeviceModel):
             return "pinned" if t.is_pinned() else "pageable"
 
     def empty_device(self, shape, dtype):
+        """Fresh device memory holding the CPU model's poison value (never what an earlier
+        allocation left there), so that a read of memory nothing wrote shows alike."""
         with self._torch._C.DisableTorchFunction():
-            return self._torch.empty(shape, dtype=dtype, device=self.device)
+            t = self._torch.empty(shape, dtype=dtype, device=self.device)
+            poison(self._torch, t)
+            return t
 
     def empty_pinned(self, shape, dtype):
         with self._torch._C.DisableTorchFunction():
             t = self._torch.empty(shape, dtype=dtype, pin_memory=True)
+            poison(self._torch, t)
         self._new_pinned_region(t)
         return t
 
     def make_device(self, func, args, kwargs):
+        if getattr(func, "__name__", "") not in _NO_HOST_DATA:
+            self.gates.open()      # its data is copied from pageable memory: the host waits
         with self._torch._C.DisableTorchFunction():
-            return func(*args, device=self.device, **kwargs)
+            made = func(*args, device=self.device, **kwargs)
+            if getattr(func, "__name__", "") in _EMPTY:
+                poison(self._torch, made)
+            return made
 
     def make_pinned(self, func, args, kwargs):
         with self._torch._C.DisableTorchFunction():
             made = func(*args, pin_memory=True, **kwargs)
+            if getattr(func, "__name__", "") in _EMPTY:
+                poison(self._torch, made)
         self._new_pinned_region(made)
         return made
 
@@ -93,8 +122,40 @@ class CudaDevice(DeviceModel):
     def current(self):
         return self._state_of(self._real["current_stream"]())
 
+    # ---------------------------------------------------------------- gates
+    def _start(self, op: Op, blocking: bool = False) -> None:
+        """A blocking operation first opens every gate (the host waits for all before it
+        on its stream); in ``lazy`` completion a copy or device work waits behind a gate
+        of its own until the host waits for it (``gate.py``)."""
+        if blocking:
+            self.gates.open()
+        elif self.completion == "lazy" and (op.kind in COPY_KINDS or op.kind == "kernel"):
+            self.gates.hold(op.stream.handle.cuda_stream)
+        super()._start(op, blocking)
+
+    def open_before(self, event_state: EventState) -> None:
+        """Open the gates an event's record waits behind (the host waits for it)."""
+        record = event_state.record
+        if record is not None:
+            self.gates.open(self._gate_of_record.get(record.index, 0))
+
+    def host_write(self, span, by: str) -> None:
+        self.gates.last_call = time.monotonic()
+        super().host_write(span, by)
+
+    def host_read(self, span, by: str) -> None:
+        self.gates.last_call = time.monotonic()
+        super().host_read(span, by)
+
+    def pending_reads(self, span):
+        self.gates.last_call = time.monotonic()
+        return super().pending_reads(span)
+
     # ---------------------------------------------------------------- running
     def _submit(self, op: Op) -> None:
+        self.gates.last_call = time.monotonic()
+        if op.kind == "record":
+            self._gate_of_record[op.index] = self.gates.issued
         if op.action is not None:
             self.inside = True
             self.running = op if op.kind == "kernel" else None
@@ -114,6 +175,8 @@ class CudaDevice(DeviceModel):
 
     def boundary(self, completion: str) -> None:
         self.sweep()
+        if completion in ("drain", "eager"):
+            self.gates.open()
         if completion == "drain":
             self._real["synchronize"]()
             completion = "lazy"
@@ -127,9 +190,11 @@ class CudaDevice(DeviceModel):
         """The wrapped call (a blocking copy, a synchronize) has already waited."""
 
     def _complete_all(self) -> None:
+        self.gates.open()
         self._real["synchronize"]()
 
     def _run_now(self, op: Op, run):
+        self.gates.last_call = time.monotonic()
         self.inside = True
         try:
             return run()
@@ -152,7 +217,14 @@ class CudaDevice(DeviceModel):
                    if op.kind in COPY_KINDS and op.event is not None and not op.event.query())
 
     def query_event_now(self, state: EventState, done: bool) -> bool:
+        """An event polled: after ``QUERIES_BEFORE_PROGRESS`` unfinished answers its gates
+        open (a polling loop ends, as on the CPU model)."""
         self.sweep()
+        if not done and state.record is not None:
+            key = state.record.index
+            self._queries[key] = self._queries.get(key, 0) + 1
+            if self._queries[key] >= QUERIES_BEFORE_PROGRESS:
+                self.open_before(state)
         return self.query_event(state, done)
 
     def finish(self) -> None:
@@ -167,8 +239,11 @@ class CudaDevice(DeviceModel):
     # ---------------------------------------------------------------- activation
     @contextmanager
     def activate(self):
-        with _wrapped(self), DeviceMode(self):
-            yield self
+        try:
+            with _wrapped(self), DeviceMode(self):
+                yield self
+        finally:
+            self.gates.open()
 
 
 @contextmanager
@@ -199,6 +274,7 @@ def _wrapped(model: CudaDevice):
 
         def synchronize(self):
             model.sweep()
+            model.open_before(self._stagecheck)
             super().synchronize()
             model.sync_event(self._stagecheck)
 
@@ -221,6 +297,7 @@ def _wrapped(model: CudaDevice):
 
         def synchronize(self):
             model.sweep()
+            model.gates.open()
             super().synchronize()
             model.sync_stream(model._state_of(self))
 
@@ -228,6 +305,8 @@ def _wrapped(model: CudaDevice):
             done = super().query()
             if done:
                 model._learn(model._state_of(self).clock)
+            else:
+                model.gates.open()     # a polling loop ends
             return done
 
     def tracked(stream):
@@ -236,6 +315,7 @@ def _wrapped(model: CudaDevice):
 
     def synchronize(device=None):
         model.sweep()
+        model.gates.open()
         real["synchronize"](device)
         model.sync_all()
 

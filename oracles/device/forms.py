@@ -48,9 +48,11 @@ class Pairs:
         region = self.regions.of(src)
         if region is not None and region.kind == "pinned":
             slots = region.slots(src)
-            if slots:
-                self._made_from[span_of(device_tensor).lo] = (region, slots[0])
-                self._keep.append(device_tensor)
+            # an empty one is made from the slot its range starts at (all empty device
+            # tensors may share one address: the latest made is the one a copy uses next)
+            first = slots[0] if slots else region.first(src)
+            self._made_from[span_of(device_tensor).lo] = (region, first)
+            self._keep.append(device_tensor)
 
     def side(self, span: Span) -> tuple[Region, tuple[int, ...]] | None:
         """The buffer side ``span`` lies in, and its slots; a device tensor made from a host
@@ -65,6 +67,14 @@ class Pairs:
             return source, tuple(range(first, first + count))
         return None
 
+    def first(self, span: Span) -> int | None:
+        """The slot ``span`` starts at (an empty one too), made-from tensors included."""
+        region = self.regions.of(span)
+        if region is not None:
+            return region.first(span)
+        made = self._made_from.get(span.lo)
+        return None if made is None else made[1]
+
 
 def mirror_copy(pairs: Pairs, dst: Span, src: Span):
     """``(buffer, start, stop)`` when copying ``src`` into ``dst`` copies a buffer's host
@@ -78,7 +88,7 @@ def mirror_copy(pairs: Pairs, dst: Span, src: Span):
         return None
     if dst.empty and src.empty:        # a copy of nothing is still a copy (of no slot)
         start = region.first(dst)
-        return (region.owner, start, start) if start == source.first(src) else None
+        return (region.owner, start, start) if start == pairs.first(src) else None
     if not slots or slots != src_slots or len(slots) != slots[-1] - slots[0] + 1:
         return None
     return region.owner, slots[0], slots[-1] + 1

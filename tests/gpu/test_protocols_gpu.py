@@ -11,6 +11,7 @@ they really lag behind the host.
 
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -110,6 +111,24 @@ def test_the_cuda_backend_is_silent_on_ordered_code_and_writes_of_nothing():
             del fresh
         model.finish()
     assert model.hazards == [] and model.mismatches == []
+
+
+def test_a_gate_holds_a_copy_until_the_host_waits_and_a_wait_it_cannot_see_never_hangs():
+    model = device_model("cuda")                      # no busy cycles: only the gate holds
+    with model.activate():
+        host = torch.arange(4, dtype=torch.int32).pin_memory()
+        dev = torch.zeros(4, dtype=torch.int32, device="cuda")
+        dev.copy_(host, non_blocking=True)
+        time.sleep(0.05)
+        assert model.in_flight() == 1                  # the host has not waited: held
+        torch.cuda.synchronize()
+        assert model.in_flight() == 0 and dev.tolist() == [0, 1, 2, 3]
+    gates = model.gates
+    assert gates.available and gates.forced == 0
+    gates.hold(torch.cuda.current_stream().cuda_stream)
+    dev.zero_()
+    assert dev.tolist() == [0, 0, 0, 0]                # a wait no interception sees
+    assert gates.forced == 1                           # the watchdog opened the gate
 
 
 # ---------------------------------------------------------------- the copy forms

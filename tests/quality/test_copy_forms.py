@@ -121,3 +121,14 @@ def test_the_hazard_fixture_on_an_empty_batch_writes_nothing_and_races_with_noth
     s = scenario(num_reqs=0)
     o = observe(target, s, RunOptions(deferred_copies=True))
     assert o.hazards() == [] and check(s, o, target.profile) == []
+
+
+def test_a_hazard_names_every_slot_written_into_the_pending_copy():
+    """The three rewrites after the raw copy are one finding naming slots 0, 1 and 2 (the
+    CPU model and CUDA agree: tests/gpu/test_protocols_gpu.py states the same)."""
+    target = load_target(HAZARD)
+    s = scenario()
+    o = observe(target, s, RunOptions(deferred_copies=True))
+    (hazard,) = [f for f in check(s, o, target.profile) if f.invariant == "no_copy_hazard"]
+    assert s.num_reqs == 3 and hazard.extra["slots"] == [0, 1, 2]
+    assert "slots [0, 1, 2] through .np" in hazard.message

@@ -32,6 +32,8 @@ CROSSHAIR = settings.get_profile("stagecheck-crosshair")
 
 
 MAX_CAPACITY = 2
+#: fresh CrossHair searches the buggy refactor gets before the test says none bit
+SEARCHES = 3
 
 
 def _eager(strategy):
@@ -127,8 +129,7 @@ def test_the_property_bites_under_crosshair():
     buggy = Target("swapped-views", _swapped_views, SINGLE_LOOP.profile, "test")
     seen: list[StagingScenario] = []
 
-    # stops at the first failing path; the margin is for a loaded machine, where
-    # CrossHair abandons more paths at its per-path time limit
+    # stops at the first failing path
     @settings(CROSSHAIR, max_examples=200)
     @given(in_contract_scenarios())
     def prop(s):
@@ -137,8 +138,15 @@ def test_the_property_bites_under_crosshair():
             seen.append(s)
         assert errors == []
 
-    with pytest.raises(AssertionError):
-        prop()
+    # a search is random (derandomize=False) and, on a loaded machine, CrossHair abandons
+    # paths whose solver calls outrun its time limit: each search is fresh, three at most
+    for _ in range(SEARCHES):
+        try:
+            prop()
+        except AssertionError:
+            break
+    else:
+        pytest.fail(f"CrossHair found no failing path in {SEARCHES} searches")
     # the failing example hypothesis reports was replayed concretely: plain ints
     s = seen[-1]
     assert all(type(v) is int for v in s.num_scheduled_tokens.values())

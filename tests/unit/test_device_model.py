@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from stagecheck.oracles.device import device_model
+from stagecheck.oracles.device.spans import span_of
 from stagecheck.spec.observation import (DEVICE_READ_PENDING_WRITE, HOST_TOUCH_PENDING_DOWNLOAD,
                                          HOST_WRITE_PENDING_UPLOAD, PINNED_REUSED_PENDING_COPY)
 
@@ -335,3 +336,22 @@ def test_a_host_index_tensor_a_download_has_not_written_is_a_hazard():
         order.copy_(dev[2:], non_blocking=True)      # the indices come back later
         dev[order]                                   # used before they landed
         assert kinds(model) == [HOST_TOUCH_PENDING_DOWNLOAD]
+
+
+def test_an_empty_device_tensor_made_from_a_host_range_is_a_copy_of_no_slot():
+    """On CUDA every empty device tensor may lie at address 0, outside every region: made
+    from ``buf.cpu[2:2]`` it still counts as slot 2 of that host side (``.to(device)`` of an
+    empty range then assigned into the mirror is a copy of no slot, as copy_to_gpu(0) is)."""
+    from stagecheck.oracles.device.forms import Pairs, mirror_copy
+
+    class Buffer:
+        name = "buf"
+
+    buffer = Buffer()
+    host, mirror = torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+    pairs = Pairs()
+    pairs.add(buffer, span_of(host), span_of(mirror))
+    made = torch.empty(0, dtype=torch.int32)
+    pairs.made_from(made, host[2:2])
+    assert mirror_copy(pairs, span_of(mirror[2:2]), span_of(made)) == (buffer, 2, 2)
+    assert mirror_copy(pairs, span_of(mirror[1:1]), span_of(made)) is None

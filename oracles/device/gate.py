@@ -1,0 +1,129 @@
+"""Host-opened gates on CUDA streams: device work queued behind one waits for the host.
+
+The CUDA backend's ``lazy`` completion puts a gate in front of every copy and every piece
+of device work it issues, so that each runs on the device when the program's own
+synchronization lets it (the latest point, as the CPU model's ``lazy`` completes them),
+not when the device happens to reach it. A gate is the driver's stream memory operation
+``cuStreamWaitValue32`` on a counter in pinned memory: the stream waits until the counter
+reaches the gate's number. Gates are numbered in issue order and the counter only grows,
+so opening gate ``n`` opens every gate issued before it, on every stream.
+
+The host opens gates where it waits for the device: a synchronization, a blocking copy,
+an event synchronized or polled (``CudaDevice``). A wait the interception does not see
+(a torch operation that synchronizes inside) would wait for a gate forever: a watchdog
+thread opens every gate once the host has made no call into the model for ``STALL_S``
+seconds while gates are closed, and counts it (``forced``); the run then goes on with
+copies completing earlier than the latest point, never with a hang.
+
+Where the driver has no stream memory operations (``available`` is False) nothing is
+held, and copies lag only behind the device work queued with ``busy_cycles``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+import time
+import traceback
+
+__all__ = ["STALL_S", "StreamGates"]
+
+#: seconds without a call into the model, gates closed, before the watchdog opens them
+STALL_S = 0.25
+#: ``CU_STREAM_WAIT_VALUE_GEQ``: wait until ``(int32)(*addr - value) >= 0``
+_WAIT_GEQ = 0x0
+_POLL_S = 0.02
+
+
+def _driver():
+    """``cuStreamWaitValue32_v2`` and ``cuMemHostGetDevicePointer_v2`` of the CUDA
+    driver, or None where either is missing."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        wait = lib.cuStreamWaitValue32_v2
+        pointer = lib.cuMemHostGetDevicePointer_v2
+    except (OSError, AttributeError):
+        return None
+    wait.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+    wait.restype = ctypes.c_int
+    pointer.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_uint]
+    pointer.restype = ctypes.c_int
+    return wait, pointer
+
+
+class StreamGates:
+    """The gates of one device model's run (see the module doc)."""
+
+    def __init__(self, torch) -> None:
+        self.issued = 0          # the number of the last gate put on a stream
+        self.opened = 0          # every gate up to this number is open
+        self.forced = 0          # times the watchdog opened the gates
+        self.stalls: list[str] = []   # where the host was each time (a few, for reports)
+        self._host_thread = threading.get_ident()
+        self.available = False
+        self.last_call = time.monotonic()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        driver = _driver()
+        if driver is None:
+            return
+        self._wait, pointer = driver
+        with torch._C.DisableTorchFunction():
+            self._counter = torch.zeros(1, dtype=torch.int32, pin_memory=True)
+        self._value = self._counter.numpy()
+        address = ctypes.c_uint64()
+        if pointer(ctypes.byref(address), ctypes.c_void_p(self._counter.data_ptr()), 0) != 0:
+            return
+        self._address = address.value
+        self.available = True
+
+    def hold(self, stream_handle: int) -> int:
+        """Put a closed gate on the stream whose driver handle is ``stream_handle``; its
+        number (0: none, the driver refused it)."""
+        self.last_call = time.monotonic()
+        if not self.available:
+            return 0
+        with self._lock:
+            number = self.issued + 1
+            code = self._wait(ctypes.c_void_p(stream_handle), self._address,
+                              number, _WAIT_GEQ)
+            if code != 0:             # the stream takes no gate: hold nothing from now on
+                self.available = False
+                return 0
+            self.issued = number
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, daemon=True,
+                                                name="stagecheck-gates")
+                self._thread.start()
+        return number
+
+    def open(self, upto: int | None = None) -> None:
+        """Open every gate up to number ``upto`` (all issued so far by default)."""
+        self.last_call = time.monotonic()
+        with self._lock:
+            upto = self.issued if upto is None else min(upto, self.issued)
+            if upto > self.opened:
+                self.opened = upto
+                self._value[0] = upto
+
+    def _watch(self) -> None:
+        """The watchdog: runs while a gate is closed (it ends once all are open)."""
+        while True:
+            time.sleep(_POLL_S)
+            with self._lock:
+                if self.issued <= self.opened:
+                    self._thread = None
+                    return
+            if time.monotonic() - self.last_call > STALL_S:
+                self.forced += 1
+                if len(self.stalls) < 5:
+                    self.stalls.append(self._where_host_waits())
+                self.open()
+
+    def _where_host_waits(self) -> str:
+        frame = sys._current_frames().get(self._host_thread)
+        if frame is None:
+            return "unknown"
+        return " <- ".join(f"{f.name} ({f.filename.rsplit('/', 1)[-1]}:{f.lineno})"
+                           for f in reversed(traceback.extract_stack(frame)[-4:]))
