@@ -232,6 +232,7 @@ class CudaDevice(DeviceModel):
         with self._torch._C.DisableTorchFunction():
             for where, name, scalars, op in self._pending_reads:
                 op.seen = {k: t.cpu().tolist() for k, t in op.seen.items()}
+                self._only_touched(op, op.seen)
                 self.reads_log.append((where, name, {**scalars, **op.seen}))
         self._pending_reads.clear()
         self.check_intents()

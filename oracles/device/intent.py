@@ -65,7 +65,8 @@ class HostIntent:
                 flat = _flatten(seen)
                 bad = []
                 for p, (want, source) in enumerate(zip(meant, sources)):
-                    if source is None or p >= len(flat) or flat[p] == want:
+                    if source is None or p >= len(flat) or flat[p] is None \
+                            or flat[p] == want:     # None: an element the work never read
                         continue
                     if self._overwritten(lo + p * item, item, source, op.index):
                         continue

@@ -110,6 +110,7 @@ def _mode_class():
             if model.inside:
                 if model.running is not None:
                     _note_work_write(model, func, args, kwargs)
+                    _note_work_read(model, func, args, kwargs)
                 return func(*args, **kwargs)
             name = getattr(func, "__name__", "")
             if name in VIEWS:
@@ -138,6 +139,21 @@ def _note_work_write(model, func, args, kwargs) -> None:
         view = _view(target, args[1]) if name == "__setitem__" and _basic_index(args[1]) \
             else target
         model.wrote(view)
+
+
+def _note_work_read(model, func, args, kwargs) -> None:
+    """Device work that runs reads the tensors an operation takes (not a view made, not the
+    destination of a copy or an assignment, not an ``out=``): note which elements."""
+    name = getattr(func, "__name__", "")
+    if name in VIEWS or name == "__getitem__" and len(args) > 1 and _basic_index(args[1]):
+        return
+    if name == "__setitem__":
+        read = args[2:3]
+    elif name == "copy_":
+        read = args[1:2]
+    else:
+        read = args
+    model.read_by_work(_tensors(read, []))
 
 
 # ============================================================================ handlers

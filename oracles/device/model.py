@@ -239,6 +239,8 @@ class DeviceModel(RaceDetection, HostIntent):
         op.dev_reads = [span_of(t) for t in reads.values()]
         op.dev_writes = [span_of(t) for t in writes]
         op.intents = {label: self._intent(t, op.index) for label, t in reads.items()}
+        op.touched = {label: (span_of(t), set()) for label, t in reads.items()
+                      if _one_dim(t)}
         op.action = self._work(op, name, fn, reads, self.location, dict(scalars or {}))
         self._work_ops.append(op)
         self._start(op)
@@ -354,9 +356,41 @@ class DeviceModel(RaceDetection, HostIntent):
     def _work(self, op: Op, name: str, fn, reads: dict, where: tuple, scalars: dict):
         def run():
             op.seen = {k: self._values(t) for k, t in reads.items()}
-            self.reads_log.append((where, name, {**scalars, **op.seen}))
+            entry = {**scalars, **op.seen}
+            self.reads_log.append((where, name, entry))
             fn()
+            self._only_touched(op, op.seen)
+            self._only_touched(op, entry)
         return run
+
+    def read_by_work(self, tensors: list) -> None:
+        """Device work being run read ``tensors``: the elements of its 1-D arguments they
+        cover are noted (``op.touched``), so that what it read is compared only there."""
+        op = self.running
+        if op is None or not op.touched:
+            return
+        for t in tensors:
+            span = span_of(t)
+            if span.empty:
+                continue
+            for arg, seen in op.touched.values():
+                if not span.overlaps(arg):
+                    continue
+                if span.elements is not None:
+                    seen.update((a - arg.lo) // arg.item for a in span.elements
+                                if arg.lo <= a < arg.hi)
+                else:
+                    seen.update(range((max(span.lo, arg.lo) - arg.lo) // arg.item,
+                                      (min(span.hi, arg.hi) - arg.lo + arg.item - 1)
+                                      // arg.item))
+
+    def _only_touched(self, op: Op, values: dict) -> None:
+        """In ``values`` (``{label: list}``), the elements of each 1-D argument that the
+        work never read become None: what it did not read is not what it read."""
+        for label, (_, seen) in op.touched.items():
+            listed = values.get(label)
+            if isinstance(listed, list) and len(seen) < len(listed):
+                values[label] = [v if i in seen else None for i, v in enumerate(listed)]
 
     def passthrough(self):
         """A block whose torch calls the model neither sees nor orders (the checker's own
@@ -430,6 +464,11 @@ class _Passthrough:
 
     def __exit__(self, *exc) -> None:
         self.model.inside, self.model.running = self.saved
+
+
+def _one_dim(t) -> bool:
+    with import_torch()._C.DisableTorchFunction():
+        return t.dim() == 1 and t.is_contiguous() and t.numel() > 0
 
 
 def _storage_of(t) -> int:

@@ -19,7 +19,7 @@ class Op:
     __slots__ = ("index", "kind", "stream", "seq", "clock", "dev_reads", "dev_writes",
                  "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
                  "what", "where", "reported", "event", "intents", "seen", "location",
-                 "device_owned")
+                 "device_owned", "touched")
 
     def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
                  ) -> None:
@@ -41,6 +41,8 @@ class Op:
         self.device_owned: list[Span] = []    # host memory a later download may write
         self.intents: dict = {}               # device work: what the host meant it to read
         self.seen: dict = {}                  # device work: what it read
+        #: device work: for each 1-D argument, its span and the elements its operations read
+        self.touched: dict = {}
 
     def describe(self) -> str:
         if callable(self.what):           # named when first needed (a report)

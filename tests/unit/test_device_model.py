@@ -355,3 +355,19 @@ def test_an_empty_device_tensor_made_from_a_host_range_is_a_copy_of_no_slot():
     pairs.made_from(made, host[2:2])
     assert mirror_copy(pairs, span_of(mirror[2:2]), span_of(made)) == (buffer, 2, 2)
     assert mirror_copy(pairs, span_of(mirror[1:1]), span_of(made)) is None
+
+
+def test_device_work_is_compared_only_where_it_reads():
+    """A kernel given a whole buffer and a count reads the live slots only: the others are
+    None in what it read, and what the host meant there is not checked."""
+    model = device_model("cpu")
+    with model.activate():
+        host = torch.tensor([1, 2, 3, 4], dtype=torch.int32).pin_memory()
+        dev = torch.zeros(4, dtype=torch.int32, device="cuda")
+        dev.copy_(host, non_blocking=True)
+        host.numpy()[3] = 9                        # a slot the work never reads
+        model.launch("kernel", lambda: dev[:2] * 2, {"dev": dev})
+        torch.cuda.synchronize()
+        model.finish()
+    assert model.reads_log[0][2]["dev"] == [1, 2, None, None]
+    assert model.mismatches == []
