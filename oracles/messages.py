@@ -269,6 +269,10 @@ PROTOCOL_CODE_RAISED = ("protocol {value!r}: its own code for operation {operati
                         "{error} at {where}, not the code under test",
                         "fix the protocol's function there ('stagecheck protocol check' "
                         "validates the declaration; it does not run the operations)")
+PROTOCOL_BUILD_MISMATCH = ("protocol {value!r} cannot build {component}: {error}, raised where "
+                           "the protocol calls it ({where}), before any of its code ran",
+                           "choose the protocol that drives this class with --protocol "
+                           "('stagecheck protocol list'), or fix the protocol's build")
 PROTOCOL_STAND_IN = ("the code under test asked the protocol's {value} for {operation}, which "
                      "protocol {protocol!r} does not model: this is a limit of the protocol, "
                      "not a difference in the code",

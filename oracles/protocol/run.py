@@ -68,6 +68,12 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
             except (SchemaError, MemoryError):
                 raise
             except Exception as exc:
+                where = _call_refused(protocol.build, exc)
+                if where is not None:         # the component never ran: not its finding
+                    raise SchemaError.of(messages.PROTOCOL_BUILD_MISMATCH, protocol.name,
+                                         component=protocol.component or "the component",
+                                         where=where,
+                                         error=exception_text(exc, type(exc))) from None
                 trace.ops.append(_record(-1, "build", "", "raised " +
                                          exception_text(exc, type(exc)), model, 0, None))
                 return _finish(model, trace, ctx)
@@ -175,6 +181,26 @@ def _protocol_mistake(run, exc: BaseException, code) -> str | None:
         return f"{name}:{frame.lineno}" if os.path.realpath(name) == os.path.realpath(own) \
             else None
     return None
+
+
+def _call_refused(build, exc: BaseException) -> str | None:
+    """``file:line`` in ``build`` when ``exc`` is a TypeError raised by a call there that
+    the callee refused (arguments it does not take: the innermost frame is ``build``'s own,
+    or ``ctx.component``'s that it called); None otherwise (the component's code raised
+    it, or something else did)."""
+    code = getattr(build, "__code__", None)
+    if not isinstance(exc, TypeError) or code is None or exc.__traceback__ is None:
+        return None
+    frames = traceback.extract_tb(exc.__traceback__)
+
+    def is_(frame, fn_code) -> bool:
+        return frame.name == fn_code.co_name and \
+            os.path.realpath(frame.filename) == os.path.realpath(fn_code.co_filename)
+
+    if not (is_(frames[-1], code) or is_(frames[-1], RunContext.component.__code__)):
+        return None
+    mine = [f for f in frames if is_(f, code)]
+    return f"{mine[-1].filename}:{mine[-1].lineno}" if mine else None
 
 
 def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:

@@ -251,3 +251,18 @@ def test_no_save_writes_nothing_and_json_dash_puts_the_document_on_stdout(tmp_pa
     assert all(f["replay"] is None for f in document["findings"])
     assert "verdict: VIOLATES THE PROTOCOL" in proc.stderr     # the report on stderr
     assert not (tmp_path / ".stagecheck").exists()
+
+
+def test_a_protocol_that_cannot_build_the_component_is_exit_2_never_a_finding(tmp_path):
+    """The new-user audit's case: the input-preparation runner driven by the Mamba protocol,
+    whose build passes arguments that runner's constructor does not take. The component's
+    code never ran, so nothing is found against it and nothing is saved."""
+    path = target(fixtures("input-prep-event", "fixed")[0])
+    proc = run_cli("spec", path, "--protocol", "mamba-align-steps", "--examples", "5",
+                   "--save-dir", str(tmp_path / "saved"))
+    problem = messages.PROTOCOL_BUILD_MISMATCH[0].split(":")[0].format(
+        value="mamba-align-steps", component="GPUModelRunner")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert problem in proc.stderr and "got multiple values for argument" in proc.stderr
+    assert "Traceback" not in proc.stderr and "VIOLATES" not in proc.stdout
+    assert not (tmp_path / "saved").exists() or not any((tmp_path / "saved").rglob("*.json"))

@@ -249,3 +249,29 @@ def test_a_protocol_result_as_json():
     assert document["sequences"] == {"budget": 3, "run": 2}
     (saved,) = document["findings"]
     assert saved["replay"] == "/tmp/r.json" and saved["scenario"]["protocol"] == "token-stager"
+
+
+def test_a_call_the_component_refuses_is_told_from_a_component_that_raises():
+    """A protocol's build calling the component with arguments it does not take is the
+    protocol's mistake (exit 2); a TypeError from the component's own code is a finding."""
+    from stagecheck.oracles.protocol.run import _call_refused
+
+    class Component:
+        def __init__(self, capacity):
+            raise TypeError("raised by the component's own code")
+
+    def refused():
+        return Component(1, pin_memory=True)
+
+    def raising():
+        return Component(1)
+
+    errors = []
+    for build in (refused, raising):
+        try:
+            build()
+        except TypeError as exc:
+            errors.append(exc)
+    assert _call_refused(refused, errors[0]).endswith(f":{refused.__code__.co_firstlineno + 1}")
+    assert _call_refused(raising, errors[1]) is None
+    assert _call_refused(refused, ValueError("not a refused call")) is None
