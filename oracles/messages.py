@@ -334,6 +334,11 @@ PROTOCOL_CHOSEN = ("protocol {protocol!r} chosen by the target's name {name!r} (
 PROTOCOL_OPTION_UNUSED = ("{flag} {value} does not apply to a protocol run (protocol "
                           "{protocol!r}): a protocol run reads {reads}",
                           "leave {flag} out, or check one call per example without a protocol")
+PROTOCOL_CAPACITY_UNUSED = ("--max-capacity {value} does not apply to protocol {protocol!r}: its "
+                            "step space draws capacities {low} to {high}; --max-capacity bounds "
+                            "the scenario of a one-call staging protocol (single-call:...)",
+                            "leave --max-capacity out; a protocol's capacities are its "
+                            "StepSpace(capacity=...) (docs/protocols.md)")
 PROTOCOL_TARGETS_DISAGREE = ("the targets' names choose different protocols ({baseline!r} for "
                              "BASELINE, {candidate!r} for CANDIDATE)",
                              "give the protocol both run: --protocol NAME|FILE")

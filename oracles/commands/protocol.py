@@ -163,6 +163,11 @@ class ProtocolCampaignCommand(Command):
             raise exc.located("option --protocol" if chosen_by is None
                               else "argument " + ("CANDIDATE" if baseline else "TARGET")
                               ) from None
+        if values.get("max_capacity") is not None and not protocol.staging:
+            low, high = protocol.space.capacity
+            raise UsageError.of(messages.PROTOCOL_CAPACITY_UNUSED, values["max_capacity"],
+                                protocol=protocol.name, low=low, high=high
+                                ).located("option --max-capacity")
         if chosen_by is not None and not values.get("quiet"):
             note("stagecheck: " + messages.PROTOCOL_CHOSEN.format(protocol=spec, name=chosen_by))
         return ProtocolRun(baseline, candidate, spec, protocol, config,

@@ -266,3 +266,13 @@ def test_a_protocol_that_cannot_build_the_component_is_exit_2_never_a_finding(tm
     assert problem in proc.stderr and "got multiple values for argument" in proc.stderr
     assert "Traceback" not in proc.stderr and "VIOLATES" not in proc.stdout
     assert not (tmp_path / "saved").exists() or not any((tmp_path / "saved").rglob("*.json"))
+
+
+def test_max_capacity_on_a_protocol_with_its_own_step_space_is_exit_2_never_ignored():
+    path = target(fixtures("input-prep-event", "fixed")[0])
+    proc = run_cli("spec", path, "--protocol", "input-prep-event", "--max-capacity", "4000",
+                   "--no-save")
+    problem = messages.PROTOCOL_CAPACITY_UNUSED[0].split(":")[0].format(
+        value=4000, protocol="input-prep-event")
+    assert proc.returncode == 2 and problem in proc.stderr, proc.stderr
+    assert "option --max-capacity" in proc.stderr and "Traceback" not in proc.stderr
