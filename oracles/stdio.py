@@ -24,10 +24,13 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.errors import UsageError
 from stagecheck.oracles.text import printable
 
-__all__ = ["check_working_folder", "emit", "ensure_standard_fds", "finish_stdout", "note",
-           "report_to_stderr", "shown", "stdout_gone"]
+__all__ = ["CLOSED_AT_START", "check_working_folder", "emit", "ensure_standard_fds",
+           "finish_stdout", "note", "report_to_stderr", "shown", "stdout_gone"]
 
 _MODES = {0: os.O_RDONLY, 1: os.O_WRONLY, 2: os.O_WRONLY}
+#: the standard fds the process started with closed (now on ``/dev/null``): what is
+#: written there is lost, so an output asked of one (``--json -``) is not written
+CLOSED_AT_START: set[int] = set()
 #: what went wrong writing the report (None: nothing); said once
 _FAILED: dict = {"said": False}
 #: ``--json -``: stdout carries the JSON document alone, the text report goes to stderr
@@ -59,6 +62,7 @@ def ensure_standard_fds() -> None:
     for fd, mode in _MODES.items():
         if _is_open(fd):
             continue
+        CLOSED_AT_START.add(fd)
         try:
             opened = os.open(os.devnull, mode)
         except OSError:

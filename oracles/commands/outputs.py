@@ -8,7 +8,7 @@ import os
 import sys
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.stdio import note, report_to_stderr, stdout_gone
+from stagecheck.oracles.stdio import CLOSED_AT_START, note, report_to_stderr, stdout_gone
 from stagecheck.oracles.errors import UsageError
 from stagecheck.oracles.report.files import (check_outputs, probe_file, probe_folder,
                                              write_atomic)
@@ -52,11 +52,17 @@ class Outputs:
         if not path:
             return
         if path == "-":             # stdout: the document alone (the report goes to stderr)
+            if 1 in CLOSED_AT_START:
+                self.failed.append((option, path, "standard output is closed"))
+                return
             try:
                 sys.stdout.write(text_of().rstrip("\n") + "\n")
                 sys.stdout.flush()
-            except BrokenPipeError:
+            except BrokenPipeError:  # the reader chose to stop: not a failure
                 stdout_gone()
+            except (OSError, ValueError) as exc:
+                stdout_gone()
+                self.failed.append((option, path, getattr(exc, "strerror", None) or str(exc)))
             return
         try:
             write_atomic(path, text_of())

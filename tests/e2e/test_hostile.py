@@ -976,3 +976,20 @@ def test_sigterm_to_mutants_with_jobs_ends_every_child_and_saves_the_partial_mat
             break
         time.sleep(0.1)
     assert not alive, f"processes outlived the run: {alive}"
+
+
+@pytest.mark.parametrize("redirect", [">&-", ">/dev/full"])
+def test_json_to_a_closed_or_full_stdout_is_a_missing_output_exit_2(redirect, tmp_path):
+    """``--json -`` asks for the document on stdout: a closed stdout (the process gets
+    /dev/null there) or a full disk loses it, so a clean verdict is exit 2, not 0 (a reader
+    that left, ``| head``, is the reader's choice and keeps the verdict's code)."""
+    if redirect == ">/dev/full" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    command = (f"{sys.executable} -m stagecheck diff legacy single-loop --examples 20 "
+               f"--no-save --json - {redirect}")
+    proc = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "option --json: " + messages.REPORT_NOT_WRITTEN[0].format(
+        value="-", error="")[:-2] in proc.stderr
+    assert "the verdict was EQUIVALENT" in proc.stderr and "Traceback" not in proc.stderr
