@@ -21,7 +21,7 @@ from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands.crash import is_internal
 from stagecheck.oracles.commands.outputs import Outputs
-from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.errors import ShimError, StagecheckError
 from stagecheck.oracles.options import flag_of
 from stagecheck.oracles.report.replay import untrusted_parts
 from stagecheck.oracles.report.style import colorize, use_color
@@ -30,7 +30,8 @@ from stagecheck.oracles.targets import schema_spec, target_ref
 from stagecheck.oracles.worker import WorkerError
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INTERNAL", "EXIT_USAGE", "Command", "Outcome",
-           "VERDICT_EXIT", "interrupted_line", "open_targets", "replay_flags", "schema_of"]
+           "VERDICT_EXIT", "interrupted_line", "open_targets", "replay_flags", "schema_of",
+           "shim_option"]
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 VERDICT_EXIT = {"equivalent": EXIT_CLEAN, "different": EXIT_FINDINGS, "undecided": EXIT_USAGE}
@@ -171,8 +172,14 @@ def open_targets(pairs: list[tuple[str, str]], schema=None, shims=()):
         return load_isolated(refs, {spec: schema} if schema is not None else None)
     except StagecheckError as exc:
         index = getattr(exc, "target_index", None)
-        raise exc.located(f"argument {pairs[index][1]}" if index is not None
-                          else "arguments") from None
+        raise exc.located(shim_option(exc) or (f"argument {pairs[index][1]}"
+                                               if index is not None else "arguments")) from None
+
+
+def shim_option(exc: BaseException) -> str | None:
+    """``option --shim`` for a shim that cannot be read or imported (``ShimError``: the
+    user mistyped the shim, not the target that was loading it); None otherwise."""
+    return f"option {flag_of(None, 'shims')}" if isinstance(exc, ShimError) else None
 
 
 def replay_flags(baseline, candidate, shims, schema: str | None) -> str:
