@@ -11,6 +11,9 @@ TARGET_EMPTY = ("the target is empty", "give " + TARGET_FORMS)
 TARGET_UNKNOWN = ("{value!r} is not a builtin target, a 'module:function', a "
                   "'file.py::function' nor a 'git:REV:file.py::function'",
                   "builtins are {builtins}")
+TARGET_FILE_WITHOUT_FUNCTION = ("{value!r} names a file, not a function in it",
+                                "write '{value}::FUNCTION' for a staging function in it; a shim "
+                                "file goes with --shim {value}")
 TARGET_FILE_MISSING = ("file {path!r} in {value!r} does not exist",
                        "check the path (relative paths are taken from {cwd})")
 TARGET_FILE_SYNTAX = ("{path!r} in {value!r} is not valid Python ({error})",
@@ -50,8 +53,8 @@ TARGET_UNRESOLVED = ("{value!r} uses {count} global name(s) stagecheck cannot pr
                      "-(a // -b)'; a module object: name it in the shim's __all__; "
                      "repeatable), or load the function as 'package.module:{function}' where "
                      "its package is installed")
-SHIM_MISSING = ("shim {value!r} does not exist (or is a folder)", "give the path of a Python file (relative "
-                "paths are taken from {cwd})")
+SHIM_MISSING = ("shim {value!r} does not exist (or is a folder)", "give the path of a Python "
+                "file (relative paths are taken from {cwd})")
 SHIM_BROKEN = ("shim {value!r} cannot be imported ({error})", "fix the file: a shim is a plain "
                "module whose top-level functions and constants stand in for engine helpers")
 SCHEMAS_DIFFER = ("{baseline!r} is a {a!r} function but {value!r} is a {b!r} function",
