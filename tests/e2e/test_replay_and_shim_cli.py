@@ -16,7 +16,10 @@ import sys
 import pytest
 
 from stagecheck.oracles import messages
+from tests.e2e.test_pytest_plugin import _autoloaded, _plugin_args
 from tests.protocol_catalog import fixtures, target
+
+pytest_plugins = ["pytester"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: uploads one slot short: two error findings under ``spec`` (copy_discipline,
@@ -225,6 +228,22 @@ def test_a_shim_file_given_as_a_target_says_how_to_give_it(command, argument, tm
     assert proc.stderr.strip() == f"stagecheck: error: {argument}: " + problem.format(
         value="helpers.py") + "; " + fix.format(value="helpers.py")
     assert "--shim helpers.py" in proc.stderr
+
+
+def test_the_fixture_says_a_broken_shim_of_its_shims_keyword(pytester):
+    shutil.copy(BUGGY, pytester.path / "buggy.py")
+    (pytester.path / "shim.py").write_text("raise RuntimeError('boom')\n")
+    pytester.makepyfile(test_user=f"""
+        def test_broken_shim(stagecheck):
+            stagecheck.assert_conforms("buggy.py::{FUNCTION}", examples=5, shims=["shim.py"])
+    """)
+    result = pytester.runpytest_subprocess(*_autoloaded("hypothesispytest"), *_plugin_args(),
+                                           "-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(failed=1)     # a usage error, said of the keyword, not the target
+    problem, fix = messages.SHIM_BROKEN
+    result.stdout.fnmatch_lines(["stagecheck: shims: " + problem.format(
+        value=str(pytester.path / "shim.py"), error="RuntimeError: boom") + "; " + fix])
+    assert "Traceback" not in result.stdout.str()
 
 
 # ------------------------------------------------------------------ 4: one reader
