@@ -176,7 +176,8 @@ REPLAY_NOTHING = "no finding: the saved example no longer shows a difference"
 #: a run of one target (``spec``) says these in place of a pair's verdict words
 SPEC_VERDICT = {"EQUIVALENT": "CONFORMS", "DIFFERENT": "VIOLATES"}
 #: ... and of one target run through a protocol (``spec --protocol``)
-PROTOCOL_SPEC_VERDICT = {"EQUIVALENT": "HOLDS THE PROTOCOL", "DIFFERENT": "VIOLATES THE PROTOCOL"}
+PROTOCOL_SPEC_VERDICT = {"EQUIVALENT": "HOLDS THE PROTOCOL",
+                         "DIFFERENT": "VIOLATES THE PROTOCOL"}
 #: ``replay``'s verdict line: a pair's saved example (or step sequence) now
 REPLAY_PAIR_STILL = "verdict: {verdict} — the saved {what} still shows {count} error finding(s)"
 REPLAY_PAIR_NOW = "verdict: {verdict} — the saved {what} shows no error finding now"

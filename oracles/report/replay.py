@@ -43,8 +43,7 @@ from stagecheck.spec.space import malformed
 
 __all__ = ["DEFAULT_SAVE_DIR", "GITIGNORE", "KEEP_RUNS", "REPLAY_VERSION", "kept_findings",
            "load_replay", "mark_ignored", "new_run_id", "prune_runs", "read_replay_document",
-           "replay_id",
-           "save_findings", "save_run", "write_manifest"]
+           "replay_id", "save_findings", "save_run", "write_manifest"]
 
 #: the folder stagecheck keeps for itself (it ignores itself for git)
 STAGECHECK_DIR = ".stagecheck"
