@@ -49,13 +49,15 @@ def refuse_special(path, value, what: str, error: type = StagecheckError) -> Non
 
 
 def require_file(path, what: str, missing: tuple[str, str], error: type = StagecheckError,
-                 **fields) -> None:
+                 value=None, /, **fields) -> None:
     """Raise ``error`` unless ``path`` names a regular file: a FIFO, a device or a socket
     named as what it is (``refuse_special``), anything else (nothing there, a folder) with
-    ``missing``, a ``messages`` pair formatted with ``fields``."""
-    refuse_special(path, path, what, error)
+    ``missing``, a ``messages`` pair formatted with ``fields``. ``value``: what the user
+    gave, where ``path`` is only part of it (default: ``path``)."""
+    value = path if value is None else value
+    refuse_special(path, value, what, error)
     if not isinstance(path, str) or not os.path.isfile(path):
-        raise error.of(missing, path, **fields)
+        raise error.of(missing, value, **fields)
 
 
 def read_regular(path: str, limit: int, what: str, error: type = StagecheckError) -> bytes:

@@ -188,6 +188,25 @@ def test_a_shim_that_is_no_file_is_said_of_the_shim_option(command, kind, proble
     assert proc.stdout == ""      # checked before any run (a builtin pair reads no shim)
 
 
+@pytest.mark.parametrize("kind, problem", [
+    ("fifo", "is a FIFO (named pipe), not a file"),
+    ("device", "is a character device, not a file"),
+])
+@pytest.mark.parametrize("command, where", [
+    (("diff", "legacy", "single-loop", "--protocol"), "option --protocol"),
+    (("protocol", "check"), "argument PROTOCOL"),
+])
+def test_a_fifo_or_device_given_as_the_protocol_file_is_named_as_such(command, where, kind,
+                                                                        problem, tmp_path):
+    value = _special(kind, tmp_path)
+    proc = run_cli(*command, value, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == f"stagecheck: error: {where}: {value!r} {problem}: " + \
+        messages.NOT_A_REGULAR_FILE[0].split("not a file: ")[1].format(
+            what="protocol file") + "; " + messages.NOT_A_REGULAR_FILE[1].format(
+            what="protocol file")       # was: "does not exist"
+
+
 def test_a_shim_from_the_config_file_is_said_of_its_key(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.stagecheck]\nshims = ["gone.py"]\n')
     proc = run_cli("diff", "legacy", "single-loop", cwd=tmp_path)
