@@ -226,7 +226,7 @@ def replay_protocol_outcome(config: ReplayConfig) -> Outcome:
                                    config.protocol, config.device, config.shims)
     except StagecheckError as exc:
         index = getattr(exc, "target_index", None)
-        raise exc.located(shim_option(exc) or (
+        raise exc.located(shim_option(exc, None if config.shims else "argument FILE") or (
             "argument FILE" if index is None else
             f"the {sides[index][2:]} target (give another with {sides[index]})")) from None
     errors = [f for f in findings if f.severity == "error"]

@@ -232,6 +232,26 @@ def test_a_shim_that_does_not_import_is_said_of_the_shim_option(command, tmp_pat
         value=str(tmp_path / "shim.py"), error="RuntimeError: boom") + "; " + fix
 
 
+def test_a_broken_shim_a_replay_file_names_is_said_of_the_file(tmp_path):
+    shutil.copy(BUGGY, tmp_path / "buggy.py")
+    shim = tmp_path / "shim.py"
+    shim.write_text("def cdiv(a, b):\n    return -(a // -b)\n")
+    proc = run_cli("spec", f"buggy.py::{FUNCTION}", *QUICK, "--shim", "shim.py",
+                   "--save-dir", "found", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    file = _saved_errors(tmp_path / "found")[0]
+    assert json.loads(file.read_text())["shims"] == [str(shim)]
+    shim.write_text("raise RuntimeError('boom')\n")
+    problem, fix = messages.SHIM_BROKEN
+    broken = problem.format(value=str(shim), error="RuntimeError: boom") + "; " + fix
+    saved = run_cli("replay", str(file), cwd=tmp_path)       # the file's shim: the file's
+    assert saved.returncode == 2, saved.stdout + saved.stderr
+    assert saved.stderr.strip() == "stagecheck: error: argument FILE: " + broken
+    given = run_cli("replay", str(file), "--shim", "shim.py", cwd=tmp_path)
+    assert given.returncode == 2, given.stdout + given.stderr
+    assert given.stderr.strip() == "stagecheck: error: option --shim: " + broken
+
+
 @pytest.mark.parametrize("command, argument", [
     (("diff", "legacy", "{shim}"), "argument CANDIDATE"),
     (("diff", "{shim}", "single-loop"), "argument BASELINE"),
