@@ -126,30 +126,6 @@ def test_a_replayed_pair_finding_keeps_a_pairs_words(tmp_path):
         verdict="EQUIVALENT", what="example")
 
 
-def test_a_replayed_protocol_spec_finding_says_it_in_spec_protocols_words(tmp_path):
-    protocol = "valid-count-readback"
-    buggy, (fixed,) = fixtures(protocol, "buggy")[0], fixtures(protocol, "fixed")
-    proc = run_cli("spec", target(buggy), "--protocol", protocol, "--save-dir", "found",
-                   "-q", cwd=tmp_path)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    violates = messages.PROTOCOL_SPEC_VERDICT["DIFFERENT"]
-    assert f"verdict: {violates} — " in proc.stdout
-    file = sorted((tmp_path / "found").glob("*.json"))[0]
-    still = run_cli("replay", str(file), "--candidate", target(buggy), cwd=tmp_path)
-    assert still.returncode == 1, still.stdout + still.stderr
-    verdict = next(x for x in still.stdout.splitlines() if x.startswith("verdict: "))
-    count = int(verdict.rsplit(": ", 1)[1].split()[0])
-    assert count >= 1 and verdict == messages.REPLAY_SPEC_STILL.format(
-        verdict=violates, what="step sequence", against="the protocol", count=count)
-    passes = run_cli("replay", str(file), "--candidate", target(fixed), cwd=tmp_path)
-    assert passes.returncode == 0, passes.stdout + passes.stderr
-    assert messages.REPLAY_SPEC_NOW.format(
-        verdict=messages.PROTOCOL_SPEC_VERDICT["EQUIVALENT"], what="step sequence",
-        against="the protocol") in passes.stdout
-    for text in (still.stdout, passes.stdout):
-        assert "DIFFERENT" not in text and "EQUIVALENT" not in text
-
-
 # ------------------------------------------------------------------ 3: a shim misplaced
 
 
