@@ -34,6 +34,7 @@ from stagecheck.oracles.commands.crash import is_internal, report_internal
 from stagecheck.oracles.config import load_config
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.options import Option, flag_of, options_of, validated
+from stagecheck.oracles.paths import require_file
 
 __all__ = ["build_parser", "entry_point", "main"]
 
@@ -172,8 +173,24 @@ def _values(args) -> dict:
     except UsageError as exc:
         raise _located(exc, args.command) from None
     if values.get("shims"):     # absolute: a target that changes folder must not move them
+        _shim_files(values["shims"], getattr(args, "shims_from", None))
         values["shims"] = tuple(os.path.abspath(p) for p in values["shims"])
     return values
+
+
+def _shim_files(shims, config_path: str | None) -> None:
+    """Each shim is a regular file, checked here before any worker starts, whatever the
+    targets (a builtin reads none): a missing shim, or a FIFO or a device given as one, is
+    exit 2 naming the option (``--shim``, or the ``[tool.stagecheck]`` key at
+    ``config_path`` that gave it), never the target that would have read it."""
+    for path in shims:
+        try:
+            require_file(path, "shim", messages.SHIM_MISSING, UsageError, cwd=os.getcwd())
+        except UsageError as exc:
+            exc.option = "shims"
+            if config_path is not None:
+                exc.located(f"[tool.stagecheck] shims in {config_path}")
+            raise
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -203,7 +220,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None):
     command.set_defaults(**defaults)
     args = parser.parse_args(argv)
     if shims is not None and not args.shim:    # --shim on the command line replaces them
-        args.shim = shims
+        args.shim, args.shims_from = shims, config.path
     used = config.summary(args.command, args)
     if used and not getattr(args, "quiet", False):
         note(messages.CONFIG_USED.format(path=shown(config.path), values=used))

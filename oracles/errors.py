@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ConfigError", "ScenarioError", "SchemaError", "StagecheckError", "TargetLoadError",
-           "UsageError"]
+__all__ = ["ConfigError", "ScenarioError", "SchemaError", "ShimError", "StagecheckError",
+           "TargetLoadError", "UsageError"]
 
 
 class StagecheckError(Exception):
@@ -71,6 +71,11 @@ class ConfigError(UsageError):
 
 class TargetLoadError(StagecheckError):
     """A target specification cannot be resolved to a staging function."""
+
+
+class ShimError(TargetLoadError):
+    """A shim file (``--shim``) cannot be read or imported: the front end says it of the
+    shim option, not of the target that was loading it."""
 
 
 class SchemaError(StagecheckError):

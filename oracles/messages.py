@@ -11,6 +11,9 @@ TARGET_EMPTY = ("the target is empty", "give " + TARGET_FORMS)
 TARGET_UNKNOWN = ("{value!r} is not a builtin target, a 'module:function', a "
                   "'file.py::function' nor a 'git:REV:file.py::function'",
                   "builtins are {builtins}")
+TARGET_FILE_WITHOUT_FUNCTION = ("{value!r} names a file, not a function in it",
+                                "write '{value}::FUNCTION' for a staging function in it; a shim "
+                                "file goes with --shim {value}")
 TARGET_FILE_MISSING = ("file {path!r} in {value!r} does not exist",
                        "check the path (relative paths are taken from {cwd})")
 TARGET_FILE_SYNTAX = ("{path!r} in {value!r} is not valid Python ({error})",
@@ -50,8 +53,8 @@ TARGET_UNRESOLVED = ("{value!r} uses {count} global name(s) stagecheck cannot pr
                      "-(a // -b)'; a module object: name it in the shim's __all__; "
                      "repeatable), or load the function as 'package.module:{function}' where "
                      "its package is installed")
-SHIM_MISSING = ("shim {value!r} does not exist", "give the path of a Python file (relative "
-                "paths are taken from {cwd})")
+SHIM_MISSING = ("shim {value!r} does not exist (or is a folder)", "give the path of a Python "
+                "file (relative paths are taken from {cwd})")
 SHIM_BROKEN = ("shim {value!r} cannot be imported ({error})", "fix the file: a shim is a plain "
                "module whose top-level functions and constants stand in for engine helpers")
 SCHEMAS_DIFFER = ("{baseline!r} is a {a!r} function but {value!r} is a {b!r} function",
@@ -170,6 +173,18 @@ SAVE_DIR_UNWRITABLE = ("cannot write replay files under {value!r}: {why}",
                        "give --save-dir a folder that can be written")
 REPORT_UNWRITABLE = ("cannot write {value!r}: {why}", "give a path in a writable folder")
 REPLAY_NOTHING = "no finding: the saved example no longer shows a difference"
+#: a run of one target (``spec``) says these in place of a pair's verdict words
+SPEC_VERDICT = {"EQUIVALENT": "CONFORMS", "DIFFERENT": "VIOLATES"}
+#: ... and of one target run through a protocol (``spec --protocol``)
+PROTOCOL_SPEC_VERDICT = {"EQUIVALENT": "HOLDS THE PROTOCOL",
+                         "DIFFERENT": "VIOLATES THE PROTOCOL"}
+#: ``replay``'s verdict line: a pair's saved example (or step sequence) now
+REPLAY_PAIR_STILL = "verdict: {verdict} — the saved {what} still shows {count} error finding(s)"
+REPLAY_PAIR_NOW = "verdict: {verdict} — the saved {what} shows no error finding now"
+#: ... and one target's (a finding of ``spec``), in ``spec``'s verdict words
+REPLAY_SPEC_STILL = ("verdict: {verdict} — the saved {what} still fails {against}: {count} "
+                     "error finding(s)")
+REPLAY_SPEC_NOW = "verdict: {verdict} — the saved {what} passes {against} now"
 STAND_IN_UNSUPPORTED = (
     "target {value!r} asked the {stand_in} that schema {schema!r} passes it for {operation}, "
     "which the stand-in does not model: this is a limit of the schema, not a difference in "
@@ -233,8 +248,7 @@ TARGET_TOO_LARGE = ("{path!r} in {value!r} is {size:,} bytes, more than the {lim
 REPLAY_UNTRUSTED_TARGET = ("the replay file names the {side} target {target!r}, which is "
                            "neither a builtin nor a file inside this repository ({top}); "
                            "stagecheck does not run code a replay file chose",
-                           "if you trust it, name it yourself: stagecheck replay FILE "
-                           "--baseline BASELINE --candidate CANDIDATE")
+                           "if you trust it, name it yourself: stagecheck replay FILE {flags}")
 REPLAY_UNTRUSTED_SHIM = ("the replay file names the shim or schema file {target!r}, outside "
                          "this repository ({top}); stagecheck does not run code a replay file "
                          "chose", "if you trust it, give it yourself with --shim or --schema")

@@ -487,7 +487,8 @@ TABLE: tuple[Option, ...] = (
            CAMPAIGN + ("kernel", "symbolic"), Choice(COLOR_CHOICES), "auto",
            choices=COLOR_CHOICES, key=None, setting=None),
     Option("quiet", "no progress on stderr (default: a live line on a terminal, a plain line "
-           "every few seconds elsewhere)", CAMPAIGN + ("kernel", "symbolic", "mutants"),
+           "every few seconds elsewhere) and no notes beside the report",
+           CAMPAIGN + ("kernel", "symbolic", "mutants", "replay"),
            Switch(), False, action="switch", short="-q", key=None, setting=None),
 )
 

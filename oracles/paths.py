@@ -14,7 +14,7 @@ import stat
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import StagecheckError
 
-__all__ = ["read_regular", "refuse_special", "special_kind"]
+__all__ = ["read_regular", "refuse_special", "require_file", "special_kind"]
 
 
 def _kind_of(mode: int) -> str | None:
@@ -46,6 +46,18 @@ def refuse_special(path, value, what: str, error: type = StagecheckError) -> Non
     kind = special_kind(path)
     if kind is not None:
         raise error.of(messages.NOT_A_REGULAR_FILE, value, path=path, kind=kind, what=what)
+
+
+def require_file(path, what: str, missing: tuple[str, str], error: type = StagecheckError,
+                 value=None, /, **fields) -> None:
+    """Raise ``error`` unless ``path`` names a regular file: a FIFO, a device or a socket
+    named as what it is (``refuse_special``), anything else (nothing there, a folder) with
+    ``missing``, a ``messages`` pair formatted with ``fields``. ``value``: what the user
+    gave, where ``path`` is only part of it (default: ``path``)."""
+    value = path if value is None else value
+    refuse_special(path, value, what, error)
+    if not isinstance(path, str) or not os.path.isfile(path):
+        raise error.of(missing, value, **fields)
 
 
 def read_regular(path: str, limit: int, what: str, error: type = StagecheckError) -> bytes:

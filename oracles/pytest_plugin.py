@@ -37,7 +37,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, core, settings as _hsettings
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
+from stagecheck.oracles.errors import ShimError, StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.options import (CampaignConfig, RunOptions, fixture_options, flat,
                                         reproduce_flags)
 
@@ -123,9 +123,9 @@ def _runner(baseline, candidate, shims=()):
             raise exc.located(name) from None
     try:
         return load_isolated(refs)
-    except StagecheckError as exc:
+    except StagecheckError as exc:     # a shim that cannot be read or imported: shims=
         index = getattr(exc, "target_index", 0)
-        raise exc.located(items[index][1]) from None
+        raise exc.located("shims" if isinstance(exc, ShimError) else items[index][1]) from None
 
 
 def _callable_ref(obj, where: str, shims=()):

@@ -21,7 +21,7 @@ from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands.crash import is_internal
 from stagecheck.oracles.commands.outputs import Outputs
-from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.errors import ShimError, StagecheckError
 from stagecheck.oracles.options import flag_of
 from stagecheck.oracles.report.replay import untrusted_parts
 from stagecheck.oracles.report.style import colorize, use_color
@@ -30,7 +30,8 @@ from stagecheck.oracles.targets import schema_spec, target_ref
 from stagecheck.oracles.worker import WorkerError
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INTERNAL", "EXIT_USAGE", "Command", "Outcome",
-           "VERDICT_EXIT", "interrupted_line", "open_targets", "replay_flags", "schema_of"]
+           "VERDICT_EXIT", "interrupted_line", "open_targets", "replay_flags", "schema_of",
+           "shim_option"]
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 VERDICT_EXIT = {"equivalent": EXIT_CLEAN, "different": EXIT_FINDINGS, "undecided": EXIT_USAGE}
@@ -153,13 +154,15 @@ def schema_of(spec: str | None, where: str = "option --schema", checked: bool = 
         raise exc.located(where) from None
 
 
-def open_targets(pairs: list[tuple[str, str]], schema=None, shims=()):
+def open_targets(pairs: list[tuple[str, str]], schema=None, shims=(),
+                 shims_from: str | None = None):
     """Load the targets ``(spec, argument)`` in a worker process, never in this one; a
     runner holding them. A file or revision target is read here first (a ``git:REV``
     resolved to its commit once: the runner's targets keep the commit and the pinned
     spec); the worker compiles it with ``shims``. A loading error names its argument,
     whether it came from reading here or from loading in the worker (a global name no
-    import, definition or shim provides: exit 2, never a difference in a run)."""
+    import, definition or shim provides: exit 2, never a difference in a run); a shim
+    that cannot be read or imported, of ``--shim`` or of ``shims_from`` (``shim_option``)."""
     spec = schema_spec(schema)
     refs = []
     for target, argument in pairs:
@@ -171,8 +174,18 @@ def open_targets(pairs: list[tuple[str, str]], schema=None, shims=()):
         return load_isolated(refs, {spec: schema} if schema is not None else None)
     except StagecheckError as exc:
         index = getattr(exc, "target_index", None)
-        raise exc.located(f"argument {pairs[index][1]}" if index is not None
-                          else "arguments") from None
+        raise exc.located(shim_option(exc, shims_from) or (
+            f"argument {pairs[index][1]}" if index is not None else "arguments")) from None
+
+
+def shim_option(exc: BaseException, shims_from: str | None = None) -> str | None:
+    """Where a shim that cannot be read or imported (``ShimError``) is said of: the option
+    ``--shim`` (the user mistyped the shim, not the target that was loading it), or
+    ``shims_from`` where the shims came from elsewhere (a replay file); None for any other
+    error."""
+    if not isinstance(exc, ShimError):
+        return None
+    return shims_from or f"option {flag_of(None, 'shims')}"
 
 
 def replay_flags(baseline, candidate, shims, schema: str | None) -> str:

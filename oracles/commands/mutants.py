@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, Command, Outcome,
-                                              open_targets, schema_of)
+                                              open_targets, schema_of, shim_option)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import MutantProgress, progress_of
 from stagecheck.oracles.errors import StagecheckError
@@ -48,7 +48,7 @@ class MutantsCommand(Command):
                 mutants = list_mutants(run.target, config.operators, run.pinned_schema,
                                        config.shims)
             except StagecheckError as exc:
-                raise exc.located("argument TARGET") from None
+                raise exc.located(shim_option(exc) or "argument TARGET") from None
             return Outcome("listed", EXIT_CLEAN, mutants, text="\n".join(
                 f"{m.id} {m.operator:<24} {str(m.location):<36} {m.description}"
                 + ("  [equivalent: operator reason]" if m.equivalent_reason else "")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE,
-                                              VERDICT_EXIT, Command, Outcome)
+                                              VERDICT_EXIT, Command, Outcome, shim_option)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import progress_of
 from stagecheck.oracles.errors import StagecheckError, UsageError
@@ -38,6 +38,7 @@ from stagecheck.oracles.report.protocol_replay import (load_protocol_replay, rep
                                                        save_protocol_findings)
 from stagecheck.oracles.report.protocol_text import protocol_finding_lines, render_protocol
 from stagecheck.oracles.report.replay import untrusted_parts
+from stagecheck.oracles.report.text import replay_verdict
 from stagecheck.oracles.stdio import note, shown
 from stagecheck.spec.protocol import Protocol
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
@@ -184,8 +185,9 @@ class ProtocolCampaignCommand(Command):
                                            run.config, progress.update if progress else None)
         except StagecheckError as exc:
             index = getattr(exc, "target_index", None)
-            raise exc.located(f"argument {arguments[index]}" if index is not None
-                              else "arguments") from None
+            raise exc.located(shim_option(exc) or (f"argument {arguments[index]}"
+                                                   if index is not None else "arguments")
+                              ) from None
         finally:
             if progress:
                 progress.close()
@@ -229,9 +231,9 @@ def replay_protocol_outcome(config: ReplayConfig) -> Outcome:
                                    config.protocol, config.device, config.shims)
     except StagecheckError as exc:
         index = getattr(exc, "target_index", None)
-        raise exc.located("argument FILE" if index is None else
-                          f"the {sides[index][2:]} target (give another with {sides[index]})"
-                          ) from None
+        raise exc.located(shim_option(exc, None if config.shims else "argument FILE") or (
+            "argument FILE" if index is None else
+            f"the {sides[index][2:]} target (give another with {sides[index]})")) from None
     errors = [f for f in findings if f.severity == "error"]
     before = saved["finding"]
     what = f"{base} vs {cand}" if base else str(cand)
@@ -240,13 +242,9 @@ def replay_protocol_outcome(config: ReplayConfig) -> Outcome:
              f"{escape(str(config.device or saved.get('device', 'cpu')))}",
              f"saved finding: [{escape(str(before.get('id')))}] "
              f"{escape(str(before.get('message')))}"]
-    if errors:
-        lines.append(f"verdict: DIFFERENT — the saved step sequence still shows {len(errors)} "
-                     "error finding(s)")
-        for f in errors:
-            lines += protocol_finding_lines(f)
-    else:
-        lines.append("verdict: EQUIVALENT — the saved step sequence shows no error finding now")
+    lines.append(replay_verdict(len(errors), not base, "step sequence", protocol=True))
+    for f in errors:
+        lines += protocol_finding_lines(f)
     return Outcome("different" if errors else "equivalent",
                    EXIT_FINDINGS if errors else EXIT_CLEAN, findings, text="\n".join(lines))
 

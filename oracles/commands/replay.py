@@ -42,7 +42,8 @@ class ReplayCommand(Command):
         if schema is None and saved.get("schema"):
             schema = schema_of(saved["schema"], "argument FILE")
         pairs = ([(base_spec, "--baseline")] if base_spec else []) + [(cand_spec, "--candidate")]
-        with open_targets(pairs, schema, shims) as runner:
+        with open_targets(pairs, schema, shims,
+                          None if config.shims else "argument FILE") as runner:
             baseline = runner.targets[0] if base_spec else None
             findings = evaluate(baseline, runner.targets[-1], scenario, options,
                                 runner).findings

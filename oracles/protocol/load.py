@@ -18,6 +18,7 @@ from typing import Any
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.paths import require_file
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, StepSpace
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocol_for_function, single_call
@@ -50,8 +51,8 @@ def load_protocol(spec: Any, checked: bool = True) -> Protocol:
     if not path.endswith(".py"):
         raise SchemaError.of(messages.PROTOCOL_UNKNOWN, spec,
                              builtins=", ".join(BUILTIN_PROTOCOLS))
-    if not os.path.isfile(path):
-        raise SchemaError.of(messages.PROTOCOL_FILE_MISSING, spec, path=path)
+    require_file(path, "protocol file", messages.PROTOCOL_FILE_MISSING, SchemaError, spec,
+                 path=path)      # a FIFO or a device is named as such, never imported
     module = _import(path, spec)
     name = name or "PROTOCOL"
     protocol = getattr(module, name, None)

@@ -17,10 +17,10 @@ import os
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
-from stagecheck.oracles.paths import read_regular
 from stagecheck.oracles.protocol.campaign import ProtocolConfig, check_sequence
 from stagecheck.oracles.report.files import write_atomic
-from stagecheck.oracles.report.replay import MAX_REPLAY_BYTES, _escaped, check_trusted
+from stagecheck.oracles.report.replay import (_escaped, _malformed, check_trusted,
+                                              read_replay_document)
 from stagecheck.oracles.targets import repository_root, trusted_path
 from stagecheck.spec.findings import Finding
 from stagecheck.spec.steps import StepSequence
@@ -56,40 +56,22 @@ def is_protocol_replay(path: str) -> bool:
     """Whether ``path`` reads as a protocol replay file (anything else: False, and the
     staging replay's loader says what is wrong with it)."""
     try:           # a FIFO or a device is not read (``read_regular``): not one
-        saved = _read_document(path)
+        saved = read_replay_document(path)
     except (UsageError, ScenarioError):
         return False
     return isinstance(saved, dict) and "stagecheck_protocol_replay" in saved
 
 
-def _read_document(path: str):
-    """The JSON document of the replay file ``path``, read as every replay file is
-    (``read_regular``, at most ``MAX_REPLAY_BYTES``); ``UsageError``/``ScenarioError``."""
-    try:
-        data = read_regular(path, MAX_REPLAY_BYTES, "replay file", UsageError)
-        if len(data) > MAX_REPLAY_BYTES:
-            raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=os.path.getsize(path),
-                                limit=MAX_REPLAY_BYTES)
-        return json.loads(data.decode("utf-8"))
-    except OSError as exc:
-        raise UsageError.of(messages.REPLAY_UNREADABLE, path, error=exc.strerror) from None
-    except (ValueError, RecursionError) as exc:
-        raise ScenarioError.of(messages.REPLAY_MALFORMED, path, error=str(exc)[:200],
-                               save_dir=".stagecheck/findings") from None
-
-
 def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
     """The saved document and its step sequence; ``UsageError``/``ScenarioError`` when the
     file cannot be used."""
-    saved = _read_document(path)
+    saved = read_replay_document(path)
     if not isinstance(saved, dict) or "stagecheck_protocol_replay" not in saved:
         raise UsageError.of(messages.PROTOCOL_REPLAY_NOT, path)
     try:
         seq = StepSequence.from_dict(saved["finding"]["scenario"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ScenarioError.of(messages.REPLAY_MALFORMED, path,
-                               error=f"{type(exc).__name__}: {exc}",
-                               save_dir=".stagecheck/findings") from None
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        raise _malformed(path, exc) from None
     return _escaped({k: v for k, v in saved.items() if k != "finding"}) | {
         "finding": saved["finding"]}, seq
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from stagecheck.oracles import messages
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
 from stagecheck.spec.findings import Finding
@@ -121,8 +122,7 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
     errors, infos = result.errors, result.infos
     verdict = result.verdict(strict).upper()
     if not result.baseline:
-        verdict = {"DIFFERENT": "VIOLATES THE PROTOCOL",
-                   "EQUIVALENT": "HOLDS THE PROTOCOL"}.get(verdict, verdict)
+        verdict = messages.PROTOCOL_SPEC_VERDICT.get(verdict, verdict)
     lines.append(f"verdict: {verdict} — {len(errors)} error finding(s), {len(infos)} info "
                  "finding(s)")
     if errors:

@@ -42,8 +42,8 @@ from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.space import malformed
 
 __all__ = ["DEFAULT_SAVE_DIR", "GITIGNORE", "KEEP_RUNS", "REPLAY_VERSION", "kept_findings",
-           "load_replay", "mark_ignored", "new_run_id", "prune_runs", "replay_id",
-           "save_findings", "save_run", "write_manifest"]
+           "load_replay", "mark_ignored", "new_run_id", "prune_runs", "read_replay_document",
+           "replay_id", "save_findings", "save_run", "write_manifest"]
 
 #: the folder stagecheck keeps for itself (it ignores itself for git)
 STAGECHECK_DIR = ".stagecheck"
@@ -310,33 +310,45 @@ def _fields_checked(saved: dict) -> None:
         raise TypeError("its field 'shims' holds something other than paths")
 
 
-def load_replay(path: str) -> tuple[dict, StagingScenario]:
-    """The saved document and its scenario; ``UsageError``/``ScenarioError`` when unusable.
-    A FIFO or a device is refused unread (``read_regular``); the file is read to at most
-    ``MAX_REPLAY_BYTES``."""
+def _malformed(path: str, exc: BaseException) -> ScenarioError:
+    """The error of a replay file whose content is not what a replay file holds."""
+    error = ("its JSON is nested too deeply" if isinstance(exc, RecursionError)
+             else f"{type(exc).__name__}: {exc}")
+    return ScenarioError.of(messages.REPLAY_MALFORMED, path, error=error,
+                            save_dir=DEFAULT_SAVE_DIR)
+
+
+def read_replay_document(path: str):
+    """The JSON document of the replay file ``path`` (a staging or a protocol one), read as
+    every replay file is: a FIFO or a device refused unread (``read_regular``), at most
+    ``MAX_REPLAY_BYTES``; ``UsageError`` when it cannot be read, ``ScenarioError`` when it
+    is not JSON."""
     try:
         data = read_regular(path, MAX_REPLAY_BYTES, "replay file", UsageError)
         if len(data) > MAX_REPLAY_BYTES:
             raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=os.path.getsize(path),
                                 limit=MAX_REPLAY_BYTES)
-        saved = json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"))
+    except OSError as exc:
+        raise UsageError.of(messages.REPLAY_UNREADABLE, path,
+                            error=exc.strerror or str(exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise _malformed(path, exc) from None
+
+
+def load_replay(path: str) -> tuple[dict, StagingScenario]:
+    """The saved document (``read_replay_document``) and its scenario;
+    ``UsageError``/``ScenarioError`` when unusable."""
+    saved = read_replay_document(path)
+    try:
         if not isinstance(saved, dict) or not isinstance(saved.get("finding"), dict):
             raise TypeError("a replay file is a JSON object with a 'finding' object")
         _fields_checked(saved)
         _bounded(saved["finding"]["scenario"])
         scenario = StagingScenario.from_dict(saved["finding"]["scenario"])
         saved = _escaped(saved)
-    except OSError as exc:
-        raise UsageError.of(messages.REPLAY_UNREADABLE, path,
-                            error=exc.strerror or str(exc)) from None
-    except RecursionError:
-        raise ScenarioError.of(messages.REPLAY_MALFORMED, path,
-                               error="its JSON is nested too deeply",
-                               save_dir=DEFAULT_SAVE_DIR) from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ScenarioError.of(messages.REPLAY_MALFORMED, path,
-                               error=f"{type(exc).__name__}: {exc}",
-                               save_dir=DEFAULT_SAVE_DIR) from None
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise _malformed(path, exc) from None
     schema = BUILTIN_SCHEMAS.get(scenario.schema)
     problems = malformed(schema, scenario) if schema is not None else []
     if problems:
@@ -374,10 +386,12 @@ def check_trusted(saved: dict, path: str, baseline: str | None = None,
     names must be trusted (``untrusted_parts``) unless the command line names them;
     ``UsageError`` otherwise, saying how to name them."""
     parts, top = untrusted_parts(saved)
+    flags = ("--baseline BASELINE " if saved.get("baseline") is not None else "") + \
+        "--candidate CANDIDATE"      # a finding of spec has no baseline
     for side, given in (("baseline", baseline), ("candidate", candidate)):
         if side in parts and not given:
             raise UsageError.of(messages.REPLAY_UNTRUSTED_TARGET, path, side=side,
-                                target=parts[side], top=top)
+                                target=parts[side], top=top, flags=flags)
     if not shims_given and parts.get("shims"):
         raise UsageError.of(messages.REPLAY_UNTRUSTED_SHIM, path, target=parts["shims"][0],
                             top=top)

@@ -27,7 +27,7 @@ from stagecheck.spec.space import draft_bound
 __all__ = ["InfoGroup", "bounds_text", "campaign_bounds", "error_group_lines", "findings_count",
            "finding_lines", "info_group_line", "info_groups", "render_bench",
            "render_campaign", "render_kernel", "render_mutants", "render_replay",
-           "render_symbolic", "slot_table", "target_lines"]
+           "render_symbolic", "replay_verdict", "slot_table", "target_lines"]
 
 
 def _cell(v) -> str:
@@ -300,10 +300,6 @@ def bounds_text(result) -> str:
     return text + (f", drafts <= {drafts}" if drafts is not None else "")
 
 
-#: ``spec``'s verdict words (one target against the spec)
-_SPEC_VERDICT = {"EQUIVALENT": "CONFORMS", "DIFFERENT": "VIOLATES"}
-
-
 def render_campaign(result, strict: bool = False, saved: dict | None = None,
                     show_tests: bool = True, targets: dict | None = None,
                     manifest: str | None = None, verbose: bool = False) -> str:
@@ -328,7 +324,7 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     errors, infos = result.errors, result.infos
     verdict = result.verdict(strict).upper()
     if not result.baseline:        # one target against the spec: nothing is "equivalent"
-        verdict = _SPEC_VERDICT.get(verdict, verdict)
+        verdict = messages.SPEC_VERDICT.get(verdict, verdict)
     lines.append(f"verdict: {verdict} — {findings_count(errors, infos)}"
                  + (" (--strict: info counts)" if strict else ""))
     lines += _findings_sections(errors, infos, saved, result.schema, verbose)
@@ -413,13 +409,32 @@ def render_replay(path: str, saved: dict, baseline: str | None, candidate: str, 
                   findings: list[Finding]) -> str:
     """``replay``: the saved finding re-run, and what it shows now."""
     finding = saved.get("finding", {})
+    what = (f"{escape(baseline)} vs {escape(candidate)}" if baseline is not None
+            else f"spec of {escape(candidate)}")
     lines = [f"replay of {escape(finding.get('id'))} ({escape(finding.get('invariant'))}): "
-             f"{escape(baseline)} vs {escape(candidate)} on {escape(device)}"]
+             f"{what} on {escape(device)}"]
     for f in findings:
         lines.append(f"  {f.severity}: {f.invariant} ({f.side}) {escape(f.message)}")
-    if not findings:
+    if not findings and baseline is not None:
         lines.append(f"  {messages.REPLAY_NOTHING}")
+    errors = sum(1 for f in findings if f.severity == "error")
+    lines.append(replay_verdict(errors, baseline is None, "example"))
     return "\n".join(lines)
+
+
+def replay_verdict(errors: int, one_target: bool, what: str, protocol: bool = False) -> str:
+    """``replay``'s verdict line: whether the saved ``what`` (example, step sequence) still
+    shows ``errors`` error findings; a pair's words (DIFFERENT/EQUIVALENT), or for a finding
+    of one target (``one_target``: ``spec``) the words ``spec`` says its verdict in
+    (CONFORMS/VIOLATES; with ``protocol``, HOLDS/VIOLATES THE PROTOCOL)."""
+    pair = "DIFFERENT" if errors else "EQUIVALENT"
+    if not one_target:
+        template = messages.REPLAY_PAIR_STILL if errors else messages.REPLAY_PAIR_NOW
+        return template.format(verdict=pair, what=what, count=errors)
+    words = messages.PROTOCOL_SPEC_VERDICT if protocol else messages.SPEC_VERDICT
+    template = messages.REPLAY_SPEC_STILL if errors else messages.REPLAY_SPEC_NOW
+    return template.format(verdict=words[pair], what=what, count=errors,
+                           against="the protocol" if protocol else "the spec")
 
 
 def _us(seconds: float) -> str:

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.errors import ShimError, TargetLoadError
 from stagecheck.oracles.kernel import use_interpreter_without_gpu
-from stagecheck.oracles.paths import refuse_special
+from stagecheck.oracles.paths import require_file
 
 __all__ = ["BUILTIN_SHIMS", "MAX_SOURCE_BYTES", "MODULE_ALIASES", "Shim", "decode_source",
            "load_function_from_source", "load_shims"]
@@ -108,9 +108,7 @@ def load_shims(paths) -> dict[str, Shim]:
     A later file wins a name."""
     offered: dict[str, Shim] = {}
     for path in paths or ():
-        refuse_special(path, path, "shim", TargetLoadError)     # a FIFO, a device
-        if not isinstance(path, str) or not os.path.isfile(path):
-            raise TargetLoadError.of(messages.SHIM_MISSING, path, cwd=os.getcwd())
+        require_file(path, "shim", messages.SHIM_MISSING, ShimError, cwd=os.getcwd())
         path = os.path.abspath(path)
         digest = hashlib.sha1(path.encode()).hexdigest()[:12]
         spec = importlib.util.spec_from_file_location(f"stagecheck_shim_{digest}", path)
@@ -118,8 +116,8 @@ def load_shims(paths) -> dict[str, Shim]:
         try:
             spec.loader.exec_module(module)
         except Exception as exc:
-            raise TargetLoadError.of(messages.SHIM_BROKEN, path,
-                                     error=f"{type(exc).__name__}: {exc}") from None
+            raise ShimError.of(messages.SHIM_BROKEN, path,
+                               error=f"{type(exc).__name__}: {exc}") from None
         listed = vars(module).get("__all__")
         for name, value in vars(module).items():
             if listed is not None and name not in listed:

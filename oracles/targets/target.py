@@ -143,7 +143,16 @@ def load_target(spec: str, schema: StagingSchema | None = None,
     if is_module_spec(spec):
         func = _load_module_function(spec, spec)
         return _finish(spec, func, f"module {spec}", schema, ref)
+    _refuse_bare_file(spec)
     raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=names)
+
+
+def _refuse_bare_file(spec: str) -> None:
+    """A ``.py`` path given as a target without ``::FUNCTION`` is a ``TargetLoadError``
+    saying how to name a function in it, or to give the file with ``--shim`` (a shim
+    put where a target goes)."""
+    if isinstance(spec, str) and spec.strip().endswith(".py") and not is_file_spec(spec):
+        raise TargetLoadError.of(messages.TARGET_FILE_WITHOUT_FUNCTION, spec)
 
 
 #: id(schema) -> the spec a schema file's schema was loaded from (``remember_schema_spec``)
@@ -180,6 +189,7 @@ def target_ref(spec: str, schema: str | None = None,
     paths). Raises ``TargetLoadError`` for a file or revision that cannot be read."""
     shims = tuple(os.path.abspath(s) if isinstance(s, str) else s for s in shims or ())
     if not is_file_spec(spec):
+        _refuse_bare_file(spec)
         return TargetRef(spec, schema, shims=shims)
     read = read_file_target(spec)
     return TargetRef(spec, schema, read.source, read.filename, read.name, shims=shims,

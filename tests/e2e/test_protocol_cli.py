@@ -199,11 +199,17 @@ def test_a_saved_protocol_finding_replays(tmp_path):
     assert "--candidate" in line
     again = run_cli("replay", str(saved[0]), "--candidate", target(buggy), cwd=str(tmp_path))
     assert again.returncode == 1, again.stdout + again.stderr
-    assert "verdict: DIFFERENT — the saved step sequence still shows" in again.stdout
+    still = messages.REPLAY_SPEC_STILL.split("{count}")[0].format(
+        verdict=messages.PROTOCOL_SPEC_VERDICT["DIFFERENT"], what="step sequence",
+        against="the protocol")          # a finding of spec: spec's words, not a pair's
+    assert still in again.stdout and "DIFFERENT" not in again.stdout
     fixed_run = run_cli("replay", str(saved[0]), "--candidate", target(fixed),
                         cwd=str(tmp_path))
     assert fixed_run.returncode == 0, fixed_run.stdout + fixed_run.stderr
-    assert "shows no error finding now" in fixed_run.stdout
+    assert messages.REPLAY_SPEC_NOW.format(
+        verdict=messages.PROTOCOL_SPEC_VERDICT["EQUIVALENT"], what="step sequence",
+        against="the protocol") in fixed_run.stdout
+    assert "EQUIVALENT" not in fixed_run.stdout
     # a replay file does not run a target it names outside the trust boundary by itself
     untrusted = run_cli("replay", str(saved[0]), cwd=str(tmp_path))
     assert untrusted.returncode == 2 and "name it yourself" in untrusted.stderr

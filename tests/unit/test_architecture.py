@@ -486,7 +486,7 @@ def test_the_command_lines_first_imports_are_light(rel):
                     "stagecheck.oracles.errors", "stagecheck.oracles.options",
                     "stagecheck.oracles.config", "stagecheck.oracles.commands",
                     "stagecheck.oracles.stdio", "stagecheck.oracles.text",
-                    "stagecheck.oracles.commands.crash"}, ours
+                    "stagecheck.oracles.paths", "stagecheck.oracles.commands.crash"}, ours
 
 
 if __name__ == "__main__":
