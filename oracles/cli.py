@@ -218,7 +218,12 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None):
     command = _subparsers(parser)[args.command]
     shims = defaults.pop("shim", None)
     command.set_defaults(**defaults)
+    given = args
     args = parser.parse_args(argv)
+    # the options whose value is the file's (the command line did not set them)
+    args.from_config = {dest for dest, value in defaults.items()
+                        if getattr(args, dest, None) == value
+                        and getattr(given, dest, None) != value}
     if shims is not None and not args.shim:    # --shim on the command line replaces them
         args.shim, args.shims_from = shims, config.path
     used = config.summary(args.command, args)

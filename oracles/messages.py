@@ -353,6 +353,9 @@ PROTOCOL_CAPACITY_UNUSED = ("--max-capacity {value} does not apply to protocol {
                             "the scenario of a one-call staging protocol (single-call:...)",
                             "leave --max-capacity out; a protocol's capacities are its "
                             "StepSpace(capacity=...) (docs/protocols.md)")
+#: a note: a ``[tool.stagecheck]`` setting of one-call runs, not read by a protocol run
+PROTOCOL_CONFIG_UNUSED = ("[tool.stagecheck] {key} does not apply to protocol {protocol!r} (a "
+                          "setting of one-call runs): not used")
 PROTOCOL_TARGETS_DISAGREE = ("the targets' names choose different protocols ({baseline!r} for "
                              "BASELINE, {candidate!r} for CANDIDATE)",
                              "give the protocol both run: --protocol NAME|FILE")

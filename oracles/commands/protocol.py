@@ -85,13 +85,20 @@ def chosen_protocol(values: dict, baseline: str | None, candidate: str
     return next(iter(found.values()))
 
 
-def _refuse_unread(command: str, values: dict, protocol: str) -> None:
-    """A set option the protocol run does not read is exit 2 naming it, never ignored."""
+def _refuse_unread(command: str, values: dict, protocol: str,
+                   from_config: set | frozenset = frozenset()) -> None:
+    """A set option the protocol run does not read is exit 2 naming it, never ignored; one
+    that ``[tool.stagecheck]`` set (for the project's one-call runs) is said not to apply."""
     reads = set(PROTOCOL_FIELDS.values())
     for option in options_of(command):
         if option.action == "const" or option.name in reads or option.name in _PRESENTATION:
             continue
         value = values.get(option.field)
+        if option.dest in from_config:
+            if not values.get("quiet"):
+                note("stagecheck: " + messages.PROTOCOL_CONFIG_UNUSED.format(
+                    key=option.key or option.name, protocol=protocol))
+            continue
         if option.name in _NOT_WRITTEN:
             if value:
                 raise UsageError.of(messages.PROTOCOL_REPORT_UNSUPPORTED, value,
@@ -155,7 +162,7 @@ class ProtocolCampaignCommand(Command):
         baseline = args.baseline if self.name == "diff" else None
         candidate = args.candidate if self.name == "diff" else args.target
         spec, chosen_by = chosen_protocol(values, baseline, candidate)
-        _refuse_unread(self.name, values, spec)
+        _refuse_unread(self.name, values, spec, getattr(args, "from_config", frozenset()))
         config = ProtocolConfig.from_values(values)
         require_device(config.device)
         try:

@@ -282,3 +282,18 @@ def test_max_capacity_on_a_protocol_with_its_own_step_space_is_exit_2_never_igno
         value=4000, protocol="input-prep-event")
     assert proc.returncode == 2 and problem in proc.stderr, proc.stderr
     assert "option --max-capacity" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_project_setting_of_one_call_runs_does_not_break_a_protocol_run(tmp_path):
+    """``[tool.stagecheck] max-drafts`` is the project's setting for one-call runs: a
+    protocol run says it does not apply and goes on; the same option typed is exit 2."""
+    (tmp_path / "pyproject.toml").write_text("[tool.stagecheck]\nmax-drafts = 4\n")
+    path = os.path.join(ROOT, target(fixtures("input-prep-event", "fixed")[0]))
+    proc = run_cli("spec", path, "--protocol", "input-prep-event", "--examples", "5",
+                   "--no-save", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert messages.PROTOCOL_CONFIG_UNUSED.format(key="max-drafts",
+                                                  protocol="input-prep-event") in proc.stderr
+    typed = run_cli("spec", path, "--protocol", "input-prep-event", "--examples", "5",
+                    "--no-save", "--max-drafts", "5", cwd=tmp_path)
+    assert typed.returncode == 2 and "option --max-drafts" in typed.stderr
