@@ -121,8 +121,9 @@ def write_manifest(directory: str, run_id: str, command: str, result, saved: dic
          "verdict": verdict, "interrupted": getattr(result, "interrupted", None),
          "schema": {"spec": getattr(result, "schema_spec", None),
                     "name": getattr(getattr(result, "schema", None), "name", None)},
-         "examples": {"in_contract": result.examples_in_contract,
-                      "out_of_contract": result.examples_out_of_contract},
+         "examples": {"in_contract": getattr(result, "examples_in_contract", None),
+                      "out_of_contract": getattr(result, "examples_out_of_contract", None),
+                      "step_sequences": getattr(result, "sequences_run", None)},
          "findings": findings}, indent=1, sort_keys=True), inside=directory)
     return path
 

@@ -297,3 +297,21 @@ def test_a_project_setting_of_one_call_runs_does_not_break_a_protocol_run(tmp_pa
     typed = run_cli("spec", path, "--protocol", "input-prep-event", "--examples", "5",
                     "--no-save", "--max-drafts", "5", cwd=tmp_path)
     assert typed.returncode == 2 and "option --max-drafts" in typed.stderr
+
+
+def test_a_protocol_run_keeps_its_findings_as_every_run_does(tmp_path):
+    """A manifest of what the run saved, and a .stagecheck folder git never shows."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    path = os.path.join(ROOT, target(fixtures("input-prep-event", "buggy")[0]))
+    proc = run_cli("spec", path, "--protocol", "input-prep-event", "--examples", "20",
+                   cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (manifest,) = (tmp_path / ".stagecheck" / "findings" / "runs").glob("*.json")
+    listed = json.loads(manifest.read_text())
+    files = [f["file"] for f in listed["findings"] if f["file"]]
+    assert files and all(os.path.exists(f) for f in files)
+    assert listed["verdict"] == "different" and listed["examples"]["step_sequences"] >= 1
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True).stdout
+    assert status == ""
+    assert messages.MANIFEST_LINE.split("{")[0] in proc.stdout
