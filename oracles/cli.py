@@ -92,11 +92,13 @@ class _Parser(argparse.ArgumentParser):
                              f"{' '.join(extras)}{hint}", prog=parser.prog)
 
 
-def _epilog(name: str) -> str:
+def _epilog(name: str, example: str | None = None) -> str:
+    """Exit codes and an example, under ``COMMAND --help`` (and its subcommands': the
+    command's codes, their own example)."""
     spec = COMMANDS[name]
     codes = textwrap.fill(messages.EXIT_CODES_EPILOG.format(findings=spec.exit_1,
                                                             two=spec.exit_2), 78)
-    return f"{codes}\n\nexample:\n  {spec.example}"
+    return f"{codes}\n\nexample:\n  {example or spec.example}"
 
 
 def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
@@ -140,17 +142,24 @@ def build_parser() -> argparse.ArgumentParser:
             _add_option(command, option)
     schema_sub = _subparsers(parser)["schema"].add_subparsers(
         dest="schema_command", parser_class=_Parser, metavar="SUBCOMMAND")
-    schema_sub.add_parser("list", help="the built-in schemas and the functions they describe")
-    show = schema_sub.add_parser("show", help="what a schema declares, as Markdown")
+    schema_sub.add_parser("list", help="the built-in schemas and the functions they describe",
+                          epilog=_epilog("schema", "stagecheck schema list"))
+    show = schema_sub.add_parser("show", help="what a schema declares, as Markdown",
+                                 epilog=_epilog("schema", "stagecheck schema show mamba-postprocess"))
     show.add_argument("schema", help="a built-in name or 'path/to/schema.py[:NAME]'")
     check = schema_sub.add_parser("check", help="validate a schema (declarations and a dry "
-                                  "run) and show the scenario space it induces")
+                                  "run) and show the scenario space it induces",
+                                  epilog=_epilog("schema",
+                                                 "stagecheck schema check my_schema.py"))
     check.add_argument("schema", help="a built-in name or 'path/to/schema.py[:NAME]'")
     protocol_sub = _subparsers(parser)["protocol"].add_subparsers(
         dest="protocol_command", parser_class=_Parser, metavar="SUBCOMMAND")
-    protocol_sub.add_parser("list", help="the built-in protocols and what they drive")
+    protocol_sub.add_parser("list", help="the built-in protocols and what they drive",
+                            epilog=_epilog("protocol", "stagecheck protocol list"))
     check = protocol_sub.add_parser("check", help="validate a protocol (its declaration and "
-                                    "a dry run of its step generator)")
+                                    "a dry run of its step generator)",
+                                    epilog=_epilog("protocol",
+                                                   "stagecheck protocol check my_protocol.py"))
     check.add_argument("protocol", help="a built-in name or 'path/to/protocol.py[:NAME]'")
     return parser
 

@@ -108,6 +108,27 @@ def test_each_command_help_shows_exit_codes_and_an_example_that_parses(name):
     build_parser().parse_args(argv[1:])    # a usage error would raise
 
 
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    """``schema list``, ``protocol check``...: the subcommands of the commands that have."""
+    out = {}
+    for name, parser in commands().items():
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                out.update({f"{name} {sub}": p for sub, p in action.choices.items()})
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(subcommands()))
+def test_each_subcommand_help_shows_exit_codes_and_an_example_that_parses(name):
+    text = subcommands()[name].format_help()
+    flat = " ".join(text.split())
+    assert "exit codes: 0 " in flat and "; 2 usage or load error" in flat
+    example = text.split("example:\n", 1)[1].strip().splitlines()[0]
+    argv = shlex.split(example)
+    assert argv[:3] == ["stagecheck", *name.split()]
+    build_parser().parse_args(argv[1:])
+
+
 def test_help_of_the_top_level_lists_the_commands_and_exits_0():
     proc = run_cli("--help")
     assert proc.returncode == 0
