@@ -27,7 +27,9 @@ TARGET_METHOD_MISSING = ("class {name!r} in {path!r} has no method {method!r} (i
 TARGET_METHOD_KIND = ("{name!r} in {value!r} is a static or class method",
                       "name a plain method (it is loaded as a function taking self)")
 TARGET_NOT_FUNCTION = ("{name!r} in {value!r} is a {kind}, not a function",
-                       "name the staging function itself")
+                       "name the staging function itself; an engine component class is "
+                       "checked step after step with --protocol NAME|FILE ('stagecheck "
+                       "protocol list')")
 TARGET_BAD_SYNTAX = ("{value!r} is malformed: {why}",
                      "write 'path/to/file.py::function' or 'package.module:function'")
 TARGET_MODULE_MISSING = ("module {module!r} in {value!r} cannot be imported ({error})",
