@@ -296,7 +296,11 @@ def _argv(argv: list[str] | None) -> list[str]:
 
 def entry_point() -> None:
     code = main()
-    stdio.finish_stdout()     # a closed or full stdout: the exit code stays the verdict's
+    stdio.finish_stdout()
+    if code == EXIT_CLEAN and stdio.stdout_lost():
+        # a closed pipe is never exit 0: what the run printed reached no one
+        stdio.note(messages.STDOUT_LOST)
+        code = EXIT_USAGE
     sys.exit(code)
 
 

@@ -25,14 +25,14 @@ from stagecheck.oracles.errors import UsageError
 from stagecheck.oracles.text import printable
 
 __all__ = ["CLOSED_AT_START", "check_working_folder", "emit", "ensure_standard_fds",
-           "finish_stdout", "note", "report_to_stderr", "shown", "stdout_gone"]
+           "finish_stdout", "note", "report_to_stderr", "shown", "stdout_gone", "stdout_lost"]
 
 _MODES = {0: os.O_RDONLY, 1: os.O_WRONLY, 2: os.O_WRONLY}
 #: the standard fds the process started with closed (now on ``/dev/null``): what is
 #: written there is lost, so an output asked of one (``--json -``) is not written
 CLOSED_AT_START: set[int] = set()
 #: what went wrong writing the report (None: nothing); said once
-_FAILED: dict = {"said": False}
+_FAILED: dict = {"said": False, "lost": False}
 #: ``--json -``: stdout carries the JSON document alone, the text report goes to stderr
 _REPORT_TO_STDERR = [False]
 
@@ -84,6 +84,7 @@ def ensure_standard_fds() -> None:
 def stdout_gone() -> None:
     """stdout cannot take more (its reader left, the disk is full): send the rest, and
     what Python still buffers, to ``/dev/null``."""
+    _FAILED["lost"] = True
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
@@ -136,6 +137,13 @@ def finish_stdout() -> None:
         if why and not _FAILED["said"]:
             _FAILED["said"] = True
             note(messages.STDOUT_FAILED.format(error=why))
+
+
+def stdout_lost() -> bool:
+    """Whether what the process printed on stdout may not have reached anyone: stdout was
+    closed when it started, its reader left, or a write failed. A clean verdict is then
+    not exit 0 (``cli.entry_point``)."""
+    return _FAILED["lost"] or 1 in CLOSED_AT_START
 
 
 def check_working_folder() -> None:
