@@ -368,17 +368,24 @@ class DeviceModel(RaceDetection, HostIntent):
         memory (one of its arguments, or any device tensor) is noted as written by it."""
         op = self.running
         if op is not None:
-            if type(t) is not self._device_type():
+            plain = type(t) is not self._device_type()
+            if plain:
                 lo = t.data_ptr()           # a plain tensor: outside every argument?
-                if not any(r.lo <= lo < r.hi for r in op.dev_reads) \
-                        and self.memory(t) != "device":
-                    return
+                for r in op.dev_reads:
+                    if r.lo <= lo < r.hi:
+                        break
+                else:
+                    if self.memory(t) != "device":
+                        return
             span = span_of(t)
             if span.empty:
                 return
-            if not any(span.overlaps(r) for r in op.dev_reads) \
-                    and self.memory(t) != "device":
-                return                    # a temporary of its own
+            for r in op.dev_reads:
+                if span.overlaps(r):
+                    break
+            else:
+                if self.memory(t) != "device":
+                    return                # a temporary of its own
             op.dev_writes.append(span)
             if op not in self._writers:
                 self._writers.append(op)
@@ -402,7 +409,7 @@ class DeviceModel(RaceDetection, HostIntent):
     def _values(t):
         torch = import_torch()
         with torch._C.DisableTorchFunction():
-            return t.detach().cpu().tolist()
+            return t.tolist()             # host memory in this model: no copy to make
 
     @staticmethod
     def _changed(before, now) -> list[int]:

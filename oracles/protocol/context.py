@@ -81,11 +81,7 @@ def _device_work(model, label: str, original):
     """``original`` made device work: a call is queued on the current stream, and runs
     when the device runs it; its tensor arguments on the device are what it reads."""
     torch = import_torch()
-    try:
-        names = [p.name for p in inspect.signature(original).parameters.values()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        names = []
+    names = _positional_names(original)
 
     def queued(*args, **kwargs):
         arguments = {names[k] if k < len(names) else f"arg{k}": a for k, a in enumerate(args)}
@@ -103,6 +99,27 @@ def _device_work(model, label: str, original):
 
     queued.__name__ = getattr(original, "__name__", label)
     return queued
+
+
+#: the positional parameters of device work, by function (every run makes its state
+#: anew, so its bound methods are new; their functions are not)
+_NAMES: dict = {}
+
+
+def _positional_names(original) -> list:
+    function = getattr(original, "__func__", None)
+    key = (function, getattr(original, "__self__", None) is not None) \
+        if function is not None and inspect.isfunction(function) else None
+    if key is not None and key in _NAMES:
+        return _NAMES[key]
+    try:
+        names = [p.name for p in inspect.signature(original).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    if key is not None:
+        _NAMES[key] = names
+    return names
 
 
 def _plain(values):

@@ -182,11 +182,19 @@ def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:
                           operation=exc.operation)
 
 
+_SCALARS = frozenset({int, float, str, bool})
+
+
 def _plain(value: Any) -> Any:
     """Plain data of ``value`` (tensors and arrays as lists, sets sorted)."""
     kind = type(value)
-    if value is None or kind in (int, float, str, bool):
+    if value is None or kind in _SCALARS:
         return value
+    if kind is list or kind is tuple:
+        for v in value:
+            if v is not None and type(v) not in _SCALARS:
+                return [_plain(v) for v in value]
+        return list(value)              # plain already (values read back, scalars)
     if isinstance(value, dict):
         return {k if isinstance(k, (str, int)) else repr(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
