@@ -319,6 +319,23 @@ class DeviceModel(RaceDetection, HostIntent):
         for stream in list(self._streams.values()):
             self._learn(stream.clock)
 
+    def release(self) -> None:
+        """The run is over (``finish``) and what it showed was read: let go of its
+        operations, streams and memory. Their actions and names refer back to the model,
+        so without this they would be freed only by the garbage collector, all at once."""
+        for stream in self._streams.values():
+            stream.queue = []
+            stream.handle = None
+        for op in self._issued:
+            op.action = None
+        self._streams = {}
+        self._open, self._issued, self._writers, self._work_ops = [], [], [], []
+        self._uploads = {}
+        self._keep = []
+        self.regions = Regions()
+        self.pairs = Pairs(self.regions)
+        self.running = None
+
     # ================================================================ internals
     def _name(self, t) -> str:
         span = span_of(t)

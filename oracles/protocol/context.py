@@ -21,7 +21,7 @@ from stagecheck.oracles.observe.instrumented import InstrumentedBackend
 from stagecheck.oracles.options import RunOptions
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["RunContext", "prepare_state"]
+__all__ = ["RunContext", "prepare_state", "release_state"]
 
 #: how deep ``prepare_state`` looks for tensors in the state's attributes
 NAME_DEPTH = 3
@@ -61,9 +61,11 @@ class RunContext:
         return None
 
 
-def prepare_state(model, state, protocol) -> None:
-    """Name the state's tensors after their attribute paths; make its device work."""
+def prepare_state(model, state, protocol) -> list:
+    """Name the state's tensors after their attribute paths; make its device work.
+    Returns ``(owner, method)`` of each method made device work, for ``release_state``."""
     _name_tensors(model, state)
+    made = []
     for path in protocol.device_work:
         owner = state
         *parents, method = path.split(".")
@@ -74,7 +76,22 @@ def prepare_state(model, state, protocol) -> None:
         except AttributeError:
             raise SchemaError.of(messages.PROTOCOL_DEVICE_WORK_MISSING, path,
                                  protocol=protocol.name, kind=type(state).__name__) from None
+        attributes = getattr(owner, "__dict__", None)
+        if isinstance(attributes, dict) and method not in attributes:
+            made.append((owner, method))
         setattr(owner, method, _device_work(model, path, original))
+    return made
+
+
+def release_state(made: list) -> None:
+    """Undo ``prepare_state``'s device work of a run that ended: each was an attribute of
+    its owner referring back to it (the owner's bound method), a cycle the garbage
+    collector would have to find."""
+    for owner, method in made:
+        try:
+            delattr(owner, method)
+        except Exception:       # noqa: BLE001 - the owner's own attribute rules: leave it
+            pass
 
 
 def _device_work(model, label: str, original):
