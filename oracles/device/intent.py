@@ -15,6 +15,9 @@ from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["HostIntent"]
 
+#: a source of at most this many elements is read whole (cheaper than a view of it)
+SMALL = 256
+
 
 class HostIntent:
     """Mixin of ``DeviceModel``: what the host meant (module doc)."""
@@ -46,8 +49,12 @@ class HostIntent:
                     continue
                 p0, p1 = (first - lo) // item, (last - lo) // item
                 q0 = (first - dst.lo) // item
-                flat = src if src.dim() == 1 else src.reshape(-1)
-                held = flat[q0:q0 + (p1 - p0)].tolist()
+                if src.numel() <= SMALL:      # all of it as a list, then the part wanted
+                    held = (src.tolist() if src.dim() == 1 else
+                            src.reshape(-1).tolist())[q0:q0 + (p1 - p0)]
+                else:
+                    flat = src if src.dim() == 1 else src.reshape(-1)
+                    held = flat[q0:q0 + (p1 - p0)].tolist()
                 for p in range(p0, p1):
                     if sources[p] is None:
                         values[p], sources[p] = held[p - p0], up.index

@@ -51,6 +51,10 @@ def is_device_spec(device) -> bool:
         return False
     if isinstance(device, int) and not isinstance(device, bool):
         return True
+    if type(device) is str:
+        return device.startswith("cuda")
+    if _torch is not None and type(device) is _torch.device:
+        return device.type == "cuda"
     text = str(device)
     return text.startswith("cuda")
 

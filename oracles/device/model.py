@@ -50,6 +50,8 @@ class DeviceModel(RaceDetection, HostIntent):
     kind = "model"
 
     def __init__(self) -> None:
+        if _disabled is None:
+            _take_torch()
         self.regions = Regions()
         self.hazards: list[Hazard] = []
         self.reads_log: list[tuple[str, str, dict]] = []   # (where, work, {arg: values})
@@ -207,9 +209,11 @@ class DeviceModel(RaceDetection, HostIntent):
             op.host_writes = [span]
             op.snapshot = (self._clone(dst), dst)     # what the host held when it issued it
             for other in self._still_open():          # bytes the device may now change
-                if other.snapshot is not None and any(
-                        h.overlaps(span) for h in other.host_reads + other.host_writes):
-                    other.device_owned.append(span)
+                if other.snapshot is not None:
+                    for h in other.host_reads + other.host_writes:
+                        if h.overlaps(span):
+                            other.device_owned.append(span)
+                            break
         op.action = lambda: self._raw_copy(dst, src, non_blocking)
         return op
 
@@ -341,7 +345,9 @@ class DeviceModel(RaceDetection, HostIntent):
         span = span_of(t)
         region = self.regions.of(span)
         if region is None:
-            return f"{self.memory(t)} tensor{list(t.shape)}"
+            with import_torch()._C.DisableTorchFunction():
+                shape = list(t.shape)
+            return f"{self.memory(t)} tensor{shape}"
         slots = region.slots(span)
         if not slots:
             return f"{region.name}[]"
@@ -429,6 +435,12 @@ class DeviceModel(RaceDetection, HostIntent):
             return t.tolist()             # host memory in this model: no copy to make
 
     @staticmethod
+    def _same(before, now) -> bool:
+        """Whether two host tensors hold the same values."""
+        with _disabled():
+            return _equal(before, now)
+
+    @staticmethod
     def _changed(before, now) -> list[int]:
         torch = import_torch()
         with torch._C.DisableTorchFunction():
@@ -454,6 +466,16 @@ class _Passthrough:
 
     def __exit__(self, *exc) -> None:
         self.model.inside, self.model.running = self.saved
+
+
+_disabled = None
+_equal = None
+
+
+def _take_torch() -> None:
+    global _disabled, _equal
+    torch = import_torch()
+    _disabled, _equal = torch._C.DisableTorchFunction, torch.equal
 
 
 def _storage_of(t) -> int:
