@@ -65,14 +65,7 @@ def device_tensor_class():
 
         @classmethod
         def __torch_function__(cls, func, types, args=(), kwargs=None):
-            with plain():
-                result = func(*args, **(kwargs or {}))
-            kind = type(result)
-            if kind is base:
-                return result.as_subclass(cls)
-            if kind is tuple or kind is list:
-                return kind(r.as_subclass(cls) if type(r) is base else r for r in result)
-            return result
+            return call(func, args, kwargs)
 
         @property
         def device(self):
@@ -86,6 +79,19 @@ def device_tensor_class():
             with torch._C.DisableTorchFunction():
                 return f"DeviceTensor({self.tolist()!r}, dtype={self.dtype})"
 
+    def call(func, args, kwargs):
+        """``func`` on arguments among which device tensors are the only tensors of a
+        subclass: run as on plain tensors, each plain tensor it makes a device tensor."""
+        with plain():
+            result = func(*args, **kwargs) if kwargs else func(*args)
+        kind = type(result)
+        if kind is base:
+            return result.as_subclass(DeviceTensor)
+        if kind is tuple or kind is list:
+            return kind(r.as_subclass(DeviceTensor) if type(r) is base else r for r in result)
+        return result
+
+    DeviceTensor.call = staticmethod(call)
     _DEVICE_TENSOR = DeviceTensor
     return DeviceTensor
 

@@ -120,16 +120,25 @@ def _mode_class():
         def __init__(self, model) -> None:
             super().__init__()
             self.model = model
+            # the model's own tensor subclass (the CPU model's device tensors), whose
+            # handling is run here, for a call of no other subclass (one dispatch less)
+            device = model._device_type()
+            self.own, self.call = ((device,), device.call) if device is not None \
+                else ((), None)
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             model = self.model
             if model.inside:
                 if model.running is not None:
                     _note_work_write(model, func, args, kwargs or _EMPTY)
+                if types == self.own and types:
+                    return self.call(func, args, kwargs)
                 return func(*args, **kwargs) if kwargs else func(*args)
             name = getattr(func, "__name__", "")
             what = _DISPATCH.get(name)
             if what is _PASS:
+                if types == self.own and types:
+                    return self.call(func, args, kwargs)
                 return func(*args, **kwargs) if kwargs else func(*args)
             kwargs = kwargs or {}
             if what is not None:
@@ -274,8 +283,11 @@ def _record_stream(model, func, args, kwargs):
 
 
 def _getitem(model, func, args, kwargs):
-    if len(args) > 1 and _basic_index(args[1]):
-        return func(*args, **kwargs)          # a view
+    if len(args) > 1 and _basic_index(args[1]):     # a view
+        device = model._device_type()
+        if device is not None and type(args[0]) is device:
+            return device.call(func, args, kwargs)   # what its own handling does
+        return func(*args, **kwargs)
     return _generic(model, func, "__getitem__", args, kwargs)
 
 
