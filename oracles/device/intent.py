@@ -96,6 +96,8 @@ class HostIntent:
 
 
 def _flatten(values) -> list:
+    if type(values) is list and not any(isinstance(v, list) for v in values):
+        return values                     # flat already (the values of a 1-D tensor)
     if isinstance(values, list):
         out: list = []
         for v in values:

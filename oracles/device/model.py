@@ -345,7 +345,7 @@ class DeviceModel(RaceDetection, HostIntent):
         span = span_of(t)
         region = self.regions.of(span)
         if region is None:
-            with import_torch()._C.DisableTorchFunction():
+            with _disabled():
                 shape = list(t.shape)
             return f"{self.memory(t)} tensor{shape}"
         slots = region.slots(span)
@@ -418,20 +418,17 @@ class DeviceModel(RaceDetection, HostIntent):
 
     @staticmethod
     def _raw_copy(dst, src, non_blocking: bool = False) -> None:
-        torch = import_torch()
-        with torch._C.DisableTorchFunction():
+        with _disabled():
             dst.copy_(src, non_blocking=non_blocking)
 
     @staticmethod
     def _clone(t):
-        torch = import_torch()
-        with torch._C.DisableTorchFunction():
+        with _disabled():
             return t.clone()
 
     @staticmethod
     def _values(t):
-        torch = import_torch()
-        with torch._C.DisableTorchFunction():
+        with _disabled():
             return t.tolist()             # host memory in this model: no copy to make
 
     @staticmethod
@@ -480,5 +477,5 @@ def _take_torch() -> None:
 
 def _storage_of(t) -> int:
     """The address of the storage ``t`` views (its allocation)."""
-    with import_torch()._C.DisableTorchFunction():
+    with _disabled():
         return t.untyped_storage().data_ptr()
