@@ -241,6 +241,8 @@ class _Search:
         return self.judge(self.protocol, seq, sides, self.labels, self.staging)
 
     def keep(self, findings: list[Finding], seq: StepSequence, final: bool = False) -> None:
+        if not findings:
+            return                    # nothing to keep (a sequence's size takes a while)
         size = (-1,) if final else seq.size
         for f in findings:
             if f.key in self._sizes and not final and self._sizes[f.key] <= size:
