@@ -26,8 +26,7 @@ class HostIntent:
         """For each element of device tensor ``t`` (contiguous): the value of the host
         memory that the last upload into it, issued before op ``before``, reads, and that
         upload's index (None, None where no upload wrote it)."""
-        torch = import_torch()
-        with torch._C.DisableTorchFunction():
+        with import_torch()._C.DisableTorchFunction():
             if not t.is_contiguous() or t.numel() == 0:
                 return None
             count, item, lo = t.numel(), t.element_size(), t.data_ptr()
@@ -55,6 +54,11 @@ class HostIntent:
                 else:
                     flat = src if src.dim() == 1 else src.reshape(-1)
                     held = flat[q0:q0 + (p1 - p0)].tolist()
+                if left == count and len(held) == p1 - p0:   # nothing found yet: all new
+                    values[p0:p1] = held
+                    sources[p0:p1] = [up.index] * (p1 - p0)
+                    left -= p1 - p0
+                    continue
                 for p in range(p0, p1):
                     if sources[p] is None:
                         values[p], sources[p] = held[p - p0], up.index
