@@ -146,11 +146,11 @@ def _plain(values):
     torch = import_torch()
     if isinstance(values, dict):
         return {k: _plain_one(torch, v) for k, v in values.items()}
-    return tuple(_plain_one(torch, v) for v in values)
+    return tuple([_plain_one(torch, v) for v in values])
 
 
 def _plain_one(torch, value):
-    if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+    if type(value) is not torch.Tensor and isinstance(value, torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
             return value.as_subclass(torch.Tensor)
     return value
