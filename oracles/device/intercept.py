@@ -123,7 +123,7 @@ def _mode_class():
             # the model's own tensor subclass (the CPU model's device tensors), whose
             # handling is run here, for a call of no other subclass (one dispatch less)
             device = model._device_type()
-            self.own, self.call = ((device,), device.call) if device is not None \
+            self.own, self.call = ((device,), device._stagecheck_call) if device is not None \
                 else ((), None)
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -286,7 +286,7 @@ def _getitem(model, func, args, kwargs):
     if len(args) > 1 and _basic_index(args[1]):     # a view
         device = model._device_type()
         if device is not None and type(args[0]) is device:
-            return device.call(func, args, kwargs)   # what its own handling does
+            return device._stagecheck_call(func, args, kwargs)   # its own handling
         return func(*args, **kwargs)
     return _generic(model, func, "__getitem__", args, kwargs)
 
