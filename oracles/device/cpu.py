@@ -65,14 +65,7 @@ def device_tensor_class():
 
         @classmethod
         def __torch_function__(cls, func, types, args=(), kwargs=None):
-            with plain():
-                result = func(*args, **(kwargs or {}))
-            kind = type(result)
-            if kind is base:
-                return result.as_subclass(cls)
-            if kind is tuple or kind is list:
-                return kind(r.as_subclass(cls) if type(r) is base else r for r in result)
-            return result
+            return call(func, args, kwargs)
 
         @property
         def device(self):
@@ -86,6 +79,19 @@ def device_tensor_class():
             with torch._C.DisableTorchFunction():
                 return f"DeviceTensor({self.tolist()!r}, dtype={self.dtype})"
 
+    def call(func, args, kwargs):
+        """``func`` on arguments among which device tensors are the only tensors of a
+        subclass: run as on plain tensors, each plain tensor it makes a device tensor."""
+        with plain():
+            result = func(*args, **kwargs) if kwargs else func(*args)
+        kind = type(result)
+        if kind is base:
+            return result.as_subclass(DeviceTensor)
+        if kind is tuple or kind is list:
+            return kind(r.as_subclass(DeviceTensor) if type(r) is base else r for r in result)
+        return result
+
+    DeviceTensor._stagecheck_call = staticmethod(call)   # for the interception
     _DEVICE_TENSOR = DeviceTensor
     return DeviceTensor
 
@@ -103,6 +109,7 @@ class CpuDevice(DeviceModel):
         self.completion = completion
         self.inside = False          # running device work: its torch calls pass through
         self._device_class = device_tensor_class()
+        self._disabled = torch._C.DisableTorchFunction
         self._current = self.stream_state(None, "default")
         self.default_stream = standins.ModelStream(_state=self._current)
 
@@ -110,11 +117,14 @@ class CpuDevice(DeviceModel):
     def memory(self, t) -> str:
         if isinstance(t, self._device_class):
             return "device"
-        if not self.regions._starts:
+        regions = self.regions
+        if not regions._starts:
             return "pageable"
-        with self._torch._C.DisableTorchFunction():
-            address = address_of(t)
-        region = self.regions.at(address)
+        with self._disabled():
+            address = t.data_ptr()
+            if address == 0 and t.numel() == 0:
+                address = address_of(t)
+        region = regions.at(address)
         return region.kind if region is not None else "pageable"
 
     def _device_type(self):
@@ -141,11 +151,15 @@ class CpuDevice(DeviceModel):
 
     def make_device(self, func, args, kwargs):
         """A torch factory (``zeros``, ``empty``, ``tensor``...) asked for device memory."""
-        with self._torch._C.DisableTorchFunction():
+        torch = self._torch
+        with torch._C.DisableTorchFunction():
             made = func(*args, **kwargs)
-        if getattr(func, "__name__", "") in ("empty", "empty_like", "empty_strided"):
-            return self.empty_device(tuple(made.shape), made.dtype)
-        return self.as_device(made)
+            if getattr(func, "__name__", "") in ("empty", "empty_like", "empty_strided"):
+                if made.is_contiguous() and not made.requires_grad:
+                    poison(torch, made)        # what ``empty_device`` would make
+                    return made.as_subclass(self._device_class)
+                return self.empty_device(tuple(made.shape), made.dtype)
+            return made.as_subclass(self._device_class)
 
     def make_pinned(self, func, args, kwargs):
         """A torch factory asked for pinned memory (``pin_memory=True``)."""
@@ -191,16 +205,24 @@ class CpuDevice(DeviceModel):
             self.completion = completion
             self.point()
 
-    def _ready(self) -> list[Op]:
-        heads = [s.queue[0] for s in self._streams.values() if s.queue]
-        return [op for op in heads if op.kind != "wait" or op.waits_for.done]
+    def _first_ready(self) -> Op | None:
+        """The ready operation issued first (None: nothing is ready)."""
+        first = None
+        for stream in self._streams.values():
+            queue = stream.queue
+            if queue:
+                op = queue[0]
+                if (op.kind != "wait" or op.waits_for.done) \
+                        and (first is None or op.index < first.index):
+                    first = op
+        return first
 
     def _run_ready(self) -> None:
         while True:
-            ready = self._ready()
-            if not ready:
+            op = self._first_ready()
+            if op is None:
                 return
-            self._execute(min(ready, key=_issued))
+            self._execute(op)
 
     def _execute(self, op: Op) -> None:
         queue = op.stream.queue
@@ -230,7 +252,10 @@ class CpuDevice(DeviceModel):
 
     def _complete_all(self) -> None:
         while any(s.queue for s in self._streams.values()):
-            self._execute(min(self._ready(), key=_issued))
+            op = self._first_ready()
+            if op is None:
+                raise RuntimeError("the device model's queues wait on each other")
+            self._execute(op)
 
     def _run_now(self, op: Op, run):
         if op.stream.queue:
@@ -269,10 +294,6 @@ class CpuDevice(DeviceModel):
         """This model is the device while the block runs (torch.cuda and torch calls)."""
         with standins.installed(self), DeviceMode(self):
             yield self
-
-
-def _issued(op: Op) -> int:
-    return op.index
 
 
 def poison(torch, t) -> None:

@@ -15,6 +15,9 @@ from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["HostIntent"]
 
+#: a source of at most this many elements is read whole (cheaper than a view of it)
+SMALL = 256
+
 
 class HostIntent:
     """Mixin of ``DeviceModel``: what the host meant (module doc)."""
@@ -23,8 +26,7 @@ class HostIntent:
         """For each element of device tensor ``t`` (contiguous): the value of the host
         memory that the last upload into it, issued before op ``before``, reads, and that
         upload's index (None, None where no upload wrote it)."""
-        torch = import_torch()
-        with torch._C.DisableTorchFunction():
+        with import_torch()._C.DisableTorchFunction():
             if not t.is_contiguous() or t.numel() == 0:
                 return None
             count, item, lo = t.numel(), t.element_size(), t.data_ptr()
@@ -46,8 +48,17 @@ class HostIntent:
                     continue
                 p0, p1 = (first - lo) // item, (last - lo) // item
                 q0 = (first - dst.lo) // item
-                flat = src if src.dim() == 1 else src.reshape(-1)
-                held = flat[q0:q0 + (p1 - p0)].tolist()
+                if src.numel() <= SMALL:      # all of it as a list, then the part wanted
+                    held = (src.tolist() if src.dim() == 1 else
+                            src.reshape(-1).tolist())[q0:q0 + (p1 - p0)]
+                else:
+                    flat = src if src.dim() == 1 else src.reshape(-1)
+                    held = flat[q0:q0 + (p1 - p0)].tolist()
+                if left == count and len(held) == p1 - p0:   # nothing found yet: all new
+                    values[p0:p1] = held
+                    sources[p0:p1] = [up.index] * (p1 - p0)
+                    left -= p1 - p0
+                    continue
                 for p in range(p0, p1):
                     if sources[p] is None:
                         values[p], sources[p] = held[p - p0], up.index
@@ -90,6 +101,8 @@ class HostIntent:
 
 
 def _flatten(values) -> list:
+    if type(values) is list and not any(isinstance(v, list) for v in values):
+        return values                     # flat already (the values of a 1-D tensor)
     if isinstance(values, list):
         out: list = []
         for v in values:

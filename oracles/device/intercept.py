@@ -51,18 +51,27 @@ def is_device_spec(device) -> bool:
         return False
     if isinstance(device, int) and not isinstance(device, bool):
         return True
+    if type(device) is str:
+        return device.startswith("cuda")
+    if _torch is not None and type(device) is _torch.device:
+        return device.type == "cuda"
     text = str(device)
     return text.startswith("cuda")
 
 
+#: torch, once a mode class was made (every handler runs after that)
+_torch = None
+_Tensor = None
+
+
 def _tensors(values, out: list) -> list:
-    torch = import_torch()
+    Tensor = _Tensor
     for v in values:
-        if isinstance(v, torch.Tensor):
+        if isinstance(v, Tensor):
             out.append(v)
-        elif isinstance(v, (list, tuple)):
+        elif type(v) is list or type(v) is tuple:
             for w in v:
-                if isinstance(w, torch.Tensor):
+                if isinstance(w, Tensor):
                     out.append(w)
     return out
 
@@ -80,8 +89,7 @@ def _basic_index(key) -> bool:
 
 
 def _view(t, key):
-    torch = import_torch()
-    with torch._C.DisableTorchFunction():
+    with _torch._C.DisableTorchFunction():
         return t[key]
 
 
@@ -91,33 +99,51 @@ def DeviceMode(model):
 
 
 _MODE = None
+#: what ``__torch_function__`` does with a call, by its name: pass it through (a view or
+#: metadata), or its handler
+_PASS = object()
+_DISPATCH: dict = {}
+_EMPTY: dict = {}
 
 
 def _mode_class():
-    global _MODE
+    global _MODE, _torch, _Tensor
     if _MODE is not None:
         return _MODE
-    TorchFunctionMode = import_torch().overrides.TorchFunctionMode
+    _torch = import_torch()
+    _Tensor = _torch.Tensor
+    TorchFunctionMode = _torch.overrides.TorchFunctionMode
+    _DISPATCH.update(dict.fromkeys(VIEWS, _PASS))
+    _DISPATCH.update(_HANDLERS)
 
     class _DeviceMode(TorchFunctionMode):
         def __init__(self, model) -> None:
             super().__init__()
             self.model = model
+            # the model's own tensor subclass (the CPU model's device tensors), whose
+            # handling is run here, for a call of no other subclass (one dispatch less)
+            device = model._device_type()
+            self.own, self.call = ((device,), device._stagecheck_call) if device is not None \
+                else ((), None)
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
             model = self.model
             if model.inside:
                 if model.running is not None:
-                    _note_work_write(model, func, args, kwargs)
+                    _note_work_write(model, func, args, kwargs or _EMPTY)
                     _note_work_read(model, func, args, kwargs)
-                return func(*args, **kwargs)
+                if types == self.own and types:
+                    return self.call(func, args, kwargs)
+                return func(*args, **kwargs) if kwargs else func(*args)
             name = getattr(func, "__name__", "")
-            if name in VIEWS:
-                return func(*args, **kwargs)
-            handler = _HANDLERS.get(name)
-            if handler is not None:
-                return handler(model, func, args, kwargs)
+            what = _DISPATCH.get(name)
+            if what is _PASS:
+                if types == self.own and types:
+                    return self.call(func, args, kwargs)
+                return func(*args, **kwargs) if kwargs else func(*args)
+            kwargs = kwargs or {}
+            if what is not None:
+                return what(model, func, args, kwargs)
             if "device" in kwargs or kwargs.get("pin_memory"):
                 return _factory(model, func, args, kwargs)
             return _generic(model, func, name, args, kwargs)
@@ -128,14 +154,15 @@ def _mode_class():
 
 def _note_work_write(model, func, args, kwargs) -> None:
     """Device work that runs writes a device tensor in place: note it (what it wrote)."""
-    torch = import_torch()
     name = getattr(func, "__name__", "")
     target = None
-    if name in ("__setitem__", "copy_") or (name.endswith("_") and not name.startswith("_")):
+    if name == "__setitem__" or name == "copy_" or (name[-1:] == "_" and name[:1] != "_"):
         target = args[0] if args else None
-    elif isinstance(kwargs.get("out"), torch.Tensor):
-        target = kwargs["out"]
-    if isinstance(target, torch.Tensor):
+    elif kwargs:
+        out = kwargs.get("out")
+        if isinstance(out, _Tensor):
+            target = out
+    if target is not None and isinstance(target, _Tensor):
         view = _view(target, args[1]) if name == "__setitem__" and _basic_index(args[1]) \
             else target
         model.wrote(view)
@@ -168,7 +195,7 @@ def _copy_(model, func, args, kwargs):
 
 
 def _to(model, func, args, kwargs):
-    torch = import_torch()
+    torch = _torch
     t = args[0]
     kw = dict(kwargs)
     copy = kw.pop("copy", False)
@@ -196,7 +223,7 @@ def _move(model, func, args, kwargs, t, device, dtype, non_blocking, copy=False)
 
 
 def _cuda(model, func, args, kwargs):
-    torch = import_torch()
+    torch = _torch
     t = args[0]
     return _move(model, func, args, kwargs, t, torch.device("cuda", 0), None,
                  kwargs.get("non_blocking", False))
@@ -210,7 +237,7 @@ def _cpu(model, func, args, kwargs):
 
 
 def _setitem(model, func, args, kwargs):
-    torch = import_torch()
+    torch = _torch
     dst, key, value = args[0], args[1], args[2]
     to = model.memory(dst)
     value_is_tensor = isinstance(value, torch.Tensor)
@@ -233,7 +260,7 @@ def _device_read(model, func, args, kwargs):
     t = args[0]
     if model.memory(t) == "device":
         host = model.to_host(t, None, False)
-        torch = import_torch()
+        torch = _torch
         with torch._C.DisableTorchFunction():
             return func(host, *args[1:], **kwargs)
     if model._open:
@@ -272,8 +299,11 @@ def _record_stream(model, func, args, kwargs):
 
 
 def _getitem(model, func, args, kwargs):
-    if len(args) > 1 and _basic_index(args[1]):
-        return func(*args, **kwargs)          # a view
+    if len(args) > 1 and _basic_index(args[1]):     # a view
+        device = model._device_type()
+        if device is not None and type(args[0]) is device:
+            return device._stagecheck_call(func, args, kwargs)   # its own handling
+        return func(*args, **kwargs)
     return _generic(model, func, "__getitem__", args, kwargs)
 
 
@@ -317,7 +347,7 @@ def _host_indices(name: str, args, strays: list) -> list:
 
 
 def _generic(model, func, name, args, kwargs):
-    torch = import_torch()
+    torch = _torch
     tensors = _tensors(args, [])
     _tensors(kwargs.values(), tensors)
     on_device = [t for t in tensors if model.memory(t) == "device"]

@@ -50,6 +50,8 @@ class DeviceModel(RaceDetection, HostIntent):
     kind = "model"
 
     def __init__(self) -> None:
+        if _disabled is None:
+            _take_torch()
         self.regions = Regions()
         self.hazards: list[Hazard] = []
         self.reads_log: list[tuple[str, str, dict]] = []   # (where, work, {arg: values})
@@ -207,9 +209,11 @@ class DeviceModel(RaceDetection, HostIntent):
             op.host_writes = [span]
             op.snapshot = (self._clone(dst), dst)     # what the host held when it issued it
             for other in self._still_open():          # bytes the device may now change
-                if other.snapshot is not None and any(
-                        h.overlaps(span) for h in other.host_reads + other.host_writes):
-                    other.device_owned.append(span)
+                if other.snapshot is not None:
+                    for h in other.host_reads + other.host_writes:
+                        if h.overlaps(span):
+                            other.device_owned.append(span)
+                            break
         op.action = lambda: self._raw_copy(dst, src, non_blocking)
         return op
 
@@ -321,12 +325,31 @@ class DeviceModel(RaceDetection, HostIntent):
         for stream in list(self._streams.values()):
             self._learn(stream.clock)
 
+    def release(self) -> None:
+        """The run is over (``finish``) and what it showed was read: let go of its
+        operations, streams and memory. Their actions and names refer back to the model,
+        so without this they would be freed only by the garbage collector, all at once."""
+        for stream in self._streams.values():
+            stream.queue = []
+            stream.handle = None
+        for op in self._issued:
+            op.action = None
+        self._streams = {}
+        self._open, self._issued, self._writers, self._work_ops = [], [], [], []
+        self._uploads = {}
+        self._keep = []
+        self.regions = Regions()
+        self.pairs = Pairs(self.regions)
+        self.running = None
+
     # ================================================================ internals
     def _name(self, t) -> str:
         span = span_of(t)
         region = self.regions.of(span)
         if region is None:
-            return f"{self.memory(t)} tensor{list(t.shape)}"
+            with _disabled():
+                shape = list(t.shape)
+            return f"{self.memory(t)} tensor{shape}"
         slots = region.slots(span)
         if not slots:
             return f"{region.name}[]"
@@ -402,17 +425,24 @@ class DeviceModel(RaceDetection, HostIntent):
         memory (one of its arguments, or any device tensor) is noted as written by it."""
         op = self.running
         if op is not None:
-            if type(t) is not self._device_type():
+            plain = type(t) is not self._device_type()
+            if plain:
                 lo = t.data_ptr()           # a plain tensor: outside every argument?
-                if not any(r.lo <= lo < r.hi for r in op.dev_reads) \
-                        and self.memory(t) != "device":
-                    return
+                for r in op.dev_reads:
+                    if r.lo <= lo < r.hi:
+                        break
+                else:
+                    if self.memory(t) != "device":
+                        return
             span = span_of(t)
             if span.empty:
                 return
-            if not any(span.overlaps(r) for r in op.dev_reads) \
-                    and self.memory(t) != "device":
-                return                    # a temporary of its own
+            for r in op.dev_reads:
+                if span.overlaps(r):
+                    break
+            else:
+                if self.memory(t) != "device":
+                    return                # a temporary of its own
             op.dev_writes.append(span)
             if op not in self._writers:
                 self._writers.append(op)
@@ -422,21 +452,24 @@ class DeviceModel(RaceDetection, HostIntent):
 
     @staticmethod
     def _raw_copy(dst, src, non_blocking: bool = False) -> None:
-        torch = import_torch()
-        with torch._C.DisableTorchFunction():
+        with _disabled():
             dst.copy_(src, non_blocking=non_blocking)
 
     @staticmethod
     def _clone(t):
-        torch = import_torch()
-        with torch._C.DisableTorchFunction():
+        with _disabled():
             return t.clone()
 
     @staticmethod
     def _values(t):
-        torch = import_torch()
-        with torch._C.DisableTorchFunction():
-            return t.detach().cpu().tolist()
+        with _disabled():
+            return t.tolist()             # host memory in this model: no copy to make
+
+    @staticmethod
+    def _same(before, now) -> bool:
+        """Whether two host tensors hold the same values."""
+        with _disabled():
+            return _equal(before, now)
 
     @staticmethod
     def _changed(before, now) -> list[int]:
@@ -469,9 +502,17 @@ class _Passthrough:
 def _one_dim(t) -> bool:
     with import_torch()._C.DisableTorchFunction():
         return t.dim() == 1 and t.is_contiguous() and t.numel() > 0
+_disabled = None
+_equal = None
+
+
+def _take_torch() -> None:
+    global _disabled, _equal
+    torch = import_torch()
+    _disabled, _equal = torch._C.DisableTorchFunction, torch.equal
 
 
 def _storage_of(t) -> int:
     """The address of the storage ``t`` views (its allocation)."""
-    with import_torch()._C.DisableTorchFunction():
+    with _disabled():
         return t.untyped_storage().data_ptr()

@@ -76,6 +76,9 @@ class RaceDetection:
         for op in self._still_open():
             if op.snapshot is None:
                 continue
+            before, now = op.snapshot
+            if self._same(before, now):
+                continue                  # nothing changed: no race to look for
             if op.kind == "d2h":
                 self.download_touched(op)
             elif op.kind == "h2d" and op.host_reads:
@@ -132,25 +135,35 @@ class RaceDetection:
 
     def _race_at_issue(self, new: Op) -> None:
         """``new`` against every open operation not ordered before it."""
+        clock, name = new.clock, None
         for old in self._still_open():
-            if old is new or covers(new.clock, old.stream.id, old.seq):
+            if old is new or clock.get(old.stream.id, 0) >= old.seq:    # ordered before
                 continue
-            for read in new.dev_reads:
-                for written in old.dev_writes:
-                    self._race(old, DEVICE_READ_PENDING_WRITE, written, read,
-                               new.describe() + " reads it")
-            for written in new.dev_writes:
-                for other in old.dev_writes + old.dev_reads:
-                    self._race(old, DEVICE_READ_PENDING_WRITE, other, written,
-                               new.describe() + " overwrites it")
-            for written in new.host_writes:
-                for other in old.host_reads + old.host_writes:
-                    self._race(old, PINNED_REUSED_PENDING_COPY, other, written,
-                               new.describe() + " writes it")
-            for read in new.host_reads:
-                for other in old.host_writes:
-                    self._race(old, PINNED_REUSED_PENDING_COPY, other, read,
-                               new.describe() + " reads it")
+            # ``new`` is described (its name fixed) at the first pair it is checked on
+            if new.dev_reads and old.dev_writes:
+                name = name or new.describe()
+                for read in new.dev_reads:
+                    for written in old.dev_writes:
+                        self._race(old, DEVICE_READ_PENDING_WRITE, written, read,
+                                   name + " reads it")
+            if new.dev_writes and (old.dev_writes or old.dev_reads):
+                name = name or new.describe()
+                for written in new.dev_writes:
+                    for other in old.dev_writes + old.dev_reads:
+                        self._race(old, DEVICE_READ_PENDING_WRITE, other, written,
+                                   name + " overwrites it")
+            if new.host_writes and (old.host_reads or old.host_writes):
+                name = name or new.describe()
+                for written in new.host_writes:
+                    for other in old.host_reads + old.host_writes:
+                        self._race(old, PINNED_REUSED_PENDING_COPY, other, written,
+                                   name + " writes it")
+            if new.host_reads and old.host_writes:
+                name = name or new.describe()
+                for read in new.host_reads:
+                    for other in old.host_writes:
+                        self._race(old, PINNED_REUSED_PENDING_COPY, other, read,
+                                   name + " reads it")
 
     def _race(self, pending: Op, kind: str, held: Span, touched: Span, by: str) -> None:
         """Report that ``touched`` raced with ``pending``, which still holds ``held``: the

@@ -78,9 +78,7 @@ def span_of(t) -> Span:
     if torch is None:
         torch = import_torch()
         _TORCH = torch
-    if type(t) is torch.Tensor:       # metadata calls of a plain tensor: no dispatch to mind
-        return _span(t)
-    with torch._C.DisableTorchFunction():
+    with torch._C.DisableTorchFunction():   # a mode or a subclass would see each call
         return _span(t)
 
 

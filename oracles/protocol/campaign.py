@@ -75,14 +75,22 @@ class _Runner:
         answers = []
         for position, ref in enumerate(self.refs):
             try:
-                for pool in self.pools:
-                    (answer,) = pool.call(RUN_MODULE, "load_targets", self.spec, [ref],
-                                          self.options, deadline=LOAD_SECONDS)
+                if self.executor is None:
+                    loaded = [self._load(pool, ref) for pool in self.pools]
+                else:       # the workers start and import torch side by side
+                    futures = [self.executor.submit(self._load, pool, ref)
+                               for pool in self.pools]
+                    loaded = [future.result() for future in futures]
             except Exception as exc:
                 exc.target_index = position
                 raise
-            answers.append(answer)
+            answers.append(loaded[-1])
         return answers
+
+    def _load(self, pool: WorkerPool, ref) -> Any:
+        (answer,) = pool.call(RUN_MODULE, "load_targets", self.spec, [ref], self.options,
+                              deadline=LOAD_SECONDS)
+        return answer
 
     def _deadline(self, count: int) -> float:
         per = self.options["timeout"] * 2 * len(self.refs) * (self.options["ops"] + 1)
@@ -241,6 +249,8 @@ class _Search:
         return self.judge(self.protocol, seq, sides, self.labels, self.staging)
 
     def keep(self, findings: list[Finding], seq: StepSequence, final: bool = False) -> None:
+        if not findings:
+            return                    # nothing to keep (a sequence's size takes a while)
         size = (-1,) if final else seq.size
         for f in findings:
             if f.key in self._sizes and not final and self._sizes[f.key] <= size:

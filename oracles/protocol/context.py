@@ -21,7 +21,7 @@ from stagecheck.oracles.observe.instrumented import InstrumentedBackend
 from stagecheck.oracles.options import RunOptions
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["RunContext", "prepare_state"]
+__all__ = ["RunContext", "prepare_state", "release_state"]
 
 #: how deep ``prepare_state`` looks for tensors in the state's attributes
 NAME_DEPTH = 3
@@ -61,9 +61,11 @@ class RunContext:
         return None
 
 
-def prepare_state(model, state, protocol) -> None:
-    """Name the state's tensors after their attribute paths; make its device work."""
+def prepare_state(model, state, protocol) -> list:
+    """Name the state's tensors after their attribute paths; make its device work.
+    Returns ``(owner, method)`` of each method made device work, for ``release_state``."""
     _name_tensors(model, state)
+    made = []
     for path in protocol.device_work:
         owner = state
         *parents, method = path.split(".")
@@ -74,18 +76,29 @@ def prepare_state(model, state, protocol) -> None:
         except AttributeError:
             raise SchemaError.of(messages.PROTOCOL_DEVICE_WORK_MISSING, path,
                                  protocol=protocol.name, kind=type(state).__name__) from None
+        attributes = getattr(owner, "__dict__", None)
+        if isinstance(attributes, dict) and method not in attributes:
+            made.append((owner, method))
         setattr(owner, method, _device_work(model, path, original))
+    return made
+
+
+def release_state(made: list) -> None:
+    """Undo ``prepare_state``'s device work of a run that ended: each was an attribute of
+    its owner referring back to it (the owner's bound method), a cycle the garbage
+    collector would have to find."""
+    for owner, method in made:
+        try:
+            delattr(owner, method)
+        except Exception:       # noqa: BLE001 - the owner's own attribute rules: leave it
+            pass
 
 
 def _device_work(model, label: str, original):
     """``original`` made device work: a call is queued on the current stream, and runs
     when the device runs it; its tensor arguments on the device are what it reads."""
     torch = import_torch()
-    try:
-        names = [p.name for p in inspect.signature(original).parameters.values()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        names = []
+    names = _positional_names(original)
 
     def queued(*args, **kwargs):
         arguments = {names[k] if k < len(names) else f"arg{k}": a for k, a in enumerate(args)}
@@ -105,6 +118,27 @@ def _device_work(model, label: str, original):
     return queued
 
 
+#: the positional parameters of device work, by function (every run makes its state
+#: anew, so its bound methods are new; their functions are not)
+_NAMES: dict = {}
+
+
+def _positional_names(original) -> list:
+    function = getattr(original, "__func__", None)
+    key = (function, getattr(original, "__self__", None) is not None) \
+        if function is not None and inspect.isfunction(function) else None
+    if key is not None and key in _NAMES:
+        return _NAMES[key]
+    try:
+        names = [p.name for p in inspect.signature(original).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    if key is not None:
+        _NAMES[key] = names
+    return names
+
+
 def _plain(values):
     """``values`` with every device tensor as a plain tensor over the same memory: device
     work runs on the model's memory without the device tensor's dispatch (what it writes
@@ -112,11 +146,11 @@ def _plain(values):
     torch = import_torch()
     if isinstance(values, dict):
         return {k: _plain_one(torch, v) for k, v in values.items()}
-    return tuple(_plain_one(torch, v) for v in values)
+    return tuple([_plain_one(torch, v) for v in values])
 
 
 def _plain_one(torch, value):
-    if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+    if type(value) is not torch.Tensor and isinstance(value, torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
             return value.as_subclass(torch.Tensor)
     return value

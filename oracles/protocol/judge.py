@@ -37,6 +37,8 @@ def judge_sequence(protocol: Protocol, seq: StepSequence, sides: list, labels: l
             findings += check_run(protocol, seq, meant, seen, label)
         if len(runs) == 2:
             findings += compare_runs(protocol, seq, runs[0][0], runs[1][0])
+    if not findings:
+        return []
     table = run_table(runs[-1][1])
     return [replace(f, extra={**f.extra, "protocol": protocol.name, "table": table})
             for f in findings]

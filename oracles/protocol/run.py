@@ -15,6 +15,7 @@ sequence of a batch for each target, as plain data.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import sys
 import traceback
@@ -26,7 +27,7 @@ from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.observe.call import CallTimedOut, time_limit
 from stagecheck.oracles.protocol.component import load_code
-from stagecheck.oracles.protocol.context import RunContext, prepare_state
+from stagecheck.oracles.protocol.context import RunContext, prepare_state, release_state
 from stagecheck.oracles.protocol.load import load_protocol
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.text import exception_text
@@ -50,8 +51,18 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
     meant = run == "meant"
     model = device_model(options["device"], "eager" if meant else "lazy",
                          options.get("busy_cycles", 0))
-    trace = Trace()
     ctx = RunContext(model, code, protocol, seq, options)
+    made: list = []
+    try:
+        return _run(model, ctx, protocol, seq, meant, options, views, made, code)
+    finally:        # the run's objects freed now, not by the garbage collector
+        release_state(made)
+        model.release()
+
+
+def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options: dict,
+         views: list | None, made: list, code) -> Trace:
+    trace = Trace()
     limit = None if protocol.staging else options["timeout"]
     with model.activate():
         try:
@@ -59,7 +70,7 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
                 with time_limit(limit):
                     ctx.state = protocol.build(ctx)
                 with model.passthrough():
-                    prepare_state(model, ctx.state, protocol)
+                    made += prepare_state(model, ctx.state, protocol)
             except CallTimedOut:
                 trace.stopped = "hung while building the protocol's state"
                 return _finish(model, trace, ctx)
@@ -208,11 +219,19 @@ def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:
                           operation=exc.operation)
 
 
+_SCALARS = frozenset({int, float, str, bool})
+
+
 def _plain(value: Any) -> Any:
     """Plain data of ``value`` (tensors and arrays as lists, sets sorted)."""
     kind = type(value)
-    if value is None or kind in (int, float, str, bool):
+    if value is None or kind in _SCALARS:
         return value
+    if kind is list or kind is tuple:
+        for v in value:
+            if v is not None and type(v) not in _SCALARS:
+                return [_plain(v) for v in value]
+        return list(value)              # plain already (values read back, scalars)
     if isinstance(value, dict):
         return {k if isinstance(k, (str, int)) else repr(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -267,9 +286,24 @@ def run_batch(protocol_spec: str, refs: list, batch: list, options: dict) -> lis
             hung |= any((t.failed() or {}).get("outcome") == "hung" for t in traces)
             sides.append(tuple(t.to_wire() for t in traces))
         out.append((index, sides))
+        _freeze_once()
         if hung:        # the answer ends with a hang: the search stops there, and every
             break       # further sequence would likely wait out its limit again
     return out
+
+
+_FROZEN: list = []
+
+
+def _freeze_once() -> None:
+    """After the first sequence a process ran: what is loaded by now (torch and what the
+    device model imports of it, the targets) is left out of every later garbage
+    collection (``gc.freeze``). A run frees its own objects
+    (``DeviceModel.release``), but collections still happen while it allocates, and
+    each full one would walk torch's hundreds of thousands of objects again."""
+    if not _FROZEN:
+        gc.freeze()
+        _FROZEN.append(True)
 
 
 def load_targets(protocol_spec: str, refs: list, options: dict) -> list:
