@@ -290,7 +290,8 @@ def _sized_run(capacity: int, examples: int, what: str) -> dict:
         seconds = bare_loop_sized(examples, legacy.func, single.func, random.Random(0),
                                   batch=(capacity, capacity))
     else:
-        from stagecheck.oracles.campaign import CampaignResult, _fewer_collections, _Search
+        from stagecheck.oracles.campaign import CampaignResult, _Search
+        from stagecheck.oracles.gcpause import fewer_collections
         from stagecheck.oracles.options import CampaignConfig, RunOptions
         from stagecheck.oracles.runner import runner_for
         from stagecheck.oracles.sample import RandomDraw
@@ -303,7 +304,7 @@ def _sized_run(capacity: int, examples: int, what: str) -> dict:
             search.scenario = lambda stream, index: draw_scenario(
                 single.schema, RandomDraw(random.Random(index)), batch=(capacity, capacity))
             started = time.perf_counter()
-            with _fewer_collections():
+            with fewer_collections():
                 done = search.batched_stream("in")
             seconds = time.perf_counter() - started
             assert done == examples and not result.errors

@@ -142,21 +142,91 @@ class Observation:
         d["events"] = [{"op": type(e).__name__, **dataclasses.asdict(e)} for e in self.events]
         return d
 
-    def to_wire(self) -> tuple:
-        """Plain tuples, cheap to pickle between processes (``from_wire`` reverses it)."""
+    def to_wire(self, given: dict | None = None) -> tuple:
+        """Plain tuples, cheap to pickle between processes (``from_wire`` reverses it).
+
+        ``given``: the call's inputs as it was given them (``inputs_given`` of its
+        scenario, taken before the call). An input the call left equal to what it was
+        given goes by name only: ``from_wire`` with the same scenario puts a copy of it
+        back. On a large batch that is most of the bytes, and nothing changes for the
+        invariants: they compare the inputs for equality only."""
+        after, same = self.inputs_after, ()
+        if given and after:
+            after, same = _split_given(after, given)
         events = [(0, e.buffer, e.start, e.stop, e.requested) if type(e) is Copy
                   else (1, e.buffer, e.slots, e.via, e.into_pending_copy, e.pending_slots)
                   if type(e) is HostWrite
                   else (2, e.buffer, e.slots, e.queued, e.received) if type(e) is StaleTransfer
                   else (3, e.kind, e.region, e.slots, e.pending, e.by) for e in self.events]
         return (self.exception_type, self.exception_message, self.cpu, self.gpu, events,
-                self.req_ids_reads, self.inputs_after, self.timed_out, self.exception_mro,
-                self.last_step_start, self.crashed, self.left_running)
+                self.req_ids_reads, after, self.timed_out, self.exception_mro,
+                self.last_step_start, self.crashed, self.left_running, same)
 
     @classmethod
-    def from_wire(cls, wire: tuple) -> "Observation":
+    def from_wire(cls, wire: tuple, scenario=None) -> "Observation":
+        """The observation ``to_wire`` sent; ``scenario``: the one it was sent with."""
         (exc_type, message, cpu, gpu, events, reads, inputs_after, timed_out, mro, start,
-         crashed, left_running) = wire
+         crashed, left_running, *rest) = wire
+        given = rest[0] if rest else ()
+        if given:
+            inputs_after = {name: _copied(_given_value(scenario, name)) if name in given
+                            else value for name, value in inputs_after.items()}
         kinds = (Copy, HostWrite, StaleTransfer, Hazard)
         return cls(exc_type, message, cpu, gpu, [kinds[e[0]](*e[1:]) for e in events], reads,
                    inputs_after, timed_out, tuple(mro), start, crashed, tuple(left_running))
+
+
+_ABSENT = object()
+_CONTAINERS = frozenset({dict, list})
+
+
+def _given_value(scenario, name: str):
+    """What the call was given for input ``name`` (``req_ids`` included)."""
+    if name == "req_ids":
+        return scenario.req_ids
+    return scenario.inputs.get(name, _ABSENT)
+
+
+def inputs_given(scenario) -> dict:
+    """A copy of every container input of ``scenario`` (``req_ids`` included), by name:
+    what a call is given, kept apart from anything the call may reach."""
+    out = {"req_ids": list(scenario.req_ids)}
+    for name, value in scenario.inputs.items():
+        if name != "req_ids" and type(value) in _CONTAINERS:
+            out[name] = _copied(value)
+    return out
+
+
+def _split_given(after: dict, given: dict) -> tuple[dict, tuple[str, ...]]:
+    """``after`` with each input equal to what the call was given replaced by None, and
+    the names of those inputs (the order of ``after`` kept)."""
+    same = []
+    for name, value in after.items():
+        was = given.get(name, _ABSENT)
+        if was is _ABSENT or type(value) is not type(was) or type(value) not in _CONTAINERS:
+            continue
+        try:
+            equal = value == was
+        except Exception:       # a value that does not compare: sent as it is
+            equal = False
+        if equal is True:
+            same.append(name)
+    if not same:
+        return after, ()
+    return {name: None if name in same else value for name, value in after.items()}, \
+        tuple(same)
+
+
+def _copied(value):
+    """A copy of plain data (its dicts and lists; a container of plain values in one C
+    call)."""
+    kind = type(value)
+    if kind is dict:
+        if _CONTAINERS.isdisjoint(set(map(type, value.values()))):
+            return dict(value)
+        return {k: _copied(v) for k, v in value.items()}
+    if kind is list:
+        if _CONTAINERS.isdisjoint(set(map(type, value))):
+            return list(value)
+        return [_copied(v) for v in value]
+    return value

@@ -310,7 +310,7 @@ class WorkerPool:
         payload = (sides, list(batch), options, backend, sample_every)
         try:
             return _decoded(self._request("observe", payload, _deadline(options),
-                                          top=_top(payload)))
+                                          top=_top(payload)), payload[1])
         except Ended as ended:
             return self._recover(ended, payload)
 
@@ -345,11 +345,11 @@ class WorkerPool:
                                     for side in sides]))
                 todo = todo[k + 1:]
                 if not todo or stop:
-                    return _decoded(out)
+                    return _decoded(out, payload[1])
                 self._live()
                 rest = (sides, todo, options, backend, sample_every)
                 out += self._request("observe", rest, deadline, top=_top(rest))
-                return _decoded(out)
+                return _decoded(out, payload[1])
             except Ended as again:
                 ended = again
 
@@ -376,7 +376,7 @@ class WorkerPool:
             ((_, (observation,)),) = self._request(
                 "observe", ([side], [(index, scenario)], options, backend, 0), deadline,
                 top=observing(0, side))
-            return Observation.from_wire(observation)
+            return Observation.from_wire(observation, scenario)
         except Ended as ended:
             self.restart()
             return Observation.of_hang() if ended.hung else Observation.of_crash(ended.what)
@@ -396,7 +396,8 @@ class WorkerPool:
         """The answer to the oldest batch posted, ``payload``; it ends with an example
         whose call hung or ended its process (``_recover``'s ``stop``)."""
         try:
-            return _decoded(self._answer(_deadline(payload[2]), top=_top(payload)))
+            return _decoded(self._answer(_deadline(payload[2]), top=_top(payload)),
+                            payload[1])
         except Ended as ended:
             return self._recover(ended, payload, stop=True)
 
@@ -453,9 +454,12 @@ def _stop_if_interrupted(process: WorkerProcess) -> None:
         raise interrupt.Interrupted(signum)
 
 
-def _decoded(answer: list) -> list[tuple[int, list[Observation]]]:
-    """Observations from the worker's answer; a side sent as None saw exactly what the
-    first side saw, and gets the same ``Observation`` object."""
+def _decoded(answer: list, batch: list[tuple[int, StagingScenario]]
+             ) -> list[tuple[int, list[Observation]]]:
+    """Observations from the worker's answer to ``batch``; a side sent as None saw
+    exactly what the first side saw, and gets the same ``Observation`` object; the inputs
+    a call left as given come back from the batch's scenario (``Observation.to_wire``)."""
+    scenarios = dict(batch)
     out = []
     for index, wires in answer:
         observations: list[Observation] = []
@@ -464,6 +468,6 @@ def _decoded(answer: list) -> list[tuple[int, list[Observation]]]:
                 observations.append(observations[0])
             else:
                 observations.append(wire if isinstance(wire, Observation)
-                                    else Observation.from_wire(wire))
+                                    else Observation.from_wire(wire, scenarios.get(index)))
         out.append((index, observations))
     return out
