@@ -118,24 +118,43 @@ class Observation:
     def raised(self, type_name: str) -> bool:
         return type_name in self.exception_mro or self.exception_type == type_name
 
+    def _last_step_index(self) -> tuple[dict, dict]:
+        """The copies and the host writes of the last step, by buffer, each with its
+        position in the step (made once, and again if ``events`` changed)."""
+        key = (id(self.events), len(self.events), self.last_step_start)
+        index = self.__dict__.get("_index")
+        if index is None or index[0] != key:
+            copies: dict[str, list] = {}
+            writes: dict[str, list] = {}
+            for position, e in enumerate(self.last_step):
+                if type(e) is Copy:
+                    copies.setdefault(e.buffer, []).append((position, e))
+                elif isinstance(e, HostWrite):
+                    writes.setdefault(e.buffer, []).append((position, e))
+            index = self.__dict__["_index"] = (key, copies, writes)
+        return index[1], index[2]
+
     def copies(self, buffer: str) -> list[Copy]:
         """The copies of ``buffer`` in the last step, in order."""
-        key = (id(self.events), len(self.events), self.last_step_start)
-        index = self.__dict__.get("_copies")
-        if index is None or index[0] != key:
-            by_buffer: dict[str, list[Copy]] = {}
-            for e in self.last_step:
-                if type(e) is Copy:
-                    by_buffer.setdefault(e.buffer, []).append(e)
-            index = self.__dict__["_copies"] = (key, by_buffer)
-        return list(index[1].get(buffer, ()))
+        return [e for _, e in self._last_step_index()[0].get(buffer, ())]
 
     def hazards(self) -> list:
         return [e for e in self.events if isinstance(e, (StaleTransfer, Hazard))
                 or (isinstance(e, HostWrite) and e.into_pending_copy)]
 
     def writes(self, buffer: str) -> list[HostWrite]:
-        return [e for e in self.last_step if isinstance(e, HostWrite) and e.buffer == buffer]
+        """The host writes into ``buffer`` in the last step, in order."""
+        return [e for _, e in self._last_step_index()[1].get(buffer, ())]
+
+    def writes_after(self, copy: Copy) -> list[HostWrite]:
+        """The host writes into ``copy``'s buffer later in the last step than ``copy``
+        (the first copy of the step equal to it)."""
+        copies, writes = self._last_step_index()
+        later = writes.get(copy.buffer)
+        if not later:
+            return []
+        position = next(p for p, c in copies.get(copy.buffer, ()) if c == copy)
+        return [e for p, e in later if p > position]
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -188,13 +207,33 @@ def _given_value(scenario, name: str):
 
 
 def inputs_given(scenario) -> dict:
-    """A copy of every container input of ``scenario`` (``req_ids`` included), by name:
-    what a call is given, kept apart from anything the call may reach."""
+    """A deep copy of every container input of ``scenario`` (``req_ids`` included), by
+    name: what a call is given, kept apart from anything the call may reach (a request
+    object shares its lists with the scenario)."""
     out = {"req_ids": list(scenario.req_ids)}
     for name, value in scenario.inputs.items():
         if name != "req_ids" and type(value) in _CONTAINERS:
-            out[name] = _copied(value)
+            out[name] = _deep_copied(value)
     return out
+
+
+def _deep_copied(value):
+    """A copy of plain data, its dicts and lists at every depth (a container of plain
+    values in one C call)."""
+    kind = type(value)
+    if kind is dict:
+        kinds = set(map(type, value.values()))
+        if _CONTAINERS.isdisjoint(kinds):
+            return dict(value)
+        if kinds == {list}:      # a table of lists: each list copied, in one pass
+            values = list(map(_deep_copied, value.values()))
+            return dict(zip(value, values))
+        return {k: _deep_copied(v) for k, v in value.items()}
+    if kind is list:
+        if _CONTAINERS.isdisjoint(set(map(type, value))):
+            return value[:]
+        return [_deep_copied(v) for v in value]
+    return value
 
 
 def _split_given(after: dict, given: dict) -> tuple[dict, tuple[str, ...]]:
@@ -218,15 +257,8 @@ def _split_given(after: dict, given: dict) -> tuple[dict, tuple[str, ...]]:
 
 
 def _copied(value):
-    """A copy of plain data (its dicts and lists; a container of plain values in one C
-    call)."""
-    kind = type(value)
-    if kind is dict:
-        if _CONTAINERS.isdisjoint(set(map(type, value.values()))):
-            return dict(value)
-        return {k: _copied(v) for k, v in value.items()}
-    if kind is list:
-        if _CONTAINERS.isdisjoint(set(map(type, value))):
-            return list(value)
-        return [_copied(v) for v in value]
-    return value
+    """A copy of a container of plain data: its own dict or list, whose values (ints,
+    strings, the lists of a table) are shared; scenarios are never changed in place
+    (the shrinker makes new ones), so what they share stays as it was given."""
+    return dict(value) if type(value) is dict else list(value) if type(value) is list \
+        else value
