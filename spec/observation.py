@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from itertools import chain
 
 
 @dataclass(frozen=True)
@@ -225,9 +226,10 @@ def _deep_copied(value):
         kinds = set(map(type, value.values()))
         if _CONTAINERS.isdisjoint(kinds):
             return dict(value)
-        if kinds == {list}:      # a table of lists: each list copied, in one pass
-            values = list(map(_deep_copied, value.values()))
-            return dict(zip(value, values))
+        if kinds == {list} and _CONTAINERS.isdisjoint(
+                set(map(type, chain.from_iterable(value.values())))):
+            # a table of lists of plain values: each list copied, in one C loop
+            return dict(zip(value, map(list, value.values())))
         return {k: _deep_copied(v) for k, v in value.items()}
     if kind is list:
         if _CONTAINERS.isdisjoint(set(map(type, value))):

@@ -20,8 +20,9 @@ from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.stdio import note
 from stagecheck.oracles.targets import Target, TargetRef
 from stagecheck.oracles.text import printable
-from stagecheck.oracles.worker.process import Ended, WorkerProcess
-from stagecheck.oracles.worker.protocol import BUSY, observed, observing
+from stagecheck.oracles.worker.process import Ended, WorkerProcess, take_spare
+from stagecheck.oracles.worker.protocol import (BUSY, DEFAULT_MEMORY_MIB, default_memory_mib,
+                                                observed, observing)
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
@@ -29,9 +30,6 @@ from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 __all__ = ["DEFAULT_MEMORY_MIB", "Deadline", "GRACE_SECONDS", "INTERRUPT_GRACE", "LOAD_SECONDS",
            "WorkerEnded", "WorkerError", "WorkerPool", "default_memory_mib", "load_deadline"]
 
-#: memory a worker may hold: resident bytes (checked by the parent from ``/proc``, so
-#: shared mappings count too) and its data segment (``RLIMIT_DATA``, set in the worker)
-DEFAULT_MEMORY_MIB = 4096
 #: CPU and wall-clock seconds a stuck call gets on top of its limits (``call_limits``)
 #: before its worker is killed (the worker's own timers stop a call at the limits)
 GRACE_SECONDS = 1.0
@@ -67,12 +65,6 @@ class Deadline:
             return None
         cpu, wall = call_limits(seconds)
         return cls(cpu + grace, wall + grace)
-
-
-def default_memory_mib() -> int:
-    """``DEFAULT_MEMORY_MIB``, or ``STAGECHECK_MEMORY_MIB`` (a machine with less memory)."""
-    given = os.environ.get("STAGECHECK_MEMORY_MIB", "")
-    return int(given) if given.isdigit() and int(given) >= 64 else DEFAULT_MEMORY_MIB
 
 
 def load_deadline() -> Deadline:
@@ -132,7 +124,8 @@ class WorkerPool:
         if self._process is not None:
             self._process.kill()
             self.restarts += 1
-        self._process = WorkerProcess(self.memory_mib)
+        # a worker started ahead (``process.prestart``) is this one, if it fits
+        self._process = take_spare(self.memory_mib) or WorkerProcess(self.memory_mib)
         if self._refs:
             self._request("load", self._refs, deadline=load_deadline())
         return self._process

@@ -6,7 +6,9 @@ worker's CPU time and resident memory as the kernel counts them (``usage``: read
 Between the checker and the worker sits a keeper (``keeper.py``), a child subreaper:
 whatever the worker starts is ended with it, even in sessions of its own.
 ``kill_all`` ends every worker this process started; ``watch_parent`` ends this process
-(and its workers) when its own parent is gone (a ``--jobs`` pool process).
+(and its workers) when its own parent is gone (a ``--jobs`` pool process). ``prestart``
+starts a worker ahead of need (``diff`` and ``spec``: while the command's modules load),
+which the next pool that starts one takes (``take_spare``) if it was started the same way.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from multiprocessing.reduction import ForkingPickler
 from stagecheck.oracles import interrupt
 from stagecheck.oracles.stdio import ensure_standard_fds
 from stagecheck.oracles.worker import keeper
-from stagecheck.oracles.worker.protocol import MEMORY_EXIT, SharedPosition
+from stagecheck.oracles.worker.protocol import MEMORY_EXIT, SharedPosition, default_memory_mib
 
-__all__ = ["Ended", "MAX_ANSWER_BYTES", "Usage", "WorkerProcess", "kill_all", "watch_parent"]
+__all__ = ["Ended", "MAX_ANSWER_BYTES", "Usage", "WorkerProcess", "discard_spare", "kill_all",
+           "prestart", "take_spare", "watch_parent"]
 
 #: longest answer read from a worker; a length header past it is garbage a target wrote
 #: into the pipe (any printable text reads as 512 MiB or more)
@@ -329,6 +332,43 @@ def kill_all() -> None:
             process.kill()
         except Exception:
             pass
+
+
+#: the worker ``prestart`` started and no pool took yet, with what it was started with
+_SPARE: list[tuple[WorkerProcess, tuple]] = []
+
+
+def _started_with(memory_mib: int) -> tuple:
+    """What a worker process inherits when it starts: its memory limit, the module search
+    path, the working folder and the environment."""
+    return memory_mib, tuple(sys.path), os.getcwd(), tuple(sorted(os.environ.items()))
+
+
+def prestart(memory_mib: int | None = None) -> None:
+    """Start a worker now, for the next pool that starts one: the interpreter's start and
+    the worker's imports overlap with what this process does meanwhile (on a second CPU).
+    ``memory_mib``: the default limit (``protocol.default_memory_mib``) where None."""
+    discard_spare()
+    memory_mib = memory_mib or default_memory_mib()
+    _SPARE.append((WorkerProcess(memory_mib), _started_with(memory_mib)))
+
+
+def take_spare(memory_mib: int) -> WorkerProcess | None:
+    """The worker ``prestart`` started, if it is alive and was started as a worker
+    started now would be (else it is ended); None where there is none."""
+    if not _SPARE:
+        return None
+    process, started = _SPARE.pop()
+    if process.is_alive() and started == _started_with(memory_mib):
+        return process
+    process.kill()
+    return None
+
+
+def discard_spare() -> None:
+    """End the worker ``prestart`` started if no pool took it."""
+    while _SPARE:
+        _SPARE.pop()[0].kill()
 
 
 def watch_parent(every: float = 0.25) -> None:
