@@ -13,6 +13,7 @@ which the next pool that starts one takes (``take_spare``) if it was started the
 
 from __future__ import annotations
 
+import fcntl
 import json
 import mmap
 import os
@@ -80,6 +81,7 @@ class WorkerProcess:
         os.close(fd)
         self._view = SharedPosition(self._memory)
         to_child_r, to_child_w = os.pipe()
+        _widen(to_child_w)
         to_parent_r, to_parent_w = os.pipe()
         control_r, self._control = os.pipe()
         self._status, status_w = os.pipe()
@@ -204,7 +206,28 @@ class WorkerProcess:
         return not self._outbox
 
     def poll(self, timeout: float) -> bool:
-        return self._recv.poll(timeout)
+        """Whether an answer is there to read, waiting up to ``timeout`` seconds; the
+        requests queued (``send``) go out meanwhile, as fast as the worker takes them (a
+        batch of large scenarios is many pipefuls: written only between waits, the worker
+        would wait for its request)."""
+        if not self._outbox or self._send.closed:
+            return self._recv.poll(timeout)
+        waiter = select.poll()
+        waiter.register(self._recv.fileno(), select.POLLIN)
+        waiter.register(self._send.fileno(), select.POLLOUT)
+        deadline = time.monotonic() + timeout
+        while self._outbox:
+            left = deadline - time.monotonic()
+            ready = dict(waiter.poll(max(left, 0.0) * 1000))
+            if ready.get(self._recv.fileno()):
+                return True
+            if ready.get(self._send.fileno()):
+                if ready[self._send.fileno()] & (select.POLLERR | select.POLLHUP):
+                    break            # the worker's end is closed: its end shows it
+                self.flush()
+            elif left <= 0:
+                return False
+        return self._recv.poll(max(deadline - time.monotonic(), 0.0))
 
     def recv(self, waiting=None):
         """The next answer; an ``OSError`` for a message longer than any answer (bytes a
@@ -332,6 +355,19 @@ def kill_all() -> None:
             process.kill()
         except Exception:
             pass
+
+
+#: bytes a pipe to a worker holds where the system allows (Linux: ``F_SETPIPE_SZ``, up to
+#: ``/proc/sys/fs/pipe-max-size``): a batch's request goes in fewer writes
+PIPE_BYTES = 1 << 20
+
+
+def _widen(fd: int) -> None:
+    """Let the pipe of ``fd`` hold ``PIPE_BYTES`` where the system allows (else as is)."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (AttributeError, OSError):      # not Linux, or more than the system allows
+        pass
 
 
 #: the worker ``prestart`` started and no pool took yet, with what it was started with
