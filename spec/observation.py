@@ -207,13 +207,19 @@ def _given_value(scenario, name: str):
     return scenario.inputs.get(name, _ABSENT)
 
 
+#: an input of fewer entries goes back whole (by name, it saves less than it costs)
+BY_NAME_FROM = 32
+
+
 def inputs_given(scenario) -> dict:
-    """A deep copy of every container input of ``scenario`` (``req_ids`` included), by
-    name: what a call is given, kept apart from anything the call may reach (a request
-    object shares its lists with the scenario)."""
-    out = {"req_ids": list(scenario.req_ids)}
+    """A deep copy of every container input of ``scenario`` of ``BY_NAME_FROM`` entries or
+    more (``req_ids`` included), by name: what a call is given, kept apart from anything
+    the call may reach (a request object shares its lists with the scenario)."""
+    out = {}
+    if len(scenario.req_ids) >= BY_NAME_FROM:
+        out["req_ids"] = list(scenario.req_ids)
     for name, value in scenario.inputs.items():
-        if name != "req_ids" and type(value) in _CONTAINERS:
+        if name != "req_ids" and type(value) in _CONTAINERS and len(value) >= BY_NAME_FROM:
             out[name] = _deep_copied(value)
     return out
 
