@@ -1,6 +1,7 @@
 """The engine's speed, as ratios of things measured in one run (issues 11, 15 and 20).
 
     python benchmarks/bench_engine.py [--examples N] [--repeats R] [--skip PART ...]
+                                      [--other CHECKOUT]
 
 Parts (each prints its own lines; --skip leaves one out):
 
@@ -16,6 +17,11 @@ Parts (each prints its own lines; --skip leaves one out):
   worker, judged, one in 16 run instrumented) against the bare torch loop on the same
   sizes, each in a fresh process, with examples per second and peak memory (the
   process's maximum resident set, and its worker's); goal at 1,024: at most 1.5x.
+``--other CHECKOUT`` (another checkout with its own virtual environment in
+``CHECKOUT/.venv``, as ``bench_versions.py`` takes it): ``main-job`` and ``sizes`` also run
+that checkout's stagecheck, in turn with this one's and the bare loop in each repeat, and
+print its figures beside this checkout's (before and after a change, in one run).
+
 - ``phases``: where the main job's time goes: the main job run in a fresh process with
   a timer on each part of the campaign (start, streams, drawing, judging, the
   edge-case stream and its preload, shrinking, kernel impact), CPU and wall seconds,
@@ -67,12 +73,14 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _stagecheck(*args: str) -> tuple[float, dict, int]:
-    """Run the CLI in a fresh process; (wall seconds, its JSON report, exit code). The
-    CPU seconds it and its workers used are kept in ``_LAST_CPU``."""
+def _stagecheck(*args: str, checkout: pathlib.Path | None = None
+                ) -> tuple[float, dict, int]:
+    """Run the CLI in a fresh process (of ``checkout``: another checkout's, in its folder);
+    (wall seconds, its JSON report, exit code). The CPU seconds it and its workers used
+    are kept in ``_LAST_CPU``."""
     cpu = _children_cpu()
     try:
-        return _stagecheck_run(*args)
+        return _stagecheck_run(*args, checkout=checkout)
     finally:
         _LAST_CPU[0] = _children_cpu() - cpu
 
@@ -80,13 +88,20 @@ def _stagecheck(*args: str) -> tuple[float, dict, int]:
 _LAST_CPU = [0.0]
 
 
-def _stagecheck_run(*args: str) -> tuple[float, dict, int]:
+def _python(checkout: pathlib.Path | None) -> str:
+    """The interpreter of ``checkout`` (its ``.venv``), or this one's."""
+    return sys.executable if checkout is None else str(checkout / ".venv" / "bin" / "python")
+
+
+def _stagecheck_run(*args: str, checkout: pathlib.Path | None = None
+                    ) -> tuple[float, dict, int]:
     with tempfile.TemporaryDirectory() as folder:
         report = os.path.join(folder, "report.json")
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "stagecheck", *args, "--json", report,
+        done = subprocess.run([_python(checkout), "-m", "stagecheck", *args, "--json", report,
                                "--save-dir", os.path.join(folder, "findings")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              cwd=checkout)
         wall = time.perf_counter() - started
         if done.returncode not in (0, 1):
             raise SystemExit(f"stagecheck {' '.join(args)} exited {done.returncode}:\n"
@@ -163,34 +178,48 @@ def bare_loop_sized(n: int, legacy, single, rng: random.Random,
     return time.perf_counter() - started
 
 
-def main_job(repeats: int) -> None:
+def main_job(repeats: int, other: pathlib.Path | None = None) -> None:
     import torch  # noqa: F401  (the bare loop's; imported before its CPU time is counted)
 
     from stagecheck.impl.buffer import CpuGpuBuffer  # noqa: F401
     from stagecheck.oracles.targets import load_target
     legacy, single = load_target("legacy").func, load_target("single-loop").func
-    walls, tool, bare, cpu_ratio = [], [], [], []
-    for r in range(repeats):      # interleaved, so drift hits both alike
-        wall, report, code = _stagecheck("diff", "legacy", "single-loop")
-        tool_cpu = _LAST_CPU[0]
-        assert code == 0, report["verdict"]
-        n = _examples(report)
-        walls.append(wall)
-        tool.append(n / wall)
+    checkouts = {"this checkout": None} | ({f"other ({other})": other} if other else {})
+    walls: dict = {k: [] for k in checkouts}
+    tool: dict = {k: [] for k in checkouts}
+    cpus: dict = {k: [] for k in checkouts}
+    bare, bare_cpu = [], []
+    for r in range(repeats):      # interleaved, so drift hits every figure alike
+        for label, checkout in (checkouts.items() if r % 2 == 0
+                                else reversed(checkouts.items())):
+            wall, report, code = _stagecheck("diff", "legacy", "single-loop",
+                                             checkout=checkout)
+            assert code == 0, report["verdict"]
+            n = _examples(report)
+            walls[label].append(wall)
+            tool[label].append(n / wall)
+            cpus[label].append(_LAST_CPU[0])
         cpu = time.process_time()
         bare.append(n / bare_loop_sized(n, legacy, single, random.Random(r)))
-        cpu_ratio.append(tool_cpu / (time.process_time() - cpu))
-    w, t, b = statistics.median(walls), statistics.median(tool), statistics.median(bare)
+        bare_cpu.append(time.process_time() - cpu)
     runs = lambda xs, f="{:.0f}": ", ".join(f.format(x) for x in xs)   # noqa: E731
+    b = statistics.median(bare)
     print(f"main job: stagecheck diff legacy single-loop (defaults), {n} examples")
-    print(f"  wall time, whole process            : {w:8.2f} s (runs: "
-          f"{runs(walls, '{:.2f}')}; goal < 3 s)")
-    print(f"  stagecheck, whole process           : {t:8.0f} examples/s (runs: {runs(tool)})")
     print(f"  bare torch loop, same sizes         : {b:8.0f} examples/s (runs: {runs(bare)})")
-    print(f"  stagecheck / bare loop              : {b / t:8.2f}x  (goal <= 2x)")
-    print(f"  CPU seconds, stagecheck / bare loop : {statistics.median(cpu_ratio):8.2f}x "
-          f"(runs: {runs(cpu_ratio, '{:.2f}')}; the process and its workers, all "
-          "their work: what a shared machine's load does not change)")
+    for label in checkouts:
+        w, t = statistics.median(walls[label]), statistics.median(tool[label])
+        cpu_ratio = [c / bc for c, bc in zip(cpus[label], bare_cpu)]
+        print(f"  {label}:")
+        print(f"    wall time, whole process            : {w:8.2f} s (runs: "
+              f"{runs(walls[label], '{:.2f}')}; goal < 3 s)")
+        print(f"    stagecheck, whole process           : {t:8.0f} examples/s (runs: "
+              f"{runs(tool[label])})")
+        print(f"    stagecheck / bare loop              : {b / t:8.2f}x  (goal <= 2x)")
+        print(f"    CPU seconds, process and workers    : {statistics.median(cpus[label]):8.2f} s "
+              f"(runs: {runs(cpus[label], '{:.2f}')})")
+        print(f"    CPU seconds, stagecheck / bare loop : {statistics.median(cpu_ratio):8.2f}x "
+              f"(runs: {runs(cpu_ratio, '{:.2f}')}; the process and its workers, all "
+              "their work: what a shared machine's load does not change)")
 
 
 #: the parts of the main job ``phases`` times: (label, module, attribute), outermost first
@@ -290,7 +319,8 @@ def _sized_run(capacity: int, examples: int, what: str) -> dict:
         seconds = bare_loop_sized(examples, legacy.func, single.func, random.Random(0),
                                   batch=(capacity, capacity))
     else:
-        from stagecheck.oracles.campaign import CampaignResult, _fewer_collections, _Search
+        from stagecheck.oracles.campaign import CampaignResult, _Search
+        from stagecheck.oracles.gcpause import fewer_collections
         from stagecheck.oracles.options import CampaignConfig, RunOptions
         from stagecheck.oracles.runner import runner_for
         from stagecheck.oracles.sample import RandomDraw
@@ -303,7 +333,7 @@ def _sized_run(capacity: int, examples: int, what: str) -> dict:
             search.scenario = lambda stream, index: draw_scenario(
                 single.schema, RandomDraw(random.Random(index)), batch=(capacity, capacity))
             started = time.perf_counter()
-            with _fewer_collections():
+            with fewer_collections():
                 done = search.batched_stream("in")
             seconds = time.perf_counter() - started
             assert done == examples and not result.errors
@@ -314,34 +344,44 @@ def _sized_run(capacity: int, examples: int, what: str) -> dict:
             "peak_mib": own / 1024, "worker_peak_mib": children / 1024}
 
 
-def sizes(repeats: int) -> None:
+def sizes(repeats: int, other: pathlib.Path | None = None) -> None:
     print("cost as the batch grows (full batches; in-contract stream; kernel oracle off)")
-    print(f"  {'capacity':>8} {'stagecheck ex/s':>16} {'bare ex/s':>10} {'ratio':>6} "
-          f"{'CPU ratio':>9} {'peak MiB (checker + worker)':>28} {'bare peak MiB':>14}")
+    print(f"  {'capacity':>8} {'checkout':>8} {'stagecheck ex/s':>16} {'bare ex/s':>10} "
+          f"{'ratio':>6} {'CPU ratio':>9} {'peak MiB (checker + worker)':>28} "
+          f"{'bare peak MiB':>14}")
+    runners = {"this": [sys.executable, __file__]}
+    if other:
+        runners["other"] = [_python(other), str(other / "benchmarks" / "bench_engine.py")]
     for capacity in (8, 64, 256, 1024):
         examples = max(128, min(2000, 40_000 // capacity))   # 128: past the first batches
-        tool, bare, cpus, peaks, bare_peaks = [], [], [], [], []
-        for _ in range(repeats):      # interleaved, each in a fresh process
-            pair = {}
-            for what in ("stagecheck", "bare"):
-                done = subprocess.run([sys.executable, __file__, "--sized-run", what,
-                                       str(capacity), str(examples)],
-                                      capture_output=True, text=True, check=True)
-                pair[what] = json.loads(done.stdout.strip().splitlines()[-1])
-            tool.append(pair["stagecheck"]["rate"])
-            bare.append(pair["bare"]["rate"])
-            cpus.append(pair["stagecheck"]["cpu_per_example"]
-                        / pair["bare"]["cpu_per_example"])
-            peaks.append((pair["stagecheck"]["peak_mib"], pair["stagecheck"]["worker_peak_mib"]))
-            bare_peaks.append(pair["bare"]["peak_mib"])
-        t, b = statistics.median(tool), statistics.median(bare)
-        peak = max(peaks)
-        print(f"  {capacity:>8} {t:>16.0f} {b:>10.0f} {b / t:>5.2f}x "
-              f"{statistics.median(cpus):>8.2f}x {peak[0]:>12.0f} + {peak[1]:<13.0f} "
-              f"{max(bare_peaks):>14.0f}")
+        seen: dict = {k: {"tool": [], "cpu": [], "peaks": []} for k in runners}
+        bare, bare_cpu, bare_peaks = [], [], []
+        for r in range(repeats):      # interleaved, each in a fresh process
+            order = [(k, "stagecheck") for k in runners] + [("this", "bare")]
+            for label, what in (order if r % 2 == 0 else order[::-1]):
+                done = subprocess.run([*runners[label], "--sized-run", what, str(capacity),
+                                       str(examples)], capture_output=True, text=True,
+                                      check=True, cwd=other if label == "other" else None)
+                got = json.loads(done.stdout.strip().splitlines()[-1])
+                if what == "bare":
+                    bare.append(got["rate"])
+                    bare_cpu.append(got["cpu_per_example"])
+                    bare_peaks.append(got["peak_mib"])
+                else:
+                    seen[label]["tool"].append(got["rate"])
+                    seen[label]["cpu"].append(got["cpu_per_example"])
+                    seen[label]["peaks"].append((got["peak_mib"], got["worker_peak_mib"]))
+        b = statistics.median(bare)
+        for label in runners:
+            t = statistics.median(seen[label]["tool"])
+            cpu = statistics.median(seen[label]["cpu"]) / statistics.median(bare_cpu)
+            peak = max(seen[label]["peaks"])
+            print(f"  {capacity:>8} {label:>8} {t:>16.0f} {b:>10.0f} {b / t:>5.2f}x "
+                  f"{cpu:>8.2f}x {peak[0]:>12.0f} + {peak[1]:<13.0f} "
+                  f"{max(bare_peaks):>14.0f}")
     print("  (ratio: wall-clock examples per second, bare / stagecheck; CPU ratio: CPU "
-          "seconds per example, stagecheck's checker and worker together / bare's; goal "
-          "at 1,024: stagecheck at most 1.5x the bare loop)")
+          "seconds per example, stagecheck's checker and worker together (the worker's "
+          "start included) / bare's; goal at 1,024: stagecheck at most 1.5x the bare loop)")
 
 
 def throughput(examples: int, repeats: int) -> None:
@@ -444,6 +484,9 @@ def main(argv=None) -> None:
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["main-job", "phases", "sizes", "throughput", "isolation",
                                  "first-error", "shrink"])
+    parser.add_argument("--other", type=pathlib.Path, default=None,
+                        help="another checkout (with CHECKOUT/.venv): main-job and sizes "
+                             "run it too, interleaved with this one")
     parser.add_argument("--sized-run", nargs=3, metavar=("WHAT", "CAPACITY", "EXAMPLES"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--phases-run", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -461,12 +504,13 @@ def main(argv=None) -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs visible, "
           f"{len(os.sched_getaffinity(0))} usable; load average "
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (other sessions share them)")
+    other = args.other.resolve() if args.other else None
     if "main-job" not in args.skip:
-        main_job(args.repeats)
+        main_job(args.repeats, other)
     if "phases" not in args.skip:
         phases(args.repeats)
     if "sizes" not in args.skip:
-        sizes(args.repeats)
+        sizes(args.repeats, other)
     if "throughput" not in args.skip:
         throughput(args.examples, args.repeats)
     if "isolation" not in args.skip:

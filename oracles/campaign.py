@@ -30,10 +30,8 @@ result holds what was found so far with ``interrupted`` set (no verdict).
 
 from __future__ import annotations
 
-import gc
 import inspect
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -42,6 +40,7 @@ from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.evaluate import judge, with_kernel_impact
+from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.options import CampaignConfig, RunOptions
 from stagecheck.oracles.results import TargetPair
 from stagecheck.oracles.runner import runner_for, side_of
@@ -453,21 +452,6 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
     search.kernel_impact()
 
 
-@contextmanager
-def _fewer_collections():
-    """A search makes millions of short-lived containers: the cyclic garbage collector
-    would walk every long-lived object (torch, hypothesis) again and again. Freeze what
-    exists when the search starts and collect the young generation less often."""
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
-
-
 def _as_target(value, where: str) -> Target:
     """A ``Target`` from what ``run_campaign`` takes: a ``Target``, a target spec (a
     builtin name, ``module:function``, ``file.py::function``, ``git:REV:...``) or a
@@ -519,7 +503,7 @@ def run_campaign(baseline: Target | str | Callable | None, candidate: Target | s
         runner = runner_for(targets, config.isolated)
     search = _Search(baseline, candidate, config, runner, result, progress)
     try:
-        with _fewer_collections():
+        with fewer_collections():
             _search(search, config, result)
     except interrupt.Interrupted:     # a wait on a worker cut short by a signal: what was
         pass                          # found so far stays (``interrupted`` is set below)

@@ -29,7 +29,7 @@ import textwrap
 from stagecheck import __version__
 from stagecheck.oracles import interrupt, messages, stdio
 from stagecheck.oracles.stdio import emit, note, shown
-from stagecheck.oracles.commands import COMMANDS, load
+from stagecheck.oracles.commands import COMMANDS, load, release
 from stagecheck.oracles.commands.crash import is_internal, report_internal
 from stagecheck.oracles.config import load_config
 from stagecheck.oracles.errors import StagecheckError, UsageError
@@ -261,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
                 code = EXIT_USAGE
             else:
                 values = _values(args)
-                code = load(args.command).execute(args, values)
+                try:
+                    code = load(args.command).execute(args, values)
+                finally:
+                    release(args.command)
         except StagecheckError as exc:
             if is_internal(exc):       # stagecheck's machinery failed in a worker
                 code = report_internal(exc, _argv(argv), values.get("save_dir"))

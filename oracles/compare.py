@@ -9,6 +9,9 @@ What each difference means is stated once, in ``spec.invariants.DIFFERENCES``.
 
 from __future__ import annotations
 
+from itertools import compress, count
+from operator import ne
+
 from stagecheck.spec import ERROR, INFO, Finding, Observation, StagingScenario, TargetProfile
 
 __all__ = ["compare", "outcome"]
@@ -69,7 +72,7 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
                              ("gpu", a.gpu.get(buffer), b.gpu.get(buffer))):
             if va is None or vb is None or va == vb:
                 continue
-            slots = [i for i, (x, y) in enumerate(zip(va, vb)) if x != y]
+            slots = list(compress(count(), map(ne, va, vb)))    # one C loop
             i = slots[0]
             where = "live" if i < s.num_reqs else "tail"
             add("same_buffers", f"{view} {name}[{i}] ({where}): baseline {va[i]!r}, candidate "

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from itertools import compress, count, repeat
+from operator import ne
 from typing import Any, Callable
 
 from stagecheck.spec.findings import ERROR, INFO, Finding
@@ -39,9 +41,16 @@ def _same(a, b) -> bool:
 
 
 def _diff(xs: list, ys: list) -> list[int]:
+    """The positions where ``xs`` and ``ys`` differ (``_same``), up to the shorter."""
     if xs == ys:        # equal values are the same (True == 1 holds for _same too)
         return []
-    return [i for i, (x, y) in enumerate(zip(xs, ys)) if not _same(x, y)]
+    return [i for i in _unequal(xs, ys) if not _same(xs[i], ys[i])]
+
+
+def _unequal(xs: list, ys: list):
+    """The positions where ``x != y``, up to the shorter list (one C loop): every
+    position where two ints or bools are not ``_same`` is among them."""
+    return compress(count(), map(ne, xs, ys))
 
 
 def _finding(inv: str, message: str, **kw) -> Finding:
@@ -127,11 +136,22 @@ def expected_column(p: TargetProfile, s: StagingScenario, f) -> list:
 
 
 def _expected_column(s: StagingScenario, f) -> list:
+    live = s.live_ids
     name = _plain_attribute(f.derive)
     if name is not None and isinstance(s.inputs.get(name), dict):
-        table = s.inputs[name]      # slot i holds inputs[name][r]: one lookup per slot
-        return [table.get(r, MISSING) for r in s.live_ids]
-    return [expected_value(s, f, i, r) for i, r in enumerate(s.live_ids)]
+        table = s.inputs[name]      # slot i holds inputs[name][r]: the lookups in one C loop
+        return list(map(table.get, live, repeat(MISSING)))
+    if f.derive is None:
+        return [MISSING] * len(live)
+    # expected_value slot by slot, on one request view moved from slot to slot
+    derive, view, out = f.derive, RequestView(s, 0, ""), []
+    for i, r in enumerate(live):
+        view.slot, view.id = i, r
+        try:
+            out.append(derive(view))
+        except KeyError:
+            out.append(MISSING)
+    return out
 
 
 class _Probe:
@@ -183,7 +203,8 @@ def check_slot_alignment(s, o, p):
         n = min(len(want), len(values))
         if values[:n] == want[:n]:       # the whole live range at once
             continue
-        bad = [i for i in range(n) if want[i] is not MISSING and not _same(values[i], want[i])]
+        bad = [i for i in _unequal(values[:n], want[:n])
+               if want[i] is not MISSING and not _same(values[i], want[i])]
         if bad:
             i = bad[0]
             out.append(_finding("slot_alignment",
@@ -286,10 +307,7 @@ def check_copy_discipline(s, o, p):
             continue
         if not copies:
             continue
-        step = o.last_step
-        position = step.index(copies[-1])
-        late = [e for e in step[position + 1:]
-                if isinstance(e, HostWrite) and e.buffer == f.buffer]
+        late = o.writes_after(copies[-1])
         if late:
             out.append(_finding("copy_discipline",
                                 f"{f.name} written through .{late[0].via} at slots "
@@ -311,7 +329,10 @@ def check_copy_discipline(s, o, p):
 
 def _plain_input(kind: str, value: Any) -> Any:
     if kind == PER_REQUEST:
-        if list in set(map(type, value.values())):
+        kinds = set(map(type, value.values()))
+        if kinds == {list}:         # a table of lists: each copied, in one C loop
+            return dict(zip(value, map(list, value.values())))
+        if list in kinds:
             return {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
         return dict(value)
     if kind == ID_SET:
@@ -349,7 +370,8 @@ def check_inputs_unchanged(s, o, p):
     declared = p.schema.mutations is not None
     if declared and not o.returned:
         return []       # a failed call may have mutated part of what it declares
-    expected = expected_inputs_after(p, s)
+    # without declared mutations: the inputs as given, compared without copying them
+    expected = expected_inputs_after(p, s) if declared else _inputs_as_given(p, s)
     out = []
     for name, value in expected.items():
         after = o.inputs_after.get(name, value)
@@ -357,7 +379,26 @@ def check_inputs_unchanged(s, o, p):
             what = "does not hold what the declared mutation leaves" if declared else \
                 "was mutated by the call"
             out.append(_finding("inputs_unchanged", f"{name} {what}", field=name,
-                                expected=value, candidate=after))
+                                expected=expected_inputs_after(p, s)[name], candidate=after))
+    return out
+
+
+def _inputs_as_given(p: TargetProfile, s: StagingScenario) -> dict:
+    """``inputs_snapshot`` of ``s`` for comparing only: the scenario's own containers
+    where the snapshot would copy them (an id set sorted, as the snapshot has it)."""
+    return p.memo(s, "inputs_as_given", _as_given, per_schema=True)
+
+
+def _as_given(profile: TargetProfile, s: StagingScenario) -> dict:
+    out = {"req_ids": s.req_ids if type(s.req_ids) is list else list(s.req_ids)}
+    for inp in profile.schema.inputs:
+        if inp.kind in (FLAG, NUMBER) or inp.name not in s.inputs:
+            continue
+        value = s.inputs[inp.name]
+        # a table or a per-slot list equals its snapshot (a copy, its lists copied)
+        same = type(value) is (dict if inp.kind == PER_REQUEST else
+                               list if inp.kind == PER_SLOT else None)
+        out[inp.name] = value if same else _plain_input(inp.kind, value)
     return out
 
 
@@ -405,7 +446,7 @@ def check_no_copy_hazard(s, o, p):
 def check_padded_read(s, o, p):
     if p.schema.num_reqs_is_len:
         return []
-    reads = sorted({i for i in o.req_ids_reads if i >= s.num_reqs})
+    reads = sorted(set(filter(s.num_reqs.__le__, o.req_ids_reads)))
     if not reads:
         return []
     return [Finding("padded_read", INFO,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from itertools import chain
 
 
 @dataclass(frozen=True)
@@ -118,45 +119,154 @@ class Observation:
     def raised(self, type_name: str) -> bool:
         return type_name in self.exception_mro or self.exception_type == type_name
 
+    def _last_step_index(self) -> tuple[dict, dict]:
+        """The copies and the host writes of the last step, by buffer, each with its
+        position in the step (made once, and again if ``events`` changed)."""
+        key = (id(self.events), len(self.events), self.last_step_start)
+        index = self.__dict__.get("_index")
+        if index is None or index[0] != key:
+            copies: dict[str, list] = {}
+            writes: dict[str, list] = {}
+            for position, e in enumerate(self.last_step):
+                if type(e) is Copy:
+                    copies.setdefault(e.buffer, []).append((position, e))
+                elif isinstance(e, HostWrite):
+                    writes.setdefault(e.buffer, []).append((position, e))
+            index = self.__dict__["_index"] = (key, copies, writes)
+        return index[1], index[2]
+
     def copies(self, buffer: str) -> list[Copy]:
         """The copies of ``buffer`` in the last step, in order."""
-        key = (id(self.events), len(self.events), self.last_step_start)
-        index = self.__dict__.get("_copies")
-        if index is None or index[0] != key:
-            by_buffer: dict[str, list[Copy]] = {}
-            for e in self.last_step:
-                if type(e) is Copy:
-                    by_buffer.setdefault(e.buffer, []).append(e)
-            index = self.__dict__["_copies"] = (key, by_buffer)
-        return list(index[1].get(buffer, ()))
+        return [e for _, e in self._last_step_index()[0].get(buffer, ())]
 
     def hazards(self) -> list:
         return [e for e in self.events if isinstance(e, (StaleTransfer, Hazard))
                 or (isinstance(e, HostWrite) and e.into_pending_copy)]
 
     def writes(self, buffer: str) -> list[HostWrite]:
-        return [e for e in self.last_step if isinstance(e, HostWrite) and e.buffer == buffer]
+        """The host writes into ``buffer`` in the last step, in order."""
+        return [e for _, e in self._last_step_index()[1].get(buffer, ())]
+
+    def writes_after(self, copy: Copy) -> list[HostWrite]:
+        """The host writes into ``copy``'s buffer later in the last step than ``copy``
+        (the first copy of the step equal to it)."""
+        copies, writes = self._last_step_index()
+        later = writes.get(copy.buffer)
+        if not later:
+            return []
+        position = next(p for p, c in copies.get(copy.buffer, ()) if c == copy)
+        return [e for p, e in later if p > position]
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["events"] = [{"op": type(e).__name__, **dataclasses.asdict(e)} for e in self.events]
         return d
 
-    def to_wire(self) -> tuple:
-        """Plain tuples, cheap to pickle between processes (``from_wire`` reverses it)."""
+    def to_wire(self, given: dict | None = None) -> tuple:
+        """Plain tuples, cheap to pickle between processes (``from_wire`` reverses it).
+
+        ``given``: the call's inputs as it was given them (``inputs_given`` of its
+        scenario, taken before the call). An input the call left equal to what it was
+        given goes by name only: ``from_wire`` with the same scenario puts a copy of it
+        back. On a large batch that is most of the bytes, and nothing changes for the
+        invariants: they compare the inputs for equality only."""
+        after, same = self.inputs_after, ()
+        if given and after:
+            after, same = _split_given(after, given)
         events = [(0, e.buffer, e.start, e.stop, e.requested) if type(e) is Copy
                   else (1, e.buffer, e.slots, e.via, e.into_pending_copy, e.pending_slots)
                   if type(e) is HostWrite
                   else (2, e.buffer, e.slots, e.queued, e.received) if type(e) is StaleTransfer
                   else (3, e.kind, e.region, e.slots, e.pending, e.by) for e in self.events]
         return (self.exception_type, self.exception_message, self.cpu, self.gpu, events,
-                self.req_ids_reads, self.inputs_after, self.timed_out, self.exception_mro,
-                self.last_step_start, self.crashed, self.left_running)
+                self.req_ids_reads, after, self.timed_out, self.exception_mro,
+                self.last_step_start, self.crashed, self.left_running, same)
 
     @classmethod
-    def from_wire(cls, wire: tuple) -> "Observation":
+    def from_wire(cls, wire: tuple, scenario=None) -> "Observation":
+        """The observation ``to_wire`` sent; ``scenario``: the one it was sent with."""
         (exc_type, message, cpu, gpu, events, reads, inputs_after, timed_out, mro, start,
-         crashed, left_running) = wire
+         crashed, left_running, *rest) = wire
+        given = rest[0] if rest else ()
+        if given:
+            inputs_after = {name: _copied(_given_value(scenario, name)) if name in given
+                            else value for name, value in inputs_after.items()}
         kinds = (Copy, HostWrite, StaleTransfer, Hazard)
         return cls(exc_type, message, cpu, gpu, [kinds[e[0]](*e[1:]) for e in events], reads,
                    inputs_after, timed_out, tuple(mro), start, crashed, tuple(left_running))
+
+
+_ABSENT = object()
+_CONTAINERS = frozenset({dict, list})
+
+
+def _given_value(scenario, name: str):
+    """What the call was given for input ``name`` (``req_ids`` included)."""
+    if name == "req_ids":
+        return scenario.req_ids
+    return scenario.inputs.get(name, _ABSENT)
+
+
+#: an input of fewer entries goes back whole (by name, it saves less than it costs)
+BY_NAME_FROM = 32
+
+
+def inputs_given(scenario) -> dict:
+    """A deep copy of every container input of ``scenario`` of ``BY_NAME_FROM`` entries or
+    more (``req_ids`` included), by name: what a call is given, kept apart from anything
+    the call may reach (a request object shares its lists with the scenario)."""
+    out = {}
+    if len(scenario.req_ids) >= BY_NAME_FROM:
+        out["req_ids"] = list(scenario.req_ids)
+    for name, value in scenario.inputs.items():
+        if name != "req_ids" and type(value) in _CONTAINERS and len(value) >= BY_NAME_FROM:
+            out[name] = _deep_copied(value)
+    return out
+
+
+def _deep_copied(value):
+    """A copy of plain data, its dicts and lists at every depth (a container of plain
+    values in one C call)."""
+    kind = type(value)
+    if kind is dict:
+        kinds = set(map(type, value.values()))
+        if _CONTAINERS.isdisjoint(kinds):
+            return dict(value)
+        if kinds == {list} and _CONTAINERS.isdisjoint(
+                set(map(type, chain.from_iterable(value.values())))):
+            # a table of lists of plain values: each list copied, in one C loop
+            return dict(zip(value, map(list, value.values())))
+        return {k: _deep_copied(v) for k, v in value.items()}
+    if kind is list:
+        if _CONTAINERS.isdisjoint(set(map(type, value))):
+            return value[:]
+        return [_deep_copied(v) for v in value]
+    return value
+
+
+def _split_given(after: dict, given: dict) -> tuple[dict, tuple[str, ...]]:
+    """``after`` with each input equal to what the call was given replaced by None, and
+    the names of those inputs (the order of ``after`` kept)."""
+    same = []
+    for name, value in after.items():
+        was = given.get(name, _ABSENT)
+        if was is _ABSENT or type(value) is not type(was) or type(value) not in _CONTAINERS:
+            continue
+        try:
+            equal = value == was
+        except Exception:       # a value that does not compare: sent as it is
+            equal = False
+        if equal is True:
+            same.append(name)
+    if not same:
+        return after, ()
+    return {name: None if name in same else value for name, value in after.items()}, \
+        tuple(same)
+
+
+def _copied(value):
+    """A copy of a container of plain data: its own dict or list, whose values (ints,
+    strings, the lists of a table) are shared; scenarios are never changed in place
+    (the shrinker makes new ones), so what they share stays as it was given."""
+    return dict(value) if type(value) is dict else list(value) if type(value) is list \
+        else value

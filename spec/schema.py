@@ -277,7 +277,10 @@ class TargetProfile:
             # every request that lacks the input gets the policy: the first live id
             # missing from any policed input, found by set lookups
             tables = [(f, s.inputs.get(f.missing.input, {})) for f in policed]
-            for i, r in enumerate(s.live_ids):
+            live = s.live_ids
+            if all(all(map(table.__contains__, live)) for _, table in tables):
+                return None         # the usual case, in one C loop per table
+            for i, r in enumerate(live):
                 for f, table in tables:
                     if r not in table:
                         return i, r, f
@@ -448,7 +451,7 @@ def contract_breaches(schema: StagingSchema, s: StagingScenario) -> list[str]:
     for key, group in schema.request_groups().items():
         lead = group[0]
         table = s.inputs.get(lead.name, {})
-        if lead.presence == REQUIRED:
+        if lead.presence == REQUIRED and not all(map(table.__contains__, live)):
             for r in live:
                 if r not in table:
                     out.append(f"live request {r!r} missing from {key}")
@@ -459,8 +462,7 @@ def contract_breaches(schema: StagingSchema, s: StagingScenario) -> list[str]:
         data = s.inputs.get(inp.name)
         if isinstance(data, (dict, list)) and data:
             # every value at once: ints within the range (the common case) need no more
-            values = ([data[r] for r in live if r in data] if isinstance(data, dict)
-                      else data)
+            values = (_live_values(data, live) if isinstance(data, dict) else data)
             if set(map(type, values)) <= {int} and (
                     not values or (low <= min(values) and max(values) <= high)):
                 continue
@@ -474,6 +476,17 @@ def contract_breaches(schema: StagingSchema, s: StagingScenario) -> list[str]:
     if schema.breaches is not None:
         out += schema.breaches(s)
     return out
+
+
+def _live_values(table: dict, live: list) -> list:
+    """The values ``table`` holds for the ids of ``live`` that it has, in order (every
+    lookup in one C loop where it has them all)."""
+    try:
+        return list(map(table.__getitem__, live))
+    except KeyError:
+        return [table[r] for r in live if r in table]
+    except TypeError:       # an id that is no key at all (unhashable): as the loop says
+        return [table[r] for r in live if r in table]
 
 
 class StandInUnsupported(BaseException):

@@ -29,6 +29,8 @@ from __future__ import annotations
 import random
 import sys
 from array import array
+from collections import deque
+from itertools import compress
 from typing import Any, Protocol, Sequence
 
 from stagecheck.spec.scenario import StagingScenario
@@ -115,19 +117,22 @@ def _random_ints(rng: random.Random, dtype: str, capacity: int) -> list[int]:
     values = array(code, rng.randbytes(capacity * array(code).itemsize))
     if sys.byteorder != "little":
         values.byteswap()
-    extremes = _EXTREMES.get(dtype, _EXTREMES["int32"])
     out = values.tolist()
     marks = rng.randbytes(capacity)
-    hits = marks.translate(_TAKES_EXTREME)    # about one in five: the bytes below 51
-    i = hits.find(1)
-    while i >= 0:
-        out[i] = extremes[marks[i] % len(extremes)]
-        i = hits.find(1, i + 1)
+    # about one slot in five (a mark below 51) takes the extreme its mark picks: the
+    # slots found and their values set in C loops
+    slots = list(compress(range(capacity), marks.translate(_TAKES_EXTREME)))
+    extreme = _EXTREME_OF_MARK.get(dtype, _EXTREME_OF_MARK["int32"])
+    deque(map(out.__setitem__, slots, map(extreme.__getitem__, map(marks.__getitem__, slots))),
+          maxlen=0)
     return out
 
 
 #: byte -> 1 where ``_random_ints`` puts an extreme in that slot, else 0
 _TAKES_EXTREME = bytes(1 if b < 51 else 0 for b in range(256))
+#: dtype -> (byte -> the extreme a slot marked with that byte takes)
+_EXTREME_OF_MARK = {dtype: tuple(extremes[b % len(extremes)] for b in range(256))
+                    for dtype, extremes in _EXTREMES.items()}
 
 
 def initial_values(s: StagingScenario, schema: StagingSchema, buffer: str, view: str) -> list:

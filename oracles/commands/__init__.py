@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-__all__ = ["COMMANDS", "CommandSpec", "load"]
+__all__ = ["COMMANDS", "CommandSpec", "STARTS_WORKER", "load", "release"]
 
 _TARGET_FORMS = "builtin name, module:function, file.py::function or git:REV:file.py::function"
 
@@ -82,7 +82,28 @@ COMMANDS: dict[str, CommandSpec] = {c.name: c for c in (
 )}
 
 
+#: the commands whose run starts a worker process at once (the targets run there): one is
+#: started before the command's module is imported, so that the two overlap
+STARTS_WORKER = frozenset({"diff", "spec"})
+
+
 def load(name: str):
     """The ``Command`` that runs ``name``, its module imported now (after the arguments
-    were parsed and checked: the one place a command's analysis is imported)."""
+    were parsed and checked: the one place a command's analysis is imported). For a
+    command of ``STARTS_WORKER``, its worker process starts first (``release`` ends it
+    if the run did not take it)."""
+    if name in STARTS_WORKER:
+        # the worker's own module (standard library and the pipe's protocol): the worker
+        # starts on the second CPU while this process imports the analysis
+        from stagecheck.oracles.worker.process import prestart
+        prestart()
     return importlib.import_module(COMMANDS[name].module).COMMANDS[name]
+
+
+def release(name: str) -> None:
+    """End the worker ``load`` started ahead of ``name`` if the run did not take it (a
+    usage error, a run in this process)."""
+    if name in STARTS_WORKER:
+        # loaded already by ``load``: no import happens here
+        from stagecheck.oracles.worker.process import discard_spare
+        discard_spare()

@@ -9,6 +9,8 @@ data (``inputs_after``).
 from __future__ import annotations
 
 import operator
+from collections import deque
+from itertools import repeat
 from types import SimpleNamespace
 from typing import Any, Callable, Protocol
 
@@ -186,8 +188,7 @@ class Builder:
                 self._readers[name] = (lambda a: lambda: {r: plain(getattr(o, a)) for r, o
                                                           in made.items() if hasattr(o, a)})(attr)
             return made
-        made, given = _request_objects(tables)
-        unchanged = _Unchanged(made, given)
+        made, unchanged = _request_objects(tables)
         for attr, name in attributes.items():
             self._made[name] = (call, made)
             self._readers[name] = (lambda a: lambda: dict(tables[a]) if unchanged() else
@@ -269,8 +270,12 @@ _FEW = 32
 def _own_copy(table: dict) -> dict:
     """A per-request table the call may change without changing the scenario: its lists
     copied (a table of plain values in one C call)."""
-    if len(table) > _FEW and list not in set(map(type, table.values())):
-        return dict(table)
+    if len(table) > _FEW:
+        kinds = set(map(type, table.values()))
+        if list not in kinds:
+            return dict(table)
+        if kinds == {list}:         # a table of lists: each list copied, in one C loop
+            return dict(zip(table, map(list, table.values())))
     return {k: list(v) if isinstance(v, list) else v for k, v in table.items()}
 
 
@@ -289,31 +294,40 @@ def _read_table(made: dict, given: dict) -> dict:
     return _own_copy(given) if unchanged is True else plain(made)
 
 
-def _request_objects(tables: dict[str, dict]) -> tuple[dict, list]:
+def _request_objects(tables: dict[str, dict]) -> tuple[dict, "_Unchanged"]:
     """One ``SimpleNamespace`` per request id any of ``tables`` (attribute -> table) holds,
-    with an attribute for each table that holds the id; and the attributes each object
-    was given, in the order of the objects."""
+    with an attribute for each table that holds the id; and whether the call left them
+    as made (``_Unchanged``)."""
     attrs = tuple(tables)
     columns = list(tables.values())
     first = columns[0] if columns else {}
     if all(t.keys() == first.keys() for t in columns[1:]):     # the usual case: one id set
         keys = list(first)
-        given = list(map(dict, map(zip, [attrs] * len(keys),
-                                   zip(*[map(t.__getitem__, keys) for t in columns]))))
-    else:
-        keys = list(dict.fromkeys(r for table in columns for r in table))
-        given = [{attr: table[r] for attr, table in tables.items() if r in table}
-                 for r in keys]
-    return dict(zip(keys, [SimpleNamespace(**row) for row in given])), given
+        objects = [SimpleNamespace() for _ in keys]
+        spaces = list(map(vars, objects))
+        values = []
+        for attr, table in zip(attrs, columns):    # each attribute in one C loop
+            column = list(map(table.__getitem__, keys))
+            deque(map(dict.__setitem__, spaces, repeat(attr), column), maxlen=0)
+            values.append(column)
+        made = dict(zip(keys, objects))
+        return made, _Unchanged(made, attrs, values)
+    keys = list(dict.fromkeys(r for table in columns for r in table))
+    given = [{attr: table[r] for attr, table in tables.items() if r in table} for r in keys]
+    made = dict(zip(keys, [SimpleNamespace(**row) for row in given]))
+    return made, _Unchanged(made, attrs, rows=given)
 
 
 class _Unchanged:
     """Whether the call left the request objects as it was given them (the same objects
-    under the same ids, each with the attributes it had): one C-level comparison, made
-    once for every attribute read back."""
+    under the same ids, each with exactly the attributes it had, of equal values): a few
+    C-level comparisons, made once for every attribute read back. ``columns``: each
+    attribute's values in the order of the objects, where every object has every
+    attribute; else ``rows``: each object's attributes."""
 
-    def __init__(self, made: dict, given: list) -> None:
-        self.made, self.given = made, given
+    def __init__(self, made: dict, attrs: tuple, columns: list | None = None,
+                 rows: list | None = None) -> None:
+        self.made, self.attrs, self.columns, self.rows = made, attrs, columns, rows
         self.keys, self.objects = list(made), list(made.values())
         self.answer: bool | None = None
 
@@ -323,10 +337,18 @@ class _Unchanged:
                 objects = list(self.made.values())
                 self.answer = (list(self.made) == self.keys
                                and all(map(operator.is_, objects, self.objects))
-                               and list(map(vars, objects)) == self.given)
+                               and self._same_attributes(list(map(vars, objects))))
             except Exception:       # anything unusual: read it attribute by attribute
                 self.answer = False
         return self.answer
+
+    def _same_attributes(self, spaces: list) -> bool:
+        if self.columns is None:
+            return spaces == self.rows
+        count = len(self.attrs)
+        return (all(map(count.__eq__, map(len, spaces)))
+                and all(list(map(operator.itemgetter(attr), spaces)) == column
+                        for attr, column in zip(self.attrs, self.columns)))
 
 
 def build_inputs(s: StagingScenario, profile: TargetProfile, backend: "Backend"

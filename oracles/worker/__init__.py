@@ -28,11 +28,23 @@ pools, answered in order). This face only names what they offer.
 
 from __future__ import annotations
 
-from stagecheck.oracles.worker.pool import (DEFAULT_MEMORY_MIB, WorkerEnded, WorkerError,
-                                            WorkerPool)
-from stagecheck.oracles.worker.process import kill_all
-from stagecheck.oracles.worker.protocol import target_arg
-from stagecheck.oracles.worker.stream import stream_batches
+import importlib as _importlib
+
+#: each name this face offers -> the module of the package that defines it, imported on
+#: first use: a worker can be started (``process.prestart``) before the pool and what it
+#: imports (targets, observe, the spec) are loaded
+_OFFERED = {"DEFAULT_MEMORY_MIB": "protocol", "WorkerEnded": "pool", "WorkerError": "pool",
+            "WorkerPool": "pool", "kill_all": "process", "stream_batches": "stream",
+            "target_arg": "protocol"}
 
 __all__ = ["DEFAULT_MEMORY_MIB", "WorkerEnded", "WorkerError", "WorkerPool", "kill_all",
            "stream_batches", "target_arg"]
+
+
+def __getattr__(name: str):
+    module = _OFFERED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -26,6 +26,7 @@ from typing import Any
 
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.backends import make_backend
 from stagecheck.oracles.observe.call import keep_alarm_handler
@@ -37,6 +38,7 @@ from stagecheck.oracles.text import exception_text, printable
 from stagecheck.oracles.worker import keeper
 from stagecheck.oracles.worker.protocol import (BUSY, IDLE, MEMORY_EXIT, SharedPosition,
                                                 held_targets, observing)
+from stagecheck.spec.observation import inputs_given
 
 __all__ = ["worker_main"]
 
@@ -141,6 +143,14 @@ class _Worker:
         index is a multiple of ``sample_every`` (0: none) runs instrumented."""
         sides, batch, options, kind, sample_every = payload
         self._left_running()       # what loading or a forked copy started late ends here
+        with fewer_collections():      # a batch makes many short-lived objects
+            out = self._observe_batch(sides, batch, options, kind, sample_every)
+        self._left_running()       # what a thread of a call started: ended, not blamed
+        self.counter.value = IDLE
+        return out
+
+    def _observe_batch(self, sides, batch, options: RunOptions, kind: str,
+                       sample_every: int) -> list[tuple[int, list[tuple]]]:
         fast = self._backend(kind, options)
         instrumented = self._backend("instrumented", options) if kind == "fast" else fast
         # the fast buffers queue no device work ahead of their copies (hazards are the
@@ -151,6 +161,7 @@ class _Worker:
             sampled = sample_every and index % sample_every == 0
             backend = instrumented if sampled else fast
             observations: list = []
+            given = inputs_given(scenario)      # before any call may reach the scenario
             for side in sides:
                 self.counter.value = observing(position, side)
                 seen = observe(self.targets[side], scenario, options if sampled else quick,
@@ -168,13 +179,11 @@ class _Worker:
                     # compare equal whatever order they did it in
                     seen.events.sort(key=_buffer_of)
                     seen.req_ids_reads = sorted(set(seen.req_ids_reads))
-                wire = seen.to_wire()
+                wire = seen.to_wire(given)      # the inputs left as given: by name only
                 # a side that saw exactly what the first saw is sent as None (the common
                 # case: half the data to pickle, and the checker judges it once)
                 observations.append(None if observations and wire == observations[0] else wire)
             out.append((index, observations))
-        self._left_running()       # what a thread of a call started: ended, not blamed
-        self.counter.value = IDLE
         return out
 
     def _backend(self, kind: str, options: RunOptions):

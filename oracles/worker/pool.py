@@ -20,8 +20,9 @@ from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.stdio import note
 from stagecheck.oracles.targets import Target, TargetRef
 from stagecheck.oracles.text import printable
-from stagecheck.oracles.worker.process import Ended, WorkerProcess
-from stagecheck.oracles.worker.protocol import BUSY, observed, observing
+from stagecheck.oracles.worker.process import Ended, WorkerProcess, take_spare
+from stagecheck.oracles.worker.protocol import (BUSY, DEFAULT_MEMORY_MIB, default_memory_mib,
+                                                observed, observing)
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
@@ -29,9 +30,6 @@ from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 __all__ = ["DEFAULT_MEMORY_MIB", "Deadline", "GRACE_SECONDS", "INTERRUPT_GRACE", "LOAD_SECONDS",
            "WorkerEnded", "WorkerError", "WorkerPool", "default_memory_mib", "load_deadline"]
 
-#: memory a worker may hold: resident bytes (checked by the parent from ``/proc``, so
-#: shared mappings count too) and its data segment (``RLIMIT_DATA``, set in the worker)
-DEFAULT_MEMORY_MIB = 4096
 #: CPU and wall-clock seconds a stuck call gets on top of its limits (``call_limits``)
 #: before its worker is killed (the worker's own timers stop a call at the limits)
 GRACE_SECONDS = 1.0
@@ -67,12 +65,6 @@ class Deadline:
             return None
         cpu, wall = call_limits(seconds)
         return cls(cpu + grace, wall + grace)
-
-
-def default_memory_mib() -> int:
-    """``DEFAULT_MEMORY_MIB``, or ``STAGECHECK_MEMORY_MIB`` (a machine with less memory)."""
-    given = os.environ.get("STAGECHECK_MEMORY_MIB", "")
-    return int(given) if given.isdigit() and int(given) >= 64 else DEFAULT_MEMORY_MIB
 
 
 def load_deadline() -> Deadline:
@@ -132,7 +124,8 @@ class WorkerPool:
         if self._process is not None:
             self._process.kill()
             self.restarts += 1
-        self._process = WorkerProcess(self.memory_mib)
+        # a worker started ahead (``process.prestart``) is this one, if it fits
+        self._process = take_spare(self.memory_mib) or WorkerProcess(self.memory_mib)
         if self._refs:
             self._request("load", self._refs, deadline=load_deadline())
         return self._process
@@ -310,7 +303,7 @@ class WorkerPool:
         payload = (sides, list(batch), options, backend, sample_every)
         try:
             return _decoded(self._request("observe", payload, _deadline(options),
-                                          top=_top(payload)))
+                                          top=_top(payload)), payload[1])
         except Ended as ended:
             return self._recover(ended, payload)
 
@@ -345,11 +338,11 @@ class WorkerPool:
                                     for side in sides]))
                 todo = todo[k + 1:]
                 if not todo or stop:
-                    return _decoded(out)
+                    return _decoded(out, payload[1])
                 self._live()
                 rest = (sides, todo, options, backend, sample_every)
                 out += self._request("observe", rest, deadline, top=_top(rest))
-                return _decoded(out)
+                return _decoded(out, payload[1])
             except Ended as again:
                 ended = again
 
@@ -376,7 +369,7 @@ class WorkerPool:
             ((_, (observation,)),) = self._request(
                 "observe", ([side], [(index, scenario)], options, backend, 0), deadline,
                 top=observing(0, side))
-            return Observation.from_wire(observation)
+            return Observation.from_wire(observation, scenario)
         except Ended as ended:
             self.restart()
             return Observation.of_hang() if ended.hung else Observation.of_crash(ended.what)
@@ -396,7 +389,8 @@ class WorkerPool:
         """The answer to the oldest batch posted, ``payload``; it ends with an example
         whose call hung or ended its process (``_recover``'s ``stop``)."""
         try:
-            return _decoded(self._answer(_deadline(payload[2]), top=_top(payload)))
+            return _decoded(self._answer(_deadline(payload[2]), top=_top(payload)),
+                            payload[1])
         except Ended as ended:
             return self._recover(ended, payload, stop=True)
 
@@ -453,9 +447,12 @@ def _stop_if_interrupted(process: WorkerProcess) -> None:
         raise interrupt.Interrupted(signum)
 
 
-def _decoded(answer: list) -> list[tuple[int, list[Observation]]]:
-    """Observations from the worker's answer; a side sent as None saw exactly what the
-    first side saw, and gets the same ``Observation`` object."""
+def _decoded(answer: list, batch: list[tuple[int, StagingScenario]]
+             ) -> list[tuple[int, list[Observation]]]:
+    """Observations from the worker's answer to ``batch``; a side sent as None saw
+    exactly what the first side saw, and gets the same ``Observation`` object; the inputs
+    a call left as given come back from the batch's scenario (``Observation.to_wire``)."""
+    scenarios = dict(batch)
     out = []
     for index, wires in answer:
         observations: list[Observation] = []
@@ -464,6 +461,6 @@ def _decoded(answer: list) -> list[tuple[int, list[Observation]]]:
                 observations.append(observations[0])
             else:
                 observations.append(wire if isinstance(wire, Observation)
-                                    else Observation.from_wire(wire))
+                                    else Observation.from_wire(wire, scenarios.get(index)))
         out.append((index, observations))
     return out

@@ -6,11 +6,14 @@ worker's CPU time and resident memory as the kernel counts them (``usage``: read
 Between the checker and the worker sits a keeper (``keeper.py``), a child subreaper:
 whatever the worker starts is ended with it, even in sessions of its own.
 ``kill_all`` ends every worker this process started; ``watch_parent`` ends this process
-(and its workers) when its own parent is gone (a ``--jobs`` pool process).
+(and its workers) when its own parent is gone (a ``--jobs`` pool process). ``prestart``
+starts a worker ahead of need (``diff`` and ``spec``: while the command's modules load),
+which the next pool that starts one takes (``take_spare``) if it was started the same way.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import mmap
 import os
@@ -31,9 +34,10 @@ from multiprocessing.reduction import ForkingPickler
 from stagecheck.oracles import interrupt
 from stagecheck.oracles.stdio import ensure_standard_fds
 from stagecheck.oracles.worker import keeper
-from stagecheck.oracles.worker.protocol import MEMORY_EXIT, SharedPosition
+from stagecheck.oracles.worker.protocol import MEMORY_EXIT, SharedPosition, default_memory_mib
 
-__all__ = ["Ended", "MAX_ANSWER_BYTES", "Usage", "WorkerProcess", "kill_all", "watch_parent"]
+__all__ = ["Ended", "MAX_ANSWER_BYTES", "Usage", "WorkerProcess", "discard_spare", "kill_all",
+           "prestart", "take_spare", "watch_parent"]
 
 #: longest answer read from a worker; a length header past it is garbage a target wrote
 #: into the pipe (any printable text reads as 512 MiB or more)
@@ -77,6 +81,7 @@ class WorkerProcess:
         os.close(fd)
         self._view = SharedPosition(self._memory)
         to_child_r, to_child_w = os.pipe()
+        _widen(to_child_w)
         to_parent_r, to_parent_w = os.pipe()
         control_r, self._control = os.pipe()
         self._status, status_w = os.pipe()
@@ -201,7 +206,28 @@ class WorkerProcess:
         return not self._outbox
 
     def poll(self, timeout: float) -> bool:
-        return self._recv.poll(timeout)
+        """Whether an answer is there to read, waiting up to ``timeout`` seconds; the
+        requests queued (``send``) go out meanwhile, as fast as the worker takes them (a
+        batch of large scenarios is many pipefuls: written only between waits, the worker
+        would wait for its request)."""
+        if not self._outbox or self._send.closed:
+            return self._recv.poll(timeout)
+        waiter = select.poll()
+        waiter.register(self._recv.fileno(), select.POLLIN)
+        waiter.register(self._send.fileno(), select.POLLOUT)
+        deadline = time.monotonic() + timeout
+        while self._outbox:
+            left = deadline - time.monotonic()
+            ready = dict(waiter.poll(max(left, 0.0) * 1000))
+            if ready.get(self._recv.fileno()):
+                return True
+            if ready.get(self._send.fileno()):
+                if ready[self._send.fileno()] & (select.POLLERR | select.POLLHUP):
+                    break            # the worker's end is closed: its end shows it
+                self.flush()
+            elif left <= 0:
+                return False
+        return self._recv.poll(max(deadline - time.monotonic(), 0.0))
 
     def recv(self, waiting=None):
         """The next answer; an ``OSError`` for a message longer than any answer (bytes a
@@ -329,6 +355,56 @@ def kill_all() -> None:
             process.kill()
         except Exception:
             pass
+
+
+#: bytes a pipe to a worker holds where the system allows (Linux: ``F_SETPIPE_SZ``, up to
+#: ``/proc/sys/fs/pipe-max-size``): a batch's request goes in fewer writes
+PIPE_BYTES = 1 << 20
+
+
+def _widen(fd: int) -> None:
+    """Let the pipe of ``fd`` hold ``PIPE_BYTES`` where the system allows (else as is)."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (AttributeError, OSError):      # not Linux, or more than the system allows
+        pass
+
+
+#: the worker ``prestart`` started and no pool took yet, with what it was started with
+_SPARE: list[tuple[WorkerProcess, tuple]] = []
+
+
+def _started_with(memory_mib: int) -> tuple:
+    """What a worker process inherits when it starts: its memory limit, the module search
+    path, the working folder and the environment."""
+    return memory_mib, tuple(sys.path), os.getcwd(), tuple(sorted(os.environ.items()))
+
+
+def prestart(memory_mib: int | None = None) -> None:
+    """Start a worker now, for the next pool that starts one: the interpreter's start and
+    the worker's imports overlap with what this process does meanwhile (on a second CPU).
+    ``memory_mib``: the default limit (``protocol.default_memory_mib``) where None."""
+    discard_spare()
+    memory_mib = memory_mib or default_memory_mib()
+    _SPARE.append((WorkerProcess(memory_mib), _started_with(memory_mib)))
+
+
+def take_spare(memory_mib: int) -> WorkerProcess | None:
+    """The worker ``prestart`` started, if it is alive and was started as a worker
+    started now would be (else it is ended); None where there is none."""
+    if not _SPARE:
+        return None
+    process, started = _SPARE.pop()
+    if process.is_alive() and started == _started_with(memory_mib):
+        return process
+    process.kill()
+    return None
+
+
+def discard_spare() -> None:
+    """End the worker ``prestart`` started if no pool took it."""
+    while _SPARE:
+        _SPARE.pop()[0].kill()
 
 
 def watch_parent(every: float = 0.25) -> None:

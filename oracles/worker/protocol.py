@@ -4,16 +4,19 @@
   the worker writes it before each call of target code, the parent reads it to know
   which call crashed or hung. Its values are named below (``IDLE``, ``BUSY``,
   ``observing``); nothing else writes or decodes them.
-- ``MEMORY_EXIT``: the exit code of a worker that ran out of memory;
+- ``MEMORY_EXIT``: the exit code of a worker that ran out of memory; how much memory a
+  worker may hold (``default_memory_mib``);
 - ``TargetArg``: an argument of a ``call`` that stands for a target the worker loaded.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
-__all__ = ["BUSY", "IDLE", "MEMORY_EXIT", "SIDES_PER_EXAMPLE", "SharedPosition", "TargetArg",
-           "held_targets", "observed", "observing", "target_arg"]
+__all__ = ["BUSY", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "SIDES_PER_EXAMPLE",
+           "SharedPosition", "TargetArg", "default_memory_mib", "held_targets", "observed",
+           "observing", "target_arg"]
 
 #: between requests: no target code runs
 IDLE = 0
@@ -38,6 +41,15 @@ def observed(position: int) -> tuple[int, int] | None:
 
 #: the exit code a worker uses when it ran out of memory (so the parent can say so)
 MEMORY_EXIT = 86
+#: memory a worker may hold: resident bytes (checked by the parent from ``/proc``, so
+#: shared mappings count too) and its data segment (``RLIMIT_DATA``, set in the worker)
+DEFAULT_MEMORY_MIB = 4096
+
+
+def default_memory_mib() -> int:
+    """``DEFAULT_MEMORY_MIB``, or ``STAGECHECK_MEMORY_MIB`` (a machine with less memory)."""
+    given = os.environ.get("STAGECHECK_MEMORY_MIB", "")
+    return int(given) if given.isdigit() and int(given) >= 64 else DEFAULT_MEMORY_MIB
 
 
 class SharedPosition:

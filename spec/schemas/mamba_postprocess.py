@@ -12,6 +12,7 @@ neither required, written nor copied (and ``ctx.mamba_state_idx_buf`` may be Non
 
 from __future__ import annotations
 
+from itertools import compress, repeat
 from types import SimpleNamespace
 
 from stagecheck.spec.scenario import StagingScenario
@@ -128,15 +129,16 @@ def _engine_values_in_bulk(d, s) -> None:
     extra, small = d.integers(0, 8, n), d.chances(1, 2, n)
     low, high = d.integers(0, 64, n), d.integers(65_536, 200_000, n)
     prompts, back = d.integers(0, 128, n), d.integers(0, 1, n)
-    for k, r in enumerate(ids):
-        draft = len(drafts.get(r, ()))
-        scheduled[r] = draft + 1 + extra[k]
-        if r in computed:
-            computed[r] = low[k] if small[k] else high[k]
-            prompt[r] = prompts[k]
-            if r in state:
-                running = computed[r] + scheduled[r] - draft
-                state[r] = max(0, (running - 1) // ENGINE_BLOCK - back[k])
+    counts = list(map(len, map(drafts.get, ids, repeat(()))))
+    tokens = [draft + 1 + more for draft, more in zip(counts, extra)]
+    scheduled.update(zip(ids, tokens))     # ids it holds already: its order stays
+    for k in compress(range(n), map(computed.__contains__, ids)):
+        r = ids[k]
+        computed[r] = done = low[k] if small[k] else high[k]
+        prompt[r] = prompts[k]
+        if r in state:
+            running = done + tokens[k] - counts[k]
+            state[r] = max(0, (running - 1) // ENGINE_BLOCK - back[k])
 
 
 def bench(n: int):
