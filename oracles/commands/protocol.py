@@ -16,7 +16,6 @@ naming the part, its value and the fix (exit 2); then a dry run of the step gene
 
 from __future__ import annotations
 
-import os
 import shlex
 from dataclasses import dataclass
 
@@ -38,8 +37,7 @@ from stagecheck.oracles.report.protocol_json import render_protocol_json
 from stagecheck.oracles.report.protocol_replay import (load_protocol_replay, replay_protocol,
                                                        save_protocol_findings)
 from stagecheck.oracles.report.protocol_text import protocol_finding_lines, render_protocol
-from stagecheck.oracles.report.replay import (mark_ignored, new_run_id, prune_runs,
-                                              untrusted_parts, write_manifest)
+from stagecheck.oracles.report.replay import new_run_id, save_run, untrusted_parts
 from stagecheck.oracles.report.text import replay_verdict
 from stagecheck.oracles.stdio import note, shown
 from stagecheck.spec.protocol import Protocol
@@ -203,10 +201,12 @@ class ProtocolCampaignCommand(Command):
         spec = protocol_spec(run.protocol)
         verdict = "interrupted" if result.interrupted else result.verdict(run.strict)
         saved, manifest = {}, None   # every error finding is saved (never lost), infos
-        kept = [f for f in result.findings if f.severity == "error" or run.save_infos]
-        if run.save and kept:
-            saved, manifest = outputs.attempt("--save-dir", outputs.save_dir, lambda: _save(
-                self.name, run, result, outputs.save_dir, spec, kept, verdict)) or ({}, None)
+        if run.save:                 # with --save-infos; as every run keeps them
+            saved, manifest = outputs.attempt("--save-dir", outputs.save_dir, lambda: save_run(
+                result, outputs.save_dir, new_run_id(), self.name,
+                {"baseline": run.baseline, "candidate": run.candidate, "protocol": spec},
+                verdict, infos=run.save_infos, write=lambda kept: save_protocol_findings(
+                    result, outputs.save_dir, spec, run.config.shims, kept))) or ({}, None)
         files = {"--json": lambda: render_protocol_json(result, saved)}
         if result.interrupted:
             where = ", ".join(shown(p) for p in saved.values())
@@ -225,20 +225,6 @@ class ProtocolCampaignCommand(Command):
         notes = (messages.INFOS_NOT_SAVED.format(count=unsaved),) if unsaved and run.save \
             else ()
         return Outcome(verdict, VERDICT_EXIT[verdict], result, files, text, notes=notes)
-
-
-def _save(command: str, run: ProtocolRun, result, directory: str, spec: str, kept: list,
-          verdict: str) -> tuple[dict[str, str], str]:
-    """What a protocol run keeps, as every run keeps it: the replay files, the run's
-    manifest, the ``.stagecheck`` folder's ``.gitignore``, older runs pruned."""
-    os.makedirs(directory, exist_ok=True)
-    mark_ignored(directory)
-    saved = save_protocol_findings(result, directory, spec, run.config.shims, kept)
-    manifest = write_manifest(directory, new_run_id(), command, result, saved,
-                              {"baseline": run.baseline, "candidate": run.candidate,
-                               "protocol": spec}, verdict)
-    prune_runs(directory)
-    return saved, manifest
 
 
 def replay_protocol_outcome(config: ReplayConfig) -> Outcome:

@@ -22,6 +22,7 @@ held, and copies lag only behind the device work queued with ``busy_cycles``.
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 import threading
 import time
@@ -36,9 +37,10 @@ _WAIT_GEQ = 0x0
 _POLL_S = 0.02
 
 
+@functools.lru_cache(maxsize=1)
 def _driver():
     """``cuStreamWaitValue32_v2`` and ``cuMemHostGetDevicePointer_v2`` of the CUDA
-    driver, or None where either is missing."""
+    driver, or None where either is missing (looked up once per process)."""
     try:
         lib = ctypes.CDLL("libcuda.so.1")
         wait = lib.cuStreamWaitValue32_v2

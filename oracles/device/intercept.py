@@ -171,6 +171,8 @@ def _note_work_write(model, func, args, kwargs) -> None:
 def _note_work_read(model, func, args, kwargs) -> None:
     """Device work that runs reads the tensors an operation takes (not a view made, not the
     destination of a copy or an assignment, not an ``out=``): note which elements."""
+    if not model.running.touched:
+        return                      # no 1-D argument whose reads are narrowed
     name = getattr(func, "__name__", "")
     if name in VIEWS or name == "__getitem__" and len(args) > 1 and _basic_index(args[1]):
         return

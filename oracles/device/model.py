@@ -383,7 +383,7 @@ class DeviceModel(RaceDetection, HostIntent):
             self.reads_log.append((where, name, entry))
             fn()
             self._only_touched(op, op.seen)
-            self._only_touched(op, entry)
+            entry.update(op.seen)
         return run
 
     def read_by_work(self, tensors: list) -> None:

@@ -136,17 +136,21 @@ def kept_findings(result, infos: bool = False) -> list:
 
 def save_run(result, directory: str, run_id: str, command: str, targets: dict, verdict: str,
              baseline=None, candidate=None, shims: tuple[str, ...] = (),
-             infos: bool = False, keep: int = KEEP_RUNS) -> tuple[dict[str, str], str | None]:
+             infos: bool = False, keep: int = KEEP_RUNS,
+             write=None) -> tuple[dict[str, str], str | None]:
     """Save what a run must keep: one replay file per kept finding (``kept_findings``), the
     run's manifest (every finding, with its file where it has one); then the folder's
     ``.gitignore`` (``mark_ignored``) and the pruning of older runs (``prune_runs``).
-    Nothing at all when no finding is kept. Returns (finding id -> file, manifest)."""
+    Nothing at all when no finding is kept. ``write(kept)`` writes the replay files
+    (default: a staging run's, ``save_findings``; a protocol run gives its own). Returns
+    (finding id -> file, manifest)."""
     kept = kept_findings(result, infos)
     if not kept:
         return {}, None
     os.makedirs(directory, exist_ok=True)
     mark_ignored(directory)
-    saved = save_findings(result, directory, baseline, candidate, shims, kept)
+    saved = write(kept) if write is not None else \
+        save_findings(result, directory, baseline, candidate, shims, kept)
     manifest = write_manifest(directory, run_id, command, result, saved, targets, verdict)
     prune_runs(directory, keep)
     return saved, manifest
