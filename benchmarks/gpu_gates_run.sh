@@ -18,6 +18,9 @@ wait
 echo "### tests/gpu in three processes: $((SECONDS - t0)) s wall" >> "$LOG"
 for f in "$OUT"/tier_*.txt; do echo "### $f" >> "$LOG"; tail -15 "$f" >> "$LOG"; done
 t0=$SECONDS
-timeout 55 python3 benchmarks/bench_protocols.py --device cuda --sequences 40 --jobs 2 >> "$LOG" 2>&1
-echo "### bench rc=$? $((SECONDS - t0)) s" >> "$LOG"
+timeout 90 python3 benchmarks/bench_protocols.py --device cuda --sequences 40 --jobs 2 --skip first-finding >> "$LOG" 2>&1
+echo "### bench throughput rc=$? $((SECONDS - t0)) s" >> "$LOG"
+t0=$SECONDS
+timeout 170 python3 benchmarks/bench_protocols.py --device cuda --skip throughput >> "$LOG" 2>&1
+echo "### bench first-finding rc=$? $((SECONDS - t0)) s" >> "$LOG"
 tail -c 9000 "$LOG"
