@@ -70,6 +70,16 @@ class RecordingArray(np.ndarray):
 
     def __setitem__(self, key, value) -> None:
         super().__setitem__(key, value)
+        owner = self._owner
+        if type(key) is int and owner is not None and owner.model is None \
+                and self is owner.np:
+            # one element of the buffer itself, copies synchronous: a staging loop's usual
+            # write, logged as ``_note`` logs it (the slot is in range: the write above
+            # raised otherwise) without its general path over views and index arrays
+            slot = key + self.shape[0] if key < 0 else key
+            owner.events.append(HostWrite(owner.name, (slot,), "np", False, ()))
+            owner._last_seen[slot] = owner._raw[slot]
+            return
         self._note(key)
 
     def fill(self, value) -> None:
@@ -377,6 +387,7 @@ class InstrumentedBackend:
 
     def __init__(self, device: str = "cpu", deferred: bool = False, model=None) -> None:
         self.device, self.deferred = device, deferred
+        self.kept: dict = {}       # what ``Builder`` made for one call, for the next
         self._events: list | None = None
         self._model = model
         self._shared = model is not None      # every buffer on this model (a protocol's)
