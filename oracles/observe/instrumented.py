@@ -59,6 +59,20 @@ def _slots_of(view_offset: int, view_stride: int, length: int, key) -> tuple[int
     return tuple(int(view_offset + j * view_stride) for j in np.atleast_1d(local))
 
 
+#: (buffer, slot) -> the event of a write of that one slot through ``.np`` with nothing
+#: pending (events are frozen: one object serves every such write)
+_ONE_SLOT_WRITES: dict[tuple[str, int], HostWrite] = {}
+#: entries ``_ONE_SLOT_WRITES`` holds at most (the buffers of a schema at full capacity)
+_ONE_SLOT_WRITES_KEPT = 1 << 16
+
+
+def _one_slot_write(name: str, slot: int) -> HostWrite:
+    if len(_ONE_SLOT_WRITES) >= _ONE_SLOT_WRITES_KEPT:
+        _ONE_SLOT_WRITES.clear()
+    event = _ONE_SLOT_WRITES[(name, slot)] = HostWrite(name, (slot,), "np", False, ())
+    return event
+
+
 class RecordingArray(np.ndarray):
     """``.np`` of an instrumented buffer: logs ``__setitem__`` and ``fill`` on it and on views
     of it."""
@@ -77,7 +91,10 @@ class RecordingArray(np.ndarray):
             # write, logged as ``_note`` logs it (the slot is in range: the write above
             # raised otherwise) without its general path over views and index arrays
             slot = key + self.shape[0] if key < 0 else key
-            owner.events.append(HostWrite(owner.name, (slot,), "np", False, ()))
+            event = _ONE_SLOT_WRITES.get((owner.name, slot))
+            if event is None:
+                event = _one_slot_write(owner.name, slot)
+            owner.events.append(event)
             owner._last_seen[slot] = owner._raw[slot]
             return
         self._note(key)
