@@ -18,10 +18,19 @@ Parts (each prints its own lines; --skip leaves one out):
   sizes, each in a fresh process, with examples per second and peak memory (the
   process's maximum resident set, and its worker's); goal at 1,024: at most 1.5x.
 ``--other CHECKOUT`` (another checkout with its own virtual environment in
-``CHECKOUT/.venv``, as ``bench_versions.py`` takes it): ``main-job`` and ``sizes`` also run
-that checkout's stagecheck, in turn with this one's and the bare loop in each repeat, and
-print its figures beside this checkout's (before and after a change, in one run).
+``CHECKOUT/.venv``, as ``bench_versions.py`` takes it): ``main-job``, ``stages`` and
+``sizes`` also run that checkout's stagecheck, in turn with this one's and the bare loop
+in each repeat, and print its figures beside this checkout's (before and after a change,
+in one run).
 
+- ``stages``: the engine's parts on full batches of 64 and 1,024 slots, in one process
+  (no pipe, no worker start): CPU milliseconds per example for drawing, pickling the
+  request, the worker's unpickling, its runs of both sides (``_Worker._observe_batch``,
+  one in 16 instrumented) and its pickling of the answer, the checker's unpickling and
+  decoding, judging and recording; each the least of 3 rounds, rounds of this checkout
+  and ``--other``'s alternating (this file run with the other checkout's interpreter, in
+  its folder: its own stagecheck). Against the bare loop's CPU milliseconds per example
+  on the same batches.
 - ``phases``: where the main job's time goes: the main job run in a fresh process with
   a timer on each part of the campaign (start, streams, drawing, judging, the
   edge-case stream and its preload, shrinking, kernel impact), CPU and wall seconds,
@@ -344,6 +353,107 @@ def _sized_run(capacity: int, examples: int, what: str) -> dict:
             "peak_mib": own / 1024, "worker_peak_mib": children / 1024}
 
 
+STAGES = ("draw", "pickle request", "worker: unpickle", "worker: run both sides",
+          "worker: pickle answer", "unpickle answer", "decode", "judge", "record")
+CHECKER_STAGES = ("draw", "pickle request", "unpickle answer", "decode", "judge", "record")
+
+
+def _stages_run(capacity: int, examples: int) -> dict:
+    """CPU ms per example of each of ``STAGES`` on ``examples`` full batches of
+    ``capacity`` (least of 3 rounds), in this process; and the bare loop's."""
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    import numpy  # noqa: F401  (imported before any part is timed, as torch for the bare loop)
+    import torch  # noqa: F401
+
+    from stagecheck.impl.buffer import CpuGpuBuffer  # noqa: F401
+    from stagecheck.oracles.collect import FindingsCollector
+    from stagecheck.oracles.evaluate import judge
+    from stagecheck.oracles.gcpause import fewer_collections
+    from stagecheck.oracles.options import RunOptions
+    from stagecheck.oracles.sample import RandomDraw
+    from stagecheck.oracles.targets import load_target
+    from stagecheck.oracles.worker.child import _Worker
+    from stagecheck.oracles.worker.pool import _decoded
+    from stagecheck.spec.space import draw_scenario
+    legacy, single = load_target("legacy"), load_target("single-loop")
+    worker = _Worker(type("Counter", (), {"value": 0})(), 4096)
+    worker.targets = [legacy, single]
+    options, ms = RunOptions(kernel="off"), {}
+
+    def timed(name, part):
+        best = out = None
+        for _ in range(3):
+            started = time.process_time()
+            out = part()
+            spent = time.process_time() - started
+            best = spent if best is None else min(best, spent)
+        ms[name] = 1000 * best / examples
+        return out
+
+    with fewer_collections():
+        batch = timed("draw", lambda: [(i, draw_scenario(
+            single.schema, RandomDraw(random.Random(i)), batch=(capacity, capacity)))
+            for i in range(examples)])
+        request = timed("pickle request", lambda: bytes(ForkingPickler.dumps(
+            ("observe", ([0, 1], batch, options, "fast", 16)))))
+        timed("worker: unpickle", lambda: pickle.loads(request))
+        answer = timed("worker: run both sides", lambda: worker._observe_batch(
+            [0, 1], pickle.loads(request)[1][1], options, "fast", 16))
+        wire = timed("worker: pickle answer", lambda: bytes(ForkingPickler.dumps(
+            ("ok", answer))))
+        got = timed("unpickle answer", lambda: pickle.loads(wire))
+        seen = timed("decode", lambda: _decoded(got[1], batch))
+        findings = timed("judge", lambda: [judge(s, legacy, single, o[0], o[-1])
+                                           for (_, s), (_, o) in zip(batch, seen)])
+
+        def record():
+            collector = FindingsCollector()
+            for k, ((_, s), found) in enumerate(zip(batch, findings)):
+                collector.add(found, s, k + 1, extra={"engine": "random"})
+        timed("record", record)
+    bare = []
+    for r in range(3):
+        started = time.process_time()
+        bare_loop_sized(examples, legacy.func, single.func, random.Random(r),
+                        batch=(capacity, capacity))
+        bare.append(1000 * (time.process_time() - started) / examples)
+    ms["bare loop"] = min(bare)
+    return ms
+
+
+def stages(other: pathlib.Path | None = None) -> None:
+    print("the engine's parts on full batches (CPU ms per example, in one process, least "
+          "of 3 rounds; worker start and pipe not counted)")
+    runners = {"this": (sys.executable, None)}
+    if other:
+        runners["other"] = (_python(other), other)
+    for capacity, examples in ((64, 256), (1024, 64)):
+        seen: dict = {label: [] for label in runners}
+        for r in range(2):       # alternating, so drift hits both alike
+            for label, (python, folder) in (list(runners.items()) if r % 2 == 0
+                                            else list(runners.items())[::-1]):
+                done = subprocess.run([python, __file__, "--stages-run", str(capacity),
+                                       str(examples)], capture_output=True, text=True,
+                                      check=True, cwd=folder)
+                seen[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"  capacity {capacity}, {examples} examples")
+        print(f"    {'part':28s} " + " ".join(f"{label:>8s}" for label in runners))
+        best = {label: {k: min(run[k] for run in runs) for k in runs[0]}
+                for label, runs in seen.items()}
+        for part in (*STAGES, "bare loop"):
+            print(f"    {part:28s} "
+                  + " ".join(f"{best[label][part]:8.2f}" for label in runners))
+        for label in runners:
+            b = best[label]
+            checker = sum(b[k] for k in CHECKER_STAGES)
+            worker = sum(b[k] for k in STAGES if k not in CHECKER_STAGES)
+            print(f"    {label}: checker {checker:.2f} ms, worker {worker:.2f} ms per example; "
+                  f"the slower of the two / bare loop: {max(checker, worker) / b['bare loop']:.2f}x"
+                  f"; both / bare loop: {(checker + worker) / b['bare loop']:.2f}x")
+
+
 def sizes(repeats: int, other: pathlib.Path | None = None) -> None:
     print("cost as the batch grows (full batches; in-contract stream; kernel oracle off)")
     print(f"  {'capacity':>8} {'checkout':>8} {'stagecheck ex/s':>16} {'bare ex/s':>10} "
@@ -482,15 +592,19 @@ def main(argv=None) -> None:
                         help="examples per stream of the throughput runs (default 20000)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["main-job", "phases", "sizes", "throughput", "isolation",
-                                 "first-error", "shrink"])
+                        choices=["main-job", "phases", "stages", "sizes", "throughput",
+                                 "isolation", "first-error", "shrink"])
     parser.add_argument("--other", type=pathlib.Path, default=None,
                         help="another checkout (with CHECKOUT/.venv): main-job and sizes "
                              "run it too, interleaved with this one")
     parser.add_argument("--sized-run", nargs=3, metavar=("WHAT", "CAPACITY", "EXAMPLES"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--phases-run", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("--stages-run", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.stages_run:
+        print(json.dumps(_stages_run(*args.stages_run)))
+        return
     if args.phases_run:
         import contextlib
         with contextlib.redirect_stdout(sys.stderr):     # the report: not the JSON line
@@ -509,6 +623,8 @@ def main(argv=None) -> None:
         main_job(args.repeats, other)
     if "phases" not in args.skip:
         phases(args.repeats)
+    if "stages" not in args.skip:
+        stages(other)
     if "sizes" not in args.skip:
         sizes(args.repeats, other)
     if "throughput" not in args.skip:

@@ -251,11 +251,21 @@ def draft_bound(schema: StagingSchema) -> int | None:
     return max(bounds) if bounds else None
 
 
+#: ``req-<k>`` for every k below the largest pool asked for so far (made once)
+_ID_NAMES: list[str] = []
+#: the largest pool whose names are kept (a larger one's are made each time)
+_ID_NAMES_KEPT = 1 << 16
+
+
 def _ids(d: Draw, length: int, pool: int) -> list[str]:
     """``length`` distinct ids ``req-<k>`` (shrinks towards req-0, req-1, ...)."""
     many = getattr(d, "distinct", None)       # a Draw may pick them all at once
     if many is not None and length > SMALL:
-        return [f"req-{k}" for k in many(pool, length)]
+        if pool > _ID_NAMES_KEPT:
+            return [f"req-{k}" for k in many(pool, length)]
+        if len(_ID_NAMES) < pool:
+            _ID_NAMES.extend(f"req-{k}" for k in range(len(_ID_NAMES), pool))
+        return list(map(_ID_NAMES.__getitem__, many(pool, length)))
     taken: list[int] = []
     seen: set[int] = set()
     for _ in range(length):

@@ -9,7 +9,6 @@ data (``inputs_after``).
 from __future__ import annotations
 
 import operator
-from collections import deque
 from itertools import repeat
 from types import SimpleNamespace
 from typing import Any, Callable, Protocol
@@ -188,7 +187,7 @@ class Builder:
                 self._readers[name] = (lambda a: lambda: {r: plain(getattr(o, a)) for r, o
                                                           in made.items() if hasattr(o, a)})(attr)
             return made
-        made, unchanged = _request_objects(tables)
+        made, unchanged = _request_objects(tables, getattr(self.backend, "kept", None))
         for attr, name in attributes.items():
             self._made[name] = (call, made)
             self._readers[name] = (lambda a: lambda: dict(tables[a]) if unchanged() else
@@ -294,40 +293,51 @@ def _read_table(made: dict, given: dict) -> dict:
     return _own_copy(given) if unchanged is True else plain(made)
 
 
-def _request_objects(tables: dict[str, dict]) -> tuple[dict, "_Unchanged"]:
+def _request_objects(tables: dict[str, dict], kept: dict | None = None
+                     ) -> tuple[dict, "_Unchanged"]:
     """One ``SimpleNamespace`` per request id any of ``tables`` (attribute -> table) holds,
     with an attribute for each table that holds the id; and whether the call left them
-    as made (``_Unchanged``)."""
+    as made (``_Unchanged``).
+
+    ``kept`` (a backend's, for the calls of one batch): the ids and each object's
+    attributes as made for another call on the same tables (both sides of an example
+    take the same), reused to make fresh objects: each call gets objects of its own."""
     attrs = tuple(tables)
-    columns = list(tables.values())
-    first = columns[0] if columns else {}
-    if all(t.keys() == first.keys() for t in columns[1:]):     # the usual case: one id set
-        keys = list(first)
-        objects = [SimpleNamespace() for _ in keys]
-        spaces = list(map(vars, objects))
-        values = []
-        for attr, table in zip(attrs, columns):    # each attribute in one C loop
-            column = list(map(table.__getitem__, keys))
-            deque(map(dict.__setitem__, spaces, repeat(attr), column), maxlen=0)
-            values.append(column)
-        made = dict(zip(keys, objects))
-        return made, _Unchanged(made, attrs, values)
-    keys = list(dict.fromkeys(r for table in columns for r in table))
-    given = [{attr: table[r] for attr, table in tables.items() if r in table} for r in keys]
-    made = dict(zip(keys, [SimpleNamespace(**row) for row in given]))
-    return made, _Unchanged(made, attrs, rows=given)
+    columns = tuple(tables.values())
+    key = ("objects", attrs, tuple(map(id, columns)))
+    found = kept.get(key) if kept is not None else None
+    if found is not None and all(map(operator.is_, found[0], columns)):
+        keys, rows = found[1], found[2]
+    else:
+        first = columns[0] if columns else {}
+        if all(t.keys() == first.keys() for t in columns[1:]):   # the usual case: one id set
+            keys = list(first)
+            values = [list(map(table.__getitem__, keys)) for table in columns]
+            rows = list(map(dict, map(zip, repeat(attrs), zip(*values))))
+        else:
+            keys = list(dict.fromkeys(r for table in columns for r in table))
+            rows = [{attr: table[r] for attr, table in tables.items() if r in table}
+                    for r in keys]
+        if kept is not None:
+            if len(kept) >= _KEPT:      # the oldest goes
+                del kept[next(iter(kept))]
+            kept[key] = (columns, keys, rows)    # the tables held: their ids stay theirs
+    made = dict(zip(keys, [SimpleNamespace(**row) for row in rows]))
+    return made, _Unchanged(made, attrs, rows=rows)
+
+
+#: what a backend keeps of the inputs made for one call, for the next (entries)
+_KEPT = 16
 
 
 class _Unchanged:
     """Whether the call left the request objects as it was given them (the same objects
     under the same ids, each with exactly the attributes it had, of equal values): a few
-    C-level comparisons, made once for every attribute read back. ``columns``: each
-    attribute's values in the order of the objects, where every object has every
-    attribute; else ``rows``: each object's attributes."""
+    C-level comparisons, made once for every attribute read back. ``rows``: each
+    object's attributes as made."""
 
-    def __init__(self, made: dict, attrs: tuple, columns: list | None = None,
-                 rows: list | None = None) -> None:
-        self.made, self.attrs, self.columns, self.rows = made, attrs, columns, rows
+    def __init__(self, made: dict, attrs: tuple, rows: list) -> None:
+        self.made, self.attrs, self.rows = made, attrs, rows
         self.keys, self.objects = list(made), list(made.values())
         self.answer: bool | None = None
 
@@ -337,18 +347,10 @@ class _Unchanged:
                 objects = list(self.made.values())
                 self.answer = (list(self.made) == self.keys
                                and all(map(operator.is_, objects, self.objects))
-                               and self._same_attributes(list(map(vars, objects))))
+                               and list(map(vars, objects)) == self.rows)
             except Exception:       # anything unusual: read it attribute by attribute
                 self.answer = False
         return self.answer
-
-    def _same_attributes(self, spaces: list) -> bool:
-        if self.columns is None:
-            return spaces == self.rows
-        count = len(self.attrs)
-        return (all(map(count.__eq__, map(len, spaces)))
-                and all(list(map(operator.itemgetter(attr), spaces)) == column
-                        for attr, column in zip(self.attrs, self.columns)))
 
 
 def build_inputs(s: StagingScenario, profile: TargetProfile, backend: "Backend"

@@ -111,10 +111,13 @@ class FastBuffer:
     __slots__ = ("name", "np", "mirror", "events", "_cpu", "_gpu")
 
     def __init__(self, name: str, dtype: str, initial_cpu: list, initial_gpu: list,
-                 events: list) -> None:
+                 events: list, arrays: tuple | None = None) -> None:
         self.name, self.events = name, events
-        self.np = np.array(initial_cpu, dtype=_NUMPY[dtype])
-        self.mirror = np.array(initial_gpu, dtype=_NUMPY[dtype])
+        if arrays is None:
+            self.np = np.array(initial_cpu, dtype=_NUMPY[dtype])
+            self.mirror = np.array(initial_gpu, dtype=_NUMPY[dtype])
+        else:       # the same contents made for another call: copied, its own memory
+            self.np, self.mirror = arrays[0].copy(), arrays[1].copy()
         self._cpu = self._gpu = None
 
     def _views(self) -> None:
@@ -163,15 +166,36 @@ class FastBuffer:
 
 
 class FastBackend:
-    """The ``observe`` backend of ``FastBuffer`` (CPU only)."""
+    """The ``observe`` backend of ``FastBuffer`` (CPU only).
+
+    ``kept``: what was made for one call, for the next call on the same scenario (the
+    worker runs both sides of an example one after the other on one backend): a
+    buffer's initial contents as arrays, copied for each call (``Builder`` keeps the
+    request objects' attributes here too). Each entry holds the lists it was made from,
+    so that an id in its key stays theirs."""
 
     device = "cpu"
 
+    def __init__(self) -> None:
+        self.kept: dict = {}
+
     def make_buffer(self, name: str, dtype: str, cpu: list, gpu: list, events: list):
-        return FastBuffer(name, dtype, cpu, gpu, events)
+        key = ("buffer", dtype, id(cpu), id(gpu))
+        found = self.kept.get(key)
+        if found is not None and found[0] is cpu and found[1] is gpu:
+            return FastBuffer(name, dtype, cpu, gpu, events, found[2])
+        made = FastBuffer(name, dtype, cpu, gpu, events)
+        if len(self.kept) >= _KEPT:      # the oldest goes
+            del self.kept[next(iter(self.kept))]
+        self.kept[key] = (cpu, gpu, (made.np.copy(), made.mirror.copy()))
+        return made
 
     def passes_through(self, exc: BaseException) -> bool:
         return False
+
+
+#: entries a backend keeps for the next call (an example's buffers and objects)
+_KEPT = 16
 
 
 class _Pinned:

@@ -59,6 +59,20 @@ def _slots_of(view_offset: int, view_stride: int, length: int, key) -> tuple[int
     return tuple(int(view_offset + j * view_stride) for j in np.atleast_1d(local))
 
 
+#: (buffer, slot) -> the event of a write of that one slot through ``.np`` with nothing
+#: pending (events are frozen: one object serves every such write)
+_ONE_SLOT_WRITES: dict[tuple[str, int], HostWrite] = {}
+#: entries ``_ONE_SLOT_WRITES`` holds at most (the buffers of a schema at full capacity)
+_ONE_SLOT_WRITES_KEPT = 1 << 16
+
+
+def _one_slot_write(name: str, slot: int) -> HostWrite:
+    if len(_ONE_SLOT_WRITES) >= _ONE_SLOT_WRITES_KEPT:
+        _ONE_SLOT_WRITES.clear()
+    event = _ONE_SLOT_WRITES[(name, slot)] = HostWrite(name, (slot,), "np", False, ())
+    return event
+
+
 class RecordingArray(np.ndarray):
     """``.np`` of an instrumented buffer: logs ``__setitem__`` and ``fill`` on it and on views
     of it."""
@@ -70,6 +84,19 @@ class RecordingArray(np.ndarray):
 
     def __setitem__(self, key, value) -> None:
         super().__setitem__(key, value)
+        owner = self._owner
+        if type(key) is int and owner is not None and owner.model is None \
+                and self is owner.np:
+            # one element of the buffer itself, copies synchronous: a staging loop's usual
+            # write, logged as ``_note`` logs it (the slot is in range: the write above
+            # raised otherwise) without its general path over views and index arrays
+            slot = key + self.shape[0] if key < 0 else key
+            event = _ONE_SLOT_WRITES.get((owner.name, slot))
+            if event is None:
+                event = _one_slot_write(owner.name, slot)
+            owner.events.append(event)
+            owner._last_seen[slot] = owner._raw[slot]
+            return
         self._note(key)
 
     def fill(self, value) -> None:
@@ -377,6 +404,7 @@ class InstrumentedBackend:
 
     def __init__(self, device: str = "cpu", deferred: bool = False, model=None) -> None:
         self.device, self.deferred = device, deferred
+        self.kept: dict = {}       # what ``Builder`` made for one call, for the next
         self._events: list | None = None
         self._model = model
         self._shared = model is not None      # every buffer on this model (a protocol's)

@@ -124,7 +124,7 @@ def _engine_values_in_bulk(d, s) -> None:
     scheduled, computed = tables["num_scheduled_tokens"], tables["num_computed_tokens"]
     prompt, state, drafts = (tables["num_prompt_tokens"], tables["mamba_state_idx"],
                              tables["spec_decode_tokens"])
-    ids = [r for r in s.req_ids if r in scheduled]
+    ids = list(compress(s.req_ids, map(scheduled.__contains__, s.req_ids)))
     n = len(ids)
     extra, small = d.integers(0, 8, n), d.chances(1, 2, n)
     low, high = d.integers(0, 64, n), d.integers(65_536, 200_000, n)
@@ -132,13 +132,15 @@ def _engine_values_in_bulk(d, s) -> None:
     counts = list(map(len, map(drafts.get, ids, repeat(()))))
     tokens = [draft + 1 + more for draft, more in zip(counts, extra)]
     scheduled.update(zip(ids, tokens))     # ids it holds already: its order stays
-    for k in compress(range(n), map(computed.__contains__, ids)):
-        r = ids[k]
-        computed[r] = done = low[k] if small[k] else high[k]
-        prompt[r] = prompts[k]
-        if r in state:
-            running = done + tokens[k] - counts[k]
-            state[r] = max(0, (running - 1) // ENGINE_BLOCK - back[k])
+    # the requests with a computed count, each table set in their order (a table that
+    # lacks one of them gets it in that order, as one by one)
+    keep = list(compress(range(n), map(computed.__contains__, ids)))
+    kept = list(map(ids.__getitem__, keep))
+    done = [low[k] if small[k] else high[k] for k in keep]
+    computed.update(zip(kept, done))
+    prompt.update(zip(kept, map(prompts.__getitem__, keep)))
+    state.update([(r, max(0, (finished + tokens[k] - counts[k] - 1) // ENGINE_BLOCK - back[k]))
+                  for r, finished, k in zip(kept, done, keep) if r in state])
 
 
 def bench(n: int):
