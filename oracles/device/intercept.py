@@ -171,8 +171,8 @@ def _note_work_write(model, func, args, kwargs) -> None:
 def _note_work_read(model, func, args, kwargs) -> None:
     """Device work that runs reads the tensors an operation takes (not a view made, not the
     destination of a copy or an assignment, not an ``out=``): note which elements."""
-    if not model.running.touched:
-        return                      # no 1-D argument whose reads are narrowed
+    if not model.running.reading:
+        return                      # no 1-D argument whose reads are narrowed, or all read
     name = getattr(func, "__name__", "")
     if name in VIEWS or name == "__getitem__" and len(args) > 1 and _basic_index(args[1]):
         return
@@ -250,7 +250,7 @@ def _setitem(model, func, args, kwargs):
         return None
     if to == "device" or frm == "device":
         return _generic(model, func, "__setitem__", args, kwargs)
-    if model._open:
+    if model._open and model.host_pending():
         if value_is_tensor:
             model.host_read(span_of(value), "torch __setitem__")
         target = _view(dst, key) if _basic_index(key) else dst
@@ -265,7 +265,7 @@ def _device_read(model, func, args, kwargs):
         torch = _torch
         with torch._C.DisableTorchFunction():
             return func(host, *args[1:], **kwargs)
-    if model._open:
+    if model._open and model.host_pending():
         model.host_read(span_of(t), f"torch {getattr(func, '__name__', '')}")
     return func(*args, **kwargs)
 
@@ -275,7 +275,7 @@ def _numpy(model, func, args, kwargs):
     if model.memory(t) == "device":
         raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() "
                         "to copy the tensor to host memory first.")
-    if model._open:
+    if model._open and model.host_pending():
         model.host_read(span_of(t), "torch numpy()")
     return func(*args, **kwargs)
 
@@ -287,7 +287,7 @@ def _pin_memory(model, func, args, kwargs):
                            "pinned")
     if model.memory(t) == "pinned":
         return t
-    if model._open:
+    if model._open and model.host_pending():
         model.host_read(span_of(t), "torch pin_memory()")
     return model.pinned(t)
 
@@ -361,7 +361,7 @@ def _generic(model, func, name, args, kwargs):
         if len(indices) < len(strays):
             raise RuntimeError("Expected all tensors to be on the same device, but found at "
                                "least two devices, cuda:0 and cpu!")
-        if model._open:
+        if model._open and model.host_pending():
             for t in indices:               # read by the host when the index is issued
                 model.host_read(span_of(t), f"torch {name} (host indices)")
         writes = ([args[0]] if in_place and args and isinstance(args[0], torch.Tensor) else [])
@@ -371,7 +371,7 @@ def _generic(model, func, name, args, kwargs):
                                  on_device, writes)
         model.point()
         return result
-    if model._open and tensors:
+    if tensors and model._open and model.host_pending():
         target = args[0] if in_place and args and isinstance(args[0], torch.Tensor) else None
         for t in tensors:
             if t is not target and t is not out:
