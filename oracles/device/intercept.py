@@ -129,9 +129,11 @@ def _mode_class():
         def __torch_function__(self, func, types, args=(), kwargs=None):
             model = self.model
             if model.inside:
-                if model.running is not None:
+                running = model.running
+                if running is not None:
                     _note_work_write(model, func, args, kwargs or _EMPTY)
-                    _note_work_read(model, func, args, kwargs)
+                    if running.reading:     # an argument of it not read whole yet
+                        _note_work_read(model, func, args, kwargs)
                 if types == self.own and types:
                     return self.call(func, args, kwargs)
                 return func(*args, **kwargs) if kwargs else func(*args)

@@ -240,10 +240,11 @@ class DeviceModel(RaceDetection, HostIntent):
         while it runs). What the host meant each read element to hold is noted now: the
         value of the host memory the last upload into it (issued before now) reads."""
         op = self._issue("kernel", name)
-        op.dev_reads = [span_of(t) for t in reads.values()]
+        spans = {label: span_of(t) for label, t in reads.items()}
+        op.dev_reads = list(spans.values())
         op.dev_writes = [span_of(t) for t in writes]
         op.intents = {label: self._intent(t, op.index) for label, t in reads.items()}
-        op.touched = {label: (span_of(t), set()) for label, t in reads.items()
+        op.touched = {label: (spans[label], set()) for label, t in reads.items()
                       if _one_dim(t)}
         op.reading = {label: (span, seen, (span.hi - span.lo) // span.item)
                       for label, (span, seen) in op.touched.items()}
@@ -511,7 +512,7 @@ class _Passthrough:
 
 
 def _one_dim(t) -> bool:
-    with import_torch()._C.DisableTorchFunction():
+    with _disabled():
         return t.dim() == 1 and t.is_contiguous() and t.numel() > 0
 _disabled = None
 _equal = None
