@@ -131,9 +131,10 @@ def _mode_class():
             if model.inside:
                 running = model.running
                 if running is not None:
-                    _note_work_write(model, func, args, kwargs or _EMPTY)
+                    name = getattr(func, "__name__", "")
+                    _note_work_write(model, name, args, kwargs or _EMPTY)
                     if running.reading:     # an argument of it not read whole yet
-                        _note_work_read(model, func, args, kwargs)
+                        _note_work_read(model, name, args)
                 if types == self.own and types:
                     return self.call(func, args, kwargs)
                 return func(*args, **kwargs) if kwargs else func(*args)
@@ -154,9 +155,9 @@ def _mode_class():
     return _MODE
 
 
-def _note_work_write(model, func, args, kwargs) -> None:
-    """Device work that runs writes a device tensor in place: note it (what it wrote)."""
-    name = getattr(func, "__name__", "")
+def _note_work_write(model, name, args, kwargs) -> None:
+    """Device work that runs writes a device tensor in place (``name``: the torch call's):
+    note it (what it wrote)."""
     target = None
     if name == "__setitem__" or name == "copy_" or (name[-1:] == "_" and name[:1] != "_"):
         target = args[0] if args else None
@@ -170,12 +171,12 @@ def _note_work_write(model, func, args, kwargs) -> None:
         model.wrote(view)
 
 
-def _note_work_read(model, func, args, kwargs) -> None:
-    """Device work that runs reads the tensors an operation takes (not a view made, not the
-    destination of a copy or an assignment, not an ``out=``): note which elements."""
+def _note_work_read(model, name, args) -> None:
+    """Device work that runs reads the tensors an operation (torch call ``name``) takes (not
+    a view made, not the destination of a copy or an assignment, not an ``out=``): note
+    which elements."""
     if not model.running.reading:
         return                      # no 1-D argument whose reads are narrowed, or all read
-    name = getattr(func, "__name__", "")
     if name in VIEWS or name == "__getitem__" and len(args) > 1 and _basic_index(args[1]):
         return
     if name == "__setitem__":
