@@ -196,7 +196,8 @@ def one_campaign(name: str, sequences: int, jobs: int, device: str) -> dict:
     bare_wall, bare_cpu = bare_runs(path, protocol, seqs)
     bare, bare_cpu = sequences / bare_wall, bare_cpu / sequences
     return {"steady": (n1 - n0) / (t1 - t0), "whole": result.sequences_run / result.seconds,
-            "seconds": result.seconds, "cpu": cpu, "checker_cpu": checker_cpu, "bare": bare, "bare_cpu": bare_cpu}
+            "seconds": result.seconds, "cpu": cpu, "checker_cpu": checker_cpu, "bare": bare,
+            "bare_cpu": bare_cpu}
 
 
 def _campaign_in(checkout: pathlib.Path | None, name: str, sequences: int, jobs: int,
@@ -236,15 +237,18 @@ def throughput(sequences: int, jobs: int, device: str = "cpu", repeats: int = 1,
             tag = f" [{label}]" if other else ""
             print(f"  {name:<22}{tag} {m['steady']:7.0f} sequences/s steady, {m['whole']:6.0f}/s "
                   f"over the whole campaign ({m['seconds']:.1f} s); {1e3 * m['cpu']:6.2f} CPU ms "
-                  f"per sequence ({1e3 * m['checker_cpu']:.2f} the checker's) = {cpu_rate:5.0f}/s on {jobs} free cores; "
+                  f"per sequence ({1e3 * m['checker_cpu']:.2f} the checker's) = "
+                  f"{cpu_rate:5.0f}/s on {jobs} free cores; "
                   f"bare fixture {m['bare']:6.0f} runs/s ({1e3 * m['bare_cpu']:.2f} CPU ms) in "
                   f"one process; checked / bare = {2 * m['bare'] / (m['steady'] / jobs):.1f}x "
                   f"per run, {m['cpu'] / (2 * m['bare_cpu']):.1f}x in CPU")
     for label in checkouts:
         tag = f" [{label}]" if other else ""
-        print(f"  median over the protocols{tag}: {statistics.median(medians[label]['steady']):.0f} "
-              f"sequences/s steady, {statistics.median(medians[label]['cpu_rate']):.0f}/s from "
-              f"CPU seconds on {jobs} free cores (goal >= 300/s on 2 cores)")
+        steady = statistics.median(medians[label]["steady"])
+        cpu_rate = statistics.median(medians[label]["cpu_rate"])
+        print(f"  median over the protocols{tag}: {steady:.0f} sequences/s steady, "
+              f"{cpu_rate:.0f}/s from CPU seconds on {jobs} free cores (goal >= 300/s on 2 "
+              "cores)")
     print(f"  load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
