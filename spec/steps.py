@@ -31,7 +31,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["COMPLETION_CHOICES", "Step", "StepSequence", "StepView", "unfold"]
+__all__ = ["COMPLETION_CHOICES", "Step", "StepSequence", "StepView", "Unfolding", "unfold"]
 
 #: the completions a step's operations may run under (``oracles/device/cpu.py``)
 COMPLETION_CHOICES = ("lazy", "eager", "drain")
@@ -68,7 +68,10 @@ class StepSequence:
                                                           # (a staging scenario)
 
     def to_dict(self) -> dict:
-        return json.loads(json.dumps(dataclasses.asdict(self)))
+        """Plain JSON data (a copy: nothing of it is shared with this sequence)."""
+        return json.loads(json.dumps({"protocol": self.protocol, "capacity": self.capacity,
+                                      "steps": [vars(step) for step in self.steps],
+                                      "params": self.params, "data": self.data}))
 
     @classmethod
     def from_dict(cls, data: dict) -> "StepSequence":
@@ -135,26 +138,48 @@ class StepView:
 
 def unfold(seq: StepSequence) -> list[StepView]:
     """Replay the decisions of ``seq``; a view per step (see the module doc)."""
-    prompt: dict[str, int] = {}
-    computed: dict[str, int] = {}
-    temperature: dict[str, float] = {}
-    running: list[str] = []
-    preempted: list[str] = []
-    seen: set[str] = set()
-    views = []
-    for index, step in enumerate(seq.steps):
+    unfolding = Unfolding(seq.capacity)
+    for step in seq.steps:
+        unfolding.add(step)
+    return unfolding.views
+
+
+class Unfolding:
+    """The scheduler model of ``unfold``, one step at a time: ``add`` replays a step's
+    decisions and gives its view; between steps, what the scheduler holds (the step
+    generator draws the next step from it, without replaying the steps before)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.prompt: dict[str, int] = {}
+        self.computed: dict[str, int] = {}
+        self.temperature: dict[str, float] = {}
+        self.running: list[str] = []       # the last step's batch, in scheduling order
+        self.preempted: list[str] = []     # preempted and not resumed, oldest first
+        self.seen: set[str] = set()
+        self.views: list[StepView] = []
+
+    def prefilling(self) -> set[str]:
+        """Requests of the last batch that have not finished their prompt."""
+        return {r for r in self.running if self.computed[r] < self.prompt[r]}
+
+    def add(self, step: Step) -> StepView:
+        index = len(self.views)
         if step.kind == "dummy":
             tokens = max(1, int(step.dummy_tokens or 1))
-            views.append(StepView(index, "dummy", [], [], [], [], [], {}, {}, {}, tokens,
-                                  list(step.completion)))
-            continue
+            view = StepView(index, "dummy", [], [], [], [], [], {}, {}, {}, tokens,
+                            list(step.completion))
+            self.views.append(view)
+            return view
+        prompt, computed, temperature = self.prompt, self.computed, self.temperature
+        running, preempted, seen = self.running, self.preempted, self.seen
         finished = [r for r in _unique(step.finished) if r in running]
         gone = set(finished)
         leaving = [r for r in _unique(step.preempted) if r in running and r not in gone]
         gone |= set(leaving)
         cached = [r for r in running if r not in gone]
         resumed = [r for r in _unique(step.resumed) if r in preempted]
-        room = max(seq.capacity - len(cached), 0)
+        room = max(self.capacity - len(cached), 0)
         resumed = resumed[:room]
         joins = []
         for j in step.joins:
@@ -184,17 +209,18 @@ def unfold(seq: StepSequence) -> list[StepView]:
                     drafts[r] = k
                 scheduled[r] = 1 + k
                 accepted[r] = min(max(1, int(step.accepted.get(r, 1))), k + 1)
-        views.append(StepView(
+        view = StepView(
             index, "step", finished, leaving, joins,
             [{"id": r, "computed": computed[r], "prompt": prompt[r],
               "temperature": temperature[r]} for r in resumed],
             [(r, computed[r]) for r in cached], scheduled, drafts, accepted, 0,
-            list(step.completion)))
+            list(step.completion))
+        self.views.append(view)
         for r in batch:
             computed[r] += scheduled[r]
-        running = batch
-        preempted = [r for r in preempted if r not in resumed] + leaving
-    return views
+        self.running = batch
+        self.preempted = [r for r in preempted if r not in resumed] + leaving
+        return view
 
 
 def _unique(ids) -> list[str]:

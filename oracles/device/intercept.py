@@ -129,9 +129,12 @@ def _mode_class():
         def __torch_function__(self, func, types, args=(), kwargs=None):
             model = self.model
             if model.inside:
-                if model.running is not None:
-                    _note_work_write(model, func, args, kwargs or _EMPTY)
-                    _note_work_read(model, func, args, kwargs)
+                running = model.running
+                if running is not None:
+                    name = getattr(func, "__name__", "")
+                    _note_work_write(model, name, args, kwargs or _EMPTY)
+                    if running.reading:     # an argument of it not read whole yet
+                        _note_work_read(model, name, args)
                 if types == self.own and types:
                     return self.call(func, args, kwargs)
                 return func(*args, **kwargs) if kwargs else func(*args)
@@ -152,9 +155,9 @@ def _mode_class():
     return _MODE
 
 
-def _note_work_write(model, func, args, kwargs) -> None:
-    """Device work that runs writes a device tensor in place: note it (what it wrote)."""
-    name = getattr(func, "__name__", "")
+def _note_work_write(model, name, args, kwargs) -> None:
+    """Device work that runs writes a device tensor in place (``name``: the torch call's):
+    note it (what it wrote)."""
     target = None
     if name == "__setitem__" or name == "copy_" or (name[-1:] == "_" and name[:1] != "_"):
         target = args[0] if args else None
@@ -168,12 +171,12 @@ def _note_work_write(model, func, args, kwargs) -> None:
         model.wrote(view)
 
 
-def _note_work_read(model, func, args, kwargs) -> None:
-    """Device work that runs reads the tensors an operation takes (not a view made, not the
-    destination of a copy or an assignment, not an ``out=``): note which elements."""
-    if not model.running.touched:
-        return                      # no 1-D argument whose reads are narrowed
-    name = getattr(func, "__name__", "")
+def _note_work_read(model, name, args) -> None:
+    """Device work that runs reads the tensors an operation (torch call ``name``) takes (not
+    a view made, not the destination of a copy or an assignment, not an ``out=``): note
+    which elements."""
+    if not model.running.reading:
+        return                      # no 1-D argument whose reads are narrowed, or all read
     if name in VIEWS or name == "__getitem__" and len(args) > 1 and _basic_index(args[1]):
         return
     if name == "__setitem__":
@@ -250,7 +253,7 @@ def _setitem(model, func, args, kwargs):
         return None
     if to == "device" or frm == "device":
         return _generic(model, func, "__setitem__", args, kwargs)
-    if model._open:
+    if model._open and model.host_pending():
         if value_is_tensor:
             model.host_read(span_of(value), "torch __setitem__")
         target = _view(dst, key) if _basic_index(key) else dst
@@ -265,7 +268,7 @@ def _device_read(model, func, args, kwargs):
         torch = _torch
         with torch._C.DisableTorchFunction():
             return func(host, *args[1:], **kwargs)
-    if model._open:
+    if model._open and model.host_pending():
         model.host_read(span_of(t), f"torch {getattr(func, '__name__', '')}")
     return func(*args, **kwargs)
 
@@ -275,7 +278,7 @@ def _numpy(model, func, args, kwargs):
     if model.memory(t) == "device":
         raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() "
                         "to copy the tensor to host memory first.")
-    if model._open:
+    if model._open and model.host_pending():
         model.host_read(span_of(t), "torch numpy()")
     return func(*args, **kwargs)
 
@@ -287,7 +290,7 @@ def _pin_memory(model, func, args, kwargs):
                            "pinned")
     if model.memory(t) == "pinned":
         return t
-    if model._open:
+    if model._open and model.host_pending():
         model.host_read(span_of(t), "torch pin_memory()")
     return model.pinned(t)
 
@@ -361,7 +364,7 @@ def _generic(model, func, name, args, kwargs):
         if len(indices) < len(strays):
             raise RuntimeError("Expected all tensors to be on the same device, but found at "
                                "least two devices, cuda:0 and cpu!")
-        if model._open:
+        if model._open and model.host_pending():
             for t in indices:               # read by the host when the index is issued
                 model.host_read(span_of(t), f"torch {name} (host indices)")
         writes = ([args[0]] if in_place and args and isinstance(args[0], torch.Tensor) else [])
@@ -371,7 +374,7 @@ def _generic(model, func, name, args, kwargs):
                                  on_device, writes)
         model.point()
         return result
-    if model._open and tensors:
+    if tensors and model._open and model.host_pending():
         target = args[0] if in_place and args and isinstance(args[0], torch.Tensor) else None
         for t in tensors:
             if t is not target and t is not out:

@@ -240,11 +240,14 @@ class DeviceModel(RaceDetection, HostIntent):
         while it runs). What the host meant each read element to hold is noted now: the
         value of the host memory the last upload into it (issued before now) reads."""
         op = self._issue("kernel", name)
-        op.dev_reads = [span_of(t) for t in reads.values()]
+        spans = {label: span_of(t) for label, t in reads.items()}
+        op.dev_reads = list(spans.values())
         op.dev_writes = [span_of(t) for t in writes]
         op.intents = {label: self._intent(t, op.index) for label, t in reads.items()}
-        op.touched = {label: (span_of(t), set()) for label, t in reads.items()
+        op.touched = {label: (spans[label], set()) for label, t in reads.items()
                       if _one_dim(t)}
+        op.reading = {label: (span, seen, (span.hi - span.lo) // span.item)
+                      for label, (span, seen) in op.touched.items()}
         op.action = self._work(op, name, fn, reads, self.location, dict(scalars or {}))
         self._work_ops.append(op)
         self._start(op)
@@ -388,24 +391,33 @@ class DeviceModel(RaceDetection, HostIntent):
 
     def read_by_work(self, tensors: list) -> None:
         """Device work being run read ``tensors``: the elements of its 1-D arguments they
-        cover are noted (``op.touched``), so that what it read is compared only there."""
+        cover are noted (``op.touched``), so that what it read is compared only there.
+        An argument read whole leaves ``op.reading`` (nothing more to note of it)."""
         op = self.running
-        if op is None or not op.touched:
+        if op is None or not op.reading:
             return
+        reading = op.reading
         for t in tensors:
             span = span_of(t)
-            if span.empty:
+            lo, hi = span.lo, span.hi
+            if hi <= lo:
                 continue
-            for arg, seen in op.touched.values():
-                if not span.overlaps(arg):
+            for label, (arg, seen, count) in list(reading.items()):
+                if hi <= arg.lo or arg.hi <= lo or not span.overlaps(arg):
                     continue
+                item = arg.item
                 if span.elements is not None:
-                    seen.update((a - arg.lo) // arg.item for a in span.elements
+                    seen.update((a - arg.lo) // item for a in span.elements
                                 if arg.lo <= a < arg.hi)
+                elif lo <= arg.lo and hi >= arg.hi:
+                    seen.update(range(count))           # all of it
                 else:
-                    seen.update(range((max(span.lo, arg.lo) - arg.lo) // arg.item,
-                                      (min(span.hi, arg.hi) - arg.lo + arg.item - 1)
-                                      // arg.item))
+                    seen.update(range((max(lo, arg.lo) - arg.lo) // item,
+                                      (min(hi, arg.hi) - arg.lo + item - 1) // item))
+                if len(seen) >= count:
+                    del reading[label]
+            if not reading:
+                return
 
     def _only_touched(self, op: Op, values: dict) -> None:
         """In ``values`` (``{label: list}``), the elements of each 1-D argument that the
@@ -500,7 +512,7 @@ class _Passthrough:
 
 
 def _one_dim(t) -> bool:
-    with import_torch()._C.DisableTorchFunction():
+    with _disabled():
         return t.dim() == 1 and t.is_contiguous() and t.numel() > 0
 _disabled = None
 _equal = None

@@ -19,7 +19,7 @@ class Op:
     __slots__ = ("index", "kind", "stream", "seq", "clock", "dev_reads", "dev_writes",
                  "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
                  "what", "where", "reported", "event", "intents", "seen", "location",
-                 "device_owned", "touched")
+                 "device_owned", "touched", "reading")
 
     def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
                  ) -> None:
@@ -43,6 +43,9 @@ class Op:
         self.seen: dict = {}                  # device work: what it read
         #: device work: for each 1-D argument, its span and the elements its operations read
         self.touched: dict = {}
+        #: device work: the 1-D arguments of ``touched`` not read whole yet, with their
+        #: element counts (once every one is, the work's further reads need no noting)
+        self.reading: dict = {}
 
     def describe(self) -> str:
         if callable(self.what):           # named when first needed (a report)

@@ -31,26 +31,41 @@ class RaceDetection:
 
     def host_write(self, span: Span, by: str) -> None:
         """The host wrote ``span`` (pinned memory a pending copy reads or writes: a hazard)."""
-        if span.empty:
+        lo, hi = span.lo, span.hi
+        if hi <= lo:
             return
         for op in self._still_open():
-            if op.kind == "h2d":
+            kind = op.kind
+            if kind == "h2d":
                 for read in op.host_reads:
-                    self._race(op, HOST_WRITE_PENDING_UPLOAD, read, span, f"host write ({by})")
-            elif op.kind == "d2h":
+                    if read.lo < hi and lo < read.hi:        # else no element is shared
+                        self._race(op, HOST_WRITE_PENDING_UPLOAD, read, span,
+                                   f"host write ({by})")
+            elif kind == "d2h":
                 for written in op.host_writes:
-                    self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
-                               f"host write ({by})")
+                    if written.lo < hi and lo < written.hi:
+                        self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
+                                   f"host write ({by})")
 
     def host_read(self, span: Span, by: str) -> None:
         """The host read ``span`` (pinned memory a pending download writes: a hazard)."""
-        if span.empty:
+        lo, hi = span.lo, span.hi
+        if hi <= lo:
             return
         for op in self._still_open():
             if op.kind == "d2h":
                 for written in op.host_writes:
-                    self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
-                               f"host read ({by})")
+                    if written.lo < hi and lo < written.hi:  # else no element is shared
+                        self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
+                                   f"host read ({by})")
+
+    def host_pending(self) -> bool:
+        """Whether a copy the host has not seen complete reads or writes pinned memory (an
+        upload from it, a download into it): only then can a host access race."""
+        for op in self._still_open():
+            if op.host_reads or op.host_writes:
+                return True
+        return False
 
     def pending_reads(self, span: Span) -> tuple[int, ...]:
         """The slots of ``span`` (of its region) that an upload the host has not seen
@@ -74,8 +89,8 @@ class RaceDetection:
         copy completed (a synchronization, an event query) and between the operations of a
         protocol, so a changed value is seen before the host could know the copy done."""
         for op in self._still_open():
-            if op.snapshot is None:
-                continue
+            if op.snapshot is None or (op.done and op.kind == "d2h"):
+                continue      # a download the CPU model ran has landed: nothing to race
             before, now = op.snapshot
             if self._same(before, now):
                 continue                  # nothing changed: no race to look for
@@ -136,34 +151,41 @@ class RaceDetection:
     def _race_at_issue(self, new: Op) -> None:
         """``new`` against every open operation not ordered before it."""
         clock, name = new.clock, None
+        dev_reads, dev_writes = new.dev_reads, new.dev_writes
+        host_reads, host_writes = new.host_reads, new.host_writes
         for old in self._still_open():
             if old is new or clock.get(old.stream.id, 0) >= old.seq:    # ordered before
                 continue
-            # ``new`` is described (its name fixed) at the first pair it is checked on
-            if new.dev_reads and old.dev_writes:
+            # ``new`` is described (its name fixed) at the first pair it is checked on; a
+            # pair of spans that share no byte is skipped here (``_race`` would find none)
+            if dev_reads and old.dev_writes:
                 name = name or new.describe()
-                for read in new.dev_reads:
+                for read in dev_reads:
                     for written in old.dev_writes:
-                        self._race(old, DEVICE_READ_PENDING_WRITE, written, read,
-                                   name + " reads it")
-            if new.dev_writes and (old.dev_writes or old.dev_reads):
+                        if written.lo < read.hi and read.lo < written.hi:
+                            self._race(old, DEVICE_READ_PENDING_WRITE, written, read,
+                                       name + " reads it")
+            if dev_writes and (old.dev_writes or old.dev_reads):
                 name = name or new.describe()
-                for written in new.dev_writes:
+                for written in dev_writes:
                     for other in old.dev_writes + old.dev_reads:
-                        self._race(old, DEVICE_READ_PENDING_WRITE, other, written,
-                                   name + " overwrites it")
-            if new.host_writes and (old.host_reads or old.host_writes):
+                        if other.lo < written.hi and written.lo < other.hi:
+                            self._race(old, DEVICE_READ_PENDING_WRITE, other, written,
+                                       name + " overwrites it")
+            if host_writes and (old.host_reads or old.host_writes):
                 name = name or new.describe()
-                for written in new.host_writes:
+                for written in host_writes:
                     for other in old.host_reads + old.host_writes:
-                        self._race(old, PINNED_REUSED_PENDING_COPY, other, written,
-                                   name + " writes it")
-            if new.host_reads and old.host_writes:
+                        if other.lo < written.hi and written.lo < other.hi:
+                            self._race(old, PINNED_REUSED_PENDING_COPY, other, written,
+                                       name + " writes it")
+            if host_reads and old.host_writes:
                 name = name or new.describe()
-                for read in new.host_reads:
+                for read in host_reads:
                     for other in old.host_writes:
-                        self._race(old, PINNED_REUSED_PENDING_COPY, other, read,
-                                   name + " reads it")
+                        if other.lo < read.hi and read.lo < other.hi:
+                            self._race(old, PINNED_REUSED_PENDING_COPY, other, read,
+                                       name + " reads it")
 
     def _race(self, pending: Op, kind: str, held: Span, touched: Span, by: str) -> None:
         """Report that ``touched`` raced with ``pending``, which still holds ``held``: the

@@ -57,30 +57,73 @@ _TIMERS = ((signal.SIGPROF, signal.ITIMER_PROF), (signal.SIGALRM, signal.ITIMER_
     if hasattr(signal, "setitimer") else ()
 
 
-@contextmanager
 def time_limit(seconds: float | None):
     """Interrupt the body when it has used ``call_limits(seconds)``: its CPU time (this
     process's, every thread's: ``ITIMER_PROF``) or its wall-clock time (``ITIMER_REAL``).
     Main thread on POSIX only; otherwise no limit.
 
     Where this process's handlers are ours already (a worker), only the timers are
-    set; elsewhere the previous handlers come back afterwards. The worker's parent
-    enforces the same limits as well, from the kernel's count of the worker's CPU time,
-    by killing the worker: nothing a target does to its signals can stop it.
+    set (``_Armed``: a plain object, as cheap as a block can be, since a protocol run
+    enters one per operation); elsewhere the previous handlers come back afterwards. The
+    worker's parent enforces the same limits as well, from the kernel's count of the
+    worker's CPU time, by killing the worker: nothing a target does to its signals can
+    stop it.
     """
     if not seconds or not _TIMERS:
-        yield
-        return
-    limits = call_limits(seconds)
+        return _NO_LIMIT
     if _KEEP_HANDLER:      # a worker: its handlers are installed once
+        armed = _ARMED.get(seconds)
+        if armed is None:
+            armed = _ARMED[seconds] = _Armed(call_limits(seconds))
         if not _KEEP_HANDLER_SET:
             _install_kept_handler()
-        _arm(limits)
-        try:
-            yield
-        finally:
-            _arm((0, 0))
-        return
+        return armed
+    return _restoring_limit(call_limits(seconds))
+
+
+class _NoLimit:
+    """The block of ``time_limit(None)``: nothing to arm."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+
+_NO_LIMIT = _NoLimit()
+
+
+class _Armed:
+    """A worker's time limit: both timers set on entry and cleared on exit (the handlers
+    are installed once, ``keep_alarm_handler``). One per limit, reused: entering it twice
+    at once never happens (a protocol's operations and a staging call do not nest)."""
+
+    __slots__ = ("cpu", "wall")
+
+    def __init__(self, limits: tuple[float, float]) -> None:
+        self.cpu, self.wall = limits
+
+    def __enter__(self) -> None:
+        signal.setitimer(signal.ITIMER_PROF, self.cpu)
+        signal.setitimer(signal.ITIMER_REAL, self.wall)
+
+    def __exit__(self, *exc) -> bool:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        return False
+
+
+#: a worker's ``_Armed`` per time limit in seconds
+_ARMED: dict = {}
+
+
+@contextmanager
+def _restoring_limit(limits: tuple[float, float]):
+    """``time_limit`` outside a worker: our handlers for the block, the previous ones back
+    afterwards (in the main thread only; elsewhere no limit)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -21,7 +21,7 @@ import random
 from stagecheck.oracles.sample import sample_scenario
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.spec.protocol import Protocol
-from stagecheck.spec.steps import Step, StepSequence, unfold
+from stagecheck.spec.steps import Step, StepSequence, Unfolding
 
 __all__ = ["sample_sequence"]
 
@@ -51,12 +51,13 @@ def sample_sequence(protocol: Protocol, seed: int, index: int, max_capacity: int
     seq = StepSequence(protocol.name, capacity, [], params)
     operations = len(protocol.operations)
     made = 0
+    unfolding = Unfolding(capacity)     # the steps so far, replayed once each
     for _ in range(steps):
-        views = unfold(seq)
+        views = unfolding.views
         batch = views[-1].batch if views and views[-1].kind == "step" else \
             _last_batch(views)
-        prefilling = _prefilling(views)
-        preempted = _preempted(views)
+        prefilling = unfolding.prefilling()
+        preempted = list(unfolding.preempted)
         if space.dummy and seq.steps and rng.random() < 0.25:
             step = Step(kind="dummy", dummy_tokens=rng.randint(1, 2 * capacity))
         else:
@@ -89,6 +90,7 @@ def sample_sequence(protocol: Protocol, seed: int, index: int, max_capacity: int
                         step.accepted[r] = rng.randint(1, k + 1)
         step.completion = [_completion(rng) for _ in range(operations)]
         seq.steps.append(step)
+        unfolding.add(step)
     return seq
 
 
@@ -106,30 +108,3 @@ def _last_batch(views) -> list[str]:
         if view.kind == "step":
             return view.batch
     return []
-
-
-def _prefilling(views) -> set[str]:
-    """Requests that have not finished their prompt after the last step."""
-    done: dict[str, int] = {}
-    prompt: dict[str, int] = {}
-    for view in views:
-        if view.kind != "step":
-            continue
-        for item in view.joins + view.resumed:
-            prompt[item["id"]] = item["prompt"]
-            done[item["id"]] = item["computed"]
-        for r, tokens in view.scheduled.items():
-            done[r] = done.get(r, 0) + tokens
-        for r in view.preempted:
-            done[r] = 0
-    return {r for r in _last_batch(views) if done.get(r, 0) < prompt.get(r, 0)}
-
-
-def _preempted(views) -> list[str]:
-    out: list[str] = []
-    for view in views:
-        if view.kind != "step":
-            continue
-        back = {item["id"] for item in view.resumed}
-        out = [r for r in out if r not in back] + list(view.preempted)
-    return out

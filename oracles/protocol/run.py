@@ -156,12 +156,14 @@ def _finish(model, trace: Trace, ctx) -> Trace:
 
 def _record(step: int, name: str, completion: str, outcome: str | None, model, before: int,
             result: Any) -> dict:
+    hazards = model.hazards
     with model.passthrough():
         return {"step": step, "op": name, "completion": completion, "outcome": outcome,
                 "in_flight": model.in_flight(),
                 "hazards": [dataclasses.asdict(h) | {"slots": list(h.slots)}
-                            for h in model.hazards[before:]],
-                "result": _plain(result)}
+                            for h in hazards[before:]] if len(hazards) > before else [],
+                "result": result if result is None or type(result) in _SCALARS
+                else _plain(result)}
 
 
 #: frames of these folders are neither the protocol's nor the target's (torch, stagecheck,
