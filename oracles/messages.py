@@ -496,8 +496,8 @@ PROTOCOL_CODE_EXITED_FIX = ("protocol code must not exit or raise KeyboardInterr
                             "protocol file")
 #: a target given as a bare file in a protocol run: the component class goes after '::'
 PROTOCOL_TARGET_FILE = ("{value!r} names a file, not the {what} in it that protocol "
-                        "{protocol!r} drives", "write '{value}::{name}'{hint}; a shim file goes "
-                        "with --shim {value}")
+                        "{protocol!r} drives", "write '{value}::{name}'; a shim file goes with "
+                        "--shim {value}")
 #: one refusal of a replay file naming code outside the trust boundary: each part, one fix
 REPLAY_UNTRUSTED_PARTS = ("the replay file names code outside this repository ({top}): "
                           "{parts}; stagecheck does not run code a replay file chose",

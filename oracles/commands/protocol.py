@@ -24,7 +24,7 @@ from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, EXIT_US
                                               VERDICT_EXIT, Command, Outcome, shim_option)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import progress_of
-from stagecheck.oracles.errors import SchemaError, StagecheckError, UsageError
+from stagecheck.oracles.errors import SchemaError, StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import (OPTIONS, PROTOCOL_FIELDS, ProtocolConfig, ReplayConfig,
                                         flag_of, options_of)
@@ -39,6 +39,7 @@ from stagecheck.oracles.report.protocol_text import protocol_finding_lines, rend
 from stagecheck.oracles.report.replay import new_run_id, save_run, untrusted_parts
 from stagecheck.oracles.report.text import replay_verdict
 from stagecheck.oracles.stdio import note, shown
+from stagecheck.oracles.targets import is_file_spec
 from stagecheck.spec.protocol import Protocol
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
 from stagecheck.spec.schemas import schema_for_function
@@ -108,6 +109,22 @@ def _refuse_unread(command: str, values: dict, protocol: str,
                                 protocol=protocol, reads=read).located(f"option {option.flag}")
 
 
+def _refuse_bare_file(target: str | None, protocol: Protocol, argument: str) -> None:
+    """A ``.py`` path given as a protocol run's target without ``::NAME`` is exit 2 saying
+    to name the protocol's component class in it (the staging function, for a one-step
+    protocol of a staging schema), never ``::FUNCTION`` where a class is meant."""
+    if not isinstance(target, str) or not target.strip().endswith(".py") \
+            or is_file_spec(target):
+        return
+    if protocol.component:
+        what, name = f"component class {protocol.component}", protocol.component
+    else:
+        functions = [f for f in protocol.functions if isinstance(f, str) and f]
+        what, name = "staging function", functions[0] if functions else "FUNCTION"
+    raise TargetLoadError.of(messages.PROTOCOL_TARGET_FILE, target, what=what,
+                             protocol=protocol.name, name=name).located(f"argument {argument}")
+
+
 def _replay_flags(baseline: str | None, candidate: str, shims: tuple[str, ...],
                   protocol: str) -> str:
     """What the printed ``stagecheck replay FILE`` line must add to run as printed: the
@@ -167,6 +184,9 @@ class ProtocolCampaignCommand(Command):
             raise exc.located("option --protocol" if chosen_by is None
                               else "argument " + ("CANDIDATE" if baseline else "TARGET")
                               ) from None
+        for target, argument in ((baseline, "BASELINE"),
+                                 (candidate, "CANDIDATE" if baseline else "TARGET")):
+            _refuse_bare_file(target, protocol, argument)
         if values.get("max_capacity") is not None and not protocol.staging:
             low, high = protocol.space.capacity
             raise UsageError.of(messages.PROTOCOL_CAPACITY_UNUSED, values["max_capacity"],
