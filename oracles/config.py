@@ -15,6 +15,7 @@ import.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ConfigError, StagecheckError
 from stagecheck.oracles.options import TABLE
 
-__all__ = ["KEYS", "Config", "find_pyproject", "load_config"]
+__all__ = ["KEYS", "Config", "did_you_mean", "find_pyproject", "load_config"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,14 @@ class Config:
         return ", ".join(shown)
 
 
+def did_you_mean(word: str, known) -> str:
+    """`` (did you mean CLOSEST?)`` for a misspelt ``word`` (an option, a key), the closest
+    of ``known`` (``difflib``); '' when none is close. The command line's unknown options
+    and ``[tool.stagecheck]``'s unknown keys both say it."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return messages.DID_YOU_MEAN.format(option=close[0]) if close else ""
+
+
 def find_pyproject(start: str | None = None) -> str | None:
     """The first ``pyproject.toml`` from ``start`` (the current folder) upwards."""
     folder = os.path.abspath(start or os.getcwd())
@@ -122,8 +131,9 @@ def load_config(start: str | None = None) -> Config:
         key = raw_key.replace("_", "-")
         spec = KEYS.get(key)
         if spec is None:
-            raise ConfigError.of(messages.CONFIG_UNKNOWN_KEY, raw_key, path=path,
-                                 known=", ".join(sorted(KEYS)))
+            raise ConfigError.of(messages.CONFIG_UNKNOWN_KEY_NEAR, raw_key, path=path,
+                                 known=", ".join(sorted(KEYS)),
+                                 hint=did_you_mean(key, KEYS))
         try:
             value = spec.check(spec.field, raw_value)
         except StagecheckError as exc:

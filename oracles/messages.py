@@ -504,3 +504,6 @@ REPLAY_UNTRUSTED_PARTS = ("the replay file names code outside this repository ({
                           "if you trust it, name it yourself: {command}")
 #: the step of a protocol finding's table (and its message) where the state was built
 PROTOCOL_BUILD_STEP = "build"
+#: an unknown [tool.stagecheck] key, with the closest key as the command line's options say it
+CONFIG_UNKNOWN_KEY_NEAR = ("{value!r} is not a key of [tool.stagecheck] (in {path}){hint}",
+                           "remove it or use one of: {known}")
