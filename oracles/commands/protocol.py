@@ -206,6 +206,8 @@ class ProtocolCampaignCommand(Command):
         try:
             result = run_protocol_campaign(run.baseline, run.candidate, run.protocol,
                                            run.config, progress.update if progress else None)
+            if progress:       # the last line says where the run ended, shrinking included
+                progress.update(result.sequences_run, findings=len(result.findings))
         except StagecheckError as exc:
             index = getattr(exc, "target_index", None)
             if index is None and isinstance(exc, SchemaError):   # the protocol's own code
