@@ -28,7 +28,7 @@ from stagecheck.oracles.progress import Progress, format_duration, interval
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEAVY = ("torch", "numpy", "hypothesis", "triton", "crosshair")
 PROGRESS_LINE = re.compile(r"^stagecheck diff: (finished: )?(edge cases )?\d+/\d+ examples, "
-                           r"\d+ findings, .*elapsed", re.M)
+                           r"\d+ findings?, .*elapsed", re.M)
 
 
 def run_cli(*args, cwd=ROOT, env=None, timeout=600):
