@@ -5,7 +5,8 @@ Found as pytest finds its rootdir file: from the current folder up to the first
 key is an option's long name (``max-capacity``; ``max_capacity`` is read the same),
 applies to the commands its option in ``options.TABLE`` names, and is validated by the
 option's own check, so a bad value reads the same whichever way it came, said of
-``[tool.stagecheck] KEY in PATH``. An unknown key is an error, never ignored. The
+``[tool.stagecheck] KEY in PATH``. An unknown key is an error, never ignored, with the
+closest key (``did_you_mean``, the command line's hint for a misspelt option). The
 command line wins over the file. Relative paths (``save-dir``, ``shims``) are taken
 from the folder of the ``pyproject.toml``.
 
