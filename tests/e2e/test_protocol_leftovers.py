@@ -60,6 +60,19 @@ def test_a_protocol_file_whose_import_loops_is_a_hang_said_of_the_file(monkeypat
     assert messages.PROTOCOL_HUNG[0].format(value=path, seconds=2) in str(caught.value)
 
 
+def test_a_protocol_file_that_crashes_its_process_is_exit_2_naming_it(tmp_path):
+    """A segmentation fault at import (a C extension's crash) ends the worker that loads
+    the file first: exit 2 naming the file and the signal, no verdict, nothing saved."""
+    path = tmp_path / "crashes.py"
+    path.write_text("import ctypes\n\nctypes.string_at(0)\n")
+    proc = run_cli("spec", f"{MACHINERY}/fixed_token_stager.py::TokenStager", "--protocol",
+                   str(path), "--save-dir", str(tmp_path / "saved"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    said = messages.PROTOCOL_ENDED[0].format(value=str(path), what="killed by SIGSEGV")
+    assert f"option --protocol: {said}" in proc.stderr
+    assert proc.stdout == "" and not (tmp_path / "saved").exists()
+
+
 def test_a_right_protocol_file_loads_guarded_and_runs_as_before(tmp_path):
     """The checker's copy of a protocol file has its functions guarded; the run is the
     same: the buggy component is found, the fixed one holds."""
