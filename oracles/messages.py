@@ -479,7 +479,7 @@ FIXTURE_NOT_ISOLABLE = ("{value!r} cannot be loaded in a worker process (it is a
                         "give it as 'path/to/file.py::name'")
 
 # ---------------------------------------------------------------- protocol leftovers (issue 22)
-# a protocol file is code: loaded and dry-run in a worker first (runner.load_protocol_isolated)
+# a protocol file is code: loaded and dry-run in a worker first (protocol/load.py)
 PROTOCOL_ENDED = ("protocol file {value!r} ended the process that loaded it and dry-ran it: "
                   "{what}", "the module-level code and the functions of a protocol (build, "
                   "operations, when, checks) must not exit; fix the file")

@@ -21,20 +21,16 @@ from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool, stream_batches
-from stagecheck.oracles.worker.pool import load_deadline
 from stagecheck.oracles.worker.protocol import held_targets
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
 __all__ = ["InProcessRunner", "Runner", "SCHEMA_SECONDS", "isolated_runner", "load_isolated",
-           "load_protocol_isolated", "load_schema_isolated", "runner_for", "side_of"]
+           "load_schema_isolated", "runner_for", "side_of"]
 
 #: CPU seconds a worker may take to load a schema file and dry-run it (``WALL_FACTOR``
 #: times that on the wall clock): a schema's code returns in milliseconds
 SCHEMA_SECONDS = 5.0
-#: CPU seconds a worker may take to load a protocol file, check it and dry-run it (the
-#: same wall-clock factor; ``STAGECHECK_LOAD_SECONDS`` lowers it): its code declares
-PROTOCOL_SECONDS = 10.0
 
 
 class Runner(Protocol):
@@ -200,32 +196,3 @@ def load_schema_isolated(spec: str, checked: bool = True):
                     from None
             raise SchemaError.of(messages.SCHEMA_ENDED, spec, what=ended.what) from None
     return load_schema(spec, checked, guarded=True)
-
-
-def load_protocol_isolated(spec: str, checked: bool = True):
-    """The protocol ``spec`` names, for the checker (``protocol.load.load_protocol`` calls
-    this for a file outside a worker). A protocol file is code: it is loaded, checked and
-    dry-run in a worker first (``protocol.load.probe_protocol``), where an exit, a crash or
-    a hang ends the worker and is a ``SchemaError`` naming the file here (exit 2, never a
-    verdict); then loaded in this process under ``oracles/guard.py``
-    (``load_protocol_guarded``). A staging schema file it names is loaded as
-    ``load_schema_isolated`` loads one."""
-    from stagecheck.oracles.protocol.load import (is_protocol_file, load_protocol,
-                                                  load_protocol_guarded)
-    from stagecheck.spec.protocol import Protocol
-    if not is_protocol_file(spec):
-        return load_protocol(spec, checked)
-    seconds = min(PROTOCOL_SECONDS, load_deadline().cpu)
-    with WorkerPool() as pool:
-        try:
-            pool.call("stagecheck.oracles.protocol.load", "probe_protocol", spec,
-                      deadline=seconds)
-        except WorkerEnded as ended:
-            if ended.hung:
-                raise SchemaError.of(messages.PROTOCOL_HUNG, spec, seconds=seconds) from None
-            raise SchemaError.of(messages.PROTOCOL_ENDED, spec, what=ended.what) from None
-    protocol = load_protocol_guarded(spec, checked)
-    staging = protocol.staging if isinstance(protocol, Protocol) else None
-    if isinstance(staging, str) and (staging.endswith(".py") or ".py:" in staging):
-        load_schema_isolated(staging, checked=False)      # cached for every later load
-    return protocol

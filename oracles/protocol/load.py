@@ -10,7 +10,7 @@ implies; ``protocol_spec`` says how a worker loads the same protocol again.
 
 A protocol file is code, and the checker runs some of it (its ``when`` functions draw and
 unfold sequences, its ``checks`` judge traces). Outside a worker process ``load_protocol``
-loads a file as ``runner.load_protocol_isolated`` does: first in a worker
+loads a file as ``load_protocol_isolated`` does: first in a worker
 (``probe_protocol``: the import, the declaration's check and a dry run), where an exit, a
 crash or a hang ends only that worker and is a ``SchemaError`` naming the file; then here
 under ``oracles/guard.py`` (``load_protocol_guarded``: the import and each call of the
@@ -33,17 +33,23 @@ from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.paths import require_file
 from stagecheck.oracles.protocol.generate import sample_sequence
+from stagecheck.oracles.runner import load_schema_isolated
 from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.worker import WorkerEnded, WorkerPool
+from stagecheck.oracles.worker.pool import load_deadline
 from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, StepSpace, Trace
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocol_for_function, single_call
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.steps import unfold
 
-__all__ = ["check_protocol", "dry_run_problems", "is_protocol_file", "load_protocol",
-           "load_protocol_guarded", "probe_protocol", "protocol_for_target", "protocol_spec"]
+__all__ = ["PROTOCOL_SECONDS", "check_protocol", "dry_run_problems", "is_protocol_file",
+           "load_protocol", "load_protocol_guarded", "load_protocol_isolated", "probe_protocol", "protocol_for_target", "protocol_spec"]
 
 SINGLE_CALL = "single-call:"
 _SPECS: dict[int, str] = {}        # id(protocol) -> the spec it was loaded from
+#: CPU seconds a worker may take to load a protocol file, check it and dry-run it
+#: (``WALL_FACTOR`` times that on the wall clock; ``STAGECHECK_LOAD_SECONDS`` lowers it)
+PROTOCOL_SECONDS = 10.0
 #: step sequences the dry run draws (``protocol check``, and a file's probe in a worker)
 CHECK_SEQUENCES = 30
 #: how a worker process runs (``python -m stagecheck.oracles.worker``)
@@ -66,7 +72,7 @@ def load_protocol(spec: Any, checked: bool = True) -> Protocol:
     """The protocol ``spec`` names (see the module doc); ``SchemaError`` when it cannot be
     found or (``checked``) is not right. ``checked=False``: whatever the file declares
     under the name, for ``check_protocol`` to list every problem (``protocol check``).
-    Outside a worker a file is loaded in a worker first (``runner.load_protocol_isolated``)."""
+    Outside a worker a file is loaded in a worker first (``load_protocol_isolated``)."""
     if isinstance(spec, Protocol):
         if checked:
             _raise_problems(spec, spec.name)
@@ -81,16 +87,41 @@ def load_protocol(spec: Any, checked: bool = True) -> Protocol:
         _SPECS[id(protocol)] = spec
         return protocol
     if is_protocol_file(spec) and not _in_worker():
-        from stagecheck.oracles.runner import load_protocol_isolated   # it imports this module
         return load_protocol_isolated(spec, checked)
     return _load_file(spec, checked, guarded=False)
+
+
+def load_protocol_isolated(spec: str, checked: bool = True) -> Protocol:
+    """Protocol file ``spec`` for the checker (``load_protocol`` calls this for a file
+    outside a worker), as ``runner.load_schema_isolated`` loads a schema file: loaded,
+    checked and dry-run in a worker first (``probe_protocol``), where an exit, a crash or
+    a hang ends the worker and is a ``SchemaError`` naming the file here (exit 2, never a
+    verdict); then loaded in this process under ``oracles/guard.py``
+    (``load_protocol_guarded``). A staging schema file it names is loaded as
+    ``load_schema_isolated`` loads one."""
+    if not is_protocol_file(spec):
+        return load_protocol(spec, checked)
+    seconds = min(PROTOCOL_SECONDS, load_deadline().cpu)
+    with WorkerPool() as pool:
+        try:
+            pool.call("stagecheck.oracles.protocol.load", "probe_protocol", spec,
+                      deadline=seconds)
+        except WorkerEnded as ended:
+            if ended.hung:
+                raise SchemaError.of(messages.PROTOCOL_HUNG, spec, seconds=seconds) from None
+            raise SchemaError.of(messages.PROTOCOL_ENDED, spec, what=ended.what) from None
+    protocol = load_protocol_guarded(spec, checked)
+    staging = protocol.staging if isinstance(protocol, Protocol) else None
+    if isinstance(staging, str) and (staging.endswith(".py") or ".py:" in staging):
+        load_schema_isolated(staging, checked=False)      # cached for every later load
+    return protocol
 
 
 def load_protocol_guarded(spec: str, checked: bool = True) -> Protocol:
     """Protocol file ``spec`` loaded in this process, its code under ``oracles/guard.py``
     (its import and every call of its functions under a deadline, an exit a
     ``SchemaError``, a file that changes stagecheck's own code refused): the checker's
-    load, after a worker loaded the file first (``runner.load_protocol_isolated``)."""
+    load, after a worker loaded the file first (``load_protocol_isolated``)."""
     return _load_file(spec, checked, guarded=True)
 
 
@@ -121,7 +152,6 @@ def _schema(spec: str):
     """A staging schema for a one-step protocol: a schema file is loaded in a worker first
     outside a worker (``runner.load_schema_isolated``)."""
     if (spec.endswith(".py") or ".py:" in spec) and not _in_worker():
-        from stagecheck.oracles.runner import load_schema_isolated
         return load_schema_isolated(spec)
     return load_schema(spec)
 
