@@ -21,7 +21,6 @@ command's module is imported by ``commands.load`` once its arguments were checke
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
 import textwrap
@@ -31,7 +30,7 @@ from stagecheck.oracles import interrupt, messages, stdio
 from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands import COMMANDS, load, release
 from stagecheck.oracles.commands.crash import is_internal, report_internal
-from stagecheck.oracles.config import load_config
+from stagecheck.oracles.config import did_you_mean, load_config
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.options import Option, flag_of, options_of, validated
 from stagecheck.oracles.paths import require_file
@@ -84,9 +83,8 @@ class _Parser(argparse.ArgumentParser):
         hint = ""
         for word in extras:
             if word.startswith("--"):
-                close = difflib.get_close_matches(word.split("=")[0], known, n=1, cutoff=0.6)
-                if close:
-                    hint = messages.DID_YOU_MEAN.format(option=close[0])
+                hint = did_you_mean(word.split("=")[0], known)
+                if hint:
                     break
         return UsageError.of(messages.USAGE, message=f"unrecognized arguments: "
                              f"{' '.join(extras)}{hint}", prog=parser.prog)

@@ -5,7 +5,8 @@ Found as pytest finds its rootdir file: from the current folder up to the first
 key is an option's long name (``max-capacity``; ``max_capacity`` is read the same),
 applies to the commands its option in ``options.TABLE`` names, and is validated by the
 option's own check, so a bad value reads the same whichever way it came, said of
-``[tool.stagecheck] KEY in PATH``. An unknown key is an error, never ignored. The
+``[tool.stagecheck] KEY in PATH``. An unknown key is an error, never ignored, with the
+closest key (``did_you_mean``, the command line's hint for a misspelt option). The
 command line wins over the file. Relative paths (``save-dir``, ``shims``) are taken
 from the folder of the ``pyproject.toml``.
 
@@ -15,6 +16,7 @@ import.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -24,7 +26,7 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ConfigError, StagecheckError
 from stagecheck.oracles.options import TABLE
 
-__all__ = ["KEYS", "Config", "find_pyproject", "load_config"]
+__all__ = ["KEYS", "Config", "did_you_mean", "find_pyproject", "load_config"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,14 @@ class Config:
         return ", ".join(shown)
 
 
+def did_you_mean(word: str, known) -> str:
+    """`` (did you mean CLOSEST?)`` for a misspelt ``word`` (an option, a key), the closest
+    of ``known`` (``difflib``); '' when none is close. The command line's unknown options
+    and ``[tool.stagecheck]``'s unknown keys both say it."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return messages.DID_YOU_MEAN.format(option=close[0]) if close else ""
+
+
 def find_pyproject(start: str | None = None) -> str | None:
     """The first ``pyproject.toml`` from ``start`` (the current folder) upwards."""
     folder = os.path.abspath(start or os.getcwd())
@@ -122,8 +132,9 @@ def load_config(start: str | None = None) -> Config:
         key = raw_key.replace("_", "-")
         spec = KEYS.get(key)
         if spec is None:
-            raise ConfigError.of(messages.CONFIG_UNKNOWN_KEY, raw_key, path=path,
-                                 known=", ".join(sorted(KEYS)))
+            raise ConfigError.of(messages.CONFIG_UNKNOWN_KEY_NEAR, raw_key, path=path,
+                                 known=", ".join(sorted(KEYS)),
+                                 hint=did_you_mean(key, KEYS))
         try:
             value = spec.check(spec.field, raw_value)
         except StagecheckError as exc:

@@ -477,3 +477,33 @@ FIXTURE_NOT_ISOLABLE = ("{value!r} cannot be loaded in a worker process (it is a
                         "source file), and stagecheck runs code under test only there",
                         "define it at module level of a file (a test module will do), or "
                         "give it as 'path/to/file.py::name'")
+
+# ---------------------------------------------------------------- protocol leftovers (issue 22)
+# a protocol file is code: loaded and dry-run in a worker first (protocol/load.py)
+PROTOCOL_ENDED = ("protocol file {value!r} ended the process that loaded it and dry-ran it: "
+                  "{what}", "the module-level code and the functions of a protocol (build, "
+                  "operations, when, checks) must not exit; fix the file")
+PROTOCOL_HUNG = ("protocol file {value!r} did not finish loading and its dry run within "
+                 "{seconds:.0f} s of CPU time (a hang)", "its module-level code and its "
+                 "functions (when, checks) must return; fix the file")
+PROTOCOL_PATCHES = ("protocol file {value!r} changed stagecheck's own code when it ran "
+                    "({names})", "a protocol declares its state, operations and checks; it "
+                    "must not replace stagecheck's functions or builtins; fix the file")
+#: the fix of a protocol's own code that hung or exited in the checker (guard.guarded_call)
+PROTOCOL_CODE_HUNG_FIX = ("protocol code (module-level code, when, checks) must return at "
+                          "once; fix the protocol file")
+PROTOCOL_CODE_EXITED_FIX = ("protocol code must not exit or raise KeyboardInterrupt; fix the "
+                            "protocol file")
+#: a target given as a bare file in a protocol run: the component class goes after '::'
+PROTOCOL_TARGET_FILE = ("{value!r} names a file, not the {what} in it that protocol "
+                        "{protocol!r} drives", "write '{value}::{name}'; a shim file goes with "
+                        "--shim {value}")
+#: one refusal of a replay file naming code outside the trust boundary: each part, one fix
+REPLAY_UNTRUSTED_PARTS = ("the replay file names code outside this repository ({top}): "
+                          "{parts}; stagecheck does not run code a replay file chose",
+                          "if you trust it, name it yourself: {command}")
+#: the step of a protocol finding's table (and its message) where the state was built
+PROTOCOL_BUILD_STEP = "build"
+#: an unknown [tool.stagecheck] key, with the closest key as the command line's options say it
+CONFIG_UNKNOWN_KEY_NEAR = ("{value!r} is not a key of [tool.stagecheck] (in {path}){hint}",
+                           "remove it or use one of: {known}")

@@ -29,8 +29,8 @@ import threading
 import time
 from typing import Callable, TextIO
 
-__all__ = ["DEFAULT_INTERVAL", "INTERVAL_ENV", "PartsCount", "Progress", "format_duration",
-           "interval"]
+__all__ = ["DEFAULT_INTERVAL", "INTERVAL_ENV", "PartsCount", "Progress", "counted",
+           "format_duration", "interval"]
 
 INTERVAL_ENV = "STAGECHECK_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL = 5.0
@@ -48,6 +48,14 @@ def interval(environ=None) -> float:
     except ValueError:
         return DEFAULT_INTERVAL
     return number if number > 0 else DEFAULT_INTERVAL
+
+
+def counted(value: int, noun: str) -> str:
+    """``value noun``, the noun singular for one (``1 finding``, ``2 findings``); a word
+    that is no plural noun (``killed``) stays as it is."""
+    if value == 1 and noun.endswith("s") and not noun.endswith("ss"):
+        noun = noun[:-1]
+    return f"{value} {noun}"
 
 
 def format_duration(seconds: float) -> str:
@@ -161,9 +169,10 @@ class Progress:
         whole run since ``Progress`` started (the phase only labels the count)."""
         now = self.clock() if now is None else now
         elapsed = max(now - self.started, 0.0)
-        count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
-        out = [f"{self.phase + ' ' if self.phase else ''}{count} {self.unit}"]
-        out += [f"{value} {name}" for name, value in self.counts.items()]
+        count = f"{self.done}/{self.total} {self.unit}" if self.total \
+            else counted(self.done, self.unit)
+        out = [f"{self.phase + ' ' if self.phase else ''}{count}"]
+        out += [counted(value, name) for name, value in self.counts.items()]
         rate = self.done / elapsed if elapsed > 0 else 0.0
         if self.done and elapsed > 0:
             out.append(f"{rate:.3g} {self.unit}/s" if rate < 10 else

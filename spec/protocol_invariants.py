@@ -84,6 +84,8 @@ def protocol_statement(invariant: str) -> str:
 
 def _where(record: dict) -> str:
     op = record["op"]
+    if isinstance(record["step"], int) and record["step"] < 0:    # the state's build
+        return f"{op} (before step 0)"
     return f"step {record['step']} ({op})" if not op.startswith("(") else \
         f"step {record['step']} {op}"
 
@@ -92,6 +94,34 @@ def _finding(inv: str, message: str, side: str, severity: str = ERROR, **kw) -> 
     extra = kw.pop("extra", {})
     return Finding(invariant=inv, severity=severity, message=message, side=side, extra=extra,
                    **kw)
+
+
+def _plain(value, digits: int | None) -> str:
+    """``repr`` of plain data, each float to ``digits`` significant digits (None: all)."""
+    if isinstance(value, float):
+        if digits is None or value != value or value in (float("inf"), float("-inf")):
+            return repr(value)
+        text = format(value, f".{digits}g")
+        return text if any(c in text for c in ".e") else text + ".0"
+    if isinstance(value, list):
+        return "[" + ", ".join(_plain(v, digits) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(_plain(v, digits) for v in value)
+        return f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_plain(v, digits)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _shown(a, b, width: int) -> tuple[str, str]:
+    """Two values of a message as text, each at most ``width`` characters: floats rounded
+    to the fewest significant digits (6 at least) that still tell ``a`` and ``b`` apart,
+    so a float32 0.7 reads 0.7, not 0.699999988079071."""
+    for digits in (6, 9, 12, None):
+        x, y = _plain(a, digits), _plain(b, digits)
+        if x != y or a == b:
+            break
+    return x[:width], y[:width]
 
 
 def _first_difference(a, b, path: str = "") -> tuple[str, object, object] | None:
@@ -126,10 +156,11 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
     out = []
     for m in seen.meant[:1] or meant.meant[:1]:
         slots = m["slots"]
+        held, read = _shown(m["meant"][:8], m["read"][:8], 400)
         out.append(_finding(
             "device_read_as_meant",
-            f"{_where(m)}: {m['work']} read {m['arg']}{slots[:8]} = {m['read'][:8]}, but "
-            f"the host held {m['meant'][:8]} for it at the launch (the last copies into "
+            f"{_where(m)}: {m['work']} read {m['arg']}{slots[:8]} = {read}, but "
+            f"the host held {held} for it at the launch (the last copies into "
             "those slots read that host memory)", side, field=f"{m['work']}({m['arg']})",
             slot=slots[0] if slots else None, expected=m["meant"], candidate=m["read"],
             extra={"kind": "host-intent", "step": m["step"], "operation": m["op"],
@@ -137,10 +168,11 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
     for k, (a, b) in enumerate(zip(meant.reads, seen.reads)):
         if a["values"] != b["values"]:
             path, x, y = _first_difference(a["values"], b["values"])
+            xs, ys = _shown(x, y, 120)
             out.append(_finding(
                 "device_read_as_meant",
-                f"{_where(b)}: {b['work']} read {path or 'its arguments'} = {y!r:.120} "
-                f"under this completion schedule, {x!r:.120} when every copy and kernel "
+                f"{_where(b)}: {b['work']} read {path or 'its arguments'} = {ys} "
+                f"under this completion schedule, {xs} when every copy and kernel "
                 "completes when issued", side, field=f"{b['work']}", expected=x, candidate=y,
                 extra={"kind": "schedule", "step": b["step"], "operation": b["op"],
                        "launch": k}))
@@ -152,18 +184,20 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
     for k, (a, b) in enumerate(zip(meant.states, seen.states)):
         if a != b:
             path, x, y = _first_difference(a, b)
+            xs, ys = _shown(x, y, 160)
             return [_finding("readback_as_written",
                              f"after step {k} the host holds {path or 'its state'} = "
-                             f"{y!r:.160} under this completion schedule, {x!r:.160} when "
+                             f"{ys} under this completion schedule, {xs} when "
                              "every copy and kernel completes when issued", side,
                              field=path or "state", expected=x, candidate=y,
                              extra={"kind": "state", "step": k})]
     for a, b in zip(meant.ops, seen.ops):
         if a["result"] != b["result"]:
             path, x, y = _first_difference(a["result"], b["result"])
+            xs, ys = _shown(x, y, 160)
             return [_finding("readback_as_written",
-                             f"{_where(b)} returned {path or 'a value'} = {y!r:.160} under this "
-                             f"completion schedule, {x!r:.160} when every copy and kernel "
+                             f"{_where(b)} returned {path or 'a value'} = {ys} under this "
+                             f"completion schedule, {xs} when every copy and kernel "
                              "completes when issued", side, field=f"{b['op']}{path}",
                              expected=x, candidate=y,
                              extra={"kind": "result", "step": b["step"], "operation": b["op"]})]
@@ -225,8 +259,9 @@ def compare_runs(protocol: Protocol, seq: StepSequence, a: Trace, b: Trace) -> l
         if (x["work"], x["values"]) != (y["work"], y["values"]):
             found = _first_difference(x["values"], y["values"]) if x["work"] == y["work"] \
                 else ("", x["work"], y["work"])
+            base, cand = _shown(found[1], found[2], 120)
             return diff(f"{_where(y)}: {y['work']} read {found[0] or 'its arguments'} = "
-                        f"{found[2]!r:.120} (candidate), {found[1]!r:.120} (baseline)",
+                        f"{cand} (candidate), {base} (baseline)",
                         field=y["work"], baseline=found[1], candidate=found[2],
                         extra={"kind": "device-read", "step": y["step"], "operation": y["op"]})
     if len(a.reads) != len(b.reads):
@@ -236,14 +271,16 @@ def compare_runs(protocol: Protocol, seq: StepSequence, a: Trace, b: Trace) -> l
     for k, (x, y) in enumerate(zip(a.states, b.states)):
         if x != y:
             path, u, v = _first_difference(x, y)
-            return diff(f"after step {k} the host holds {path or 'its state'} = {v!r:.160} "
-                        f"(candidate), {u!r:.160} (baseline)", field=path or "state",
+            base, cand = _shown(u, v, 160)
+            return diff(f"after step {k} the host holds {path or 'its state'} = {cand} "
+                        f"(candidate), {base} (baseline)", field=path or "state",
                         baseline=u, candidate=v, extra={"kind": "state", "step": k})
     for x, y in zip(a.ops, b.ops):
         if x["result"] != y["result"]:
             path, u, v = _first_difference(x["result"], y["result"])
-            return diff(f"{_where(y)} returned {path or 'a value'} = {v!r:.160} (candidate), "
-                        f"{u!r:.160} (baseline)", field=f"{y['op']}{path}", baseline=u,
+            base, cand = _shown(u, v, 160)
+            return diff(f"{_where(y)} returned {path or 'a value'} = {cand} (candidate), "
+                        f"{base} (baseline)", field=f"{y['op']}{path}", baseline=u,
                         candidate=v, extra={"kind": "result", "step": y["step"],
                                             "operation": y["op"]})
     return []

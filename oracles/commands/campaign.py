@@ -25,6 +25,7 @@ from stagecheck.oracles.report import json_document, render_campaign, render_jso
 from stagecheck.oracles.report.json import campaign_body, campaign_settings
 from stagecheck.oracles.report.markdown import render_markdown
 from stagecheck.oracles.report.replay import kept_findings, new_run_id, save_run
+from stagecheck.oracles.report.text import examples_tried
 from stagecheck.oracles.targets import schema_spec
 
 __all__ = ["CampaignCommand", "COMMANDS"]
@@ -151,7 +152,7 @@ class CampaignCommand(Command):
             "--markdown": lambda: render_markdown(result, run.strict, targets, lines, where,
                                                   self.name)}
         if result.interrupted:
-            stopped = (result.examples_in_contract + result.examples_out_of_contract,
+            stopped = (examples_tried(result),
                        result.findings, "example(s)", f"; saved: {where}" if where else "")
             return Outcome(verdict, 0, result, files, interrupted=stopped, saved=where)
         text = render_campaign(result, run.strict, lines, targets=targets, manifest=where,

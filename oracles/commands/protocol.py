@@ -24,14 +24,13 @@ from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, EXIT_US
                                               VERDICT_EXIT, Command, Outcome, shim_option)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import progress_of
-from stagecheck.oracles.errors import StagecheckError, UsageError
+from stagecheck.oracles.errors import SchemaError, StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import (OPTIONS, PROTOCOL_FIELDS, ProtocolConfig, ReplayConfig,
                                         flag_of, options_of)
 from stagecheck.oracles.protocol import (check_protocol, load_protocol, protocol_for_target,
                                          run_protocol_campaign)
-from stagecheck.oracles.protocol.generate import sample_sequence
-from stagecheck.oracles.protocol.load import protocol_spec
+from stagecheck.oracles.protocol.load import CHECK_SEQUENCES, dry_run_problems, protocol_spec
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.protocol_json import render_protocol_json
 from stagecheck.oracles.report.protocol_replay import (load_protocol_replay, replay_protocol,
@@ -40,10 +39,10 @@ from stagecheck.oracles.report.protocol_text import protocol_finding_lines, rend
 from stagecheck.oracles.report.replay import new_run_id, save_run, untrusted_parts
 from stagecheck.oracles.report.text import replay_verdict
 from stagecheck.oracles.stdio import note, shown
+from stagecheck.oracles.targets import is_file_spec
 from stagecheck.spec.protocol import Protocol
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
 from stagecheck.spec.schemas import schema_for_function
-from stagecheck.spec.steps import unfold
 
 __all__ = ["COMMANDS", "ProtocolCampaignCommand", "ProtocolCommand", "chosen_protocol",
            "replay_protocol_outcome"]
@@ -54,8 +53,6 @@ _PRESENTATION = ("protocol", "strict", "json", "save_dir", "verbose", "color", "
                  "save_infos", "no_save")
 #: the reports of diff/spec a protocol run does not write
 _NOT_WRITTEN = ("junit_xml", "markdown")
-#: step sequences ``protocol check`` draws for its dry run
-CHECK_SEQUENCES = 30
 
 
 def chosen_protocol(values: dict, baseline: str | None, candidate: str
@@ -110,6 +107,22 @@ def _refuse_unread(command: str, values: dict, protocol: str,
             read = ", ".join(OPTIONS[o].flag for o in PROTOCOL_FIELDS.values())
             raise UsageError.of(messages.PROTOCOL_OPTION_UNUSED, shown_value, flag=option.flag,
                                 protocol=protocol, reads=read).located(f"option {option.flag}")
+
+
+def _refuse_bare_file(target: str | None, protocol: Protocol, argument: str) -> None:
+    """A ``.py`` path given as a protocol run's target without ``::NAME`` is exit 2 saying
+    to name the protocol's component class in it (the staging function, for a one-step
+    protocol of a staging schema), never ``::FUNCTION`` where a class is meant."""
+    if not isinstance(target, str) or not target.strip().endswith(".py") \
+            or is_file_spec(target):
+        return
+    if protocol.component:
+        what, name = f"component class {protocol.component}", protocol.component
+    else:
+        functions = [f for f in protocol.functions if isinstance(f, str) and f]
+        what, name = "staging function", functions[0] if functions else "FUNCTION"
+    raise TargetLoadError.of(messages.PROTOCOL_TARGET_FILE, target, what=what,
+                             protocol=protocol.name, name=name).located(f"argument {argument}")
 
 
 def _replay_flags(baseline: str | None, candidate: str, shims: tuple[str, ...],
@@ -171,6 +184,9 @@ class ProtocolCampaignCommand(Command):
             raise exc.located("option --protocol" if chosen_by is None
                               else "argument " + ("CANDIDATE" if baseline else "TARGET")
                               ) from None
+        for target, argument in ((baseline, "BASELINE"),
+                                 (candidate, "CANDIDATE" if baseline else "TARGET")):
+            _refuse_bare_file(target, protocol, argument)
         if values.get("max_capacity") is not None and not protocol.staging:
             low, high = protocol.space.capacity
             raise UsageError.of(messages.PROTOCOL_CAPACITY_UNUSED, values["max_capacity"],
@@ -190,8 +206,12 @@ class ProtocolCampaignCommand(Command):
         try:
             result = run_protocol_campaign(run.baseline, run.candidate, run.protocol,
                                            run.config, progress.update if progress else None)
+            if progress:       # the last line says where the run ended, shrinking included
+                progress.update(result.sequences_run, findings=len(result.findings))
         except StagecheckError as exc:
             index = getattr(exc, "target_index", None)
+            if index is None and isinstance(exc, SchemaError):   # the protocol's own code
+                raise exc.located("option --protocol") from None
             raise exc.located(shim_option(exc) or (f"argument {arguments[index]}"
                                                    if index is not None else "arguments")
                               ) from None
@@ -281,7 +301,9 @@ class ProtocolCommand(Command):
                 f"{name}: {', '.join(p.functions)} — {p.summary}"
                 for name, p in BUILTIN_PROTOCOLS.items()))
         name = protocol.name if isinstance(protocol, Protocol) else where
-        problems = check_protocol(protocol) or _dry_run(protocol)
+        problems = check_protocol(protocol)     # every problem, then what a dry run shows
+        if isinstance(protocol, Protocol):
+            problems += [p for p in dry_run_problems(protocol) if p not in problems]
         if problems:
             for problem in problems:
                 note("stagecheck: error: " + messages.PROTOCOL_CHECK_PROBLEM.format(
@@ -291,31 +313,6 @@ class ProtocolCommand(Command):
             return Outcome("problems", EXIT_USAGE, problems)
         return Outcome("checked", EXIT_CLEAN, protocol,
                        text="\n".join(_summary(protocol, where)))
-
-
-def _dry_run(protocol: Protocol) -> list[str]:
-    """Problems a few drawn step sequences show: the space draws, every step unfolds, and
-    each operation's ``when`` answers on each step."""
-    for index in range(CHECK_SEQUENCES):
-        try:
-            seq = sample_sequence(protocol, 0, index)
-            views = unfold(seq)
-        except Exception as exc:     # the user's declaration failed: say what and where
-            return [messages.PROTOCOL_CHECK_DRAW.format(
-                value=protocol.space, error=f"{type(exc).__name__}: {exc}")]
-        for view in views:
-            for k, op in enumerate(protocol.operations):
-                try:
-                    answer = op.when(view)
-                except Exception as exc:
-                    answer = exc
-                if not isinstance(answer, bool):
-                    error = (f"{type(answer).__name__}: {answer}"
-                             if isinstance(answer, Exception)
-                             else f"no bool (it returned {answer!r})")
-                    return [messages.PROTOCOL_CHECK_WHEN.format(
-                        k=k, name=op.name, error=error, step=view.index)]
-    return []
 
 
 def _summary(protocol: Protocol, where: str) -> list[str]:

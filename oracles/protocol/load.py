@@ -7,33 +7,72 @@ module-level name), and checks it (``check_protocol``): every problem is a
 ``SchemaError`` naming the part of the declaration, the value and the fix (exit 2 in the
 command line). ``protocol_for_target`` chooses the built-in protocol a target's name
 implies; ``protocol_spec`` says how a worker loads the same protocol again.
+
+A protocol file is code, and the checker runs some of it (its ``when`` functions draw and
+unfold sequences, its ``checks`` judge traces). Outside a worker process ``load_protocol``
+loads a file as ``load_protocol_isolated`` does: first in a worker
+(``probe_protocol``: the import, the declaration's check and a dry run), where an exit, a
+crash or a hang ends only that worker and is a ``SchemaError`` naming the file; then here
+under ``oracles/guard.py`` (``load_protocol_guarded``: the import and each call of the
+protocol's functions under a deadline, an exit an error, a file that patches stagecheck
+refused). In a worker it is a plain import: an exit there ends only the worker.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import importlib.util
 import keyword
 import os
+import sys
 from typing import Any
 
-from stagecheck.oracles import messages
+from stagecheck.oracles import guard, messages
+from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.paths import require_file
+from stagecheck.oracles.protocol.generate import sample_sequence
+from stagecheck.oracles.runner import load_schema_isolated
 from stagecheck.oracles.schemas import load_schema
-from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, StepSpace
+from stagecheck.oracles.worker import WorkerEnded, WorkerPool
+from stagecheck.oracles.worker.pool import load_deadline
+from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, StepSpace, Trace
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocol_for_function, single_call
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+from stagecheck.spec.steps import unfold
 
-__all__ = ["check_protocol", "load_protocol", "protocol_for_target", "protocol_spec"]
+__all__ = ["PROTOCOL_SECONDS", "check_protocol", "dry_run_problems", "is_protocol_file",
+           "load_protocol", "load_protocol_guarded", "load_protocol_isolated", "probe_protocol", "protocol_for_target", "protocol_spec"]
 
 SINGLE_CALL = "single-call:"
 _SPECS: dict[int, str] = {}        # id(protocol) -> the spec it was loaded from
+#: CPU seconds a worker may take to load a protocol file, check it and dry-run it
+#: (``WALL_FACTOR`` times that on the wall clock; ``STAGECHECK_LOAD_SECONDS`` lowers it)
+PROTOCOL_SECONDS = 10.0
+#: step sequences the dry run draws (``protocol check``, and a file's probe in a worker)
+CHECK_SEQUENCES = 30
+#: how a worker process runs (``python -m stagecheck.oracles.worker``)
+_WORKER_MAIN = "stagecheck.oracles.worker.__main__"
+
+
+def is_protocol_file(spec: Any) -> bool:
+    """Whether ``spec`` names a protocol file (``path.py`` or ``path.py:NAME``)."""
+    return isinstance(spec, str) and not spec.startswith(SINGLE_CALL) and (
+        spec.endswith(".py") or ".py:" in spec) and spec not in BUILTIN_PROTOCOLS
+
+
+def _in_worker() -> bool:
+    """Whether this process is a worker (where code under test may end the process)."""
+    main = sys.modules.get("__main__")
+    return getattr(getattr(main, "__spec__", None), "name", None) == _WORKER_MAIN
 
 
 def load_protocol(spec: Any, checked: bool = True) -> Protocol:
     """The protocol ``spec`` names (see the module doc); ``SchemaError`` when it cannot be
     found or (``checked``) is not right. ``checked=False``: whatever the file declares
-    under the name, for ``check_protocol`` to list every problem (``protocol check``)."""
+    under the name, for ``check_protocol`` to list every problem (``protocol check``).
+    Outside a worker a file is loaded in a worker first (``load_protocol_isolated``)."""
     if isinstance(spec, Protocol):
         if checked:
             _raise_problems(spec, spec.name)
@@ -44,22 +83,100 @@ def load_protocol(spec: Any, checked: bool = True) -> Protocol:
     if spec in BUILTIN_PROTOCOLS:
         return BUILTIN_PROTOCOLS[spec]
     if spec.startswith(SINGLE_CALL):
-        protocol = single_call(load_schema(spec[len(SINGLE_CALL):]))
+        protocol = single_call(_schema(spec[len(SINGLE_CALL):]))
         _SPECS[id(protocol)] = spec
         return protocol
+    if is_protocol_file(spec) and not _in_worker():
+        return load_protocol_isolated(spec, checked)
+    return _load_file(spec, checked, guarded=False)
+
+
+def load_protocol_isolated(spec: str, checked: bool = True) -> Protocol:
+    """Protocol file ``spec`` for the checker (``load_protocol`` calls this for a file
+    outside a worker), as ``runner.load_schema_isolated`` loads a schema file: loaded,
+    checked and dry-run in a worker first (``probe_protocol``), where an exit, a crash or
+    a hang ends the worker and is a ``SchemaError`` naming the file here (exit 2, never a
+    verdict); then loaded in this process under ``oracles/guard.py``
+    (``load_protocol_guarded``). A staging schema file it names is loaded as
+    ``load_schema_isolated`` loads one."""
+    if not is_protocol_file(spec):
+        return load_protocol(spec, checked)
+    seconds = min(PROTOCOL_SECONDS, load_deadline().cpu)
+    with WorkerPool() as pool:
+        try:
+            pool.call("stagecheck.oracles.protocol.load", "probe_protocol", spec,
+                      deadline=seconds)
+        except WorkerEnded as ended:
+            if ended.hung:
+                raise SchemaError.of(messages.PROTOCOL_HUNG, spec, seconds=seconds) from None
+            raise SchemaError.of(messages.PROTOCOL_ENDED, spec, what=ended.what) from None
+    protocol = load_protocol_guarded(spec, checked)
+    staging = protocol.staging if isinstance(protocol, Protocol) else None
+    if isinstance(staging, str) and (staging.endswith(".py") or ".py:" in staging):
+        load_schema_isolated(staging, checked=False)      # cached for every later load
+    return protocol
+
+
+def load_protocol_guarded(spec: str, checked: bool = True) -> Protocol:
+    """Protocol file ``spec`` loaded in this process, its code under ``oracles/guard.py``
+    (its import and every call of its functions under a deadline, an exit a
+    ``SchemaError``, a file that changes stagecheck's own code refused): the checker's
+    load, after a worker loaded the file first (``load_protocol_isolated``)."""
+    return _load_file(spec, checked, guarded=True)
+
+
+def probe_protocol(spec: str) -> None:
+    """In a worker: load protocol file ``spec``, check it and dry-run it (its ``when``
+    functions on drawn sequences, its ``checks`` on an empty trace), its problems aside:
+    an exit or a hang here ends the worker, not the checker."""
+    protocol = load_protocol(spec, checked=False)
+    if not isinstance(protocol, Protocol):
+        return
+    try:
+        dry_run_problems(protocol)
+    except Exception:       # the checker finds and says the problems itself
+        pass
+    if isinstance(protocol.checks, tuple) and protocol.checks:
+        try:
+            seq = sample_sequence(_drawable(protocol), 0, 0)
+        except Exception:
+            return
+        for check in protocol.checks:
+            try:
+                check.check(seq, Trace())
+            except Exception:   # an empty trace may not be what a check expects
+                pass
+
+
+def _schema(spec: str):
+    """A staging schema for a one-step protocol: a schema file is loaded in a worker first
+    outside a worker (``runner.load_schema_isolated``)."""
+    if (spec.endswith(".py") or ".py:" in spec) and not _in_worker():
+        return load_schema_isolated(spec)
+    return load_schema(spec)
+
+
+def _load_file(spec: str, checked: bool, guarded: bool) -> Protocol:
     path, _, name = spec.partition(":") if not spec.endswith(".py") else (spec, "", "")
     if not path.endswith(".py"):
         raise SchemaError.of(messages.PROTOCOL_UNKNOWN, spec,
                              builtins=", ".join(BUILTIN_PROTOCOLS))
     require_file(path, "protocol file", messages.PROTOCOL_FILE_MISSING, SchemaError, spec,
                  path=path)      # a FIFO or a device is named as such, never imported
-    module = _import(path, spec)
+    if guarded:    # every module of stagecheck loaded first: a patch of one is then seen
+        preload_project_modules()
+    before = guard.snapshot() if guarded else None
+    module = _import(path, spec, guarded)
+    if before is not None:
+        _refuse_patches(before, spec)
     name = name or "PROTOCOL"
     protocol = getattr(module, name, None)
     if protocol is None or (checked and not isinstance(protocol, Protocol)):
         found = sorted(n for n, v in vars(module).items() if isinstance(v, Protocol))
         raise SchemaError.of(messages.PROTOCOL_NOT_DECLARED, spec, name=name, path=path,
                              found=", ".join(found) or "none")
+    if guarded and isinstance(protocol, Protocol):
+        _guard_protocol(protocol, path)
     if not checked:
         return protocol
     _raise_problems(protocol, spec)
@@ -67,18 +184,83 @@ def load_protocol(spec: Any, checked: bool = True) -> Protocol:
     return protocol
 
 
-def _import(path: str, spec: str):
-    module_name = "stagecheck_protocol_" + str(abs(hash(os.path.abspath(path))))
+def _import(path: str, spec: str, guarded: bool = False):
+    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:12]
+    module_name = f"stagecheck_protocol_{digest}"
     try:
         loader_spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(loader_spec)
-        loader_spec.loader.exec_module(module)
+        if guarded:
+            _guarded(f"protocol file {path!r} (its module-level code)",
+                     loader_spec.loader.exec_module, module)
+        else:
+            loader_spec.loader.exec_module(module)
     except SchemaError:
         raise
     except BaseException as exc:     # the user's file failed to import: say so, exit 2
         raise SchemaError.of(messages.PROTOCOL_IMPORT, spec,
                              error=f"{type(exc).__name__}: {exc}") from None
     return module
+
+
+def _refuse_patches(before: dict, spec: str) -> None:
+    changed = guard.patched(before)
+    if changed:
+        raise SchemaError.of(messages.PROTOCOL_PATCHES, spec, names=", ".join(changed[:4]) + (
+            f" and {len(changed) - 4} more" if len(changed) > 4 else ""))
+
+
+#: guard's fixes (said of schema code) -> the same said of protocol code
+_FIXES = {messages.SCHEMA_CODE_HUNG[1]: messages.PROTOCOL_CODE_HUNG_FIX,
+          messages.SCHEMA_CODE_EXITED[1]: messages.PROTOCOL_CODE_EXITED_FIX}
+
+
+def _guarded(what: str, func, *args, **kwargs):
+    """``guard.guarded_call``, its hang or exit said of protocol code."""
+    try:
+        return guard.guarded_call(what, func, *args, **kwargs)
+    except SchemaError as exc:
+        exc.fix = _FIXES.get(exc.fix, exc.fix)
+        raise
+
+
+def _wrapped(func, what: str):
+    if not callable(func) or getattr(func, "__stagecheck_guarded__", False):
+        return func
+
+    def call(*args, **kwargs):
+        return _guarded(what, func, *args, **kwargs)
+
+    call.__stagecheck_guarded__ = True
+    call.__wrapped__ = func
+    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+        try:
+            setattr(call, attr, getattr(func, attr))
+        except (AttributeError, TypeError):
+            pass
+    return call
+
+
+def _guard_protocol(protocol: Protocol, path: str) -> None:
+    """Each function ``protocol`` holds (build, observe, each operation's run and when,
+    each check) runs as a guarded call when the checker calls it, in place."""
+    where = f"protocol file {path!r}"
+
+    def wrap(obj, attr: str, label: str) -> None:
+        value = getattr(obj, attr, None)
+        if callable(value) and not isinstance(value, type):
+            object.__setattr__(obj, attr, _wrapped(value, f"{where}: {label}"))
+
+    wrap(protocol, "build", "build")
+    wrap(protocol, "observe", "observe")
+    for k, op in enumerate(protocol.operations if isinstance(protocol.operations, tuple)
+                           else ()):
+        if isinstance(op, Operation):
+            wrap(op, "run", f"operations[{k}].run")
+            wrap(op, "when", f"operations[{k}].when")
+    for k, check in enumerate(protocol.checks if isinstance(protocol.checks, tuple) else ()):
+        if isinstance(check, ProtocolCheck):
+            wrap(check, "check", f"checks[{k}].check")
 
 
 def protocol_spec(protocol: Protocol) -> str:
@@ -193,3 +375,50 @@ def _space_problems(space: Any) -> list[str]:
     if not isinstance(space.temperatures, tuple) or not space.temperatures:
         out.append(messages.PROTOCOL_PROBLEM_PARAMS.format(value=space.temperatures))
     return out
+
+
+def _drawable(protocol: Protocol) -> Protocol:
+    """``protocol``, or (its step space being wrong, which ``check_protocol`` says) the
+    same with the default space: its ``when`` functions are still tried."""
+    if _space_problems(protocol.space):
+        return dataclasses.replace(protocol, space=StepSpace())
+    return protocol
+
+
+def dry_run_problems(protocol: Protocol, sequences: int = CHECK_SEQUENCES) -> list[str]:
+    """Problems that ``sequences`` drawn step sequences show, every one: the space draws,
+    every step unfolds, and each operation's ``when`` answers True or False on each step
+    (its first failure said; a wrong step space is said by ``check_protocol``, and the
+    ``when`` functions are tried on the default one)."""
+    operations = [(k, op) for k, op in enumerate(
+        protocol.operations if isinstance(protocol.operations, tuple) else ())
+        if isinstance(op, Operation) and callable(op.when)]
+    if protocol.staging is not None and (not isinstance(protocol.staging, str) or (
+            protocol.staging not in BUILTIN_SCHEMAS and not protocol.staging.endswith(".py")
+            and ".py:" not in protocol.staging)):
+        return []           # check_protocol says what is wrong with it
+    drawn = _drawable(protocol)
+    failed: dict[int, str] = {}
+    for index in range(sequences):
+        try:
+            seq = sample_sequence(drawn, 0, index)
+            views = unfold(seq)
+        except Exception as exc:     # the user's declaration failed: say what and where
+            return [messages.PROTOCOL_CHECK_DRAW.format(
+                value=protocol.space, error=f"{type(exc).__name__}: {exc}")] + \
+                list(failed.values())
+        for view in views:
+            for k, op in operations:
+                if k in failed:
+                    continue
+                try:
+                    answer = op.when(view)
+                except Exception as exc:
+                    answer = exc
+                if not isinstance(answer, bool):
+                    error = (f"{type(answer).__name__}: {answer}"
+                             if isinstance(answer, Exception)
+                             else f"no bool (it returned {answer!r})")
+                    failed[k] = messages.PROTOCOL_CHECK_WHEN.format(
+                        k=k, name=op.name, error=error, step=view.index)
+    return [failed[k] for k in sorted(failed)]

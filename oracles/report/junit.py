@@ -43,7 +43,7 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape, escape_lines
 from stagecheck.oracles.report.json import campaign_settings
-from stagecheck.oracles.report.text import finding_lines
+from stagecheck.oracles.report.text import examples_tried, finding_lines
 from stagecheck.spec import DIFFERENCES, ERROR, INVARIANTS
 
 __all__ = ["TIME_METHOD", "junit_classname", "render_junit", "unfailable"]
@@ -196,7 +196,7 @@ def render_junit(result, strict: bool = False, name: str | None = None,
     if interrupted:
         case = ET.SubElement(suite, "testcase", classname=classname, name="interrupted",
                              time=each)
-        examples = result.examples_in_contract + result.examples_out_of_contract
+        examples = examples_tried(result)
         ET.SubElement(case, "error", type="interrupted", message=(
             f"no verdict: interrupted by {escape(interrupted)} after {examples} example(s); "
             f"{len(result.findings)} finding(s) so far"))

@@ -19,7 +19,7 @@ from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.json import campaign_settings
 from stagecheck.oracles.report.snippet import pytest_example
-from stagecheck.oracles.report.text import findings_count, info_groups, slot_table
+from stagecheck.oracles.report.text import findings_count, info_groups, slot_table, tried_examples
 from stagecheck.spec import statement
 
 __all__ = ["render_markdown"]
@@ -68,8 +68,8 @@ def render_markdown(result, strict: bool = False, targets: dict | None = None,
     s = campaign_settings(result, strict)
     lines += ["### Budget", "",
               f"- examples: {s['examples']} per stream; tried "
-              f"{result.examples_in_contract} in contract and "
-              f"{result.examples_out_of_contract} out of contract in {result.seconds:.1f} s",
+              f"{tried_examples(result, ('in contract', 'out of contract'))} in "
+              f"{result.seconds:.1f} s",
               f"- seed: {s['seed']}; capacity <= {s['max_capacity']}"
               + (f"; drafts <= {s['max_drafts']}" if s.get('max_drafts') is not None else ""),
               f"- device: {s['device']}; kernel oracle: {s['kernel']}; engine: {s['engine']}; "

@@ -18,9 +18,11 @@ def protocol_json_document(result, saved: dict | None = None) -> dict:
         "protocol": result.protocol, "baseline": result.baseline,
         "candidate": result.candidate, "targets": result.targets, "verdict": verdict,
         "device": result.config.device, "seed": result.config.seed,
-        "sequences": {"budget": result.config.sequences, "run": result.sequences_run},
+        "sequences": {"budget": result.config.sequences, "run": result.sequences_run,
+                      "shrinking": getattr(result, "shrink_evaluations", 0)},
         "seconds": round(result.seconds, 3),
-        "first_error_seconds": result.first_error_seconds,
+        "first_error_seconds": (None if result.first_error_seconds is None
+                                else round(result.first_error_seconds, 3)),
         "errors": len(result.errors), "infos": len(result.infos),
         "findings": [dict(f.to_dict(), replay=(saved or {}).get(f.id))
                      for f in result.findings],

@@ -83,13 +83,14 @@ def replay_protocol(path: str, baseline: str | None = None, candidate: str | Non
     replaces what the file saved (targets, protocol, device, shims); a target, shim or
     protocol file the file names outside the repository must be given."""
     saved, seq = load_protocol_replay(path)
-    check_trusted(saved, path, baseline, candidate, shims_given=bool(shims))
     spec = protocol or saved["protocol"]
+    untrusted = None        # a protocol file outside the repository that was not given
     if protocol is None and (str(spec).endswith(".py") or ".py:" in str(spec)):
         file = str(spec).rpartition(":")[0] if ".py:" in str(spec) else str(spec)
         if not trusted_path(file, repository_root()):
-            raise UsageError.of(messages.REPLAY_UNTRUSTED_PROTOCOL, path, target=file,
-                                top=repository_root())
+            untrusted = str(spec)
+    check_trusted(saved, path, baseline, candidate, shims_given=bool(shims),
+                  protocol=untrusted)
     base = baseline if baseline is not None else saved.get("baseline")
     cand = candidate if candidate is not None else saved["candidate"]
     config = ProtocolConfig(sequences=1, device=device or saved.get("device", "cpu"),

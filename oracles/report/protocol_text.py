@@ -19,7 +19,7 @@ from stagecheck.spec.protocol_invariants import protocol_statement
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.steps import StepSequence, unfold
 
-__all__ = ["protocol_finding_lines", "render_protocol", "sequence_table"]
+__all__ = ["protocol_finding_lines", "render_protocol", "sequence_table", "tried_sequences"]
 
 #: most rows of a sequence table shown
 MAX_ROWS = 40
@@ -69,12 +69,25 @@ def sequence_table(f: Finding) -> list[str]:
             notes = list(row["hazards"])
             if row["outcome"] != "returned":
                 notes.append(row["outcome"])
-            rows.append(f"  {row['step']!s:>4}  {escape(row['operation']):<22} "
+            step, operation = row["step"], row["operation"]
+            if isinstance(step, int) and step < 0:      # the state's build, before step 0
+                step, operation = "-", f"{operation} (before step 0)"
+            rows.append(f"  {step!s:>4}  {escape(operation):<22} "
                         f"{row['completion'] or '-':<10} {row['in_flight']:>9}  "
                         f"{escape('; '.join(notes)) or '-'}")
         if len(table) > MAX_ROWS:
             rows.append(f"  ... {len(table) - MAX_ROWS} more operation(s)")
     return rows
+
+
+def tried_sequences(result) -> str:
+    """Every step sequence a protocol campaign ran: those drawn, and those its shrinking
+    tried (``5 step sequences (seed 0, budget 300) and 12 more while shrinking``)."""
+    drawn, c = result.sequences_run, result.config
+    text = f"{drawn} step sequence{'' if drawn == 1 else 's'} (seed {c.seed}, budget " \
+        f"{c.sequences})"
+    shrinking = getattr(result, "shrink_evaluations", 0)
+    return text + (f" and {shrinking} more while shrinking" if shrinking else "")
 
 
 def protocol_finding_lines(f: Finding, saved: dict | None = None,
@@ -112,9 +125,9 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
             else f"{result.candidate} against the protocol")
     device = "the CPU model of the device" if c.device == "cpu" else "CUDA"
     lines = [f"stagecheck protocol {escape(result.protocol)}: {escape(what)} on {device}",
-             f"tried {result.sequences_run} step sequence(s) (seed {c.seed}, budget "
-             f"{c.sequences}), each run twice per target (every operation completing when "
-             f"issued, and under its completion schedule), in {result.seconds:.1f} s"
+             f"tried {tried_sequences(result)}, each run twice per target (every "
+             "operation completing when issued, and under its completion schedule), in "
+             f"{result.seconds:.1f} s"
              + ("; the search stops at its first error, then shrinks it" if result.errors
                 else "")]
     if result.interrupted:

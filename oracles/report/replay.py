@@ -28,6 +28,7 @@ import json
 import math
 import os
 import secrets
+import shlex
 import time
 
 from stagecheck.oracles import messages
@@ -386,13 +387,31 @@ def untrusted_parts(saved: dict) -> tuple[dict, str]:
 
 def check_trusted(saved: dict, path: str, baseline: str | None = None,
                   candidate: str | None = None, shims_given: bool = False,
-                  schema_given: bool = False) -> None:
+                  schema_given: bool = False, protocol: str | None = None) -> None:
     """A replay file runs only code the user chose: the targets, shims and schema file it
     names must be trusted (``untrusted_parts``) unless the command line names them;
-    ``UsageError`` otherwise, saying how to name them."""
+    ``protocol``: a protocol file the file names outside the trust boundary and the
+    command line does not. ``UsageError`` otherwise: one refusal that names every part
+    to give and the command line that gives them all."""
     parts, top = untrusted_parts(saved)
     flags = ("--baseline BASELINE " if saved.get("baseline") is not None else "") + \
         "--candidate CANDIDATE"      # a finding of spec has no baseline
+    needed = [(f"the {side} target {parts[side]!r}", f"--{side}", parts[side])
+              for side, given in (("baseline", baseline), ("candidate", candidate))
+              if side in parts and not given]
+    if not shims_given:
+        needed += [(f"the shim {s!r}", "--shim", s) for s in parts.get("shims", ())]
+    if "schema" in parts and not schema_given:
+        needed.append((f"the schema file {parts['schema']!r} (code stagecheck runs in its "
+                       "own process)", "--schema", parts["schema"]))
+    if protocol:
+        needed.append((f"the protocol file {protocol!r}", "--protocol", protocol))
+    if len(needed) > 1:      # every part at once: never one refusal after another
+        command = "stagecheck replay " + " ".join(
+            [shlex.quote(path)] + [f"{flag} {shlex.quote(str(value))}"
+                                   for _, flag, value in needed])
+        raise UsageError.of(messages.REPLAY_UNTRUSTED_PARTS, path, top=top,
+                            parts="; ".join(what for what, _, _ in needed), command=command)
     for side, given in (("baseline", baseline), ("candidate", candidate)):
         if side in parts and not given:
             raise UsageError.of(messages.REPLAY_UNTRUSTED_TARGET, path, side=side,
@@ -402,3 +421,6 @@ def check_trusted(saved: dict, path: str, baseline: str | None = None,
                             top=top)
     if "schema" in parts and not schema_given:
         raise UsageError.of(messages.REPLAY_SCHEMA_FILE, path, target=parts["schema"])
+    if protocol:
+        raise UsageError.of(messages.REPLAY_UNTRUSTED_PROTOCOL, path, target=protocol,
+                            top=top)

@@ -27,7 +27,8 @@ from stagecheck.spec.space import draft_bound
 __all__ = ["InfoGroup", "bounds_text", "campaign_bounds", "error_group_lines", "findings_count",
            "finding_lines", "info_group_line", "info_groups", "render_bench",
            "render_campaign", "render_kernel", "render_mutants", "render_replay",
-           "render_symbolic", "replay_verdict", "slot_table", "target_lines"]
+           "render_symbolic", "replay_verdict", "slot_table", "target_lines", "tried_examples",
+           "examples_tried"]
 
 
 def _cell(v) -> str:
@@ -293,6 +294,26 @@ def campaign_bounds(result) -> tuple[int | None, int | None]:
     return capacity, drafts
 
 
+def examples_tried(result) -> int:
+    """Every example a campaign ran: both streams and the edge cases."""
+    return (result.examples_in_contract + result.examples_out_of_contract
+            + getattr(result, "examples_edge", 0))
+
+
+def tried_examples(result, in_words: tuple[str, str] = ("in-contract", "out-of-contract")
+                   ) -> str:
+    """What a campaign tried, every part counted: ``300 in-contract, 300 out-of-contract
+    and 30 edge-case examples`` (without edge cases: ``N in-contract and M
+    out-of-contract examples``)."""
+    inside, outside = in_words
+    edge = getattr(result, "examples_edge", 0)
+    if not edge:
+        return (f"{result.examples_in_contract} {inside} and "
+                f"{result.examples_out_of_contract} {outside} examples")
+    return (f"{result.examples_in_contract} {inside}, {result.examples_out_of_contract} "
+            f"{outside} and {edge} edge-case examples")
+
+
 def bounds_text(result) -> str:
     """``capacity <= 1024, drafts <= 16`` (what the run drew)."""
     capacity, drafts = campaign_bounds(result)
@@ -313,8 +334,7 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     what = (f"{escape(result.baseline)} vs {escape(result.candidate)}" if result.baseline
             else f"spec of {escape(result.candidate)}")
     lines = [f"stagecheck: {what} on {c.run.device}", *target_lines(targets),
-             f"tried {result.examples_in_contract} in-contract and "
-             f"{result.examples_out_of_contract} out-of-contract examples (seed {c.seed}, "
+             f"tried {tried_examples(result)} (seed {c.seed}, "
              f"{bounds_text(result)}, budget {c.examples} per stream) in "
              f"{result.seconds:.1f} s" + ("; a stream stops at its first error finding, "
                                           "then shrinks it" if result.errors else "")]

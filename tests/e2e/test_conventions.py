@@ -28,7 +28,7 @@ from stagecheck.oracles.progress import Progress, format_duration, interval
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEAVY = ("torch", "numpy", "hypothesis", "triton", "crosshair")
 PROGRESS_LINE = re.compile(r"^stagecheck diff: (finished: )?(edge cases )?\d+/\d+ examples, "
-                           r"\d+ findings, .*elapsed", re.M)
+                           r"\d+ findings?, .*elapsed", re.M)
 
 
 def run_cli(*args, cwd=ROOT, env=None, timeout=600):
@@ -240,9 +240,10 @@ def test_an_unknown_key_is_exit_2_naming_the_key_the_file_and_the_valid_keys(tmp
         """)
     proc = run_cli("diff", "legacy", "single-loop", cwd=tmp_path)
     assert proc.returncode == 2
-    problem, fix = messages.CONFIG_UNKNOWN_KEY
+    problem, fix = messages.CONFIG_UNKNOWN_KEY_NEAR
     assert proc.stderr.strip() == "stagecheck: error: " + problem.format(
-        value="exampels", path=path) + "; " + fix.format(known=", ".join(sorted(KEYS)))
+        value="exampels", path=path, hint=messages.DID_YOU_MEAN.format(option="examples")
+    ) + "; " + fix.format(known=", ".join(sorted(KEYS)))
     assert "max-capacity" in proc.stderr and "Traceback" not in proc.stderr
 
 

@@ -355,6 +355,50 @@ SCHEMAS = [
          r"is a FIFO \(named pipe\), not a file", "a FIFO given as a schema file",
          prepare="fifo"),
 ]
+#: a component the protocol files of hostile/ drive (docs/protocols.md's worked example)
+STAGER = f"{ROOT}/tests/targets/protocols/_machinery/fixed_token_stager.py::TokenStager"
+
+
+def protocol_case(id_, protocol, code, expect, what, **kw):
+    return Case(id_, ("spec", STAGER, "--protocol", f"{{H}}/{protocol}.py", "--examples", "5",
+                      "--quiet"), code, expect, what, **kw)
+
+
+PROTOCOL_FILES = [
+    protocol_case("protocol-os-exit", "protocol_os_exit", 2,
+                  "option --protocol: protocol file .*ended the process that loaded it and "
+                  "dry-ran it: exited the interpreter with code 0", "a --protocol file that "
+                  "calls os._exit(0) when imported (was: exit 0, no report)"),
+    protocol_case("protocol-system-exit", "protocol_system_exit", 2,
+                  r"option --protocol: importing the protocol file .* raised SystemExit: 0",
+                  "a --protocol file that raises SystemExit(0) when imported"),
+    protocol_case("protocol-keyboard-interrupt", "protocol_keyboard_interrupt", 2,
+                  "option --protocol: importing the protocol file .* raised KeyboardInterrupt",
+                  "a --protocol file that raises KeyboardInterrupt when imported"),
+    protocol_case("protocol-import-loop", "protocol_import_loop", 2,
+                  fragment(messages.PROTOCOL_HUNG), "a --protocol file that loops for ever "
+                  "when imported (was: a run that never ends)", env=LOAD_ENV),
+    protocol_case("protocol-when-exit", "protocol_when_exit", 2,
+                  "ended the process that loaded it and dry-ran it: exited the interpreter "
+                  "with code 0", "a --protocol file whose when (run by the checker to draw "
+                  "steps) calls os._exit(0)"),
+    protocol_case("protocol-patches-judge", "protocol_patches_judge", 2,
+                  r"changed stagecheck's own code.*protocol_invariants\.check_run",
+                  "a --protocol file that replaces the judge of protocol runs"),
+    protocol_case("protocol-check-hang", "protocol_check_hang", 2,
+                  r"option --protocol: .*checks\[0\]\.check did not return within",
+                  "a --protocol file whose own check (run by the checker) loops on a real "
+                  "trace"),
+    Case("protocol-check-os-exit", ("protocol", "check", "{H}/protocol_os_exit.py"), 2,
+         "argument PROTOCOL: protocol file .*ended the process that loaded it",
+         "protocol check of a file that calls os._exit(0) (was: exit 0)"),
+    Case("protocol-check-import-loop", ("protocol", "check", "{H}/protocol_import_loop.py"),
+         2, fragment(messages.PROTOCOL_HUNG), "protocol check of a file that loops when "
+         "imported (was: a run that never ends)", env=LOAD_ENV),
+    Case("protocol-check-when-exit", ("protocol", "check", "{H}/protocol_when_exit.py"), 2,
+         "ended the process that loaded it", "protocol check of a when that calls "
+         "os._exit(0)"),
+]
 OPTIONS = [
     Case("examples-0", ("spec", "legacy", "--examples", "0"), 2, "--examples", "--examples 0"),
     Case("examples-huge", ("spec", "legacy", "--examples", str(10**23)), 2,
@@ -544,8 +588,8 @@ REPLAY_FILES = {
     "dev-zero": (None, None, "a replay file linked to /dev/zero (was: a traceback)"),
 }
 REPLAYS = [_replay(name) for name in REPLAY_FILES]
-CASES = (LOAD + TARGETS + HANGS + LEAKS + SCHEMAS + OPTIONS + OUTPUTS + STDIO_CASES + PLUGIN +
-         REPLAYS)
+CASES = (LOAD + TARGETS + HANGS + LEAKS + SCHEMAS + PROTOCOL_FILES + OPTIONS + OUTPUTS +
+         STDIO_CASES + PLUGIN + REPLAYS)
 
 
 def _valid_replay() -> dict:

@@ -240,8 +240,13 @@ def test_a_shim_file_given_as_a_target_says_how_to_give_it(command, argument, tm
     proc = run_cli(*(w.format(shim="helpers.py") for w in command), cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     problem, fix = messages.TARGET_FILE_WITHOUT_FUNCTION
+    fields = {"value": "helpers.py"}
+    if "--protocol" in command:     # a protocol's target is its component class
+        problem, fix = messages.PROTOCOL_TARGET_FILE
+        fields.update(what="component class GPUModelRunner", name="GPUModelRunner",
+                      protocol="valid-count-readback")
     assert proc.stderr.strip() == f"stagecheck: error: {argument}: " + problem.format(
-        value="helpers.py") + "; " + fix.format(value="helpers.py")
+        **fields) + "; " + fix.format(**fields)
     assert "--shim helpers.py" in proc.stderr
 
 

@@ -243,10 +243,12 @@ def test_a_protocol_result_as_json():
     f = Finding("no_copy_hazard", "error", "m", side="candidate", scenario=seq.to_dict(),
                 extra={"kind": "host-write-pending-upload"})
     result = ProtocolResult("token-stager", None, "x.py::C", ProtocolConfig(sequences=3),
-                            [f], sequences_run=2)
+                            [f], sequences_run=2, shrink_evaluations=5,
+                            first_error_seconds=1.2345678901234)
     document = json.loads(render_protocol_json(result, {f.id: "/tmp/r.json"}))
     assert document["verdict"] == "different" and document["errors"] == 1
-    assert document["sequences"] == {"budget": 3, "run": 2}
+    assert document["sequences"] == {"budget": 3, "run": 2, "shrinking": 5}
+    assert document["first_error_seconds"] == 1.235      # rounded as "seconds" is
     (saved,) = document["findings"]
     assert saved["replay"] == "/tmp/r.json" and saved["scenario"]["protocol"] == "token-stager"
 

@@ -1,0 +1,292 @@
+"""What a new user's audit of the protocol feature found (issue 22, with issues 21 and 23's
+bars), end to end in a subprocess: a protocol file that exits or hangs is loaded in a worker
+first (never a verdict), a bare file target is told to name the component class, a replay
+file outside the repository is refused once with every part to give, ``protocol check``
+lists every problem in one run, the reports count everything tried (edge cases, shrinking),
+round floats and name the build step, progress speaks singular, and a misspelt
+``[tool.stagecheck]`` key gets a "did you mean"."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import SchemaError, UsageError
+from stagecheck.oracles.progress import Progress
+from stagecheck.oracles.report.replay import check_trusted
+from tests.protocol_catalog import fixtures, target
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "docs", "examples", "token_stager_protocol.py")
+MACHINERY = os.path.join(ROOT, "tests", "targets", "protocols", "_machinery")
+HOSTILE = os.path.join(ROOT, "tests", "targets", "hostile")
+
+
+def run_cli(*args, cwd=ROOT, env=None):
+    return subprocess.run([sys.executable, "-m", "stagecheck", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": ROOT, **(env or {})})
+
+
+# ------------------------------------------------------------------ 1: protocol files are code
+
+def test_a_protocol_file_that_exits_never_ends_the_process_that_loads_it():
+    """``load_protocol`` in this very process (as the fixture and a pasted
+    ``check_sequence`` test call it): the file's ``os._exit(0)`` ends a worker, and here it
+    is a ``SchemaError`` naming the file (were it imported here, pytest itself would end)."""
+    from stagecheck.oracles.protocol import load_protocol
+    path = os.path.join(HOSTILE, "protocol_os_exit.py")
+    with pytest.raises(SchemaError) as caught:
+        load_protocol(path)
+    assert messages.PROTOCOL_ENDED[0].format(value=path, what="exited the interpreter with "
+                                             "code 0") in str(caught.value)
+
+
+def test_a_protocol_file_whose_import_loops_is_a_hang_said_of_the_file(monkeypatch):
+    from stagecheck.oracles.protocol import load_protocol
+    monkeypatch.setenv("STAGECHECK_LOAD_SECONDS", "2")
+    path = os.path.join(HOSTILE, "protocol_import_loop.py")
+    with pytest.raises(SchemaError) as caught:
+        load_protocol(path)
+    assert messages.PROTOCOL_HUNG[0].format(value=path, seconds=2) in str(caught.value)
+
+
+def test_a_protocol_file_that_crashes_its_process_is_exit_2_naming_it(tmp_path):
+    """A segmentation fault at import (a C extension's crash) ends the worker that loads
+    the file first: exit 2 naming the file and the signal, no verdict, nothing saved."""
+    path = tmp_path / "crashes.py"
+    path.write_text("import ctypes\n\nctypes.string_at(0)\n")
+    proc = run_cli("spec", f"{MACHINERY}/fixed_token_stager.py::TokenStager", "--protocol",
+                   str(path), "--save-dir", str(tmp_path / "saved"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    said = messages.PROTOCOL_ENDED[0].format(value=str(path), what="killed by SIGSEGV")
+    assert f"option --protocol: {said}" in proc.stderr
+    assert proc.stdout == "" and not (tmp_path / "saved").exists()
+
+
+def test_a_right_protocol_file_loads_guarded_and_runs_as_before(tmp_path):
+    """The checker's copy of a protocol file has its functions guarded; the run is the
+    same: the buggy component is found, the fixed one holds."""
+    from stagecheck.oracles.protocol import load_protocol
+    protocol = load_protocol(EXAMPLE)
+    assert getattr(protocol.build, "__stagecheck_guarded__", False)
+    assert getattr(protocol.operations[0].when, "__stagecheck_guarded__", False)
+    buggy = run_cli("spec", f"{MACHINERY}/buggy_token_stager.py::TokenStager", "--protocol",
+                    EXAMPLE, "--examples", "50", "--no-save", "-q")
+    assert buggy.returncode == 1, buggy.stdout + buggy.stderr
+    fixed = run_cli("spec", f"{MACHINERY}/fixed_token_stager.py::TokenStager", "--protocol",
+                    EXAMPLE, "--examples", "20", "--no-save", "-q")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+
+
+# ------------------------------------------------------------------ 2: a bare file target
+
+@pytest.mark.parametrize("command", ["spec", "diff"])
+def test_a_bare_file_target_of_a_protocol_run_is_told_to_name_the_component_class(command):
+    buggy = f"{MACHINERY}/buggy_token_stager.py"
+    args = ([command, buggy] if command == "spec" else
+            [command, f"{MACHINERY}/fixed_token_stager.py::TokenStager", buggy])
+    proc = run_cli(*args, "--protocol", EXAMPLE, "--no-save")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    problem, fix = messages.PROTOCOL_TARGET_FILE
+    said = problem.format(value=buggy, what="component class TokenStager",
+                          protocol="token-stager")
+    argument = "TARGET" if command == "spec" else "CANDIDATE"
+    assert f"argument {argument}: {said}" in proc.stderr
+    assert fix.format(value=buggy, name="TokenStager") in proc.stderr
+    assert "::FUNCTION" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_bare_file_target_of_a_builtin_or_one_call_protocol_names_its_class_or_function():
+    (fixed,) = fixtures("valid-count-readback", "fixed")
+    proc = run_cli("spec", str(fixed), "--protocol", "valid-count-readback", "--no-save")
+    assert proc.returncode == 2
+    assert f"write '{fixed}::GPUModelRunner'" in proc.stderr
+    one_call = run_cli("spec", str(fixed), "--protocol", "single-call:mamba-postprocess",
+                       "--no-save")
+    assert one_call.returncode == 2
+    assert f"write '{fixed}::stage_postprocess_inputs_to_gpu'" in one_call.stderr
+    assert "::FUNCTION" not in proc.stderr + one_call.stderr
+
+
+# ------------------------------------------------------------------ 3: replay, one refusal
+
+def test_a_protocol_replay_outside_the_repository_is_refused_once_with_every_part(tmp_path):
+    """The target and the protocol file lie outside the folder the replay runs in (not a
+    repository): one refusal names both and a command line that gives both, and that
+    command runs as printed."""
+    shutil.copy(f"{MACHINERY}/buggy_token_stager.py", tmp_path / "stager.py")
+    shutil.copy(EXAMPLE, tmp_path / "protocol.py")
+    work = tmp_path / "work"
+    work.mkdir()
+    component, protocol = f"{tmp_path}/stager.py::TokenStager", f"{tmp_path}/protocol.py"
+    found = run_cli("spec", component, "--protocol", protocol, "--examples", "50", "-q",
+                    cwd=work)
+    assert found.returncode == 1, found.stdout + found.stderr
+    printed = next(x for x in found.stdout.splitlines() if "replay: stagecheck replay" in x)
+    file = shlex.split(printed.split("replay: ", 1)[1])[2]
+    refused = run_cli("replay", file, cwd=work)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.count("stagecheck: error:") == 1
+    problem = messages.REPLAY_UNTRUSTED_PARTS[0].format(
+        value=file, top=work, parts=f"the candidate target {component!r}; the protocol file "
+                                    f"{protocol!r}")
+    assert problem in refused.stderr
+    command = refused.stderr.split("name it yourself: ", 1)[1].strip()
+    assert command == (f"stagecheck replay {file} --candidate {component} "
+                       f"--protocol {protocol}")
+    again = run_cli(*shlex.split(command)[1:], cwd=work)
+    assert again.returncode == 1, again.stdout + again.stderr     # runs as printed
+    as_printed = run_cli(*shlex.split(printed.split("replay: ", 1)[1])[1:], cwd=work)
+    assert as_printed.returncode == 1, as_printed.stdout + as_printed.stderr
+
+
+def test_every_untrusted_part_of_a_replay_file_is_named_in_one_refusal(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    saved = {"baseline": "/elsewhere/a.py::f", "candidate": "/elsewhere/b.py::f",
+             "shims": ["/elsewhere/shim.py"], "schema": "/elsewhere/s.py"}
+    with pytest.raises(UsageError) as caught:
+        check_trusted(saved, "r.json")
+    text = str(caught.value)
+    for part in ("the baseline target '/elsewhere/a.py::f'",
+                 "the candidate target '/elsewhere/b.py::f'", "the shim '/elsewhere/shim.py'",
+                 "the schema file '/elsewhere/s.py'"):
+        assert part in text
+    assert text.endswith("stagecheck replay r.json --baseline /elsewhere/a.py::f --candidate "
+                         "/elsewhere/b.py::f --shim /elsewhere/shim.py --schema "
+                         "/elsewhere/s.py")
+    # what the command line names is not asked for again
+    check_trusted(saved, "r.json", "legacy", "legacy", shims_given=True, schema_given=True)
+
+
+# ------------------------------------------------------------------ 4: protocol check
+
+MANY_PROBLEMS = '''
+from stagecheck.spec.protocol import Operation, Protocol, StepSpace
+
+
+def run(ctx):
+    return None
+
+
+PROTOCOL = Protocol(
+    name="", summary="s", functions=("A",), build=None, component="A.b",
+    operations=(Operation("a", run, when=lambda v: v.no_such_field),
+                Operation("b", run, when=lambda v: 3), Operation("b", run)),
+    space=StepSpace(steps=(0, 3)))
+'''
+
+
+def test_protocol_check_reports_every_problem_in_one_run(tmp_path):
+    path = tmp_path / "many.py"
+    path.write_text(MANY_PROBLEMS)
+    proc = run_cli("protocol", "check", str(path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    said = [line.split(f"({path}): ", 1)[1] for line in proc.stderr.splitlines()
+            if f"({path}): " in line]
+    expected = [messages.PROTOCOL_PROBLEM_NAME.format(value=""),
+                messages.PROTOCOL_PROBLEM_CALLABLE.format(part="build", value=None),
+                messages.PROTOCOL_PROBLEM_COMPONENT.format(value="A.b"),
+                messages.PROTOCOL_PROBLEM_DUPLICATE.format(names="b"),
+                messages.PROTOCOL_PROBLEM_RANGE.format(part="space.steps", value=(0, 3)),
+                "operations[0] ('a').when raised AttributeError",
+                "operations[1] ('b').when raised no bool (it returned 3)"]
+    for problem in expected:
+        assert any(line.startswith(problem) for line in said), (problem, said)
+    assert len(said) == len(expected)
+    assert messages.PROTOCOL_CHECK_FAILED.format(name="", where=path, count=len(expected)) \
+        in proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------ 5: reports
+
+def test_the_diff_report_counts_the_edge_cases_it_tried(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli("diff", "legacy", "single-loop", "--examples", "40", "--no-save", "-q",
+                   "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    examples = json.loads(out.read_text())["examples"]
+    assert examples["edge"] > 0
+    assert (f"tried {examples['in_contract']} in-contract, {examples['out_of_contract']} "
+            f"out-of-contract and {examples['edge']} edge-case examples") in proc.stdout
+
+
+def test_the_protocol_report_counts_shrinking_rounds_floats_and_names_no_step_minus_one(
+        tmp_path):
+    (buggy,) = [f for f in fixtures("input-prep-event", "buggy") if "narrow" in f.name]
+    out = tmp_path / "r.json"
+    proc = run_cli("spec", target(buggy), "--protocol", "input-prep-event", "--no-save",
+                   "-q", "--json", str(out))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    sequences = json.loads(out.read_text())["sequences"]
+    assert sequences["shrinking"] > 0
+    assert re.search(rf"tried {sequences['run']} step sequences? \(seed 0, budget 300\) and "
+                     rf"{sequences['shrinking']} more while shrinking", proc.stdout)
+    # the host's float32 temperature 0.7 reads 0.7, not its 17-digit expansion
+    assert "temperature[0] = 0.5 under this completion schedule, 0.7 when" in proc.stdout
+    assert "0.69999998" not in proc.stdout
+
+
+BROKEN_STAGER = '''
+class TokenStager:
+    def __init__(self, max_tokens, device, pin_memory=True):
+        raise ValueError("no room for the buffers")
+
+    def stage(self, token_ids):
+        pass
+
+    def embed(self, ids):
+        return ids
+'''
+
+
+def test_a_component_that_fails_to_build_is_said_of_the_build_not_step_minus_one(tmp_path):
+    (tmp_path / "broken.py").write_text(BROKEN_STAGER)
+    proc = run_cli("spec", f"{tmp_path}/broken.py::TokenStager", "--protocol", EXAMPLE,
+                   "--examples", "5", "--no-save", cwd=tmp_path,
+                   env={"STAGECHECK_PROGRESS_INTERVAL": "0.05"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "(candidate) build (before step 0) raised ValueError: no room for the buffers" \
+        in proc.stdout
+    row = next(x for x in proc.stdout.splitlines() if "build (before step 0)" in x
+               and "raised" in x and not x.startswith("["))
+    assert row.split()[0] == "-"
+    assert "step -1" not in proc.stdout and "  -1  " not in proc.stdout
+    # the progress line: one finding is "1 finding"
+    final = [x for x in proc.stderr.splitlines() if "finished:" in x][-1]
+    assert "1 finding," in final and "1 findings" not in proc.stderr
+
+
+def test_progress_counts_speak_singular_for_one():
+    progress = Progress("diff", "examples", None, counters=("findings", "killed"),
+                        stream=io.StringIO(), tty=False)
+    progress.update(1, findings=1, killed=1)
+    fields = progress.fields()
+    assert fields[0] == "1 example" and "1 finding" in fields and "1 killed" in fields
+    progress.update(2, findings=2)
+    assert "2 findings" in progress.fields() and progress.fields()[0] == "2 examples"
+    progress.update(1, 300, findings=0)
+    assert progress.fields()[0] == "1/300 examples" and "0 findings" in progress.fields()
+
+
+# ------------------------------------------------------------------ 6: [tool.stagecheck]
+
+def test_a_misspelt_config_key_gets_the_closest_key_as_an_option_does(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.stagecheck]\nmax_capacty = 4\n")
+    proc = run_cli("spec", "legacy", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "'max_capacty' is not a key of [tool.stagecheck]" in proc.stderr
+    assert messages.DID_YOU_MEAN.format(option="max-capacity") in proc.stderr
+    (tmp_path / "pyproject.toml").write_text("[tool.stagecheck]\nzzzq = 4\n")
+    far = run_cli("spec", "legacy", cwd=tmp_path)
+    assert far.returncode == 2 and "did you mean" not in far.stderr

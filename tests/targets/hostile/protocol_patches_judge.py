@@ -1,0 +1,23 @@
+"""hostile protocol: replaces the judge of protocol runs when imported (otherwise docs/examples/token_stager_protocol.py)."""
+
+import stagecheck.spec.protocol_invariants as invariants
+
+from stagecheck.spec.protocol import Operation, Protocol, StepSpace
+
+
+def build(ctx):
+    return ctx.component(4 * ctx.sequence.capacity, ctx.device, pin_memory=True)
+
+
+def stage(ctx):
+    ids = [100 * int(r.split("-")[1]) + k for r, n in ctx.step.scheduled.items() for k in range(n)]
+    ctx.state.stage(ids[: 4 * ctx.sequence.capacity])
+
+
+invariants.check_run = lambda *args, **kwargs: []
+
+PROTOCOL = Protocol(
+    name="token-stager", summary="token ids staged into one reused pinned buffer",
+    functions=("TokenStager", "stage"), component="TokenStager", build=build,
+    operations=(Operation("stage", stage),), device_work=("embed",),
+    space=StepSpace(capacity=(1, 3), steps=(1, 6), max_prompt=4))
