@@ -132,7 +132,7 @@ def load_config(start: str | None = None) -> Config:
         key = raw_key.replace("_", "-")
         spec = KEYS.get(key)
         if spec is None:
-            raise ConfigError.of(messages.CONFIG_UNKNOWN_KEY_NEAR, raw_key, path=path,
+            raise ConfigError.of(messages.CONFIG_UNKNOWN_KEY, raw_key, path=path,
                                  known=", ".join(sorted(KEYS)),
                                  hint=did_you_mean(key, KEYS))
         try:

@@ -206,7 +206,8 @@ SAME_REPORT_PATHS = ("{options} name the same path {value!r}", "give each report
 
 # --------------------------------------------------------------------------- issue 13
 # configuration: [tool.stagecheck] in pyproject.toml (oracles/config.py)
-CONFIG_UNKNOWN_KEY = ("{value!r} is not a key of [tool.stagecheck] (in {path})",
+#: an unknown key, with the closest key as the command line's options say it ({hint})
+CONFIG_UNKNOWN_KEY = ("{value!r} is not a key of [tool.stagecheck] (in {path}){hint}",
                       "remove it or use one of: {known}")
 CONFIG_UNREADABLE = ("cannot read {value!r} ({error})", "fix the TOML; stagecheck reads its "
                      "[tool.stagecheck] table")
@@ -502,8 +503,3 @@ PROTOCOL_TARGET_FILE = ("{value!r} names a file, not the {what} in it that proto
 REPLAY_UNTRUSTED_PARTS = ("the replay file names code outside this repository ({top}): "
                           "{parts}; stagecheck does not run code a replay file chose",
                           "if you trust it, name it yourself: {command}")
-#: the step of a protocol finding's table (and its message) where the state was built
-PROTOCOL_BUILD_STEP = "build"
-#: an unknown [tool.stagecheck] key, with the closest key as the command line's options say it
-CONFIG_UNKNOWN_KEY_NEAR = ("{value!r} is not a key of [tool.stagecheck] (in {path}){hint}",
-                           "remove it or use one of: {known}")

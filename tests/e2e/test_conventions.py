@@ -240,7 +240,7 @@ def test_an_unknown_key_is_exit_2_naming_the_key_the_file_and_the_valid_keys(tmp
         """)
     proc = run_cli("diff", "legacy", "single-loop", cwd=tmp_path)
     assert proc.returncode == 2
-    problem, fix = messages.CONFIG_UNKNOWN_KEY_NEAR
+    problem, fix = messages.CONFIG_UNKNOWN_KEY
     assert proc.stderr.strip() == "stagecheck: error: " + problem.format(
         value="exampels", path=path, hint=messages.DID_YOU_MEAN.format(option="examples")
     ) + "; " + fix.format(known=", ".join(sorted(KEYS)))
