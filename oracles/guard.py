@@ -7,7 +7,8 @@ loaded here, and what it could still do to the checker is contained:
 
 - ``guarded_call`` runs a piece of schema code under a deadline kept by a watchdog
   thread: ``CPU_SECONDS`` of the main thread's CPU time or ``WALL_SECONDS`` on the wall
-  clock; past it the watchdog interrupts the main thread (``SIGNAL``, whose handler
+  clock, less the time the main thread was ready to run but waited for a CPU (the
+  kernel's ``schedstat``: a busy machine slows the call, it does not make it hang); past it the watchdog interrupts the main thread (``SIGNAL``, whose handler
   raises only inside a guarded call), and the call is a ``SchemaError``. A
   ``SystemExit`` or ``KeyboardInterrupt`` the code raises is a ``SchemaError`` too (under
   the command line, a real Ctrl-C is a flag, never an exception: see ``interrupt``).
@@ -53,6 +54,7 @@ class _State:
         self.depth = 0
         self.started = 0.0
         self.cpu = 0.0
+        self.waited = 0.0
         self.what = ""
         self.expired = False
         self.watchdog: threading.Thread | None = None
@@ -69,6 +71,17 @@ def _thread_cpu() -> float:
         return time.process_time()
 
 
+def _thread_waited() -> float:
+    """Seconds the main thread has been ready to run but waited for a CPU (0 where the
+    kernel does not say)."""
+    try:
+        with open(f"/proc/self/task/{threading.main_thread().native_id}/schedstat",
+                  "rb") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError, AttributeError):
+        return 0.0
+
+
 def _on_signal(signum, frame) -> None:
     if _STATE.depth and _STATE.expired:
         raise _Expired()
@@ -79,7 +92,7 @@ def _watch() -> None:
         time.sleep(_EVERY)
         if not _STATE.depth or _STATE.expired:
             continue
-        wall = time.monotonic() - _STATE.started
+        wall = time.monotonic() - _STATE.started - (_thread_waited() - _STATE.waited)
         cpu = _thread_cpu() - _STATE.cpu
         if wall > WALL_SECONDS or cpu > CPU_SECONDS:
             _STATE.expired = True
@@ -116,6 +129,7 @@ def guarded_call(what: str, func, *args, **kwargs):
         return func(*args, **kwargs)
     _STATE.depth, _STATE.expired, _STATE.what = 1, False, what
     _STATE.started, _STATE.cpu = time.monotonic(), _thread_cpu()
+    _STATE.waited = _thread_waited()
     try:
         return func(*args, **kwargs)
     except _Expired:
