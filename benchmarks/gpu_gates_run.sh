@@ -24,3 +24,7 @@ t0=$SECONDS
 timeout 170 python3 benchmarks/bench_protocols.py --device cuda --skip throughput >> "$LOG" 2>&1
 echo "### bench first-finding rc=$? $((SECONDS - t0)) s" >> "$LOG"
 tail -c 9000 "$LOG"
+t0=$SECONDS
+timeout 120 python3 benchmarks/protocol_startup.py --device cuda --repeats 1 >> "$LOG" 2>&1
+echo "### startup rc=$? $((SECONDS - t0)) s" >> "$LOG"
+tail -c 3000 "$LOG"
