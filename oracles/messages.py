@@ -440,6 +440,11 @@ STDOUT_LOST = ("stagecheck: standard output was closed or could not be written, 
 KILLED_FROM_OUTSIDE = ("stagecheck: note: a worker process was {what} while it ran example "
                        "{index}; the call ran again in a fresh worker and returned: killed "
                        "from outside (not a finding against the code)")
+DEVICE_FIRST_USE_FAILED = ("a worker's first use of the {value} device did not complete ({what}; its limit: {cpu:.0f} s "
+                           "of CPU time or {wall:.0f} s on the wall clock)",
+                           "check that the device works (python -c \"import torch; "
+                           "torch.ones(1, device='cuda')\"); a machine that needs longer may "
+                           "be given more time with STAGECHECK_LOAD_SECONDS=SECONDS")
 TARGET_LOAD_HUNG = ("loading {value!r} did not finish within {cpu:.0f} s of CPU time or "
                     "{wall:.0f} s on the wall clock (a hang at load)",
                     "module-level code a target's loading runs must finish; a module whose "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import signal
 import sys
 
-__all__ = ["import_torch"]
+__all__ = ["first_use", "import_torch"]
 
 
 def import_torch():
@@ -34,3 +34,25 @@ def import_torch():
         if remaining > 0:
             signal.setitimer(signal.ITIMER_REAL, remaining)
     return torch
+
+
+def first_use(device: str) -> None:
+    """Make this process's first use of ``device`` now: for cuda, torch imported, the
+    context created, pinned host memory allocated, device work queued, a copy each way,
+    an event recorded and the device synchronized. A worker does this before its first
+    call on the device (under the deadline of loading, not a call's): the first use
+    costs the driver's initialisation (seconds where many processes start at once), which
+    no call should be timed for. The cpu needs nothing."""
+    if device != "cuda":
+        return
+    torch = import_torch()
+    host = torch.ones(64, dtype=torch.int32, pin_memory=True)
+    mirror = torch.empty(64, dtype=torch.int32, device="cuda")
+    back = torch.zeros(64, dtype=torch.int32, pin_memory=True)
+    torch.cuda._sleep(1000)
+    mirror.copy_(host, non_blocking=True)
+    back.copy_(mirror, non_blocking=True)
+    event = torch.cuda.Event()
+    event.record()
+    event.synchronize()
+    torch.cuda.synchronize()

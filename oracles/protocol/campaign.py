@@ -67,6 +67,8 @@ class _Runner:
     def __init__(self, protocol_spec: str, refs: list, options: dict, jobs: int) -> None:
         self.spec, self.refs, self.options = protocol_spec, refs, options
         self.pools = [WorkerPool() for _ in range(jobs)]
+        for pool in self.pools:    # each worker's first use of a GPU: before its first call
+            pool.device = "cuda" if options.get("device") == "cuda" else None
         self.executor = ThreadPoolExecutor(max_workers=jobs) if jobs > 1 else None
 
     def load(self) -> list:

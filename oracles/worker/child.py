@@ -26,6 +26,7 @@ from typing import Any
 
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.device.torchload import first_use
 from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.backends import make_backend
@@ -192,6 +193,13 @@ class _Worker:
                 self._cuda_fast = make_backend("fast", options)
             return self._cuda_fast
         return make_backend(kind, options)
+
+    def warm(self, device: str) -> None:
+        """Make this worker's first use of ``device`` (``first_use``) before its first call
+        there, under the parent's deadline of loading."""
+        self.counter.value = BUSY
+        first_use(device)
+        self.counter.value = IDLE
 
     def call(self, payload) -> Any:
         """Run a named function of stagecheck in this worker (bench, upstream tests, the

@@ -8,6 +8,7 @@ how a worker is replaced is decided in one place, ``WorkerPool.restart``.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -107,6 +108,8 @@ class WorkerPool:
         self._process: WorkerProcess | None = None
         self._refs: list[TargetRef] = []
         self.restarts = 0
+        #: the device each fresh worker makes its first use of when it starts (``_warm``)
+        self.device: str | None = None
 
     # ---------------------------------------------------------------- the restart policy
     def restart(self) -> WorkerProcess:
@@ -128,7 +131,27 @@ class WorkerPool:
         self._process = take_spare(self.memory_mib) or WorkerProcess(self.memory_mib)
         if self._refs:
             self._request("load", self._refs, deadline=load_deadline())
+        if self.device is not None:
+            self._warm_now()
         return self._process
+
+    def _warm(self, options: RunOptions) -> None:
+        """Batches on the cuda device are coming: this worker, and each fresh one after
+        it, makes its first use of the device now, under the deadline of loading. The
+        driver's initialisation takes seconds where many workers start at once; timed as
+        part of a first call, it made a correct call a hang."""
+        if options.device == "cuda" and self.device is None:
+            self.device = options.device
+            self._warm_now()
+
+    def _warm_now(self) -> None:
+        try:
+            self._request("warm", self.device, deadline=load_deadline())
+        except Ended as ended:
+            self.discard()
+            seconds = load_deadline()
+            raise WorkerError.of(messages.DEVICE_FIRST_USE_FAILED, self.device, what=ended.what,
+                                 cpu=seconds.cpu, wall=seconds.wall) from None
 
     def _live(self) -> WorkerProcess:
         if self._process is None or not self._process.is_alive():
@@ -236,6 +259,8 @@ class WorkerPool:
                         and since_waited is not None else 0.0) > deadline.wall) or
                     (deadline.cpu is not None and used is not None
                      and used.cpu - since_cpu > deadline.cpu)):
+                _trace_hang(now - since, used, since_cpu, since_waited, position, best,
+                            deadline)
                 process.kill()
                 raise Ended("hung", best, hung=True)
         if status == "error":
@@ -300,6 +325,7 @@ class WorkerPool:
         the rest of the batch runs on in a fresh worker.
         """
         self._live()
+        self._warm(options)
         payload = (sides, list(batch), options, backend, sample_every)
         try:
             return _decoded(self._request("observe", payload, _deadline(options),
@@ -380,6 +406,7 @@ class WorkerPool:
         waited for; the batches it had in hand are then posted again)."""
         if self._process is None:
             self.restart()
+        self._warm(payload[2])
         try:
             self._process.send(("observe", payload))
         except OSError:
@@ -398,6 +425,7 @@ class WorkerPool:
         """Another pool with the same targets loaded in a worker of its own."""
         other = WorkerPool(self.memory_mib)
         other._refs = list(self._refs)
+        other.device = self.device
         other.restart()
         return other
 
@@ -414,6 +442,29 @@ class WorkerPool:
         except Ended as ended:
             self.restart()
             raise WorkerEnded(ended.what, hung=ended.hung) from None
+
+
+#: a file each hang the checker ends is written to (one line of JSON): which clock passed
+#: its deadline and by how much, and where the worker was (a diagnostic, docs/reliability.md)
+TRACE_HANGS_ENV = "STAGECHECK_TRACE_HANGS"
+
+
+def _trace_hang(wall: float, used, since_cpu: float, since_waited, position: int, best: int,
+                deadline: Deadline) -> None:
+    path = os.environ.get(TRACE_HANGS_ENV)
+    if not path:
+        return
+    waited = (used.waited - since_waited) if used is not None and since_waited is not None \
+        else None
+    line = {"pid": os.getpid(), "wall": round(wall, 3), "position": position, "best": best,
+            "cpu": round(used.cpu - since_cpu, 3) if used is not None else None,
+            "waited": round(waited, 3) if waited is not None else None,
+            "deadline": [deadline.cpu, deadline.wall]}
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
+    except OSError:
+        pass
 
 
 def _deadline(options: RunOptions) -> Deadline:

@@ -105,6 +105,19 @@ def test_fast_cuda_buffers_end_as_the_instrumented_ones():
                 [c for c in b.events if type(c).__name__ == "Copy"]
 
 
+def test_each_worker_makes_its_first_use_of_the_device_before_its_first_call(tmp_path,
+                                                                            monkeypatch):
+    """The driver's initialisation is not part of any call's deadline: a first use made
+    inside the first call's window was a false hang (docs/cuda.md)."""
+    from stagecheck.oracles.worker.pool import TRACE_HANGS_ENV
+    trace = tmp_path / "hangs.jsonl"
+    monkeypatch.setenv(TRACE_HANGS_ENV, str(trace))
+    config = CampaignConfig.from_options(examples=300, device="cuda", jobs=2)
+    result = run_campaign(load_target("legacy"), load_target("single-loop"), config)
+    assert result.errors == [] and result.examples_in_contract == 300
+    assert not trace.exists(), trace.read_text()
+
+
 def test_the_batched_engine_on_cuda_finds_a_buggy_fixture_and_passes_the_generations():
     buggy = load_target("tests/targets/buggy_swapped_views.py::stage_postprocess_inputs_to_gpu")
     config = CampaignConfig.from_options(examples=2000, device="cuda")
