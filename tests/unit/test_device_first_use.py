@@ -38,6 +38,17 @@ def _pool_with(spec: str) -> tuple[WorkerPool, object]:
     return pool, target
 
 
+def _spins_once(path):
+    """What the checker saw of one call of the spinning target at ``path``."""
+    pool, target = _pool_with(f"{path}::stage_postprocess_inputs_to_gpu")
+    try:
+        ((_, (seen,)),) = pool.observe([0], [(0, sample_scenario(target.schema, 1, 0))],
+                                       RunOptions(timeout=0.1))
+    finally:
+        pool.discard()
+    return seen
+
+
 def test_a_pool_on_the_cpu_makes_no_first_use_request():
     pool, target = _pool_with("legacy")
     try:
@@ -55,13 +66,7 @@ def test_a_hang_the_checker_ends_is_traced_with_its_clock(tmp_path, monkeypatch)
     path.write_text(BLOCKS_ITS_TIMERS)
     trace = tmp_path / "hangs.jsonl"
     monkeypatch.setenv(TRACE_HANGS_ENV, str(trace))
-    pool, target = _pool_with(f"{path}::stage_postprocess_inputs_to_gpu")
-    try:
-        ((_, (seen,)),) = pool.observe([0], [(0, sample_scenario(target.schema, 1, 0))],
-                                       RunOptions(timeout=0.1))
-    finally:
-        pool.discard()
-    assert seen.timed_out
+    assert _spins_once(path).timed_out
     (line,) = trace.read_text().splitlines()
     hang = json.loads(line)
     cpu_deadline, wall_deadline = hang["deadline"]
@@ -74,13 +79,7 @@ def test_no_trace_is_written_unless_asked(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "spins.py"
     path.write_text(BLOCKS_ITS_TIMERS)
-    pool, target = _pool_with(f"{path}::stage_postprocess_inputs_to_gpu")
-    try:
-        ((_, (seen,)),) = pool.observe([0], [(0, sample_scenario(target.schema, 1, 0))],
-                                       RunOptions(timeout=0.1))
-    finally:
-        pool.discard()
-    assert seen.timed_out
+    assert _spins_once(path).timed_out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spins.py"]
 
 
