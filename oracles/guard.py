@@ -52,7 +52,8 @@ class _Expired(BaseException):
 class _State:
     def __init__(self) -> None:
         self.depth = 0
-        self.started = 0.0
+        self.generation = 0       # one more per guarded call: the watchdog's decision
+        self.started = 0.0        # holds for the call it was made for only
         self.cpu = 0.0
         self.waited = 0.0
         self.what = ""
@@ -90,11 +91,13 @@ def _on_signal(signum, frame) -> None:
 def _watch() -> None:
     while True:
         time.sleep(_EVERY)
+        generation = _STATE.generation
         if not _STATE.depth or _STATE.expired:
             continue
         wall = time.monotonic() - _STATE.started - (_thread_waited() - _STATE.waited)
         cpu = _thread_cpu() - _STATE.cpu
-        if wall > WALL_SECONDS or cpu > CPU_SECONDS:
+        if (wall > WALL_SECONDS or cpu > CPU_SECONDS) and _STATE.depth and \
+                _STATE.generation == generation:
             _STATE.expired = True
             try:
                 signal.pthread_kill(threading.main_thread().ident, SIGNAL)
@@ -127,11 +130,19 @@ def guarded_call(what: str, func, *args, **kwargs):
         return func(*args, **kwargs)
     if not _ready():
         return func(*args, **kwargs)
-    _STATE.depth, _STATE.expired, _STATE.what = 1, False, what
+    # the call's clocks first, ``depth`` last: the watchdog judges a call only once it is
+    # armed, never by the clocks of the call before it (under load the read of
+    # ``schedstat`` takes long enough for the watchdog to look in between)
+    _STATE.expired, _STATE.what = False, what
+    _STATE.generation += 1
     _STATE.started, _STATE.cpu = time.monotonic(), _thread_cpu()
     _STATE.waited = _thread_waited()
+    _STATE.depth = 1
     try:
-        return func(*args, **kwargs)
+        try:
+            return func(*args, **kwargs)
+        finally:           # disarmed before anything else: a late signal raises nothing
+            _STATE.depth = 0
     except _Expired:
         raise SchemaError.of(messages.SCHEMA_CODE_HUNG, what, cpu=CPU_SECONDS,
                              wall=WALL_SECONDS) from None
@@ -144,7 +155,7 @@ def guarded_call(what: str, func, *args, **kwargs):
                                  error="KeyboardInterrupt") from None
         raise
     finally:
-        _STATE.depth, _STATE.expired = 0, False
+        _STATE.expired = False
 
 
 def _wrapped(func, what: str):

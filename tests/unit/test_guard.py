@@ -4,6 +4,7 @@ patching of stagecheck itself (issue 21)."""
 from __future__ import annotations
 
 import signal
+import threading
 import time
 
 import pytest
@@ -46,6 +47,22 @@ def test_time_spent_waiting_for_a_cpu_does_not_count_toward_the_wall_clock(short
     monkeypatch.setattr(guard, "_thread_waited", lambda: 0.0)     # no waiting: it hangs
     with pytest.raises(SchemaError, match="build did not return within"):
         guard.guarded_call("build", time.sleep, 1.2)
+
+
+def test_a_call_is_never_judged_by_the_clocks_of_the_call_before_it(short, monkeypatch):
+    # a clean-clone run beside a CPU load failed here: the main thread lost its CPU while
+    # a new call was being armed, the watchdog looked meanwhile, saw the call armed with
+    # the clocks of a call made long before, and interrupted it before it began
+    assert guard.guarded_call("derive", lambda: 1) == 1      # the watchdog runs
+    guard._STATE.started = time.monotonic() - 3600            # a call an hour ago
+    quick = guard._thread_cpu
+
+    def cpu_slowly() -> float:
+        if threading.current_thread() is threading.main_thread():
+            time.sleep(5 * guard._EVERY)   # the watchdog looks several times meanwhile
+        return quick()
+    monkeypatch.setattr(guard, "_thread_cpu", cpu_slowly)
+    assert guard.guarded_call("derive", lambda: "fine") == "fine"
 
 
 def test_the_kernel_says_how_long_the_main_thread_waited_for_a_cpu():
