@@ -8,8 +8,9 @@ loaded here, and what it could still do to the checker is contained:
 - ``guarded_call`` runs a piece of schema code under a deadline kept by a watchdog
   thread: ``CPU_SECONDS`` of the main thread's CPU time or ``WALL_SECONDS`` on the wall
   clock, less the time the main thread was ready to run but waited for a CPU (the
-  kernel's ``schedstat``: a busy machine slows the call, it does not make it hang); past it the watchdog interrupts the main thread (``SIGNAL``, whose handler
-  raises only inside a guarded call), and the call is a ``SchemaError``. A
+  kernel's ``schedstat``: a busy machine slows the call, it does not make it hang);
+  past it the watchdog interrupts the main thread (``SIGNAL``, whose handler raises
+  only inside a guarded call), and the call is a ``SchemaError``. A
   ``SystemExit`` or ``KeyboardInterrupt`` the code raises is a ``SchemaError`` too (under
   the command line, a real Ctrl-C is a flag, never an exception: see ``interrupt``).
 - ``guard_schema`` wraps every function a schema holds (build, derive, hooks) so each
@@ -131,8 +132,8 @@ def guarded_call(what: str, func, *args, **kwargs):
     if not _ready():
         return func(*args, **kwargs)
     # the call's clocks first, ``depth`` last: the watchdog judges a call only once it is
-    # armed, never by the clocks of the call before it (under load the read of
-    # ``schedstat`` takes long enough for the watchdog to look in between)
+    # armed, never by the clocks of the call before it (on a busy machine the main thread
+    # can lose its CPU between any two of these lines, and the watchdog looks meanwhile)
     _STATE.expired, _STATE.what = False, what
     _STATE.generation += 1
     _STATE.started, _STATE.cpu = time.monotonic(), _thread_cpu()
