@@ -58,6 +58,10 @@ __all__ = ["BATCH", "SAMPLE_EVERY", "CampaignResult", "resolved_bounds", "run_ca
 #: examples per batch sent to a worker (the first batches of a stream are smaller:
 #: FIRST_BATCH, then twice as many each time)
 BATCH = 128
+#: ... and at most about this many slots (the sum of its scenarios' capacities): a batch
+#: of full 1,024-slot scenarios is 8 examples, so the worker starts on the first one
+#: soon and the checker's last judging, which nothing overlaps, is short
+BATCH_SLOTS = 8192
 FIRST_BATCH = 16
 #: one example in this many (that the fast run passed) is run again instrumented
 SAMPLE_EVERY = 16
@@ -208,11 +212,16 @@ class _Search:
             # small batches first (a bug that shows at once is judged at once), then BATCH
             start, size = 0, FIRST_BATCH
             while start < total:
-                batch = [(i, self.scenario(stream, i))
-                         for i in range(start, min(total, start + size))]
+                batch, slots = [], 0
+                for i in range(start, min(total, start + size)):
+                    s = self.scenario(stream, i)
+                    batch.append((i, s))
+                    slots += s.capacity
+                    if slots >= BATCH_SLOTS:     # large scenarios: fewer per batch
+                        break
                 drawn.update(batch)
                 yield batch
-                start, size = start + size, min(BATCH, 2 * size)
+                start, size = start + len(batch), min(BATCH, 2 * size)
 
         done = 0
         flagged: tuple[StagingScenario, list[Finding], bool] | None = None

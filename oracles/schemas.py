@@ -195,6 +195,9 @@ def check_declarations(schema: StagingSchema) -> list[str]:
         if f.derive is not None and not callable(f.derive):
             out.append(f"{where}: derive must be a function of the request view, e.g. "
                        "lambda q: q.num_scheduled_tokens")
+        if f.column is not None and not callable(f.column):
+            out.append(f"{where}: column must be a function (inputs, live request ids) -> "
+                       "one value per id, or None")
         if f.tail.kind not in ("untouched", "fill", "free"):
             out.append(f"{where}: tail {f.tail.kind!r} is not untouched, fill or free")
         if f.copy.kind not in ("live", "whole", "none"):
@@ -236,6 +239,26 @@ def check_declarations(schema: StagingSchema) -> list[str]:
             out.append(f"keyword {k!r}: declare it as an input (kind=FLAG) so scenarios hold "
                        "its value")
     return out
+
+
+def _column_problem(s, f) -> str | None:
+    """Where ``f.column`` disagrees with ``f.derive`` on ``s`` (None: nowhere)."""
+    live = s.live_ids
+    try:
+        got = list(f.column(s.inputs, live))
+    except Exception as exc:
+        return (f"field {f.name!r}: column raised {type(exc).__name__}: {exc}; it takes "
+                "(inputs, live request ids) and gives derive's value for each id")
+    if len(got) != len(live):
+        return (f"field {f.name!r}: column gave {len(got)} values for {len(live)} live "
+                "requests; give one value per id, MISSING where derive raises KeyError")
+    for i, r in enumerate(live):
+        want = expected_value(s, f, i, r)
+        if got[i] is not want and got[i] != want:
+            return (f"field {f.name!r}: column gives {got[i]!r} for slot {i} ({r!r}) where "
+                    f"derive gives {want!r}; column must equal derive on every slot (or "
+                    "drop column: derive alone is enough)")
+    return None
 
 
 def check_schema(schema: StagingSchema, samples: int = 30, list_model: bool = True
@@ -306,6 +329,10 @@ def check_schema(schema: StagingSchema, samples: int = 30, list_model: bool = Tr
                         return [f"field {f.name!r}: derive raised {type(exc).__name__}: "
                                 f"{exc} for slot {i}; a request lacking an input may raise "
                                 "KeyError only"]
+                if f.column is not None:
+                    problem = _column_problem(s, f)
+                    if problem:
+                        return [problem]
             for f in profile.staged_fields(s):
                 if f.missing is None:
                     continue

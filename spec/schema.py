@@ -199,6 +199,10 @@ class Field:
     when_prose: str = "on every call"   # ``when`` (and ``offered``), in prose
     nullable: Callable[["TargetProfile"], bool] = lambda profile: False   # may the adapter
                                         # pass None instead of the buffer to this target?
+    # ``derive`` for all live requests at once, a shortcut for large batches:
+    # (scenario inputs, live request ids) -> one value per id, MISSING where ``derive``
+    # raises KeyError; ``schema check`` compares it with ``derive`` slot by slot
+    column: Callable[[Any, list], list] | None = None
 
 
 @dataclass(frozen=True)

@@ -412,6 +412,11 @@ class WorkerPool:
         except OSError:
             pass
 
+    def pump(self) -> None:
+        """Move the bytes of the batches in hand without waiting (``WorkerProcess.pump``)."""
+        if self._process is not None:
+            self._process.pump()
+
     def collect(self, payload) -> list[tuple[int, list[Observation]]]:
         """The answer to the oldest batch posted, ``payload``; it ends with an example
         whose call hung or ended its process (``_recover``'s ``stop``)."""

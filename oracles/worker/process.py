@@ -83,6 +83,7 @@ class WorkerProcess:
         to_child_r, to_child_w = os.pipe()
         _widen(to_child_w)
         to_parent_r, to_parent_w = os.pipe()
+        _widen(to_parent_w)
         control_r, self._control = os.pipe()
         self._status, status_w = os.pipe()
         os.set_blocking(self._status, False)
@@ -99,6 +100,7 @@ class WorkerProcess:
         self._send = Connection(to_child_w, readable=False)
         self._recv = Connection(to_parent_r, writable=False)
         self._outbox = bytearray()   # requests sent, not yet taken by the worker's pipe
+        self._inbox = bytearray()    # answer bytes read ahead (``pump``), not yet parsed
         self._last_position = 0
         self._said = ""              # what the keeper wrote so far
         self._pid: int | None = None
@@ -205,11 +207,34 @@ class WorkerProcess:
             del self._outbox[:written]
         return not self._outbox
 
+    def pump(self) -> None:
+        """Move bytes both ways without waiting: what the worker's pipe takes of the
+        requests queued, and what the worker wrote of its answers (kept, ``recv`` reads
+        them first). Called between the examples the checker judges, so that a worker
+        with large batches neither waits for the rest of its next request nor blocks
+        writing an answer the checker will read later (``stream_batches``). Reads ahead
+        at most ``READ_AHEAD_BYTES``: past that, the answer waits in the pipe."""
+        self.flush()
+        recv = self._recv
+        if recv.closed:
+            return
+        fd = recv.fileno()
+        while len(self._inbox) < READ_AHEAD_BYTES and recv.poll(0):
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except OSError:
+                return
+            if not chunk:         # the worker's end closed: ``recv`` says so when it gets here
+                return
+            self._inbox += chunk
+
     def poll(self, timeout: float) -> bool:
         """Whether an answer is there to read, waiting up to ``timeout`` seconds; the
         requests queued (``send``) go out meanwhile, as fast as the worker takes them (a
         batch of large scenarios is many pipefuls: written only between waits, the worker
         would wait for its request)."""
+        if self._inbox:
+            return True
         if not self._outbox or self._send.closed:
             return self._recv.poll(timeout)
         waiter = select.poll()
@@ -246,7 +271,8 @@ class WorkerProcess:
 
     def _read(self, size: int, waiting) -> bytes:
         fd = self._recv.fileno()
-        data = bytearray()
+        data = self._inbox[:size]
+        del self._inbox[:size]
         last = time.monotonic()
         while len(data) < size:
             if self._recv.poll(_READ_POLL):
@@ -300,6 +326,7 @@ class WorkerProcess:
             self.ends_within(5)
         self._read_status()
         self._outbox.clear()
+        self._inbox.clear()
         for conn in (self._send, self._recv):
             try:
                 conn.close()
@@ -358,7 +385,7 @@ def kill_all() -> None:
 
 
 #: bytes a pipe to a worker holds where the system allows (Linux: ``F_SETPIPE_SZ``, up to
-#: ``/proc/sys/fs/pipe-max-size``): a batch's request goes in fewer writes
+#: ``/proc/sys/fs/pipe-max-size``): a batch's request and its answer go in fewer writes
 PIPE_BYTES = 1 << 20
 
 
@@ -369,6 +396,10 @@ def _widen(fd: int) -> None:
     except (AttributeError, OSError):      # not Linux, or more than the system allows
         pass
 
+
+#: answer bytes ``pump`` reads ahead of ``recv`` at most (a few batches' answers at the
+#: largest sizes; bytes past it wait in the pipe, as they would without the pump)
+READ_AHEAD_BYTES = 64 << 20
 
 #: the worker ``prestart`` started and no pool took yet, with what it was started with
 _SPARE: list[tuple[WorkerProcess, tuple]] = []

@@ -14,7 +14,8 @@ __all__ = ["stream_batches"]
 def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: RunOptions,
                    backend: str = "fast", sample_every: int = 0, depth: int = 2):
     """Answers to ``batches`` (an iterable of ``[(index, scenario), ...]``), in order,
-    one list per batch, while the workers already run the next ones.
+    one iterable of ``(index, observations)`` per batch, while the workers already run
+    the next ones.
 
     Batch ``j`` goes to ``pools[j % len(pools)]``; each worker has up to ``depth``
     batches in hand, so it never waits for the checker, and the checker reads the
@@ -47,7 +48,7 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
         while pending:
             answer = _next_answer(pending)
             fill()
-            yield answer
+            yield _pumping(answer, [pool for pool, _ in pending])
     finally:
         while pending:
             pool = pending[0][0]
@@ -58,6 +59,18 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
                 for k in range(len(pending) - 1, -1, -1):
                     if pending[k][0] is pool:
                         del pending[k]
+
+
+def _pumping(answer: list, pools: list[WorkerPool]):
+    """The items of ``answer``; before each, the pipes of the batches still in hand move
+    what they can without waiting (``WorkerPool.pump``): while the checker judges, its
+    workers get the rest of their requests and write their answers, instead of waiting
+    for the checker's next wait (at 1,024 slots a batch's request is about 11 MiB, its
+    answer 6, a pipe holds 1)."""
+    for item in answer:
+        for pool in pools:
+            pool.pump()
+        yield item
 
 
 def _next_answer(pending) -> list[tuple[int, list[Observation]]]:

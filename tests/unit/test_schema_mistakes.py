@@ -83,3 +83,35 @@ def test_a_stand_in_refuses_what_it_does_not_model(use):
         except Exception:     # a target's broad except cannot hide it
             pytest.fail("caught as an Exception")
     assert info.value.stand_in == "_Tensor"
+
+
+def test_a_column_shortcut_is_checked_against_derive_slot_by_slot():
+    derive = '"len(scheduled_spec_decode_tokens.get(r, []))"'
+    right = (derive, derive + ', column=lambda inputs, live: '
+             '[len(inputs["spec_decode_tokens"].get(r, [])) for r in live]')
+    assert check_schema(_schema(right)) == []
+    off_by_one = (derive, derive + ', column=lambda inputs, live: '
+                  '[len(inputs["spec_decode_tokens"].get(r, [])) + 1 for r in live]')
+    problems = check_schema(_schema(off_by_one))
+    assert problems and "num_drafts" in problems[0] and "column gives" in problems[0] \
+        and "derive gives" in problems[0]
+    short = (derive, derive + ", column=lambda inputs, live: [0]")
+    problems = check_schema(_schema(short))
+    assert problems and "values for" in problems[0] and "live requests" in problems[0]
+
+
+def test_slot_alignment_reads_the_column_where_a_field_gives_one():
+    from dataclasses import replace
+
+    from stagecheck.spec.invariants import expected_column
+    from stagecheck.oracles.sample import sample_scenario
+    from stagecheck.spec.schemas import BUILTIN_SCHEMAS
+    schema = BUILTIN_SCHEMAS["mamba-postprocess"]
+    draft = schema.field("draft")
+    assert draft.column is not None
+    for k in range(40):
+        s = sample_scenario(schema, 0, k)
+        profile = schema.profiles()[0]
+        by_column = expected_column(profile, s, draft)
+        by_slot = expected_column(profile, s, replace(draft, column=None))
+        assert by_column == by_slot
