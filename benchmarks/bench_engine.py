@@ -12,6 +12,8 @@ Parts (each prints its own lines; --skip leaves one out):
   bare torch loop on the same size distribution (``bare_loop_sized``: the sizes drawn
   by ``spec.space.draw_batch``, values with ``random``, plain ``CpuGpuBuffer``s, both
   generations called; goal: at most 2x), interleaved.
+  ``--main-examples N`` runs it with ``--examples N`` instead: the same sizes, the
+  process's fixed costs spread over more examples.
 - ``sizes``: the cost as the batch grows: for capacities 8, 64, 256 and 1,024, the
   engine's in-contract stream on full batches of that capacity (drawn, run in the
   worker, judged, one in 16 run instrumented) against the bare torch loop on the same
@@ -187,7 +189,8 @@ def bare_loop_sized(n: int, legacy, single, rng: random.Random,
     return time.perf_counter() - started
 
 
-def main_job(repeats: int, other: pathlib.Path | None = None) -> None:
+def main_job(repeats: int, other: pathlib.Path | None = None,
+             examples: int | None = None) -> None:
     import torch  # noqa: F401  (the bare loop's; imported before its CPU time is counted)
 
     from stagecheck.impl.buffer import CpuGpuBuffer  # noqa: F401
@@ -201,7 +204,8 @@ def main_job(repeats: int, other: pathlib.Path | None = None) -> None:
     for r in range(repeats):      # interleaved, so drift hits every figure alike
         for label, checkout in (checkouts.items() if r % 2 == 0
                                 else reversed(checkouts.items())):
-            wall, report, code = _stagecheck("diff", "legacy", "single-loop",
+            more = ("--examples", str(examples)) if examples else ()
+            wall, report, code = _stagecheck("diff", "legacy", "single-loop", *more,
                                              checkout=checkout)
             assert code == 0, report["verdict"]
             n = _examples(report)
@@ -213,7 +217,9 @@ def main_job(repeats: int, other: pathlib.Path | None = None) -> None:
         bare_cpu.append(time.process_time() - cpu)
     runs = lambda xs, f="{:.0f}": ", ".join(f.format(x) for x in xs)   # noqa: E731
     b = statistics.median(bare)
-    print(f"main job: stagecheck diff legacy single-loop (defaults), {n} examples")
+    print("main job: stagecheck diff legacy single-loop "
+          + (f"--examples {examples} (the default sizes)" if examples else "(defaults)")
+          + f", {n} examples")
     print(f"  bare torch loop, same sizes         : {b:8.0f} examples/s (runs: {runs(bare)})")
     for label in checkouts:
         w, t = statistics.median(walls[label]), statistics.median(tool[label])
@@ -591,6 +597,9 @@ def main(argv=None) -> None:
     parser.add_argument("--examples", type=int, default=20_000,
                         help="examples per stream of the throughput runs (default 20000)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--main-examples", type=int, default=None,
+                        help="main-job: run it with --examples N (its default sizes; a "
+                             "rate with the process's start spread over more examples)")
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["main-job", "phases", "stages", "sizes", "throughput",
                                  "isolation", "first-error", "shrink"])
@@ -620,7 +629,7 @@ def main(argv=None) -> None:
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (other sessions share them)")
     other = args.other.resolve() if args.other else None
     if "main-job" not in args.skip:
-        main_job(args.repeats, other)
+        main_job(args.repeats, other, args.main_examples)
     if "phases" not in args.skip:
         phases(args.repeats)
     if "stages" not in args.skip:
