@@ -18,14 +18,21 @@ loaded here, and what it could still do to the checker is contained:
 - ``snapshot`` / ``patched`` tell whether code changed stagecheck's own modules
   (``compare.compare = ...``) or ``builtins``: a schema declares, it does not patch.
 
-Deliberate attacks (``os._exit`` only when not in a worker, writing into the checker's
-memory) are outside what this contains: see docs/reliability.md. Standard library only.
+- While a guarded call runs, ``os._exit`` (and ``posix._exit``) raise instead of ending
+  the checker: an exit that would have been the checker's exit 0 without a report is a
+  ``SchemaError`` too. A reference the code took before (``from os import _exit``) is
+  the original function.
+
+Deliberate attacks (that reference, a signal to the checker's own process, writing into
+its memory) are outside what this contains: see docs/reliability.md. Standard library
+only.
 """
 
 from __future__ import annotations
 
 import builtins
 import dataclasses
+import os
 import signal
 import sys
 import threading
@@ -48,6 +55,24 @@ _EVERY = 0.1
 
 class _Expired(BaseException):
     """Raised in the main thread inside a guarded call past its deadline."""
+
+
+class _ExitRefused(BaseException):
+    """``os._exit`` called by code under a guarded call (a BaseException: the code's
+    ``except Exception`` cannot turn it into a behaviour)."""
+
+    def __init__(self, status) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def _exit_refused(status, *args, **kwargs):
+    raise _ExitRefused(status)
+
+
+#: the modules whose ``_exit`` a guarded call replaces (``os`` re-exports ``posix._exit``)
+_EXIT_HOLDERS = tuple(m for m in (os, sys.modules.get("posix"), sys.modules.get("nt"))
+                      if m is not None and hasattr(m, "_exit"))
 
 
 class _State:
@@ -138,12 +163,20 @@ def guarded_call(what: str, func, *args, **kwargs):
     _STATE.generation += 1
     _STATE.started, _STATE.cpu = time.monotonic(), _thread_cpu()
     _STATE.waited = _thread_waited()
+    exits = [m._exit for m in _EXIT_HOLDERS]
+    for m in _EXIT_HOLDERS:
+        m._exit = _exit_refused
     _STATE.depth = 1
     try:
         try:
             return func(*args, **kwargs)
         finally:           # disarmed before anything else: a late signal raises nothing
             _STATE.depth = 0
+            for m, original in zip(_EXIT_HOLDERS, exits):
+                m._exit = original
+    except _ExitRefused as exc:
+        raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
+                             error=f"os._exit({exc.status!r})") from None
     except _Expired:
         raise SchemaError.of(messages.SCHEMA_CODE_HUNG, what, cpu=CPU_SECONDS,
                              wall=WALL_SECONDS) from None

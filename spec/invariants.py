@@ -138,7 +138,7 @@ def expected_column(p: TargetProfile, s: StagingScenario, f) -> list:
 def _expected_column(s: StagingScenario, f) -> list:
     live = s.live_ids
     if f.column is not None and f.derive is not None:
-        return f.column(s.inputs, live)
+        return list(f.column(s.inputs, live))
     name = _plain_attribute(f.derive)
     if name is not None and isinstance(s.inputs.get(name), dict):
         table = s.inputs[name]      # slot i holds inputs[name][r]: the lookups in one C loop

@@ -332,9 +332,11 @@ def _pool_process_started() -> None:
     SIGTERM (how the parent stops it) ends this process and the workers it started,
     which run in sessions of their own and would not get the signal."""
 
+    end = os._exit      # taken now: a schema's guarded call replaces it while it runs
+
     def stop(signum, frame) -> None:
         kill_all()
-        os._exit(128 + signum)
+        end(128 + signum)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, stop)

@@ -389,6 +389,10 @@ PROTOCOL_FILES = [
                   r"option --protocol: .*checks\[0\]\.check did not return within",
                   "a --protocol file whose own check (run by the checker) loops on a real "
                   "trace"),
+    protocol_case("protocol-check-exit", "protocol_check_exit", 2,
+                  r"option --protocol: .*checks\[0\]\.check raised os\._exit\(0\)",
+                  "a --protocol file whose own check (run by the checker) calls os._exit(0) "
+                  "on a real trace (was: exit 0, no report)"),
     Case("protocol-check-os-exit", ("protocol", "check", "{H}/protocol_os_exit.py"), 2,
          "argument PROTOCOL: protocol file .*ended the process that loaded it",
          "protocol check of a file that calls os._exit(0) (was: exit 0)"),

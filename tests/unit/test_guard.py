@@ -100,3 +100,24 @@ def test_a_replaced_function_of_stagecheck_is_seen(monkeypatch):
     assert guard.patched(before) == []
     monkeypatch.setattr(compare, "compare", lambda *args, **kwargs: [])
     assert "stagecheck.oracles.compare.compare" in guard.patched(before)
+
+
+def test_os_exit_inside_a_guarded_call_is_an_error_not_the_end_of_the_checker():
+    import os
+    import posix
+
+    original = os._exit
+
+    def leaves(through):
+        try:
+            through._exit(0)
+        except Exception:       # the code's own broad except cannot keep it
+            pass
+        return "went on"
+
+    for through in (os, posix):
+        with pytest.raises(SchemaError, match=r"os\._exit\(0\)"):
+            guard.guarded_call("checks[0].check", leaves, through)
+    assert os._exit is original and posix._exit is original
+    assert guard.guarded_call("derive", lambda: os._exit) is not original  # while it runs
+    assert os._exit is original
