@@ -65,8 +65,9 @@ def _pumping(answer: list, pools: list[WorkerPool]):
     """The items of ``answer``; before each, the pipes of the batches still in hand move
     what they can without waiting (``WorkerPool.pump``): while the checker judges, its
     workers get the rest of their requests and write their answers, instead of waiting
-    for the checker's next wait (at 1,024 slots a batch's request is about 11 MiB, its
-    answer 6, a pipe holds 1)."""
+    for the checker's next wait. A pipe holds 1 MiB where the system lets it be widened
+    (64 KiB elsewhere); each worker has two batches in hand, of up to ``BATCH_SLOTS``
+    slots each (about 90 KB of request and 48 KB of answer per 1,024 slots)."""
     for item in answer:
         for pool in pools:
             pool.pump()
