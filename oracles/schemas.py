@@ -198,6 +198,9 @@ def check_declarations(schema: StagingSchema) -> list[str]:
         if f.column is not None and not callable(f.column):
             out.append(f"{where}: column must be a function (inputs, live request ids) -> "
                        "one value per id, or None")
+        elif f.column is not None and f.derive is None:
+            out.append(f"{where}: column is a shortcut for derive, and derive is None (the "
+                       "values are not checked); give derive too, or drop column")
         if f.tail.kind not in ("untouched", "fill", "free"):
             out.append(f"{where}: tail {f.tail.kind!r} is not untouched, fill or free")
         if f.copy.kind not in ("live", "whole", "none"):

@@ -115,3 +115,14 @@ def test_slot_alignment_reads_the_column_where_a_field_gives_one():
         by_column = expected_column(profile, s, draft)
         by_slot = expected_column(profile, s, replace(draft, column=None))
         assert by_column == by_slot
+
+
+def test_a_column_without_derive_or_not_callable_is_refused():
+    field = ('lambda q: len(q.get("spec_decode_tokens", [])),\n'
+             '          "len(scheduled_spec_decode_tokens.get(r, []))"')
+    no_derive = (field, 'None, "not checked", column=lambda inputs, live: [0] * len(live)')
+    problems = check_schema(_schema(no_derive))
+    assert problems and "num_drafts" in problems[0] and "derive is None" in problems[0]
+    not_callable = (field, field + ", column=3")
+    problems = check_schema(_schema(not_callable))
+    assert problems and "column must be a function" in problems[0]
