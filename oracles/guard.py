@@ -18,10 +18,11 @@ loaded here, and what it could still do to the checker is contained:
 - ``snapshot`` / ``patched`` tell whether code changed stagecheck's own modules
   (``compare.compare = ...``) or ``builtins``: a schema declares, it does not patch.
 
-- While a guarded call runs, ``os._exit`` (and ``posix._exit``) raise instead of ending
-  the checker: an exit that would have been the checker's exit 0 without a report is a
-  ``SchemaError`` too. A reference the code took before (``from os import _exit``) is
-  the original function.
+- Once a guarded call ran, ``os._exit`` (and ``posix._exit``) raise instead of ending
+  the checker when called inside a guarded call or from any thread but the main one
+  (a timer schema code started): an exit that would have been the checker's exit 0
+  without a report is a ``SchemaError`` too. A reference taken before the first
+  guarded call is the original function.
 
 Deliberate attacks (that reference, a signal to the checker's own process, writing into
 its memory) are outside what this contains: see docs/reliability.md. Standard library
@@ -66,13 +67,30 @@ class _ExitRefused(BaseException):
         self.status = status
 
 
+#: the modules whose ``_exit`` the guard replaces (``os`` re-exports ``posix._exit``)
+_EXIT_HOLDERS = tuple(m for m in (os, sys.modules.get("posix"), sys.modules.get("nt"))
+                      if m is not None and hasattr(m, "_exit"))
+_REAL_EXIT = os._exit
+#: the process the guard was installed in (a child forked from it exits as it likes)
+_GUARDED_PID: list[int] = []
+
+
 def _exit_refused(status, *args, **kwargs):
+    """``os._exit`` once the guard is installed: the real one for this process's main
+    thread outside a guarded call (stagecheck's own) and for any other process (a
+    forked child); a refusal inside a guarded call, and in any other thread of this
+    process (a thread schema code started, e.g. a timer, outlives its call)."""
+    if os.getpid() not in _GUARDED_PID or (
+            not _STATE.depth and threading.current_thread() is threading.main_thread()):
+        _REAL_EXIT(status)
     raise _ExitRefused(status)
 
 
-#: the modules whose ``_exit`` a guarded call replaces (``os`` re-exports ``posix._exit``)
-_EXIT_HOLDERS = tuple(m for m in (os, sys.modules.get("posix"), sys.modules.get("nt"))
-                      if m is not None and hasattr(m, "_exit"))
+def _install_exit_refusal() -> None:
+    if not _GUARDED_PID:
+        _GUARDED_PID.append(os.getpid())
+        for m in _EXIT_HOLDERS:
+            m._exit = _exit_refused
 
 
 class _State:
@@ -163,17 +181,13 @@ def guarded_call(what: str, func, *args, **kwargs):
     _STATE.generation += 1
     _STATE.started, _STATE.cpu = time.monotonic(), _thread_cpu()
     _STATE.waited = _thread_waited()
-    exits = [m._exit for m in _EXIT_HOLDERS]
-    for m in _EXIT_HOLDERS:
-        m._exit = _exit_refused
+    _install_exit_refusal()
     _STATE.depth = 1
     try:
         try:
             return func(*args, **kwargs)
         finally:           # disarmed before anything else: a late signal raises nothing
             _STATE.depth = 0
-            for m, original in zip(_EXIT_HOLDERS, exits):
-                m._exit = original
     except _ExitRefused as exc:
         raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
                              error=f"os._exit({exc.status!r})") from None

@@ -468,6 +468,11 @@ REPLAY_SCHEMA_FILE = ("the replay file names the schema file {target!r}; a schem
 SCHEMA_CODE_HUNG = ("{value} did not return within {cpu:.0f} s of CPU time or {wall:.0f} s "
                     "on the wall clock", "schema code (derive functions, hooks, the call "
                     "adapter) must return at once; fix the schema")
+SCHEMA_CODE_FAILED = ("{value} raised {error} during the run",
+                      "schema and protocol code (derive, column, build, a protocol's "
+                      "checks) must not raise (a derive only KeyError, for a missing "
+                      "input); fix the schema or protocol file, then 'stagecheck schema "
+                      "check FILE' or 'stagecheck protocol check FILE'")
 SCHEMA_CODE_EXITED = ("{value} raised {error}", "schema code must not exit or raise "
                       "KeyboardInterrupt; fix the schema")
 SCHEMA_PATCHES = ("schema file {value!r} changed stagecheck's own code when it ran ({names})",

@@ -29,10 +29,10 @@ from stagecheck.oracles.paths import refuse_special
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.targets import remember_schema_spec
 from stagecheck.oracles.text import exception_text, printable
-from stagecheck.spec.invariants import expected_inputs_after, expected_value
+from stagecheck.spec.invariants import column_values, expected_inputs_after, expected_value
 from stagecheck.spec.scenario import MISSING
 from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST,
-                                    PER_SLOT, REQUIRED, Call, StagingSchema)
+                                    PER_SLOT, REQUIRED, Call, SchemaCodeFailed, StagingSchema)
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.space import contract_breaches
 
@@ -248,15 +248,13 @@ def _column_problem(s, f) -> str | None:
     """Where ``f.column`` disagrees with ``f.derive`` on ``s`` (None: nowhere)."""
     live = s.live_ids
     try:
-        got = list(f.column(s.inputs, live))
-    except Exception as exc:
-        return (f"field {f.name!r}: column raised {type(exc).__name__}: {exc}; it takes "
-                "(inputs, live request ids) and gives derive's value for each id")
-    if len(got) != len(live):
-        return (f"field {f.name!r}: column gave {len(got)} values for {len(live)} live "
-                "requests; give one value per id, MISSING where derive raises KeyError")
+        got = column_values(s, f)
+    except SchemaCodeFailed as exc:
+        return (f"{exc.what} raised {exc.error}; it takes (inputs, live request ids), "
+                "reads the inputs without changing them, and gives derive's value for "
+                "each id (MISSING where derive raises KeyError)")
     for i, r in enumerate(live):
-        want = expected_value(s, f, i, r)
+        want = expected_value(s, f, i, r)     # derive raised nothing on s (checked before)
         if got[i] is not want and got[i] != want:
             return (f"field {f.name!r}: column gives {got[i]!r} for slot {i} ({r!r}) where "
                     f"derive gives {want!r}; column must equal derive on every slot (or "
@@ -329,9 +327,10 @@ def check_schema(schema: StagingSchema, samples: int = 30, list_model: bool = Tr
                         if expected_value(s, f, i, r) is not MISSING:
                             valued.add(f.name)
                     except Exception as exc:
-                        return [f"field {f.name!r}: derive raised {type(exc).__name__}: "
-                                f"{exc} for slot {i}; a request lacking an input may raise "
-                                "KeyError only"]
+                        error = exc.error if isinstance(exc, SchemaCodeFailed) else \
+                            f"{type(exc).__name__}: {exc}"
+                        return [f"field {f.name!r}: derive raised {error} for slot {i}; a "
+                                "request lacking an input may raise KeyError only"]
                 if f.column is not None:
                     problem = _column_problem(s, f)
                     if problem:

@@ -16,16 +16,19 @@ import re
 from dataclasses import dataclass, replace
 from itertools import compress, count, repeat
 from operator import ne
+from types import MappingProxyType
 from typing import Any, Callable
 
 from stagecheck.spec.findings import ERROR, INFO, Finding
 from stagecheck.spec.observation import Hazard, HostWrite, Observation
 from stagecheck.spec.scenario import MISSING, RequestView, StagingScenario
-from stagecheck.spec.schema import FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, TargetProfile
+from stagecheck.spec.schema import (FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, SchemaCodeFailed,
+                                    TargetProfile)
 from stagecheck.spec.space import initial_values
 
 __all__ = ["DIFFERENCES", "INVARIANTS", "INVARIANTS_BY_ID", "Invariant", "check",
-           "expected_column", "expected_inputs_after", "inputs_snapshot", "names_request", "statement"]
+           "column_values", "expected_column", "expected_inputs_after", "inputs_snapshot",
+           "names_request", "statement"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,12 @@ def expected_value(s: StagingScenario, f, i: int, r: str) -> Any:
         value = f.derive(RequestView(s, i, r))
     except KeyError:
         return MISSING
+    except SchemaCodeFailed:
+        raise
+    except Exception as exc:       # the schema's mistake: only KeyError means "lacks"
+        if getattr(exc, "problem", None) is not None:   # stagecheck's own (the guard's)
+            raise
+        raise SchemaCodeFailed(f"field {f.name!r}: derive (slot {i}, {r!r})", exc) from None
     return value
 
 
@@ -138,7 +147,7 @@ def expected_column(p: TargetProfile, s: StagingScenario, f) -> list:
 def _expected_column(s: StagingScenario, f) -> list:
     live = s.live_ids
     if f.column is not None and f.derive is not None:
-        return list(f.column(s.inputs, live))
+        return column_values(s, f)
     name = _plain_attribute(f.derive)
     if name is not None and isinstance(s.inputs.get(name), dict):
         table = s.inputs[name]      # slot i holds inputs[name][r]: the lookups in one C loop
@@ -153,7 +162,36 @@ def _expected_column(s: StagingScenario, f) -> list:
             out.append(derive(view))
         except KeyError:
             out.append(MISSING)
+        except SchemaCodeFailed:
+            raise
+        except Exception as exc:   # the schema's mistake: only KeyError means "lacks"
+            if getattr(exc, "problem", None) is not None:   # stagecheck's own (the guard's)
+                raise
+            raise SchemaCodeFailed(f"field {f.name!r}: derive (slot {i}, {r!r})",
+                                   exc) from None
     return out
+
+
+def column_values(s: StagingScenario, f) -> list:
+    """``f.column`` on ``s``: one value per live request, given each table read-only (a
+    column that changed the scenario would change what every invariant compares the
+    calls with); whatever it raises, or a list of the wrong length, is the schema's
+    mistake (``SchemaCodeFailed``)."""
+    live = s.live_ids
+    inputs = {name: MappingProxyType(v) if type(v) is dict else v
+              for name, v in s.inputs.items()}
+    try:
+        column = list(f.column(inputs, live))
+    except SchemaCodeFailed:
+        raise
+    except Exception as exc:
+        if getattr(exc, "problem", None) is not None:   # stagecheck's own (the guard's)
+            raise
+        raise SchemaCodeFailed(f"field {f.name!r}: column", exc) from None
+    if len(column) != len(live):
+        raise SchemaCodeFailed(f"field {f.name!r}: column", ValueError(
+            f"it gave {len(column)} values for {len(live)} live requests"))
+    return column
 
 
 class _Probe:
@@ -207,6 +245,8 @@ def check_slot_alignment(s, o, p):
             continue
         bad = [i for i in _unequal(values[:n], want[:n])
                if want[i] is not MISSING and not _same(values[i], want[i])]
+        if bad and f.column is not None:
+            _column_agrees(s, f, want, bad)
         if bad:
             i = bad[0]
             out.append(_finding("slot_alignment",
@@ -216,6 +256,20 @@ def check_slot_alignment(s, o, p):
                                 expected=want[i],
                                 extra={"slots": bad, "values": values}))
     return out
+
+
+def _column_agrees(s, f, want: list, slots: list[int]) -> None:
+    """A column (``Field.column``) is a shortcut for ``derive``: before a slot it
+    computed is reported, ``derive`` says the same there, or the schema is wrong (a
+    column that disagrees only on sizes ``schema check`` did not draw)."""
+    live = s.live_ids
+    for i in slots:
+        meant = expected_value(s, f, i, live[i])
+        if meant is MISSING or not _same(meant, want[i]):
+            raise SchemaCodeFailed(f"field {f.name!r}: column", ValueError(
+                f"it gives {want[i]!r} for slot {i} ({live[i]!r}) where derive gives "
+                f"{'no value (a missing input)' if meant is MISSING else repr(meant)}; "
+                "column must equal derive on every slot"))
 
 
 def check_tail_policy(s, o, p):

@@ -32,6 +32,7 @@ from typing import Callable
 from stagecheck.spec.findings import ERROR, INFO, Finding
 from stagecheck.spec.invariants import statement as invariant_statement
 from stagecheck.spec.protocol import Protocol, Trace
+from stagecheck.spec.schema import SchemaCodeFailed
 from stagecheck.spec.steps import StepSequence
 
 __all__ = ["PROTOCOL_DIFFERENCES", "PROTOCOL_INVARIANTS", "check_run", "compare_runs",
@@ -234,12 +235,32 @@ def check_run(protocol: Protocol, seq: StepSequence, meant: Trace, seen: Trace,
     findings = list(outcome)
     if not outcome:
         findings += _reads(meant, seen, side) + _readback(meant, seen, side)
-        for check in protocol.checks:
-            for message in check.check(seq, meant)[:1]:
+        for k, check in enumerate(protocol.checks):
+            for message in _check_messages(k, check, seq, meant):
                 findings.append(_finding(check.id, message, side, extra={"kind": check.id}))
     observable = any(f.invariant in ("device_read_as_meant", "readback_as_written")
                      for f in findings)
     return findings + _hazards(seen, side, observable)
+
+
+def _check_messages(k: int, check, seq: StepSequence, trace: Trace) -> list[str]:
+    """The first message of a protocol's own check on ``trace`` (none: it holds); what
+    the check raises, or an answer that is not a list of strings, is the protocol file's
+    mistake (``SchemaCodeFailed``), never a finding."""
+    where = f"checks[{k}] ({getattr(check, 'id', '?')!r})"
+    try:
+        messages = check.check(seq, trace)
+    except SchemaCodeFailed:
+        raise
+    except Exception as exc:
+        if getattr(exc, "problem", None) is not None:   # stagecheck's own (the guard's)
+            raise
+        raise SchemaCodeFailed(where, exc) from None
+    if not isinstance(messages, (list, tuple)) or not all(isinstance(m, str)
+                                                          for m in messages):
+        raise SchemaCodeFailed(where, TypeError(
+            f"it returned {messages!r:.80}, not a list of messages (strings)"))
+    return list(messages[:1])
 
 
 def compare_runs(protocol: Protocol, seq: StepSequence, a: Trace, b: Trace) -> list[Finding]:

@@ -493,6 +493,18 @@ def _live_values(table: dict, live: list) -> list:
         return [table[r] for r in live if r in table]
 
 
+class SchemaCodeFailed(Exception):
+    """A schema's or a protocol's own code (a derive, a column, a protocol check) raised
+    while the checker judged: the schema's mistake, never a finding against the code
+    under test and never stagecheck's own failure (the command line says so, exit 2)."""
+
+    schema_mistake = True      # what the command line reads (no import of this module)
+
+    def __init__(self, what: str, error: BaseException) -> None:
+        super().__init__(f"{what} raised {type(error).__name__}: {error}")
+        self.what, self.error = what, f"{type(error).__name__}: {error}"
+
+
 class StandInUnsupported(BaseException):
     """A target asked a schema's stand-in for something it does not model: a limit of the
     schema, never a finding about the code (a BaseException, so that a target's

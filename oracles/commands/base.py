@@ -21,13 +21,14 @@ from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands.crash import is_internal
 from stagecheck.oracles.commands.outputs import Outputs
-from stagecheck.oracles.errors import ShimError, StagecheckError
+from stagecheck.oracles.errors import SchemaError, ShimError, StagecheckError
 from stagecheck.oracles.options import flag_of
 from stagecheck.oracles.report.replay import untrusted_parts
 from stagecheck.oracles.report.style import colorize, use_color
 from stagecheck.oracles.runner import load_isolated, load_schema_isolated
 from stagecheck.oracles.targets import schema_spec, target_ref
 from stagecheck.oracles.worker import WorkerError
+from stagecheck.spec.schema import SchemaCodeFailed
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INTERNAL", "EXIT_USAGE", "Command", "Outcome",
            "VERDICT_EXIT", "interrupted_line", "open_targets", "replay_flags", "schema_of",
@@ -83,6 +84,9 @@ class Command:
         config = self.configure(args, values)
         try:
             outcome = self.run(config, values, outputs)
+        except SchemaCodeFailed as exc:      # the schema's mistake: exit 2, never a verdict
+            raise SchemaError.of(messages.SCHEMA_CODE_FAILED, exc.what,
+                                 error=exc.error) from None
         except Exception as exc:
             internal(exc)
             raise

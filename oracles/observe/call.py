@@ -7,12 +7,13 @@ target (``options.steps`` times), and reads back the buffers, the copy log, the 
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from contextlib import contextmanager
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.errors import SchemaError, UsageError
+from stagecheck.oracles.errors import SchemaError, StagecheckError, UsageError
 from stagecheck.oracles.observe.backends import make_backend, torch_module
 from stagecheck.oracles.observe.build import Backend, build_inputs
 from stagecheck.oracles.options import RunOptions
@@ -181,6 +182,42 @@ def require_device(device: str) -> None:
                                 torch=torch.__version__)
 
 
+class _BuildExited(BaseException):
+    def __init__(self, status) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def _refuse_exit(status, *args, **kwargs):
+    raise _BuildExited(status)
+
+
+def _built(s: StagingScenario, target: Target, backend: Backend, in_worker: bool):
+    """The call's inputs, made by the schema's adapter (``build``): schema code, so what
+    it raises (past the builder's own refusals and a backend's signals) is the schema's
+    mistake, exit 2 naming it, never an error of the target; in a worker, an
+    ``os._exit`` it makes raises instead of ending the process (its end would read as
+    the target's)."""
+    what = f"schema {target.profile.schema.name!r}: build"
+    saved = os._exit
+    if in_worker:
+        os._exit = _refuse_exit
+    try:
+        return build_inputs(s, target.profile, backend)
+    except _BuildExited as exc:
+        raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
+                             error=f"os._exit({exc.status!r})") from None
+    except (StagecheckError, MemoryError):
+        raise
+    except Exception as exc:
+        if backend.passes_through(exc):
+            raise
+        raise SchemaError.of(messages.SCHEMA_CODE_FAILED, what,
+                             error=f"{type(exc).__name__}: {exc}") from None
+    finally:
+        os._exit = saved
+
+
 def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions(),
             backend: Backend | None = None, *, sync_between_steps: bool = True,
             time_limited: bool = True, exits_are_observations: bool = False) -> Observation:
@@ -197,7 +234,7 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
     """
     if backend is None:
         backend = make_backend("instrumented", options)
-    inputs, call = build_inputs(s, target.profile, backend)
+    inputs, call = _built(s, target, backend, exits_are_observations)
     exc_type = exc_msg = None
     mro: tuple[str, ...] = ()
     timed_out = False

@@ -337,6 +337,23 @@ SCHEMAS = [
                 "a --schema file whose derive calls sys.exit(3)"),
     schema_case("schema-derive-sleeps", "schema_derive_sleeps", 2,
                 fragment(messages.SCHEMA_HUNG), "a --schema file whose derive sleeps"),
+    *[Case(f"schema-{part}-rarely", ("spec", USER, "--schema", f"{{H}}/schema_{name}.py",
+                                      "--examples", "300", "--timeout", "1", "--quiet"), 2,
+           expect, f"a --schema file whose {what} only when 511 to 513 requests are live "
+           "(past schema check's dry run; was: exit 3, or a finding against the code)")
+      for part, name, expect, what in (
+          ("derive-raises", "derive_raises_rarely",
+           r"field 'query_len': derive \(slot 0, .*\) raised ValueError.*during the run",
+           "derive raises ValueError"),
+          ("column-wrong", "column_wrong_rarely",
+           r"field 'query_len': column raised ValueError: it gives .* where derive gives",
+           "column disagrees with its derive"),
+          ("build-raises", "build_raises_rarely",
+           r"schema 'attention-lengths': build raised RuntimeError: rare during the run",
+           "build raises RuntimeError"),
+          ("build-exits", "build_exits_rarely",
+           r"schema 'attention-lengths': build raised os\._exit\(0\)",
+           "build calls os._exit(0)"))],
     Case("schema-check-import-loop", ("schema", "check", "{H}/schema_import_loop.py"), 2,
          fragment(messages.SCHEMA_HUNG), "schema check of a file that loops when imported "
          "(was: a run that never ends)"),
@@ -389,6 +406,10 @@ PROTOCOL_FILES = [
                   r"option --protocol: .*checks\[0\]\.check did not return within",
                   "a --protocol file whose own check (run by the checker) loops on a real "
                   "trace"),
+    protocol_case("protocol-check-raises", "protocol_check_raises", 2,
+                  r"checks\[0\] \('raises'\) raised ValueError: boom during the run",
+                  "a --protocol file whose own check (run by the checker) raises ValueError "
+                  "on a real trace (was: exit 3, an internal error)"),
     protocol_case("protocol-check-exit", "protocol_check_exit", 2,
                   r"option --protocol: .*checks\[0\]\.check raised os\._exit\(0\)",
                   "a --protocol file whose own check (run by the checker) calls os._exit(0) "
