@@ -468,6 +468,10 @@ REPLAY_SCHEMA_FILE = ("the replay file names the schema file {target!r}; a schem
 SCHEMA_CODE_HUNG = ("{value} did not return within {cpu:.0f} s of CPU time or {wall:.0f} s "
                     "on the wall clock", "schema code (derive functions, hooks, the call "
                     "adapter) must return at once; fix the schema")
+#: the REPRODUCE section of the text report, for a shrunk scenario too large to print
+REPRODUCE_TOO_LARGE = ("    [{id}] the shrunk scenario has {slots} slots ({chars:,} characters of "
+                       "JSON), too many to print as a test here: {where}; `--markdown FILE` "
+                       "writes the test in full")
 SCHEMA_CODE_FAILED = ("{value} raised {error} during the run",
                       "schema and protocol code (derive, column, build, a protocol's "
                       "checks) must not raise (a derive only KeyError, for a missing "

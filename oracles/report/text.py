@@ -321,6 +321,12 @@ def bounds_text(result) -> str:
     return text + (f", drafts <= {drafts}" if drafts is not None else "")
 
 
+#: a shrunk scenario whose JSON is longer than this is not printed as a test in the text
+#: report (a full batch of 1,024 slots is about 100,000 characters): its replay file and
+#: the Markdown report (``--markdown``) carry it
+INLINE_SCENARIO_CHARS = 4000
+
+
 def render_campaign(result, strict: bool = False, saved: dict | None = None,
                     show_tests: bool = True, targets: dict | None = None,
                     manifest: str | None = None, verbose: bool = False) -> str:
@@ -354,7 +360,14 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
         distinct = {json.dumps(f.scenario, sort_keys=True): f for f in errors}
         lines += ["", f"REPRODUCE: {len(distinct)} shrunk scenario(s) as pytest tests "
                   "(they survive hypothesis upgrades)"]
-        for f in distinct.values():
+        for data, f in distinct.items():
+            if len(data) > INLINE_SCENARIO_CHARS:
+                where = (f"stagecheck replay {escape(saved[f.id])} runs it again"
+                         if saved and f.id in saved
+                         else "its replay file holds it (saved unless --no-save)")
+                lines += ["", messages.REPRODUCE_TOO_LARGE.format(
+                    id=f.id, slots=f.scenario.get("capacity"), chars=len(data), where=where)]
+                continue
             lines += ["", *("    " + row for row in
                             pytest_example(f, result.baseline, result.candidate).splitlines())]
     if not errors:

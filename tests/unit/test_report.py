@@ -136,3 +136,21 @@ def test_replay_files_keep_the_schema_and_their_names_cover_it(tmp_path):
     again = save_findings(result(), str(tmp_path / "c"))   # same pair, same schema
     assert [os.path.basename(p) for p in again.values()] == \
         [os.path.basename(p) for p in first.values()]
+
+
+def test_a_shrunk_scenario_too_large_to_read_is_named_not_printed_as_a_test():
+    from dataclasses import replace
+
+    from stagecheck.oracles.report.text import INLINE_SCENARIO_CHARS
+    small = result()
+    assert "SCENARIO = StagingScenario.from_dict" in render_campaign(small)
+    error = small.findings[0]
+    large = dict(error.scenario, inputs={**error.scenario["inputs"],
+                                         "padding": ["x" * 100] * (INLINE_SCENARIO_CHARS // 50)})
+    big = replace(small, findings=[replace(error, scenario=large), small.findings[1]])
+    saved = {error.id: ".stagecheck/findings/x.json --baseline legacy --candidate file.py::stage"}
+    text = render_campaign(big, saved=saved)
+    assert "SCENARIO = StagingScenario.from_dict" not in text
+    assert f"[{error.id}] the shrunk scenario has" in text
+    assert "stagecheck replay .stagecheck/findings/x.json --baseline legacy" in text
+    assert "saved unless --no-save" in render_campaign(big)
