@@ -302,6 +302,9 @@ def entry_point() -> None:
         # a closed pipe is never exit 0: what the run printed reached no one
         stdio.note(messages.STDOUT_LOST)
         code = EXIT_USAGE
+    guard = sys.modules.get("stagecheck.oracles.guard")    # loaded only with schema code
+    if guard is not None:
+        guard.closing()         # an exit handler that code registered keeps this code
     sys.exit(code)
 
 

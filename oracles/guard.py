@@ -42,8 +42,8 @@ import time
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import SchemaError
 
-__all__ = ["CPU_SECONDS", "WALL_SECONDS", "guard_schema", "guarded_call", "patched",
-           "snapshot"]
+__all__ = ["CPU_SECONDS", "WALL_SECONDS", "closing", "guard_schema", "guarded_call",
+           "patched", "snapshot"]
 
 #: CPU seconds (of the checker's main thread) one call of schema code may take
 CPU_SECONDS = 5.0
@@ -81,9 +81,35 @@ def _exit_refused(status, *args, **kwargs):
     forked child); a refusal inside a guarded call, and in any other thread of this
     process (a thread schema code started, e.g. a timer, outlives its call)."""
     if os.getpid() not in _GUARDED_PID or (
-            not _STATE.depth and threading.current_thread() is threading.main_thread()):
+            not _STATE.depth and not _STATE.closing
+            and threading.current_thread() is threading.main_thread()):
         _REAL_EXIT(status)
     raise _ExitRefused(status)
+
+
+def closing() -> None:
+    """The command line has its exit code and is about to exit: from now on every
+    ``os._exit`` of this process is refused, so that an exit handler schema code
+    registered (``atexit``) cannot replace the code (a verdict's 1 with 0). Such a
+    refusal is said in one line, not a traceback."""
+    _STATE.closing = True
+    previous = sys.unraisablehook
+
+    def said(unraisable) -> None:
+        if isinstance(unraisable.exc_value, _ExitRefused):
+            if said.once:
+                return
+            said.once = True
+            try:
+                sys.stderr.write(messages.EXIT_HANDLER_REFUSED.format(
+                    status=unraisable.exc_value.status) + "\n")
+            except (OSError, ValueError):
+                pass
+            return
+        previous(unraisable)
+
+    said.once = False
+    sys.unraisablehook = said
 
 
 def _install_exit_refusal() -> None:
@@ -104,6 +130,7 @@ class _State:
         self.expired = False
         self.watchdog: threading.Thread | None = None
         self.handler_set = False
+        self.closing = False      # the command line has its exit code (``closing``)
 
 
 _STATE = _State()

@@ -468,6 +468,9 @@ REPLAY_SCHEMA_FILE = ("the replay file names the schema file {target!r}; a schem
 SCHEMA_CODE_HUNG = ("{value} did not return within {cpu:.0f} s of CPU time or {wall:.0f} s "
                     "on the wall clock", "schema code (derive functions, hooks, the call "
                     "adapter) must return at once; fix the schema")
+#: an exit handler schema or protocol code registered called os._exit as the run ended
+EXIT_HANDLER_REFUSED = ("stagecheck: an exit handler that schema or protocol code registered "
+                        "called os._exit({status}); refused: the run's exit code stands")
 #: the REPRODUCE section of the text report, for a shrunk scenario too large to print
 REPRODUCE_TOO_LARGE = ("    [{id}] the shrunk scenario has {slots} slots ({chars:,} characters of "
                        "JSON), too many to print as a test here: {where}; `--markdown FILE` "

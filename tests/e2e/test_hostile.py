@@ -410,6 +410,13 @@ PROTOCOL_FILES = [
                   r"checks\[0\] \('raises'\) raised ValueError: boom during the run",
                   "a --protocol file whose own check (run by the checker) raises ValueError "
                   "on a real trace (was: exit 3, an internal error)"),
+    Case("protocol-check-atexit", ("spec", STAGER.replace("fixed_", "buggy_"), "--protocol",
+                                   "{H}/protocol_check_atexit.py", "--examples", "20",
+                                   "--quiet"), 1,
+         "an exit handler that schema or protocol code registered called os._exit\\(0\\); "
+         "refused: the run's exit code stands",
+         "a --protocol file whose own check registers an exit handler that calls os._exit(0), "
+         "on a buggy target (was: the verdict's exit 1 turned into 0)"),
     protocol_case("protocol-check-exit", "protocol_check_exit", 2,
                   r"option --protocol: .*checks\[0\]\.check raised os\._exit\(0\)",
                   "a --protocol file whose own check (run by the checker) calls os._exit(0) "
@@ -892,7 +899,8 @@ def test_hostile_input(case: Case, tmp_path):
     if code == 2 and messages.STDOUT_LOST not in out:   # failed (not clean and unheard)
         assert report == OLD_REPORT, "a failed run touched an earlier report"
     elif "--json" in args and "report.json" in args:
-        assert json.loads(report)["tool"] == "stagecheck"  # written whole, where asked
+        document = json.loads(report)                         # written whole, where asked
+        assert document.get("tool") == "stagecheck" or "stagecheck_protocol" in document
     if case.absent:
         assert not list(tmp_path.glob(case.absent)), f"{case.absent} exists"
     _check_row_specifics(case, tmp_path, seen, stdout)
