@@ -19,10 +19,11 @@ loaded here, and what it could still do to the checker is contained:
   (``compare.compare = ...``) or ``builtins``: a schema declares, it does not patch.
 
 - Once a guarded call ran, ``os._exit`` (and ``posix._exit``) raise instead of ending
-  the checker when called inside a guarded call or from any thread but the main one
-  (a timer schema code started): an exit that would have been the checker's exit 0
-  without a report is a ``SchemaError`` too. A reference taken before the first
-  guarded call is the original function.
+  the checker when called inside a guarded call, from a thread schema code started (a
+  timer), or by an exit handler once the command line has its exit code (``closing``):
+  an exit that would have been the checker's exit 0 without a report is a
+  ``SchemaError`` too. A reference taken before the first guarded call is the original
+  function.
 
 Deliberate attacks (that reference, a signal to the checker's own process, writing into
 its memory) are outside what this contains: see docs/reliability.md. Standard library
@@ -76,15 +77,25 @@ _GUARDED_PID: list[int] = []
 
 
 def _exit_refused(status, *args, **kwargs):
-    """``os._exit`` once the guard is installed: the real one for this process's main
-    thread outside a guarded call (stagecheck's own) and for any other process (a
-    forked child); a refusal inside a guarded call, and in any other thread of this
-    process (a thread schema code started, e.g. a timer, outlives its call)."""
-    if os.getpid() not in _GUARDED_PID or (
-            not _STATE.depth and not _STATE.closing
-            and threading.current_thread() is threading.main_thread()):
-        _REAL_EXIT(status)
-    raise _ExitRefused(status)
+    """``os._exit`` once the guard is installed: a refusal while a guarded call runs (in
+    any thread: one it starts may call at once), in a thread schema code started (a
+    timer outlives its call), and once the command line is closing (an exit handler);
+    the real one otherwise (stagecheck's own calls, other libraries' threads, a forked
+    child)."""
+    if os.getpid() in _GUARDED_PID and (
+            _STATE.depth or _STATE.closing or threading.get_ident() in _SCHEMA_THREADS):
+        raise _ExitRefused(status)
+    _REAL_EXIT(status)
+
+
+#: threads started inside a guarded call (schema code's own: a timer outlives its call)
+_SCHEMA_THREADS: set[int] = set()
+
+
+def _note_new_threads(known: set[int]) -> None:
+    for t in threading.enumerate():
+        if t.ident is not None and t.ident not in known:
+            _SCHEMA_THREADS.add(t.ident)
 
 
 def closing() -> None:
@@ -131,6 +142,8 @@ class _State:
         self.watchdog: threading.Thread | None = None
         self.handler_set = False
         self.closing = False      # the command line has its exit code (``closing``)
+        self.threads = -1         # threads alive at the last look, and their idents
+        self.known: set = set()
 
 
 _STATE = _State()
@@ -209,12 +222,18 @@ def guarded_call(what: str, func, *args, **kwargs):
     _STATE.started, _STATE.cpu = time.monotonic(), _thread_cpu()
     _STATE.waited = _thread_waited()
     _install_exit_refusal()
+    threads = threading.active_count()
+    if threads != _STATE.threads:      # which threads are not schema code's
+        _STATE.known = {t.ident for t in threading.enumerate()}
+        _STATE.threads = threads
     _STATE.depth = 1
     try:
         try:
             return func(*args, **kwargs)
         finally:           # disarmed before anything else: a late signal raises nothing
             _STATE.depth = 0
+            if threading.active_count() > threads:
+                _note_new_threads(_STATE.known)
     except _ExitRefused as exc:
         raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
                              error=f"os._exit({exc.status!r})") from None

@@ -104,7 +104,7 @@ def test_a_replaced_function_of_stagecheck_is_seen(monkeypatch):
 
 def test_os_exit_inside_a_guarded_call_or_from_another_thread_never_ends_the_checker():
     """Run in a fresh interpreter: once the guard is installed, ``os._exit`` stays
-    replaced for the process (the main thread outside a guarded call still exits)."""
+    replaced for the process; a thread schema code did not start still exits."""
     import subprocess
     import sys
     import textwrap
@@ -142,7 +142,11 @@ def test_os_exit_inside_a_guarded_call_or_from_another_thread_never_ends_the_che
         started[0].join()
         assert seen == ["_ExitRefused"], seen
         print("went on", flush=True)
-        os._exit(3)                 # stagecheck's own, main thread: the real one
+        # a thread schema code did not start (another library's) exits for real
+        other = threading.Thread(target=os._exit, args=(3,))
+        other.start()
+        other.join()
+        os._exit(4)
     """)
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           timeout=120)
