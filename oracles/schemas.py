@@ -29,7 +29,8 @@ from stagecheck.oracles.paths import refuse_special
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.targets import remember_schema_spec
 from stagecheck.oracles.text import exception_text, printable
-from stagecheck.spec.invariants import column_values, expected_inputs_after, expected_value
+from stagecheck.spec.invariants import (column_disagreement, column_values, expected_inputs_after,
+                                         expected_value)
 from stagecheck.spec.scenario import MISSING
 from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST,
                                     PER_SLOT, REQUIRED, Call, SchemaCodeFailed, StagingSchema)
@@ -246,20 +247,20 @@ def check_declarations(schema: StagingSchema) -> list[str]:
 
 def _column_problem(s, f) -> str | None:
     """Where ``f.column`` disagrees with ``f.derive`` on ``s`` (None: nowhere)."""
-    live = s.live_ids
     try:
         got = column_values(s, f)
     except SchemaCodeFailed as exc:
         return (f"{exc.what} raised {exc.error}; it takes (inputs, live request ids), "
                 "reads the inputs without changing them, and gives derive's value for "
                 "each id (MISSING where derive raises KeyError)")
-    for i, r in enumerate(live):
-        want = expected_value(s, f, i, r)     # derive raised nothing on s (checked before)
-        if got[i] is not want and got[i] != want:
-            return (f"field {f.name!r}: column gives {got[i]!r} for slot {i} ({r!r}) where "
-                    f"derive gives {want!r}; column must equal derive on every slot (or "
-                    "drop column: derive alone is enough)")
-    return None
+    # derive raised nothing on s (checked before)
+    found = column_disagreement(s, f, got, range(len(got)))
+    if found is None:
+        return None
+    i, value, want = found
+    return (f"field {f.name!r}: column gives {value!r} for slot {i} ({s.live_ids[i]!r}) "
+            f"where derive gives {want!r}; column must equal derive on every slot (or drop "
+            "column: derive alone is enough)")
 
 
 def check_schema(schema: StagingSchema, samples: int = 30, list_model: bool = True

@@ -27,8 +27,8 @@ from stagecheck.spec.schema import (FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT,
 from stagecheck.spec.space import initial_values
 
 __all__ = ["DIFFERENCES", "INVARIANTS", "INVARIANTS_BY_ID", "Invariant", "check",
-           "column_values", "expected_column", "expected_inputs_after", "inputs_snapshot",
-           "names_request", "statement"]
+           "column_disagreement", "column_values", "expected_column", "expected_inputs_after",
+           "inputs_snapshot", "names_request", "statement"]
 
 
 @dataclass(frozen=True)
@@ -79,12 +79,8 @@ def expected_value(s: StagingScenario, f, i: int, r: str) -> Any:
         value = f.derive(RequestView(s, i, r))
     except KeyError:
         return MISSING
-    except SchemaCodeFailed:
-        raise
     except Exception as exc:       # the schema's mistake: only KeyError means "lacks"
-        if getattr(exc, "problem", None) is not None:   # stagecheck's own (the guard's)
-            raise
-        raise SchemaCodeFailed(f"field {f.name!r}: derive (slot {i}, {r!r})", exc) from None
+        raise SchemaCodeFailed.of(f"field {f.name!r}: derive (slot {i}, {r!r})", exc) from None
     return value
 
 
@@ -162,12 +158,8 @@ def _expected_column(s: StagingScenario, f) -> list:
             out.append(derive(view))
         except KeyError:
             out.append(MISSING)
-        except SchemaCodeFailed:
-            raise
         except Exception as exc:   # the schema's mistake: only KeyError means "lacks"
-            if getattr(exc, "problem", None) is not None:   # stagecheck's own (the guard's)
-                raise
-            raise SchemaCodeFailed(f"field {f.name!r}: derive (slot {i}, {r!r})",
+            raise SchemaCodeFailed.of(f"field {f.name!r}: derive (slot {i}, {r!r})",
                                    exc) from None
     return out
 
@@ -182,12 +174,8 @@ def column_values(s: StagingScenario, f) -> list:
               for name, v in s.inputs.items()}
     try:
         column = list(f.column(inputs, live))
-    except SchemaCodeFailed:
-        raise
     except Exception as exc:
-        if getattr(exc, "problem", None) is not None:   # stagecheck's own (the guard's)
-            raise
-        raise SchemaCodeFailed(f"field {f.name!r}: column", exc) from None
+        raise SchemaCodeFailed.of(f"field {f.name!r}: column", exc) from None
     if len(column) != len(live):
         raise SchemaCodeFailed(f"field {f.name!r}: column", ValueError(
             f"it gave {len(column)} values for {len(live)} live requests"))
@@ -258,18 +246,31 @@ def check_slot_alignment(s, o, p):
     return out
 
 
+def column_disagreement(s, f, column: list, slots) -> tuple[int, Any, Any] | None:
+    """The first of ``slots`` where ``column`` (``f.column``'s values on ``s``) is not
+    what ``derive`` gives, as ``(slot, column's value, derive's value)``; None where they
+    agree on every one (``MISSING`` agrees only with ``MISSING``). ``schema check`` asks
+    it of every live slot of its dry run, ``slot_alignment`` of the slots it would
+    report."""
+    live = s.live_ids
+    for i in slots:
+        meant, got = expected_value(s, f, i, live[i]), column[i]
+        if got is not meant and (got is MISSING or meant is MISSING or got != meant):
+            return i, got, meant
+    return None
+
+
 def _column_agrees(s, f, want: list, slots: list[int]) -> None:
     """A column (``Field.column``) is a shortcut for ``derive``: before a slot it
     computed is reported, ``derive`` says the same there, or the schema is wrong (a
     column that disagrees only on sizes ``schema check`` did not draw)."""
-    live = s.live_ids
-    for i in slots:
-        meant = expected_value(s, f, i, live[i])
-        if meant is MISSING or not _same(meant, want[i]):
-            raise SchemaCodeFailed(f"field {f.name!r}: column", ValueError(
-                f"it gives {want[i]!r} for slot {i} ({live[i]!r}) where derive gives "
-                f"{'no value (a missing input)' if meant is MISSING else repr(meant)}; "
-                "column must equal derive on every slot"))
+    found = column_disagreement(s, f, want, slots)
+    if found is not None:
+        i, got, meant = found
+        raise SchemaCodeFailed(f"field {f.name!r}: column", ValueError(
+            f"it gives {got!r} for slot {i} ({s.live_ids[i]!r}) where derive gives "
+            f"{'no value (a missing input)' if meant is MISSING else repr(meant)}; "
+            "column must equal derive on every slot"))
 
 
 def check_tail_policy(s, o, p):

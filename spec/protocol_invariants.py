@@ -250,12 +250,8 @@ def _check_messages(k: int, check, seq: StepSequence, trace: Trace) -> list[str]
     where = f"checks[{k}] ({getattr(check, 'id', '?')!r})"
     try:
         messages = check.check(seq, trace)
-    except SchemaCodeFailed:
-        raise
     except Exception as exc:
-        if getattr(exc, "problem", None) is not None:   # stagecheck's own (the guard's)
-            raise
-        raise SchemaCodeFailed(where, exc) from None
+        raise SchemaCodeFailed.of(where, exc) from None
     if not isinstance(messages, (list, tuple)) or not all(isinstance(m, str)
                                                           for m in messages):
         raise SchemaCodeFailed(where, TypeError(

@@ -504,6 +504,16 @@ class SchemaCodeFailed(Exception):
         super().__init__(f"{what} raised {type(error).__name__}: {error}")
         self.what, self.error = what, f"{type(error).__name__}: {error}"
 
+    @classmethod
+    def of(cls, what: str, error: Exception) -> Exception:
+        """What to raise for ``error``, raised by the code ``what`` names: itself when
+        it already says what went wrong (a ``SchemaCodeFailed`` from deeper down, or
+        stagecheck's own error carrying a ``problem``: the guard's deadline or exit),
+        else a ``SchemaCodeFailed``."""
+        if isinstance(error, cls) or getattr(error, "problem", None) is not None:
+            return error
+        return cls(what, error)
+
 
 class StandInUnsupported(BaseException):
     """A target asked a schema's stand-in for something it does not model: a limit of the
