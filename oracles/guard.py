@@ -22,7 +22,8 @@ loaded here, and what it could still do to the checker is contained:
   the checker when called inside a guarded call, from a thread schema code started (a
   timer), or by an exit handler once the command line has its exit code (``closing``):
   an exit that would have been the checker's exit 0 without a report is a
-  ``SchemaError`` too. A reference taken before the first guarded call is the original
+  ``SchemaError`` too (``exits_refused``, which a worker also wraps a schema's
+  ``build`` in). A reference taken before the first guarded call is the original
   function.
 
 Deliberate attacks (that reference, a signal to the checker's own process, writing into
@@ -39,12 +40,13 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import SchemaError
 
-__all__ = ["CPU_SECONDS", "WALL_SECONDS", "closing", "guard_schema", "guarded_call",
-           "patched", "snapshot"]
+__all__ = ["CPU_SECONDS", "WALL_SECONDS", "closing", "exits_refused", "guard_schema",
+           "guarded_call", "patched", "snapshot"]
 
 #: CPU seconds (of the checker's main thread) one call of schema code may take
 CPU_SECONDS = 5.0
@@ -83,7 +85,7 @@ def _exit_refused(status, *args, **kwargs):
     the real one otherwise (stagecheck's own calls, other libraries' threads, a forked
     child)."""
     if os.getpid() in _GUARDED_PID and (
-            _STATE.depth or _STATE.closing or threading.get_ident() in _SCHEMA_THREADS):
+            _STATE.refusing or _STATE.closing or threading.get_ident() in _SCHEMA_THREADS):
         raise _ExitRefused(status)
     _REAL_EXIT(status)
 
@@ -130,6 +132,23 @@ def _install_exit_refusal() -> None:
             m._exit = _exit_refused
 
 
+@contextmanager
+def exits_refused(what: str):
+    """While the block runs schema code (``what`` names it), ``os._exit`` in this
+    process raises instead, and the block ends in a ``SchemaError`` saying so: a
+    guarded call in the checker, and a schema's ``build`` in a worker (where its exit
+    would read as the target's)."""
+    _install_exit_refusal()
+    _STATE.refusing += 1
+    try:
+        yield
+    except _ExitRefused as exc:
+        raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
+                             error=f"os._exit({exc.status!r})") from None
+    finally:
+        _STATE.refusing -= 1
+
+
 class _State:
     def __init__(self) -> None:
         self.depth = 0
@@ -142,6 +161,7 @@ class _State:
         self.watchdog: threading.Thread | None = None
         self.handler_set = False
         self.closing = False      # the command line has its exit code (``closing``)
+        self.refusing = 0         # blocks of schema code running (``exits_refused``)
         self.threads = -1         # threads alive at the last look, and their idents
         self.known: set = set()
 
@@ -221,22 +241,19 @@ def guarded_call(what: str, func, *args, **kwargs):
     _STATE.generation += 1
     _STATE.started, _STATE.cpu = time.monotonic(), _thread_cpu()
     _STATE.waited = _thread_waited()
-    _install_exit_refusal()
     threads = threading.active_count()
     if threads != _STATE.threads:      # which threads are not schema code's
         _STATE.known = {t.ident for t in threading.enumerate()}
         _STATE.threads = threads
-    _STATE.depth = 1
     try:
-        try:
-            return func(*args, **kwargs)
-        finally:           # disarmed before anything else: a late signal raises nothing
-            _STATE.depth = 0
-            if threading.active_count() > threads:
-                _note_new_threads(_STATE.known)
-    except _ExitRefused as exc:
-        raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
-                             error=f"os._exit({exc.status!r})") from None
+        with exits_refused(what):
+            _STATE.depth = 1
+            try:
+                return func(*args, **kwargs)
+            finally:       # disarmed before anything else: a late signal raises nothing
+                _STATE.depth = 0
+                if threading.active_count() > threads:
+                    _note_new_threads(_STATE.known)
     except _Expired:
         raise SchemaError.of(messages.SCHEMA_CODE_HUNG, what, cpu=CPU_SECONDS,
                              wall=WALL_SECONDS) from None

@@ -7,13 +7,13 @@ target (``options.steps`` times), and reads back the buffers, the copy log, the 
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError, StagecheckError, UsageError
+from stagecheck.oracles.guard import exits_refused
 from stagecheck.oracles.observe.backends import make_backend, torch_module
 from stagecheck.oracles.observe.build import Backend, build_inputs
 from stagecheck.oracles.options import RunOptions
@@ -182,16 +182,6 @@ def require_device(device: str) -> None:
                                 torch=torch.__version__)
 
 
-class _BuildExited(BaseException):
-    def __init__(self, status) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-def _refuse_exit(status, *args, **kwargs):
-    raise _BuildExited(status)
-
-
 def _built(s: StagingScenario, target: Target, backend: Backend, in_worker: bool):
     """The call's inputs, made by the schema's adapter (``build``): schema code, so what
     it raises (past the builder's own refusals and a backend's signals) is the schema's
@@ -199,14 +189,9 @@ def _built(s: StagingScenario, target: Target, backend: Backend, in_worker: bool
     ``os._exit`` it makes raises instead of ending the process (its end would read as
     the target's)."""
     what = f"schema {target.profile.schema.name!r}: build"
-    saved = os._exit
-    if in_worker:
-        os._exit = _refuse_exit
     try:
-        return build_inputs(s, target.profile, backend)
-    except _BuildExited as exc:
-        raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
-                             error=f"os._exit({exc.status!r})") from None
+        with exits_refused(what) if in_worker else nullcontext():
+            return build_inputs(s, target.profile, backend)
     except (StagecheckError, MemoryError):
         raise
     except Exception as exc:
@@ -214,8 +199,6 @@ def _built(s: StagingScenario, target: Target, backend: Backend, in_worker: bool
             raise
         raise SchemaError.of(messages.SCHEMA_CODE_FAILED, what,
                              error=f"{type(exc).__name__}: {exc}") from None
-    finally:
-        os._exit = saved
 
 
 def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions(),
