@@ -20,7 +20,8 @@ from stagecheck.spec.schema import (FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT,
                                     TargetProfile)
 from stagecheck.spec.space import initial_values
 
-__all__ = ["Backend", "Builder", "BuilderRefused", "RecordingList", "build_inputs", "plain"]
+__all__ = ["KEPT", "Backend", "Builder", "BuilderRefused", "RecordingList", "build_inputs", "keep",
+           "plain"]
 
 
 class Backend(Protocol):
@@ -301,7 +302,7 @@ def _read_table(made: dict, given: dict, kept: dict | None = None,
     if unchanged is True:
         if values is not None and len(made) == len(values) \
                 and all(map(operator.is_, made.values(), values)):
-            _keep(kept, ("table", id(given)), (given, made))
+            keep(kept, ("table", id(given)), (given, made))
         return _own_copy(given)
     return plain(made)
 
@@ -326,10 +327,12 @@ def _left_as_given(kept: dict | None, key: tuple, given: dict):
     return found[1]
 
 
-def _keep(kept: dict | None, key: tuple, entry: tuple) -> None:
+def keep(kept: dict | None, key: tuple, entry: tuple) -> None:
+    """``kept[key] = entry`` in a backend's ``kept`` (none: nothing), at most ``KEPT``
+    entries: the oldest goes."""
     if kept is None:
         return
-    if len(kept) >= _KEPT and key not in kept:      # the oldest goes
+    if len(kept) >= KEPT and key not in kept:
         del kept[next(iter(kept))]
     kept[key] = entry
 
@@ -356,7 +359,7 @@ def _request_objects(tables: dict[str, dict], kept: dict | None = None
             # with): they are what fresh objects would be, and nothing of the target
             # runs between that read-back and this call
             unchanged = _Unchanged(last[0], attrs, rows=rows)
-            _keep(kept, ("objects made",) + key, (last[0], unchanged))
+            keep(kept, ("objects made",) + key, (last[0], unchanged))
             return last[0], unchanged
     else:
         first = columns[0] if columns else {}
@@ -368,18 +371,16 @@ def _request_objects(tables: dict[str, dict], kept: dict | None = None
             keys = list(dict.fromkeys(r for table in columns for r in table))
             rows = [{attr: table[r] for attr, table in tables.items() if r in table}
                     for r in keys]
-        if kept is not None:
-            if len(kept) >= _KEPT:      # the oldest goes
-                del kept[next(iter(kept))]
-            kept[key] = (columns, keys, rows)    # the tables held: their ids stay theirs
+        keep(kept, key, (columns, keys, rows))   # the tables held: their ids stay theirs
     made = dict(zip(keys, [SimpleNamespace(**row) for row in rows]))
     unchanged = _Unchanged(made, attrs, rows=rows)
-    _keep(kept, ("objects made",) + key, (made, unchanged))
+    keep(kept, ("objects made",) + key, (made, unchanged))
     return made, unchanged
 
 
-#: what a backend keeps of the inputs made for one call, for the next (entries)
-_KEPT = 16
+#: entries a backend keeps of what it made for one call, for the next (an example's
+#: buffers, objects and tables: ``keep``)
+KEPT = 16
 
 
 class _Unchanged:

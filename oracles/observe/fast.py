@@ -25,6 +25,7 @@ import numpy as np
 from stagecheck.oracles.device.forms import Pairs, mirror_copy
 from stagecheck.oracles.device.spans import span_of
 from stagecheck.oracles.device.torchload import import_torch
+from stagecheck.oracles.observe.build import keep
 from stagecheck.spec.observation import Copy
 
 __all__ = ["FastBackend", "FastBuffer", "FastCudaBackend", "FastCudaBuffer"]
@@ -185,17 +186,12 @@ class FastBackend:
         if found is not None and found[0] is cpu and found[1] is gpu:
             return FastBuffer(name, dtype, cpu, gpu, events, found[2])
         made = FastBuffer(name, dtype, cpu, gpu, events)
-        if len(self.kept) >= _KEPT:      # the oldest goes
-            del self.kept[next(iter(self.kept))]
-        self.kept[key] = (cpu, gpu, (made.np.copy(), made.mirror.copy()))
+        keep(self.kept, key, (cpu, gpu, (made.np.copy(), made.mirror.copy())))
         return made
 
     def passes_through(self, exc: BaseException) -> bool:
         return False
 
-
-#: entries a backend keeps for the next call (an example's buffers and objects)
-_KEPT = 16
 
 
 class _Pinned:
