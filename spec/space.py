@@ -20,13 +20,16 @@ the same for every schema (the schema declares the bounds: ``max_capacity``, eac
 list's ``length``): most scenarios are small (capacity at most ``SMALL``: they find
 most bugs and shrink fast), a share lands on and around the sizes a fast path may
 switch on (``size_thresholds``: powers of two and their neighbours, CUDA-graph capture
-sizes, the largest capacity) and a few are full batches of the largest capacity
-(``draw_batch``; docs/schemas.md shows the measured shares).
+sizes, round hundreds, the largest capacity), a share is any size between the small band
+and the largest capacity (a threshold no list names: 300 < n < 1000, n == 640), and a few
+are full batches of the largest capacity (``draw_batch``; docs/schemas.md shows the
+measured shares).
 """
 
 from __future__ import annotations
 
 import random
+from bisect import bisect_left
 import sys
 from array import array
 from collections import deque
@@ -51,10 +54,14 @@ ID_POOL_PER_SLOT = 4
 SMALL = 8
 SMALL_LIST = 4
 #: the shares (in twentieths) of the size bands: up to SMALL live requests (70%), on a
-#: threshold above SMALL (25%), a full batch of the largest capacity (5%)
-BANDS = (("small", 14), ("threshold", 5), ("full", 1))
-#: the largest CUDA-graph capture size (vLLM captures 1, 2, 4 and multiples of 8 up to it)
+#: threshold above SMALL (20%), any size above SMALL (5%), a full batch of the largest
+#: capacity (5%)
+BANDS = (("small", 14), ("threshold", 4), ("any", 1), ("full", 1))
+#: vLLM captures CUDA graphs for 1, 2, 4, multiples of 8 below 256 and of 16 from 256
+#: on; stagecheck takes every multiple of 8 up to this size (a superset) and of 16 above
 CAPTURE_MAX = 512
+#: live counts in the "any" band's table slots (a second decision picks the count)
+_ANY = -1
 _EXTREMES = {"int32": (INT32_MIN, -1, 0, 1, INT32_MAX), "int64": (-(2**63), -1, 0, 1, 2**63 - 1)}
 _RANGES = {"int32": (INT32_MIN, INT32_MAX), "int64": (-(2**63), 2**63 - 1)}
 
@@ -150,10 +157,13 @@ def initial_values(s: StagingScenario, schema: StagingSchema, buffer: str, view:
 
 def size_thresholds(low: int, high: int) -> tuple[int, ...]:
     """The sizes in ``[low, high]`` a fast path may switch on, smallest first: powers of
-    two and their neighbours, CUDA-graph capture sizes (1, 2, 4 and multiples of 8 up to
-    ``CAPTURE_MAX``), and ``high`` and the size below it."""
+    two and their neighbours, CUDA-graph capture sizes (1, 2, 4, multiples of 8 up to
+    ``CAPTURE_MAX`` and of 16 above it), round hundreds and fifties (thresholds people
+    write: 100, 250, 300, 1000), and ``high`` and the size below it."""
     sizes = {1, 2, 4, high - 1, high}
     sizes.update(range(8, CAPTURE_MAX + 1, 8))
+    sizes.update(range(CAPTURE_MAX + 16, high + 1, 16))
+    sizes.update(range(50, high + 1, 50))
     power = 1
     while power <= high + 1:
         sizes.update((power - 1, power, power + 1))
@@ -167,9 +177,10 @@ _TABLES: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 def live_counts(max_capacity: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """``(table, thresholds)``: the live-request counts the size distribution draws from,
     sorted, each as often as its band's share says (``BANDS``: every small count ``0 ..
-    SMALL`` alike, every threshold above ``SMALL`` alike, ``max_capacity`` for the full
-    band), and the thresholds above ``SMALL``. One index into the table is one decision
-    that shrinks to a smaller count: a threshold bug shrinks to the threshold."""
+    SMALL`` alike, the "any" band's entries ``_ANY`` (``draw_batch`` draws their count),
+    every threshold above ``SMALL`` alike, ``max_capacity`` for the full band), and the
+    thresholds above ``SMALL``. One index into the table is one decision that shrinks to
+    a smaller count: a threshold bug shrinks to the threshold."""
     kept = _TABLES.get(max_capacity)
     if kept is None:
         thresholds = size_thresholds(SMALL + 1, max_capacity)
@@ -179,6 +190,7 @@ def live_counts(max_capacity: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         table: list[int] = []
         for n in range(small_count):        # each band's total weight ~ its share
             table += [n] * (share["small"] * above_count)
+        table += [_ANY] * (share["any"] * small_count * above_count)
         for t in above:
             table += [t] * (share["threshold"] * small_count)
         table += [max_capacity] * (share["full"] * small_count * above_count)
@@ -191,17 +203,21 @@ def draw_batch(d: Draw, max_capacity: int) -> tuple[int, int]:
 
     Up to ``SMALL`` slots every size is small: the capacity is uniform over ``[1,
     max_capacity]``, the live requests over ``[0, capacity]``. Above it, the live count
-    comes from ``live_counts`` (one decision); a small batch (up to ``SMALL``) has a
-    capacity up to ``SMALL`` (one in sixteen: a threshold capacity above it); a larger
-    one is a full batch, or sits in a threshold capacity, or has a few tail slots.
-    Every choice shrinks towards a smaller batch, and a full one.
+    comes from ``live_counts`` (one decision; in the "any" band a second one, uniform
+    over ``[SMALL + 1, max_capacity]``, so a bug behind any size shrinks to that size);
+    a small batch (up to ``SMALL``) has a capacity up to ``SMALL`` (one in sixteen: a
+    threshold capacity above it); a larger one is a full batch, or sits in a threshold
+    capacity, or has a few tail slots. Every choice shrinks towards a smaller batch, and
+    a full one.
     """
     if max_capacity <= SMALL:
         capacity = d.size(1, max_capacity)
         return capacity, d.size(0, capacity)
     table, thresholds = live_counts(max_capacity)
     num_reqs = table[d.size(0, len(table) - 1)]
-    if num_reqs <= SMALL:
+    if num_reqs == _ANY:
+        num_reqs = d.size(SMALL + 1, max_capacity)
+    elif num_reqs <= SMALL:
         if d.size(0, 15) < 15:
             return d.size(max(num_reqs, 1), SMALL), num_reqs
         return d.pick(thresholds), num_reqs        # a small batch in a large buffer
@@ -209,7 +225,7 @@ def draw_batch(d: Draw, max_capacity: int) -> tuple[int, int]:
     if role == 0 or num_reqs == max_capacity:
         return num_reqs, num_reqs
     if role == 1:
-        return d.pick(thresholds[thresholds.index(num_reqs):]), num_reqs
+        return d.pick(thresholds[bisect_left(thresholds, num_reqs):]), num_reqs
     return min(max_capacity, num_reqs + d.size(1, SMALL)), num_reqs
 
 

@@ -27,17 +27,19 @@ THRESHOLDS = {"buggy_fast_path_12_forgets_drafts": 12,
               "buggy_fast_path_257_forgets_drafts": 257,
               "buggy_fast_path_512_forgets_drafts": 512,
               "buggy_fast_path_1024_forgets_drafts": 1024,
+              # 601 to 999: no threshold of the list, reached by the "any size" band
+              "buggy_fast_path_601_to_999_forgets_drafts": 601,
               "buggy_fast_path_full_batch_forgets_drafts": None}
 
 
-def default_diff(tmp_path: pathlib.Path, fixture: str) -> tuple[int, dict]:
-    """``stagecheck diff legacy FIXTURE::f`` with no search option (the report and the
-    replay files go to ``tmp_path``)."""
+def default_diff(tmp_path: pathlib.Path, fixture: str, *options: str) -> tuple[int, dict]:
+    """``stagecheck diff legacy FIXTURE::f`` with no search option but ``options`` (the
+    report and the replay files go to ``tmp_path``)."""
     report = tmp_path / "report.json"
     proc = subprocess.run(
         [sys.executable, "-m", "stagecheck", "diff", "legacy",
          f"{TARGETS / (fixture + '.py')}::{FUNCTION}", "--quiet", "--json", str(report),
-         "--save-dir", str(tmp_path / "found")],
+         "--save-dir", str(tmp_path / "found"), *options],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return proc.returncode, json.loads(report.read_text())
@@ -75,6 +77,15 @@ def test_a_draft_count_capped_at_5_is_found_with_six_drafts(tmp_path):
         s = f["scenario"]
         assert s["num_reqs"] == 1
         assert [len(v) for v in s["inputs"]["spec_decode_tokens"].values()] == [6]
+
+
+def test_a_fast_path_for_exactly_300_is_found_with_ten_times_the_budget(tmp_path):
+    """An ``==`` threshold needs that exact size: the default budget draws about a third
+    of the thresholds exactly (docs/schemas.md, "Sizes"), ``--examples 3000`` nearly all."""
+    code, report = default_diff(tmp_path, "rare_fast_path_exactly_300_forgets_drafts",
+                                "--examples", "3000")
+    assert code == 1
+    assert {f["scenario"]["num_reqs"] for f in draft_errors(report)} == {300}
 
 
 @pytest.mark.parametrize("fixture", ["equivalent_fast_path_vectorized",

@@ -31,7 +31,12 @@ def band(s) -> str:
         return "full"
     if s.capacity <= SMALL:
         return "small"
+    if s.num_reqs > SMALL and s.num_reqs not in THRESHOLDS:
+        return "any"
     return "threshold"
+
+
+THRESHOLDS = frozenset(size_thresholds(1, 1024))
 
 
 def test_the_built_in_schemas_bound_capacity_at_1024_and_drafts_at_16():
@@ -45,8 +50,10 @@ def test_thresholds_are_powers_of_two_their_neighbours_capture_sizes_and_the_cap
         assert power in sizes and power - 1 in sizes or power == 1
         assert power + 1 in sizes or power == 1024
     assert all(k in sizes for k in range(8, 513, 8))         # CUDA-graph capture sizes
+    assert all(k in sizes for k in range(512, 1025, 16))     # ... of 16 above 512
+    assert all(k in sizes for k in range(50, 1001, 50))      # round numbers people write
     assert 1023 in sizes and 1025 not in sizes and 0 not in sizes
-    assert 600 not in sizes and 1000 not in sizes
+    assert 601 not in sizes and 999 not in sizes and 520 not in sizes
     assert size_thresholds(1, 300)[-2:] == (299, 300)        # the capacity itself
     assert sizes == tuple(sorted(sizes))
 
@@ -55,7 +62,8 @@ def test_most_examples_are_small_a_share_lands_on_thresholds_a_few_are_full():
     drawn = [sample_scenario(SCHEMA, 0, i) for i in range(2000)]
     shares = collections.Counter(band(s) for s in drawn)
     assert 0.6 < shares["small"] / 2000 < 0.8
-    assert 0.18 < shares["threshold"] / 2000 < 0.32
+    assert 0.15 < shares["threshold"] / 2000 < 0.3
+    assert 0.02 < shares["any"] / 2000 < 0.08
     assert 0.02 < shares["full"] / 2000 < 0.09
     thresholds = set(size_thresholds(1, 1024))
     on = [s for s in drawn if band(s) == "threshold"]
@@ -63,6 +71,22 @@ def test_most_examples_are_small_a_share_lands_on_thresholds_a_few_are_full():
     assert all(s.num_reqs in thresholds or s.capacity in thresholds for s in on)
     for s in drawn[:300]:
         assert not malformed(SCHEMA, s) and not contract_breaches(SCHEMA, s)
+
+
+def test_sizes_no_threshold_names_are_drawn_too():
+    """The "any" band: sizes no list names (601 to 999) are drawn, and no long run of
+    sizes is never drawn (tests/quality/test_sizes_default.py: a fast path for 601 to
+    999 live requests is found by default and shrunk to 601)."""
+    drawn = [sample_scenario(SCHEMA, 0, i) for i in range(3000)]
+    sizes = {s.num_reqs for s in drawn}
+    off_list = sizes - THRESHOLDS - set(range(SMALL + 1))
+    assert len(off_list) > 100
+    assert sum(1 for s in drawn if 600 < s.num_reqs < 1000 and s.num_reqs not in THRESHOLDS) > 20
+    longest = run = 0           # no long run of sizes above SMALL is never drawn
+    for n in range(SMALL + 1, 1025):
+        run = 0 if n in sizes else run + 1
+        longest = max(longest, run)
+    assert longest <= 32
 
 
 @pytest.mark.parametrize("stream", ["in", "out"])
