@@ -105,6 +105,7 @@ class CpuDevice(DeviceModel):
         super().__init__()
         torch = import_torch()
         self._torch = torch
+        self._mode = None            # the interception mode while the model is active
         self.device = torch.device("cuda", 0)
         self.completion = completion
         self.inside = False          # running device work: its torch calls pass through
@@ -234,7 +235,15 @@ class CpuDevice(DeviceModel):
             self.inside = True
             self.running = op if op.kind == "kernel" else None
             try:
-                op.action()
+                if op.kind == "kernel" and self._mode is not None \
+                        and not self._torch._C._len_torch_function_stack():
+                    # queued work that a torch call's handler runs (a synchronous copy
+                    # waits for it): torch leaves a mode while its handler runs, so the
+                    # mode is entered again, or the work's reads and writes go unseen
+                    with self._mode:
+                        op.action()
+                else:
+                    op.action()
             finally:
                 self.inside = False
                 self.running = None
@@ -292,8 +301,13 @@ class CpuDevice(DeviceModel):
     @contextmanager
     def activate(self):
         """This model is the device while the block runs (torch.cuda and torch calls)."""
-        with standins.installed(self), DeviceMode(self):
-            yield self
+        mode = DeviceMode(self)
+        with standins.installed(self), mode:
+            self._mode = mode
+            try:
+                yield self
+            finally:
+                self._mode = None
 
 
 def poison(torch, t) -> None:

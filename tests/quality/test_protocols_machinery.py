@@ -66,6 +66,15 @@ def test_the_worked_example_finds_the_planted_race_and_passes_the_fix():
     assert fixed.errors == [] and fixed.findings == []
 
 
+def test_work_run_inside_a_synchronous_copy_is_seen_reading_what_it_read():
+    """Queued device work that a synchronous (pageable) upload waits for runs inside the
+    copy's handling; its reads are still seen (they were None, a false
+    device_read_as_meant: "embed read ids[0] = None under this completion schedule")."""
+    result = run_protocol_campaign(None, toy("unread_download_token_stager"), EXAMPLE,
+                                   ProtocolConfig(sequences=100))
+    assert result.errors == [] and result.findings == [], [f.message for f in result.findings]
+
+
 def test_a_functional_difference_between_two_targets_is_same_trace():
     result = run_protocol_campaign(toy("fixed_token_stager"), toy("off_by_one_token_stager"),
                                    EXAMPLE, ProtocolConfig(sequences=50))
