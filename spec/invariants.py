@@ -437,6 +437,12 @@ def check_inputs_unchanged(s, o, p):
                 "was mutated by the call"
             out.append(_finding("inputs_unchanged", f"{name} {what}", field=name,
                                 expected=expected_inputs_after(p, s)[name], candidate=after))
+    for name, after in o.inputs_after.items():
+        if "." in name and name not in expected:    # a holder's attribute (Builder.place)
+            out.append(_finding("inputs_unchanged",
+                                f"{name} was {after}: the engine's next step reads "
+                                "what it left",
+                                field=name, expected="unchanged", candidate=after))
     return out
 
 
@@ -550,7 +556,9 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("inputs_unchanged",
               "The inputs (scheduler output, requests, input batch, index dicts, req_ids) are "
               "not mutated, except as the schema declares; a declared mutation happens exactly "
-              "as declared.", check_inputs_unchanged),
+              "as declared. The objects that hold them (the scheduler output, the buffers' "
+              "owner) keep holding them: no attribute that held an input or a buffer is "
+              "replaced or deleted.", check_inputs_unchanged),
     Invariant("no_copy_hazard",
               "No host write lands in slots that a host-to-device copy still reads, one the "
               "host issued and has not seen complete (no synchronization, event or blocking "

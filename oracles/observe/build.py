@@ -9,12 +9,14 @@ data (``inputs_after``).
 from __future__ import annotations
 
 import operator
+import re
 from itertools import repeat
 from types import SimpleNamespace
 from typing import Any, Callable, Protocol
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.text import type_name
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import (FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, Call,
                                     TargetProfile)
@@ -78,11 +80,33 @@ def plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, (set, frozenset)):
-        return sorted(plain(v) for v in value)
+        items = [plain(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:           # values of several kinds: in the order of their text
+            return sorted(items, key=repr)
     tolist = getattr(value, "tolist", None)
     if tolist is not None and kind.__module__.split(".")[0] == "numpy":
         return tolist()
-    return value
+    return described(value)
+
+
+def described(value: Any) -> str:
+    """An object that is not plain data (one a target put in an input: a lock, an object
+    whose ``__eq__`` raises), as text: its type and its repr without the address, so it
+    compares, pickles and prints like data, and the object itself is never compared."""
+    try:
+        text = repr(value)
+    except Exception as exc:        # its repr raises too
+        text = f"repr raised {type_name(type(exc))}"
+    text = _ADDRESS.sub("", text)
+    if len(text) > 120:
+        text = text[:117] + "..."
+    return f"<{type_name(type(value))}: {text}>"
+
+
+#: the address in a default repr ("<Weird object at 0x7f...>"), which differs per run
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 class Builder:
@@ -105,6 +129,8 @@ class Builder:
         self._readers: dict[str, Callable[[], Any]] = {}
         self._ids: RecordingList | None = None
         self._made: dict[str, tuple[str, Any]] = {}    # input -> (the call, the object)
+        #: (label, holder, attribute, what it held, what that is) for ``place``
+        self._placed: list[tuple[str, Any, str, Any, str]] = []
 
     @property
     def device(self) -> str:
@@ -263,7 +289,36 @@ class Builder:
         return {name: call for name, (call, _) in self._made.items()}
 
     def inputs_after(self) -> dict:
-        return {name: read() for name, read in self._readers.items()}
+        after = {name: read() for name, read in self._readers.items()}
+        for label, holder, attr, made, what in self._placed:
+            now = getattr(holder, attr, _GONE)
+            if now is not made:     # the holder of an input or a buffer no longer holds it
+                after[f"{label}.{attr}"] = ("deleted" if now is _GONE else
+                                            f"replaced by {_short(now)}") + \
+                    f" by the call (it held {what})"
+        return after
+
+    def place(self, call: "Call") -> None:
+        """Note where the call's plain holder objects (a ``SimpleNamespace`` scheduler
+        output, the buffers' owner) hold an input or a buffer the builder made, so that a
+        call that replaces or deletes that attribute (``scheduler_output.x = None``,
+        ``del ctx.buf``) is seen: the engine's next step would read what it left."""
+        made = {id(obj): f"the input {name}" for name, (_, obj) in self._made.items()}
+        made.update((id(b), f"the buffer {name}") for name, b in self.buffers.items())
+        if self._ids is not None:
+            made[id(self._ids)] = "req_ids"
+        names = self.profile.parameters
+        labelled = [(names[k] if k < len(names) else f"argument {k}", v)
+                    for k, v in enumerate(call.args)] + list(call.kwargs.items())
+        for label, holder in labelled:
+            if id(holder) in made:
+                continue
+            attrs = getattr(holder, "__dict__", None)
+            if type(attrs) is not dict:
+                continue
+            for attr, value in list(attrs.items()):
+                if id(value) in made:
+                    self._placed.append((label, holder, attr, value, made[id(value)]))
 
 
 #: a table of at most this many entries is copied and read back entry by entry (the
@@ -410,4 +465,19 @@ def build_inputs(s: StagingScenario, profile: TargetProfile, backend: "Backend"
                  ) -> tuple[Builder, Call]:
     """Fresh arguments for one call of a target with ``profile`` on ``s``."""
     builder = Builder(s, profile, backend)
-    return builder, profile.build(builder)
+    call = profile.build(builder)
+    builder.place(call)
+    return builder, call
+
+
+#: an attribute the call deleted
+_GONE = object()
+
+
+def _short(value: Any) -> str:
+    """A value a call put in place of an input, in a few words."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value[:40])
+    return f"a {type(value).__name__}"

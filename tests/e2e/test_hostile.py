@@ -232,6 +232,10 @@ TARGETS = [
          "an exception message with ANSI escapes and NUL (shown escaped)"),
     spec("huge_exception", 1, r"\.\.\. \(\d+ more\)", "a 10 MB exception message (cut)"),
     spec("mutates_inputs", 1, "was mutated by the call", "clears its input dicts"),
+    spec("eq_raises_value", 1, "mamba_state_idx was mutated by the call", "puts an object "
+         "whose __eq__ raises into an input dict (was: exit 3, an internal error)"),
+    spec("lock_value", 1, "num_scheduled_tokens was mutated by the call", "puts a "
+         "threading.Lock into an input dict (was: 'exited the interpreter with code 1')"),
     spec("returns_generator", 1, r"copied 0 time\(s\)", "a generator function (runs nothing)",
          options=IN_CONTRACT),
     spec("kills_parent", 0, CONFORMS, "sends SIGTERM to its parent (the keeper ignores it)"),

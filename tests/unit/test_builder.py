@@ -200,3 +200,41 @@ def test_per_slot_inputs_with_num_reqs_as_len_still_have_an_out_of_contract_stre
         label, s = sample_breach(schema, 0, k)
         assert label == BREACH_ABOVE_CAPACITY and len(s.req_ids) == s.num_reqs > s.capacity
     assert check_schema(schema) == []
+
+
+# ------------------------------------------------------------------- read back
+
+def test_an_attribute_of_a_holder_that_held_an_input_or_a_buffer_is_read_back_if_changed():
+    """A call that replaces or deletes a holder's attribute (``scheduler_output.x = None``,
+    ``del ctx.buf``) leaves an entry naming it; one that leaves them leaves none."""
+    b = _builder()
+    holder = SimpleNamespace(count=b.table("count"), x_buf=b.buffer("x_buf"), other=3)
+    b.place(Call((holder,), {"kw": SimpleNamespace(gone=b.id_set("gone"))}))
+    assert set(b.inputs_after()) == {"count", "gone"}
+    holder.count = None
+    del holder.x_buf
+    holder.other = 4                       # not an input: the call may change it
+    after = b.inputs_after()
+    assert after["a.count"] == "replaced by None by the call (it held the input count)"
+    assert after["a.x_buf"] == "deleted by the call (it held the buffer x_buf)"
+    assert set(after) == {"count", "gone", "a.count", "a.x_buf"}
+
+
+def test_an_object_that_is_not_data_is_read_back_as_text_and_never_compared():
+    class Weird:
+        def __eq__(self, other):
+            raise RuntimeError("do not compare me")
+        __hash__ = object.__hash__
+
+    b = _builder()
+    table = b.table("count")
+    table["req-a"] = Weird()
+    value = b.inputs_after()["count"]["req-a"]
+    assert value.startswith("<") and "Weird" in value and " at 0x" not in value
+    assert value == _builder_left(Weird())         # the same text in another run
+
+
+def _builder_left(obj):
+    b = _builder()
+    b.table("count")["req-a"] = obj
+    return b.inputs_after()["count"]["req-a"]
