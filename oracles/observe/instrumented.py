@@ -141,13 +141,16 @@ def _recording_classes():
             length, stride = target.shape[0], target.stride(0)
         owner.note_write(_slots_of(offset, stride, length, key), "cpu")
 
+    recording: set = {torch.Tensor}     # the classes a copy's sides are made plain from
+
     def copied(dst, src, non_blocking: bool) -> bool:
         """Route a copy between a buffer's sides; False when it is none of ours."""
         owner = owner_of(dst) or owner_of(src)
         if owner is None:
             return False
-        with plain():
-            dst_plain, src_plain = dst.as_subclass(torch.Tensor), src.as_subclass(torch.Tensor)
+        with plain():    # the recording views become plain; a device model's tensor stays
+            dst_plain, src_plain = (t.as_subclass(torch.Tensor) if type(t) in recording
+                                    else t for t in (dst, src))
         return owner.copy(dst_plain, src_plain, non_blocking)
 
     def hooked(cls, func, types, args, kwargs):
@@ -202,6 +205,7 @@ def _recording_classes():
             return hooked(cls, func, types, args, kwargs)
 
     _TENSOR_CLASSES = (RecordingTensor, RecordingMirror)
+    recording.update(_TENSOR_CLASSES)
     return _TENSOR_CLASSES
 
 
@@ -341,10 +345,19 @@ class InstrumentedBuffer:
         else:
             kw = {k: v for k, v in kwargs.items() if k != "copy"}
             device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **kw)
-        if not is_device_spec(device):
+        if not is_device_spec(device) and not self._mirror_device(device, non_blocking):
             return None
         self.sweep_untracked()
         return self.model.to_device(t, dtype, bool(non_blocking))
+
+    def _mirror_device(self, device, non_blocking) -> bool:
+        """Under the CPU model of deferred copies the mirror lives in host memory, so
+        ``cpu[:n].to(buf.gpu.device, non_blocking=True)`` names the CPU: a non-blocking
+        move of this buffer's host memory to the mirror's device is the upload it is on
+        CUDA (a blocking ``.to("cpu")`` stays what it is, a no-op)."""
+        if self.cuda or not non_blocking or device is None:
+            return False
+        return str(device) == str(self._plain_mirror().device)
 
     def copy_to_gpu(self, n: int | None = None):
         size = self._raw.shape[0]

@@ -132,3 +132,38 @@ def test_a_hazard_names_every_slot_written_into_the_pending_copy():
     (hazard,) = [f for f in check(s, o, target.profile) if f.invariant == "no_copy_hazard"]
     assert s.num_reqs == 3 and hazard.extra["slots"] == [0, 1, 2]
     assert "slots [0, 1, 2] through .np" in hazard.message
+
+
+#: the upload statement of each form, and the same upload followed by a write into slot 0
+#: of the draft buffer's host side while the non-blocking copy is pending
+UPLOADS = {
+    "copy_to_gpu": "buf.copy_to_gpu(num_reqs)",
+    "copy_": "buf.gpu[:num_reqs].copy_(buf.cpu[:num_reqs], non_blocking=True)",
+    "to_mirror_device": "buf.gpu[:num_reqs] = buf.cpu[:num_reqs].to(buf.gpu.device, "
+                        "non_blocking=True)",
+}
+
+
+@pytest.mark.parametrize("via", ["np", "cpu"])
+@pytest.mark.parametrize("upload", sorted(UPLOADS))
+def test_a_write_after_each_upload_form_is_a_hazard_under_deferred_copies(tmp_path, upload, via):
+    """The CPU model of deferred copies sees the race for every form (``.to`` of the
+    mirror's device was missed: on the CPU model that device is the CPU)."""
+    path = tmp_path / "write_after.py"
+    path.write_text(
+        "def stage(ctx, so, req_ids, num_reqs, requests, idx):\n"
+        "    bufs = (ctx.mamba_state_idx_buf, ctx.num_scheduled_tokens_buf,\n"
+        "            ctx.num_computed_tokens_buf, ctx.num_draft_tokens_buf)\n"
+        "    for i, r in enumerate(req_ids[:num_reqs]):\n"
+        "        bufs[0].np[i] = idx[r]\n"
+        "        bufs[1].np[i] = so.num_scheduled_tokens[r]\n"
+        "        bufs[2].np[i] = requests[r].num_computed_tokens\n"
+        "        bufs[3].np[i] = len(so.scheduled_spec_decode_tokens.get(r, ()))\n"
+        "    for buf in bufs:\n"
+        f"        {UPLOADS[upload]}\n"
+        f"    ctx.num_draft_tokens_buf.{via}[0] = 99\n")
+    target = load_target(f"{path}::stage")
+    s = scenario()
+    o = observe(target, s, RunOptions(deferred_copies=True))
+    hazards = [f for f in check(s, o, target.profile) if f.invariant == "no_copy_hazard"]
+    assert hazards and hazards[0].extra["slots"] == [0], [f.message for f in hazards]
