@@ -490,6 +490,13 @@ SCHEMA_ENDED = ("schema file {value!r} ended the process that loaded it and dry-
 SCHEMA_HUNG = ("schema file {value!r} did not finish loading and its dry run within "
                "{seconds:.0f} s of CPU time (a hang)", "its module-level code and its "
                "functions (build, derive, hooks) must return; fix the file")
+FIXTURE_NOT_A_TARGET = ("{value} is not a staging target (it is {kind})",
+                        "give a target spec string ('path/file.py::function', "
+                        "'pkg.module:function', a builtin name), a Target or the staging "
+                        "function itself{more}")
+#: the fixture's line under a failure: where its error findings were saved
+FIXTURE_SAVED = ("{count} finding(s) saved under {path}; each runs again with its "
+                 "'stagecheck replay FILE' line above")
 FIXTURE_NOT_ISOLABLE = ("{value!r} cannot be loaded in a worker process (it is a "
                         "lambda, a function defined inside another function, or has no "
                         "source file), and stagecheck runs code under test only there",

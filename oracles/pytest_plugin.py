@@ -38,8 +38,8 @@ from hypothesis import HealthCheck, Phase, core, settings as _hsettings
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ShimError, StagecheckError, TargetLoadError, UsageError
-from stagecheck.oracles.options import (CampaignConfig, RunOptions, fixture_options, flat,
-                                        reproduce_flags)
+from stagecheck.oracles.options import (DEFAULT_SAVE_DIR, CampaignConfig, RunOptions,
+                                        fixture_options, flat, reproduce_flags)
 
 __all__ = ["PROFILES", "StagecheckFixture", "as_target", "register_profiles"]
 
@@ -92,12 +92,35 @@ def as_target(obj, where: str = "target", shims=()):
     try:
         if isinstance(obj, str):
             return load_target(obj, shims=tuple(shims))
-        if callable(obj):
-            return target_from_callable(obj)
+        _refuse_non_function(obj)
+        return target_from_callable(obj)
     except StagecheckError as exc:
         raise exc.located(where) from None
-    raise TypeError(f"{where}: expected a target spec string, a Target or a staging function, "
-                    f"got {type(obj).__name__}")
+
+
+def _refuse_non_function(obj) -> None:
+    """A ``UsageError`` for what is no staging function: a module, a class (its instances
+    are components: ``assert_protocol`` drives them), any other object."""
+    if inspect.isfunction(obj) or inspect.ismethod(obj) or \
+            (callable(obj) and not inspect.isclass(obj) and not inspect.ismodule(obj)):
+        return
+    kind = ("a module" if inspect.ismodule(obj) else "a class" if inspect.isclass(obj)
+            else f"of type {type(obj).__name__}")
+    name = getattr(obj, "__name__", None)
+    more = (" (a component class is driven step after step by assert_protocol)"
+            if kind == "a class" else
+            f" (e.g. {name}.stage_postprocess_inputs_to_gpu)" if kind == "a module" else "")
+    shown = repr(name) if isinstance(name, str) else described(obj)
+    raise UsageError.of(messages.FIXTURE_NOT_A_TARGET, shown, kind=kind, more=more)
+
+
+def described(obj) -> str:
+    """A short repr of ``obj`` (its own repr may raise)."""
+    try:
+        text = repr(obj)
+    except Exception:
+        text = f"<{type(obj).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _runner(baseline, candidate, shims=()):
@@ -138,9 +161,7 @@ def _callable_ref(obj, where: str, shims=()):
         if obj.ref is not None:
             return obj.ref
         obj = obj.func
-    if not callable(obj):
-        raise TypeError(f"{where}: expected a target spec string, a Target or a staging "
-                        f"function, got {type(obj).__name__}")
+    _refuse_non_function(obj)
     module = getattr(obj, "__module__", None)
     qualname = getattr(obj, "__qualname__", None) or type(obj).__name__
     if not isinstance(qualname, str) or "<" in qualname:
@@ -189,7 +210,12 @@ def _resolve_seed(seed, derandomize: bool):
 
 
 class StagecheckFixture:
-    """What the ``stagecheck`` fixture returns."""
+    """What the ``stagecheck`` fixture returns. ``save_dir``: where a failing assertion
+    saves its error findings as replay files (never lost; None: nowhere)."""
+
+    def __init__(self, save_dir: str | None = None) -> None:
+        self.save_dir = save_dir
+        self._ran: tuple = (None, None, ())       # the last run's targets and shims
 
     def config(self, *, examples: int | None = None, device: str = "cpu",
                max_capacity: int | None = None, seed=None, **options):
@@ -216,7 +242,7 @@ class StagecheckFixture:
                 database=defaults["database"], derandomize=defaults["derandomize"], **options)
         except UsageError as exc:
             if exc.where is None and exc.option:
-                exc.located(f"{exc.option}=")
+                exc.located(f"keyword {exc.option}")
             failure = f"stagecheck: {exc}"
         pytest.fail(failure, pytrace=False)    # outside the except: no chained traceback
 
@@ -248,6 +274,7 @@ class StagecheckFixture:
             pytest.fail(failure, pytrace=False)
         with runner:
             base = runner.targets[0] if baseline is not None else None
+            self._ran = (base, runner.targets[-1], tuple(shims))
             return run_campaign(base, runner.targets[-1], config, runner=runner)
 
     def assert_equivalent(self, baseline, candidate, *, examples: int | None = None,
@@ -287,7 +314,7 @@ class StagecheckFixture:
         from stagecheck.oracles.commands.protocol import chosen_protocol
         from stagecheck.oracles.observe import require_device
         from stagecheck.oracles.options import ProtocolConfig
-        from stagecheck.oracles.protocol import run_protocol_campaign
+        from stagecheck.oracles.protocol import protocol_spec, run_protocol_campaign
         from stagecheck.oracles.report.protocol_text import render_protocol
         failure = None
         try:
@@ -308,28 +335,67 @@ class StagecheckFixture:
             failure = f"stagecheck: {exc}"
         except StagecheckError as exc:
             if isinstance(exc, UsageError) and exc.where is None and exc.option:
-                exc.located(f"{exc.option}=")
+                exc.located(f"keyword {exc.option}")
             failure = f"stagecheck: {exc}"
         if failure:     # outside the except: one message, no chained traceback
             pytest.fail(failure, pytrace=False)
         if result.verdict(strict) == "equivalent":
             return result
-        message = render_protocol(result, strict=strict)
+        saved, note = self._save(result, strict, protocol_spec(protocol))
+        message = render_protocol(result, strict=strict, saved=saved)
         hint = _protocol_reproduce_hint(result, baseline, target, protocol)
-        if hint:
-            message += "\n" + hint
+        for line in (note, hint):
+            if line:
+                message += "\n" + line
         pytest.fail(message, pytrace=False)
 
-    @staticmethod
-    def _check(result, strict: bool, given: tuple, options: dict) -> None:
+    def _check(self, result, strict: bool, given: tuple, options: dict) -> None:
         from stagecheck.oracles.report import render_campaign  # see as_target
         if result.verdict(strict) == "equivalent":
             return
-        message = render_campaign(result, strict)
+        saved, note = self._save(result, strict)
+        message = render_campaign(result, strict, saved)
         hint = _reproduce_hint(result, given, options)
-        if hint:
-            message += "\n" + hint
+        for line in (note, hint):
+            if line:
+                message += "\n" + line
         pytest.fail(message, pytrace=False)
+
+    def _save(self, result, strict: bool, protocol: str | None = None) -> tuple[dict, str]:
+        """Save the error findings of a failing run (as the command line does): finding
+        id -> its ``replay`` arguments, and the line that says where (or why not)."""
+        # the report layer loads on first use (see as_target)
+        from stagecheck.oracles.commands.base import replay_flags
+        from stagecheck.oracles.report.protocol_replay import save_protocol_findings
+        from stagecheck.oracles.report.replay import new_run_id, save_run
+        if self.save_dir is None:
+            return {}, ""
+        base, cand, shims = self._ran
+        if protocol is not None:
+            write = lambda kept: save_protocol_findings(        # noqa: E731
+                result, self.save_dir, protocol, tuple(result.config.shims), kept)
+            targets = {"baseline": result.baseline, "candidate": result.candidate,
+                       "protocol": protocol}
+        else:
+            write = None
+            targets = {"baseline": base.record() if base else None,
+                       "candidate": cand.record() if cand else None}
+        try:
+            saved, _ = save_run(result, self.save_dir, new_run_id(), "pytest", targets,
+                                result.verdict(strict), base, cand, shims, write=write)
+        except (OSError, StagecheckError) as exc:
+            return {}, f"stagecheck: the findings could not be saved under {self.save_dir}: {exc}"
+        if not saved:
+            return {}, ""
+        flags = ""
+        if protocol is None and cand is not None:
+            flags = replay_flags(base, cand, shims, getattr(result, "schema_spec", None))
+            for target in (base, cand):     # a test module's function: by its file
+                if target is not None and target.pinned != _portable(target.pinned):
+                    flags = flags.replace(shlex.quote(target.pinned),
+                                          shlex.quote(_portable(target.pinned)))
+        return ({k: v + flags for k, v in saved.items()},
+                messages.FIXTURE_SAVED.format(count=len(saved), path=self.save_dir))
 
 
 def _reproduce_hint(result, given: tuple, options: dict) -> str:
@@ -356,6 +422,19 @@ def _reproduce_hint(result, given: tuple, options: dict) -> str:
     return hint
 
 
+def _portable(spec: str) -> str:
+    """``module:function`` of a module the test session imported (often a test module,
+    which the command line cannot import by name) as ``file.py::function``, which the
+    command line loads from any folder; any other spec as it is."""
+    module, sep, name = spec.partition(":")
+    if not sep or name.startswith(":") or "/" in module or module == "git":
+        return spec
+    file = getattr(sys.modules.get(module), "__file__", None)
+    if not isinstance(file, str) or not file.endswith(".py") or not os.path.isfile(file):
+        return spec
+    return f"{os.path.abspath(file)}::{name}"
+
+
 def _builtin_protocols() -> list[str]:
     from stagecheck.spec.protocols import BUILTIN_PROTOCOLS  # loads on first use (as_target)
     return list(BUILTIN_PROTOCOLS)
@@ -380,11 +459,12 @@ def _protocol_reproduce_hint(result, baseline, target, protocol) -> str:
 
 
 @pytest.fixture
-def stagecheck() -> StagecheckFixture:
+def stagecheck(request) -> StagecheckFixture:
     """Assert equivalence of two staging targets (``assert_equivalent``), conformance of
     one to the spec (``assert_conforms``), or a component's staging protocol across engine
-    steps (``assert_protocol``); findings become the failure message."""
-    return StagecheckFixture()
+    steps (``assert_protocol``); findings become the failure message, and the error
+    findings are saved as replay files under the root folder's ``.stagecheck/findings``."""
+    return StagecheckFixture(os.path.join(str(request.config.rootpath), DEFAULT_SAVE_DIR))
 
 
 def pytest_report_header(config):

@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import subprocess
+import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
-from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.errors import TargetLoadError, UsageError
 from stagecheck.oracles.pytest_plugin import StagecheckFixture, as_target
 from stagecheck.oracles.targets import Target, load_target, target_from_callable
 
@@ -91,7 +93,7 @@ def test_callable_with_wrong_signature_is_a_load_error():
         target_from_callable(stage)
     with pytest.raises(TargetLoadError, match="cannot take the arguments of schema"):
         target_from_callable(stage, schema=load_target("legacy").schema)
-    with pytest.raises(TypeError, match="expected a target spec"):
+    with pytest.raises(UsageError, match="42 is not a staging target .it is of type int."):
         as_target(42)
 
 
@@ -99,7 +101,7 @@ def test_unknown_and_bad_campaign_options_are_refused():
     assert StagecheckFixture().config(seed=3, timeout=2.0).run.timeout == 2.0
     with pytest.raises(pytest.fail.Exception, match="unknown option.*no_such_option"):
         StagecheckFixture().config(no_such_option=1)
-    with pytest.raises(pytest.fail.Exception, match=r"timeout=: -1 is not a positive number"):
+    with pytest.raises(pytest.fail.Exception, match=r"keyword timeout: -1 is not a positive number"):
         StagecheckFixture().config(timeout=-1)
     # the list of known options and what the fixture accepts agree (options.TABLE):
     # the database and derandomize come from the profile, so neither is offered
@@ -116,7 +118,7 @@ def test_unknown_and_bad_campaign_options_are_refused():
         default = option_for("diff", name).default_value()
         value = flat(StagecheckFixture().config(**{name: default}))[name]
         assert value == default or default is None, (name, value, default)
-    with pytest.raises(pytest.fail.Exception, match="steps=: None is not a whole"):
+    with pytest.raises(pytest.fail.Exception, match="keyword steps: None is not a whole"):
         StagecheckFixture().config(steps=None)   # None only where it is the default
 
 
@@ -290,7 +292,7 @@ def test_an_unknown_option(stagecheck):
     result.assert_outcomes(passed=1, failed=2)
     out = result.stdout.str()
     assert "During handling of the above exception" not in out
-    assert "stagecheck: steps=: 0 is not a whole number >= 1" in out
+    assert "stagecheck: keyword steps: 0 is not a whole number >= 1" in out
     assert "stagecheck: unknown option(s) database=;" in out
     assert "pytest_plugin.py" not in out        # a message, not a traceback of the plugin
 
@@ -313,3 +315,60 @@ def test_the_reproduce_line_names_every_option_the_test_changed(pytester):
     assert (args.examples, args.seed, args.timeout, args.steps, args.max_capacity,
             args.out_of_contract, args.kernel) == ("60", "3", "2.5", "2", "6", False, "off")
     assert "this test also set" not in line          # every option had a flag
+
+
+# ----------------------------------------------------------------- replay files, bad targets
+
+def test_a_failing_function_target_is_saved_and_its_replay_line_runs_from_elsewhere(pytester):
+    """A finding of the fixture is never lost: the error findings are saved under the
+    root folder's .stagecheck/findings, and the printed replay line (the test module's
+    function by its file) runs from another folder and still shows the bug."""
+    pytester.makepyfile(test_user="""
+        def short(ctx, scheduler_output, req_ids, num_reqs, requests, mamba_state_idx):
+            bufs = (ctx.mamba_state_idx_buf, ctx.num_scheduled_tokens_buf,
+                    ctx.num_computed_tokens_buf, ctx.num_draft_tokens_buf)
+            for i, r in enumerate(req_ids[:max(num_reqs - 1, 0)]):
+                bufs[0].np[i] = mamba_state_idx[r]
+                bufs[1].np[i] = scheduler_output.num_scheduled_tokens[r]
+                bufs[2].np[i] = requests[r].num_computed_tokens
+                bufs[3].np[i] = len(scheduler_output.scheduled_spec_decode_tokens.get(r, []))
+            for b in bufs:
+                b.copy_to_gpu(num_reqs)
+
+        def test_short(stagecheck):
+            stagecheck.assert_equivalent("single-loop", short, examples=30)
+    """)
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "saved under" in out and "(saved unless --no-save)" not in out
+    line = next(x for x in out.splitlines() if "replay: stagecheck replay" in x)
+    words = shlex.split(line.split("replay: ", 1)[1])
+    assert words[-1].endswith("test_user.py::short")
+    assert Path(words[2]).is_file()
+    done = subprocess.run([sys.executable, "-m", "stagecheck", *words[1:]], cwd="/",
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "still shows" in done.stdout
+
+
+def test_a_class_or_a_module_as_target_fails_with_one_message(pytester):
+    pytester.makepyfile(test_user="""
+        import json
+
+        class Stager:
+            pass
+
+        def test_class(stagecheck):
+            stagecheck.assert_conforms(Stager)
+
+        def test_module(stagecheck):
+            stagecheck.assert_conforms(json)
+    """)
+    result = _run(pytester)
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "'Stager' is not a staging target (it is a class)" in out
+    assert "assert_protocol" in out
+    assert "'json' is not a staging target (it is a module)" in out
+    assert "Traceback" not in out and "pytest_plugin.py" not in out
