@@ -290,6 +290,39 @@ PROTOCOL_BUILD_MISMATCH = ("protocol {value!r} cannot build {component}: {error}
                            "the protocol calls it ({where}), before any of its code ran",
                            "choose the protocol that drives this class with --protocol "
                            "('stagecheck protocol list'), or fix the protocol's build")
+#: the protocol's own build or observe raised (its innermost frame outside torch and
+#: stagecheck lies in the protocol's file, not the target's): the protocol's mistake
+PROTOCOL_BUILD_RAISED = ("protocol {value!r}: its own build raised {error} at {where}, not the "
+                         "code under test", "fix the protocol's build there: it makes the "
+                         "state, usually ctx.component(...) with ctx.device and "
+                         "ctx.sequence.capacity (the step context gives state, step, "
+                         "sequence, device, component, function, tensor, stage; "
+                         "docs/protocols.md)")
+PROTOCOL_OBSERVE_RAISED = ("protocol {value!r}: its own observe raised {error} at {where} "
+                           "after step {step}, not the code under test",
+                           "fix the protocol's observe there: it returns plain data the host "
+                           "holds after a step (ctx.state's attributes; docs/protocols.md)")
+#: an operation or observe handed back a device tensor: the host does not hold it
+PROTOCOL_DEVICE_RESULT = ("protocol {value!r}: {part} returned a device tensor{where} after "
+                          "step {step}; what an operation or observe returns must be plain "
+                          "data the host holds",
+                          "return plain data (ints, floats, lists, dicts, host tensors); to "
+                          "compare what the device holds, read it back in the operation "
+                          "(e.g. t.tolist(), a blocking download the device model sees)")
+#: a device_work entry that names no method (an attribute such as a tensor)
+PROTOCOL_DEVICE_WORK_NOT_METHOD = ("device_work entry {value!r} of protocol {protocol!r} names "
+                                   "{what} of the state it built ({kind}), not a method of the "
+                                   "state",
+                                   "name a method: the dotted path, from the state, of the "
+                                   "method that stands for a kernel (e.g. '_model_forward', "
+                                   "'align_ctx.run_fused_precopy'); its device-tensor "
+                                   "arguments are what it reads")
+#: row_order names no attribute of the built state
+PROTOCOL_ROW_ORDER_MISSING = ("row_order {value!r} of protocol {protocol!r} names no attribute "
+                              "of the state it built ({kind}): {missing!r} is not there",
+                              "give the dotted path, from the state, of the batch's row order "
+                              "(request ids), e.g. 'input_batch.req_ids', or leave row_order "
+                              "out")
 PROTOCOL_STAND_IN = ("the code under test asked the protocol's {value} for {operation}, which "
                      "protocol {protocol!r} does not model: this is a limit of the protocol, "
                      "not a difference in the code",

@@ -65,6 +65,7 @@ def prepare_state(model, state, protocol) -> list:
     """Name the state's tensors after their attribute paths; make its device work.
     Returns ``(owner, method)`` of each method made device work, for ``release_state``."""
     _name_tensors(model, state)
+    require_row_order(state, protocol)
     made = []
     for path in protocol.device_work:
         owner = state
@@ -76,11 +77,48 @@ def prepare_state(model, state, protocol) -> list:
         except AttributeError:
             raise SchemaError.of(messages.PROTOCOL_DEVICE_WORK_MISSING, path,
                                  protocol=protocol.name, kind=type(state).__name__) from None
+        if not callable(original) or isinstance(original, type):
+            raise SchemaError.of(messages.PROTOCOL_DEVICE_WORK_NOT_METHOD, path,
+                                 protocol=protocol.name, kind=type(state).__name__,
+                                 what=_what(model, original))
         attributes = getattr(owner, "__dict__", None)
         if isinstance(attributes, dict) and method not in attributes:
             made.append((owner, method))
         setattr(owner, method, _device_work(model, path, original))
     return made
+
+
+def _what(model, value) -> str:
+    """``value`` in a few words: ``a device tensor``, ``an int (3)``, ``the class Event``."""
+    torch = import_torch()
+    if isinstance(value, torch.Tensor):
+        with model.passthrough():
+            kind = model.memory(value)
+        return {"device": "a device tensor", "pinned": "a pinned host tensor"}.get(
+            kind, "a host tensor")
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    name = type(value).__name__
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    shown = f" ({value!r})" if isinstance(value, (int, float, str, bool)) or value is None \
+        else ""
+    return f"{article} {name}{shown}"
+
+
+def require_row_order(state, protocol) -> None:
+    """``protocol.row_order`` names an attribute path of the built ``state`` (a
+    ``SchemaError`` naming the part, the value and the fix otherwise)."""
+    path = protocol.row_order
+    if not path or not isinstance(path, str):
+        return
+    value = state
+    for part in path.split("."):
+        try:
+            value = getattr(value, part)
+        except Exception:       # noqa: BLE001 - a missing or failing attribute alike
+            raise SchemaError.of(messages.PROTOCOL_ROW_ORDER_MISSING, path,
+                                 protocol=protocol.name, kind=type(state).__name__,
+                                 missing=part) from None
 
 
 def release_state(made: list) -> None:

@@ -85,6 +85,11 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                                          component=protocol.component or "the component",
                                          where=where,
                                          error=exception_text(exc, type(exc))) from None
+                mistake = _protocol_mistake(protocol.build, exc, code)
+                if mistake is not None:       # the protocol's own build: never a finding
+                    raise SchemaError.of(messages.PROTOCOL_BUILD_RAISED, protocol.name,
+                                         where=mistake,
+                                         error=exception_text(exc, type(exc))) from None
                 trace.ops.append(_record(-1, "build", "", "raised " +
                                          exception_text(exc, type(exc)), model, 0, None))
                 return _finish(model, trace, ctx)
@@ -116,13 +121,36 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                                                  error=exception_text(exc, type(exc))) from None
                         outcome = "raised " + exception_text(exc, type(exc))
                     model.sweep()        # host writes of this operation into pending copies
+                    if outcome is None and result is not None and type(result) not in _SCALARS:
+                        _refuse_device_values(model, protocol, result,
+                                              f"operation {op.name!r}", view.index)
                     trace.ops.append(_record(view.index, op.name, completion, outcome,
                                              model, before, result))
                     if outcome is not None:
                         return _finish(model, trace, ctx)
                 if protocol.observe is not None:
                     with model.passthrough():
-                        trace.states.append(_plain(protocol.observe(ctx)))
+                        try:
+                            observed = protocol.observe(ctx)
+                        except StandInUnsupported as exc:
+                            raise _limit(protocol, exc) from None
+                        except (SchemaError, MemoryError):
+                            raise
+                        except Exception as exc:
+                            mistake = _protocol_mistake(protocol.observe, exc, code)
+                            if mistake is not None:    # the protocol's own code: exit 2
+                                raise SchemaError.of(
+                                    messages.PROTOCOL_OBSERVE_RAISED, protocol.name,
+                                    where=mistake, step=view.index,
+                                    error=exception_text(exc, type(exc))) from None
+                            trace.ops.append(_record(      # the code under test raised
+                                view.index, "observe", "", "raised " +
+                                exception_text(exc, type(exc)), model, len(model.hazards),
+                                None))
+                            return _finish(model, trace, ctx)
+                        _refuse_device_values(model, protocol, observed, "observe",
+                                              view.index)
+                        trace.states.append(_plain(observed))
                 else:
                     trace.states.append(None)
         finally:
@@ -214,6 +242,47 @@ def _call_refused(build, exc: BaseException) -> str | None:
         return None
     mine = [f for f in frames if is_(f, code)]
     return f"{mine[-1].filename}:{mine[-1].lineno}" if mine else None
+
+
+def _refuse_device_values(model, protocol: Protocol, value: Any, part: str,
+                          step: int) -> None:
+    """A ``SchemaError`` when ``value`` (what an operation or ``observe`` returned) holds a
+    device tensor: the host does not hold it, and reading it here would bypass the device
+    model (no download seen, whatever the copies in flight)."""
+    where = _device_value(model, value, "", 0)
+    if where is not None:
+        raise SchemaError.of(messages.PROTOCOL_DEVICE_RESULT, protocol.name, part=part,
+                             where=f" at {where}" if where else "", step=step)
+
+
+def _device_value(model, value: Any, path: str, depth: int) -> str | None:
+    """Where in ``value`` a device tensor of ``model`` lies (``the value[0]['ids']``)."""
+    kind = type(value)
+    if value is None or kind in _SCALARS or depth > 8:
+        return None
+    if isinstance(value, (list, tuple)):
+        for k, v in enumerate(value):
+            if v is not None and type(v) not in _SCALARS:
+                found = _device_value(model, v, f"{path or 'result'}[{k}]", depth + 1)
+                if found is not None:
+                    return found
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _device_value(model, v, f"{path or 'result'}[{k!r}]", depth + 1)
+            if found is not None:
+                return found
+        return None
+    if getattr(value, "tolist", None) is not None:
+        try:
+            torch = import_torch()
+        except ImportError:
+            return None
+        if isinstance(value, torch.Tensor):
+            with model.passthrough():
+                if model.memory(value) == "device":
+                    return path
+    return None
 
 
 def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:

@@ -1,0 +1,118 @@
+"""A mistake in the user's protocol file is the protocol's error (a ``SchemaError``: exit 2
+naming the part, its value and the fix), never a finding against the code under test.
+
+Each fixture of ``tests/targets/protocols/_mistakes/`` runs one step sequence through the
+fixed ``TokenStager`` in this process (``run_sequence``, as a worker runs it) and must
+stop with the message its README names; the same sequence under the right protocol runs
+clean, and the code under test raising in the same places stays an observation.
+"""
+
+import dataclasses
+import importlib.util
+import pathlib
+import re
+
+import pytest
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.protocol.component import load_code
+from stagecheck.oracles.protocol.generate import sample_sequence
+from stagecheck.oracles.protocol.run import run_sequence
+from stagecheck.oracles.targets import target_ref
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MISTAKES = ROOT / "tests" / "targets" / "protocols" / "_mistakes"
+STAGER = ROOT / "tests" / "targets" / "protocols" / "_machinery" / "fixed_token_stager.py"
+EXAMPLE = ROOT / "docs" / "examples" / "token_stager_protocol.py"
+OPTIONS = {"device": "cpu", "timeout": 10.0, "busy_cycles": 0}
+
+
+def _protocol(path: pathlib.Path):
+    """The file's PROTOCOL, imported as a worker imports it (its functions keep the file's
+    name: that is how a mistake of the protocol is told from the target's)."""
+    spec = importlib.util.spec_from_file_location(f"mistake_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PROTOCOL
+
+
+def _run(protocol, target: str = f"{STAGER}::TokenStager", run: str = "seen"):
+    seq = sample_sequence(protocol, 0, 1)
+    code = load_code(target_ref(target, None, ()), protocol.component)
+    return run_sequence(code, protocol, seq, run, OPTIONS)
+
+
+def _catalog() -> dict[str, str]:
+    """file -> the name of its message constant, from the README's table."""
+    rows = re.findall(r"^\| `(\w+\.py)` \| .* \| `(\w+)` \|$",
+                      (MISTAKES / "README.md").read_text(), re.M)
+    return dict(rows)
+
+
+def _pattern(template) -> str:
+    """A regular expression of a message's problem: its fixed text, any field's value."""
+    return ".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", template[0]))
+
+
+def test_the_readme_lists_every_fixture_and_names_a_message_that_exists():
+    catalog = _catalog()
+    assert set(catalog) == {p.name for p in MISTAKES.glob("*.py")}
+    assert all(isinstance(getattr(messages, name, None), tuple) for name in catalog.values())
+
+
+@pytest.mark.parametrize("name", sorted(_catalog()))
+def test_a_mistake_of_the_protocol_is_its_error_naming_the_part_and_the_fix(name):
+    template = getattr(messages, _catalog()[name])
+    with pytest.raises(SchemaError) as raised:
+        _run(_protocol(MISTAKES / name))
+    error = raised.value
+    assert re.fullmatch(_pattern(template), error.problem), (error.problem, template[0])
+    assert error.fix == template[1]
+    text = str(error)
+    if "RAISED" in _catalog()[name]:        # its own code: the protocol file and line
+        assert re.search(re.escape(str(MISTAKES / name)) + r":\d+", text), text
+    expected = {"device_work_names_tensor.py": ("'ids_gpu'", "a device tensor"),
+                "row_order_missing.py": ("'input_batch.req_ids'", "'input_batch' is not there"),
+                "operation_returns_device_tensor.py": ("operation 'stage'", "device tensor"),
+                "build_misspelt_context.py": ("componnent",),
+                "observe_raises.py": ("KeyError", "observe")}.get(name, ())
+    for part in expected:
+        assert part in text, text
+
+
+def test_the_right_protocol_runs_the_same_sequences_clean():
+    trace = _run(_protocol(EXAMPLE))
+    assert trace.failed() is None and trace.stopped is None and trace.ops
+
+
+def test_the_code_under_test_raising_in_build_or_observe_stays_an_observation(tmp_path):
+    """Only the protocol's own code is its mistake: the component's constructor raising,
+    or a method of the state that observe calls raising, is what the run observed."""
+    source = STAGER.read_text()
+    raising = tmp_path / "raising_stager.py"
+    raising.write_text(source.replace(
+        "    def __init__(self, max_tokens, device, pin_memory=True):\n",
+        "    def __init__(self, max_tokens, device, pin_memory=True):\n"
+        "        raise ValueError('the component failed')\n"))
+    assert raising.read_text() != source
+    trace = _run(_protocol(EXAMPLE), f"{raising}::TokenStager")
+    failed = trace.failed()
+    assert failed["op"] == "build" and "ValueError: the component failed" in failed["outcome"]
+
+    observed = tmp_path / "observed_stager.py"
+    observed.write_text(source + "\n\ndef broken_count(state):\n    raise KeyError('count')\n")
+    protocol = dataclasses.replace(_protocol(EXAMPLE), observe=_observer(tmp_path))
+    trace = _run(protocol, f"{observed}::TokenStager")
+    failed = trace.failed()
+    assert failed["op"] == "observe" and "KeyError: 'count'" in failed["outcome"], failed
+
+
+def _observer(tmp_path: pathlib.Path):
+    """An observe in a file of its own that calls the target's function ``broken_count``."""
+    path = tmp_path / "observer_protocol.py"
+    path.write_text("def observe(ctx):\n    return ctx.function('broken_count')(ctx.state)\n")
+    spec = importlib.util.spec_from_file_location("observer_protocol", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.observe
