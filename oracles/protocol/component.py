@@ -110,7 +110,23 @@ class Code:
                                              n for n, v in vars(module).items()
                                              if isinstance(v, type))) or "none")
             self._component = found
+        self._require_method(self._component)
         return self._component
+
+    def _require_method(self, cls) -> None:
+        """A ``Class.method`` target names a method the class has (its own or inherited):
+        the method chooses the protocol and says what is checked, so a misspelt one is a
+        load error, never a run that drives the class without it."""
+        if "." not in self.name:
+            return
+        method = self.name.split(".", 1)[1]
+        if not callable(getattr(cls, method, None)):
+            methods = sorted(n for n in dir(cls) if not (n.startswith("__") and n.endswith("__"))
+                             and callable(getattr(cls, n, None)))
+            raise TargetLoadError.of(messages.TARGET_METHOD_MISSING, self.ref.spec,
+                                     path=self.ref.filename or self.ref.spec.rsplit(":", 1)[0],
+                                     name=cls.__name__, method=method,
+                                     available=", ".join(methods) or "none")
 
     def function(self, name: str) -> Callable | None:
         """Module-level function ``name`` of the target's file or module (None: none)."""

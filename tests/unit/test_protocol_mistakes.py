@@ -15,7 +15,7 @@ import re
 import pytest
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.errors import SchemaError, TargetLoadError
 from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.protocol.run import run_sequence
@@ -116,3 +116,14 @@ def _observer(tmp_path: pathlib.Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.observe
+
+
+def test_a_target_method_the_class_lacks_is_a_load_error():
+    code = load_code(target_ref(f"{STAGER}::TokenStager.nope", None, ()), "TokenStager")
+    with pytest.raises(TargetLoadError) as raised:
+        code.component()
+    text = str(raised.value)
+    assert "has no method 'nope'" in text and "embed, stage" in text
+    # a method it has (or inherits) loads the class
+    assert load_code(target_ref(f"{STAGER}::TokenStager.embed", None, ()),
+                     "TokenStager").component().__name__ == "TokenStager"
