@@ -373,6 +373,11 @@ PROTOCOL_PROBLEM_NO_STATE = ("neither component nor staging is set: name the cla
 PROTOCOL_REPLAY_NOT = ("{value!r} is not a protocol replay file",
                        "give a file a protocol campaign saved (its 'stagecheck_protocol_replay' "
                        "key), or replay a staging finding with 'stagecheck replay'")
+#: a replay file whose protocol file is no longer where it was saved from
+PROTOCOL_REPLAY_MOVED = ("the protocol file {path!r} that the replay file {file!r} was saved "
+                         "with does not exist any more (moved or removed)",
+                         "give its path now: stagecheck replay {command_file} --protocol "
+                         "NEWPATH{name}")
 # the command line of protocols (oracles/commands/protocol.py)
 REPLAY_UNTRUSTED_PROTOCOL = ("the replay file names the protocol file {target!r}, outside "
                              "this repository ({top}); stagecheck does not run code a replay "

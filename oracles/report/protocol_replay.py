@@ -14,9 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.errors import ScenarioError, UsageError
+from stagecheck.oracles.errors import ScenarioError, SchemaError, UsageError
 from stagecheck.oracles.protocol.campaign import ProtocolConfig, check_sequence
 from stagecheck.oracles.report.files import write_atomic
 from stagecheck.oracles.report.replay import (_escaped, _malformed, check_trusted,
@@ -84,6 +85,8 @@ def replay_protocol(path: str, baseline: str | None = None, candidate: str | Non
     protocol file the file names outside the repository must be given."""
     saved, seq = load_protocol_replay(path)
     spec = protocol or saved["protocol"]
+    if protocol is None:
+        _require_saved_protocol(str(spec), path)
     untrusted = None        # a protocol file outside the repository that was not given
     if protocol is None and (str(spec).endswith(".py") or ".py:" in str(spec)):
         file = str(spec).rpartition(":")[0] if ".py:" in str(spec) else str(spec)
@@ -96,3 +99,14 @@ def replay_protocol(path: str, baseline: str | None = None, candidate: str | Non
     config = ProtocolConfig(sequences=1, device=device or saved.get("device", "cpu"),
                             shims=tuple(shims or saved.get("shims") or ()))
     return check_sequence(base, cand, spec, seq, config)
+
+
+def _require_saved_protocol(spec: str, path: str) -> None:
+    """A saved protocol file that no longer exists is a ``SchemaError`` saying to give its
+    new path (``--protocol NEWPATH``), not only that the file is missing."""
+    if not (spec.endswith(".py") or ".py:" in spec):
+        return              # a built-in protocol, or single-call:SCHEMA
+    file, _, name = spec.rpartition(":") if ".py:" in spec else (spec, "", "")
+    if not os.path.lexists(file):
+        raise SchemaError.of(messages.PROTOCOL_REPLAY_MOVED, spec, path=file, file=path,
+                             command_file=shlex.quote(path), name=f":{name}" if name else "")

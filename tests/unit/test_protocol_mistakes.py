@@ -9,8 +9,10 @@ clean, and the code under test raising in the same places stays an observation.
 
 import dataclasses
 import importlib.util
+import json
 import pathlib
 import re
+import shlex
 
 import pytest
 
@@ -127,3 +129,23 @@ def test_a_target_method_the_class_lacks_is_a_load_error():
     # a method it has (or inherits) loads the class
     assert load_code(target_ref(f"{STAGER}::TokenStager.embed", None, ()),
                      "TokenStager").component().__name__ == "TokenStager"
+
+
+@pytest.mark.parametrize("suffix", ["", ":OTHER"])
+def test_a_replay_whose_protocol_file_moved_says_to_give_its_new_path(tmp_path, suffix):
+    from stagecheck.oracles.report.protocol_replay import replay_protocol
+
+    gone = tmp_path / "moved away" / "my_protocol.py"
+    seq = sample_sequence(_protocol(EXAMPLE), 0, 1)
+    replay = tmp_path / "finding.json"
+    replay.write_text(json.dumps({
+        "stagecheck_protocol_replay": 1, "replay_id": "no_copy_hazard-0", "device": "cpu",
+        "protocol": f"{gone}{suffix}", "baseline": None,
+        "candidate": f"{STAGER}::TokenStager", "shims": [],
+        "finding": {"id": "no_copy_hazard-0", "scenario": seq.to_dict()}}))
+    with pytest.raises(SchemaError) as raised:
+        replay_protocol(str(replay))
+    text = str(raised.value)
+    assert f"the protocol file {str(gone)!r}" in text and "does not exist any more" in text
+    assert text.endswith(f"stagecheck replay {shlex.quote(str(replay))} --protocol "
+                         f"NEWPATH{suffix}"), text
