@@ -155,10 +155,16 @@ def build_parser() -> argparse.ArgumentParser:
     protocol_sub.add_parser("list", help="the built-in protocols and what they drive",
                             epilog=_epilog("protocol", "stagecheck protocol list"))
     check = protocol_sub.add_parser("check", help="validate a protocol (its declaration and "
-                                    "a dry run of its step generator)",
+                                    "a dry run of its step generator; with TARGET, a dry run "
+                                    "of build, the operations, observe and its checks)",
                                     epilog=_epilog("protocol",
-                                                   "stagecheck protocol check my_protocol.py"))
+                                                   "stagecheck protocol check my_protocol.py "
+                                                   "src/stager.py::TokenStager"))
     check.add_argument("protocol", help="a built-in name or 'path/to/protocol.py[:NAME]'")
+    check.add_argument("target", nargs="?", metavar="TARGET",
+                       help="the component to dry-run the protocol on "
+                            "('path/to/file.py::Class'): a few step sequences run through "
+                            "build, every operation, observe and the protocol's checks")
     return parser
 
 

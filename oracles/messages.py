@@ -284,8 +284,8 @@ PROTOCOL_NOT_LOADABLE = ("protocol {value!r} was not loaded from a file, so a wo
                          "cannot load it", "declare it in a file and give that file")
 PROTOCOL_CODE_RAISED = ("protocol {value!r}: its own code for operation {operation!r} raised "
                         "{error} at {where}, not the code under test",
-                        "fix the protocol's function there ('stagecheck protocol check' "
-                        "validates the declaration; it does not run the operations)")
+                        "fix the protocol's function there ('stagecheck protocol check "
+                        "FILE TARGET' dry-runs the operations on a target)")
 PROTOCOL_BUILD_MISMATCH = ("protocol {value!r} cannot build {component}: {error}, raised where "
                            "the protocol calls it ({where}), before any of its code ran",
                            "choose the protocol that drives this class with --protocol "
@@ -409,7 +409,18 @@ PROTOCOL_CHECK_WHEN = ("operations[{k}] ({name!r}).when raised {error} on step {
 PROTOCOL_CHECK_DRAW = ("drawing step sequences from space {value!r} raised {error}: fix the "
                        "space (docs/protocols.md, 'The step space')")
 PROTOCOL_CHECK_OK = ("protocol {name!r} ({where}): the declaration is right, and {count} drawn "
-                     "step sequence(s) unfold and choose their operations")
+                     "step sequence(s) unfold and choose their operations (each 'when' "
+                     "answered)")
+#: ``protocol check`` without a target: what was not run
+PROTOCOL_CHECK_NOT_RUN = ("  not run: build, the operations' run and observe (they need the "
+                          "component); dry-run them too: stagecheck protocol check {where} "
+                          "path/to/file.py::{component}")
+#: ``protocol check FILE TARGET``: the dry run through the target
+PROTOCOL_CHECK_DRY_RUN = ("  dry run through {target}: {count} step sequence(s) ran build, every "
+                          "operation, observe and the protocol's checks without a mistake of "
+                          "the protocol")
+PROTOCOL_CHECK_DRY_FINDINGS = ("  (the code under test showed {count} finding(s) on them; "
+                               "stagecheck spec {target} --protocol {where} reports them)")
 #: ``--json`` and ``--junit-xml``/``--markdown`` of a protocol run
 PROTOCOL_REPORT_UNSUPPORTED = ("{flag} is not written for a protocol run",
                                "use --json PATH (the verdict, every finding, its step sequence "

@@ -10,8 +10,11 @@ stderr say so. The options a protocol run does not read are refused when set (ex
 naming the option), never silently ignored. The files: a replay file per finding under
 ``--save-dir``, ``--json``; then the text report with each finding's step table.
 
-``protocol check FILE`` validates a protocol declaration: every problem on its own line,
-naming the part, its value and the fix (exit 2); then a dry run of the step generator.
+``protocol check FILE [TARGET]`` validates a protocol declaration: every problem on its own
+line, naming the part, its value and the fix (exit 2); then a dry run of the step generator
+(each operation's ``when``), and with a target a dry run of ``build``, the operations,
+``observe`` and the checks on a few step sequences through it (a mistake of the protocol
+there is a problem too; the code's findings are counted, not judged).
 """
 
 from __future__ import annotations
@@ -288,14 +291,18 @@ class ProtocolCommand(Command):
     def configure(self, args, values: dict):
         what = getattr(args, "protocol_command", None) or "list"
         if what == "list":
-            return what, None, None
+            return what, None, None, None
+        target = getattr(args, "target", None)
         try:        # the declaration as it is: 'check' lists every problem itself
-            return what, load_protocol(args.protocol, checked=False), args.protocol
+            protocol = load_protocol(args.protocol, checked=False)
         except StagecheckError as exc:
             raise exc.located("argument PROTOCOL") from None
+        if target is not None and isinstance(protocol, Protocol):
+            _refuse_bare_file(target, protocol, "TARGET")
+        return what, protocol, args.protocol, target
 
     def run(self, config, values: dict, outputs: Outputs) -> Outcome:
-        what, protocol, where = config
+        what, protocol, where, target = config
         if what == "list":
             return Outcome("listed", EXIT_CLEAN, text="\n".join(
                 f"{name}: {', '.join(p.functions)} — {p.summary}"
@@ -304,6 +311,16 @@ class ProtocolCommand(Command):
         problems = check_protocol(protocol)     # every problem, then what a dry run shows
         if isinstance(protocol, Protocol):
             problems += [p for p in dry_run_problems(protocol) if p not in problems]
+        ran = None
+        if not problems and target is not None:
+            try:
+                ran = _dry_run(where, target)
+            except SchemaError as exc:      # a mistake of the protocol the run showed
+                if getattr(exc, "target_index", None) is not None:
+                    raise exc.located("argument TARGET") from None
+                problems.append(str(exc))
+            except StagecheckError as exc:
+                raise exc.located(shim_option(exc) or "argument TARGET") from None
         if problems:
             for problem in problems:
                 note("stagecheck: error: " + messages.PROTOCOL_CHECK_PROBLEM.format(
@@ -311,8 +328,31 @@ class ProtocolCommand(Command):
             note("stagecheck: error: " + messages.PROTOCOL_CHECK_FAILED.format(
                 name=name, where=where, count=len(problems)))
             return Outcome("problems", EXIT_USAGE, problems)
-        return Outcome("checked", EXIT_CLEAN, protocol,
-                       text="\n".join(_summary(protocol, where)))
+        lines = _summary(protocol, where)
+        if ran is None:
+            lines.insert(1, messages.PROTOCOL_CHECK_NOT_RUN.format(
+                where=shlex.quote(where), component=protocol.component or "Class"))
+        else:
+            lines.insert(1, messages.PROTOCOL_CHECK_DRY_RUN.format(
+                target=target, count=ran.sequences_run))
+            if ran.findings:
+                lines.insert(2, messages.PROTOCOL_CHECK_DRY_FINDINGS.format(
+                    count=len(ran.findings), target=shlex.quote(target),
+                    where=shlex.quote(where)))
+        return Outcome("checked", EXIT_CLEAN, protocol, text="\n".join(lines))
+
+
+#: step sequences ``protocol check FILE TARGET`` runs through the target
+DRY_RUN_SEQUENCES = 10
+
+
+def _dry_run(spec: str, target: str):
+    """``spec``'s build, operations, observe and checks run on ``DRY_RUN_SEQUENCES`` step
+    sequences through ``target`` on the CPU model (the campaign's own runs, unshrunk): a
+    mistake of the protocol is the ``SchemaError`` the run raises; what the code under
+    test shows is counted, not judged here."""
+    return run_protocol_campaign(None, target, spec, ProtocolConfig(
+        sequences=DRY_RUN_SEQUENCES, device="cpu", jobs=1, shrink=False))
 
 
 def _summary(protocol: Protocol, where: str) -> list[str]:

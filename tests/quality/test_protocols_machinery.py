@@ -166,3 +166,57 @@ def test_a_protocol_whose_own_operation_raises_is_its_mistake_never_a_finding(tm
     result = run_protocol_campaign(None, toy("exits_token_stager"), EXAMPLE,
                                    ProtocolConfig(sequences=20))
     assert any(f.invariant == "step_outcome" for f in result.errors)
+
+
+# ---------------------------------------------------------------- the user's mistakes
+
+MISTAKES = ROOT / "tests" / "targets" / "protocols" / "_mistakes"
+
+
+@pytest.mark.parametrize("fixture", ["build_raises", "build_misspelt_context", "observe_raises",
+                                     "device_work_names_tensor"])
+def test_a_protocol_mistake_on_the_command_line_is_exit_2_and_saves_nothing(
+        fixture, tmp_path, monkeypatch, capsys):
+    """Each was a finding against the code (exit 1) or an internal error (exit 3, with a
+    crash file under .stagecheck/findings although --no-save was given)."""
+    from stagecheck.oracles.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["spec", toy("fixed_token_stager"), "--protocol", str(MISTAKES / f"{fixture}.py"),
+                 "--examples", "5", "--no-save", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "option --protocol: " in err and "Traceback" not in err
+    if fixture != "device_work_names_tensor":
+        assert f"{MISTAKES / fixture}.py:" in err and "not the code under test" in err
+    assert not (tmp_path / ".stagecheck").exists()
+
+
+def test_protocol_check_with_a_target_dry_runs_build_operations_and_observe(capsys):
+    """Without a target, protocol check runs only the 'when' functions (and says what it
+    did not run); with one, a mistake in build or observe is found there (exit 2)."""
+    from stagecheck.oracles import messages
+    from stagecheck.oracles.cli import main
+
+    bad = str(MISTAKES / "observe_raises.py")
+    assert main(["protocol", "check", bad]) == 0
+    out = capsys.readouterr().out
+    assert "not run: build, the operations' run and observe" in out
+    assert main(["protocol", "check", bad, toy("fixed_token_stager")]) == 2
+    err = capsys.readouterr().err
+    assert "its own observe raised KeyError" in err and f"{bad}:" in err
+    assert main(["protocol", "check", str(MISTAKES / "build_raises.py"),
+                 toy("fixed_token_stager")]) == 2
+    assert "its own build raised ValueError" in capsys.readouterr().err
+    # a right protocol: the dry run is said, and findings of the code are only counted
+    assert main(["protocol", "check", EXAMPLE, toy("buggy_token_stager")]) == 0
+    out = capsys.readouterr().out
+    assert "dry run through " in out and "step sequence(s) ran build" in out
+    assert "finding(s) on them" in out
+    assert main(["protocol", "check", EXAMPLE, toy("fixed_token_stager")]) == 0
+    out = capsys.readouterr().out
+    assert messages.PROTOCOL_CHECK_DRY_RUN.split("{")[0].strip() in out
+    assert "finding(s) on them" not in out
+    # the target is checked as a protocol run checks it
+    assert main(["protocol", "check", EXAMPLE, toy("fixed_token_stager") + ".nope"]) == 2
+    assert "argument TARGET: " in capsys.readouterr().err
