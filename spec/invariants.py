@@ -367,7 +367,7 @@ def check_copy_discipline(s, o, p):
         late = o.writes_after(copies[-1])
         if late:
             out.append(_finding("copy_discipline",
-                                f"{f.name} written through .{late[0].via} at slots "
+                                f"{f.name} written {_through(late[0].via)} at slots "
                                 f"{list(late[0].slots)[:8]} after its copy to the device",
                                 field=f.name, slot=(late[0].slots or (None,))[0],
                                 extra={"kind": "write-after-copy"}))
@@ -419,6 +419,15 @@ def _expected_inputs_after(profile: TargetProfile, s: StagingScenario) -> dict:
     snap = inputs_snapshot(profile, s)
     mutate = profile.schema.mutations
     return mutate(s, snap) if mutate is not None else snap
+
+
+def _through(via: str) -> str:
+    """How a host write reached a buffer, in words: ``through .np`` or ``.cpu``, or
+    through memory the buffer's views do not record (a ``torch.from_numpy`` of it, a
+    ctypes pointer: seen as changed values when the next copy or the call's end looks)."""
+    if via == "untracked":
+        return "through a view of its host memory that is not .np or .cpu"
+    return f"through .{via}"
 
 
 def check_inputs_unchanged(s, o, p):
@@ -483,9 +492,9 @@ def check_no_copy_hazard(s, o, p):
             written = sorted({i for w in events for i in w.slots})
             pending = sorted({i for w in events for i in (w.pending_slots or w.slots)})
             out.append(_finding("no_copy_hazard",
-                                f"host write to {e.buffer} slots {written[:8]} through "
-                                f".{e.via} while a copy the host had not seen complete may "
-                                f"still read slots {pending[:8]}",
+                                f"host write to {e.buffer} slots {written[:8]} "
+                                f"{_through(e.via)} while a copy the host had not seen "
+                                f"complete may still read slots {pending[:8]}",
                                 field=_field_name(p, e.buffer), slot=pending[0],
                                 extra={"kind": kind, "slots": pending}))
         elif isinstance(e, Hazard):

@@ -70,6 +70,12 @@ def test_copy_discipline_range_count_and_order(good):
     o3 = dataclasses.replace(o, events=o.events + [HostWrite("num_draft_tokens_buf", (0,), "np")])
     (f,) = check(s, o3, PROFILE)
     assert f.invariant == "copy_discipline" and f.extra["kind"] == "write-after-copy"
+    assert "written through .np at slots [0]" in f.message
+    o5 = dataclasses.replace(o, events=o.events + [HostWrite("num_draft_tokens_buf", (1,),
+                                                              "untracked")])
+    (f,) = check(s, o5, PROFILE)      # a write no recording view saw, in plain words
+    assert "written through a view of its host memory that is not .np or .cpu at slots [1]" \
+        in f.message
     o4 = dataclasses.replace(o, events=o.events + [Copy("num_draft_tokens_buf", 0, 3, 3)])
     assert ids(check(s, o4, PROFILE)) == {"copy_discipline"}
 
