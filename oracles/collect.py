@@ -12,8 +12,10 @@ in four fields, in the CPU view and the GPU mirror, and against the spec).
 ``error_groups`` puts error findings that share a cause in one group, which every
 report shows as one error with its members listed: findings kept on the same example
 at the same first slot (a finding without a slot, such as a copy range or an exception,
-joins every finding of its example), and findings of the same invariant and field
-(whatever the example). Every finding stays (replay files, JSON); the groups are for reading.
+joins every finding of its example), findings of the same invariant and field
+(whatever the example), and the copy findings of one field (a copy missing or over the
+wrong range, and the mirror that therefore differs: ``COPY_CAUSED``), each shrunk to its
+own example. Every finding stays (replay files, JSON); the groups are for reading.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, Iterable
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import sort_key
 
-__all__ = ["CAUSE_ORDER", "ErrorGroup", "FindingsCollector", "error_groups", "scenario_size"]
+__all__ = ["CAUSE_ORDER", "COPY_CAUSED", "ErrorGroup", "FindingsCollector", "error_groups", "scenario_size"]
 
 #: scenarios kept per error finding (the latest that showed it) for the kernel-impact
 #: check: the smallest example of a difference often does not reach the kernel
@@ -125,6 +127,9 @@ class FindingsCollector:
 #: Which member of a group heads it: the invariants that say what the code *did* (its
 #: copies, its exception, its inputs) before those that show a value it left, the spec's
 #: statements before the differences between two runs.
+#: the invariants whose findings of one field (on one side) a copy of that field causes
+#: together: one group, whatever example each shrank to
+COPY_CAUSED = frozenset({"copy_discipline", "mirror_consistency", "same_copies"})
 CAUSE_ORDER = ("copy_discipline", "missing_input", "expected_outcome", "no_copy_hazard",
                "inputs_unchanged", "slot_alignment", "tail_policy", "mirror_consistency",
                "same_outcome", "same_copies", "same_inputs_after", "same_buffers",
@@ -193,11 +198,14 @@ def error_groups(findings: Iterable[Finding]) -> list[ErrorGroup]:
             else:
                 by_place[place] = i
         if f.field is not None:
-            kind = (f.invariant, f.side, f.field)
-            if kind in by_field:
-                join(i, by_field[kind])
-            else:
-                by_field[kind] = i
+            kinds = [(f.invariant, f.side, f.field)]
+            if f.invariant in COPY_CAUSED:
+                kinds.append(("copy", f.field))
+            for kind in kinds:
+                if kind in by_field:
+                    join(i, by_field[kind])
+                else:
+                    by_field[kind] = i
     for example, found in by_example.items():
         # a finding without a slot (a copy range, an exception) is about the whole example
         if any(errors[i].slot is None for i in found):
@@ -217,6 +225,7 @@ def error_groups(findings: Iterable[Finding]) -> list[ErrorGroup]:
             where = f"slot {head.slot}" if head.slot is not None else "no slot"
             cause = f"the same example, first differing at {where}"
         else:
-            cause = "the same example and slot, or the same invariant and field"
+            cause = ("the same example and slot, the same invariant and field, or the "
+                     "copy of one field")
         groups.append(ErrorGroup(fs, cause))
     return sorted(groups, key=lambda g: sort_key(g.head))

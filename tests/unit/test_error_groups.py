@@ -60,6 +60,26 @@ def test_a_copy_range_joins_the_values_it_leaves_on_its_example():
     assert g.head.invariant == "copy_discipline"      # what the code did heads the group
 
 
+def test_a_missing_copy_shrunk_to_another_example_than_its_mirror_is_one_error():
+    """A forgotten copy: its copy_discipline finding shrinks to an empty batch, the
+    mirror it leaves stale to a batch of one; one field's copy findings are one error,
+    and another field's stay apart."""
+    empty, one = scenario(num_reqs=0).to_dict(), scenario(num_reqs=1).to_dict()
+    found = [Finding("copy_discipline", ERROR, "draft copied 0 time(s)", side="candidate",
+                     field="draft", scenario=empty, extra={"kind": "range"}),
+             Finding("same_copies", ERROR, "draft copied over [(0, 0)] by the baseline, []",
+                     field="draft", scenario=empty, side="both"),
+             Finding("mirror_consistency", ERROR, "gpu draft[0] = -2 but cpu holds 0",
+                     side="candidate", field="draft", slot=0, view="gpu", scenario=one),
+             Finding("mirror_consistency", ERROR, "gpu computed[0] = -2 but cpu holds 0",
+                     side="candidate", field="computed", slot=3, view="gpu",
+                     scenario=scenario(num_reqs=2).to_dict())]
+    groups = error_groups(found)
+    assert [len(g.findings) for g in groups] == [3, 1]
+    assert groups[0].head.invariant == "copy_discipline"
+    assert "copy of one field" in groups[0].cause
+
+
 def test_unrelated_errors_stay_apart_and_infos_are_left_out():
     a, b = scenario().to_dict(), scenario(num_reqs=1).to_dict()
     found = [Finding("slot_alignment", ERROR, "computed[1]", field="computed", slot=1,
