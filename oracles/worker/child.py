@@ -163,6 +163,7 @@ class _Worker:
             backend = instrumented if sampled else fast
             observations: list = []
             given = inputs_given(scenario)      # before any call may reach the scenario
+            stopped = False
             for side in sides:
                 self.counter.value = observing(position, side)
                 seen = observe(self.targets[side], scenario, options if sampled else quick,
@@ -170,6 +171,7 @@ class _Worker:
                 if os.getpid() != self.pid:     # a child the target forked: never answer
                     os._exit(0)
                 self._restore_builtins()
+                stopped = stopped or seen.timed_out
                 left = self._left_running(every_thread=False)
                 if left:
                     seen = replace(seen, left_running=left)
@@ -185,6 +187,12 @@ class _Worker:
                 # case: half the data to pickle, and the checker judges it once)
                 observations.append(None if observations and wire == observations[0] else wire)
             out.append((index, observations))
+            if stopped:
+                # a call stopped at its time limit: the answer ends here, as it does
+                # where the checker ends a call. The rest of a batch of a target that
+                # hangs would cost a deadline each; the checker asks for it again where
+                # it needs it (``WorkerPool.observe``)
+                break
         return out
 
     def _backend(self, kind: str, options: RunOptions):

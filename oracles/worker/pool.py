@@ -324,14 +324,23 @@ class WorkerPool:
         A call that ends its worker or hangs gets ``Observation.of_crash``/``of_hang``;
         the rest of the batch runs on in a fresh worker.
         """
-        self._live()
         self._warm(options)
-        payload = (sides, list(batch), options, backend, sample_every)
-        try:
-            return _decoded(self._request("observe", payload, _deadline(options),
-                                          top=_top(payload)), payload[1])
-        except Ended as ended:
-            return self._recover(ended, payload)
+        out: list = []
+        todo = list(batch)
+        while todo:
+            self._live()
+            payload = (sides, todo, options, backend, sample_every)
+            try:
+                answer = _decoded(self._request("observe", payload, _deadline(options),
+                                                top=_top(payload)), todo)
+            except Ended as ended:
+                return out + self._recover(ended, payload)
+            out += answer
+            # the worker ends its answer after a call it stopped at the time limit
+            # (``_Worker._observe_batch``): the rest of the batch runs in a request of
+            # its own
+            todo = todo[len(answer):]
+        return out
 
     def _recover(self, ended: "Ended", payload, stop: bool = False
                  ) -> list[tuple[int, list[Observation]]]:
@@ -363,11 +372,13 @@ class WorkerPool:
                                     self._single(side, index, scenario, options, kind, deadline)
                                     for side in sides]))
                 todo = todo[k + 1:]
-                if not todo or stop:
-                    return _decoded(out, payload[1])
-                self._live()
-                rest = (sides, todo, options, backend, sample_every)
-                out += self._request("observe", rest, deadline, top=_top(rest))
+                while todo and not stop:
+                    self._live()
+                    rest = (sides, todo, options, backend, sample_every)
+                    answer = self._request("observe", rest, deadline, top=_top(rest))
+                    out += answer
+                    # an answer the worker ended at a call it stopped (see ``observe``)
+                    todo = todo[len(answer):]
                 return _decoded(out, payload[1])
             except Ended as again:
                 ended = again

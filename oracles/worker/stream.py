@@ -22,7 +22,9 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
     answers in the order the batches were drawn. Every answer depends only on its
     batch: the results are those of one worker, whatever the number of pools. Closing
     the generator early waits for the batches still in hand (and drops their answers),
-    so each worker is idle and in step again afterwards. An answer ends with an example
+    so each worker is idle and in step again afterwards; once an answer ended with a
+    call that hung or ended its process, it ends their workers instead (the next
+    request starts a fresh one), since each batch in hand may cost another deadline. An answer ends with an example
     whose call hung or ended its process: a search stops there in contract (it is an
     error), and a target that ends every call would otherwise cost a new worker per
     example of the batch.
@@ -43,13 +45,22 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
             pending.append((pool, payload))
             posted += 1
 
+    stopped = False            # an answer ended with a call that hung or ended its process
     try:
         fill()
         while pending:
             answer = _next_answer(pending)
+            stopped = stopped or _ends_stopped(answer)
             fill()
             yield _pumping(answer, [pool for pool, _ in pending])
     finally:
+        if stopped:
+            # the batches in hand are of a target that hangs (or ends its process): each
+            # may cost another deadline before its answer comes, for nothing. Their
+            # workers are ended instead; the next request starts a fresh one
+            for pool in {id(pool): pool for pool, _ in pending}.values():
+                pool.discard()
+            pending.clear()
         while pending:
             pool = pending[0][0]
             try:
@@ -72,6 +83,11 @@ def _pumping(answer: list, pools: list[WorkerPool]):
         for pool in pools:
             pool.pump()
         yield item
+
+
+def _ends_stopped(answer: list) -> bool:
+    """Whether ``answer`` ends with an example whose call hung or ended its process."""
+    return bool(answer) and any(o.timed_out or o.crashed is not None for o in answer[-1][1])
 
 
 def _next_answer(pending) -> list[tuple[int, list[Observation]]]:
