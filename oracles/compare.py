@@ -57,7 +57,8 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
             baseline=a.exception_message, candidate=b.exception_message)
     strict_state = both_returned
     # a call stopped by its deadline or the end of its process left no buffers, copies or
-    # inputs to read: same_outcome says it all
+    # inputs to read (what its worker read back after its own timer stopped it is what
+    # the call left halfway, not what it staged): same_outcome says it all
     stopped = a.timed_out or b.timed_out or a.crashed is not None or b.crashed is not None
     fields_a = {f.buffer for f in pa.staged_fields(s)}
     fields_b = {f.buffer for f in pb.staged_fields(s)}
@@ -70,7 +71,7 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
         name = pa.schema.field_of_buffer(buffer).name
         for view, va, vb in (("cpu", a.cpu.get(buffer), b.cpu.get(buffer)),
                              ("gpu", a.gpu.get(buffer), b.gpu.get(buffer))):
-            if va is None or vb is None or va == vb:
+            if stopped or va is None or vb is None or va == vb:
                 continue
             slots = list(compress(count(), map(ne, va, vb)))    # one C loop
             i = slots[0]

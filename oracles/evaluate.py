@@ -19,7 +19,7 @@ from stagecheck.oracles.targets import Target
 from stagecheck.spec import Finding, Observation, StagingScenario, check
 from stagecheck.spec.schema import one_scenario
 
-__all__ = ["Evaluation", "evaluate", "judge", "with_kernel_impact"]
+__all__ = ["Evaluation", "evaluate", "judge", "stopped", "with_kernel_impact"]
 
 
 class Evaluation(NamedTuple):
@@ -33,7 +33,11 @@ class Evaluation(NamedTuple):
 def judge(s: StagingScenario, baseline: Target | None, candidate: Target,
           a: Observation | None, b: Observation, in_contract: bool | None = None
           ) -> list[Finding]:
-    """Spec findings for each side plus their differences (no kernel oracle)."""
+    """Spec findings for each side plus their differences (no kernel oracle).
+
+    A side whose call hung or ended its process is judged by its outcome alone
+    (``stopped``): what its buffers held when it was stopped is not what it staged."""
+    a, b = _stopped_pair(a, b)
     with one_scenario(s):
         return _judge(s, baseline, candidate, a, b, in_contract)
 
@@ -52,6 +56,29 @@ def _judge(s, baseline, candidate, a, b, in_contract) -> list[Finding]:
     return findings
 
 
+def stopped(o: Observation) -> Observation:
+    """``o``, or where its call hung or ended its process, ``o`` without the buffers,
+    copies, reads and inputs read back after it was stopped: a call the worker's own
+    timer stopped (``CallTimedOut``) still has its buffers as the target left them
+    halfway, often untouched, and those compared with the other side's were
+    differences of a run that never finished. The checker's own stops
+    (``Observation.of_hang``, ``of_crash``) have none to begin with."""
+    if not (o.timed_out or o.crashed is not None):
+        return o
+    if not (o.cpu or o.gpu or o.events or o.req_ids_reads or o.inputs_after):
+        return o
+    return replace(o, cpu={}, gpu={}, events=[], req_ids_reads=[], inputs_after={},
+                   last_step_start=0)
+
+
+def _stopped_pair(a: Observation | None, b: Observation
+                  ) -> tuple[Observation | None, Observation]:
+    """``stopped`` of each side; one observation for both sides stays one."""
+    same = a is b
+    b = stopped(b)
+    return (b if same else None if a is None else stopped(a)), b
+
+
 def _same_profile(pa, pb) -> bool:
     return pa.schema is pb.schema and pa.keywords == pb.keywords
 
@@ -63,6 +90,7 @@ def with_kernel_impact(findings: list[Finding], s: StagingScenario, candidate: T
     where live mirrors differ, "always" on every example, "off" never)."""
     if options.kernel == "off":
         return findings
+    a, b = _stopped_pair(a, b)       # a stopped call staged nothing the kernel could read
     from stagecheck.oracles.kernel.impact import annotate  # the kernel (torch) loads when asked
     return annotate(findings, s, a, b, candidate.profile, options.resolved_kernel_backend,
                     options.device, always=options.kernel == "always")
