@@ -31,6 +31,7 @@ result holds what was found so far with ``interrupted`` set (no verdict).
 from __future__ import annotations
 
 import inspect
+import json
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -41,12 +42,14 @@ from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.evaluate import judge, with_kernel_impact
 from stagecheck.oracles.gcpause import fewer_collections
+from stagecheck.oracles.observe.call import WALL_FACTOR
 from stagecheck.oracles.options import CampaignConfig, RunOptions
 from stagecheck.oracles.results import TargetPair
 from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, shrink
 from stagecheck.oracles.targets import Target, load_target, target_from_callable
+from stagecheck.oracles.worker.pool import GRACE_SECONDS
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
 from stagecheck.spec.schema import StagingSchema
@@ -68,9 +71,22 @@ SAMPLE_EVERY = 16
 #: examples of the hypothesis edge-case stream per stream, at most (about 4 ms each:
 #: hypothesis draws value by value), by default one per 20 of the random stream
 EDGE_EXAMPLES = 100
-#: shrink candidates tried for a call that hangs or ends its process (each costs a
-#: deadline or a worker restart)
-STOPPED_CALL_SHRINK_EVALUATIONS = 4
+#: seconds the shrinking of a call that hangs or ends its process may take, its tries
+#: together (each try that still hangs costs its deadline): at least this, and at least
+#: ``STOPPED_SHRINK_TRIES`` deadlines of one try
+STOPPED_SHRINK_SECONDS = 10.0
+STOPPED_SHRINK_TRIES = 4
+#: the time limit of one such try, as a fraction of ``--timeout`` (at least
+#: ``STOPPED_TRY_FLOOR`` seconds, at most ``--timeout``): a candidate of the shrinker is
+#: smaller than the example that hung at the full limit, and a correct call takes
+#: milliseconds. The scenario the shrinker settles on is run once more at the full limit
+#: (where its try had a shorter one): a try's hang is not taken for one at the limit
+STOPPED_TRY_FRACTION = 0.1
+STOPPED_TRY_FLOOR = 0.5
+#: calls of one kind (hang, or ended its process) after which the out-of-contract stream
+#: stops: each costs a deadline or a new worker, and the finding is the same. A kind the
+#: in-contract stream already found (an error) stops it at the first
+STOPPED_CALLS_PER_STREAM = 3
 #: examples the kernel-impact probe draws at most after the search
 IMPACT_PROBE_EXAMPLES = 60
 STREAMS = ("in", "out")
@@ -91,6 +107,10 @@ class CampaignResult(TargetPair, FindingsResult):
                                            # always: every example; else kept findings)
     kernel_seconds: float = 0.0            # the time those kernel runs took
     first_error_seconds: float | None = None   # from the start of the campaign
+    shrink_seconds: float = 0.0            # what shrinking the findings took, in all
+    stream_notes: dict = field(default_factory=dict)   # stream ("in"/"out") -> why it
+                                           # stopped before its budget (calls that hung
+                                           # or ended their process); none: it did not
     interrupted: str | None = None   # the signal (e.g. "SIGINT") that stopped the run early:
                                      # then this is a partial result and has no verdict
 
@@ -116,15 +136,34 @@ def same_schema(baseline: Target | None, candidate: Target):
     return candidate.schema
 
 
-def _takes_findings(progress) -> bool:
-    """Whether a progress callback takes the ``findings`` and ``phase`` keywords (the
-    CLI's does; a plain ``progress(stream, done, total)`` keeps working)."""
+def _takes(progress, keyword: str) -> bool:
+    """Whether a progress callback takes ``keyword`` (the CLI's takes ``findings``,
+    ``phase`` and ``stalled``; a plain ``progress(stream, done, total)`` keeps working)."""
     if progress is None:
         return False
     try:
-        return "findings" in inspect.signature(progress).parameters
+        return keyword in inspect.signature(progress).parameters
     except (TypeError, ValueError):
         return False
+
+
+def _takes_findings(progress) -> bool:
+    return _takes(progress, "findings")
+
+
+def stopped_kind(observations) -> str | None:
+    """"hang" if a call of ``observations`` hung, "crash" if one ended its process,
+    else None."""
+    if any(o.timed_out for o in observations):
+        return "hang"
+    if any(o.crashed is not None for o in observations):
+        return "crash"
+    return None
+
+
+#: how a stream's note names the calls of each kind, and the streams
+_STOPPED_WORDS = {"hang": "hung", "crash": "ended its process"}
+_STREAM_WORDS = {"in": "in-contract", "out": "out-of-contract"}
 
 
 class _Search:
@@ -135,6 +174,17 @@ class _Search:
         self.baseline, self.candidate, self.config = baseline, candidate, config
         self.runner, self.result, self.progress = runner, result, progress
         self.progress_findings = _takes_findings(progress)
+        self.progress_stalled = _takes(progress, "stalled")
+        #: seconds spent on calls that hung or ended their process, and on shrinking
+        #: them: what the rest of the run will not take (for the progress estimate)
+        self.stalled = 0.0
+        #: whether the last example judged had a call that hung ("hang") or ended its
+        #: process ("crash"); the kinds the in-contract search found as errors; the
+        #: stopped calls each stream saw, by kind; keys of findings of such examples
+        self.last_stopped: str | None = None
+        self.error_stopped: set[str] = set()
+        self.stopped_calls: dict[str, dict[str, int]] = {}
+        self.stopped_keys: set[tuple] = set()
         self.phase = "random"      # then "edge": the hypothesis stream of the batched engine
         self.schema = candidate.schema
         self.sides = [side_of(runner, t) for t in (baseline, candidate) if t is not None]
@@ -151,7 +201,9 @@ class _Search:
         if self.progress is None:
             return
         if self.progress_findings:
-            self.progress(stream, done, total, findings=len(self.collector), phase=self.phase)
+            extra = {"stalled": self.stalled} if self.progress_stalled else {}
+            self.progress(stream, done, total, findings=len(self.collector), phase=self.phase,
+                          **extra)
         else:
             self.progress(stream, done, total)
 
@@ -165,6 +217,10 @@ class _Search:
         b = observations[-1]
         a = observations[0] if self.baseline is not None else None
         findings = judge(s, self.baseline, self.candidate, a, b)
+        self.last_stopped = stopped_kind(observations)
+        if self.last_stopped:
+            # nothing a stopped call staged reaches the kernel: no kernel-impact probe
+            self.stopped_keys.update(f.key for f in findings)
         if kernel:
             started = time.perf_counter()
             findings = with_kernel_impact(findings, s, self.candidate, a, b, self.config.run)
@@ -173,9 +229,31 @@ class _Search:
         return findings
 
     def evaluate(self, s: StagingScenario, backend: str = "instrumented",
-                 kernel: bool = False) -> list[Finding]:
-        ((_, observations),) = self.observe([(0, s)], backend)
+                 kernel: bool = False, options: RunOptions | None = None) -> list[Finding]:
+        ((_, observations),) = self.runner.observe(self.sides, [(0, s)],
+                                                   options or self.fast, backend)
         return self.judge(s, observations, kernel)
+
+    def stop_after_stopped(self, stream: str, kind: str | None, done: int,
+                           total: int) -> bool:
+        """Count a call of ``kind`` that hung or ended its process in ``stream`` (out of
+        contract: in contract it is an error, and the stream stops there anyway); True
+        when the stream stops here (``STOPPED_CALLS_PER_STREAM`` of that kind, or the
+        first of a kind the in-contract stream found), with a note in the result."""
+        if kind is None or stream == "in":
+            return False
+        seen = self.stopped_calls.setdefault(stream, {})
+        seen[kind] = seen.get(kind, 0) + 1
+        limit = 1 if kind in self.error_stopped else STOPPED_CALLS_PER_STREAM
+        if seen[kind] < limit or done >= total:
+            return False
+        why = (f"the in-contract stream already found a call that {_STOPPED_WORDS[kind]}, "
+               "an error; each more costs a deadline or a new worker"
+               if kind in self.error_stopped else "each costs a deadline or a new worker")
+        self.result.stream_notes[stream] = messages.STREAM_STOPPED.format(
+            stream=_STREAM_WORDS.get(stream, stream), done=done, total=total, count=seen[kind],
+            what=_STOPPED_WORDS[kind], why=why)
+        return True
 
     def record(self, findings: list[Finding], s: StagingScenario, engine: str,
                final: bool = False) -> list[Finding]:
@@ -225,13 +303,17 @@ class _Search:
 
         done = 0
         flagged: tuple[StagingScenario, list[Finding], bool] | None = None
+        stop = False
         # a call that hangs or ends its process ends its batch's answer (stream_batches):
         # in contract it is an error, where the stream stops anyway; out of contract the
-        # stream goes on with the next batch. The examples counted are those judged.
+        # stream goes on with the next batch, up to STOPPED_CALLS_PER_STREAM such calls
+        # (stop_after_stopped). The examples counted are those judged.
         answers = self.runner.stream(self.sides, batches(), self.fast, backend, sample,
                                      self.config.jobs)
+        waited = time.perf_counter()
         try:
             for answer in answers:
+                wait = time.perf_counter() - waited
                 for index, observations in answer:
                     s = drawn.pop(index)
                     self.examples += 1
@@ -239,21 +321,34 @@ class _Search:
                     if sample and index % sample == 0:
                         self.result.examples_instrumented += 1
                     findings = self.judge(s, observations, self.kernel_every)
+                    if self.last_stopped:
+                        # the wait for this answer was that call's deadline (or a new
+                        # worker): not the pace of the rest
+                        self.stalled, wait = self.stalled + wait, 0.0
                     if any(f.severity == ERROR for f in findings):
                         flagged = (s, findings, bool(sample and index % sample == 0))
                         break
                     self.record(findings, s, "random")
                     self.tick(stream, done, total)
+                    stop = self.stop_after_stopped(stream, self.last_stopped, done, total)
+                    if stop:
+                        break
                 # a signal stops the stream once the batch in hand is judged: its examples
                 # already ran in the worker, and judging them takes milliseconds (so a
                 # signal that came while the first batch ran still leaves its findings)
-                if flagged is not None or interrupt.requested():
+                if flagged is not None or stop or interrupt.requested():
                     break
+                waited = time.perf_counter()
         finally:
             answers.close()      # the workers finish what they hold, then are free again
         if flagged is not None:
             s, findings, instrumented = flagged
-            if backend == "fast" and not instrumented:
+            kind = self.last_stopped
+            if kind is not None:
+                # a call that hung or ended its process: the instrumented run would cost
+                # the same again and see the same; nothing the call staged is left to read
+                self.error_stopped.add(kind)
+            elif backend == "fast" and not instrumented:
                 # the instrumented run sees the order of writes: it has the final word
                 self.result.examples_instrumented += 1
                 findings = self.evaluate(s, kernel=self.kernel_every) or findings
@@ -267,15 +362,70 @@ class _Search:
         """Shrink ``s`` for the error findings it showed: each kept at the smallest
         scenario that still shows it (a key the first shrunk scenario no longer shows
         is shrunk again from ``s``, on its own)."""
-        keys = {f.key for f in findings if f.severity == ERROR}
-        # a call that hangs or ends its process costs a deadline or a new worker for
-        # every candidate that still fails: such a finding gets a few tries only
-        stopped = any(f.extra.get("kind") in ("hang", "crash")
-                      for f in findings if f.key in keys)
-        budget, batch = ((STOPPED_CALL_SHRINK_EVALUATIONS, 1) if stopped
-                         else (MAX_EVALUATIONS, SHRINK_BATCH))
+        started = time.perf_counter()
+        try:
+            keys = {f.key for f in findings if f.severity == ERROR}
+            if any(f.extra.get("kind") in ("hang", "crash") for f in findings if f.key in keys):
+                stalled = self.stalled
+                self.shrink_stopped(s, findings, keys, engine)
+                self.stalled = stalled + time.perf_counter() - started
+            else:
+                self.shrink_values(s, keys, engine)
+        finally:
+            self.result.shrink_seconds += time.perf_counter() - started
+
+    def shrink_stopped(self, s: StagingScenario, findings: list[Finding], keys: set,
+                       engine: str) -> None:
+        """Shrink an example on which a call hung or ended its process.
+
+        Every try that still fails costs a deadline (or a new worker), so: each candidate
+        runs once (no scenario twice, and the one settled on is not run again to judge
+        it), one at a time, under a shorter time limit (``STOPPED_TRY_FRACTION``), within
+        ``STOPPED_SHRINK_SECONDS`` in all; the scenario settled on is then run once at the
+        full limit, where its try had a shorter one, and kept only if it still shows the
+        findings there (else ``s`` is, which showed them at the full limit)."""
+        full = self.config.run
+        seconds = min(full.timeout, max(STOPPED_TRY_FLOOR, full.timeout * STOPPED_TRY_FRACTION))
+        options = replace(self.fast, timeout=seconds)
+        try_wall = seconds * full.steps * WALL_FACTOR + GRACE_SECONDS
+        until = time.perf_counter() + max(STOPPED_SHRINK_SECONDS, STOPPED_SHRINK_TRIES * try_wall)
+        tried: dict[str, list[Finding]] = {}
+        shown: dict[str, list[Finding]] = {}     # candidates that still failed: findings
+
+        def text(c: StagingScenario) -> str:
+            return json.dumps(c.to_dict(), sort_keys=True, default=repr)
+
+        def still_fails(candidates: list[StagingScenario]) -> int | None:
+            for position, c in enumerate(candidates):
+                key = text(c)
+                if key not in tried:
+                    tried[key] = self.evaluate(c, options=options)
+                if any(f.key in keys for f in tried[key]):
+                    shown[key] = tried[key]
+                    return position
+            return None
+
+        def stop() -> bool:
+            return bool(interrupt.requested()) or time.perf_counter() > until
+
+        smallest, _ = shrink(self.schema, s, still_fails, max_evaluations=MAX_EVALUATIONS,
+                             stop=stop, batch_size=1)
+        final = [f for f in findings if f.key in keys]
+        if smallest is not s:
+            found = shown[text(smallest)]
+            if seconds < full.timeout and not interrupt.requested():
+                found = self.evaluate(smallest)        # once, at the full limit
+            if any(f.key in keys for f in found):
+                final = [f for f in found if f.key in keys]
+            else:            # not at the full limit: the example that hung there stays
+                smallest = s
+        self.record(final, smallest, engine, final=True)
+
+    def shrink_values(self, s: StagingScenario, keys: set, engine: str) -> None:
+        """``shrink`` of findings of calls that returned (or raised)."""
+        budget, batch = MAX_EVALUATIONS, SHRINK_BATCH
         while keys and not interrupt.requested():
-            backend = "instrumented" if stopped else self.shrink_backend(s, keys)
+            backend = self.shrink_backend(s, keys)
 
             def still_fails(candidates: list[StagingScenario], keys=frozenset(keys),
                             backend=backend) -> int | None:
@@ -324,6 +474,9 @@ class _Search:
                     out_of_contract_scenarios(c.max_capacity, self.schema, c.max_drafts))
         counter = [0]
 
+        class _StreamStopped(BaseException):
+            """``stop_after_stopped``: the stream ends here."""
+
         class _ErrorFound(Exception):
             def __init__(self, found: list[Finding], scenario: StagingScenario) -> None:
                 super().__init__()
@@ -332,7 +485,9 @@ class _Search:
         class _LargeErrorFound(BaseException):
             """An error on a scenario larger than the small band: hypothesis's shrinker
             would redraw hundreds of requests per step, so it is not asked (a
-            BaseException passes through it); the scenario shrinker takes it."""
+            BaseException passes through it); the scenario shrinker takes it. So is an
+            error of a call that hung or ended its process: hypothesis would replay it,
+            a deadline each time."""
 
             def __init__(self, found: list[Finding], scenario: StagingScenario) -> None:
                 super().__init__()
@@ -353,13 +508,19 @@ class _Search:
             large = s.capacity > SMALL and self.backend() == "fast"
             findings = self.evaluate(s, backend="fast" if large else "instrumented",
                                      kernel=self.kernel_every)
-            if large and any(f.severity == ERROR for f in findings):
+            if large and any(f.severity == ERROR for f in findings) and not self.last_stopped:
                 findings = self.evaluate(s, kernel=self.kernel_every) or findings
+            stopped = self.last_stopped
             errors = self.record(findings, s, engine)
             interrupt.check()   # after every example (recorded): a signal stops the stream
             if errors:
-                raise (_ErrorFound if s.capacity <= SMALL else _LargeErrorFound)(errors, s)
+                if stopped:
+                    self.error_stopped.add(stopped)
+                raise (_ErrorFound if s.capacity <= SMALL and not stopped
+                       else _LargeErrorFound)(errors, s)
             self.tick(stream, counter[0], examples)
+            if self.stop_after_stopped(stream, stopped, counter[0], examples):
+                raise _StreamStopped()
 
         # one database key per (baseline, candidate, stream): campaigns never share examples
         probe.hypothesis.inner_test._hypothesis_internal_add_digest = repr(
@@ -372,6 +533,8 @@ class _Search:
             self.shrink(found.scenario, found.found, engine)  # the smallest batch, too
         except _LargeErrorFound as found:
             self.shrink(found.scenario, found.found, engine)
+        except _StreamStopped:         # what the stream recorded so far stays
+            pass
         except interrupt.Interrupted:  # what the stream recorded so far stays
             pass
         except Flaky:       # a call that hung or was killed, then passed when replayed: the
@@ -387,18 +550,20 @@ class _Search:
         for f in self.collector.findings():
             if interrupt.requested():
                 return
+            if f.key in self.stopped_keys:
+                continue       # a call that hung or ended its process staged nothing
             if f.kernel_impact is None and f.scenario is not None:
                 s = StagingScenario.from_dict(f.scenario)
                 self.collector.note_impact(g for g in self.evaluate(s, kernel=True)
                                            if g.key == f.key)
-        pending = self.collector.open_impact()
+        pending = self.collector.open_impact() - self.stopped_keys
         for key in [f.key for f in self.collector.findings() if f.key in pending]:
             for s in self.collector.witnesses(key):       # other examples that showed it
                 if key not in self.collector.open_impact() or interrupt.requested():
                     break
                 self.collector.note_impact(g for g in self.evaluate(s, kernel=True)
                                            if g.key == key)
-        open_keys = self.collector.open_impact()
+        open_keys = self.collector.open_impact() - self.stopped_keys
         for index in range(IMPACT_PROBE_EXAMPLES):
             if not open_keys & self.collector.open_impact() or interrupt.requested():
                 break
@@ -455,7 +620,10 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
         for stream in streams:
             if interrupt.requested():
                 return
-            if edge and not any(f.severity == ERROR for f in search.collector.findings()):
+            # a stream stopped for calls that hung or ended their process: its edge
+            # cases would cost the same
+            if edge and not any(f.severity == ERROR for f in search.collector.findings()) \
+                    and stream not in result.stream_notes:
                 result.examples_edge += search.hypothesis_stream(
                     stream, edge, None, True, "hypothesis")
     search.kernel_impact()

@@ -438,6 +438,8 @@ KERNEL_BACKEND_BROKEN = ("the {backend} kernel backend cannot run here: {error}"
                          "repair the install (" + KERNEL_EXTRA + "), or use "
                          "--kernel-backend reference (the same decisions in plain torch), "
                          "or --kernel off")
+STREAM_STOPPED = ("the {stream} stream stopped after {done} of {total} examples: {count} "
+                  "call(s) {what} ({why})")
 KERNEL_ALWAYS_RAN = ("--kernel always: the kernel oracle ran on {examples} example(s), every "
                      "one judged, in {seconds:.1f} s")
 # ---------------------------------------------------------------- issue 23: the schema language

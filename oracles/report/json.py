@@ -138,6 +138,8 @@ def campaign_body(result, strict: bool = False, targets: dict | None = None,
         "jobs": c.jobs,
         "first_error_seconds": (None if result.first_error_seconds is None
                                 else round(result.first_error_seconds, 3)),
+        "shrink_seconds": round(getattr(result, "shrink_seconds", 0.0), 3),
+        "stream_notes": dict(getattr(result, "stream_notes", {})),
         "findings": findings_with_groups(result.findings),
         "error_groups": error_groups_body(result.findings),
     }

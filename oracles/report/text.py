@@ -343,7 +343,13 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
              f"tried {tried_examples(result)} (seed {c.seed}, "
              f"{bounds_text(result)}, budget {c.examples} per stream) in "
              f"{result.seconds:.1f} s" + ("; a stream stops at its first error finding, "
-                                          "then shrinks it" if result.errors else "")]
+                                          "then shrinks it" if result.errors else "")
+             + (f" (shrinking took {result.shrink_seconds:.1f} s)"
+                if result.errors and getattr(result, "shrink_seconds", 0.0) else "")]
+    for stream in ("in", "out"):
+        note = getattr(result, "stream_notes", {}).get(stream)
+        if note:
+            lines.append(f"note: {note}")
     if c.run.kernel == "always" and getattr(result, "examples_kernel", 0):
         lines.append(messages.KERNEL_ALWAYS_RAN.format(
             examples=result.examples_kernel, seconds=result.kernel_seconds))
