@@ -36,6 +36,9 @@ INTERVAL_ENV = "STAGECHECK_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL = 5.0
 #: how often the terminal line is redrawn at most, in seconds
 TTY_REFRESH = 0.2
+#: seconds without progress after which no time left is estimated: the run waits on
+#: something the rate so far says nothing about (a call's deadline, a shrinker's tries)
+STILL_SECONDS = 10.0
 BAR_WIDTH = 20
 
 
@@ -98,6 +101,8 @@ class Progress:
         first = delay if delay is not None else (self.every if tty else 2 * self.every)
         self.last_shown = self.started + first - self.every
         self.done = 0
+        self.moved = self.started     # when ``done`` last changed
+        self.stalled = 0.0            # seconds the caller says are not the run's pace
         self.phase = ""
         self.counts = {name: 0 for name in counters}
         self.lines = 0            # plain lines written (non-terminal)
@@ -109,13 +114,19 @@ class Progress:
     # ------------------------------------------------------------------ updates
     def update(self, done: int | None = None, total: int | None = None, *,
                phase: str | None = None, ends_at: float | None = None,
-               **counts: int) -> None:
+               stalled: float | None = None, **counts: int) -> None:
         """Record where the work is (``done`` of ``total`` over the whole run; ``phase``
         labels the line; ``ends_at``: when a time-bounded part ends, on ``clock``, for the
-        time left where no total is known); draw the line when it is due."""
+        time left where no total is known; ``stalled``: seconds so far that say nothing
+        of the pace of the rest, such as waits for calls that hung, left out of the
+        rate); draw the line when it is due."""
         with self._lock:
             if done is not None:
+                if done != self.done:
+                    self.moved = self.clock()
                 self.done = done
+            if stalled is not None:
+                self.stalled = stalled
             if total is not None:
                 self.total = total
             if phase is not None:
@@ -178,8 +189,12 @@ class Progress:
             out.append(f"{rate:.3g} {self.unit}/s" if rate < 10 else
                        f"{rate:.0f} {self.unit}/s")
         out.append(f"{format_duration(elapsed)} elapsed")
-        if self.total and self.done and rate > 0 and self.done < self.total:
-            out.append(f"~{format_duration((self.total - self.done) / rate)} left")
+        # the pace of the rest: the time the done part took, less what the caller said
+        # stalled (calls that hung), up to the last progress; none while nothing moves
+        pace = max(self.moved - self.started - self.stalled, 0.0)
+        if (self.total and self.done and self.done < self.total and pace > 0
+                and now - self.moved <= STILL_SECONDS):
+            out.append(f"~{format_duration((self.total - self.done) * pace / self.done)} left")
         elif not self.total and self.ends_at is not None and now < self.ends_at:
             out.append(f"~{format_duration(self.ends_at - now)} left")
         return out

@@ -28,9 +28,10 @@ class CampaignProgress:
         progress.update(*self.count.totals())
 
     def __call__(self, stream: str, done: int, total: int, findings: int = 0,
-                 phase: str = "random") -> None:
+                 phase: str = "random", stalled: float = 0.0) -> None:
         self.progress.update(*self.count.at(f"{phase} {stream}", done, total),
-                             findings=findings, phase="edge cases" if phase == "edge" else "")
+                             findings=findings, phase="edge cases" if phase == "edge" else "",
+                             stalled=stalled)
 
     def close(self) -> None:
         self.progress.update(*self.count.finish(), phase="")
