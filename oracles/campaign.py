@@ -569,6 +569,8 @@ class _Search:
                 break
             s = self.scenario("in", self.config.examples + index)
             found = self.evaluate(s, backend=self.backend(), kernel=True)
+            if self.last_stopped:     # a target that hangs: each more costs a deadline
+                break
             self.collector.note_impact(f for f in found if f.key in open_keys)
             # a difference the search did not keep (it stops at its first error) that
             # reaches the kernel is a finding too: the stream's first error may not

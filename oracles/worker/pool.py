@@ -339,7 +339,7 @@ class WorkerPool:
             # the worker ends its answer after a call it stopped at the time limit
             # (``_Worker._observe_batch``): the rest of the batch runs in a request of
             # its own
-            todo = todo[len(answer):]
+            todo = todo[len(answer):] if answer else []
         return out
 
     def _recover(self, ended: "Ended", payload, stop: bool = False
@@ -378,7 +378,7 @@ class WorkerPool:
                     answer = self._request("observe", rest, deadline, top=_top(rest))
                     out += answer
                     # an answer the worker ended at a call it stopped (see ``observe``)
-                    todo = todo[len(answer):]
+                    todo = todo[len(answer):] if answer else []
                 return _decoded(out, payload[1])
             except Ended as again:
                 ended = again
