@@ -427,6 +427,22 @@ PROTOCOL_REPORT_UNSUPPORTED = ("{flag} is not written for a protocol run",
                                "and its replay file)")
 #: the pytest fixture's protocol method
 FIXTURE_PROTOCOL_REPRODUCE = "reproduce: {command}"
+#: assert_protocol's keywords, checked as the command line checks a protocol run's options
+FIXTURE_PROTOCOL_UNKNOWN = ("unknown keyword {value}=",
+                            "assert_protocol takes {known} besides its own (target, protocol, "
+                            "baseline, examples, seed, device, strict)")
+FIXTURE_PROTOCOL_OPTION_UNUSED = ("{value!r} does not apply to a protocol run (protocol "
+                                  "{protocol!r}): as the command line's {flag}, it shapes one "
+                                  "staging call per example",
+                                  "leave {keyword}= out (assert_protocol takes {known}), or "
+                                  "check one call per example with assert_equivalent or "
+                                  "assert_conforms")
+FIXTURE_PROTOCOL_CAPACITY_UNUSED = ("{value!r} does not apply to protocol {protocol!r}: its "
+                                    "step space draws capacities {low} to {high}; max_capacity "
+                                    "bounds the scenario of a one-call staging protocol "
+                                    "(single-call:...)",
+                                    "leave max_capacity= out; a protocol's capacities are its "
+                                    "StepSpace(capacity=...) (docs/protocols.md)")
 #: error findings grouped by cause (oracles/collect.py: error_groups), in every report
 ERRORS_GROUPED = ("{errors} error(s), each with the findings that share its cause "
                   "({findings} in all)")

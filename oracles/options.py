@@ -37,6 +37,7 @@ from stagecheck.oracles.errors import UsageError
 
 __all__ = ["BenchConfig", "COLOR_CHOICES", "CampaignConfig", "DEVICES", "KERNEL_BACKENDS",
            "KERNEL_MODES", "KernelConfig", "LIMITS", "OPTIONS", "Option", "PROTOCOL_FIELDS",
+           "PROTOCOL_FIXTURE_OWN", "PROTOCOL_LIBRARY_FIELDS", "protocol_fixture_options",
            "ProtocolConfig", "ReplayConfig", "RunOptions", "SymbolicConfig", "TABLE",
            "option_for", "options_of", "settings"]
 
@@ -751,6 +752,23 @@ class ReplayConfig:
 PROTOCOL_FIELDS = {"sequences": "examples", "seed": "seed", "device": "device",
                    "timeout": "timeout", "busy_cycles": "gpu_busy_cycles",
                    "max_capacity": "max_capacity", "shims": "shim"}
+#: The library-only options (no flag) of ``diff``/``spec`` a protocol campaign reads too,
+#: by the ``ProtocolConfig`` field each one sets: the pytest fixture takes them as keywords.
+PROTOCOL_LIBRARY_FIELDS = {"jobs": "campaign_jobs"}
+#: ``assert_protocol``'s own arguments (the rest are ``protocol_fixture_options()``).
+PROTOCOL_FIXTURE_OWN = ("baseline", "examples", "seed", "device", "strict")
+
+
+def protocol_fixture_options() -> list[str]:
+    """The keywords the pytest fixture's ``assert_protocol`` takes besides its own
+    (``PROTOCOL_FIXTURE_OWN``): the options a protocol run reads on the command line
+    (``PROTOCOL_FIELDS``) and the library-only ones it reads (``PROTOCOL_LIBRARY_FIELDS``),
+    by field."""
+    names = {OPTIONS[o].field for o in (*PROTOCOL_FIELDS.values(),
+                                        *PROTOCOL_LIBRARY_FIELDS.values())}
+    return sorted(names - set(PROTOCOL_FIXTURE_OWN))
+
+
 #: How many step sequences go to a worker in one call at most (``ProtocolConfig.batch``).
 _PROTOCOL_BATCH = Whole(1, "8", 256, "a batch is judged only when all of it ran")
 

@@ -38,8 +38,10 @@ from hypothesis import HealthCheck, Phase, core, settings as _hsettings
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ShimError, StagecheckError, TargetLoadError, UsageError
-from stagecheck.oracles.options import (DEFAULT_SAVE_DIR, CampaignConfig, RunOptions,
-                                        fixture_options, flat, reproduce_flags)
+from stagecheck.oracles.options import (DEFAULT_SAVE_DIR, PROTOCOL_LIBRARY_FIELDS,
+                                        CampaignConfig, ProtocolConfig, RunOptions,
+                                        fixture_options, flat, option_for,
+                                        protocol_fixture_options, reproduce_flags, validated)
 
 __all__ = ["PROFILES", "StagecheckFixture", "as_target", "register_profiles"]
 
@@ -307,14 +309,16 @@ class StagecheckFixture:
         method, as a target spec) breaks ``protocol`` across step sequences, or differs
         from ``baseline`` on them. ``protocol``: a built-in name, 'single-call:SCHEMA',
         a protocol file or a ``Protocol``; None: the built-in one the target's name
-        implies. ``options``: further ``ProtocolConfig`` fields (``timeout``,
-        ``max_capacity``, ``steps``, ``shims``...), checked as the command line checks
-        them. Returns the ``ProtocolResult`` otherwise."""
+        implies. ``options``: the options a protocol run reads (``timeout``,
+        ``gpu_busy_cycles``, ``max_capacity`` for a ``single-call:`` protocol, ``shims``,
+        ``jobs``: ``options.protocol_fixture_options()``), checked as the command line
+        checks them: each bad keyword fails the test with its own line. Returns the
+        ``ProtocolResult`` otherwise."""
         # the protocol machinery loads on first use (see as_target)
         from stagecheck.oracles.commands.protocol import chosen_protocol
         from stagecheck.oracles.observe import require_device
-        from stagecheck.oracles.options import ProtocolConfig
-        from stagecheck.oracles.protocol import protocol_spec, run_protocol_campaign
+        from stagecheck.oracles.protocol import (load_protocol, protocol_spec,
+                                                 run_protocol_campaign)
         from stagecheck.oracles.report.protocol_text import render_protocol
         failure = None
         try:
@@ -326,13 +330,17 @@ class StagecheckFixture:
             if examples is None:
                 examples = profile_defaults()["examples"]
             seed = _resolve_seed(seed, profile_defaults()["derandomize"])
-            config = ProtocolConfig(sequences=examples, seed=seed, device=device,
-                                    **{k: tuple(v) if k == "shims" else v
-                                       for k, v in options.items()})
-            require_device(config.device)
-            result = run_protocol_campaign(baseline, target, protocol, config)
-        except TypeError as exc:            # an unknown keyword of ProtocolConfig
-            failure = f"stagecheck: {exc}"
+            problems = _protocol_keyword_problems(options, protocol)
+            loaded = None
+            if not problems:
+                loaded = load_protocol(protocol)
+                problems = _protocol_keyword_problems(options, protocol, loaded)
+            if problems:
+                failure = "\n".join(f"stagecheck: {p}" for p in problems)
+            else:
+                config = _protocol_config(examples, seed, device, options)
+                require_device(config.device)
+                result = run_protocol_campaign(baseline, target, loaded, config)
         except StagecheckError as exc:
             if isinstance(exc, UsageError) and exc.where is None and exc.option:
                 exc.located(f"keyword {exc.option}")
@@ -341,7 +349,7 @@ class StagecheckFixture:
             pytest.fail(failure, pytrace=False)
         if result.verdict(strict) == "equivalent":
             return result
-        saved, note = self._save(result, strict, protocol_spec(protocol))
+        saved, note = self._save(result, strict, protocol_spec(loaded))
         message = render_protocol(result, strict=strict, saved=saved)
         hint = _protocol_reproduce_hint(result, baseline, target, protocol)
         for line in (note, hint):
@@ -433,6 +441,58 @@ def _portable(spec: str) -> str:
     if not isinstance(file, str) or not file.endswith(".py") or not os.path.isfile(file):
         return spec
     return f"{os.path.abspath(file)}::{name}"
+
+
+def _protocol_keyword_problems(options: dict, protocol, loaded=None) -> list[str]:
+    """One line per bad keyword of ``assert_protocol``, as the command line refuses a
+    protocol run's options: an unknown keyword; a campaign keyword a protocol run does
+    not read (``kernel=``, ``steps=``...); a bad value; and, once the protocol is
+    ``loaded``, ``max_capacity=`` of a protocol that draws its own capacities."""
+    known = protocol_fixture_options()
+    shown_known = ", ".join(f"{k}=" for k in known)
+    name = getattr(protocol, "name", protocol)
+    problems: list[str] = []
+    if loaded is not None:
+        if options.get("max_capacity") is not None and not loaded.staging:
+            low, high = loaded.space.capacity
+            problems.append(str(UsageError.of(
+                messages.FIXTURE_PROTOCOL_CAPACITY_UNUSED, options["max_capacity"],
+                protocol=loaded.name, low=low, high=high).located("keyword max_capacity")))
+        return problems
+    campaign = set(fixture_options())
+    for key in sorted(options):
+        value = options[key]
+        if key in known:
+            try:
+                validated("diff", {key: tuple(value) if key == "shims" and isinstance(
+                    value, list) else value})
+            except UsageError as exc:
+                problems.append(str(exc.located(f"keyword {exc.option or key}")))
+            continue
+        if key in campaign:
+            option = option_for("diff", key)
+            problems.append(str(UsageError.of(
+                messages.FIXTURE_PROTOCOL_OPTION_UNUSED, value, keyword=key,
+                protocol=name, flag=option.flag if option and option.flag else f"{key}=",
+                known=shown_known).located(f"keyword {key}")))
+        else:
+            problems.append(str(UsageError.of(messages.FIXTURE_PROTOCOL_UNKNOWN, key,
+                                              known=shown_known).located(f"keyword {key}")))
+    return problems
+
+
+def _protocol_config(examples, seed, device, options: dict):
+    """The ``ProtocolConfig`` of ``assert_protocol``, built from the keywords as the
+    command line builds it from its options (``ProtocolConfig.from_values``)."""
+    from dataclasses import replace
+    values = {"examples": examples, "seed": seed, "device": device,
+              **{k: tuple(v) if k == "shims" else v for k, v in options.items()
+                 if k not in PROTOCOL_LIBRARY_FIELDS}}
+    for key, value in validated("diff", values).items():
+        values[key] = value
+    config = ProtocolConfig.from_values(values)
+    library = {k: v for k, v in options.items() if k in PROTOCOL_LIBRARY_FIELDS}
+    return replace(config, **library) if library else config
 
 
 def _builtin_protocols() -> list[str]:

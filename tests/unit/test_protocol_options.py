@@ -66,3 +66,55 @@ def test_targets_that_choose_different_protocols_are_a_usage_error():
     with pytest.raises(UsageError):
         chosen_protocol({}, "a.py::GPUModelRunner._dummy_run",
                         "b.py::GPUModelRunner._copy_valid_sampled_token_count")
+
+
+# -------------------------------------------------- assert_protocol's keywords (the fixture)
+
+def _fixture_problems(options, loaded=None, protocol="input-prep-event"):
+    from stagecheck.oracles.pytest_plugin import _protocol_keyword_problems
+    return _protocol_keyword_problems(options, protocol, loaded)
+
+
+def test_the_fixture_takes_exactly_the_options_a_protocol_run_reads():
+    from stagecheck.oracles.options import protocol_fixture_options
+    assert protocol_fixture_options() == ["gpu_busy_cycles", "jobs", "max_capacity", "shims",
+                                          "timeout"]
+    assert _fixture_problems({"timeout": 2, "gpu_busy_cycles": 0, "jobs": 2,
+                              "shims": ["s.py"], "max_capacity": 4}) == []
+
+
+def test_each_bad_keyword_of_the_fixture_is_one_line_naming_it():
+    from stagecheck.oracles import messages
+    problems = _fixture_problems({"bogus": 3, "kernel": "always", "timeout": -1,
+                                  "steps": 2, "jobs": 0})
+    assert len(problems) == 5                       # one line per keyword, sorted
+    assert [p.split(":")[0] for p in problems] == [
+        "keyword bogus", "keyword jobs", "keyword kernel", "keyword steps", "keyword timeout"]
+    assert problems[0].startswith("keyword bogus: " + messages.FIXTURE_PROTOCOL_UNKNOWN[0]
+                                  .format(value="bogus"))
+    assert "timeout=" in problems[0] and "TypeError" not in "".join(problems)
+    assert "'always' does not apply to a protocol run" in problems[2]
+    assert "--kernel" in problems[2] and "leave kernel= out" in problems[2]
+    assert "leave steps= out" in problems[3]
+    assert problems[4] == "keyword timeout: -1 is not a positive number of seconds; give e.g. 5"
+
+
+def test_the_fixtures_max_capacity_applies_only_to_a_one_call_protocol():
+    from stagecheck.oracles.protocol import load_protocol
+    builtin = load_protocol("input-prep-event")
+    (problem,) = _fixture_problems({"max_capacity": 2}, builtin)
+    low, high = builtin.space.capacity
+    assert problem.startswith("keyword max_capacity: 2 does not apply to protocol "
+                              f"'input-prep-event': its step space draws capacities {low} to "
+                              f"{high}")
+    single = load_protocol("single-call:mamba-postprocess")
+    assert _fixture_problems({"max_capacity": 2}, single) == []
+
+
+def test_the_fixtures_config_is_the_command_lines():
+    from stagecheck.oracles.pytest_plugin import _protocol_config
+    config = _protocol_config(7, 3, "cpu", {"timeout": 2, "jobs": 2, "shims": ["s.py"],
+                                            "gpu_busy_cycles": 5})
+    assert (config.sequences, config.seed, config.timeout, config.jobs, config.shims,
+            config.busy_cycles) == (7, 3, 2.0, 2, ("s.py",), 5)
+    assert _protocol_config(1, 0, "cpu", {}).busy_cycles == 0
