@@ -448,6 +448,11 @@ ERRORS_GROUPED = ("{errors} error(s), each with the findings that share its caus
                   "({findings} in all)")
 ERRORS_COUNT = "{errors} error(s) from {findings} error finding(s)"
 GROUP_MEMBERS = "{count} more finding(s) of this error ({cause}):"
+#: why a protocol report's findings are one error (oracles/report/protocol_text.py), by
+#: whether every one was shown by the head's step sequence
+PROTOCOL_GROUP_CAUSE = {True: "what the same step sequence shows, the race first",
+                        False: "first seen on the same step sequence, the race first; a "
+                               "finding the shortest sequence no longer shows keeps its own"}
 
 #: the kernel oracle (oracles/kernel: require_kernel_backend, --kernel always)
 KERNEL_BACKEND_BROKEN = ("the {backend} kernel backend cannot run here: {error}",

@@ -14,6 +14,7 @@ import inspect
 from typing import Any
 
 from stagecheck.oracles import messages
+from stagecheck.oracles.device.spans import span_of
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.observe import observe
@@ -34,9 +35,29 @@ class RunContext:
         self.model, self.code, self.protocol, self.sequence = model, code, protocol, sequence
         self.options = options
         self.state: Any = None
-        self.step = None
+        self._step = None
+        self._pinned_named = 0
         self.device = model.device
         self.staged: list[dict] = []
+
+    @property
+    def step(self):
+        return self._step
+
+    @step.setter
+    def step(self, view) -> None:
+        """The step being run; at each step's start, pinned memory the state took on since
+        the last one (an attribute the component allocates lazily, or anew each step) is
+        named after its attribute path, as ``prepare_state`` names the built state's: a
+        report says ``ids_cpu``, and a finding's id does not depend on how many pinned
+        allocations came before (``pinned tensor 3``)."""
+        self._step = view
+        model = self.model
+        count = getattr(model, "_pinned_count", 0)
+        if count != self._pinned_named and self.state is not None:
+            self._pinned_named = count
+            with model.passthrough():
+                _name_tensors(model, self.state, only_unnamed=True)
 
     def component(self, *args, **kwargs):
         return self.code.component()(*args, **kwargs)
@@ -194,7 +215,14 @@ def _plain_one(torch, value):
     return value
 
 
-def _name_tensors(model, state) -> None:
+#: what the device model calls a pinned allocation nothing named (``pinned tensor 3``)
+_ALLOCATED = "pinned tensor "
+
+
+def _name_tensors(model, state, only_unnamed: bool = False) -> None:
+    """Name the memory of each tensor the state holds (to ``NAME_DEPTH``) after its
+    attribute path; ``only_unnamed``: only memory the model has no name for, or only the
+    allocation counter's (``pinned tensor 3``)."""
     torch = import_torch()
     seen: set[int] = set()
     queue = [(state, "")]
@@ -211,9 +239,16 @@ def _name_tensors(model, state) -> None:
                 where = f"{path}.{name}" if path else name
                 if isinstance(value, torch.Tensor):
                     kind = model.memory(value)
-                    if kind != "pageable" and value.numel():
+                    if kind != "pageable" and value.numel() and (
+                            not only_unnamed or _unnamed(model, value)):
                         model.name_region(value, where, kind=kind)
                 elif hasattr(value, "__dict__") and not inspect.isroutine(value) \
                         and not isinstance(value, type):
                     following.append((value, where))
         queue = following
+
+
+def _unnamed(model, value) -> bool:
+    """Whether the model has no name for ``value``'s memory but its allocation counter's."""
+    region = model.regions.of(span_of(value))
+    return region is None or region.name.startswith(_ALLOCATED)

@@ -10,9 +10,13 @@ PROTOCOL_JSON_VERSION = 1
 
 
 def protocol_json_document(result, saved: dict | None = None) -> dict:
-    """The verdict, what was tried and every finding (with its step sequence, its table and
-    the replay file it was saved to)."""
+    """The verdict, what was tried and every finding (with its step sequence, its table,
+    the replay file it was saved to and ``group``: the id of its error's head), and the
+    error findings grouped by cause (``error_groups``, as the text report groups them)."""
+    from stagecheck.oracles.report.protocol_text import protocol_error_groups
     verdict = "interrupted" if result.interrupted else result.verdict()
+    groups = protocol_error_groups(result.errors)
+    group_of = {f.id: g.id for g in groups for f in g.findings}
     return {
         "stagecheck_protocol": PROTOCOL_JSON_VERSION,
         "protocol": result.protocol, "baseline": result.baseline,
@@ -24,8 +28,11 @@ def protocol_json_document(result, saved: dict | None = None) -> dict:
         "first_error_seconds": (None if result.first_error_seconds is None
                                 else round(result.first_error_seconds, 3)),
         "errors": len(result.errors), "infos": len(result.infos),
-        "findings": [dict(f.to_dict(), replay=(saved or {}).get(f.id))
-                     for f in result.findings],
+        "findings": [dict(f.to_dict(), replay=(saved or {}).get(f.id),
+                          group=group_of.get(f.id)) for f in result.findings],
+        "error_groups": [{"id": g.id, "head": g.head.id, "invariant": g.head.invariant,
+                          "message": g.head.message, "cause": g.cause,
+                          "members": [f.id for f in g.findings]} for g in groups],
     }
 
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 
 from stagecheck.oracles import messages
+from stagecheck.oracles.collect import ErrorGroup, _rank
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
-from stagecheck.spec.findings import Finding
+from stagecheck.spec.findings import Finding, sort_key
 from stagecheck.spec.protocol_invariants import protocol_statement
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.steps import StepSequence, unfold
 
-__all__ = ["protocol_finding_lines", "render_protocol", "sequence_table", "tried_sequences"]
+__all__ = ["protocol_error_groups", "protocol_finding_lines", "render_protocol", "sequence_table",
+           "tried_sequences"]
 
 #: most rows of a sequence table shown
 MAX_ROWS = 40
@@ -108,12 +110,30 @@ def protocol_finding_lines(f: Finding, saved: dict | None = None,
     return lines
 
 
-def _by_sequence(findings: list[Finding]) -> list[list[Finding]]:
-    """Findings grouped by the step sequence that shows them, in report order."""
-    groups: dict[str, list[Finding]] = {}
-    for f in findings:
-        groups.setdefault(json.dumps(f.scenario, sort_keys=True), []).append(f)
-    return list(groups.values())
+def protocol_error_groups(errors: list[Finding]) -> list[ErrorGroup]:
+    """The error findings in groups of one cause, as a staging report groups the findings
+    of one example (``oracles.collect.error_groups``): the findings first seen on the same
+    drawn step sequence are one error (the search stops at the first sequence with an
+    error, so one bug is one error whatever its effects), headed by the race that caused
+    them (``collect.CAUSE_ORDER``: ``no_copy_hazard`` before what it made the device work
+    read or the host read back), of those the one shown by the shortest sequence (the
+    shrunk one); the others are listed under it."""
+    by_first: dict = {}
+    for f in errors:
+        first = f.examples_to_find if f.examples_to_find is not None else f.id
+        by_first.setdefault(first, []).append(f)
+    groups = []
+    for fs in by_first.values():
+        fs = sorted(fs, key=lambda f: (_rank(f)[0], _steps(f), _rank(f)))
+        same = all(f.scenario == fs[0].scenario for f in fs)
+        groups.append(ErrorGroup(fs, "one finding" if len(fs) == 1
+                                 else messages.PROTOCOL_GROUP_CAUSE[same]))
+    return sorted(groups, key=lambda g: sort_key(g.head))
+
+
+def _steps(f: Finding) -> int:
+    """How many steps the finding's sequence has (the shrunk one has fewest)."""
+    return len((f.scenario or {}).get("steps") or ())
 
 
 def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
@@ -136,21 +156,37 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
     verdict = result.verdict(strict).upper()
     if not result.baseline:
         verdict = messages.PROTOCOL_SPEC_VERDICT.get(verdict, verdict)
-    lines.append(f"verdict: {verdict} — {len(errors)} error finding(s), {len(infos)} info "
-                 "finding(s)")
+    groups = protocol_error_groups(errors)
+    if len(groups) < len(errors):
+        counted = messages.ERRORS_COUNT.format(errors=len(groups), findings=len(errors))
+    else:
+        counted = f"{len(errors)} error finding(s)"
+    lines.append(f"verdict: {verdict} — {counted}, {len(infos)} info finding(s)")
     if errors:
-        lines += ["", f"ERRORS ({len(errors)})"]
-        for group in _by_sequence(errors):      # one table per sequence, its findings first
-            for f in group:
-                lines += protocol_finding_lines(f, saved, table=False)
-            lines += ["  shown by:", *("    " + row for row in sequence_table(group[0]))]
+        lines += ["", f"ERRORS ({len(groups)})" + (
+            ": " + messages.ERRORS_GROUPED.format(errors=len(groups), findings=len(errors))
+            if len(groups) < len(errors) else "")]
+        for g in groups:        # the head in full, its sequence under it, then the members
+            lines += protocol_finding_lines(g.head, saved, table=False)
+            lines += ["  shown by:", *("    " + row for row in sequence_table(g.head))]
+            if g.members:
+                lines.append("  " + messages.GROUP_MEMBERS.format(count=len(g.members),
+                                                                   cause=g.cause))
+            for f in g.members:
+                lines.append(f"    [{escape(f.id)}] ({f.side}) {escape(f.message)}")
+                if f.scenario != g.head.scenario:
+                    lines += ["      shown by:",
+                              *("        " + row for row in sequence_table(f))]
+                if saved and f.id in saved:
+                    lines.append(f"      replay: stagecheck replay {escape(saved[f.id])}")
     if infos:
         lines += ["", f"INFO ({len(infos)})"]
         for f in infos:
             lines += protocol_finding_lines(f, saved)
     if errors and show_tests:
-        distinct = {json.dumps(f.scenario, sort_keys=True): f for f in errors}
-        lines += ["", f"REPRODUCE: {len(distinct)} shrunk step sequence(s) as pytest tests"]
+        distinct = {json.dumps(g.head.scenario, sort_keys=True): g.head for g in groups}
+        lines += ["", f"REPRODUCE: {len(distinct)} shrunk step sequence(s) as pytest tests "
+                  "(one per error)"]
         for f in distinct.values():
             lines += ["", *("    " + row for row in protocol_pytest_example(
                 f, result.baseline, result.candidate,

@@ -220,3 +220,31 @@ def test_protocol_check_with_a_target_dry_runs_build_operations_and_observe(caps
     # the target is checked as a protocol run checks it
     assert main(["protocol", "check", EXAMPLE, toy("fixed_token_stager") + ".nope"]) == 2
     assert "argument TARGET: " in capsys.readouterr().err
+
+
+def test_memory_the_state_takes_on_later_is_named_by_its_path_and_ids_stay_stable():
+    """A pinned buffer allocated on the first step (after an unrelated pinned allocation)
+    reads as ``ids_cpu``, and its finding has the id of the same bug in the stager that
+    allocates the buffer when built: ids do not move with allocation order."""
+    eager = run_protocol_campaign(None, toy("buggy_token_stager"), EXAMPLE,
+                                  ProtocolConfig(sequences=100))
+    lazy = run_protocol_campaign(None, toy("lazy_token_stager"), EXAMPLE,
+                                 ProtocolConfig(sequences=100))
+    hazards = [f for f in lazy.errors if f.invariant == "no_copy_hazard"]
+    assert hazards and all(f.field == "ids_cpu" for f in hazards)
+    assert "pinned tensor" not in render_protocol(lazy)
+    assert {f.id for f in hazards} <= {f.id for f in eager.errors}
+
+
+def test_one_bug_reads_as_one_error_headed_by_its_race():
+    result = run_protocol_campaign(None, toy("buggy_token_stager"), EXAMPLE,
+                                   ProtocolConfig(sequences=100))
+    assert len(result.errors) >= 2          # the race, and what the lookup read
+    report = render_protocol(result)
+    assert f"1 error(s) from {len(result.errors)} error finding(s)" in report
+    errors = report.split("ERRORS (1)")[1].split("REPRODUCE")[0]
+    head = errors.splitlines()[1]
+    assert head.startswith("[no_copy_hazard-")
+    # the table under the head, before its members
+    assert errors.index("shown by:") < errors.index("more finding(s) of this error")
+    assert report.count("def test_") == 1

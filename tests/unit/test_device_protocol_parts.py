@@ -277,3 +277,36 @@ def test_a_call_the_component_refuses_is_told_from_a_component_that_raises():
     assert _call_refused(refused, errors[0]).endswith(f":{refused.__code__.co_firstlineno + 1}")
     assert _call_refused(raising, errors[1]) is None
     assert _call_refused(refused, ValueError("not a refused call")) is None
+
+
+def test_protocol_findings_first_seen_together_are_one_error_headed_by_the_race():
+    from stagecheck.oracles.report.protocol_json import protocol_json_document
+    from stagecheck.oracles.protocol import ProtocolConfig, ProtocolResult
+    from stagecheck.oracles.report.protocol_text import protocol_error_groups
+    short = StepSequence("p", 1, [Step(joins=[join("req-0")])]).to_dict()
+    long = StepSequence("p", 1, [Step(joins=[join("req-0")]), Step()]).to_dict()
+    read = Finding("device_read_as_meant", "error", "read", side="candidate", field="w",
+                   scenario=short, examples_to_find=4)
+    far = Finding("no_copy_hazard", "error", "far race", side="candidate", field="a",
+                  slot=0, scenario=long, examples_to_find=4)
+    race = Finding("no_copy_hazard", "error", "race", side="candidate", field="b", slot=0,
+                   scenario=short, examples_to_find=4)
+    other = Finding("readback_as_written", "error", "later", side="candidate", field="x",
+                    scenario=long, examples_to_find=9)
+    groups = protocol_error_groups([read, far, race, other])
+    assert [[f.message for f in g.findings] for g in groups] == [
+        ["race", "far race", "read"], ["later"]]      # the shrunk sequence's race heads
+    result = ProtocolResult("p", None, "x.py::C", ProtocolConfig(sequences=3),
+                            [read, far, race, other])
+    document = protocol_json_document(result)
+    assert [g["members"] for g in document["error_groups"]] == [
+        [race.id, far.id, read.id], [other.id]]
+    assert {f["id"]: f["group"] for f in document["findings"]}[read.id] == race.id
+
+
+def test_a_hazard_findings_id_leaves_the_allocation_counter_out():
+    from stagecheck.spec.protocol_invariants import stable_region
+    assert stable_region("pinned tensor 3") == stable_region("pinned tensor 7") == \
+        "pinned tensor"
+    assert stable_region("input_batch.temperature_cpu_tensor") == \
+        "input_batch.temperature_cpu_tensor"
