@@ -360,10 +360,26 @@ PROTOCOL_PROBLEM_SPACE = "space {value!r} is not a StepSpace: write StepSpace(..
 PROTOCOL_PROBLEM_RANGE = ("{part} {value!r} is not a range (low, high) with 1 <= low <= high "
                           "<= 1024: give e.g. (1, 8)")
 PROTOCOL_PROBLEM_NUMBER = "{part} {value!r} is not a whole number >= {low}: give e.g. {low}"
-PROTOCOL_PROBLEM_PARAMS = ("{value!r} is not a dict of names to non-empty tuples (params) or a "
-                           "non-empty tuple (temperatures): give e.g. {{'block_size': (4, 8)}}")
+PROTOCOL_PROBLEM_PARAMS = ("space.params {value!r} is not a dict of parameter names to the "
+                           "values drawn for each: give e.g. StepSpace(params={{'block_size': "
+                           "(4, 8)}}) (docs/protocols.md, \"Step space\")")
+PROTOCOL_PROBLEM_PARAM_NAME = ("space.params key {value!r} is not a parameter name (an "
+                               "identifier, read as ctx.sequence.params[NAME]): give e.g. "
+                               "StepSpace(params={{'block_size': (4, 8)}})")
+PROTOCOL_PROBLEM_PARAM_VALUES = ("space.params[{name!r}] {value!r} is not a non-empty tuple of "
+                                 "plain values (int, float, str, bool or None: a saved step "
+                                 "sequence keeps them as JSON) to draw from: give e.g. "
+                                 "StepSpace(params={{{name!r}: (4, 8)}})")
+PROTOCOL_PROBLEM_TEMPERATURES = ("space.temperatures {value!r} is not a non-empty tuple of "
+                                 "temperatures (finite numbers >= 0) to draw from: give e.g. "
+                                 "StepSpace(temperatures=(0.0, 0.7))")
 PROTOCOL_PROBLEM_CHECK = ("checks[{k}] {value!r} is not a ProtocolCheck(id, statement, check) "
                           "with a callable check: write one")
+PROTOCOL_PROBLEM_CHECK_STATEMENT = ("checks[{k}].statement {value!r} (check {id!r}) is no "
+                                   "statement: the report prints it as the invariant a "
+                                   "finding of the check breaks; write the invariant in one "
+                                   "sentence, e.g. 'Each row's forward reads its request's "
+                                   "count.'")
 PROTOCOL_PROBLEM_STAGING = ("staging {value!r} is not a staging schema: give one of {schemas} "
                             "or a schema file")
 PROTOCOL_PROBLEM_NO_STATE = ("neither component nor staging is set: name the class whose "

@@ -249,7 +249,8 @@ def check_run(protocol: Protocol, seq: StepSequence, meant: Trace, seen: Trace,
         findings += _reads(meant, seen, side) + _readback(meant, seen, side)
         for k, check in enumerate(protocol.checks):
             for message in _check_messages(k, check, seq, meant):
-                findings.append(_finding(check.id, message, side, extra={"kind": check.id}))
+                findings.append(_finding(check.id, message, side, extra={
+                    "kind": check.id, "statement": check.statement}))
     observable = any(f.invariant in ("device_read_as_meant", "readback_as_written")
                      for f in findings)
     return findings + _hazards(seen, side, observable)

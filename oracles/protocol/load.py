@@ -340,8 +340,11 @@ def check_protocol(protocol: Any) -> list[str]:
     out += _space_problems(p.space)
     for k, check in enumerate(p.checks if isinstance(p.checks, tuple) else (None,)):
         if not isinstance(check, ProtocolCheck) or not callable(check.check) \
-                or not isinstance(check.id, str) or not check.statement:
+                or not isinstance(check.id, str) or not check.id.strip():
             problem(messages.PROTOCOL_PROBLEM_CHECK, k=k, value=check)
+        elif not isinstance(check.statement, str) or not check.statement.strip():
+            problem(messages.PROTOCOL_PROBLEM_CHECK_STATEMENT, k=k, value=check.statement,
+                    id=check.id)
     if p.staging is not None:
         if not isinstance(p.staging, str) or (p.staging not in BUILTIN_SCHEMAS
                                               and not p.staging.endswith(".py")
@@ -369,12 +372,25 @@ def _space_problems(space: Any) -> list[str]:
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= 4096:
             out.append(messages.PROTOCOL_PROBLEM_NUMBER.format(part=f"space.{part}",
                                                                value=value, low=low))
-    if not isinstance(space.params, dict) or not all(
-            isinstance(k, str) and isinstance(v, tuple) and v for k, v in space.params.items()):
+    if not isinstance(space.params, dict):
         out.append(messages.PROTOCOL_PROBLEM_PARAMS.format(value=space.params))
-    if not isinstance(space.temperatures, tuple) or not space.temperatures:
-        out.append(messages.PROTOCOL_PROBLEM_PARAMS.format(value=space.temperatures))
+    else:
+        for name, values in space.params.items():
+            if not isinstance(name, str) or not name.isidentifier():
+                out.append(messages.PROTOCOL_PROBLEM_PARAM_NAME.format(value=name))
+            elif not isinstance(values, tuple) or not values or not all(
+                    isinstance(v, _PARAM_TYPES) and v == v for v in values):
+                out.append(messages.PROTOCOL_PROBLEM_PARAM_VALUES.format(name=name,
+                                                                         value=values))
+    if not isinstance(space.temperatures, tuple) or not space.temperatures or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and 0 <= t < float("inf")
+            for t in space.temperatures):
+        out.append(messages.PROTOCOL_PROBLEM_TEMPERATURES.format(value=space.temperatures))
     return out
+
+
+#: what a parameter's values may be: plain data a saved step sequence keeps as it is (JSON)
+_PARAM_TYPES = (bool, int, float, str, type(None))
 
 
 def _drawable(protocol: Protocol) -> Protocol:

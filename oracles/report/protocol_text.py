@@ -102,7 +102,9 @@ def protocol_finding_lines(f: Finding, saved: dict | None = None,
     if f.examples_to_find is not None:
         lines.append(f"  found after {f.examples_to_find} step sequence(s)")
     if f.severity == "error":
-        lines.append(f"  invariant: {escape(protocol_statement(f.invariant))}")
+        text = f.extra.get("statement") or protocol_statement(f.invariant)
+        if isinstance(text, str) and text.strip():    # a protocol's own check: its statement
+            lines.append(f"  invariant: {escape(text)}")
         if table:
             lines += ["  " + row for row in sequence_table(f)]
     if saved and f.id in saved:

@@ -149,3 +149,47 @@ def test_a_replay_whose_protocol_file_moved_says_to_give_its_new_path(tmp_path, 
     assert f"the protocol file {str(gone)!r}" in text and "does not exist any more" in text
     assert text.endswith(f"stagecheck replay {shlex.quote(str(replay))} --protocol "
                          f"NEWPATH{suffix}"), text
+
+
+# ------------------------------------------------ the declaration's step space and checks
+
+def _checked(**changes):
+    from stagecheck.oracles.protocol.load import check_protocol
+    return check_protocol(dataclasses.replace(_protocol(EXAMPLE), **changes))
+
+
+@pytest.mark.parametrize("space,expected", [
+    ({"params": {"block_size": [4, 8]}},
+     messages.PROTOCOL_PROBLEM_PARAM_VALUES.format(name="block_size", value=[4, 8])),
+    ({"params": {"block_size": ()}},
+     messages.PROTOCOL_PROBLEM_PARAM_VALUES.format(name="block_size", value=())),
+    ({"params": [("block_size", (4,))]},
+     messages.PROTOCOL_PROBLEM_PARAMS.format(value=[("block_size", (4,))])),
+    ({"params": {"block size": (4,)}},
+     messages.PROTOCOL_PROBLEM_PARAM_NAME.format(value="block size")),
+    ({"temperatures": ()}, messages.PROTOCOL_PROBLEM_TEMPERATURES.format(value=())),
+])
+def test_a_step_space_mistake_names_its_part_and_the_fix(space, expected):
+    from stagecheck.spec.protocol import StepSpace
+    problems = _checked(space=StepSpace(**space))
+    assert problems == [expected]
+    part = "space.temperatures" if "temperatures" in space else "space.params"
+    assert problems[0].startswith(part) and "give e.g. StepSpace(" in problems[0]
+
+
+@pytest.mark.parametrize("statement", ["", "   ", None])
+def test_a_check_without_a_statement_is_refused_naming_it(statement):
+    from stagecheck.spec.protocol import ProtocolCheck
+    check = ProtocolCheck("mine", statement, lambda seq, trace: [])
+    assert _checked(checks=(check,)) == [messages.PROTOCOL_PROBLEM_CHECK_STATEMENT.format(
+        k=0, value=statement, id="mine")]
+
+
+def test_a_protocols_own_check_prints_its_statement_as_the_invariant():
+    from stagecheck.oracles.report.protocol_text import protocol_finding_lines
+    from stagecheck.spec.findings import Finding
+    f = Finding("mine", "error", "row 0 read 2", side="candidate",
+                extra={"kind": "mine", "statement": "Each row reads its count."})
+    assert "  invariant: Each row reads its count." in protocol_finding_lines(f)
+    bare = Finding("mine", "error", "row 0 read 2", side="candidate", extra={"kind": "mine"})
+    assert not any(line.strip() == "invariant:" for line in protocol_finding_lines(bare))
