@@ -248,3 +248,22 @@ def test_one_bug_reads_as_one_error_headed_by_its_race():
     # the table under the head, before its members
     assert errors.index("shown by:") < errors.index("more finding(s) of this error")
     assert report.count("def test_") == 1
+
+
+def test_the_pasted_test_runs_from_any_folder_and_fails_with_the_messages(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.chdir(ROOT)
+    relative = "tests/targets/protocols/_machinery/buggy_token_stager.py::TokenStager"
+    result = run_protocol_campaign(None, relative, EXAMPLE, ProtocolConfig(sequences=100))
+    head = result.errors[0]
+    source = protocol_pytest_example(head, None, relative, "docs/examples/"
+                                     "token_stager_protocol.py")
+    assert repr(f"{ROOT / relative}") in source and repr(EXAMPLE) in source
+    monkeypatch.chdir(tmp_path)                # pasted into another project's tests
+    namespace: dict = {}
+    exec(compile(source, "pasted_test.py", "exec"), namespace)
+    test = next(v for k, v in namespace.items() if k.startswith("test_"))
+    with pytest.raises(AssertionError) as failed:
+        test()
+    shown = str(failed.value)
+    assert f"[{head.id}] {head.message}" in shown and "Finding(" not in shown
