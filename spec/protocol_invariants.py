@@ -84,12 +84,38 @@ def protocol_statement(invariant: str) -> str:
     return PROTOCOL_DIFFERENCES.get(invariant) or invariant_statement(invariant)
 
 
+#: the operation a run's trace records for what ran when the run ended (its last queued
+#: work: ``oracles/protocol/run.py``)
+END_OF_RUN = "(end of the run)"
+
+
 def _where(record: dict) -> str:
     op = record["op"]
     if isinstance(record["step"], int) and record["step"] < 0:    # the state's build
         return f"{op} (before step 0)"
+    if op == END_OF_RUN:       # the step is the last one the run had issued work in
+        return f"at the end of the run (after step {record['step']})"
     return f"step {record['step']} ({op})" if not op.startswith("(") else \
         f"step {record['step']} {op}"
+
+
+#: how a hazard calls memory the device model has no name for (``DeviceModel.describe``)
+UNNAMED = "an unnamed tensor"
+UNNAMED_SAID = "memory the state does not hold (a tensor made during the run)"
+
+
+def _hazard_message(h: dict) -> str:
+    """``step 2 (execute_model): host write (...) of ids_cpu slots [1] while ...``, or, for
+    an operation that raced (its ``by`` ends ``reads it``, ``writes it``, ``overwrites
+    it``), ``... : download X -> Y #4 ... reads slots [0] of Z, while ...``."""
+    region = UNNAMED_SAID if h["region"] == UNNAMED else h["region"]
+    slots = list(h["slots"])[:8]
+    by = h["by"]
+    if by.endswith(" it"):
+        what = f"{by[:-3]} slots {slots} of {region}, while"
+    else:
+        what = f"{by} of {region} slots {slots} while"
+    return f"{_where(h)}: {what} {h['pending']} was not seen complete"
 
 
 def _finding(inv: str, message: str, side: str, severity: str = ERROR, **kw) -> Finding:
@@ -227,9 +253,7 @@ def _hazards(seen: Trace, side: str, observable: bool) -> list[Finding]:
                  "slots": list(h["slots"]), "pending": h["pending"]}
         if not observable:
             extra["context"] = NO_EFFECT
-        out.append(_finding("no_copy_hazard",
-                            f"{_where(h)}: {h['by']} of {h['region']} slots "
-                            f"{list(h['slots'])[:8]} while {h['pending']} was not seen complete",
+        out.append(_finding("no_copy_hazard", _hazard_message(h),
                             side, ERROR if observable else INFO,
                             field=stable_region(h["region"]),
                             slot=h["slots"][0], extra=extra))

@@ -17,7 +17,7 @@ from stagecheck.oracles.evaluate import judge
 from stagecheck.spec.findings import Finding
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.protocol import Protocol, Trace
-from stagecheck.spec.protocol_invariants import check_run, compare_runs
+from stagecheck.spec.protocol_invariants import UNNAMED, check_run, compare_runs
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.steps import StepSequence
 
@@ -65,7 +65,12 @@ def run_table(trace: Trace) -> list[dict]:
     for op in trace.ops:
         rows.append({"step": op["step"], "operation": op["op"],
                      "completion": op["completion"], "in_flight": op["in_flight"],
-                     "hazards": [f"{h['kind']} {h['region']}{list(h['slots'])[:4]}"
+                     "hazards": [f"{h['kind']} {_region(h['region'])}{list(h['slots'])[:4]}"
                                  for h in op["hazards"]],
                      "outcome": op["outcome"] or "returned"})
     return rows
+
+
+def _region(name: str) -> str:
+    """A hazard's memory in a table row: memory the model has no name for said as such."""
+    return "(memory the state does not hold)" if name == UNNAMED else name

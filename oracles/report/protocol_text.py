@@ -16,7 +16,7 @@ from stagecheck.oracles.collect import ErrorGroup, _rank
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
 from stagecheck.spec.findings import Finding, sort_key
-from stagecheck.spec.protocol_invariants import protocol_statement
+from stagecheck.spec.protocol_invariants import END_OF_RUN, UNNAMED, protocol_statement
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.steps import StepSequence, unfold
 
@@ -74,6 +74,8 @@ def sequence_table(f: Finding) -> list[str]:
             step, operation = row["step"], row["operation"]
             if isinstance(step, int) and step < 0:      # the state's build, before step 0
                 step, operation = "-", f"{operation} (before step 0)"
+            elif operation == END_OF_RUN:   # what the run's last queued work did at its end
+                step, operation = "end", f"(after step {step})"
             rows.append(f"  {step!s:>4}  {escape(operation):<22} "
                         f"{row['completion'] or '-':<10} {row['in_flight']:>9}  "
                         f"{escape('; '.join(notes)) or '-'}")
@@ -118,15 +120,15 @@ def protocol_error_groups(errors: list[Finding]) -> list[ErrorGroup]:
     drawn step sequence are one error (the search stops at the first sequence with an
     error, so one bug is one error whatever its effects), headed by the race that caused
     them (``collect.CAUSE_ORDER``: ``no_copy_hazard`` before what it made the device work
-    read or the host read back), of those the one shown by the shortest sequence (the
-    shrunk one); the others are listed under it."""
+    read or the host read back), of those one about memory the state holds, shown by the
+    shortest sequence (the shrunk one); the others are listed under it."""
     by_first: dict = {}
     for f in errors:
         first = f.examples_to_find if f.examples_to_find is not None else f.id
         by_first.setdefault(first, []).append(f)
     groups = []
     for fs in by_first.values():
-        fs = sorted(fs, key=lambda f: (_rank(f)[0], _steps(f), _rank(f)))
+        fs = sorted(fs, key=lambda f: (_rank(f)[0], f.field == UNNAMED, _steps(f), _rank(f)))
         same = all(f.scenario == fs[0].scenario for f in fs)
         groups.append(ErrorGroup(fs, "one finding" if len(fs) == 1
                                  else messages.PROTOCOL_GROUP_CAUSE[same]))

@@ -310,3 +310,20 @@ def test_a_hazard_findings_id_leaves_the_allocation_counter_out():
         "pinned tensor"
     assert stable_region("input_batch.temperature_cpu_tensor") == \
         "input_batch.temperature_cpu_tensor"
+
+
+def test_a_race_of_the_runs_end_and_an_operations_race_read_plainly():
+    from stagecheck.oracles.protocol.run import END
+    from stagecheck.spec.protocol_invariants import END_OF_RUN, UNNAMED_SAID, _hazard_message
+    assert END == END_OF_RUN
+    end = {"step": 2, "op": END, "region": "an unnamed tensor", "slots": [0],
+           "by": "download d -> c[0:1] #4 on stream 1 (step 0, sample_tokens) reads it",
+           "pending": "device work w #3 on stream 0 (step 0, sample_tokens)"}
+    text = _hazard_message(end)
+    assert text.startswith("at the end of the run (after step 2): download d -> c[0:1] #4 "
+                           "on stream 1 (step 0, sample_tokens) reads slots [0] of "
+                           + UNNAMED_SAID + ", while device work w")
+    assert "reads it of" not in text and "unnamed tensor" not in text
+    host = dict(end, op="stage", step=1, region="ids_cpu", by="host write (torch)")
+    assert _hazard_message(host).startswith("step 1 (stage): host write (torch) of ids_cpu "
+                                            "slots [0] while device work w")
