@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+from dataclasses import replace
 import os
 import random
 import shlex
@@ -484,7 +485,6 @@ def _protocol_keyword_problems(options: dict, protocol, loaded=None) -> list[str
 def _protocol_config(examples, seed, device, options: dict):
     """The ``ProtocolConfig`` of ``assert_protocol``, built from the keywords as the
     command line builds it from its options (``ProtocolConfig.from_values``)."""
-    from dataclasses import replace
     values = {"examples": examples, "seed": seed, "device": device,
               **{k: tuple(v) if k == "shims" else v for k, v in options.items()
                  if k not in PROTOCOL_LIBRARY_FIELDS}}

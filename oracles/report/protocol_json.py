@@ -4,16 +4,31 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["protocol_json_document", "render_protocol_json"]
+from stagecheck.oracles.options import OPTIONS, PROTOCOL_FIELDS
+from stagecheck.oracles.report.protocol_text import protocol_error_groups
+
+__all__ = ["protocol_json_document", "protocol_settings", "render_protocol_json"]
 
 PROTOCOL_JSON_VERSION = 1
+
+
+def protocol_settings(config) -> dict:
+    """Every setting that shaped a protocol run, by its name in a staging document's
+    ``settings`` (``examples``: the step sequences drawn; ``timeout``: seconds per
+    operation; ``max_capacity``: a ``single-call:`` protocol's scenario capacity), and
+    ``jobs``."""
+    out = {}
+    for name, option in PROTOCOL_FIELDS.items():
+        value = getattr(config, name)
+        out[OPTIONS[option].setting] = list(value) if isinstance(value, tuple) else value
+    out["jobs"] = config.jobs
+    return out
 
 
 def protocol_json_document(result, saved: dict | None = None) -> dict:
     """The verdict, what was tried and every finding (with its step sequence, its table,
     the replay file it was saved to and ``group``: the id of its error's head), and the
     error findings grouped by cause (``error_groups``, as the text report groups them)."""
-    from stagecheck.oracles.report.protocol_text import protocol_error_groups
     verdict = "interrupted" if result.interrupted else result.verdict()
     groups = protocol_error_groups(result.errors)
     group_of = {f.id: g.id for g in groups for f in g.findings}
@@ -22,6 +37,7 @@ def protocol_json_document(result, saved: dict | None = None) -> dict:
         "protocol": result.protocol, "baseline": result.baseline,
         "candidate": result.candidate, "targets": result.targets, "verdict": verdict,
         "device": result.config.device, "seed": result.config.seed,
+        "settings": protocol_settings(result.config),
         "sequences": {"budget": result.config.sequences, "run": result.sequences_run,
                       "shrinking": getattr(result, "shrink_evaluations", 0)},
         "seconds": round(result.seconds, 3),

@@ -2,6 +2,7 @@
 scheduler model, the generator, the shrinker, protocol declarations checked, the report."""
 
 import dataclasses
+import pathlib
 
 import pytest
 
@@ -327,3 +328,21 @@ def test_a_race_of_the_runs_end_and_an_operations_race_read_plainly():
     host = dict(end, op="stage", step=1, region="ids_cpu", by="host write (torch)")
     assert _hazard_message(host).startswith("step 1 (stage): host write (torch) of ids_cpu "
                                             "slots [0] while device work w")
+
+
+def test_a_protocol_documents_settings_are_named_as_the_staging_documents_are():
+    import re
+    from stagecheck.oracles.protocol import ProtocolConfig, ProtocolResult
+    from stagecheck.oracles.report.protocol_json import protocol_json_document
+    result = ProtocolResult("p", None, "x.py::C", ProtocolConfig(sequences=3, timeout=2,
+                                                                 shims=("s.py",)))
+    settings = protocol_json_document(result)["settings"]
+    assert settings == {"examples": 3, "seed": 0, "device": "cpu", "timeout": 2.0,
+                        "gpu_busy_cycles": 0, "max_capacity": 8, "shims": ["s.py"],
+                        "jobs": 1}
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "json.md").read_text()
+    section = page.split("### Protocol runs")[1].split("\n### ")[0]
+    for key in protocol_json_document(result):
+        assert re.search(rf"`{key}`", section), key
+    for key in settings:
+        assert f"`{key}`" in section, key
