@@ -118,3 +118,14 @@ def test_the_fixtures_config_is_the_command_lines():
     assert (config.sequences, config.seed, config.timeout, config.jobs, config.shims,
             config.busy_cycles) == (7, 3, 2.0, 2, ("s.py",), 5)
     assert _protocol_config(1, 0, "cpu", {}).busy_cycles == 0
+
+
+def test_docs_pytest_md_lists_exactly_the_keywords_assert_protocol_takes():
+    import pathlib
+    import re
+
+    from stagecheck.oracles.options import protocol_fixture_options
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "pytest.md").read_text()
+    section = page.split("### Protocols: `assert_protocol`")[1].split("\n## ")[0]
+    listed = section.split("`protocol_fixture_options()`):")[1].split(". They are")[0]
+    assert sorted(re.findall(r"`([a-z_]+)`", listed)) == protocol_fixture_options()
