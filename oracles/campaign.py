@@ -47,7 +47,7 @@ from stagecheck.oracles.options import CampaignConfig, RunOptions
 from stagecheck.oracles.results import TargetPair
 from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.sample import sample_breach, sample_scenario
-from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, shrink
+from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, SIZE_PASSES, shrink
 from stagecheck.oracles.targets import Target, load_target, target_from_callable
 from stagecheck.oracles.worker.pool import GRACE_SECONDS
 from stagecheck.spec import ERROR, Finding, StagingScenario
@@ -376,7 +376,8 @@ class _Search:
 
     def shrink_stopped(self, s: StagingScenario, findings: list[Finding], keys: set,
                        engine: str) -> None:
-        """Shrink an example on which a call hung or ended its process.
+        """Shrink an example on which a call hung or ended its process, by size only
+        (``SIZE_PASSES``: fewer requests and slots, its values as they were).
 
         Every try that still fails costs a deadline (or a new worker), so: each candidate
         runs once (no scenario twice, and the one settled on is not run again to judge
@@ -409,7 +410,7 @@ class _Search:
             return bool(interrupt.requested()) or time.perf_counter() > until
 
         smallest, _ = shrink(self.schema, s, still_fails, max_evaluations=MAX_EVALUATIONS,
-                             stop=stop, batch_size=1)
+                             stop=stop, batch_size=1, passes=SIZE_PASSES)
         final = [f for f in findings if f.key in keys]
         if smallest is not s:
             found = shown[text(smallest)]

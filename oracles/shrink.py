@@ -327,6 +327,9 @@ def _names(schema: StagingSchema, s: StagingScenario) -> Iterator[StagingScenari
 
 
 PASSES = (_padding, _batch, _requests, _capacity, _contents, _values, _names)
+#: the passes that make a scenario smaller (not simpler): what an example on which a call
+#: hangs is shrunk by, each try that still hangs costing a deadline
+SIZE_PASSES = PASSES[:4]
 
 
 def _next_batch(candidates: Iterator[StagingScenario], batch_size: int
@@ -348,14 +351,16 @@ def shrink(schema: StagingSchema, s: StagingScenario,
            still_fails: Callable[[list[StagingScenario]], int | None],
            max_evaluations: int = MAX_EVALUATIONS,
            stop: Callable[[], object] | None = None,
-           batch_size: int = BATCH, max_slots: int = MAX_SLOTS) -> tuple[StagingScenario, int]:
+           batch_size: int = BATCH, max_slots: int = MAX_SLOTS,
+           passes: tuple = PASSES) -> tuple[StagingScenario, int]:
     """The smallest scenario the passes reach from ``s`` that still fails.
 
     ``still_fails(candidates)`` returns the position of the first candidate that still
     fails, or None. ``stop()`` is asked before each batch: when true (a signal asked the
     run to stop) the shrinking ends with the smallest failing scenario found so far.
     At most ``max_evaluations`` candidates and ``max_slots`` slots (their capacities)
-    are tried. Returns the scenario and how many candidates were evaluated.
+    are tried; ``passes``: which of ``PASSES`` run. Returns the scenario and how many
+    candidates were evaluated.
     """
     current, spent, slots = s, 0, 0
     progress = True
@@ -365,7 +370,7 @@ def shrink(schema: StagingSchema, s: StagingScenario,
 
     while progress and within():
         progress = False
-        for make in PASSES:
+        for make in passes:
             # a pass that made progress runs again on its result
             while within():
                 candidates = make(schema, current)
