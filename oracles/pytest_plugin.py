@@ -441,6 +441,9 @@ def _portable(spec: str) -> str:
     file = getattr(sys.modules.get(module), "__file__", None)
     if not isinstance(file, str) or not file.endswith(".py") or not os.path.isfile(file):
         return spec
+    parts = os.path.abspath(file).split(os.sep)
+    if "site-packages" in parts or "dist-packages" in parts:
+        return spec                 # an installed module: the command line imports it too
     return f"{os.path.abspath(file)}::{name}"
 
 
