@@ -410,10 +410,10 @@ def test_bad_option_values_are_refused_up_front_by_cli_and_fixture(option, value
     with pytest.raises(pytest.fail.Exception) as info:
         StagecheckFixture().run("legacy", "single-loop", **{option: typed})
     text = str(info.value)
-    assert text.startswith(f"stagecheck: {option}=: ")
+    assert text.startswith(f"stagecheck: keyword {option}: ")
     if option != "kernel":     # argparse words its own choices; the values are the same
         assert err.split(f"option --{option}: ", 1)[1].strip() == \
-            text.split(f"{option}=: ", 1)[1].strip().replace(repr(typed), repr(value))
+            text.split(f"keyword {option}: ", 1)[1].strip().replace(repr(typed), repr(value))
 
 
 # ------------------------------------------------------------------ 10. outputs
