@@ -13,6 +13,7 @@ from itertools import compress, count
 from operator import ne
 
 from stagecheck.spec import ERROR, INFO, Finding, Observation, StagingScenario, TargetProfile
+from stagecheck.spec.invariants import input_difference
 
 __all__ = ["compare", "outcome"]
 
@@ -87,8 +88,9 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
     if a.inputs_after != b.inputs_after and not stopped:   # a stopped call left none to read
         keys = [k for k in a.inputs_after if a.inputs_after.get(k) != b.inputs_after.get(k)]
         for k in keys:
+            base, cand = input_difference(a.inputs_after.get(k), b.inputs_after.get(k))
             add("same_inputs_after", f"{k} differs after the call", strict_state, field=k,
-                baseline=a.inputs_after.get(k), candidate=b.inputs_after.get(k))
+                baseline=base, candidate=cand)
     return out
 
 

@@ -328,6 +328,15 @@ PROTOCOL_STAND_IN = ("the code under test asked the protocol's {value} for {oper
                      "not a difference in the code",
                      "give the stand-in what the code reads (docs/protocols.md, 'Stand-ins'), "
                      "or write a protocol of your own")
+PROTOCOL_DEVICE_RESULT_USED = ("the code under test used what device work {value!r} of protocol "
+                               "{protocol!r} returned ({operation}): under stagecheck's "
+                               "device model a call of device work is queued and runs when the "
+                               "device runs it, so it returns nothing; this is a limit of the "
+                               "model, not a finding about the code",
+                               "let the device work write its outputs into tensors the state "
+                               "holds (an out= argument, or an attribute it fills) and read "
+                               "them from there, or leave that method out of device_work "
+                               "(docs/protocols.md, 'What a protocol declares')")
 PROTOCOL_DEVICE_WORK_MISSING = ("protocol {protocol!r} declares device work {value!r}, which "
                                 "the state it built ({kind}) does not have",
                                 "name methods the component has, as dotted paths from the "

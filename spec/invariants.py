@@ -28,7 +28,7 @@ from stagecheck.spec.space import initial_values
 
 __all__ = ["DIFFERENCES", "INVARIANTS", "INVARIANTS_BY_ID", "Invariant", "check",
            "column_disagreement", "column_values", "expected_column", "expected_inputs_after",
-           "inputs_snapshot", "names_request", "statement"]
+           "input_difference", "inputs_snapshot", "names_request", "statement"]
 
 
 @dataclass(frozen=True)
@@ -421,6 +421,39 @@ def _expected_inputs_after(profile: TargetProfile, s: StagingScenario) -> dict:
     return mutate(s, snap) if mutate is not None else snap
 
 
+#: entries of an input a finding keeps where the two values differ, and items of a list
+INPUT_ENTRIES_SHOWN = 20
+LIST_ITEMS_SHOWN = 50
+
+
+def input_difference(expected: Any, after: Any) -> tuple[Any, Any]:
+    """What a finding about an input that changed keeps of the two values: of two dicts,
+    the entries that differ (at most ``INPUT_ENTRIES_SHOWN``), each list cut to its first
+    ``LIST_ITEMS_SHOWN`` items and its length, so a target that puts twenty million
+    items into an input leaves a finding (and a replay file) of a few lines."""
+    if isinstance(expected, dict) and isinstance(after, dict):
+        keys = [k for k in list(expected) + [k for k in after if k not in expected]
+                if expected.get(k, _NOTHING) != after.get(k, _NOTHING)]
+        shown = keys[:INPUT_ENTRIES_SHOWN]
+        more = {"...": f"{len(keys) - len(shown)} more entries differ"} \
+            if len(keys) > len(shown) else {}
+        return ({k: _cut(expected[k]) for k in shown if k in expected} | more,
+                {k: _cut(after[k]) for k in shown if k in after} | more)
+    return _cut(expected), _cut(after)
+
+
+_NOTHING = object()
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, list) and len(value) > LIST_ITEMS_SHOWN:
+        return value[:LIST_ITEMS_SHOWN] + [f"... ({len(value) - LIST_ITEMS_SHOWN} more items)"]
+    if isinstance(value, dict) and len(value) > LIST_ITEMS_SHOWN:
+        kept = dict(list(value.items())[:LIST_ITEMS_SHOWN])
+        return kept | {"...": f"{len(value) - LIST_ITEMS_SHOWN} more entries"}
+    return value
+
+
 def _through(via: str) -> str:
     """How a host write reached a buffer, in words: ``through .np`` or ``.cpu``, or
     through memory the buffer's views do not record (a ``torch.from_numpy`` of it, a
@@ -444,8 +477,9 @@ def check_inputs_unchanged(s, o, p):
         if after != value:
             what = "does not hold what the declared mutation leaves" if declared else \
                 "was mutated by the call"
+            shown, left = input_difference(expected_inputs_after(p, s)[name], after)
             out.append(_finding("inputs_unchanged", f"{name} {what}", field=name,
-                                expected=expected_inputs_after(p, s)[name], candidate=after))
+                                expected=shown, candidate=left))
     for name, after in o.inputs_after.items():
         if "." in name and name not in expected:    # a holder's attribute (Builder.place)
             out.append(_finding("inputs_unchanged",

@@ -63,7 +63,11 @@ class RecordingList(list):
             yield list.__getitem__(self, i)
 
 
-_ATOMS = frozenset({int, str, bool, float, type(None)})
+#: the values read back as they are. A float is not among them: no input holds floats
+#: (docs/schemas.md), and 5.0 == 5 would hide an index replaced by a float
+_ATOMS = frozenset({int, str, bool, type(None)})
+#: the keys of a dict read back as they are
+_KEYS = frozenset({int, str, bool})
 
 
 def plain(value: Any) -> Any:
@@ -72,11 +76,13 @@ def plain(value: Any) -> Any:
     if kind in _ATOMS:
         return value
     if kind is dict:
-        return {k: v if type(v) in _ATOMS else plain(v) for k, v in value.items()}
+        if all(type(k) in _KEYS for k in value):
+            return {k: v if type(v) in _ATOMS else plain(v) for k, v in value.items()}
+        return {_key(k): plain(v) for k, v in value.items()}
     if kind is list or kind is tuple:
         return [v if type(v) in _ATOMS else plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+        return {_key(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, (set, frozenset)):
@@ -89,6 +95,12 @@ def plain(value: Any) -> Any:
     if tolist is not None and kind.__module__.split(".")[0] == "numpy":
         return tolist()
     return described(value)
+
+
+def _key(key: Any) -> Any:
+    """A dict key read back: an int or a text as it is, anything else as text (a key
+    object a target put there may not compare, hash alike or pickle)."""
+    return key if type(key) in _KEYS else described(key)
 
 
 def described(value: Any) -> str:
@@ -131,6 +143,7 @@ class Builder:
         self._made: dict[str, tuple[str, Any]] = {}    # input -> (the call, the object)
         #: (label, holder, attribute, what it held, what that is) for ``place``
         self._placed: list[tuple[str, Any, str, Any, str]] = []
+        self._names: dict[int, str] = {}        # id of what the builder made -> its name
 
     @property
     def device(self) -> str:
@@ -289,12 +302,18 @@ class Builder:
         return {name: call for name, (call, _) in self._made.items()}
 
     def inputs_after(self) -> dict:
-        after = {name: read() for name, read in self._readers.items()}
+        after = {}
+        for name, read in self._readers.items():
+            try:
+                after[name] = read()
+            except RecursionError:     # a value that holds itself (d["d"] = d)
+                after[name] = SELF_REFERENCING
         for label, holder, attr, made, what in self._placed:
             now = getattr(holder, attr, _GONE)
             if now is not made:     # the holder of an input or a buffer no longer holds it
+                other = self._names.get(id(now))
                 after[f"{label}.{attr}"] = ("deleted" if now is _GONE else
-                                            f"replaced by {_short(now)}") + \
+                                            f"replaced by {other or _short(now)}") + \
                     f" by the call (it held {what})"
         return after
 
@@ -307,6 +326,7 @@ class Builder:
         made.update((id(b), f"the buffer {name}") for name, b in self.buffers.items())
         if self._ids is not None:
             made[id(self._ids)] = "req_ids"
+        self._names = made
         names = self.profile.parameters
         labelled = [(names[k] if k < len(names) else f"argument {k}", v)
                     for k, v in enumerate(call.args)] + list(call.kwargs.items())
@@ -348,8 +368,10 @@ def _read_table(made: dict, given: dict, kept: dict | None = None,
     if len(made) <= _FEW:
         return plain(made)
     kinds = set(map(type, made.values()))
-    if kinds <= _ATOMS:
+    if kinds <= _ATOMS and all(type(k) in _KEYS for k in made):
         return dict(made)
+    if float in kinds:              # 5.0 == 5: compared as text, never as equal
+        return plain(made)
     try:
         unchanged = made == given
     except Exception:       # a value that does not compare (an array): read it out
@@ -474,10 +496,14 @@ def build_inputs(s: StagingScenario, profile: TargetProfile, backend: "Backend"
 _GONE = object()
 
 
+#: what a value that holds itself reads back as
+SELF_REFERENCING = "<a value that holds itself (deeper than the recursion limit)>"
+
+
 def _short(value: Any) -> str:
     """A value a call put in place of an input, in a few words."""
     if value is None or isinstance(value, (bool, int, float)):
         return repr(value)
     if isinstance(value, str):
         return repr(value[:40])
-    return f"a {type(value).__name__}"
+    return f"an object of type {type_name(type(value))}"

@@ -21,6 +21,7 @@ from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.instrumented import InstrumentedBackend
 from stagecheck.oracles.options import RunOptions
 from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.schema import StandInUnsupported
 
 __all__ = ["RunContext", "prepare_state", "release_state"]
 
@@ -153,6 +154,46 @@ def release_state(made: list) -> None:
             pass
 
 
+class DeviceResultUsed(StandInUnsupported):
+    """The code under test used what a call of device work returned (``NoResult``)."""
+
+
+def _refuse(operation: str):
+    def refuse(self, *args, **kwargs):
+        raise DeviceResultUsed(self._label, operation)
+    return refuse
+
+
+class NoResult:
+    """What a call of device work returns under the model: it is queued, so it has no
+    result yet; any use of it stops the run as a limit of the model (exit 2, never a
+    finding), where real device work would have returned its output tensor."""
+
+    __slots__ = ("_label",)
+
+    def __init__(self, label: str) -> None:
+        self._label = label
+
+    def __repr__(self) -> str:
+        return f"<the result of device work {self._label!r}: not modelled>"
+
+    def __getattr__(self, name: str):
+        raise DeviceResultUsed(object.__getattribute__(self, "_label"), f"its attribute .{name}")
+
+    __getitem__ = _refuse("an item of it")
+    __setitem__ = _refuse("an assignment into it")
+    __iter__ = _refuse("its items")
+    __len__ = _refuse("its length")
+    __bool__ = _refuse("its truth value")
+    __call__ = _refuse("a call of it")
+    __index__ = __int__ = __float__ = _refuse("its value as a number")
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse("a comparison with it")
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse("arithmetic on it")
+    __truediv__ = __floordiv__ = __mod__ = __and__ = __or__ = _refuse("arithmetic on it")
+    __array__ = _refuse("its value as an array")
+    __hash__ = object.__hash__
+
+
 def _device_work(model, label: str, original):
     """``original`` made device work: a call is queued on the current stream, and runs
     when the device runs it; its tensor arguments on the device are what it reads."""
@@ -171,7 +212,7 @@ def _device_work(model, label: str, original):
                 scalars[name] = value
         model.launch(label, lambda: original(*_plain(args), **_plain(kwargs)), reads,
                      scalars=scalars)
-        return None
+        return NoResult(label)
 
     queued.__name__ = getattr(original, "__name__", label)
     return queued

@@ -27,7 +27,8 @@ from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.observe.call import CallTimedOut, time_limit
 from stagecheck.oracles.protocol.component import load_code
-from stagecheck.oracles.protocol.context import RunContext, prepare_state, release_state
+from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, prepare_state,
+                                                 release_state)
 from stagecheck.oracles.protocol.load import load_protocol
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.text import exception_text
@@ -163,6 +164,8 @@ def _finish(model, trace: Trace, ctx) -> Trace:
     before = len(model.hazards)
     try:
         model.finish()
+    except StandInUnsupported as exc:     # a limit of the model, met by queued work
+        raise _limit(ctx.protocol, exc) from None
     except BaseException as exc:      # device work the end of the run ran raised
         if trace.failed() is None and trace.stopped is None:
             trace.stopped = "raised at the end of the run: " + exception_text(exc, type(exc))
@@ -286,8 +289,10 @@ def _device_value(model, value: Any, path: str, depth: int) -> str | None:
 
 
 def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:
-    return SchemaError.of(messages.PROTOCOL_STAND_IN, exc.stand_in, protocol=protocol.name,
-                          operation=exc.operation)
+    used = isinstance(exc, DeviceResultUsed)
+    return SchemaError.of(messages.PROTOCOL_DEVICE_RESULT_USED if used
+                          else messages.PROTOCOL_STAND_IN, exc.stand_in,
+                          protocol=protocol.name, operation=exc.operation)
 
 
 _SCALARS = frozenset({int, float, str, bool})

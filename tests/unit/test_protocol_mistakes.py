@@ -193,3 +193,20 @@ def test_a_protocols_own_check_prints_its_statement_as_the_invariant():
     assert "  invariant: Each row reads its count." in protocol_finding_lines(f)
     bare = Finding("mine", "error", "row 0 read 2", side="candidate", extra={"kind": "mine"})
     assert not any(line.strip() == "invariant:" for line in protocol_finding_lines(bare))
+
+
+def test_code_that_uses_what_device_work_returned_meets_a_limit_of_the_model(tmp_path):
+    """Device work is queued, so under the model a call of it returns nothing: code that
+    uses its result stops the run as a limit (exit 2, its message), not as a finding;
+    code that ignores it (the fixed stager) runs clean."""
+    source = STAGER.read_text()
+    using = tmp_path / "using_stager.py"
+    using.write_text(source.replace("        self.embed(self.ids_gpu[:n])\n",
+                                    "        self.last = self.embed(self.ids_gpu[:n]).sum()\n"))
+    assert using.read_text() != source
+    with pytest.raises(SchemaError) as raised:
+        _run(_protocol(EXAMPLE), f"{using}::TokenStager")
+    error = raised.value
+    assert re.fullmatch(_pattern(messages.PROTOCOL_DEVICE_RESULT_USED), error.problem)
+    assert "'embed'" in error.problem and "its attribute .sum" in error.problem
+    assert error.fix == messages.PROTOCOL_DEVICE_RESULT_USED[1]
