@@ -26,6 +26,7 @@ fixture is first used.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import inspect
 from dataclasses import replace
@@ -363,7 +364,10 @@ class StagecheckFixture:
         if result.verdict(strict) == "equivalent":
             return
         saved, note = self._save(result, strict)
-        message = render_campaign(result, strict, saved)
+        shown = copy.copy(result)      # the pasted tests load a test module's function by file
+        shown.baseline = _portable(result.baseline) if result.baseline else None
+        shown.candidate = _portable(result.candidate)
+        message = render_campaign(shown, strict, saved)
         hint = _reproduce_hint(result, given, options)
         for line in (note, hint):
             if line:

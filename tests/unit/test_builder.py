@@ -4,13 +4,14 @@ out-of-contract drawing serve the schema-language gaps of items 1, 2, 5 and 6.""
 
 from __future__ import annotations
 
+import pickle
 from types import SimpleNamespace
 
 import pytest
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.observe import Builder, make_backend
-from stagecheck.oracles.observe.build import BuilderRefused
+from stagecheck.oracles.observe.build import SELF_REFERENCING, BuilderRefused
 from stagecheck.oracles.observe.listmodel import ListBackend
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.sample import sample_breach
@@ -238,3 +239,32 @@ def _builder_left(obj):
     b = _builder()
     b.table("count")["req-a"] = obj
     return b.inputs_after()["count"]["req-a"]
+
+
+def test_a_float_a_key_object_or_a_value_that_holds_itself_reads_back_as_a_change():
+    """What an input dict is left holding compares as data the scenario's never equals:
+    an index replaced by a float (5.0 == 5 would hide it), a key object whose __eq__
+    and __repr__ raise (it must neither compare nor pickle), a dict that holds itself."""
+    class Key:
+        def __hash__(self):
+            return 1
+
+        def __eq__(self, other):
+            raise RuntimeError("no eq")
+
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+    b = _builder()
+    table = b.table("count")
+    table["req-a"] = float(table["req-a"])
+    table[Key()] = 1
+    loop: dict = {}
+    loop["loop"] = loop
+    b.table("other")["req-b"] = loop
+    after = b.inputs_after()
+    assert after["count"]["req-a"] != 1 and "float" in after["count"]["req-a"]
+    (key,) = [k for k in after["count"] if k not in ("req-a", "req-b")]
+    assert isinstance(key, str) and "Key" in key and "repr raised" in key
+    assert after["other"] == SELF_REFERENCING
+    pickle.dumps(after)
