@@ -207,8 +207,9 @@ TARGETS = [
          "in a fresh worker first: it could have come from outside)", crashy=True),
     spec("killpg", 1, CRASH + "killed by SIGKILL", "kills its process group", crashy=True),
     spec("recursion", 1, "raised RecursionError", "infinite recursion"),
-    spec("self_referencing_output", 1, "cannot read back",
-         "self-referencing lists in its inputs and buffers"),
+    spec("self_referencing_output", 1, "req_ids was mutated by the call",
+         "self-referencing lists in its inputs and buffers (the inputs read back as "
+         "changed: was 'cannot read back', as if the call never returned)"),
     spec("repr_raises", 1, r"KeyError: <str\(\) of the exception raised",
          "an exception holding an object whose repr raises"),
     spec("str_raises", 1, r"Bad: <str\(\) of the exception raised",
