@@ -28,7 +28,8 @@ from typing import Any, Iterable
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import sort_key
 
-__all__ = ["CAUSE_ORDER", "COPY_CAUSED", "ErrorGroup", "FindingsCollector", "error_groups", "scenario_size"]
+__all__ = ["CAUSE_ORDER", "COPY_CAUSED", "ErrorGroup", "FindingsCollector", "error_groups",
+           "scenario_size"]
 
 #: scenarios kept per error finding (the latest that showed it) for the kernel-impact
 #: check: the smallest example of a difference often does not reach the kernel
@@ -124,12 +125,12 @@ class FindingsCollector:
         return sorted(out, key=sort_key)
 
 
+#: the invariants whose findings of one field a copy of that field causes together: one
+#: group, whatever example each shrank to
+COPY_CAUSED = frozenset({"copy_discipline", "mirror_consistency", "same_copies"})
 #: Which member of a group heads it: the invariants that say what the code *did* (its
 #: copies, its exception, its inputs) before those that show a value it left, the spec's
 #: statements before the differences between two runs.
-#: the invariants whose findings of one field (on one side) a copy of that field causes
-#: together: one group, whatever example each shrank to
-COPY_CAUSED = frozenset({"copy_discipline", "mirror_consistency", "same_copies"})
 CAUSE_ORDER = ("copy_discipline", "missing_input", "expected_outcome", "no_copy_hazard",
                "inputs_unchanged", "slot_alignment", "tail_policy", "mirror_consistency",
                "same_outcome", "same_copies", "same_inputs_after", "same_buffers",

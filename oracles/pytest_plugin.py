@@ -29,17 +29,18 @@ from __future__ import annotations
 import copy
 import importlib.util
 import inspect
-from dataclasses import replace
 import os
 import random
 import shlex
 import sys
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, Phase, core, settings as _hsettings
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ShimError, StagecheckError, TargetLoadError, UsageError
+from stagecheck.oracles.text import short_text
 from stagecheck.oracles.options import (DEFAULT_SAVE_DIR, PROTOCOL_LIBRARY_FIELDS,
                                         CampaignConfig, ProtocolConfig, RunOptions,
                                         fixture_options, flat, option_for,
@@ -114,17 +115,8 @@ def _refuse_non_function(obj) -> None:
     more = (" (a component class is driven step after step by assert_protocol)"
             if kind == "a class" else
             f" (e.g. {name}.stage_postprocess_inputs_to_gpu)" if kind == "a module" else "")
-    shown = repr(name) if isinstance(name, str) else described(obj)
+    shown = repr(name) if isinstance(name, str) else short_text(obj, 60)
     raise UsageError.of(messages.FIXTURE_NOT_A_TARGET, shown, kind=kind, more=more)
-
-
-def described(obj) -> str:
-    """A short repr of ``obj`` (its own repr may raise)."""
-    try:
-        text = repr(obj)
-    except Exception:
-        text = f"<{type(obj).__name__}>"
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _runner(baseline, candidate, shims=()):
@@ -495,8 +487,7 @@ def _protocol_config(examples, seed, device, options: dict):
     values = {"examples": examples, "seed": seed, "device": device,
               **{k: tuple(v) if k == "shims" else v for k, v in options.items()
                  if k not in PROTOCOL_LIBRARY_FIELDS}}
-    for key, value in validated("diff", values).items():
-        values[key] = value
+    values.update(validated("diff", values))
     config = ProtocolConfig.from_values(values)
     library = {k: v for k, v in options.items() if k in PROTOCOL_LIBRARY_FIELDS}
     return replace(config, **library) if library else config

@@ -9,7 +9,7 @@ to every report. Standard library only: every stage may import this module.
 
 from __future__ import annotations
 
-__all__ = ["MAX_EXCEPTION_TEXT", "exception_text", "printable", "type_name"]
+__all__ = ["MAX_EXCEPTION_TEXT", "exception_text", "printable", "short_text", "type_name"]
 
 
 #: longest exception text kept (a target may raise a message of any size)
@@ -40,6 +40,13 @@ def type_name(cls) -> str:
     except (TypeError, AttributeError):
         name = getattr(cls, "__name__", None)
     return printable(name if isinstance(name, str) else "<class>")
+
+
+def short_text(value, limit: int) -> str:
+    """``repr(value)`` cut to ``limit`` characters, never raising (an object a target made
+    may have a ``__repr__`` that raises)."""
+    text = _as_text(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _as_text(value) -> str:

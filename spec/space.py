@@ -20,7 +20,7 @@ the same for every schema (the schema declares the bounds: ``max_capacity``, eac
 list's ``length``): most scenarios are small (capacity at most ``SMALL``: they find
 most bugs and shrink fast), a share lands on and around the sizes a fast path may
 switch on (``size_thresholds``: powers of two and their neighbours, CUDA-graph capture
-sizes, round hundreds, the largest capacity), a share is any size between the small band
+sizes, round fifties, the largest capacity), a share is any size between the small band
 and the largest capacity (a threshold no list names: 300 < n < 1000, n == 640), and a few
 are full batches of the largest capacity (``draw_batch``; docs/schemas.md shows the
 measured shares).
@@ -29,9 +29,9 @@ measured shares).
 from __future__ import annotations
 
 import random
-from bisect import bisect_left
 import sys
 from array import array
+from bisect import bisect_left
 from collections import deque
 from itertools import compress
 from typing import Any, Protocol, Sequence
@@ -158,7 +158,7 @@ def initial_values(s: StagingScenario, schema: StagingSchema, buffer: str, view:
 def size_thresholds(low: int, high: int) -> tuple[int, ...]:
     """The sizes in ``[low, high]`` a fast path may switch on, smallest first: powers of
     two and their neighbours, CUDA-graph capture sizes (1, 2, 4, multiples of 8 up to
-    ``CAPTURE_MAX`` and of 16 above it), round hundreds and fifties (thresholds people
+    ``CAPTURE_MAX`` and of 16 above it), multiples of fifty (thresholds people
     write: 100, 250, 300, 1000), and ``high`` and the size below it."""
     sizes = {1, 2, 4, high - 1, high}
     sizes.update(range(8, CAPTURE_MAX + 1, 8))

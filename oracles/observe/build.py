@@ -76,7 +76,7 @@ def plain(value: Any) -> Any:
     if kind in _ATOMS:
         return value
     if kind is dict:
-        if all(type(k) in _KEYS for k in value):
+        if _KEYS.issuperset(map(type, value)):
             return {k: v if type(v) in _ATOMS else plain(v) for k, v in value.items()}
         return {_key(k): plain(v) for k, v in value.items()}
     if kind is list or kind is tuple:
@@ -368,7 +368,7 @@ def _read_table(made: dict, given: dict, kept: dict | None = None,
     if len(made) <= _FEW:
         return plain(made)
     kinds = set(map(type, made.values()))
-    if kinds <= _ATOMS and all(type(k) in _KEYS for k in made):
+    if kinds <= _ATOMS and _KEYS.issuperset(map(type, made)):
         return dict(made)
     if float in kinds:              # 5.0 == 5: compared as text, never as equal
         return plain(made)
