@@ -147,10 +147,6 @@ def _takes(progress, keyword: str) -> bool:
         return False
 
 
-def _takes_findings(progress) -> bool:
-    return _takes(progress, "findings")
-
-
 def stopped_kind(observations) -> str | None:
     """"hang" if a call of ``observations`` hung, "crash" if one ended its process,
     else None."""
@@ -173,7 +169,7 @@ class _Search:
                  runner, result: CampaignResult, progress) -> None:
         self.baseline, self.candidate, self.config = baseline, candidate, config
         self.runner, self.result, self.progress = runner, result, progress
-        self.progress_findings = _takes_findings(progress)
+        self.progress_findings = _takes(progress, "findings")
         self.progress_stalled = _takes(progress, "stalled")
         #: seconds spent on calls that hung or ended their process, and on shrinking
         #: them: what the rest of the run will not take (for the progress estimate)
