@@ -28,8 +28,8 @@ from typing import Any, Iterable
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import sort_key
 
-__all__ = ["CAUSE_ORDER", "COPY_CAUSED", "ErrorGroup", "FindingsCollector", "error_groups",
-           "scenario_size"]
+__all__ = ["CAUSE_ORDER", "COPY_CAUSED", "ErrorGroup", "FindingsCollector", "cause_rank",
+           "error_groups", "scenario_size"]
 
 #: scenarios kept per error finding (the latest that showed it) for the kernel-impact
 #: check: the smallest example of a difference often does not reach the kernel
@@ -165,7 +165,8 @@ class ErrorGroup:
         return any(known) if known else None
 
 
-def _rank(f: Finding) -> tuple:
+def cause_rank(f: Finding) -> tuple:
+    """How early ``f`` stands in its group: ``CAUSE_ORDER``, then its slot, view, field."""
     order = CAUSE_ORDER.index(f.invariant) if f.invariant in CAUSE_ORDER else len(CAUSE_ORDER)
     return (order, f.slot is None, f.slot if f.slot is not None else 0, f.view != "cpu",
             str(f.field))
@@ -217,7 +218,7 @@ def error_groups(findings: Iterable[Finding]) -> list[ErrorGroup]:
         members.setdefault(root(i), []).append(f)
     groups = []
     for fs in members.values():
-        fs = sorted(fs, key=_rank)
+        fs = sorted(fs, key=cause_rank)
         head = fs[0]
         same_place = all(f.scenario == head.scenario and f.slot == head.slot for f in fs)
         if len(fs) == 1:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.collect import ErrorGroup, _rank
+from stagecheck.oracles.collect import ErrorGroup, cause_rank
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
 from stagecheck.spec.findings import Finding, sort_key
@@ -128,7 +128,8 @@ def protocol_error_groups(errors: list[Finding]) -> list[ErrorGroup]:
         by_first.setdefault(first, []).append(f)
     groups = []
     for fs in by_first.values():
-        fs = sorted(fs, key=lambda f: (_rank(f)[0], f.field == UNNAMED, _steps(f), _rank(f)))
+        fs = sorted(fs, key=lambda f: (cause_rank(f)[0], f.field == UNNAMED, _steps(f),
+                                      cause_rank(f)))
         same = all(f.scenario == fs[0].scenario for f in fs)
         groups.append(ErrorGroup(fs, "one finding" if len(fs) == 1
                                  else messages.PROTOCOL_GROUP_CAUSE[same]))
