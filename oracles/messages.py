@@ -309,6 +309,14 @@ PROTOCOL_DEVICE_RESULT = ("protocol {value!r}: {part} returned a device tensor{w
                           "return plain data (ints, floats, lists, dicts, host tensors); to "
                           "compare what the device holds, read it back in the operation "
                           "(e.g. t.tolist(), a blocking download the device model sees)")
+#: what an operation or observe returned is not plain data: compared as text, two runs of
+#: the same code would differ (an object's default text holds its address)
+PROTOCOL_NOT_PLAIN = ("protocol {value!r}: {part} returned {what}{where} after step {step}; "
+                      "what an operation or observe returns is compared between runs and "
+                      "targets, so it must be plain data",
+                      "return plain data (None, bools, ints, floats, strings, lists, tuples, "
+                      "dicts, sets, host tensors or arrays, dataclasses of these): e.g. "
+                      "the object's fields as a dict, obj.ids.tolist() for a tensor")
 #: a device_work entry that names no method (an attribute such as a tensor)
 PROTOCOL_DEVICE_WORK_NOT_METHOD = ("device_work entry {value!r} of protocol {protocol!r} names "
                                    "{what} of the state it built ({kind}), not a method of the "

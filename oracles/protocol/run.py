@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
+import re
 import sys
 import traceback
 from typing import Any
@@ -31,7 +32,7 @@ from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, p
                                                  release_state)
 from stagecheck.oracles.protocol.load import load_protocol
 from stagecheck.oracles.schemas import load_schema
-from stagecheck.oracles.text import exception_text
+from stagecheck.oracles.text import exception_text, short_text, type_name
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.schema import StandInUnsupported
 from stagecheck.spec.steps import StepSequence, unfold
@@ -125,6 +126,9 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     if outcome is None and result is not None and type(result) not in _SCALARS:
                         _refuse_device_values(model, protocol, result,
                                               f"operation {op.name!r}", view.index)
+                        with model.passthrough():
+                            result = _plain_result(protocol, result,
+                                                   f"operation {op.name!r}", view.index)
                     trace.ops.append(_record(view.index, op.name, completion, outcome,
                                              model, before, result))
                     if outcome is not None:
@@ -151,7 +155,8 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                             return _finish(model, trace, ctx)
                         _refuse_device_values(model, protocol, observed, "observe",
                                               view.index)
-                        trace.states.append(_plain(observed))
+                        trace.states.append(_plain_result(protocol, observed, "observe",
+                                                          view.index))
                 else:
                     trace.states.append(None)
         finally:
@@ -298,24 +303,43 @@ def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:
 _SCALARS = frozenset({int, float, str, bool})
 
 
-def _plain(value: Any) -> Any:
-    """Plain data of ``value`` (tensors and arrays as lists, sets sorted)."""
+class _NotPlain(Exception):
+    """``_plain`` met a value that is not plain data: ``(where, what)``."""
+
+
+#: how deep ``_plain`` follows containers (deeper: a value that holds itself, or not data)
+PLAIN_DEPTH = 32
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _plain(value: Any, path: str = "", depth: int = 0) -> Any:
+    """Plain data of ``value`` (tensors and arrays as lists, sets sorted, dataclasses as
+    dicts of their fields, other objects as their text); ``_NotPlain`` for a value whose
+    text would differ between two runs of the same code (an object's default text, with
+    its address) or that nests deeper than ``PLAIN_DEPTH``."""
     kind = type(value)
     if value is None or kind in _SCALARS:
         return value
+    if depth > PLAIN_DEPTH:
+        raise _NotPlain(path, f"a value nested deeper than {PLAIN_DEPTH} levels "
+                              "(one that holds itself?)")
     if kind is list or kind is tuple:
         for v in value:
             if v is not None and type(v) not in _SCALARS:
-                return [_plain(v) for v in value]
+                return [_plain(v, f"{path or 'the value'}[{k}]", depth + 1)
+                        for k, v in enumerate(value)]
         return list(value)              # plain already (values read back, scalars)
     if isinstance(value, dict):
-        return {k if isinstance(k, (str, int)) else repr(k): _plain(v) for k, v in value.items()}
+        return {k if isinstance(k, (str, int)) else _plain(k, path, depth + 1).__repr__():
+                _plain(v, f"{path or 'the value'}[{k!r}]", depth + 1)
+                for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [_plain(v, f"{path or 'the value'}[{k}]", depth + 1)
+                for k, v in enumerate(value)]
     if isinstance(value, (set, frozenset)):
-        return sorted(_plain(v) for v in value)
+        return sorted((_plain(v, path, depth + 1) for v in value), key=repr)
     tolist = getattr(value, "tolist", None)
-    if tolist is not None:
+    if tolist is not None and callable(tolist):
         try:
             torch = import_torch()
             if isinstance(value, torch.Tensor):
@@ -323,8 +347,33 @@ def _plain(value: Any) -> Any:
                     return value.detach().cpu().tolist()
         except ImportError:
             pass
-        return tolist()
-    return repr(value)
+        return _plain(tolist(), path, depth + 1)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"dataclass": type_name(kind),
+                **{f.name: _plain(getattr(value, f.name, None),
+                                  f"{path or 'the value'}.{f.name}", depth + 1)
+                   for f in dataclasses.fields(value)}}
+    text = short_text(value, 4000)
+    if kind.__repr__ is object.__repr__ or _ADDRESS.search(text):
+        raise _NotPlain(path, f"a {type_name(kind)} object (its text "
+                              f"{short_text(value, 60)} holds an address)")
+    return text
+
+
+def _plain_result(protocol: Protocol, value: Any, part: str, step: int) -> Any:
+    """``_plain(value)`` of what an operation or ``observe`` returned, or the protocol's
+    mistake (``PROTOCOL_NOT_PLAIN``) when it is not plain data."""
+    try:
+        return _plain(value)
+    except _NotPlain as exc:
+        where, what = exc.args
+        raise SchemaError.of(messages.PROTOCOL_NOT_PLAIN, protocol.name, part=part,
+                             what=what, where=f" at {where}" if where else "",
+                             step=step) from None
+    except RecursionError:
+        raise SchemaError.of(messages.PROTOCOL_NOT_PLAIN, protocol.name, part=part,
+                             what="a value nested too deep to read", where="",
+                             step=step) from None
 
 
 # ============================================================================ the worker

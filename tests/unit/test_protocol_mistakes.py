@@ -77,6 +77,7 @@ def test_a_mistake_of_the_protocol_is_its_error_naming_the_part_and_the_fix(name
     expected = {"device_work_names_tensor.py": ("'ids_gpu'", "a device tensor"),
                 "row_order_missing.py": ("'input_batch.req_ids'", "'input_batch' is not there"),
                 "operation_returns_device_tensor.py": ("operation 'stage'", "device tensor"),
+                "observe_not_plain.py": ("observe returned a Snapshot object", "holds an address"),
                 "build_misspelt_context.py": ("componnent",),
                 "observe_raises.py": ("KeyError", "observe")}.get(name, ())
     for part in expected:
@@ -210,3 +211,34 @@ def test_code_that_uses_what_device_work_returned_meets_a_limit_of_the_model(tmp
     assert re.fullmatch(_pattern(messages.PROTOCOL_DEVICE_RESULT_USED), error.problem)
     assert "'embed'" in error.problem and "its attribute .sum" in error.problem
     assert error.fix == messages.PROTOCOL_DEVICE_RESULT_USED[1]
+
+
+def test_plain_data_is_read_the_same_every_run_and_other_objects_are_refused():
+    """What an operation or observe returns is compared as plain data: dataclasses as their
+    fields, values with a stable text as that text; an object whose text holds an address
+    (it would differ between two runs of the same code) or a value that holds itself is
+    the protocol's mistake."""
+    import enum
+
+    import numpy as np
+
+    from stagecheck.oracles.protocol.run import _NotPlain, _plain
+
+    @dataclasses.dataclass
+    class Counts:
+        ids: list
+        total: np.int64
+
+    class Color(enum.Enum):
+        RED = 1
+
+    assert _plain(Counts([1, 2], np.int64(3))) == {"dataclass": "Counts", "ids": [1, 2],
+                                                    "total": 3}
+    assert _plain({"c": Color.RED, "s": {3, 1}}) == {"c": "<Color.RED: 1>", "s": [1, 3]}
+    with pytest.raises(_NotPlain) as raised:
+        _plain({"rows": [1, object()]})
+    assert raised.value.args[0] == "the value['rows'][1]"
+    looped = [1]
+    looped.append(looped)
+    with pytest.raises(_NotPlain, match="holds itself"):
+        _plain(looped)
