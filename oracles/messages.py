@@ -298,6 +298,13 @@ PROTOCOL_BUILD_RAISED = ("protocol {value!r}: its own build raised {error} at {w
                          "ctx.sequence.capacity (the step context gives state, step, "
                          "sequence, device, component, function, tensor, stage; "
                          "docs/protocols.md)")
+#: a protocol's own build, operation code or observe did not return within the per-call
+#: limit in a worker (the innermost frame when it was stopped lay in the protocol's file)
+PROTOCOL_CODE_HUNG = ("protocol {value!r}: its own {part} did not return within {limit:g} s "
+                      "(stopped at {where}), not the code under test",
+                      "fix the protocol's function there: build, operations and observe must "
+                      "return once the code they call has (a loop of the protocol's own that "
+                      "waits for something never ends)")
 PROTOCOL_OBSERVE_RAISED = ("protocol {value!r}: its own observe raised {error} at {where} "
                            "after step {step}, not the code under test",
                            "fix the protocol's observe there: it returns plain data the host "

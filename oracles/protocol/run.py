@@ -73,7 +73,8 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     ctx.state = protocol.build(ctx)
                 with model.passthrough():
                     made += prepare_state(model, ctx.state, protocol)
-            except CallTimedOut:
+            except CallTimedOut as exc:
+                _refuse_own_hang(protocol, protocol.build, exc, code, "build", limit)
                 trace.stopped = "hung while building the protocol's state"
                 return _finish(model, trace, ctx)
             except StandInUnsupported as exc:
@@ -109,7 +110,9 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     try:
                         with time_limit(limit):
                             result = op.run(ctx)
-                    except CallTimedOut:
+                    except CallTimedOut as exc:
+                        _refuse_own_hang(protocol, op.run, exc, code,
+                                         f"code for operation {op.name!r}", limit)
                         outcome = "hung"
                     except StandInUnsupported as exc:
                         raise _limit(protocol, exc) from None
@@ -136,7 +139,15 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                 if protocol.observe is not None:
                     with model.passthrough():
                         try:
-                            observed = protocol.observe(ctx)
+                            with time_limit(limit):
+                                observed = protocol.observe(ctx)
+                        except CallTimedOut as exc:
+                            _refuse_own_hang(protocol, protocol.observe, exc, code,
+                                             f"observe after step {view.index}", limit)
+                            trace.ops.append(_record(      # the code under test hung
+                                view.index, "observe", "", "hung", model,
+                                len(model.hazards), None))
+                            return _finish(model, trace, ctx)
                         except StandInUnsupported as exc:
                             raise _limit(protocol, exc) from None
                         except (SchemaError, MemoryError):
@@ -230,6 +241,17 @@ def _protocol_mistake(run, exc: BaseException, code) -> str | None:
         return f"{name}:{frame.lineno}" if os.path.realpath(name) == os.path.realpath(own) \
             else None
     return None
+
+
+def _refuse_own_hang(protocol: Protocol, func, exc: BaseException, code, part: str,
+                     limit: float | None) -> None:
+    """A ``SchemaError`` when the per-call limit stopped a user protocol's own function
+    ``func`` in its own code (``_protocol_mistake``): a loop of the protocol's, never a
+    hang of the code under test."""
+    mistake = _protocol_mistake(func, exc, code)
+    if mistake is not None:
+        raise SchemaError.of(messages.PROTOCOL_CODE_HUNG, protocol.name, part=part,
+                             limit=limit or 0, where=mistake) from None
 
 
 def _call_refused(build, exc: BaseException) -> str | None:

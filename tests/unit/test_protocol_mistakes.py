@@ -242,3 +242,51 @@ def test_plain_data_is_read_the_same_every_run_and_other_objects_are_refused():
     looped.append(looped)
     with pytest.raises(_NotPlain, match="holds itself"):
         _plain(looped)
+
+
+def _own_file(tmp_path: pathlib.Path, name: str, source: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("part", ["observe", "operation"])
+def test_a_loop_of_the_protocols_own_code_is_its_error_not_a_hang_of_the_target(tmp_path, part):
+    """Every user-code call in a worker has a deadline, observe too; where the limit stops
+    the protocol's own function in its own code, the protocol hung (exit 2, its file and
+    line), and never a finding against the code under test."""
+    module = _own_file(tmp_path, "looping_protocol", (
+        "def observe(ctx):\n    while True:\n        pass\n\n"
+        "def stage(ctx):\n    ctx.state.stage([1])\n    while True:\n        pass\n"))
+    protocol = _protocol(EXAMPLE)
+    if part == "observe":
+        protocol = dataclasses.replace(protocol, observe=module.observe)
+    else:
+        protocol = dataclasses.replace(protocol, operations=(
+            dataclasses.replace(protocol.operations[0], run=module.stage),))
+    seq = sample_sequence(protocol, 0, 1)
+    code = load_code(target_ref(f"{STAGER}::TokenStager", None, ()), protocol.component)
+    with pytest.raises(SchemaError) as raised:
+        run_sequence(code, protocol, seq, "seen", dict(OPTIONS, timeout=0.5))
+    text = str(raised.value)
+    said = "observe after step 0" if part == "observe" else "code for operation 'stage'"
+    assert f"its own {said} did not return within 0.5 s" in text, text
+    assert re.search(re.escape(str(tmp_path / "looping_protocol.py")) + r":\d+", text), text
+    assert raised.value.fix == messages.PROTOCOL_CODE_HUNG[1]
+
+
+def test_observe_calling_target_code_that_hangs_is_the_targets_hang(tmp_path):
+    spinning = tmp_path / "spinning_stager.py"
+    spinning.write_text(STAGER.read_text() + "\n\ndef spin(state):\n    while True:\n"
+                        "        pass\n")
+    module = _own_file(tmp_path, "spin_protocol",
+                       "def observe(ctx):\n    return ctx.function('spin')(ctx.state)\n")
+    protocol = dataclasses.replace(_protocol(EXAMPLE), observe=module.observe)
+    seq = sample_sequence(protocol, 0, 1)
+    code = load_code(target_ref(f"{spinning}::TokenStager", None, ()), protocol.component)
+    trace = run_sequence(code, protocol, seq, "seen", dict(OPTIONS, timeout=0.5))
+    failed = trace.failed()
+    assert failed["op"] == "observe" and failed["outcome"] == "hung", failed
