@@ -90,6 +90,17 @@ def test_an_internal_error_without_a_save_folder_goes_to_the_temporary_folder(tm
     assert not (tmp_path / "b.json").exists()       # no partial result: no report
 
 
+def test_an_internal_error_under_no_save_writes_nothing_under_the_repository(tmp_path):
+    work = tmp_path / "repo"
+    work.mkdir()
+    proc = planted("diff", "single-loop", BUGGY, "--no-save", "--quiet", cwd=work,
+                   tmp=tmp_path)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    (saved,) = tmp_path.glob("stagecheck-internal-error-*.txt")
+    assert saved.name in proc.stderr and "planted internal error" in saved.read_text()
+    assert list(work.iterdir()) == []          # no .stagecheck folder, no file
+
+
 def test_usage_errors_stay_2_and_a_worker_failure_is_internal():
     assert not is_internal(TargetLoadError("bad target"))
     assert is_internal(RuntimeError("bug")) and is_internal(KeyError("x"))
