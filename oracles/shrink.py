@@ -7,7 +7,9 @@ kept and the passes start again, until no pass makes progress:
 1. padding: drop the padded ids, then stale entries of ids that are not live;
 2. batch: keep only the first ``k`` live requests, ``k`` by binary search (0, 1, then
    ``num_reqs`` less each power of two), so a bug behind a size threshold shrinks to
-   the threshold in a few rounds;
+   the threshold in a few rounds; then the first 2 .. 16, smallest first, so a
+   condition that holds on scattered sizes (``num_reqs % 7 == 3``) shrinks to its
+   smallest;
 3. requests: remove one live request (its slot, its entries, its buffer slots); in a
    batch of more than ``ONE_BY_ONE`` requests, runs of them (halves, quarters, ...);
 4. capacity: down to what the batch needs (one slot at least);
@@ -47,6 +49,8 @@ BATCH_SLOTS = 4096
 #: batches up to this many live requests lose one request at a time; larger ones lose
 #: runs of requests first
 ONE_BY_ONE = 64
+#: the largest live count ``_small_batch`` tries (after 0 and 1, which ``_batch`` tries)
+SMALL_BATCH = 16
 #: inputs of more entries than this are first simplified in runs of entries
 SMALL_INPUT = 4
 
@@ -131,28 +135,42 @@ def _padding(schema: StagingSchema, s: StagingScenario) -> Iterator[StagingScena
 def _batch(schema: StagingSchema, s: StagingScenario) -> Iterator[StagingScenario]:
     live = min(s.num_reqs, len(s.req_ids))
     for k in _smaller_ints(live, 0):
-        t = _clone(s)
-        dropped = t.req_ids[k:]
-        del t.req_ids[k:]
-        t.num_reqs = k
-        # a full batch stays full; a batch with a tail keeps one tail slot
-        capacity = max(1, k + (s.capacity > live))
-        if capacity >= t.capacity:
-            capacity = t.capacity
-        t.capacity = capacity
-        kept = set(t.req_ids)
-        for inp in schema.inputs:
-            value = t.inputs.get(inp.name)
-            if inp.kind == PER_REQUEST:
-                for r in dropped:
-                    if r not in kept:
-                        value.pop(r, None)
-            elif inp.kind == PER_SLOT:
-                del value[capacity:]
-        for table in (t.initial_cpu, t.initial_gpu):
-            for values in table.values():
-                del values[capacity:]
-        yield t
+        yield _first(schema, s, k, live)
+
+
+def _small_batch(schema: StagingSchema, s: StagingScenario) -> Iterator[StagingScenario]:
+    """The first 2 .. ``SMALL_BATCH`` live requests, smallest first (one batch of small
+    candidates): a condition that holds on scattered sizes (``num_reqs % 7 == 3``),
+    which the binary search of ``_batch`` steps over, shrinks to its smallest size."""
+    live = min(s.num_reqs, len(s.req_ids))
+    for k in range(2, min(SMALL_BATCH + 1, live)):
+        yield _first(schema, s, k, live)
+
+
+def _first(schema: StagingSchema, s: StagingScenario, k: int, live: int) -> StagingScenario:
+    """``s`` with only its first ``k`` live requests (of ``live``)."""
+    t = _clone(s)
+    dropped = t.req_ids[k:]
+    del t.req_ids[k:]
+    t.num_reqs = k
+    # a full batch stays full; a batch with a tail keeps one tail slot
+    capacity = max(1, k + (s.capacity > live))
+    if capacity >= t.capacity:
+        capacity = t.capacity
+    t.capacity = capacity
+    kept = set(t.req_ids)
+    for inp in schema.inputs:
+        value = t.inputs.get(inp.name)
+        if inp.kind == PER_REQUEST:
+            for r in dropped:
+                if r not in kept:
+                    value.pop(r, None)
+        elif inp.kind == PER_SLOT:
+            del value[capacity:]
+    for table in (t.initial_cpu, t.initial_gpu):
+        for values in table.values():
+            del values[capacity:]
+    return t
 
 
 def _requests(schema: StagingSchema, s: StagingScenario) -> Iterator[StagingScenario]:
@@ -326,10 +344,11 @@ def _names(schema: StagingSchema, s: StagingScenario) -> Iterator[StagingScenari
     yield t
 
 
-PASSES = (_padding, _batch, _requests, _capacity, _contents, _values, _names)
+PASSES = (_padding, _batch, _small_batch, _requests, _capacity, _contents, _values, _names)
 #: the passes that make a scenario smaller (not simpler): what an example on which a call
-#: hangs is shrunk by, each try that still hangs costing a deadline
-SIZE_PASSES = PASSES[:4]
+#: hangs is shrunk by, each try that still hangs costing a deadline (not the small sizes'
+#: sweep: up to fifteen more tries, one at a time)
+SIZE_PASSES = (_padding, _batch, _requests, _capacity)
 
 
 def _next_batch(candidates: Iterator[StagingScenario], batch_size: int

@@ -29,6 +29,8 @@ THRESHOLDS = {"buggy_fast_path_12_forgets_drafts": 12,
               "buggy_fast_path_1024_forgets_drafts": 1024,
               # 601 to 999: no threshold of the list, reached by the "any size" band
               "buggy_fast_path_601_to_999_forgets_drafts": 601,
+              # 3, 10, 17, ...: scattered sizes, shrunk to the smallest of them
+              "buggy_fast_path_every_7th_size_forgets_drafts": 3,
               "buggy_fast_path_full_batch_forgets_drafts": None}
 
 

@@ -163,6 +163,22 @@ def test_a_threshold_bug_shrinks_to_the_threshold(threshold):
     assert not contract_breaches(SCHEMA, smallest) and not malformed(SCHEMA, smallest)
 
 
+@pytest.mark.parametrize("period, rest", [(7, 3), (5, 2), (11, 9)])
+def test_a_bug_on_scattered_sizes_shrinks_to_the_smallest_of_them(period, rest):
+    """A condition that holds on sizes no binary search lands on (``num_reqs % 7 == 3``),
+    found on a large batch, shrinks to its smallest size (``rest``), not to the first
+    size the search stops at."""
+    def fails(s):
+        return s.num_reqs % period == rest and any(
+            s.inputs["spec_decode_tokens"].get(r) for r in s.live_ids)
+
+    start = next(s for s in (sample_scenario(SCHEMA, 0, i) for i in range(4000))
+                 if fails(s) and s.num_reqs > 200)
+    smallest, _ = shrink(SCHEMA, start,
+                         lambda cs: next((k for k, c in enumerate(cs) if fails(c)), None))
+    assert smallest.num_reqs == rest, (start.num_reqs, smallest.num_reqs)
+
+
 def test_hypothesis_draws_the_same_space_large_scenarios_included():
     """The hypothesis strategies draw the same sizes: full batches of 1,024 (past
     hypothesis's own limit of decisions per example: the rest comes from a seed it
