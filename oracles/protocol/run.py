@@ -102,13 +102,15 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     if not op.when(view):
                         continue
                     completion = "eager" if meant else view.completion_of(k)
-                    model.boundary(completion)
                     model.where = f"step {view.index}, {op.name}"
                     model.location = (view.index, op.name)
                     before = len(model.hazards)
                     outcome, result = None, None
                     try:
                         with time_limit(limit):
+                            # queued device work the completion runs now hangs within
+                            # the limit of the operation it runs before
+                            model.boundary(completion)
                             result = op.run(ctx)
                     except CallTimedOut as exc:
                         _refuse_own_hang(protocol, op.run, exc, code,
@@ -178,8 +180,13 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
 def _finish(model, trace: Trace, ctx) -> Trace:
     """Everything still queued runs (the run's end), then what device work read."""
     before = len(model.hazards)
+    limit = None if ctx.protocol.staging else ctx.options["timeout"]
     try:
-        model.finish()
+        with time_limit(limit):
+            model.finish()
+    except CallTimedOut:                  # queued device work the end of the run ran
+        if trace.failed() is None and trace.stopped is None:
+            trace.stopped = "hung at the end of the run (queued device work)"
     except StandInUnsupported as exc:     # a limit of the model, met by queued work
         raise _limit(ctx.protocol, exc) from None
     except BaseException as exc:      # device work the end of the run ran raised

@@ -290,3 +290,20 @@ def test_observe_calling_target_code_that_hangs_is_the_targets_hang(tmp_path):
     trace = run_sequence(code, protocol, seq, "seen", dict(OPTIONS, timeout=0.5))
     failed = trace.failed()
     assert failed["op"] == "observe" and failed["outcome"] == "hung", failed
+
+
+@pytest.mark.parametrize("run", ["seen", "meant"])
+def test_device_work_that_hangs_is_the_targets_hang_within_the_limit(tmp_path, run):
+    """Device work runs when the model completes it (at an operation's start, inside a
+    synchronisation, at the run's end): wherever that is, a hang in it is stopped by the
+    per-call limit and is the run's outcome, not a worker that never answers."""
+    hanging = tmp_path / "hanging_embed_stager.py"
+    hanging.write_text(STAGER.read_text().replace(
+        "        return ids * 2", "        while True:\n            pass"))
+    protocol = _protocol(EXAMPLE)
+    seq = sample_sequence(protocol, 0, 1)
+    code = load_code(target_ref(f"{hanging}::TokenStager", None, ()), protocol.component)
+    trace = run_sequence(code, protocol, seq, run, dict(OPTIONS, timeout=0.5))
+    failed = trace.failed()
+    assert (failed or {}).get("outcome") == "hung" or "hung" in (trace.stopped or ""), \
+        (failed, trace.stopped)
