@@ -444,7 +444,7 @@ PROTOCOL_TARGETS_DISAGREE = ("the targets' names choose different protocols ({ba
 PROTOCOL_CHECK_PROBLEM = "protocol {name!r} ({where}): {problem}"
 PROTOCOL_CHECK_FAILED = ("protocol {name!r} ({where}) has {count} problem(s); each line above "
                          "names the part, its value and the fix (docs/protocols.md)")
-PROTOCOL_CHECK_WHEN = ("operations[{k}] ({name!r}).when raised {error} on step {step} of a drawn "
+PROTOCOL_CHECK_WHEN = ("operations[{k}] ({name!r}).when {error} on step {step} of a drawn "
                        "sequence: a 'when' takes the StepView and returns True or False; fix it")
 PROTOCOL_CHECK_DRAW = ("drawing step sequences from space {value!r} raised {error}: fix the "
                        "space (docs/protocols.md, 'The step space')")

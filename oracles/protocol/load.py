@@ -35,6 +35,7 @@ from stagecheck.oracles.paths import require_file
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.runner import load_schema_isolated
 from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.text import short_text
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool
 from stagecheck.oracles.worker.pool import load_deadline
 from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, StepSpace, Trace
@@ -43,7 +44,8 @@ from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.steps import unfold
 
 __all__ = ["PROTOCOL_SECONDS", "check_protocol", "dry_run_problems", "is_protocol_file",
-           "load_protocol", "load_protocol_guarded", "load_protocol_isolated", "probe_protocol", "protocol_for_target", "protocol_spec"]
+           "load_protocol", "load_protocol_guarded", "load_protocol_isolated", "probe_protocol",
+           "protocol_for_target", "protocol_spec", "when_problem"]
 
 SINGLE_CALL = "single-call:"
 _SPECS: dict[int, str] = {}        # id(protocol) -> the spec it was loaded from
@@ -401,6 +403,14 @@ def _drawable(protocol: Protocol) -> Protocol:
     return protocol
 
 
+def when_problem(k: int, op: Operation, answer: Any, step: int) -> str:
+    """The problem of operation ``k``'s ``when``, which raised or returned ``answer`` (not
+    a bool) on step ``step``."""
+    error = (f"raised {type(answer).__name__}: {answer}" if isinstance(answer, Exception)
+             else f"returned {short_text(answer, 60)} (not a bool)")
+    return messages.PROTOCOL_CHECK_WHEN.format(k=k, name=op.name, error=error, step=step)
+
+
 def dry_run_problems(protocol: Protocol, sequences: int = CHECK_SEQUENCES) -> list[str]:
     """Problems that ``sequences`` drawn step sequences show, every one: the space draws,
     every step unfolds, and each operation's ``when`` answers True or False on each step
@@ -432,9 +442,5 @@ def dry_run_problems(protocol: Protocol, sequences: int = CHECK_SEQUENCES) -> li
                 except Exception as exc:
                     answer = exc
                 if not isinstance(answer, bool):
-                    error = (f"{type(answer).__name__}: {answer}"
-                             if isinstance(answer, Exception)
-                             else f"no bool (it returned {answer!r})")
-                    failed[k] = messages.PROTOCOL_CHECK_WHEN.format(
-                        k=k, name=op.name, error=error, step=view.index)
+                    failed[k] = when_problem(k, op, answer, view.index)
     return [failed[k] for k in sorted(failed)]

@@ -30,7 +30,7 @@ from stagecheck.oracles.observe.call import CallTimedOut, time_limit
 from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, prepare_state,
                                                  release_state)
-from stagecheck.oracles.protocol.load import load_protocol
+from stagecheck.oracles.protocol.load import load_protocol, when_problem
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.text import exception_text, short_text, type_name
 from stagecheck.spec.protocol import Protocol, Trace
@@ -99,8 +99,16 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
             for view in views if views is not None else unfold(seq):
                 ctx.step = view
                 for k, op in enumerate(protocol.operations):
-                    if not op.when(view):
-                        continue
+                    try:
+                        active = op.when(view)
+                    except Exception as exc:    # the protocol's own function: exit 2
+                        active = exc
+                    if active is not True:
+                        if active is False:
+                            continue
+                        raise SchemaError.of(messages.PROTOCOL_INVALID, protocol.name,
+                                             count=1, problems=when_problem(
+                                                 k, op, active, view.index))
                     completion = "eager" if meant else view.completion_of(k)
                     model.where = f"step {view.index}, {op.name}"
                     model.location = (view.index, op.name)

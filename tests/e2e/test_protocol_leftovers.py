@@ -199,7 +199,7 @@ def test_protocol_check_reports_every_problem_in_one_run(tmp_path):
                 messages.PROTOCOL_PROBLEM_DUPLICATE.format(names="b"),
                 messages.PROTOCOL_PROBLEM_RANGE.format(part="space.steps", value=(0, 3)),
                 "operations[0] ('a').when raised AttributeError",
-                "operations[1] ('b').when raised no bool (it returned 3)"]
+                "operations[1] ('b').when returned 3 (not a bool)"]
     for problem in expected:
         assert any(line.startswith(problem) for line in said), (problem, said)
     assert len(said) == len(expected)

@@ -78,6 +78,8 @@ def test_a_mistake_of_the_protocol_is_its_error_naming_the_part_and_the_fix(name
                 "row_order_missing.py": ("'input_batch.req_ids'", "'input_batch' is not there"),
                 "operation_returns_device_tensor.py": ("operation 'stage'", "device tensor"),
                 "observe_not_plain.py": ("observe returned a Snapshot object", "holds an address"),
+                "when_raises.py": ("operations[0] ('stage').when raised AttributeError",),
+                "when_not_bool.py": ("operations[0] ('stage').when returned 0 (not a bool)",),
                 "build_misspelt_context.py": ("componnent",),
                 "observe_raises.py": ("KeyError", "observe")}.get(name, ())
     for part in expected:
