@@ -162,7 +162,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                             raise _limit(protocol, exc) from None
                         except (SchemaError, MemoryError):
                             raise
-                        except Exception as exc:
+                        except BaseException as exc:    # an exit or interrupt too
                             mistake = _protocol_mistake(protocol.observe, exc, code)
                             if mistake is not None:    # the protocol's own code: exit 2
                                 raise SchemaError.of(
@@ -346,6 +346,9 @@ class _NotPlain(Exception):
 
 #: how deep ``_plain`` follows containers (deeper: a value that holds itself, or not data)
 PLAIN_DEPTH = 32
+#: most values (and bytes) one result of an operation or observe may hold: each is kept
+#: for every step of every sequence, and sent from the worker
+PLAIN_ITEMS = 1_000_000
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -356,7 +359,7 @@ def _plain(value: Any, path: str = "", depth: int = 0) -> Any:
     its address) or that nests deeper than ``PLAIN_DEPTH``."""
     kind = type(value)
     if value is None or kind in _SCALARS:
-        return value
+        return value if kind is not float or value == value else "nan"
     if depth > PLAIN_DEPTH:
         raise _NotPlain(path, f"a value nested deeper than {PLAIN_DEPTH} levels "
                               "(one that holds itself?)")
@@ -385,6 +388,10 @@ def _plain(value: Any, path: str = "", depth: int = 0) -> Any:
         except ImportError:
             pass
         return _plain(tolist(), path, depth + 1)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        if len(value) > PLAIN_ITEMS:
+            raise _NotPlain(path, f"{len(value):,} bytes (more than {PLAIN_ITEMS:,})")
+        return bytes(value).hex()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {"dataclass": type_name(kind),
                 **{f.name: _plain(getattr(value, f.name, None),
@@ -397,13 +404,41 @@ def _plain(value: Any, path: str = "", depth: int = 0) -> Any:
     return text
 
 
+def _comparable(plain: Any, count: list) -> int:
+    """The number of values in ``plain`` (``_plain``'s result), each NaN replaced by the
+    text ``'nan'`` in place, so that two equal runs compare equal (NaN != NaN)."""
+    if type(plain) is list:
+        for k, v in enumerate(plain):
+            if type(v) is float and v != v:
+                plain[k] = "nan"
+            elif type(v) is list or type(v) is dict:
+                _comparable(v, count)
+        count[0] += len(plain)
+    elif type(plain) is dict:
+        for k, v in plain.items():
+            if type(v) is float and v != v:
+                plain[k] = "nan"
+            elif type(v) is list or type(v) is dict:
+                _comparable(v, count)
+        count[0] += len(plain)
+    else:
+        count[0] += 1
+    return count[0]
+
+
 def _plain_result(protocol: Protocol, value: Any, part: str, step: int) -> Any:
     """``_plain(value)`` of what an operation or ``observe`` returned, or the protocol's
     mistake (``PROTOCOL_NOT_PLAIN``) when it is not plain data."""
     try:
-        return _plain(value)
+        plain = _plain(value)
+        count = _comparable(plain, [0])
+        if count > PLAIN_ITEMS:
+            raise _NotPlain("", f"{count:,} values (more than {PLAIN_ITEMS:,}: return what "
+                                "the check needs, e.g. a sum or the first rows)")
+        return plain
     except _NotPlain as exc:
         where, what = exc.args
+        where = where if len(where) <= 80 else where[:77] + "..."
         raise SchemaError.of(messages.PROTOCOL_NOT_PLAIN, protocol.name, part=part,
                              what=what, where=f" at {where}" if where else "",
                              step=step) from None

@@ -246,6 +246,27 @@ def test_plain_data_is_read_the_same_every_run_and_other_objects_are_refused():
         _plain(looped)
 
 
+def test_results_compare_equal_across_runs_nan_included_and_are_bounded():
+    """NaN != NaN: a result holding one would differ from itself between the two runs of
+    a correct target; it is read as the text 'nan'. A result of more than PLAIN_ITEMS
+    values (or bytes) is the protocol's mistake, not a worker out of memory."""
+    from stagecheck.oracles.protocol.run import PLAIN_ITEMS, _plain_result
+
+    protocol = _protocol(EXAMPLE)
+    nan = float("nan")
+    first = _plain_result(protocol, {"x": nan, "rows": [[1.0, nan]], "t": nan}, "observe", 0)
+    again = _plain_result(protocol, {"x": nan, "rows": [[1.0, nan]], "t": nan}, "observe", 0)
+    assert first == again == {"x": "nan", "rows": [[1.0, "nan"]], "t": "nan"}
+    assert _plain_result(protocol, b"\x01\xff", "observe", 0) == "01ff"
+    for huge, said in (([0] * (PLAIN_ITEMS + 1), "values"),
+                       (bytes(PLAIN_ITEMS + 1), "bytes")):
+        with pytest.raises(SchemaError) as raised:
+            _plain_result(protocol, {"big": huge}, "observe", 3)
+        assert re.search(rf"returned [\d,]+ {said} \(more than {PLAIN_ITEMS:,}",
+                         str(raised.value)), str(raised.value)
+        assert "observe returned" in str(raised.value) and "after step 3" in str(raised.value)
+
+
 def _own_file(tmp_path: pathlib.Path, name: str, source: str):
     path = tmp_path / f"{name}.py"
     path.write_text(source)
