@@ -379,6 +379,8 @@ PROTOCOL_PROBLEM_OPERATION_NAME = "operations[{k}] has the name {value!r}: give 
 PROTOCOL_PROBLEM_DUPLICATE = "operations named {names} appear twice: give each its own name"
 PROTOCOL_PROBLEM_DEVICE_WORK = ("device_work {value!r} is not a tuple of dotted method paths: "
                                 "give e.g. ('_model_forward', 'align_ctx.run_fused_precopy')")
+PROTOCOL_PROBLEM_DEVICE_WORK_TWICE = ("device_work names {names} twice: each method is "
+                                      "device work once; give each path one entry")
 PROTOCOL_PROBLEM_PATH = "{part} {value!r} is not a dotted attribute path: give e.g. 'input_batch.req_ids'"
 PROTOCOL_PROBLEM_SPACE = "space {value!r} is not a StepSpace: write StepSpace(...)"
 PROTOCOL_PROBLEM_RANGE = ("{part} {value!r} is not a range (low, high) with 1 <= low <= high "

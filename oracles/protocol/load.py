@@ -337,6 +337,11 @@ def check_protocol(protocol: Any) -> list[str]:
     if not isinstance(p.device_work, tuple) or not all(_identifier_path(w)
                                                        for w in p.device_work):
         problem(messages.PROTOCOL_PROBLEM_DEVICE_WORK, value=p.device_work)
+    else:
+        twice = sorted({w for w in p.device_work if p.device_work.count(w) > 1})
+        if twice:
+            problem(messages.PROTOCOL_PROBLEM_DEVICE_WORK_TWICE,
+                    names=", ".join(map(repr, twice)))
     if p.row_order and not _identifier_path(p.row_order):
         problem(messages.PROTOCOL_PROBLEM_PATH, part="row_order", value=p.row_order)
     out += _space_problems(p.space)

@@ -330,3 +330,14 @@ def test_device_work_that_hangs_is_the_targets_hang_within_the_limit(tmp_path, r
     failed = trace.failed()
     assert (failed or {}).get("outcome") == "hung" or "hung" in (trace.stopped or ""), \
         (failed, trace.stopped)
+
+
+def test_a_device_work_path_listed_twice_is_a_problem_of_the_declaration():
+    """Listing a method twice wrapped it twice (its reads noted twice, correct code
+    condemned): the declaration says so instead."""
+    from stagecheck.oracles.protocol.load import check_protocol
+
+    protocol = dataclasses.replace(_protocol(EXAMPLE), device_work=("embed", "embed"))
+    assert check_protocol(protocol) == [
+        messages.PROTOCOL_PROBLEM_DEVICE_WORK_TWICE.format(names="'embed'")]
+    assert check_protocol(_protocol(EXAMPLE)) == []
