@@ -11,7 +11,9 @@ function and tensor method call (``torch.zeros``, ``t.copy_``, ``t[...] = v``, `
 - a factory asked for device memory (``device="cuda"``, a device object) or pinned memory
   (``pin_memory=True``, ``t.pin_memory()``) gets it from the model; ``is_pinned`` asks it;
 - a host read of a device tensor (``tolist``, ``item``, ``int()``, printing) is a blocking
-  download first; ``numpy()`` of one raises as torch does;
+  download first; ``numpy()`` of one raises as torch does; ``numpy()`` of a host tensor
+  is a view that reads nothing (vLLM's ``x.to("cpu", non_blocking=True).numpy()`` before
+  the event: what is read through the array is judged by its values);
 - any other operation on device tensors is device work the host issued
   (``model.device_op``); mixing them with host tensors raises as on CUDA;
 - an operation on host tensors is run, and its reads and in-place writes of host memory
@@ -278,9 +280,8 @@ def _numpy(model, func, args, kwargs):
     if model.memory(t) == "device":
         raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() "
                         "to copy the tensor to host memory first.")
-    if model._open and model.host_pending():
-        model.host_read(span_of(t), "torch numpy()")
-    return func(*args, **kwargs)
+    return func(*args, **kwargs)      # a view: it reads nothing (what is read through it
+    #                                    is seen in its values: readback_as_written)
 
 
 def _pin_memory(model, func, args, kwargs):

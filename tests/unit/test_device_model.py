@@ -371,3 +371,27 @@ def test_device_work_is_compared_only_where_it_reads():
         model.finish()
     assert model.reads_log[0][2]["dev"] == [1, 2, None, None]
     assert model.mismatches == []
+
+
+def test_numpy_of_a_pending_download_is_a_view_not_a_read():
+    """vLLM's ``async_copy_to_np``: ``x.to("cpu", non_blocking=True).numpy()`` makes a view
+    of pinned memory a download still writes; read after the copy's event it is correct
+    code, so making the view is no hazard (a tolist() of the tensor before the event is)."""
+    import torch
+
+    from stagecheck.oracles.device import device_model
+
+    model = device_model("cpu", "lazy", 0)
+    with model.activate():
+        dev = torch.arange(4, device="cuda")
+        event = torch.cuda.Event()
+        host = dev.to("cpu", non_blocking=True)
+        view = host.numpy()
+        event.record()
+        assert model.hazards == []
+        event.synchronize()
+        assert view.tolist() == [0, 1, 2, 3] and model.hazards == []
+        again = dev.to("cpu", non_blocking=True)
+        again.tolist()                         # read before any wait: a hazard
+        assert [h.kind for h in model.hazards] == ["host-read-pending-download"]
+    model.release()
