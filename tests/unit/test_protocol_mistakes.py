@@ -341,3 +341,14 @@ def test_a_device_work_path_listed_twice_is_a_problem_of_the_declaration():
     assert check_protocol(protocol) == [
         messages.PROTOCOL_PROBLEM_DEVICE_WORK_TWICE.format(names="'embed'")]
     assert check_protocol(_protocol(EXAMPLE)) == []
+
+
+def test_a_protocol_file_imports_its_names_from_stagecheck_spec():
+    """docs/protocols.md: a protocol file may import stagecheck.spec's Protocol,
+    Operation, StepSpace, ProtocolCheck and StandIn."""
+    import stagecheck.spec as spec
+    from stagecheck.spec import protocol, schema
+
+    for name in ("Protocol", "Operation", "StepSpace", "ProtocolCheck"):
+        assert getattr(spec, name) is getattr(protocol, name) and name in spec.__all__
+    assert spec.StandIn is schema.StandIn and "StandIn" in spec.__all__
