@@ -85,7 +85,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                 where = _call_refused(protocol.build, exc)
                 if where is not None:         # the component never ran: not its finding
                     raise SchemaError.of(messages.PROTOCOL_BUILD_MISMATCH, protocol.name,
-                                         component=protocol.component or "the component",
+                                         component=_built_class(code, protocol),
                                          where=where,
                                          error=exception_text(exc, type(exc))) from None
                 mistake = _protocol_mistake(protocol.build, exc, code)
@@ -267,6 +267,15 @@ def _refuse_own_hang(protocol: Protocol, func, exc: BaseException, code, part: s
     if mistake is not None:
         raise SchemaError.of(messages.PROTOCOL_CODE_HUNG, protocol.name, part=part,
                              limit=limit or 0, where=mistake) from None
+
+
+def _built_class(code, protocol: Protocol) -> str:
+    """The name of the class ``build`` was building: the one the target names (which may
+    not be the protocol's component), else the protocol's component."""
+    try:
+        return type_name(code.component())
+    except Exception:
+        return protocol.component or "the component"
 
 
 def _call_refused(build, exc: BaseException) -> str | None:

@@ -352,3 +352,14 @@ def test_a_protocol_file_imports_its_names_from_stagecheck_spec():
     for name in ("Protocol", "Operation", "StepSpace", "ProtocolCheck"):
         assert getattr(spec, name) is getattr(protocol, name) and name in spec.__all__
     assert spec.StandIn is schema.StandIn and "StandIn" in spec.__all__
+
+
+def test_cannot_build_names_the_class_the_target_names(tmp_path):
+    other = tmp_path / "other_component.py"
+    other.write_text(STAGER.read_text() + "\n\nclass Other:\n    def __init__(self):\n"
+                     "        pass\n")
+    protocol = _protocol(EXAMPLE)
+    code = load_code(target_ref(f"{other}::Other", None, ()), protocol.component)
+    with pytest.raises(SchemaError) as raised:
+        run_sequence(code, protocol, sample_sequence(protocol, 0, 1), "seen", OPTIONS)
+    assert "cannot build Other: TypeError" in str(raised.value), str(raised.value)
