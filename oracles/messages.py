@@ -428,7 +428,7 @@ REPLAY_UNTRUSTED_PROTOCOL = ("the replay file names the protocol file {target!r}
 #: a note on stderr (and the report's first line) when the target's name chose the protocol
 PROTOCOL_CHOSEN = ("protocol {protocol!r} chosen by the target's name {name!r} (the built-in "
                    "protocol that drives it); give --protocol NAME|FILE to choose another")
-PROTOCOL_OPTION_UNUSED = ("{flag} {value} does not apply to a protocol run (protocol "
+PROTOCOL_OPTION_UNUSED = ("{given} does not apply to a protocol run (protocol "
                           "{protocol!r}): a protocol run reads {reads}",
                           "leave {flag} out, or check one call per example without a protocol")
 PROTOCOL_CAPACITY_UNUSED = ("--max-capacity {value} does not apply to protocol {protocol!r}: its "

@@ -106,10 +106,12 @@ def _refuse_unread(command: str, values: dict, protocol: str,
             continue
         default = option.default_value()
         if value is not None and value != default and not (value == () and default is None):
-            shown_value = "" if option.action in ("switch", "negated") else value
+            switch = option.action in ("switch", "negated")
             read = ", ".join(OPTIONS[o].flag for o in PROTOCOL_FIELDS.values())
-            raise UsageError.of(messages.PROTOCOL_OPTION_UNUSED, shown_value, flag=option.flag,
-                                protocol=protocol, reads=read).located(f"option {option.flag}")
+            raise UsageError.of(messages.PROTOCOL_OPTION_UNUSED, "" if switch else value,
+                                given=option.flag if switch else f"{option.flag} {value}",
+                                flag=option.flag, protocol=protocol, reads=read
+                                ).located(f"option {option.flag}")
 
 
 def _refuse_bare_file(target: str | None, protocol: Protocol, argument: str) -> None:
@@ -328,7 +330,7 @@ class ProtocolCommand(Command):
             note("stagecheck: error: " + messages.PROTOCOL_CHECK_FAILED.format(
                 name=name, where=where, count=len(problems)))
             return Outcome("problems", EXIT_USAGE, problems)
-        lines = _summary(protocol, where)
+        lines = _summary(protocol, where, target)
         if ran is None:
             lines.insert(1, messages.PROTOCOL_CHECK_NOT_RUN.format(
                 where=shlex.quote(where), component=protocol.component or "Class"))
@@ -355,7 +357,7 @@ def _dry_run(spec: str, target: str):
         sequences=DRY_RUN_SEQUENCES, device="cpu", jobs=1, shrink=False))
 
 
-def _summary(protocol: Protocol, where: str) -> list[str]:
+def _summary(protocol: Protocol, where: str, target: str | None = None) -> list[str]:
     space = protocol.space
     lines = [messages.PROTOCOL_CHECK_OK.format(name=protocol.name, where=where,
                                                count=CHECK_SEQUENCES),
@@ -374,8 +376,9 @@ def _summary(protocol: Protocol, where: str) -> list[str]:
         lines.append(f"  device work: {', '.join(protocol.device_work)}")
     if protocol.checks:
         lines.append("  its own checks: " + ", ".join(c.id for c in protocol.checks))
-    lines.append(f"  run it: stagecheck spec path/to/component.py::"
-                 f"{protocol.component or 'function'} --protocol {where}")
+    target = shlex.quote(target) if target else \
+        f"path/to/component.py::{protocol.component or 'function'}"
+    lines.append(f"  run it: stagecheck spec {target} --protocol {shlex.quote(where)}")
     return lines
 
 
