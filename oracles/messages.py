@@ -271,6 +271,9 @@ PROTOCOL_EMPTY = ("no protocol given ({value!r})",
                   "path/to/protocol.py declaring PROTOCOL")
 PROTOCOL_UNKNOWN = ("{value!r} is neither a built-in protocol nor a protocol file",
                     "give one of {builtins}, 'single-call:SCHEMA', or path/to/protocol.py[:NAME]")
+PROTOCOL_FOLDER = ("{value!r} is a folder, not a protocol file",
+                   "give the path of the Python file in it that declares PROTOCOL = "
+                   "Protocol(...), or one of {builtins}")
 PROTOCOL_FILE_MISSING = ("protocol file {path!r} (in {value!r}) does not exist",
                          "give the path of a Python file that declares PROTOCOL = Protocol(...)")
 PROTOCOL_IMPORT = ("importing the protocol file {value!r} raised {error}",

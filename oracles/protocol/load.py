@@ -161,6 +161,9 @@ def _schema(spec: str):
 def _load_file(spec: str, checked: bool, guarded: bool) -> Protocol:
     path, _, name = spec.partition(":") if not spec.endswith(".py") else (spec, "", "")
     if not path.endswith(".py"):
+        if os.path.isdir(spec):
+            raise SchemaError.of(messages.PROTOCOL_FOLDER, spec,
+                                 builtins=", ".join(BUILTIN_PROTOCOLS))
         raise SchemaError.of(messages.PROTOCOL_UNKNOWN, spec,
                              builtins=", ".join(BUILTIN_PROTOCOLS))
     require_file(path, "protocol file", messages.PROTOCOL_FILE_MISSING, SchemaError, spec,

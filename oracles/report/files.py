@@ -142,6 +142,11 @@ def probe_file(path: str) -> str | None:
             return f"it is a symbolic link to {real!r}, in a folder that does not exist"
     folder = os.path.dirname(real)
     if not os.path.isdir(folder):
+        above = folder
+        while above and not os.path.lexists(above) and os.path.dirname(above) != above:
+            above = os.path.dirname(above)
+        if above and os.path.lexists(above) and not os.path.isdir(above):
+            return f"{above!r} is a file, not a folder"
         return f"folder {folder!r} does not exist"
     try:
         _probe_create(folder)

@@ -363,3 +363,17 @@ def test_cannot_build_names_the_class_the_target_names(tmp_path):
     with pytest.raises(SchemaError) as raised:
         run_sequence(code, protocol, sample_sequence(protocol, 0, 1), "seen", OPTIONS)
     assert "cannot build Other: TypeError" in str(raised.value), str(raised.value)
+
+
+def test_a_folder_given_as_protocol_or_under_a_report_path_is_named_as_such(tmp_path):
+    from stagecheck.oracles.protocol.load import load_protocol
+    from stagecheck.oracles.report.files import probe_file
+
+    with pytest.raises(SchemaError) as raised:
+        load_protocol(str(tmp_path))
+    assert raised.value.problem == messages.PROTOCOL_FOLDER[0].format(value=str(tmp_path))
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    assert probe_file(str(plain / "deeper" / "r.json")) == f"{str(plain)!r} is a file, not a folder"
+    assert probe_file(str(tmp_path / "gone" / "r.json")) == \
+        f"folder {str(tmp_path / 'gone')!r} does not exist"
