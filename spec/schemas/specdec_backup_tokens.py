@@ -228,7 +228,8 @@ SCHEMA = StagingSchema(
     functions=("prepare_next_token_ids_padded",),
     parameters=("self", "sampled_token_ids", "requests", "gpu_input_batch",
                 "discard_request_mask"),
-    releases="v0.20 on, llm_base_proposer.py",
+    releases="v0.20 and v0.21, llm_base_proposer.py; a body that indexes the tensors the "
+             "stand-ins model no further is refused, naming what it asked",
     signatures=(Signature(("self", "common_attn_metadata", "sampled_token_ids", "requests",
                            "gpu_input_batch", "discard_request_mask"),
                           build_with_attention_metadata, releases="v0.18, eagle.py",
