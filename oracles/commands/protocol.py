@@ -267,6 +267,9 @@ def replay_protocol_outcome(config: ReplayConfig) -> Outcome:
                                    config.protocol, config.device, config.shims)
     except StagecheckError as exc:
         index = getattr(exc, "target_index", None)
+        if config.protocol and repr(config.protocol) in getattr(exc, "problem", ""):
+            exc.where = "option --protocol"          # the file the user gave, not FILE
+            raise exc from None
         raise exc.located(shim_option(exc, None if config.shims else "argument FILE") or (
             "argument FILE" if index is None else
             f"the {sides[index][2:]} target (give another with {sides[index]})")) from None

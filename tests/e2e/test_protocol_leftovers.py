@@ -290,3 +290,16 @@ def test_a_misspelt_config_key_gets_the_closest_key_as_an_option_does(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.stagecheck]\nzzzq = 4\n")
     far = run_cli("spec", "legacy", cwd=tmp_path)
     assert far.returncode == 2 and "did you mean" not in far.stderr
+
+
+def test_replay_with_a_protocol_file_that_is_not_there_names_the_option(tmp_path):
+    saved = tmp_path / "saved"
+    found = run_cli("spec", f"{MACHINERY}/buggy_token_stager.py::TokenStager", "--protocol",
+                    EXAMPLE, "--examples", "20", "--save-dir", str(saved), "-q")
+    assert found.returncode == 1, found.stdout + found.stderr
+    replay = sorted(saved.glob("*.json"))[0]
+    gone = str(tmp_path / "moved.py")
+    proc = run_cli("replay", str(replay), "--protocol", gone)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    problem = messages.PROTOCOL_FILE_MISSING[0].format(path=gone, value=gone)
+    assert f"stagecheck: error: option --protocol: {problem}" in proc.stderr, proc.stderr
