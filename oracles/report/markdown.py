@@ -117,7 +117,10 @@ def render_markdown(result, strict: bool = False, targets: dict | None = None,
         lines += [f"Replay files: {len(saved or {})}, listed in {_code(manifest)}.", ""]
 
     if errors:
-        distinct = {json.dumps(f.scenario, sort_keys=True): f for f in errors if f.scenario}
+        distinct: dict = {}     # each scenario once, named after its first (the head) error
+        for f in (m for g in error_groups(errors) for m in g.findings):
+            if f.scenario:
+                distinct.setdefault(json.dumps(f.scenario, sort_keys=True), f)
         lines += ["### Reproduce", "",
                   f"{len(distinct)} shrunk scenario(s) as pytest tests (they survive "
                   "hypothesis upgrades):", ""]

@@ -363,7 +363,9 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     if manifest:
         lines += ["", messages.MANIFEST_LINE.format(count=len(saved or {}), path=manifest)]
     if errors and show_tests:
-        distinct = {json.dumps(f.scenario, sort_keys=True): f for f in errors}
+        distinct: dict = {}     # each scenario once, named after its first (the head) error
+        for f in (m for g in error_groups(errors) for m in g.findings):
+            distinct.setdefault(json.dumps(f.scenario, sort_keys=True), f)
         lines += ["", f"REPRODUCE: {len(distinct)} shrunk scenario(s) as pytest tests "
                   "(they survive hypothesis upgrades)"]
         for data, f in distinct.items():

@@ -41,3 +41,8 @@ def test_an_off_by_one_loop_is_one_error_in_text_json_junit_and_markdown(tmp_pat
     assert "slot  request" in failure.text and "stagecheck replay" in failure.text
     assert '"initial_cpu"' not in failure.text                  # no raw scenario JSON
     assert "### Errors (1, from" in out["md"].read_text()
+    # the pasted pytest test is named after the group's head, as the text shows it
+    head = group["id"]
+    safe = "".join(ch if ch.isalnum() else "_" for ch in head)
+    assert f"[{head}]" in section and f"def test_{safe}(scenario):" in text
+    assert f"def test_{safe}(scenario):" in out["md"].read_text()
