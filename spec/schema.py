@@ -25,6 +25,9 @@ scenarios are out of contract. Nothing here imports the machinery: a schema's
 
 from __future__ import annotations
 
+import os
+import sys
+import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
@@ -501,8 +504,10 @@ class SchemaCodeFailed(Exception):
     schema_mistake = True      # what the command line reads (no import of this module)
 
     def __init__(self, what: str, error: BaseException) -> None:
-        super().__init__(f"{what} raised {type(error).__name__}: {error}")
-        self.what, self.error = what, f"{type(error).__name__}: {error}"
+        where = _user_frame(error)
+        text = f"{type(error).__name__}: {error}" + (f" at {where}" if where else "")
+        super().__init__(f"{what} raised {text}")
+        self.what, self.error = what, text
 
     @classmethod
     def of(cls, what: str, error: Exception) -> Exception:
@@ -513,6 +518,22 @@ class SchemaCodeFailed(Exception):
         if isinstance(error, cls) or getattr(error, "problem", None) is not None:
             return error
         return cls(what, error)
+
+
+def _user_frame(error: BaseException) -> str | None:
+    """``file:line`` of the innermost frame of ``error``'s traceback in the user's code
+    (outside stagecheck's ``spec`` and ``oracles``, the standard library and installed
+    packages), or None."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    skip = (here + os.sep, os.path.join(os.path.dirname(here), "oracles") + os.sep,
+            os.path.dirname(os.path.abspath(os.__file__)) + os.sep)
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        name = frame.filename
+        if name.startswith("<") or name.startswith(skip) or "site-packages" in name \
+                or name.startswith(sys.prefix + os.sep + "lib"):
+            continue
+        return f"{name}:{frame.lineno}"
+    return None
 
 
 class StandInUnsupported(BaseException):

@@ -354,7 +354,8 @@ SCHEMAS = [
            r"field 'query_len': column raised ValueError: it gives .* where derive gives",
            "column disagrees with its derive"),
           ("build-raises", "build_raises_rarely",
-           r"schema 'attention-lengths': build raised RuntimeError: rare during the run",
+           r"schema 'attention-lengths': build raised RuntimeError: rare at \S+\.py:\d+ during "
+           r"the run",
            "build raises RuntimeError"),
           ("build-exits", "build_exits_rarely",
            r"schema 'attention-lengths': build raised os\._exit\(0\)",
@@ -412,7 +413,7 @@ PROTOCOL_FILES = [
                   "a --protocol file whose own check (run by the checker) loops on a real "
                   "trace"),
     protocol_case("protocol-check-raises", "protocol_check_raises", 2,
-                  r"checks\[0\] \('raises'\) raised ValueError: boom during the run",
+                  r"checks\[0\] \('raises'\) raised ValueError: boom at \S+\.py:\d+ during the run",
                   "a --protocol file whose own check (run by the checker) raises ValueError "
                   "on a real trace (was: exit 3, an internal error)"),
     Case("protocol-check-atexit", ("spec", STAGER.replace("fixed_", "buggy_"), "--protocol",

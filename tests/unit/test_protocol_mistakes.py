@@ -377,3 +377,17 @@ def test_a_folder_given_as_protocol_or_under_a_report_path_is_named_as_such(tmp_
     assert probe_file(str(plain / "deeper" / "r.json")) == f"{str(plain)!r} is a file, not a folder"
     assert probe_file(str(tmp_path / "gone" / "r.json")) == \
         f"folder {str(tmp_path / 'gone')!r} does not exist"
+
+
+def test_schema_or_protocol_code_that_raised_is_named_by_file_and_line(tmp_path):
+    """A protocol's check (or a schema's derive) raising while the checker judges is
+    exit 2 naming where in the user's file it raised."""
+    from stagecheck.spec.schema import SchemaCodeFailed
+
+    module = _own_file(tmp_path, "raising_check", "def check(seq, trace):\n    return 1 / 0\n")
+    try:
+        module.check(None, None)
+    except ZeroDivisionError as exc:
+        failed = SchemaCodeFailed("checks[0] ('odd')", exc)
+    assert failed.error == (f"ZeroDivisionError: division by zero at "
+                            f"{tmp_path / 'raising_check.py'}:2")
