@@ -244,7 +244,7 @@ PHASES = (
     ("    drawing the scenarios", "campaign._Search", "scenario"),
     ("    judging the observations", "campaign._Search", "judge"),
     ("  hypothesis edge-case stream (incl. preload)", "campaign._Search", "hypothesis_stream"),
-    ("    preload of the project's modules", "campaign", "preload_project_modules"),
+    ("    preload of the project's modules", "campaign_hypothesis", "preload_project_modules"),
     ("  shrinking", "campaign._Search", "shrink"),
     ("  kernel impact of the kept findings", "campaign._Search", "kernel_impact"),
 )
@@ -277,7 +277,7 @@ def _phases_run(argv: list[str]) -> dict:
         return wrapper
 
     for label, where, name in PHASES:
-        owner = campaign
+        owner = importlib.import_module("stagecheck.oracles." + where.split(".")[0])
         for part in where.split(".")[1:]:
             owner = getattr(owner, part)
         setattr(owner, name, timed(label, getattr(owner, name)))

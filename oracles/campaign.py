@@ -10,14 +10,16 @@ source, ``(seed, index)`` identifies every example, and sends them to the worker
 batches that run on fast numpy buffers. Every example whose fast run shows an error,
 and one in ``SAMPLE_EVERY`` of the rest, is run again on the instrumented buffers
 (write order, copy order, padded reads). A stream stops at its first error, which the
-scenario shrinker (``oracles/shrink.py``) reduces to a smallest failing scenario.
-A bounded hypothesis stream then looks for edge cases, with hypothesis's own shrinking.
+scenario shrinker (``oracles/shrink.py``) reduces to a smallest failing scenario
+(``oracles/campaign_shrinking.py``). A bounded hypothesis stream then looks for edge
+cases, with hypothesis's own shrinking (``oracles/campaign_hypothesis.py``).
 The ``hypothesis`` engine (the pytest plugin's) draws both streams with hypothesis,
 under its profiles and example database.
 
 When the kernel oracle is on, each finding's kept scenario is run through it; error
 findings not yet seen to reach the kernel get a short probe of further examples
-(shrunk examples tend to be values the kernel does nothing with). With ``--kernel
+(shrunk examples tend to be values the kernel does nothing with;
+``oracles/campaign_impact.py``). With ``--kernel
 always`` it also judges every example of every stream (``examples_kernel`` counts
 them, ``kernel_seconds`` is what they cost). Each finding says
 which engine found it (``extra["engine"]``).
@@ -31,29 +33,27 @@ result holds what was found so far with ``interrupted`` set (no verdict).
 from __future__ import annotations
 
 import inspect
-import json
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from stagecheck.oracles import interrupt, messages
-from stagecheck.oracles._preload import preload_project_modules
+from stagecheck.oracles.campaign_hypothesis import HypothesisStream
+from stagecheck.oracles.campaign_impact import KernelImpactProbe
+from stagecheck.oracles.campaign_shrinking import Shrinking
 from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.evaluate import judge, with_kernel_impact
 from stagecheck.oracles.gcpause import fewer_collections
-from stagecheck.oracles.observe.call import WALL_FACTOR
 from stagecheck.oracles.options import CampaignConfig, RunOptions
 from stagecheck.oracles.results import TargetPair
 from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.sample import sample_breach, sample_scenario
-from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, SIZE_PASSES, shrink
 from stagecheck.oracles.targets import Target, load_target, target_from_callable
-from stagecheck.oracles.worker.pool import GRACE_SECONDS
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
 from stagecheck.spec.schema import StagingSchema
-from stagecheck.spec.space import SMALL, draft_bound
+from stagecheck.spec.space import draft_bound
 
 __all__ = ["BATCH", "SAMPLE_EVERY", "CampaignResult", "resolved_bounds", "run_campaign",
            "same_schema"]
@@ -71,24 +71,10 @@ SAMPLE_EVERY = 16
 #: examples of the hypothesis edge-case stream per stream, at most (about 4 ms each:
 #: hypothesis draws value by value), by default one per 20 of the random stream
 EDGE_EXAMPLES = 100
-#: seconds the shrinking of a call that hangs or ends its process may take, its tries
-#: together (each try that still hangs costs its deadline): at least this, and at least
-#: ``STOPPED_SHRINK_TRIES`` deadlines of one try
-STOPPED_SHRINK_SECONDS = 10.0
-STOPPED_SHRINK_TRIES = 4
-#: the time limit of one such try, as a fraction of ``--timeout`` (at least
-#: ``STOPPED_TRY_FLOOR`` seconds, at most ``--timeout``): a candidate of the shrinker is
-#: smaller than the example that hung at the full limit, and a correct call takes
-#: milliseconds. The scenario the shrinker settles on is run once more at the full limit
-#: (where its try had a shorter one): a try's hang is not taken for one at the limit
-STOPPED_TRY_FRACTION = 0.1
-STOPPED_TRY_FLOOR = 0.5
 #: calls of one kind (hang, or ended its process) after which the out-of-contract stream
 #: stops: each costs a deadline or a new worker, and the finding is the same. A kind the
 #: in-contract stream already found (an error) stops it at the first
 STOPPED_CALLS_PER_STREAM = 3
-#: examples the kernel-impact probe draws at most after the search
-IMPACT_PROBE_EXAMPLES = 60
 STREAMS = ("in", "out")
 
 
@@ -162,8 +148,10 @@ _STOPPED_WORDS = {"hang": "hung", "crash": "ended its process"}
 _STREAM_WORDS = {"in": "in-contract", "out": "out-of-contract"}
 
 
-class _Search:
-    """One campaign's state: the runner, the judge, the collector."""
+class _Search(Shrinking, HypothesisStream, KernelImpactProbe):
+    """One campaign's state: the runner, the judge, the collector; the shrinking
+    (``campaign_shrinking.py``), the hypothesis stream (``campaign_hypothesis.py``) and the
+    kernel-impact probe (``campaign_impact.py``) are its mixins."""
 
     def __init__(self, baseline: Target | None, candidate: Target, config: CampaignConfig,
                  runner, result: CampaignResult, progress) -> None:
@@ -352,230 +340,6 @@ class _Search:
             self.tick(stream, done, total)
             self.shrink(s, findings)
         return done
-
-    def shrink(self, s: StagingScenario, findings: list[Finding],
-               engine: str = "random") -> None:
-        """Shrink ``s`` for the error findings it showed: each kept at the smallest
-        scenario that still shows it (a key the first shrunk scenario no longer shows
-        is shrunk again from ``s``, on its own)."""
-        started = time.perf_counter()
-        try:
-            keys = {f.key for f in findings if f.severity == ERROR}
-            if any(f.extra.get("kind") in ("hang", "crash") for f in findings if f.key in keys):
-                stalled = self.stalled
-                self.shrink_stopped(s, findings, keys, engine)
-                self.stalled = stalled + time.perf_counter() - started
-            else:
-                self.shrink_values(s, keys, engine)
-        finally:
-            self.result.shrink_seconds += time.perf_counter() - started
-
-    def shrink_stopped(self, s: StagingScenario, findings: list[Finding], keys: set,
-                       engine: str) -> None:
-        """Shrink an example on which a call hung or ended its process, by size only
-        (``SIZE_PASSES``: fewer requests and slots, its values as they were).
-
-        Every try that still fails costs a deadline (or a new worker), so: each candidate
-        runs once (no scenario twice, and the one settled on is not run again to judge
-        it), one at a time, under a shorter time limit (``STOPPED_TRY_FRACTION``), within
-        ``STOPPED_SHRINK_SECONDS`` in all; the scenario settled on is then run once at the
-        full limit, where its try had a shorter one, and kept only if it still shows the
-        findings there (else ``s`` is, which showed them at the full limit)."""
-        full = self.config.run
-        seconds = min(full.timeout, max(STOPPED_TRY_FLOOR, full.timeout * STOPPED_TRY_FRACTION))
-        options = replace(self.fast, timeout=seconds)
-        try_wall = seconds * full.steps * WALL_FACTOR + GRACE_SECONDS
-        until = time.perf_counter() + max(STOPPED_SHRINK_SECONDS, STOPPED_SHRINK_TRIES * try_wall)
-        tried: dict[str, list[Finding]] = {}
-        shown: dict[str, list[Finding]] = {}     # candidates that still failed: findings
-
-        def text(c: StagingScenario) -> str:
-            return json.dumps(c.to_dict(), sort_keys=True, default=repr)
-
-        def still_fails(candidates: list[StagingScenario]) -> int | None:
-            for position, c in enumerate(candidates):
-                key = text(c)
-                if key not in tried:
-                    tried[key] = self.evaluate(c, options=options)
-                if any(f.key in keys for f in tried[key]):
-                    shown[key] = tried[key]
-                    return position
-            return None
-
-        def stop() -> bool:
-            return bool(interrupt.requested()) or time.perf_counter() > until
-
-        smallest, _ = shrink(self.schema, s, still_fails, max_evaluations=MAX_EVALUATIONS,
-                             stop=stop, batch_size=1, passes=SIZE_PASSES)
-        final = [f for f in findings if f.key in keys]
-        if smallest is not s:
-            found = shown[text(smallest)]
-            if seconds < full.timeout and not interrupt.requested():
-                found = self.evaluate(smallest)        # once, at the full limit
-            if any(f.key in keys for f in found):
-                final = [f for f in found if f.key in keys]
-            else:            # not at the full limit: the example that hung there stays
-                smallest = s
-        self.record(final, smallest, engine, final=True)
-
-    def shrink_values(self, s: StagingScenario, keys: set, engine: str) -> None:
-        """``shrink`` of findings of calls that returned (or raised)."""
-        budget, batch = MAX_EVALUATIONS, SHRINK_BATCH
-        while keys and not interrupt.requested():
-            backend = self.shrink_backend(s, keys)
-
-            def still_fails(candidates: list[StagingScenario], keys=frozenset(keys),
-                            backend=backend) -> int | None:
-                results = self.observe(list(enumerate(candidates)), backend)
-                for position, observations in sorted(results, key=lambda r: r[0]):
-                    found = self.judge(candidates[position], observations)
-                    if any(f.key in keys for f in found):
-                        return position
-                return None
-
-            # a signal stops the shrinking; the smallest failing scenario so far is kept
-            smallest, _ = shrink(self.schema, s, still_fails, max_evaluations=budget,
-                                 stop=interrupt.requested, batch_size=batch)
-            final = [f for f in self.evaluate(smallest) if f.key in keys]
-            self.record(final, smallest, engine, final=True)
-            shown = {f.key for f in final}
-            if not shown:         # the example no longer fails (a flaky target): done
-                return
-            keys -= shown
-
-    def shrink_backend(self, s: StagingScenario, keys: set) -> str:
-        """The buffers the shrinker's candidates run on: the fast ones where they show
-        every finding being shrunk on ``s`` itself (the findings of the values; their
-        large candidates cost a fraction), else the instrumented ones (the order of
-        writes). The scenario it settles on is run instrumented either way."""
-        if self.backend() != "fast":
-            return "instrumented"
-        ((_, observations),) = self.observe([(0, s)], "fast")
-        shown = {f.key for f in self.judge(s, observations)}
-        return "fast" if keys <= shown else "instrumented"
-
-    # ------------------------------------------------------------------ hypothesis engine
-    def hypothesis_stream(self, stream: str, examples: int, database, derandomize: bool,
-                          engine: str) -> int:
-        # hypothesis only for this stream: a worker that imports this module (the symbolic
-        # exploration) runs without it
-        from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
-        from hypothesis.errors import Flaky    # heavy: loaded with hypothesis itself
-        preload_project_modules()     # hypothesis's constant pool: the same however run
-
-        from stagecheck.oracles.generate import (out_of_contract_scenarios,  # hypothesis too
-                                                 staging_scenarios)
-        c = self.config
-        strategy = (staging_scenarios(c.max_capacity, self.schema, c.max_drafts)
-                    .map(lambda s: ("", s)) if stream == "in" else
-                    out_of_contract_scenarios(c.max_capacity, self.schema, c.max_drafts))
-        counter = [0]
-
-        class _StreamStopped(BaseException):
-            """``stop_after_stopped``: the stream ends here."""
-
-        class _ErrorFound(Exception):
-            def __init__(self, found: list[Finding], scenario: StagingScenario) -> None:
-                super().__init__()
-                self.found, self.scenario = found, scenario
-
-        class _LargeErrorFound(BaseException):
-            """An error on a scenario larger than the small band: hypothesis's shrinker
-            would redraw hundreds of requests per step, so it is not asked (a
-            BaseException passes through it); the scenario shrinker takes it. So is an
-            error of a call that hung or ended its process: hypothesis would replay it,
-            a deadline each time."""
-
-            def __init__(self, found: list[Finding], scenario: StagingScenario) -> None:
-                super().__init__()
-                self.found, self.scenario = found, scenario
-
-        @settings(max_examples=examples, deadline=None, database=database,
-                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-                  derandomize=derandomize,
-                  phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))
-        @hyp_seed(self.config.seed)
-        @given(strategy)
-        def probe(labeled):
-            _, s = labeled
-            counter[0] += 1
-            self.examples += 1
-            # a large example runs on the fast buffers (the instrumented ones cost ten
-            # times as much per slot), and instrumented where it shows an error
-            large = s.capacity > SMALL and self.backend() == "fast"
-            findings = self.evaluate(s, backend="fast" if large else "instrumented",
-                                     kernel=self.kernel_every)
-            if large and any(f.severity == ERROR for f in findings) and not self.last_stopped:
-                findings = self.evaluate(s, kernel=self.kernel_every) or findings
-            stopped = self.last_stopped
-            errors = self.record(findings, s, engine)
-            interrupt.check()   # after every example (recorded): a signal stops the stream
-            if errors:
-                if stopped:
-                    self.error_stopped.add(stopped)
-                raise (_ErrorFound if s.capacity <= SMALL and not stopped
-                       else _LargeErrorFound)(errors, s)
-            self.tick(stream, counter[0], examples)
-            if self.stop_after_stopped(stream, stopped, counter[0], examples):
-                raise _StreamStopped()
-
-        # one database key per (baseline, candidate, stream): campaigns never share examples
-        probe.hypothesis.inner_test._hypothesis_internal_add_digest = repr(
-            (self.result.baseline, self.result.candidate, stream, self.config.max_capacity,
-             self.schema.name)).encode()
-        try:
-            probe()
-        except _ErrorFound as found:   # the shrunk example, replayed by hypothesis, wins
-            self.record(found.found, found.scenario, engine, final=True)
-            self.shrink(found.scenario, found.found, engine)  # the smallest batch, too
-        except _LargeErrorFound as found:
-            self.shrink(found.scenario, found.found, engine)
-        except _StreamStopped:         # what the stream recorded so far stays
-            pass
-        except interrupt.Interrupted:  # what the stream recorded so far stays
-            pass
-        except Flaky:       # a call that hung or was killed, then passed when replayed: the
-            pass            # finding the stream recorded stays
-        return counter[0]
-
-    # ------------------------------------------------------------------ kernel impact
-    def kernel_impact(self) -> None:
-        """Run each kept finding's scenario through the kernel oracle; for an error finding
-        not seen to reach the kernel, the other examples that showed it, then new ones."""
-        if self.config.run.kernel == "off" or self.schema.consumer is None:
-            return
-        for f in self.collector.findings():
-            if interrupt.requested():
-                return
-            if f.key in self.stopped_keys:
-                continue       # a call that hung or ended its process staged nothing
-            if f.kernel_impact is None and f.scenario is not None:
-                s = StagingScenario.from_dict(f.scenario)
-                self.collector.note_impact(g for g in self.evaluate(s, kernel=True)
-                                           if g.key == f.key)
-        pending = self.collector.open_impact() - self.stopped_keys
-        for key in [f.key for f in self.collector.findings() if f.key in pending]:
-            for s in self.collector.witnesses(key):       # other examples that showed it
-                if key not in self.collector.open_impact() or interrupt.requested():
-                    break
-                self.collector.note_impact(g for g in self.evaluate(s, kernel=True)
-                                           if g.key == key)
-        open_keys = self.collector.open_impact() - self.stopped_keys
-        for index in range(IMPACT_PROBE_EXAMPLES):
-            if not open_keys & self.collector.open_impact() or interrupt.requested():
-                break
-            s = self.scenario("in", self.config.examples + index)
-            found = self.evaluate(s, backend=self.backend(), kernel=True)
-            if self.last_stopped:     # a target that hangs: each more costs a deadline
-                break
-            self.collector.note_impact(f for f in found if f.key in open_keys)
-            # a difference the search did not keep (it stops at its first error) that
-            # reaches the kernel is a finding too: the stream's first error may not
-            reaching = [f for f in found if f.severity == ERROR and f.kernel_impact
-                        and f.key not in self.collector]
-            if reaching:      # kept, then shrunk as a stream's first error is
-                self.record(reaching, s, "impact probe")
-                self.shrink(s, reaching)
 
 
 def edge_examples(config: CampaignConfig) -> int:
