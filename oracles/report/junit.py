@@ -42,8 +42,9 @@ from stagecheck import __version__
 from stagecheck.oracles import messages
 from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape, escape_lines
+from stagecheck.oracles.report.finding_text import finding_lines
 from stagecheck.oracles.report.json import campaign_settings
-from stagecheck.oracles.report.text import examples_tried, finding_lines
+from stagecheck.oracles.report.text import examples_tried
 from stagecheck.spec import DIFFERENCES, ERROR, INVARIANTS
 
 __all__ = ["TIME_METHOD", "junit_classname", "render_junit", "unfailable"]

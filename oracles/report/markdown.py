@@ -17,9 +17,10 @@ from stagecheck import __version__
 from stagecheck.oracles import messages
 from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
+from stagecheck.oracles.report.finding_text import findings_count, info_groups, slot_table
 from stagecheck.oracles.report.json import campaign_settings
 from stagecheck.oracles.report.snippet import pytest_example
-from stagecheck.oracles.report.text import findings_count, info_groups, slot_table, tried_examples
+from stagecheck.oracles.report.text import tried_examples
 from stagecheck.spec import statement
 
 __all__ = ["render_markdown"]

@@ -10,7 +10,8 @@ import pytest
 from stagecheck.oracles.report import render_replay
 from stagecheck.oracles.report.escape import escape, escape_lines
 from stagecheck.oracles.report.markdown import render_markdown
-from stagecheck.oracles.report.text import finding_lines, render_campaign, target_lines
+from stagecheck.oracles.report.finding_text import finding_lines
+from stagecheck.oracles.report.text import render_campaign, target_lines
 from tests.unit.test_report import result
 
 NASTY = "x\x1b[2Jy\x00z\x07\r\u2028\x9b"

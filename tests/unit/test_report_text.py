@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.report.text import info_groups, render_campaign, slot_table
+from stagecheck.oracles.report.finding_text import info_groups, slot_table
+from stagecheck.oracles.report.text import render_campaign
 from stagecheck.spec import DEFAULT_SCHEMA, ERROR, INFO, Finding
 from tests.helpers import scenario
 from tests.unit.test_report import result

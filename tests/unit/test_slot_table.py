@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pathlib
 
-from stagecheck.oracles.report.text import slot_table
+from stagecheck.oracles.report.finding_text import slot_table
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.spec import DEFAULT_SCHEMA, ERROR, Finding, StagingScenario
 
