@@ -33,7 +33,8 @@ from stagecheck.spec.invariants import (column_disagreement, column_values, expe
                                          expected_value)
 from stagecheck.spec.scenario import MISSING
 from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST,
-                                    PER_SLOT, REQUIRED, Call, SchemaCodeFailed, StagingSchema)
+                                    PER_SLOT, REQUIRED, Call, StagingSchema)
+from stagecheck.spec.schema_mistakes import SchemaCodeFailed
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.space import contract_breaches
 

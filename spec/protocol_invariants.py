@@ -33,7 +33,7 @@ from typing import Callable
 from stagecheck.spec.findings import ERROR, INFO, Finding
 from stagecheck.spec.invariants import statement as invariant_statement
 from stagecheck.spec.protocol import Protocol, Trace
-from stagecheck.spec.schema import SchemaCodeFailed
+from stagecheck.spec.schema_mistakes import SchemaCodeFailed
 from stagecheck.spec.steps import StepSequence
 
 __all__ = ["PROTOCOL_DIFFERENCES", "PROTOCOL_INVARIANTS", "check_run", "compare_runs",

@@ -25,14 +25,13 @@ scenarios are out of contract. Nothing here imports the machinery: a schema's
 
 from __future__ import annotations
 
-import os
-import sys
-import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from stagecheck.spec.scenario import RequestView, StagingScenario
+# named in __all__: a user schema derives its stand-ins from stagecheck.spec.schema.StandIn
+from stagecheck.spec.schema_mistakes import StandIn, StandInUnsupported
 
 __all__ = [
     "COPY_LIVE", "COPY_NONE", "COPY_WHOLE", "Consumer", "CopyPolicy", "Field", "FLAG", "ID_SET",
@@ -494,90 +493,3 @@ def _live_values(table: dict, live: list) -> list:
         return [table[r] for r in live if r in table]
     except TypeError:       # an id that is no key at all (unhashable): as the loop says
         return [table[r] for r in live if r in table]
-
-
-class SchemaCodeFailed(Exception):
-    """A schema's or a protocol's own code (a derive, a column, a protocol check) raised
-    while the checker judged: the schema's mistake, never a finding against the code
-    under test and never stagecheck's own failure (the command line says so, exit 2)."""
-
-    schema_mistake = True      # what the command line reads (no import of this module)
-
-    def __init__(self, what: str, error: BaseException) -> None:
-        where = _user_frame(error)
-        text = f"{type(error).__name__}: {error}" + (f" at {where}" if where else "")
-        super().__init__(f"{what} raised {text}")
-        self.what, self.error = what, text
-
-    @classmethod
-    def of(cls, what: str, error: Exception) -> Exception:
-        """What to raise for ``error``, raised by the code ``what`` names: itself when
-        it already says what went wrong (a ``SchemaCodeFailed`` from deeper down, or
-        stagecheck's own error carrying a ``problem``: the guard's deadline or exit),
-        else a ``SchemaCodeFailed``."""
-        if isinstance(error, cls) or getattr(error, "problem", None) is not None:
-            return error
-        return cls(what, error)
-
-
-def _user_frame(error: BaseException) -> str | None:
-    """``file:line`` of the innermost frame of ``error``'s traceback in the user's code
-    (outside stagecheck's ``spec`` and ``oracles``, the standard library and installed
-    packages), or None."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    skip = (here + os.sep, os.path.join(os.path.dirname(here), "oracles") + os.sep,
-            os.path.dirname(os.path.abspath(os.__file__)) + os.sep)
-    for frame in reversed(traceback.extract_tb(error.__traceback__)):
-        name = frame.filename
-        if name.startswith("<") or name.startswith(skip) or "site-packages" in name \
-                or name.startswith(sys.prefix + os.sep + "lib"):
-            continue
-        return f"{name}:{frame.lineno}"
-    return None
-
-
-class StandInUnsupported(BaseException):
-    """A target asked a schema's stand-in for something it does not model: a limit of the
-    schema, never a finding about the code (a BaseException, so that a target's
-    ``except Exception`` cannot turn it into a behaviour)."""
-
-    def __init__(self, stand_in: str, operation: str) -> None:
-        super().__init__(f"{stand_in}: {operation}")
-        self.stand_in, self.operation = stand_in, operation
-
-
-def _unsupported(operation: str):
-    def refuse(self, *args, **kwargs):
-        raise StandInUnsupported(type(self).__name__, operation)
-    return refuse
-
-
-class StandIn:
-    """Base of the objects a schema passes for what the staging code only hands on (a
-    device tensor a kernel launch takes): whatever a subclass does not define (an
-    attribute, indexing, iteration, arithmetic, conversion) raises
-    ``StandInUnsupported``, which stagecheck reports as exit 2 naming the stand-in and
-    the operation, never as a difference in the code."""
-
-    def __getattr__(self, name: str):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise StandInUnsupported(type(self).__name__, f"attribute .{name}")
-
-    __getitem__ = _unsupported("indexing [...]")
-    __setitem__ = _unsupported("item assignment [...] =")
-    __iter__ = _unsupported("iteration")
-    __len__ = _unsupported("len()")
-    __contains__ = _unsupported("'in'")
-    __int__ = _unsupported("int()")
-    __index__ = _unsupported("use as an index")
-    __float__ = _unsupported("float()")
-    __array__ = _unsupported("conversion to a numpy array")
-    for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
-                "lshift", "rshift", "matmul"):
-        locals()[f"__{_op}__"] = _unsupported(f"arithmetic ({_op})")
-        locals()[f"__r{_op}__"] = _unsupported(f"arithmetic ({_op})")
-    for _op in ("lt", "le", "gt", "ge"):
-        locals()[f"__{_op}__"] = _unsupported(f"comparison ({_op})")
-    __neg__ = _unsupported("arithmetic (neg)")
-    del _op

@@ -28,7 +28,7 @@ from stagecheck.oracles.report.style import colorize, use_color
 from stagecheck.oracles.runner import load_isolated, load_schema_isolated
 from stagecheck.oracles.targets import schema_spec, target_ref
 from stagecheck.oracles.worker import WorkerError
-from stagecheck.spec.schema import SchemaCodeFailed
+from stagecheck.spec.schema_mistakes import SchemaCodeFailed
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INTERNAL", "EXIT_USAGE", "Command", "Outcome",
            "VERDICT_EXIT", "interrupted_line", "open_targets", "replay_flags", "schema_of",

@@ -26,7 +26,7 @@ def is_internal(exc: BaseException) -> bool:
     """Whether ``exc`` is stagecheck's own failure: any exception but a ``StagecheckError``
     (bad input: exit 2), unless one is marked internal (its machinery failed in a worker)."""
     if getattr(exc, "schema_mistake", False):     # the schema's or protocol's own code
-        return False                                # (spec.schema.SchemaCodeFailed)
+        return False                                # (spec.schema_mistakes.SchemaCodeFailed)
     return not isinstance(exc, StagecheckError) or bool(getattr(exc, "internal", False))
 
 

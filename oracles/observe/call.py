@@ -21,7 +21,7 @@ from stagecheck.oracles.targets import Target
 from stagecheck.oracles.text import exception_text, type_name
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
-from stagecheck.spec.schema import SchemaCodeFailed, StandInUnsupported
+from stagecheck.spec.schema_mistakes import SchemaCodeFailed, StandInUnsupported
 
 __all__ = ["CallTimedOut", "TIMEOUT_FLOOR", "UNREADABLE", "WALL_FACTOR", "call_limits",
            "keep_alarm_handler", "observe", "queue_gpu_work", "require_device", "time_limit"]
@@ -197,8 +197,8 @@ def _built(s: StagingScenario, target: Target, backend: Backend, in_worker: bool
     except Exception as exc:
         if backend.passes_through(exc):
             raise
-        raise SchemaError.of(messages.SCHEMA_CODE_FAILED, what,      # with its file:line
-                             error=SchemaCodeFailed(what, exc).error) from None
+        raise SchemaError.of(messages.SCHEMA_CODE_FAILED, what,
+                             error=f"{type(exc).__name__}: {exc}") from None
 
 
 def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions(),

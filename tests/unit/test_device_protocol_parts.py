@@ -16,7 +16,7 @@ from stagecheck.spec.findings import Finding
 from stagecheck.spec.protocol import Operation, Protocol, StepSpace
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
 from stagecheck.spec.protocols.vllm import sampled_rows, scheduler_output
-from stagecheck.spec.schema import StandInUnsupported
+from stagecheck.spec.schema_mistakes import StandInUnsupported
 from stagecheck.spec.steps import Step, StepSequence, unfold
 
 

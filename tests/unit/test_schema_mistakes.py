@@ -10,7 +10,7 @@ import pytest
 
 from stagecheck.oracles.schemas import check_schema
 from stagecheck.spec.scenario import RequestView, StagingScenario, UnknownInput
-from stagecheck.spec.schema import StandIn, StandInUnsupported
+from stagecheck.spec.schema_mistakes import StandIn, StandInUnsupported
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "examples" / \
     "sample_positions_schema.py"
