@@ -15,7 +15,7 @@ from dataclasses import replace
 from stagecheck.oracles import interrupt
 from stagecheck.oracles.observe.call import WALL_FACTOR
 from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, SIZE_PASSES, shrink
-from stagecheck.oracles.worker.pool import GRACE_SECONDS
+from stagecheck.oracles.worker.deadlines import GRACE_SECONDS
 from stagecheck.spec import ERROR, Finding, StagingScenario
 
 __all__ = ["Shrinking", "STOPPED_SHRINK_SECONDS", "STOPPED_SHRINK_TRIES", "STOPPED_TRY_FLOOR",

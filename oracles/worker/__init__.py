@@ -21,9 +21,10 @@ which call crashed or hung.
 The package, by side of the pipe: ``child.py`` (the worker process;
 ``python -m stagecheck.oracles.worker`` starts it, ``__main__.py``), ``protocol.py``
 (what both sides share: the position encoding, the memory exit code, target arguments),
-``process.py`` (one worker process seen from the parent), ``pool.py`` (the parent's
-pool: requests, deadlines, the restart policy) and ``stream.py`` (batches spread over
-pools, answered in order). This face only names what they offer.
+``process.py`` (one worker process seen from the parent), ``deadlines.py`` (how long a
+call, a batch and loading may take), ``pool.py`` (the parent's pool: requests, the
+deadlines enforced, the restart policy) and ``stream.py`` (batches spread over pools,
+answered in order). This face only names what they offer.
 """
 
 from __future__ import annotations

@@ -8,19 +8,19 @@ how a worker is replaced is decided in one place, ``WorkerPool.restart``.
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from dataclasses import dataclass
 
 from stagecheck.oracles import errors, interrupt, messages
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError
-from stagecheck.oracles.observe.call import WALL_FACTOR, call_limits
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.stdio import note
 from stagecheck.oracles.targets import Target, TargetRef
 from stagecheck.oracles.text import printable
+# Deadline, GRACE_SECONDS, LOAD_SECONDS and load_deadline: named in __all__ (their home is
+# deadlines.py; protocol campaigns take load_deadline from here)
+from stagecheck.oracles.worker.deadlines import (GRACE_SECONDS, LOAD_SECONDS, Deadline,
+                                                 batch_deadline, load_deadline, trace_hang)
 from stagecheck.oracles.worker.process import Ended, WorkerProcess, take_spare
 from stagecheck.oracles.worker.protocol import (BUSY, DEFAULT_MEMORY_MIB, default_memory_mib,
                                                 observed, observing)
@@ -31,12 +31,6 @@ from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 __all__ = ["DEFAULT_MEMORY_MIB", "Deadline", "GRACE_SECONDS", "INTERRUPT_GRACE", "LOAD_SECONDS",
            "WorkerEnded", "WorkerError", "WorkerPool", "default_memory_mib", "load_deadline"]
 
-#: CPU and wall-clock seconds a stuck call gets on top of its limits (``call_limits``)
-#: before its worker is killed (the worker's own timers stop a call at the limits)
-GRACE_SECONDS = 1.0
-#: CPU seconds loading the targets may take in a worker (its imports included), and
-#: ``WALL_FACTOR`` times that on the wall clock; ``STAGECHECK_LOAD_SECONDS`` changes it
-LOAD_SECONDS = 60.0
 #: seconds a wait on a worker goes on after a signal asked the run to stop (SIGINT,
 #: SIGTERM): then the worker is killed and the run ends as interrupted
 INTERRUPT_GRACE = 5.0
@@ -50,36 +44,6 @@ _ENDING = 0.5
 _FORWARD_EVERY = 0.25
 
 
-@dataclass(frozen=True)
-class Deadline:
-    """How long the worker may stay at one position (one call) before it is a hang:
-    ``cpu`` seconds of its CPU time (as the kernel counts it: nothing in the worker can
-    change the count) or ``wall`` seconds on the wall clock, whichever comes first."""
-
-    cpu: float | None
-    wall: float | None
-
-    @classmethod
-    def of(cls, seconds: float | None, grace: float = 0.0) -> "Deadline | None":
-        """The deadline of a limit of ``seconds`` (``call_limits``), plus ``grace``."""
-        if seconds is None:
-            return None
-        cpu, wall = call_limits(seconds)
-        return cls(cpu + grace, wall + grace)
-
-
-def load_deadline() -> Deadline:
-    """How long loading may take (``LOAD_SECONDS``, or ``STAGECHECK_LOAD_SECONDS``)."""
-    seconds = LOAD_SECONDS
-    given = os.environ.get("STAGECHECK_LOAD_SECONDS")
-    if given:
-        try:
-            seconds = max(float(given), 1.0)
-        except ValueError:
-            pass
-    return Deadline(seconds, seconds * WALL_FACTOR)
-
-
 class WorkerError(StagecheckError):
     """stagecheck's own machinery failed inside a worker (not the code under test)."""
 
@@ -91,8 +55,6 @@ class WorkerEnded(Exception):
     def __init__(self, what: str, hung: bool = False) -> None:
         super().__init__(what)
         self.what, self.hung = what, hung
-
-
 
 
 class WorkerPool:
@@ -259,7 +221,7 @@ class WorkerPool:
                         and since_waited is not None else 0.0) > deadline.wall) or
                     (deadline.cpu is not None and used is not None
                      and used.cpu - since_cpu > deadline.cpu)):
-                _trace_hang(now - since, used, since_cpu, since_waited, position, best,
+                trace_hang(now - since, used, since_cpu, since_waited, position, best,
                             deadline)
                 process.kill()
                 raise Ended("hung", best, hung=True)
@@ -331,7 +293,7 @@ class WorkerPool:
             self._live()
             payload = (sides, todo, options, backend, sample_every)
             try:
-                answer = _decoded(self._request("observe", payload, _deadline(options),
+                answer = _decoded(self._request("observe", payload, batch_deadline(options),
                                                 top=_top(payload)), todo)
             except Ended as ended:
                 return out + self._recover(ended, payload)
@@ -350,7 +312,7 @@ class WorkerPool:
         (a search that stops at its first error needs nothing after it, and a target
         that ends every call would otherwise cost a new worker per example)."""
         sides, todo, options, backend, sample_every = payload
-        deadline = _deadline(options)
+        deadline = batch_deadline(options)
         out: list = []
         while True:
             at = observed(ended.position)
@@ -432,7 +394,7 @@ class WorkerPool:
         """The answer to the oldest batch posted, ``payload``; it ends with an example
         whose call hung or ended its process (``_recover``'s ``stop``)."""
         try:
-            return _decoded(self._answer(_deadline(payload[2]), top=_top(payload)),
+            return _decoded(self._answer(batch_deadline(payload[2]), top=_top(payload)),
                             payload[1])
         except Ended as ended:
             return self._recover(ended, payload, stop=True)
@@ -458,34 +420,6 @@ class WorkerPool:
         except Ended as ended:
             self.restart()
             raise WorkerEnded(ended.what, hung=ended.hung) from None
-
-
-#: a file each hang the checker ends is written to (one line of JSON): which clock passed
-#: its deadline and by how much, and where the worker was (a diagnostic, docs/reliability.md)
-TRACE_HANGS_ENV = "STAGECHECK_TRACE_HANGS"
-
-
-def _trace_hang(wall: float, used, since_cpu: float, since_waited, position: int, best: int,
-                deadline: Deadline) -> None:
-    path = os.environ.get(TRACE_HANGS_ENV)
-    if not path:
-        return
-    waited = (used.waited - since_waited) if used is not None and since_waited is not None \
-        else None
-    line = {"pid": os.getpid(), "wall": round(wall, 3), "position": position, "best": best,
-            "cpu": round(used.cpu - since_cpu, 3) if used is not None else None,
-            "waited": round(waited, 3) if waited is not None else None,
-            "deadline": [deadline.cpu, deadline.wall]}
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line) + "\n")
-    except OSError:
-        pass
-
-
-def _deadline(options: RunOptions) -> Deadline:
-    """Each call of a batch: its time limit (every step of it), plus ``GRACE_SECONDS``."""
-    return Deadline.of(options.timeout * options.steps, GRACE_SECONDS)
 
 
 def _top(payload) -> int:

@@ -109,7 +109,7 @@ def test_each_worker_makes_its_first_use_of_the_device_before_its_first_call(tmp
                                                                             monkeypatch):
     """The driver's initialisation is not part of any call's deadline: a first use made
     inside the first call's window was a false hang (docs/cuda.md)."""
-    from stagecheck.oracles.worker.pool import TRACE_HANGS_ENV
+    from stagecheck.oracles.worker.deadlines import TRACE_HANGS_ENV
     trace = tmp_path / "hangs.jsonl"
     monkeypatch.setenv(TRACE_HANGS_ENV, str(trace))
     config = CampaignConfig.from_options(examples=300, device="cuda", jobs=2)

@@ -14,7 +14,8 @@ import pytest
 from stagecheck.oracles.targets import load_target
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.sample import sample_scenario
-from stagecheck.oracles.worker.pool import TRACE_HANGS_ENV, WorkerPool
+from stagecheck.oracles.worker.deadlines import TRACE_HANGS_ENV
+from stagecheck.oracles.worker.pool import WorkerPool
 from stagecheck.oracles.worker.protocol import observing
 
 #: a target that ignores its worker's own time-limit signals and spins: only the checker
