@@ -20,31 +20,32 @@ by one worker is replayed first by every later run (see ``docs/pytest.md``).
 
 This module is imported in every pytest session of an environment that has
 stagecheck installed, so it imports only hypothesis (and stagecheck's errors and options,
-standard library only) at load time; torch and the oracles are imported when the
-fixture is first used.
+and the fixture's helpers: ``fixture_targets.py``, its targets, and ``fixture_protocol.py``,
+``assert_protocol``'s keywords; standard library only) at load time; torch and the oracles
+are imported when the fixture is first used.
 """
 
 from __future__ import annotations
 
 import copy
 import importlib.util
-import inspect
 import os
 import random
 import shlex
 import sys
-from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, Phase, core, settings as _hsettings
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.errors import ShimError, StagecheckError, TargetLoadError, UsageError
-from stagecheck.oracles.text import short_text
-from stagecheck.oracles.options import (DEFAULT_SAVE_DIR, PROTOCOL_LIBRARY_FIELDS,
-                                        CampaignConfig, ProtocolConfig, RunOptions,
-                                        fixture_options, flat, option_for,
-                                        protocol_fixture_options, reproduce_flags, validated)
+from stagecheck.oracles.errors import StagecheckError, UsageError
+from stagecheck.oracles.fixture_protocol import (builtin_protocols, protocol_config,
+                                                 protocol_keyword_problems,
+                                                 protocol_reproduce_hint)
+# as_target: named in __all__ (a test builds its targets with it)
+from stagecheck.oracles.fixture_targets import as_target, isolated_runner
+from stagecheck.oracles.options import (DEFAULT_SAVE_DIR, CampaignConfig, RunOptions,
+                                        fixture_options, flat, reproduce_flags)
 
 __all__ = ["PROFILES", "StagecheckFixture", "as_target", "register_profiles"]
 
@@ -82,104 +83,6 @@ def register_profiles() -> None:
 
 
 register_profiles()
-
-
-# --------------------------------------------------------------------------- targets
-
-def as_target(obj, where: str = "target", shims=()):
-    """A ``Target`` from a target spec string, a ``Target``, or a plain callable.
-
-    ``shims``: paths of shim modules for file targets (``--shim`` of the CLI)."""
-    # the oracles load on the fixture's first use (every pytest session imports this plugin)
-    from stagecheck.oracles.targets import Target, load_target, target_from_callable
-    if isinstance(obj, Target):
-        return obj
-    try:
-        if isinstance(obj, str):
-            return load_target(obj, shims=tuple(shims))
-        _refuse_non_function(obj)
-        return target_from_callable(obj)
-    except StagecheckError as exc:
-        raise exc.located(where) from None
-
-
-def _refuse_non_function(obj) -> None:
-    """A ``UsageError`` for what is no staging function: a module, a class (its instances
-    are components: ``assert_protocol`` drives them), any other object."""
-    if inspect.isfunction(obj) or inspect.ismethod(obj) or \
-            (callable(obj) and not inspect.isclass(obj) and not inspect.ismodule(obj)):
-        return
-    kind = ("a module" if inspect.ismodule(obj) else "a class" if inspect.isclass(obj)
-            else f"of type {type(obj).__name__}")
-    name = getattr(obj, "__name__", None)
-    more = (" (a component class is driven step after step by assert_protocol)"
-            if kind == "a class" else
-            f" (e.g. {name}.stage_postprocess_inputs_to_gpu)" if kind == "a module" else "")
-    shown = repr(name) if isinstance(name, str) else short_text(obj, 60)
-    raise UsageError.of(messages.FIXTURE_NOT_A_TARGET, shown, kind=kind, more=more)
-
-
-def _runner(baseline, candidate, shims=()):
-    """A runner holding the two targets, loaded in a worker process only, never in the
-    test's process, as the command line loads them: spec strings are read here (a
-    revision resolved to its commit once) and loaded there; a plain function is loaded
-    there by its module's name, or by its file and name (``_callable_ref``); what a worker
-    cannot load (a lambda, a function defined inside another) is refused with a message.
-    ``shims``: see ``as_target``."""
-    # the oracles load on the fixture's first use (see as_target)
-    from stagecheck.oracles.runner import load_isolated
-    from stagecheck.oracles.targets import target_ref
-    items = [(x, name) for x, name in ((baseline, "baseline"), (candidate, "candidate"))
-             if x is not None]
-    if len(items) == 1:
-        items = [(candidate, "target")]
-    refs = []
-    for x, name in items:
-        try:
-            refs.append(target_ref(x, None, tuple(shims)) if isinstance(x, str)
-                        else _callable_ref(x, name, shims))
-        except StagecheckError as exc:
-            raise exc.located(name) from None
-    try:
-        return load_isolated(refs)
-    except StagecheckError as exc:     # a shim that cannot be read or imported: shims=
-        index = getattr(exc, "target_index", 0)
-        raise exc.located("shims" if isinstance(exc, ShimError) else items[index][1]) from None
-
-
-def _callable_ref(obj, where: str, shims=()):
-    """How a worker loads ``obj`` (a function, or a ``Target``): by ``module:name`` when the
-    worker can import that module by name and finds this very function there, else as a
-    file target ``path.py::name``; a ``TargetLoadError`` for what no worker can load."""
-    # the oracles load on the fixture's first use (see as_target)
-    from stagecheck.oracles.targets import Target, target_ref
-    if isinstance(obj, Target):
-        if obj.ref is not None:
-            return obj.ref
-        obj = obj.func
-    _refuse_non_function(obj)
-    module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", None) or type(obj).__name__
-    if not isinstance(qualname, str) or "<" in qualname:
-        raise TargetLoadError.of(messages.FIXTURE_NOT_ISOLABLE, qualname)
-    loaded = sys.modules.get(module) if isinstance(module, str) else None
-    if loaded is not None and module != "__main__" and "." not in qualname and \
-            getattr(loaded, qualname, None) is obj:
-        try:
-            found = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            found = None
-        file = getattr(loaded, "__file__", None)
-        if found is not None and file and found.origin and \
-                os.path.realpath(found.origin) == os.path.realpath(file):
-            return target_ref(f"{module}:{qualname}", None, tuple(shims))
-    try:
-        path = inspect.getsourcefile(obj)
-    except TypeError:
-        path = None
-    if not path or not os.path.isfile(path):
-        raise TargetLoadError.of(messages.FIXTURE_NOT_ISOLABLE, qualname)
-    return target_ref(f"{path}::{qualname}", None, tuple(shims))
 
 
 # --------------------------------------------------------------------------- fixture
@@ -263,7 +166,7 @@ class StagecheckFixture:
         if missing:
             pytest.skip(missing)
         try:
-            runner, failure = _runner(baseline, candidate, shims), None
+            runner, failure = isolated_runner(baseline, candidate, shims), None
         except StagecheckError as exc:
             runner, failure = None, f"stagecheck: {exc}"
         if failure is not None:      # outside the handler: one message, no chained traceback
@@ -320,19 +223,19 @@ class StagecheckFixture:
                 protocol = chosen_protocol({}, baseline, target)[0]
             if protocol is None:
                 raise UsageError.of(messages.PROTOCOL_NONE_FOR, target, builtins=", ".join(
-                    _builtin_protocols()))
+                    builtin_protocols()))
             if examples is None:
                 examples = profile_defaults()["examples"]
             seed = _resolve_seed(seed, profile_defaults()["derandomize"])
-            problems = _protocol_keyword_problems(options, protocol)
+            problems = protocol_keyword_problems(options, protocol)
             loaded = None
             if not problems:
                 loaded = load_protocol(protocol)
-                problems = _protocol_keyword_problems(options, protocol, loaded)
+                problems = protocol_keyword_problems(options, protocol, loaded)
             if problems:
                 failure = "\n".join(f"stagecheck: {p}" for p in problems)
             else:
-                config = _protocol_config(examples, seed, device, options)
+                config = protocol_config(examples, seed, device, options)
                 require_device(config.device)
                 result = run_protocol_campaign(baseline, target, loaded, config)
         except StagecheckError as exc:
@@ -345,7 +248,7 @@ class StagecheckFixture:
             return result
         saved, note = self._save(result, strict, protocol_spec(loaded))
         message = render_protocol(result, strict=strict, saved=saved)
-        hint = _protocol_reproduce_hint(result, baseline, target, protocol)
+        hint = protocol_reproduce_hint(result, baseline, target, protocol)
         for line in (note, hint):
             if line:
                 message += "\n" + line
@@ -441,79 +344,6 @@ def _portable(spec: str) -> str:
     if "site-packages" in parts or "dist-packages" in parts:
         return spec                 # an installed module: the command line imports it too
     return f"{os.path.abspath(file)}::{name}"
-
-
-def _protocol_keyword_problems(options: dict, protocol, loaded=None) -> list[str]:
-    """One line per bad keyword of ``assert_protocol``, as the command line refuses a
-    protocol run's options: an unknown keyword; a campaign keyword a protocol run does
-    not read (``kernel=``, ``steps=``...); a bad value; and, once the protocol is
-    ``loaded``, ``max_capacity=`` of a protocol that draws its own capacities."""
-    known = protocol_fixture_options()
-    shown_known = ", ".join(f"{k}=" for k in known)
-    name = getattr(protocol, "name", protocol)
-    problems: list[str] = []
-    if loaded is not None:
-        if options.get("max_capacity") is not None and not loaded.staging:
-            low, high = loaded.space.capacity
-            problems.append(str(UsageError.of(
-                messages.FIXTURE_PROTOCOL_CAPACITY_UNUSED, options["max_capacity"],
-                protocol=loaded.name, low=low, high=high).located("keyword max_capacity")))
-        return problems
-    campaign = set(fixture_options())
-    for key in sorted(options):
-        value = options[key]
-        if key in known:
-            try:
-                validated("diff", {key: tuple(value) if key == "shims" and isinstance(
-                    value, list) else value})
-            except UsageError as exc:
-                problems.append(str(exc.located(f"keyword {exc.option or key}")))
-            continue
-        if key in campaign:
-            option = option_for("diff", key)
-            problems.append(str(UsageError.of(
-                messages.FIXTURE_PROTOCOL_OPTION_UNUSED, value, keyword=key,
-                protocol=name, flag=option.flag if option and option.flag else f"{key}=",
-                known=shown_known).located(f"keyword {key}")))
-        else:
-            problems.append(str(UsageError.of(messages.FIXTURE_PROTOCOL_UNKNOWN, key,
-                                              known=shown_known).located(f"keyword {key}")))
-    return problems
-
-
-def _protocol_config(examples, seed, device, options: dict):
-    """The ``ProtocolConfig`` of ``assert_protocol``, built from the keywords as the
-    command line builds it from its options (``ProtocolConfig.from_values``)."""
-    values = {"examples": examples, "seed": seed, "device": device,
-              **{k: tuple(v) if k == "shims" else v for k, v in options.items()
-                 if k not in PROTOCOL_LIBRARY_FIELDS}}
-    values.update(validated("diff", values))
-    config = ProtocolConfig.from_values(values)
-    library = {k: v for k, v in options.items() if k in PROTOCOL_LIBRARY_FIELDS}
-    return replace(config, **library) if library else config
-
-
-def _builtin_protocols() -> list[str]:
-    from stagecheck.spec.protocols import BUILTIN_PROTOCOLS  # loads on first use (as_target)
-    return list(BUILTIN_PROTOCOLS)
-
-
-def _protocol_reproduce_hint(result, baseline, target, protocol) -> str:
-    """The ``stagecheck diff|spec ... --protocol`` line that re-runs a protocol campaign,
-    when the targets and the protocol are given as text."""
-    if not isinstance(target, str) or not (baseline is None or isinstance(baseline, str)) \
-            or not isinstance(protocol, str):
-        return ""
-    c = result.config
-    command = "diff" if baseline is not None else "spec"
-    words = [t for t in (baseline, target) if t is not None] + [
-        "--protocol", protocol, "--examples", str(c.sequences), "--seed", str(c.seed)]
-    if c.device != "cpu":
-        words += ["--device", c.device]
-    for shim in c.shims:
-        words += ["--shim", shim]
-    return messages.FIXTURE_PROTOCOL_REPRODUCE.format(
-        command=f"stagecheck {command} " + " ".join(shlex.quote(w) for w in words))
 
 
 @pytest.fixture

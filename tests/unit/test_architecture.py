@@ -66,6 +66,7 @@ FLOORS: list[tuple[str, list[str]]] = [
                        "stagecheck.oracles.protocol.*"]),
     ("report", ["stagecheck.oracles.report.*"]),
     ("command line", ["stagecheck.oracles.cli", "stagecheck.oracles.commands.*",
+                      "stagecheck.oracles.fixture_targets", "stagecheck.oracles.fixture_protocol",
                       "stagecheck.oracles.pytest_plugin", "stagecheck.__main__"]),
 ]
 

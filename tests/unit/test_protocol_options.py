@@ -71,8 +71,8 @@ def test_targets_that_choose_different_protocols_are_a_usage_error():
 # -------------------------------------------------- assert_protocol's keywords (the fixture)
 
 def _fixture_problems(options, loaded=None, protocol="input-prep-event"):
-    from stagecheck.oracles.pytest_plugin import _protocol_keyword_problems
-    return _protocol_keyword_problems(options, protocol, loaded)
+    from stagecheck.oracles.fixture_protocol import protocol_keyword_problems
+    return protocol_keyword_problems(options, protocol, loaded)
 
 
 def test_the_fixture_takes_exactly_the_options_a_protocol_run_reads():
@@ -112,12 +112,12 @@ def test_the_fixtures_max_capacity_applies_only_to_a_one_call_protocol():
 
 
 def test_the_fixtures_config_is_the_command_lines():
-    from stagecheck.oracles.pytest_plugin import _protocol_config
-    config = _protocol_config(7, 3, "cpu", {"timeout": 2, "jobs": 2, "shims": ["s.py"],
-                                            "gpu_busy_cycles": 5})
+    from stagecheck.oracles.fixture_protocol import protocol_config
+    config = protocol_config(7, 3, "cpu", {"timeout": 2, "jobs": 2, "shims": ["s.py"],
+                                           "gpu_busy_cycles": 5})
     assert (config.sequences, config.seed, config.timeout, config.jobs, config.shims,
             config.busy_cycles) == (7, 3, 2.0, 2, ("s.py",), 5)
-    assert _protocol_config(1, 0, "cpu", {}).busy_cycles == 0
+    assert protocol_config(1, 0, "cpu", {}).busy_cycles == 0
 
 
 def test_docs_pytest_md_lists_exactly_the_keywords_assert_protocol_takes():
