@@ -23,9 +23,10 @@ from typing import Any, Sequence
 from hypothesis import strategies as st
 
 from stagecheck.oracles.sample import RandomDraw
+from stagecheck.spec.contents import buffer_contents
 from stagecheck.spec.schema import Field, StagingSchema, Values
 from stagecheck.spec.schemas import DEFAULT_SCHEMA
-from stagecheck.spec.space import buffer_contents, draw_breach, draw_scenario
+from stagecheck.spec.space import draw_breach, draw_scenario
 
 __all__ = ["DECISIONS", "FILLS", "HypothesisDraw", "out_of_contract_scenarios",
            "staging_scenarios"]
@@ -33,7 +34,7 @@ __all__ = ["DECISIONS", "FILLS", "HypothesisDraw", "out_of_contract_scenarios",
 #: hypothesis draws one scenario takes at most before a seeded source answers the rest
 DECISIONS = 200
 
-#: How previous buffer contents are made (``spec.space.buffer_contents``): one draw of
+#: How previous buffer contents are made (``spec.contents.buffer_contents``): one draw of
 #: a fill and a seed instead of one per slot keeps generation cheap; shrinking goes to
 #: "sentinel".
 FILLS = ("sentinel", "random")

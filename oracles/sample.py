@@ -13,9 +13,10 @@ from __future__ import annotations
 import random
 from typing import Any, Sequence
 
+from stagecheck.spec.contents import buffer_contents
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import Field, StagingSchema, Values
-from stagecheck.spec.space import buffer_contents, draw_breach, draw_scenario
+from stagecheck.spec.space import draw_breach, draw_scenario
 
 __all__ = ["RandomDraw", "sample_breach", "sample_scenario"]
 

@@ -19,12 +19,12 @@ from operator import ne
 from types import MappingProxyType
 from typing import Any, Callable
 
+from stagecheck.spec.contents import initial_values
 from stagecheck.spec.findings import ERROR, INFO, Finding
 from stagecheck.spec.observation import Hazard, HostWrite, Observation
 from stagecheck.spec.scenario import MISSING, RequestView, StagingScenario
 from stagecheck.spec.schema import FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, TargetProfile
 from stagecheck.spec.schema_mistakes import SchemaCodeFailed
-from stagecheck.spec.space import initial_values
 
 __all__ = ["DIFFERENCES", "INVARIANTS", "INVARIANTS_BY_ID", "Invariant", "check",
            "column_disagreement", "column_values", "expected_column", "expected_inputs_after",

@@ -17,10 +17,10 @@ from typing import Any, Callable, Protocol
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.text import type_name
+from stagecheck.spec.contents import initial_values
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import (FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, Call,
                                     TargetProfile)
-from stagecheck.spec.space import initial_values
 
 __all__ = ["KEPT", "Backend", "Builder", "BuilderRefused", "RecordingList", "build_inputs", "keep",
            "plain"]
