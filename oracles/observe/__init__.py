@@ -11,7 +11,8 @@ are built on:
 Both log the same ``spec.observation`` events, so one ``Observation`` comes out.
 
 The package's modules: ``build.py`` (the ``Builder`` a schema's ``build`` uses, and the
-``Backend`` protocol), ``call.py`` (``observe``: one call under a time limit),
+``Backend`` protocol), ``plain.py`` (what a call left in an input, read back as plain
+data), ``call.py`` (``observe``: one call under a time limit),
 ``backends.py`` (``make_backend``: which backend a call is built on) and one module per
 backend. This face only names what they offer.
 """
@@ -19,8 +20,9 @@ backend. This face only names what they offer.
 from __future__ import annotations
 
 from stagecheck.oracles.observe.backends import make_backend
-from stagecheck.oracles.observe.build import Backend, Builder, RecordingList, build_inputs, plain
+from stagecheck.oracles.observe.build import Backend, Builder, RecordingList, build_inputs
 from stagecheck.oracles.observe.call import CallTimedOut, observe, require_device
+from stagecheck.oracles.observe.plain import plain
 from stagecheck.oracles.text import MAX_EXCEPTION_TEXT, exception_text, printable
 
 __all__ = ["Backend", "Builder", "CallTimedOut", "MAX_EXCEPTION_TEXT", "RecordingList",

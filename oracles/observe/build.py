@@ -3,27 +3,25 @@
 A schema's ``build`` receives a ``Builder``: it makes each object the staging function
 takes (``req_ids``, tables, per-request objects, arrays, the staged buffers on a
 ``Backend``) and registers it, so that what the call left in it is read back as plain
-data (``inputs_after``).
+data (``inputs_after``; ``plain.py`` says how a value reads back).
 """
 
 from __future__ import annotations
 
 import operator
-import re
 from itertools import repeat
 from types import SimpleNamespace
 from typing import Any, Callable, Protocol
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError
-from stagecheck.oracles.text import type_name
+from stagecheck.oracles.observe.plain import ATOMS, KEYS, SELF_REFERENCING, in_few_words, plain
 from stagecheck.spec.contents import initial_values
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import (FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, Call,
                                     TargetProfile)
 
-__all__ = ["KEPT", "Backend", "Builder", "BuilderRefused", "RecordingList", "build_inputs", "keep",
-           "plain"]
+__all__ = ["KEPT", "Backend", "Builder", "BuilderRefused", "RecordingList", "build_inputs", "keep"]
 
 
 class Backend(Protocol):
@@ -61,64 +59,6 @@ class RecordingList(list):
             if self.recording:
                 self.reads.append(i)
             yield list.__getitem__(self, i)
-
-
-#: the values read back as they are. A float is not among them: no input holds floats
-#: (docs/schemas.md), and 5.0 == 5 would hide an index replaced by a float
-_ATOMS = frozenset({int, str, bool, type(None)})
-#: the keys of a dict read back as they are
-_KEYS = frozenset({int, str, bool})
-
-
-def plain(value: Any) -> Any:
-    """Plain data of what a target left in an input (numpy scalars and arrays included)."""
-    kind = type(value)
-    if kind in _ATOMS:
-        return value
-    if kind is dict:
-        if _KEYS.issuperset(map(type, value)):
-            return {k: v if type(v) in _ATOMS else plain(v) for k, v in value.items()}
-        return {_key(k): plain(v) for k, v in value.items()}
-    if kind is list or kind is tuple:
-        return [v if type(v) in _ATOMS else plain(v) for v in value]
-    if isinstance(value, dict):
-        return {_key(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        items = [plain(v) for v in value]
-        try:
-            return sorted(items)
-        except TypeError:           # values of several kinds: in the order of their text
-            return sorted(items, key=repr)
-    tolist = getattr(value, "tolist", None)
-    if tolist is not None and kind.__module__.split(".")[0] == "numpy":
-        return tolist()
-    return described(value)
-
-
-def _key(key: Any) -> Any:
-    """A dict key read back: an int or a text as it is, anything else as text (a key
-    object a target put there may not compare, hash alike or pickle)."""
-    return key if type(key) in _KEYS else described(key)
-
-
-def described(value: Any) -> str:
-    """An object that is not plain data (one a target put in an input: a lock, an object
-    whose ``__eq__`` raises), as text: its type and its repr without the address, so it
-    compares, pickles and prints like data, and the object itself is never compared."""
-    try:
-        text = repr(value)
-    except Exception as exc:        # its repr raises too
-        text = f"repr raised {type_name(type(exc))}"
-    text = _ADDRESS.sub("", text)
-    if len(text) > 120:
-        text = text[:117] + "..."
-    return f"<{type_name(type(value))}: {text}>"
-
-
-#: the address in a default repr ("<Weird object at 0x7f...>"), which differs per run
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 class Builder:
@@ -313,7 +253,7 @@ class Builder:
             if now is not made:     # the holder of an input or a buffer no longer holds it
                 other = self._names.get(id(now))
                 after[f"{label}.{attr}"] = ("deleted" if now is _GONE else
-                                            f"replaced by {other or _short(now)}") + \
+                                            f"replaced by {other or in_few_words(now)}") + \
                     f" by the call (it held {what})"
         return after
 
@@ -368,7 +308,7 @@ def _read_table(made: dict, given: dict, kept: dict | None = None,
     if len(made) <= _FEW:
         return plain(made)
     kinds = set(map(type, made.values()))
-    if kinds <= _ATOMS and _KEYS.issuperset(map(type, made)):
+    if kinds <= ATOMS and KEYS.issuperset(map(type, made)):
         return dict(made)
     if float in kinds:              # 5.0 == 5: compared as text, never as equal
         return plain(made)
@@ -494,16 +434,3 @@ def build_inputs(s: StagingScenario, profile: TargetProfile, backend: "Backend"
 
 #: an attribute the call deleted
 _GONE = object()
-
-
-#: what a value that holds itself reads back as
-SELF_REFERENCING = "<a value that holds itself (deeper than the recursion limit)>"
-
-
-def _short(value: Any) -> str:
-    """A value a call put in place of an input, in a few words."""
-    if value is None or isinstance(value, (bool, int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return repr(value[:40])
-    return f"an object of type {type_name(type(value))}"

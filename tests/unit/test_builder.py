@@ -11,8 +11,9 @@ import pytest
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.observe import Builder, make_backend
-from stagecheck.oracles.observe.build import SELF_REFERENCING, BuilderRefused
+from stagecheck.oracles.observe.build import BuilderRefused
 from stagecheck.oracles.observe.listmodel import ListBackend
+from stagecheck.oracles.observe.plain import SELF_REFERENCING
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.sample import sample_breach
 from stagecheck.oracles.schemas import check_schema
