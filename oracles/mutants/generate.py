@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.mutants.catalog import CATALOG, OPERATORS
-from stagecheck.oracles.mutants.operators import Location, Scope
+from stagecheck.oracles.mutants.mutation import Location, Scope
 from stagecheck.oracles.targets import load_function_from_source
 
 __all__ = ["Mutant", "functions_in_scope", "generate_mutants"]
