@@ -5,7 +5,8 @@ module to the one it names (``from P import m`` names submodule ``P.m`` where th
 one). ``FLOORS`` lists the floors, lowest first, in the pipeline's order: a module may
 import modules of its own floor and of the floors below, never one above, and no
 arrows may close a loop. ``EXCEPTIONS`` names the one documented arrow that runs up.
-docs/architecture.md describes each floor.
+docs/architecture.md describes each floor. No module of ``oracles/``, ``spec/`` or
+``impl/`` is longer than ``MAX_MODULE_LINES`` lines but the catalogs of ``LONG_MODULES``.
 
 ``python tests/unit/test_architecture.py [FOLDER]`` prints the figures of a checkout
 (the installed package, or the ``spec``, ``impl``, ``oracles`` and ``stagecheck``
@@ -84,6 +85,22 @@ EXCEPTIONS = {("stagecheck.spec.models", "stagecheck.oracles.observe"),
 MAX_LAZY_PER_1000_LINES = 4
 #: Modules the budget does not count (none: every module is counted).
 NOT_YET_COUNTED: set[str] = set()
+
+#: Rooms with one idea each (issue 19): no module of ``oracles/``, ``spec/`` or ``impl/``
+#: is longer than this many lines, except the catalogs of ``LONG_MODULES``.
+MAX_MODULE_LINES = 500
+#: The modules that may be longer: each holds one idea, a catalog of many small entries
+#: (path in the repository -> the one idea it holds). Machinery a catalog needs lives
+#: in a module of its own (``mutants/mutation.py`` beside ``mutants/operators.py``).
+LONG_MODULES = {
+    "oracles/messages.py": "the message catalog: every user-visible message, one constant each",
+    "oracles/mutants/operators.py": "the operator catalog: one small class per mutation operator",
+    "oracles/options.py": "the option table: every option declared once with its check (the "
+                          "checks read the table's limits), and what is derived from it: the "
+                          "parser's entries, the [tool.stagecheck] keys, the JSON settings and "
+                          "each command's frozen config object",
+    "spec/invariants.py": "the invariants: each stated once, in prose and as its check",
+}
 
 
 # ---------------------------------------------------------------------------- the checker
@@ -454,6 +471,30 @@ def _imports(path: pathlib.Path, top_level_only: bool = False) -> set[str]:
 
 def _modules() -> list[pathlib.Path]:
     return sorted(p for folder in PACKAGES.values() for p in (ROOT / folder).rglob("*.py"))
+
+
+def _lines(path: pathlib.Path) -> int:
+    """The lines of ``path``, as ``wc -l`` counts them in a file that ends in a newline."""
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+@pytest.mark.parametrize("path", [p for p in _modules() if p.relative_to(ROOT).parts[0]
+                                  in ("oracles", "spec", "impl")],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_is_longer_than_500_lines_unless_it_holds_one_idea(path):
+    rel = path.relative_to(ROOT).as_posix()
+    lines = _lines(path)
+    if rel not in LONG_MODULES:
+        assert lines <= MAX_MODULE_LINES, (
+            f"{rel} has {lines} lines, more than {MAX_MODULE_LINES}: split it into modules "
+            "of one idea each, or name the one idea it holds in LONG_MODULES")
+
+
+def test_each_long_module_is_there_and_still_long():
+    """``LONG_MODULES`` names no module that is gone or has become short."""
+    found = {rel: _lines(ROOT / rel) for rel in LONG_MODULES if (ROOT / rel).is_file()}
+    assert set(found) == set(LONG_MODULES), set(LONG_MODULES) - set(found)
+    assert {rel: n for rel, n in found.items() if n <= MAX_MODULE_LINES} == {}
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
