@@ -18,8 +18,8 @@ from stagecheck.oracles.shrink import BATCH as SHRINK_BATCH, MAX_EVALUATIONS, SI
 from stagecheck.oracles.worker.deadlines import GRACE_SECONDS
 from stagecheck.spec import ERROR, Finding, StagingScenario
 
-__all__ = ["Shrinking", "STOPPED_SHRINK_SECONDS", "STOPPED_SHRINK_TRIES", "STOPPED_TRY_FLOOR",
-           "STOPPED_TRY_FRACTION"]
+__all__ = ["STOPPED_SHRINK_SECONDS", "STOPPED_SHRINK_TRIES", "STOPPED_TRY_FLOOR",
+           "STOPPED_TRY_FRACTION", "Shrinking"]
 
 #: seconds the shrinking of a call that hangs or ends its process may take, its tries
 #: together (each try that still hangs costs its deadline): at least this, and at least
