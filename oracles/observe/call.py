@@ -197,8 +197,8 @@ def _built(s: StagingScenario, target: Target, backend: Backend, in_worker: bool
     except Exception as exc:
         if backend.passes_through(exc):
             raise
-        raise SchemaError.of(messages.SCHEMA_CODE_FAILED, what,
-                             error=f"{type(exc).__name__}: {exc}") from None
+        raise SchemaError.of(messages.SCHEMA_CODE_FAILED, what,      # with its file:line
+                             error=SchemaCodeFailed(what, exc).error) from None
 
 
 def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions(),

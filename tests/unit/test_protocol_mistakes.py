@@ -382,7 +382,7 @@ def test_a_folder_given_as_protocol_or_under_a_report_path_is_named_as_such(tmp_
 def test_schema_or_protocol_code_that_raised_is_named_by_file_and_line(tmp_path):
     """A protocol's check (or a schema's derive) raising while the checker judges is
     exit 2 naming where in the user's file it raised."""
-    from stagecheck.spec.schema import SchemaCodeFailed
+    from stagecheck.spec.schema_mistakes import SchemaCodeFailed
 
     module = _own_file(tmp_path, "raising_check", "def check(seq, trace):\n    return 1 / 0\n")
     try:
