@@ -22,19 +22,28 @@ SMALL = 256
 class HostIntent:
     """Mixin of ``DeviceModel``: what the host meant (module doc)."""
 
-    def _intent(self, t, before: int):
+    def _intent(self, t, before: int, shape: tuple | None = None):
         """For each element of device tensor ``t`` (contiguous): the value of the host
         memory that the last upload into it, issued before op ``before``, reads, and that
-        upload's index (None, None where no upload wrote it)."""
+        upload's index (None, None where no upload wrote it). ``shape``: ``(contiguous,
+        numel, element size, storage address)`` of ``t``, where the caller read them."""
         with import_torch()._C.DisableTorchFunction():
-            if not t.is_contiguous() or t.numel() == 0:
+            if shape is None:
+                contiguous, count = t.is_contiguous(), t.numel()
+                storage = t.untyped_storage().data_ptr() if contiguous and count else None
+                shape = (contiguous, count, t.element_size(), storage)
+            contiguous, count, item, storage = shape
+            if not contiguous or count == 0:
                 return None
-            count, item, lo = t.numel(), t.element_size(), t.data_ptr()
+            uploads = self._uploads.get(storage)
+            lo = t.data_ptr()
             values: list = [None] * count
             sources: list = [None] * count
+            if not uploads:
+                return values, sources, lo, item
             left = count
             end = lo + count * item
-            for up in reversed(self._uploads.get(t.untyped_storage().data_ptr(), ())):
+            for up in reversed(uploads):
                 if left == 0:
                     break
                 if up.index >= before:

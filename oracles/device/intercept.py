@@ -133,14 +133,19 @@ def _mode_class():
             if model.inside:
                 running = model.running
                 if running is not None:
-                    name = getattr(func, "__name__", "")
-                    _note_work_write(model, name, args, kwargs or _EMPTY)
-                    if running.reading:     # an argument of it not read whole yet
-                        _note_work_read(model, name, args)
+                    how = _WORK.get(func)
+                    if how is None:
+                        how = _WORK[func] = _work_kind(getattr(func, "__name__", ""))
+                    if how[0] or kwargs:
+                        _note_work_write(model, how, args, kwargs or _EMPTY)
+                    if running.reading and how[1] is not _NO_READ:
+                        _note_work_read(model, how, args)
                 if types == self.own and types:
                     return self.call(func, args, kwargs)
                 return func(*args, **kwargs) if kwargs else func(*args)
-            name = getattr(func, "__name__", "")
+            name = _NAMES.get(func)
+            if name is None:
+                name = _NAMES[func] = getattr(func, "__name__", "")
             what = _DISPATCH.get(name)
             if what is _PASS:
                 if types == self.own and types:
@@ -157,37 +162,66 @@ def _mode_class():
     return _MODE
 
 
-def _note_work_write(model, name, args, kwargs) -> None:
-    """Device work that runs writes a device tensor in place (``name``: the torch call's):
-    note it (what it wrote)."""
+#: how device work's torch calls are noted, by function: ``_work_kind``'s answer
+_WORK: dict = {}
+#: torch functions' names, by function
+_NAMES: dict = {}
+#: ``_work_kind``: a call that reads no tensor's elements (a view, metadata)
+_NO_READ = "none"
+
+
+def _work_kind(name: str) -> tuple:
+    """How a torch call named ``name`` inside device work is noted: ``(writes, reads)``;
+    ``writes``: ``"setitem"``, ``"first"`` (it writes its first argument in place) or ""
+    (only an ``out=`` it is given); ``reads``: which of its arguments it reads,
+    ``"index"`` (a ``__getitem__``: its tensor unless the index makes a view),
+    ``_NO_READ``, or a slice of its arguments."""
+    if name == "__setitem__":
+        writes = "setitem"
+    elif name == "copy_" or (name[-1:] == "_" and name[:1] != "_"):
+        writes = "first"
+    else:
+        writes = ""
+    if name in VIEWS:
+        reads = _NO_READ
+    elif name == "__getitem__":
+        reads = "index"
+    elif name == "__setitem__":
+        reads = slice(2, 3)
+    elif name == "copy_":
+        reads = slice(1, 2)
+    else:
+        reads = slice(None)
+    return writes, reads
+
+
+def _note_work_write(model, how, args, kwargs) -> None:
+    """Device work that runs writes a device tensor in place (``how``: ``_work_kind``'s
+    answer for the torch call): note it (what it wrote)."""
     target = None
-    if name == "__setitem__" or name == "copy_" or (name[-1:] == "_" and name[:1] != "_"):
+    writes = how[0]
+    if writes:
         target = args[0] if args else None
     elif kwargs:
         out = kwargs.get("out")
         if isinstance(out, _Tensor):
             target = out
     if target is not None and isinstance(target, _Tensor):
-        view = _view(target, args[1]) if name == "__setitem__" and _basic_index(args[1]) \
+        view = _view(target, args[1]) if writes == "setitem" and _basic_index(args[1]) \
             else target
         model.wrote(view)
 
 
-def _note_work_read(model, name, args) -> None:
-    """Device work that runs reads the tensors an operation (torch call ``name``) takes (not
-    a view made, not the destination of a copy or an assignment, not an ``out=``): note
-    which elements."""
-    if not model.running.reading:
-        return                      # no 1-D argument whose reads are narrowed, or all read
-    if name in VIEWS or name == "__getitem__" and len(args) > 1 and _basic_index(args[1]):
-        return
-    if name == "__setitem__":
-        read = args[2:3]
-    elif name == "copy_":
-        read = args[1:2]
-    else:
-        read = args
-    model.read_by_work(_tensors(read, []))
+def _note_work_read(model, how, args) -> None:
+    """Device work that runs reads the tensors an operation (``how``: ``_work_kind``'s
+    answer for the torch call) takes (not a view made, not the destination of a copy or an
+    assignment, not an ``out=``): note which elements."""
+    reads = how[1]
+    if reads == "index":
+        if len(args) > 1 and _basic_index(args[1]):
+            return
+        reads = slice(None)
+    model.read_by_work(_tensors(args[reads], []))
 
 
 # ============================================================================ handlers
@@ -195,9 +229,10 @@ def _note_work_read(model, name, args) -> None:
 def _copy_(model, func, args, kwargs):
     dst, src = args[0], args[1]
     non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
-    if model.memory(dst) != "device" and model.memory(src) != "device":
+    to, frm = model.memory(dst), model.memory(src)
+    if to != "device" and frm != "device":
         return _generic(model, func, "copy_", args, kwargs)
-    model.copy(dst, src, bool(non_blocking))
+    model.copy(dst, src, bool(non_blocking), to, frm)
     return dst
 
 

@@ -36,7 +36,7 @@ from stagecheck.oracles.device.intent import HostIntent
 from stagecheck.oracles.device.ops import COPY_KINDS, EventState, Op, StreamState
 from stagecheck.oracles.device.order import join
 from stagecheck.oracles.device.races import RaceDetection
-from stagecheck.oracles.device.spans import Region, Regions, Span, span_of
+from stagecheck.oracles.device.spans import Region, Regions, Span, _span, span_of
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.spec.observation import Hazard
 
@@ -161,35 +161,49 @@ class DeviceModel(RaceDetection, HostIntent):
             self._complete(op)
             self._learn(op.clock)
 
-    def copy(self, dst, src, non_blocking: bool = False):
-        """``dst.copy_(src, non_blocking=...)`` on the current stream; returns ``dst``."""
-        to, frm = self.memory(dst), self.memory(src)
+    def copy(self, dst, src, non_blocking: bool = False, to: str | None = None,
+             frm: str | None = None):
+        """``dst.copy_(src, non_blocking=...)`` on the current stream; returns ``dst``
+        (``to``, ``frm``: ``memory`` of ``dst`` and ``src``, where the caller has them)."""
+        if to is None:
+            to = self.memory(dst)
+        if frm is None:
+            frm = self.memory(src)
         if to != "device" and frm != "device":          # host to host: the host does it
             self.host_read(span_of(src), "a host copy")
             self.host_write(span_of(dst), "a host copy")
             self._raw_copy(dst, src)
             return dst
+        with _disabled():       # the spans of both sides, read once
+            dst_span, src_span = _span(dst), _span(src)
         if to == "device" and frm != "device":
             blocking = not (non_blocking and frm == "pinned")
-            op = self._upload(dst, src, frm == "pinned", not blocking)
+            op = self._upload(dst, src, frm == "pinned", not blocking, dst_span, src_span)
         elif frm == "device" and to != "device":
             blocking = not (non_blocking and to == "pinned")
-            op = self._download(dst, src, not blocking)
+            op = self._download(dst, src, not blocking, dst_span, src_span, to)
         else:
             blocking = False
             op = self._issue("d2d", lambda: f"{self._name(src)} -> {self._name(dst)}")
-            op.dev_reads, op.dev_writes = [span_of(src)], [span_of(dst)]
+            op.dev_reads, op.dev_writes = [src_span], [dst_span]
             op.action = lambda: self._raw_copy(dst, src, True)
-        self._note_mirror_copy(dst, src, op.kind)
+        if self._paired and op.kind != "d2h":
+            self._note_mirror_copy(dst, src, op.kind, dst_span, src_span)
         self._start(op, blocking)
         return dst
 
-    def _upload(self, dst, src, pinned: bool, non_blocking: bool) -> Op:
+    def _upload(self, dst, src, pinned: bool, non_blocking: bool, dst_span: Span,
+                src_span: Span) -> Op:
         op = self._issue("h2d", lambda: f"{self._name(src)} -> {self._name(dst)}")
-        src_span, dst_span = span_of(src), span_of(dst)
         op.dev_writes = [dst_span]
-        self._uploads.setdefault(_storage_of(dst), []).append(op)
-        snapshot = self._clone(src)
+        with _disabled():
+            storage = dst.untyped_storage().data_ptr()
+            snapshot = src.clone()
+        uploads = self._uploads.get(storage)
+        if uploads is None:
+            self._uploads[storage] = [op]
+        else:
+            uploads.append(op)
         op.snapshot = (snapshot, src)
         if pinned:
             op.host_reads = [src_span]
@@ -199,13 +213,14 @@ class DeviceModel(RaceDetection, HostIntent):
             op.action = lambda: self._raw_copy(dst, snapshot, non_blocking)  # staged now
         return op
 
-    def _download(self, dst, src, non_blocking: bool) -> Op:
+    def _download(self, dst, src, non_blocking: bool, dst_span: Span, src_span: Span,
+                  to: str) -> Op:
         op = self._issue("d2h", lambda: f"{self._name(src)} -> {self._name(dst)}")
-        op.dev_reads = [span_of(src)]
-        if self.memory(dst) == "pinned":
+        op.dev_reads = [src_span]
+        if to == "pinned":
             self.pinned_downloads += 1
             self.sweep()          # host writes so far, before the device may write there too
-            span = span_of(dst)
+            span = dst_span
             op.host_writes = [span]
             op.snapshot = (self._clone(dst), dst)     # what the host held when it issued it
             for other in self._still_open():          # bytes the device may now change
@@ -240,14 +255,23 @@ class DeviceModel(RaceDetection, HostIntent):
         while it runs). What the host meant each read element to hold is noted now: the
         value of the host memory the last upload into it (issued before now) reads."""
         op = self._issue("kernel", name)
-        spans = {label: span_of(t) for label, t in reads.items()}
+        spans, touched, shapes = {}, {}, {}
+        with _disabled():       # each argument's metadata, read once
+            for label, t in reads.items():
+                spans[label] = span = _span(t)
+                contiguous, numel = t.is_contiguous(), t.numel()
+                if t.dim() == 1 and contiguous and numel > 0:
+                    touched[label] = (span, set())
+                shapes[label] = (contiguous, numel, span.item,
+                                 t.untyped_storage().data_ptr() if contiguous and numel
+                                 else None)
         op.dev_reads = list(spans.values())
         op.dev_writes = [span_of(t) for t in writes]
-        op.intents = {label: self._intent(t, op.index) for label, t in reads.items()}
-        op.touched = {label: (spans[label], set()) for label, t in reads.items()
-                      if _one_dim(t)}
+        op.intents = {label: self._intent(t, op.index, shapes[label])
+                      for label, t in reads.items()}
+        op.touched = touched
         op.reading = {label: (span, seen, (span.hi - span.lo) // span.item)
-                      for label, (span, seen) in op.touched.items()}
+                      for label, (span, seen) in touched.items()}
         op.action = self._work(op, name, fn, reads, self.location, dict(scalars or {}))
         self._work_ops.append(op)
         self._start(op)
@@ -367,10 +391,9 @@ class DeviceModel(RaceDetection, HostIntent):
         self._keep += [host, mirror]
         self._paired = True
 
-    def _note_mirror_copy(self, dst, src, kind: str) -> None:
-        if kind not in ("h2d", "d2d") or not self._paired:
-            return
-        to, frm = span_of(dst), span_of(src)
+    def _note_mirror_copy(self, dst, src, kind: str, to: Span, frm: Span) -> None:
+        """A copy of ``src`` (span ``frm``) into ``dst`` (``to``) of kind ``h2d`` or
+        ``d2d``: a paired buffer's mirror copy is told to the buffer."""
         found = mirror_copy(self.pairs, to, frm)
         if found is not None:
             buffer, start, stop = found
@@ -397,27 +420,35 @@ class DeviceModel(RaceDetection, HostIntent):
         if op is None or not op.reading:
             return
         reading = op.reading
-        for t in tensors:
-            span = span_of(t)
-            lo, hi = span.lo, span.hi
-            if hi <= lo:
-                continue
-            for label, (arg, seen, count) in list(reading.items()):
-                if hi <= arg.lo or arg.hi <= lo or not span.overlaps(arg):
-                    continue
-                item = arg.item
-                if span.elements is not None:
-                    seen.update((a - arg.lo) // item for a in span.elements
-                                if arg.lo <= a < arg.hi)
-                elif lo <= arg.lo and hi >= arg.hi:
-                    seen.update(range(count))           # all of it
+        with _disabled():       # metadata only
+            for t in tensors:
+                if t.is_contiguous():       # its span, as ``span_of`` gives it
+                    numel = t.numel()
+                    if numel == 0:
+                        continue
+                    lo = t.data_ptr()
+                    hi, elements = lo + numel * t.element_size(), None
                 else:
-                    seen.update(range((max(lo, arg.lo) - arg.lo) // item,
-                                      (min(hi, arg.hi) - arg.lo + item - 1) // item))
-                if len(seen) >= count:
-                    del reading[label]
-            if not reading:
-                return
+                    span = _span(t)
+                    lo, hi, elements = span.lo, span.hi, span.elements
+                    if hi <= lo:
+                        continue
+                for label, (arg, seen, count) in list(reading.items()):
+                    if hi <= arg.lo or arg.hi <= lo:
+                        continue            # no byte shared
+                    item = arg.item
+                    if elements is not None:    # only the elements inside the argument
+                        seen.update((a - arg.lo) // item for a in elements
+                                    if arg.lo <= a < arg.hi)
+                    elif lo <= arg.lo and hi >= arg.hi:
+                        seen.update(range(count))           # all of it
+                    else:
+                        seen.update(range((max(lo, arg.lo) - arg.lo) // item,
+                                          (min(hi, arg.hi) - arg.lo + item - 1) // item))
+                    if len(seen) >= count:
+                        del reading[label]
+                if not reading:
+                    return
 
     def _only_touched(self, op: Op, values: dict) -> None:
         """In ``values`` (``{label: list}``), the elements of each 1-D argument that the
@@ -511,9 +542,6 @@ class _Passthrough:
         self.model.inside, self.model.running = self.saved
 
 
-def _one_dim(t) -> bool:
-    with _disabled():
-        return t.dim() == 1 and t.is_contiguous() and t.numel() > 0
 _disabled = None
 _equal = None
 
@@ -523,8 +551,3 @@ def _take_torch() -> None:
     torch = import_torch()
     _disabled, _equal = torch._C.DisableTorchFunction, torch.equal
 
-
-def _storage_of(t) -> int:
-    """The address of the storage ``t`` views (its allocation)."""
-    with _disabled():
-        return t.untyped_storage().data_ptr()

@@ -60,6 +60,11 @@ class RunContext:
             with model.passthrough():
                 _name_tensors(model, self.state, only_unnamed=True)
 
+    def named_now(self) -> None:
+        """The state's tensors were just named (``prepare_state``): the pinned memory
+        allocated so far needs no look at the next step's start."""
+        self._pinned_named = getattr(self.model, "_pinned_count", 0)
+
     def component(self, *args, **kwargs):
         return self.code.component()(*args, **kwargs)
 

@@ -73,6 +73,9 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     ctx.state = protocol.build(ctx)
                 with model.passthrough():
                     made += prepare_state(model, ctx.state, protocol)
+                # every pinned tensor the state holds is named now: the first step's
+                # look for unnamed ones (``RunContext.step``) would find none
+                ctx.named_now()
             except CallTimedOut as exc:
                 _refuse_own_hang(protocol, protocol.build, exc, code, "build", limit)
                 trace.stopped = "hung while building the protocol's state"
