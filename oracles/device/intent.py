@@ -17,6 +17,7 @@ __all__ = ["HostIntent"]
 
 #: a source of at most this many elements is read whole (cheaper than a view of it)
 SMALL = 256
+_DISABLED = None
 
 
 class HostIntent:
@@ -27,7 +28,10 @@ class HostIntent:
         memory that the last upload into it, issued before op ``before``, reads, and that
         upload's index (None, None where no upload wrote it). ``shape``: ``(contiguous,
         numel, element size, storage address)`` of ``t``, where the caller read them."""
-        with import_torch()._C.DisableTorchFunction():
+        global _DISABLED
+        if _DISABLED is None:
+            _DISABLED = import_torch()._C.DisableTorchFunction
+        with _DISABLED():
             if shape is None:
                 contiguous, count = t.is_contiguous(), t.numel()
                 storage = t.untyped_storage().data_ptr() if contiguous and count else None
@@ -110,7 +114,8 @@ class HostIntent:
 
 
 def _flatten(values) -> list:
-    if type(values) is list and not any(isinstance(v, list) for v in values):
+    if type(values) is list and not any(issubclass(kind, list)
+                                        for kind in set(map(type, values))):
         return values                     # flat already (the values of a 1-D tensor)
     if isinstance(values, list):
         out: list = []

@@ -199,6 +199,7 @@ class DeviceModel(RaceDetection, HostIntent):
         with _disabled():
             storage = dst.untyped_storage().data_ptr()
             snapshot = src.clone()
+            op.fast = _bytes_view(src, snapshot)
         uploads = self._uploads.get(storage)
         if uploads is None:
             self._uploads[storage] = [op]
@@ -222,7 +223,10 @@ class DeviceModel(RaceDetection, HostIntent):
             self.sweep()          # host writes so far, before the device may write there too
             span = dst_span
             op.host_writes = [span]
-            op.snapshot = (self._clone(dst), dst)     # what the host held when it issued it
+            with _disabled():                         # what the host held when it issued it
+                before = dst.clone()
+                op.fast = _bytes_view(dst, before)
+            op.snapshot = (before, dst)
             for other in self._still_open():          # bytes the device may now change
                 if other.snapshot is not None:
                     for h in other.host_reads + other.host_writes:
@@ -404,7 +408,8 @@ class DeviceModel(RaceDetection, HostIntent):
     # ---------------------------------------------------------------- torch helpers
     def _work(self, op: Op, name: str, fn, reads: dict, where: tuple, scalars: dict):
         def run():
-            op.seen = {k: self._values(t) for k, t in reads.items()}
+            with _disabled():
+                op.seen = {k: t.tolist() for k, t in reads.items()}   # host memory here
             entry = {**scalars, **op.seen}
             self.reads_log.append((where, name, entry))
             fn()
@@ -544,10 +549,28 @@ class _Passthrough:
 
 _disabled = None
 _equal = None
+_EXACT: frozenset = frozenset()
+
+
+def _bytes_view(now, before):
+    """``Op.fast`` of a copy's pinned memory ``now`` whose ``snapshot`` is ``before``:
+    for integer and bool memory, where two values are equal exactly when their bytes
+    are (as ``torch.equal`` says), a numpy view of ``now`` and the bytes ``before`` holds;
+    None for other memory (floats: NaN, -0.0), which is compared with ``torch.equal``.
+    Torch function handling is off in the caller."""
+    if now.dtype not in _EXACT or not now.is_contiguous() or now.requires_grad:
+        return None
+    try:
+        view = now.numpy()
+        return (now.data_ptr(), view.nbytes, view.dtype.str), before.numpy().tobytes(), view
+    except (TypeError, RuntimeError):
+        return None
 
 
 def _take_torch() -> None:
-    global _disabled, _equal
+    global _disabled, _equal, _EXACT
     torch = import_torch()
     _disabled, _equal = torch._C.DisableTorchFunction, torch.equal
+    _EXACT = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
+                        torch.int64})
 

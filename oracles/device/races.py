@@ -88,12 +88,22 @@ class RaceDetection:
         download's destination not yet landed). Called wherever the host may learn that a
         copy completed (a synchronization, an event query) and between the operations of a
         protocol, so a changed value is seen before the host could know the copy done."""
+        held: dict = {}       # the bytes of memory compared by bytes, read once a sweep
         for op in self._still_open():
             if op.snapshot is None or (op.done and op.kind == "d2h"):
                 continue      # a download the CPU model ran has landed: nothing to race
-            before, now = op.snapshot
-            if self._same(before, now):
-                continue                  # nothing changed: no race to look for
+            fast = op.fast
+            if fast is not None:
+                key, before, view = fast
+                now = held.get(key)
+                if now is None:
+                    now = held[key] = view.tobytes()
+                if now == before:
+                    continue              # nothing changed: no race to look for
+            else:
+                before, now = op.snapshot
+                if self._same(before, now):
+                    continue              # nothing changed: no race to look for
             if op.kind == "d2h":
                 self.download_touched(op)
             elif op.kind == "h2d" and op.host_reads:
@@ -125,6 +135,8 @@ class RaceDetection:
         destination since it was issued (seen as changed values) race with it."""
         if op.snapshot is None or self._landed(op):
             return
+        if op.fast is not None and op.fast[2].tobytes() == op.fast[1]:
+            return                        # nothing changed
         touched = self._host_changes(op, op.host_writes[0])
         if touched is not None:
             self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, op.host_writes[0], touched,

@@ -251,6 +251,9 @@ def _plain(values):
     torch = import_torch()
     if isinstance(values, dict):
         return {k: _plain_one(torch, v) for k, v in values.items()}
+    Tensor = torch.Tensor
+    if not any(isinstance(v, Tensor) and type(v) is not Tensor for v in values):
+        return values                   # no device tensor among them: as they are
     return tuple([_plain_one(torch, v) for v in values])
 
 
