@@ -138,8 +138,13 @@ def _mode_class():
                         how = _WORK[func] = _work_kind(getattr(func, "__name__", ""))
                     if how[0] or kwargs:
                         _note_work_write(model, how, args, kwargs or _EMPTY)
-                    if running.reading and how[1] is not _NO_READ:
-                        _note_work_read(model, how, args)
+                    if running.reading:     # an argument of it not read whole yet
+                        reads = how[1]
+                        if reads is _INDEX:     # ``t[key]``: a view reads nothing
+                            if len(args) < 2 or not _basic_index(args[1]):
+                                model.read_by_work(_tensors(args, []))
+                        elif reads is not _NO_READ:
+                            model.read_by_work(_tensors(args[reads], []))
                 if types == self.own and types:
                     return self.call(func, args, kwargs)
                 return func(*args, **kwargs) if kwargs else func(*args)
@@ -168,13 +173,16 @@ _WORK: dict = {}
 _NAMES: dict = {}
 #: ``_work_kind``: a call that reads no tensor's elements (a view, metadata)
 _NO_READ = "none"
+#: ``_work_kind``: ``__getitem__``, which reads its tensor unless the index makes a view
+_INDEX = "index"
 
 
 def _work_kind(name: str) -> tuple:
     """How a torch call named ``name`` inside device work is noted: ``(writes, reads)``;
     ``writes``: ``"setitem"``, ``"first"`` (it writes its first argument in place) or ""
-    (only an ``out=`` it is given); ``reads``: which of its arguments it reads,
-    ``"index"`` (a ``__getitem__``: its tensor unless the index makes a view),
+    (only an ``out=`` it is given); ``reads``: which of its arguments it reads (not a
+    view made, not the destination of a copy or an assignment, not an ``out=``):
+    ``_INDEX`` (a ``__getitem__``: its tensor unless the index makes a view),
     ``_NO_READ``, or a slice of its arguments."""
     if name == "__setitem__":
         writes = "setitem"
@@ -185,7 +193,7 @@ def _work_kind(name: str) -> tuple:
     if name in VIEWS:
         reads = _NO_READ
     elif name == "__getitem__":
-        reads = "index"
+        reads = _INDEX
     elif name == "__setitem__":
         reads = slice(2, 3)
     elif name == "copy_":
@@ -210,18 +218,6 @@ def _note_work_write(model, how, args, kwargs) -> None:
         view = _view(target, args[1]) if writes == "setitem" and _basic_index(args[1]) \
             else target
         model.wrote(view)
-
-
-def _note_work_read(model, how, args) -> None:
-    """Device work that runs reads the tensors an operation (``how``: ``_work_kind``'s
-    answer for the torch call) takes (not a view made, not the destination of a copy or an
-    assignment, not an ``out=``): note which elements."""
-    reads = how[1]
-    if reads == "index":
-        if len(args) > 1 and _basic_index(args[1]):
-            return
-        reads = slice(None)
-    model.read_by_work(_tensors(args[reads], []))
 
 
 # ============================================================================ handlers

@@ -215,8 +215,8 @@ def _device_work(model, label: str, original):
                     reads[name] = value
             elif isinstance(value, (int, float, bool, str)) or value is None:
                 scalars[name] = value
-        model.launch(label, lambda: original(*_plain(args), **_plain(kwargs)), reads,
-                     scalars=scalars)
+        model.launch(label, lambda: original(*_plain(args), **_plain(kwargs))
+                     if kwargs else original(*_plain(args)), reads, scalars=scalars)
         return NoResult(label)
 
     queued.__name__ = getattr(original, "__name__", label)

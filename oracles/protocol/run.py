@@ -26,6 +26,7 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.device import device_model
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.observe.call import CallTimedOut, time_limit
 from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, prepare_state,
@@ -479,6 +480,11 @@ def run_batch(protocol_spec: str, refs: list, batch: list, options: dict) -> lis
     if protocol.staging:
         schema = load_schema(options.get("schema") or protocol.staging)
     codes = [load_code(ref, protocol.component, schema) for ref in refs]
+    with fewer_collections():   # a run makes thousands of short-lived objects
+        return _run_batch(protocol, codes, batch, options)
+
+
+def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> list:
     out = []
     for index, data in batch:
         seq = StepSequence.from_dict(data)
@@ -509,7 +515,9 @@ def _freeze_once() -> None:
     device model imports of it, the targets) is left out of every later garbage
     collection (``gc.freeze``). A run frees its own objects
     (``DeviceModel.release``), but collections still happen while it allocates, and
-    each full one would walk torch's hundreds of thousands of objects again."""
+    each full one would walk torch's hundreds of thousands of objects again. (A batch
+    also runs under ``fewer_collections``, which freezes what exists at its start and
+    collects the young generation less often.)"""
     if not _FROZEN:
         gc.freeze()
         _FROZEN.append(True)
