@@ -56,11 +56,26 @@ class HostIntent:
                 first, last = max(dst.lo, lo), min(dst.hi, end)
                 if first >= last or dst.elements is not None or dst.item != item:
                     continue
+                p0, p1 = (first - lo) // item, (last - lo) // item
+                q0 = (first - dst.lo) // item
+                fast = up.fast
+                if fast is not None:    # integer memory: read through its numpy view
+                    flat = fast[2].reshape(-1)
+                    held = (flat.tolist()[q0:q0 + (p1 - p0)] if flat.size <= SMALL
+                            else flat[q0:q0 + (p1 - p0)].tolist())
+                    if left == count and len(held) == p1 - p0:   # all new
+                        values[p0:p1] = held
+                        sources[p0:p1] = [up.index] * (p1 - p0)
+                        left -= p1 - p0
+                        continue
+                    for p in range(p0, p1):
+                        if sources[p] is None:
+                            values[p], sources[p] = held[p - p0], up.index
+                            left -= 1
+                    continue
                 src = up.snapshot[1]
                 if not src.is_contiguous():
                     continue
-                p0, p1 = (first - lo) // item, (last - lo) // item
-                q0 = (first - dst.lo) // item
                 if src.numel() <= SMALL:      # all of it as a list, then the part wanted
                     held = (src.tolist() if src.dim() == 1 else
                             src.reshape(-1).tolist())[q0:q0 + (p1 - p0)]

@@ -152,7 +152,8 @@ def _mode_class():
             if name is None:
                 name = _NAMES[func] = getattr(func, "__name__", "")
             what = _DISPATCH.get(name)
-            if what is _PASS:
+            if what is _PASS or what is _getitem and types == self.own and types \
+                    and len(args) > 1 and _basic_index(args[1]):   # a view: as it is
                 if types == self.own and types:
                     return self.call(func, args, kwargs)
                 return func(*args, **kwargs) if kwargs else func(*args)

@@ -276,6 +276,9 @@ class DeviceModel(RaceDetection, HostIntent):
         op.touched = touched
         op.reading = {label: (span, seen, (span.hi - span.lo) // span.item)
                       for label, (span, seen) in touched.items()}
+        if touched:
+            op.bounds = (min(span.lo for span, _ in touched.values()),
+                         max(span.hi for span, _ in touched.values()))
         op.action = self._work(op, name, fn, reads, self.location, dict(scalars or {}))
         self._work_ops.append(op)
         self._start(op)
@@ -425,19 +428,22 @@ class DeviceModel(RaceDetection, HostIntent):
         if op is None or not op.reading:
             return
         reading = op.reading
+        low, high = op.bounds
         with _disabled():       # metadata only
             for t in tensors:
                 if t.is_contiguous():       # its span, as ``span_of`` gives it
-                    numel = t.numel()
-                    if numel == 0:
+                    size = t.nbytes
+                    if size == 0:
                         continue
                     lo = t.data_ptr()
-                    hi, elements = lo + numel * t.element_size(), None
+                    hi, elements = lo + size, None
                 else:
                     span = _span(t)
                     lo, hi, elements = span.lo, span.hi, span.elements
                     if hi <= lo:
                         continue
+                if hi <= low or high <= lo:
+                    continue                # outside every argument (a temporary)
                 for label, (arg, seen, count) in list(reading.items()):
                     if hi <= arg.lo or arg.hi <= lo:
                         continue            # no byte shared

@@ -19,7 +19,7 @@ class Op:
     __slots__ = ("index", "kind", "stream", "seq", "clock", "dev_reads", "dev_writes",
                  "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
                  "what", "where", "reported", "event", "intents", "seen", "location",
-                 "device_owned", "touched", "reading", "fast")
+                 "device_owned", "touched", "reading", "fast", "bounds")
 
     def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
                  ) -> None:
@@ -49,6 +49,8 @@ class Op:
         #: device work: the 1-D arguments of ``touched`` not read whole yet, with their
         #: element counts (once every one is, the work's further reads need no noting)
         self.reading: dict = {}
+        #: device work: ``(lo, hi)`` around every argument of ``reading`` when launched
+        self.bounds: tuple = (0, 0)
 
     def describe(self) -> str:
         if callable(self.what):           # named when first needed (a report)
