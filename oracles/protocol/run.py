@@ -17,14 +17,12 @@ from __future__ import annotations
 import dataclasses
 import gc
 import os
-import re
 import sys
 import traceback
 from typing import Any
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.device import device_model
-from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.observe.call import CallTimedOut, time_limit
@@ -32,8 +30,9 @@ from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, prepare_state,
                                                  release_state)
 from stagecheck.oracles.protocol.load import load_protocol, when_problem
+from stagecheck.oracles.protocol.results import SCALARS, plain, plain_result, refuse_device_values
 from stagecheck.oracles.schemas import load_schema
-from stagecheck.oracles.text import exception_text, short_text, type_name
+from stagecheck.oracles.text import exception_text, type_name
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.schema import StandInUnsupported
 from stagecheck.spec.steps import StepSequence, unfold
@@ -140,11 +139,11 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                                                  error=exception_text(exc, type(exc))) from None
                         outcome = "raised " + exception_text(exc, type(exc))
                     model.sweep()        # host writes of this operation into pending copies
-                    if outcome is None and result is not None and type(result) not in _SCALARS:
-                        _refuse_device_values(model, protocol, result,
+                    if outcome is None and result is not None and type(result) not in SCALARS:
+                        refuse_device_values(model, protocol, result,
                                               f"operation {op.name!r}", view.index)
                         with model.passthrough():
-                            result = _plain_result(protocol, result,
+                            result = plain_result(protocol, result,
                                                    f"operation {op.name!r}", view.index)
                     trace.ops.append(_record(view.index, op.name, completion, outcome,
                                              model, before, result))
@@ -178,9 +177,9 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                                 exception_text(exc, type(exc)), model, len(model.hazards),
                                 None))
                             return _finish(model, trace, ctx)
-                        _refuse_device_values(model, protocol, observed, "observe",
+                        refuse_device_values(model, protocol, observed, "observe",
                                               view.index)
-                        trace.states.append(_plain_result(protocol, observed, "observe",
+                        trace.states.append(plain_result(protocol, observed, "observe",
                                                           view.index))
                 else:
                     trace.states.append(None)
@@ -208,12 +207,12 @@ def _finish(model, trace: Trace, ctx) -> Trace:
         last = trace.ops[-1]["step"] if trace.ops else 0
         trace.ops.append(_record(last, END, "", None, model, before, None))
     trace.reads = [{"step": where[0] if where else None, "op": where[1] if where else "",
-                    "work": work, "values": _plain(values)}
+                    "work": work, "values": plain(values)}
                    for where, work, values in model.reads_log]
     trace.meant = [{"step": m["where"][0] if m["where"] else None,
                     "op": m["where"][1] if m["where"] else "", "work": m["work"],
                     "arg": m["arg"], "region": m["region"], "slots": m["slots"],
-                    "meant": _plain(m["meant"]), "read": _plain(m["read"])}
+                    "meant": plain(m["meant"]), "read": plain(m["read"])}
                    for m in model.mismatches]
     trace.staging = ctx.staged
     trace.downloads = model.pinned_downloads
@@ -228,8 +227,8 @@ def _record(step: int, name: str, completion: str, outcome: str | None, model, b
                 "in_flight": model.in_flight(),
                 "hazards": [dataclasses.asdict(h) | {"slots": list(h.slots)}
                             for h in hazards[before:]] if len(hazards) > before else [],
-                "result": result if result is None or type(result) in _SCALARS
-                else _plain(result)}
+                "result": result if result is None or type(result) in SCALARS
+                else plain(result)}
 
 
 #: frames of these folders are neither the protocol's nor the target's (torch, stagecheck,
@@ -302,163 +301,11 @@ def _call_refused(build, exc: BaseException) -> str | None:
     return f"{mine[-1].filename}:{mine[-1].lineno}" if mine else None
 
 
-def _refuse_device_values(model, protocol: Protocol, value: Any, part: str,
-                          step: int) -> None:
-    """A ``SchemaError`` when ``value`` (what an operation or ``observe`` returned) holds a
-    device tensor: the host does not hold it, and reading it here would bypass the device
-    model (no download seen, whatever the copies in flight)."""
-    where = _device_value(model, value, "", 0)
-    if where is not None:
-        raise SchemaError.of(messages.PROTOCOL_DEVICE_RESULT, protocol.name, part=part,
-                             where=f" at {where}" if where else "", step=step)
-
-
-def _device_value(model, value: Any, path: str, depth: int) -> str | None:
-    """Where in ``value`` a device tensor of ``model`` lies (``the value[0]['ids']``)."""
-    kind = type(value)
-    if value is None or kind in _SCALARS or depth > 8:
-        return None
-    if isinstance(value, (list, tuple)):
-        for k, v in enumerate(value):
-            if v is not None and type(v) not in _SCALARS:
-                found = _device_value(model, v, f"{path or 'result'}[{k}]", depth + 1)
-                if found is not None:
-                    return found
-        return None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            found = _device_value(model, v, f"{path or 'result'}[{k!r}]", depth + 1)
-            if found is not None:
-                return found
-        return None
-    if getattr(value, "tolist", None) is not None:
-        try:
-            torch = import_torch()
-        except ImportError:
-            return None
-        if isinstance(value, torch.Tensor):
-            with model.passthrough():
-                if model.memory(value) == "device":
-                    return path
-    return None
-
-
 def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:
     used = isinstance(exc, DeviceResultUsed)
     return SchemaError.of(messages.PROTOCOL_DEVICE_RESULT_USED if used
                           else messages.PROTOCOL_STAND_IN, exc.stand_in,
                           protocol=protocol.name, operation=exc.operation)
-
-
-_SCALARS = frozenset({int, float, str, bool})
-
-
-class _NotPlain(Exception):
-    """``_plain`` met a value that is not plain data: ``(where, what)``."""
-
-
-#: how deep ``_plain`` follows containers (deeper: a value that holds itself, or not data)
-PLAIN_DEPTH = 32
-#: most values (and bytes) one result of an operation or observe may hold: each is kept
-#: for every step of every sequence, and sent from the worker
-PLAIN_ITEMS = 1_000_000
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def _plain(value: Any, path: str = "", depth: int = 0) -> Any:
-    """Plain data of ``value`` (tensors and arrays as lists, sets sorted, dataclasses as
-    dicts of their fields, other objects as their text); ``_NotPlain`` for a value whose
-    text would differ between two runs of the same code (an object's default text, with
-    its address) or that nests deeper than ``PLAIN_DEPTH``."""
-    kind = type(value)
-    if value is None or kind in _SCALARS:
-        return value if kind is not float or value == value else "nan"
-    if depth > PLAIN_DEPTH:
-        raise _NotPlain(path, f"a value nested deeper than {PLAIN_DEPTH} levels "
-                              "(one that holds itself?)")
-    if kind is list or kind is tuple:
-        for v in value:
-            if v is not None and type(v) not in _SCALARS:
-                return [_plain(v, f"{path or 'the value'}[{k}]", depth + 1)
-                        for k, v in enumerate(value)]
-        return list(value)              # plain already (values read back, scalars)
-    if isinstance(value, dict):
-        return {k if isinstance(k, (str, int)) else _plain(k, path, depth + 1).__repr__():
-                _plain(v, f"{path or 'the value'}[{k!r}]", depth + 1)
-                for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, f"{path or 'the value'}[{k}]", depth + 1)
-                for k, v in enumerate(value)]
-    if isinstance(value, (set, frozenset)):
-        return sorted((_plain(v, path, depth + 1) for v in value), key=repr)
-    tolist = getattr(value, "tolist", None)
-    if tolist is not None and callable(tolist):
-        try:
-            torch = import_torch()
-            if isinstance(value, torch.Tensor):
-                with torch._C.DisableTorchFunction():
-                    return value.detach().cpu().tolist()
-        except ImportError:
-            pass
-        return _plain(tolist(), path, depth + 1)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        if len(value) > PLAIN_ITEMS:
-            raise _NotPlain(path, f"{len(value):,} bytes (more than {PLAIN_ITEMS:,})")
-        return bytes(value).hex()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"dataclass": type_name(kind),
-                **{f.name: _plain(getattr(value, f.name, None),
-                                  f"{path or 'the value'}.{f.name}", depth + 1)
-                   for f in dataclasses.fields(value)}}
-    text = short_text(value, 4000)
-    if kind.__repr__ is object.__repr__ or _ADDRESS.search(text):
-        raise _NotPlain(path, f"a {type_name(kind)} object (its text "
-                              f"{short_text(value, 60)} holds an address)")
-    return text
-
-
-def _comparable(plain: Any, count: list) -> int:
-    """The number of values in ``plain`` (``_plain``'s result), each NaN replaced by the
-    text ``'nan'`` in place, so that two equal runs compare equal (NaN != NaN)."""
-    if type(plain) is list:
-        for k, v in enumerate(plain):
-            if type(v) is float and v != v:
-                plain[k] = "nan"
-            elif type(v) is list or type(v) is dict:
-                _comparable(v, count)
-        count[0] += len(plain)
-    elif type(plain) is dict:
-        for k, v in plain.items():
-            if type(v) is float and v != v:
-                plain[k] = "nan"
-            elif type(v) is list or type(v) is dict:
-                _comparable(v, count)
-        count[0] += len(plain)
-    else:
-        count[0] += 1
-    return count[0]
-
-
-def _plain_result(protocol: Protocol, value: Any, part: str, step: int) -> Any:
-    """``_plain(value)`` of what an operation or ``observe`` returned, or the protocol's
-    mistake (``PROTOCOL_NOT_PLAIN``) when it is not plain data."""
-    try:
-        plain = _plain(value)
-        count = _comparable(plain, [0])
-        if count > PLAIN_ITEMS:
-            raise _NotPlain("", f"{count:,} values (more than {PLAIN_ITEMS:,}: return what "
-                                "the check needs, e.g. a sum or the first rows)")
-        return plain
-    except _NotPlain as exc:
-        where, what = exc.args
-        where = where if len(where) <= 80 else where[:77] + "..."
-        raise SchemaError.of(messages.PROTOCOL_NOT_PLAIN, protocol.name, part=part,
-                             what=what, where=f" at {where}" if where else "",
-                             step=step) from None
-    except RecursionError:
-        raise SchemaError.of(messages.PROTOCOL_NOT_PLAIN, protocol.name, part=part,
-                             what="a value nested too deep to read", where="",
-                             step=step) from None
 
 
 # ============================================================================ the worker

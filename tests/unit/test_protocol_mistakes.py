@@ -224,7 +224,7 @@ def test_plain_data_is_read_the_same_every_run_and_other_objects_are_refused():
 
     import numpy as np
 
-    from stagecheck.oracles.protocol.run import _NotPlain, _plain
+    from stagecheck.oracles.protocol.results import NotPlain as _NotPlain, plain as _plain
 
     @dataclasses.dataclass
     class Counts:
@@ -250,7 +250,7 @@ def test_results_compare_equal_across_runs_nan_included_and_are_bounded():
     """NaN != NaN: a result holding one would differ from itself between the two runs of
     a correct target; it is read as the text 'nan'. A result of more than PLAIN_ITEMS
     values (or bytes) is the protocol's mistake, not a worker out of memory."""
-    from stagecheck.oracles.protocol.run import PLAIN_ITEMS, _plain_result
+    from stagecheck.oracles.protocol.results import PLAIN_ITEMS, plain_result as _plain_result
 
     protocol = _protocol(EXAMPLE)
     nan = float("nan")
