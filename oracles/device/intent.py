@@ -63,15 +63,7 @@ class HostIntent:
                     flat = fast[2].reshape(-1)
                     held = (flat.tolist()[q0:q0 + (p1 - p0)] if flat.size <= SMALL
                             else flat[q0:q0 + (p1 - p0)].tolist())
-                    if left == count and len(held) == p1 - p0:   # all new
-                        values[p0:p1] = held
-                        sources[p0:p1] = [up.index] * (p1 - p0)
-                        left -= p1 - p0
-                        continue
-                    for p in range(p0, p1):
-                        if sources[p] is None:
-                            values[p], sources[p] = held[p - p0], up.index
-                            left -= 1
+                    left = _take(values, sources, held, p0, p1, up.index, left, count)
                     continue
                 src = up.snapshot[1]
                 if not src.is_contiguous():
@@ -82,15 +74,7 @@ class HostIntent:
                 else:
                     flat = src if src.dim() == 1 else src.reshape(-1)
                     held = flat[q0:q0 + (p1 - p0)].tolist()
-                if left == count and len(held) == p1 - p0:   # nothing found yet: all new
-                    values[p0:p1] = held
-                    sources[p0:p1] = [up.index] * (p1 - p0)
-                    left -= p1 - p0
-                    continue
-                for p in range(p0, p1):
-                    if sources[p] is None:
-                        values[p], sources[p] = held[p - p0], up.index
-                        left -= 1
+                left = _take(values, sources, held, p0, p1, up.index, left, count)
             return values, sources, lo, item
 
     def check_intents(self) -> None:
@@ -138,3 +122,18 @@ def _flatten(values) -> list:
             out.extend(_flatten(v) if isinstance(v, list) else [v])
         return out
     return [values]
+
+
+def _take(values: list, sources: list, held: list, p0: int, p1: int, index: int, left: int,
+          count: int) -> int:
+    """Positions ``p0 .. p1`` of ``values`` get ``held`` (what upload ``index`` wrote
+    there) where no later upload was found for them yet; the count of positions left."""
+    if left == count and len(held) == p1 - p0:      # nothing found yet: all new
+        values[p0:p1] = held
+        sources[p0:p1] = [index] * (p1 - p0)
+        return left - (p1 - p0)
+    for p in range(p0, p1):
+        if sources[p] is None:
+            values[p], sources[p] = held[p - p0], index
+            left -= 1
+    return left
