@@ -32,7 +32,7 @@ from stagecheck.oracles.commands import COMMANDS, load, release
 from stagecheck.oracles.commands.crash import is_internal, report_internal
 from stagecheck.oracles.config import did_you_mean, load_config
 from stagecheck.oracles.errors import StagecheckError, UsageError
-from stagecheck.oracles.options import Option, flag_of, options_of, validated
+from stagecheck.oracles.options import Option, flag_of, options_of, save_folder, validated
 from stagecheck.oracles.paths import require_file
 
 __all__ = ["build_parser", "entry_point", "main"]
@@ -271,14 +271,14 @@ def main(argv: list[str] | None = None) -> int:
                     release(args.command)
         except StagecheckError as exc:
             if is_internal(exc):       # stagecheck's machinery failed in a worker
-                code = report_internal(exc, _argv(argv), _crash_folder(values))
+                code = report_internal(exc, _argv(argv), save_folder(values))
             else:
                 if isinstance(exc, UsageError):
                     _located(exc, getattr(args, "command", None))
                 note(f"stagecheck: error: {exc}")
                 code = EXIT_USAGE
         except Exception as exc:       # an internal error: never a verdict
-            code = report_internal(exc, _argv(argv), _crash_folder(values))
+            code = report_internal(exc, _argv(argv), save_folder(values))
         except KeyboardInterrupt:   # a second signal, or Ctrl-C outside a search loop
             if not interrupt.requested():
                 raise
@@ -295,12 +295,6 @@ def main(argv: list[str] | None = None) -> int:
         return code
     finally:
         interrupt.uninstall()
-
-
-def _crash_folder(values: dict) -> str | None:
-    """Where an internal error's traceback goes: the run's save folder, or (``--no-save``,
-    none) the temporary folder: nothing is written under the user's repository."""
-    return None if values.get("no_save") else values.get("save_dir")
 
 
 def _argv(argv: list[str] | None) -> list[str]:

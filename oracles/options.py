@@ -39,7 +39,7 @@ __all__ = ["BenchConfig", "COLOR_CHOICES", "CampaignConfig", "DEVICES", "KERNEL_
            "KERNEL_MODES", "KernelConfig", "LIMITS", "OPTIONS", "Option", "PROTOCOL_FIELDS",
            "PROTOCOL_FIXTURE_OWN", "PROTOCOL_LIBRARY_FIELDS", "protocol_fixture_options",
            "ProtocolConfig", "ReplayConfig", "RunOptions", "SymbolicConfig", "TABLE",
-           "option_for", "options_of", "settings"]
+           "option_for", "options_of", "save_folder", "settings"]
 
 DEVICES = ("cpu", "cuda")
 ENGINES = ("batched", "hypothesis")
@@ -509,6 +509,12 @@ def option_for(command: str, field_: str) -> Option | None:
         if command in o.commands and o.field == field_ and o.action != "const":
             return o
     return None
+
+
+def save_folder(values: dict) -> str | None:
+    """Where a run writes its replay files (and an internal error its traceback):
+    ``--save-dir``, or None under ``--no-save``."""
+    return None if values.get("no_save") else values.get("save_dir")
 
 
 def flag_of(command: str | None, field_: str) -> str:

@@ -22,7 +22,7 @@ from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands.crash import is_internal
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.errors import SchemaError, ShimError, StagecheckError
-from stagecheck.oracles.options import flag_of
+from stagecheck.oracles.options import flag_of, save_folder
 from stagecheck.oracles.report.replay import untrusted_parts
 from stagecheck.oracles.report.style import colorize, use_color
 from stagecheck.oracles.runner import load_isolated, load_schema_isolated
@@ -73,7 +73,7 @@ class Command:
 
     def outputs(self, values: dict) -> Outputs:
         return Outputs({f"--{o.replace('_', '-')}": values.get(o) for o in self.reports},
-                       None if values.get("no_save") else values.get("save_dir"))
+                       save_folder(values))
 
     def execute(self, args, values: dict) -> int:
         """The outline: outputs probed, config built, the run, then files and report.

@@ -25,10 +25,10 @@ SCALARS = frozenset({int, float, str, bool})
 
 
 class NotPlain(Exception):
-    """``_plain`` met a value that is not plain data: ``(where, what)``."""
+    """``plain`` met a value that is not plain data: ``(where, what)``."""
 
 
-#: how deep ``_plain`` follows containers (deeper: a value that holds itself, or not data)
+#: how deep ``plain`` follows containers (deeper: a value that holds itself, or not data)
 PLAIN_DEPTH = 32
 #: most values (and bytes) one result of an operation or observe may hold: each is kept
 #: for every step of every sequence, and sent from the worker
@@ -54,7 +54,7 @@ def plain(value: Any, path: str = "", depth: int = 0) -> Any:
                         for k, v in enumerate(value)]
         return list(value)              # plain already (values read back, scalars)
     if isinstance(value, dict):
-        return {k if isinstance(k, (str, int)) else plain(k, path, depth + 1).__repr__():
+        return {k if isinstance(k, (str, int)) else repr(plain(k, path, depth + 1)):
                 plain(v, f"{path or 'the value'}[{k!r}]", depth + 1)
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -88,25 +88,19 @@ def plain(value: Any, path: str = "", depth: int = 0) -> Any:
     return text
 
 
-def _comparable(plain: Any, count: list) -> int:
-    """The number of values in ``plain`` (``plain``'s result), each NaN replaced by the
+def _comparable(data: Any, count: list) -> int:
+    """The number of values in ``data`` (``plain``'s result), each NaN replaced by the
     text ``'nan'`` in place, so that two equal runs compare equal (NaN != NaN)."""
-    if type(plain) is list:
-        for k, v in enumerate(plain):
-            if type(v) is float and v != v:
-                plain[k] = "nan"
-            elif type(v) is list or type(v) is dict:
-                _comparable(v, count)
-        count[0] += len(plain)
-    elif type(plain) is dict:
-        for k, v in plain.items():
-            if type(v) is float and v != v:
-                plain[k] = "nan"
-            elif type(v) is list or type(v) is dict:
-                _comparable(v, count)
-        count[0] += len(plain)
-    else:
+    kind = type(data)
+    if kind is not list and kind is not dict:
         count[0] += 1
+        return count[0]
+    for k, v in (enumerate(data) if kind is list else list(data.items())):
+        if type(v) is float and v != v:
+            data[k] = "nan"
+        elif type(v) is list or type(v) is dict:
+            _comparable(v, count)
+    count[0] += len(data)
     return count[0]
 
 

@@ -30,7 +30,7 @@ from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, prepare_state,
                                                  release_state)
 from stagecheck.oracles.protocol.load import load_protocol, when_problem
-from stagecheck.oracles.protocol.results import SCALARS, plain, plain_result, refuse_device_values
+from stagecheck.oracles.protocol.results import plain, plain_result, refuse_device_values
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.text import exception_text, type_name
 from stagecheck.spec.protocol import Protocol, Trace
@@ -65,7 +65,7 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
 def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options: dict,
          views: list | None, made: list, code) -> Trace:
     trace = Trace()
-    limit = None if protocol.staging else options["timeout"]
+    limit = _call_limit(protocol, options)
     with model.activate():
         try:
             try:
@@ -106,9 +106,9 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                         active = op.when(view)
                     except Exception as exc:    # the protocol's own function: exit 2
                         active = exc
+                    if active is False:
+                        continue
                     if active is not True:
-                        if active is False:
-                            continue
                         raise SchemaError.of(messages.PROTOCOL_INVALID, protocol.name,
                                              count=1, problems=when_problem(
                                                  k, op, active, view.index))
@@ -139,12 +139,12 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                                                  error=exception_text(exc, type(exc))) from None
                         outcome = "raised " + exception_text(exc, type(exc))
                     model.sweep()        # host writes of this operation into pending copies
-                    if outcome is None and result is not None and type(result) not in SCALARS:
+                    if outcome is None and result is not None:
                         refuse_device_values(model, protocol, result,
-                                              f"operation {op.name!r}", view.index)
+                                             f"operation {op.name!r}", view.index)
                         with model.passthrough():
                             result = plain_result(protocol, result,
-                                                   f"operation {op.name!r}", view.index)
+                                                  f"operation {op.name!r}", view.index)
                     trace.ops.append(_record(view.index, op.name, completion, outcome,
                                              model, before, result))
                     if outcome is not None:
@@ -178,7 +178,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                                 None))
                             return _finish(model, trace, ctx)
                         refuse_device_values(model, protocol, observed, "observe",
-                                              view.index)
+                                             view.index)
                         trace.states.append(plain_result(protocol, observed, "observe",
                                                           view.index))
                 else:
@@ -191,9 +191,8 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
 def _finish(model, trace: Trace, ctx) -> Trace:
     """Everything still queued runs (the run's end), then what device work read."""
     before = len(model.hazards)
-    limit = None if ctx.protocol.staging else ctx.options["timeout"]
     try:
-        with time_limit(limit):
+        with time_limit(_call_limit(ctx.protocol, ctx.options)):
             model.finish()
     except CallTimedOut:                  # queued device work the end of the run ran
         if trace.failed() is None and trace.stopped is None:
@@ -219,6 +218,12 @@ def _finish(model, trace: Trace, ctx) -> Trace:
     return trace
 
 
+def _call_limit(protocol: Protocol, options: dict) -> float | None:
+    """Seconds each call of a run may take: ``--timeout``; none for a one-call staging
+    protocol, whose staging call keeps the limits of a single call's observation."""
+    return None if protocol.staging else options["timeout"]
+
+
 def _record(step: int, name: str, completion: str, outcome: str | None, model, before: int,
             result: Any) -> dict:
     hazards = model.hazards
@@ -227,8 +232,7 @@ def _record(step: int, name: str, completion: str, outcome: str | None, model, b
                 "in_flight": model.in_flight(),
                 "hazards": [dataclasses.asdict(h) | {"slots": list(h.slots)}
                             for h in hazards[before:]] if len(hazards) > before else [],
-                "result": result if result is None or type(result) in SCALARS
-                else plain(result)}
+                "result": result}     # plain already (``plain_result``)
 
 
 #: frames of these folders are neither the protocol's nor the target's (torch, stagecheck,
