@@ -98,6 +98,9 @@ SCHEMA_NONE_FOR = ("no built-in schema describes function {name!r} of {value!r}"
 # --------------------------------------------------------------------------- options
 # ``option`` is the canonical name; the CLI shows it as --option, the fixture as option=.
 BAD_DEVICE = ("{value!r} is not a device", "use 'cpu' or 'cuda'")
+CUDA_ONLY = ("{value!r} queues device work on a GPU, and the run is on device 'cpu', where "
+             "nothing would read it",
+             "leave the option out, or give --device cuda on a GPU machine")
 CUDA_UNAVAILABLE = ("'cuda' was asked for but torch sees no CUDA device (torch {torch})",
                     "run on a GPU machine or use device cpu")
 BAD_WHOLE = ("{value!r} is not a whole number >= {minimum}", "give e.g. {example}")

@@ -565,6 +565,14 @@ def check_fields(config, command: str) -> None:
             object.__setattr__(config, f.name, option.check(f.name, value))
 
 
+def refuse_cuda_only(device: str | None, busy_cycles: int | None) -> None:
+    """Device work queued ahead of the copies exists only on CUDA: a non-zero
+    ``gpu_busy_cycles`` on the CPU is a ``UsageError``, never ignored (and never shown in a
+    report's settings as if it had been used)."""
+    if (device or "cpu") == "cpu" and busy_cycles:
+        raise UsageError.of(messages.CUDA_ONLY, busy_cycles, "gpu_busy_cycles")
+
+
 def flat(config) -> dict[str, Any]:
     """A config object's fields by name, nested config objects' fields beside them."""
     out: dict[str, Any] = {}
@@ -650,6 +658,7 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         check_fields(self, "diff")
+        refuse_cuda_only(self.device, self.gpu_busy_cycles)
         if self.gpu_busy_cycles is None:
             object.__setattr__(self, "gpu_busy_cycles",
                                1_000_000 if self.device == "cuda" else 0)
@@ -814,6 +823,7 @@ class ProtocolConfig:
         """The config of ``diff``/``spec --protocol`` from the checked option values (by
         the option's field); an option left at no value keeps the config's default."""
         given = {f: values.get(OPTIONS[o].field) for f, o in PROTOCOL_FIELDS.items()}
+        refuse_cuda_only(given["device"], given["busy_cycles"])
         if given["busy_cycles"] is None:      # the run's default: the same as one call's
             given["busy_cycles"] = RunOptions(device=given["device"] or "cpu").gpu_busy_cycles
         return cls(**{f: v for f, v in given.items() if v is not None})

@@ -86,9 +86,11 @@ def chosen_protocol(values: dict, baseline: str | None, candidate: str
 
 
 def _refuse_unread(command: str, values: dict, protocol: str,
-                   from_config: set | frozenset = frozenset()) -> None:
+                   from_config: set | frozenset = frozenset(), staging: bool = True) -> None:
     """A set option the protocol run does not read is exit 2 naming it, never ignored; one
-    that ``[tool.stagecheck]`` set (for the project's one-call runs) is said not to apply."""
+    that ``[tool.stagecheck]`` set (for the project's one-call runs) is said not to apply.
+    The options it names as read leave out ``--max-capacity`` unless the protocol is a
+    one-call staging protocol (``staging``), the only kind that reads it."""
     reads = set(PROTOCOL_FIELDS.values())
     for option in options_of(command):
         if option.action == "const" or option.name in reads or option.name in _PRESENTATION:
@@ -107,7 +109,8 @@ def _refuse_unread(command: str, values: dict, protocol: str,
         default = option.default_value()
         if value is not None and value != default and not (value == () and default is None):
             switch = option.action in ("switch", "negated")
-            read = ", ".join(OPTIONS[o].flag for o in PROTOCOL_FIELDS.values())
+            read = ", ".join(OPTIONS[o].flag for o in PROTOCOL_FIELDS.values()
+                             if staging or o != "max_capacity")
             raise UsageError.of(messages.PROTOCOL_OPTION_UNUSED, "" if switch else value,
                                 given=option.flag if switch else f"{option.flag} {value}",
                                 flag=option.flag, protocol=protocol, reads=read
@@ -180,7 +183,6 @@ class ProtocolCampaignCommand(Command):
         baseline = args.baseline if self.name == "diff" else None
         candidate = args.candidate if self.name == "diff" else args.target
         spec, chosen_by = chosen_protocol(values, baseline, candidate)
-        _refuse_unread(self.name, values, spec, getattr(args, "from_config", frozenset()))
         config = ProtocolConfig.from_values(values)
         require_device(config.device)
         try:
@@ -192,6 +194,8 @@ class ProtocolCampaignCommand(Command):
         for target, argument in ((baseline, "BASELINE"),
                                  (candidate, "CANDIDATE" if baseline else "TARGET")):
             _refuse_bare_file(target, protocol, argument)
+        _refuse_unread(self.name, values, spec, getattr(args, "from_config", frozenset()),
+                       protocol.staging)
         if values.get("max_capacity") is not None and not protocol.staging:
             low, high = protocol.space.capacity
             raise UsageError.of(messages.PROTOCOL_CAPACITY_UNUSED, values["max_capacity"],

@@ -471,6 +471,10 @@ OPTIONS = [
          "option --gpu-busy-cycles: '-1'", "--gpu-busy-cycles -1"),
     Case("gpu-busy-cycles-huge", ("spec", "legacy", "--gpu-busy-cycles", str(10**15)), 2,
          "option --gpu-busy-cycles: .*larger than", "--gpu-busy-cycles 10**15"),
+    Case("gpu-busy-cycles-on-cpu", ("spec", "legacy", "--gpu-busy-cycles", "5"), 2,
+         "option --gpu-busy-cycles: 5 queues device work on a GPU, and the run is on "
+         "device 'cpu'", "--gpu-busy-cycles 5 on the cpu (was: ignored, and shown in the "
+         "JSON settings)"),
 ]
 OUTPUTS = [
     Case("json-target-source", ("spec", f"{{T}}/target.py::{FUNC}", *QUICK, "--json",

@@ -103,6 +103,24 @@ def test_an_option_a_protocol_run_does_not_read_is_exit_2_naming_it(args, flag, 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"option {flag}: {flag}" in proc.stderr and "leave " + flag + " out" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+    # the options it says a protocol run reads are those this protocol reads: a multi-step
+    # protocol refuses --max-capacity too, so it is not offered
+    reads = proc.stderr.split("a protocol run reads ", 1)[1].split(";", 1)[0]
+    assert "--examples" in reads and "--seed" in reads and "--max-capacity" not in reads
+
+
+def test_gpu_busy_cycles_on_the_cpu_is_exit_2_not_a_setting_nothing_read(tmp_path):
+    (fixed,) = fixtures("valid-count-readback", "fixed")
+    for args in (("spec", target(fixed), "--protocol", "valid-count-readback"),
+                 ("diff", "legacy", "single-loop")):
+        proc = run_cli(*args, "--gpu-busy-cycles", "5", "--save-dir", str(tmp_path))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        problem, fix = messages.CUDA_ONLY
+        assert ("option --gpu-busy-cycles: " + problem.format(value=5)) in proc.stderr
+        assert fix in proc.stderr and proc.stdout == ""
+    quiet = run_cli("diff", "legacy", "single-loop", "--gpu-busy-cycles", "0", "--examples",
+                    "5", "--save-dir", str(tmp_path), "-q")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr     # 0 turns it off: allowed
 
 
 def test_junit_and_markdown_are_refused_for_a_protocol_run(tmp_path):

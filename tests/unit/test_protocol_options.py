@@ -113,11 +113,14 @@ def test_the_fixtures_max_capacity_applies_only_to_a_one_call_protocol():
 
 def test_the_fixtures_config_is_the_command_lines():
     from stagecheck.oracles.fixture_protocol import protocol_config
-    config = protocol_config(7, 3, "cpu", {"timeout": 2, "jobs": 2, "shims": ["s.py"],
-                                           "gpu_busy_cycles": 5})
+    config = protocol_config(7, 3, "cuda", {"timeout": 2, "jobs": 2, "shims": ["s.py"],
+                                            "gpu_busy_cycles": 5})
     assert (config.sequences, config.seed, config.timeout, config.jobs, config.shims,
             config.busy_cycles) == (7, 3, 2.0, 2, ("s.py",), 5)
     assert protocol_config(1, 0, "cpu", {}).busy_cycles == 0
+    with pytest.raises(UsageError) as refused:     # device work queued on a CPU run
+        protocol_config(1, 0, "cpu", {"gpu_busy_cycles": 5})
+    assert refused.value.option == "gpu_busy_cycles" and "device 'cpu'" in str(refused.value)
 
 
 def test_docs_pytest_md_lists_exactly_the_keywords_assert_protocol_takes():
