@@ -103,16 +103,19 @@ def _flags(p: TargetProfile, s: StagingScenario) -> str:
 def _context(s: StagingScenario, pa: TargetProfile, pb: TargetProfile, in_contract: bool,
              contracts_differ) -> str:
     """Why a difference on this scenario is allowed (info), in one line."""
-    if not in_contract:
-        return "out of contract: " + "; ".join(pa.breaches(s)[:2])
     missing = pa.first_missing(s) or pb.first_missing(s)
+    failure = "" if not missing else (
+        f"failure path: live request {missing[1]!r} (slot {missing[0]}) has no "
+        f"{missing[2].missing.input}, so both raise and partial writes may differ")
+    if not in_contract:
+        # a missing input the targets do read explains a difference better than a breach
+        # of an input they may not read at all: it comes first where there is one
+        return "out of contract: " + "; ".join(([failure] if failure else []) +
+                                               pa.breaches(s)[:2 - bool(failure)])
     if contracts_differ:
         return (f"the two contracts differ{_flags(pa, s)}: only one side needs "
                 f"{missing[2].missing.input}")
-    if missing:
-        return (f"failure path: live request {missing[1]!r} (slot {missing[0]}) has no "
-                f"{missing[2].missing.input}, so both raise and partial writes may differ")
-    return ""
+    return failure
 
 
 def outcome(o: Observation) -> str:

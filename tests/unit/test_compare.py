@@ -65,6 +65,12 @@ RULES = [
     ("buffers differ out of contract", OUT_OF_CONTRACT, run(*ASSERT),
      run(*ASSERT, cpu={FOUR[1]: {0: 77}}), (OLD, OLD),
      [("same_buffers", INFO, "scheduled", "out of contract: num_reqs=7")]),
+    ("out of contract with a missing index too: the failure path is named first",
+     dict(num_prompt_tokens={"req-a": 1, "req-b": 2**40, "req-c": 3}, **MISSING_B),
+     run(*ASSERT), run("AssertionError", "req-b: no index"), (OLD, OLD),
+     [("same_message", INFO, None, "out of contract: failure path: live request 'req-b' "
+       "(slot 1) has no mamba_state_idx, so both raise and partial writes may differ; "
+       "num_prompt_tokens['req-b']=1099511627776 does not fit")]),
     ("copy ranges differ", {}, run(), run(copies={FOUR[3]: (0, 6)}), (OLD, OLD),
      [("same_copies", ERROR, "draft", None)]),
     ("inputs differ afterwards", {}, run(), run(inputs={"mamba_state_idx": {}}), (OLD, OLD),
