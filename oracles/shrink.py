@@ -139,11 +139,15 @@ def _batch(schema: StagingSchema, s: StagingScenario) -> Iterator[StagingScenari
 
 
 def _small_batch(schema: StagingSchema, s: StagingScenario) -> Iterator[StagingScenario]:
-    """The first 2 .. ``SMALL_BATCH`` live requests, smallest first (one batch of small
-    candidates): a condition that holds on scattered sizes (``num_reqs % 7 == 3``),
-    which the binary search of ``_batch`` steps over, shrinks to its smallest size."""
+    """The first 2 .. ``SMALL_BATCH`` live requests, then the first ``d`` for each divisor
+    ``d`` of the live count, smallest first: a condition that holds on scattered sizes,
+    which the binary search of ``_batch`` steps over, shrinks to its smallest size where
+    that is at most ``SMALL_BATCH`` (``num_reqs % 7 == 3``) or a period of the sizes it
+    holds on (``num_reqs % 24 == 0`` shrinks to 24 from any multiple of 24)."""
     live = min(s.num_reqs, len(s.req_ids))
-    for k in range(2, min(SMALL_BATCH + 1, live)):
+    small = range(2, min(SMALL_BATCH + 1, live))
+    periods = (d for d in range(SMALL_BATCH + 1, live // 2 + 1) if live % d == 0)
+    for k in (*small, *periods):
         yield _first(schema, s, k, live)
 
 

@@ -179,6 +179,22 @@ def test_a_bug_on_scattered_sizes_shrinks_to_the_smallest_of_them(period, rest):
     assert smallest.num_reqs == rest, (start.num_reqs, smallest.num_reqs)
 
 
+@pytest.mark.parametrize("period", [24, 40, 100])
+def test_a_bug_on_every_multiple_of_a_period_past_sixteen_shrinks_to_the_period(period):
+    """A condition that holds on every multiple of a period larger than the small sizes'
+    sweep (``num_reqs % 24 == 0``), found on a large batch, shrinks to the period itself
+    (a divisor of every size it holds on), not to the first multiple a search stops at."""
+    def fails(s):
+        return s.num_reqs > 0 and s.num_reqs % period == 0 and any(
+            s.inputs["spec_decode_tokens"].get(r) for r in s.live_ids)
+
+    start = next(s for s in (sample_scenario(SCHEMA, 0, i) for i in range(6000))
+                 if fails(s) and s.num_reqs >= 4 * period)
+    smallest, _ = shrink(SCHEMA, start,
+                         lambda cs: next((k for k, c in enumerate(cs) if fails(c)), None))
+    assert smallest.num_reqs == period, (start.num_reqs, smallest.num_reqs)
+
+
 def test_hypothesis_draws_the_same_space_large_scenarios_included():
     """The hypothesis strategies draw the same sizes: full batches of 1,024 (past
     hypothesis's own limit of decisions per example: the rest comes from a seed it
