@@ -137,7 +137,10 @@ class Trace:
     launched it (``{"step", "op", "work", "arg", "slots", "meant", "read"}``);
     ``states``: ``observe`` after each step; ``staging``: for a one-step protocol, the
     staging call's judgement; ``stopped``: the run ended early (``hung``, or how its
-    process ended); ``downloads``: the device-to-host copies into pinned memory it issued.
+    process ended); ``downloads``: the device-to-host copies into pinned memory it issued;
+    ``stale``: host reads of pinned memory before a download into it landed whose values the
+    download then changed (``{"step", "op", "region", "slots", "pending", "read",
+    "written"}``; the CPU model only).
     """
 
     ops: list[dict] = field(default_factory=list)
@@ -147,10 +150,11 @@ class Trace:
     staging: list[dict] = field(default_factory=list)
     stopped: str | None = None
     downloads: int = 0                   # copies into pinned host memory it issued
+    stale: list[dict] = field(default_factory=list)
 
     def to_wire(self) -> tuple:
         return (self.ops, self.reads, self.meant, self.states, self.staging, self.stopped,
-                self.downloads)
+                self.downloads, self.stale)
 
     @classmethod
     def from_wire(cls, wire) -> "Trace":

@@ -12,7 +12,9 @@ The checks compare what each run was seen to do (``spec.protocol.Trace``):
   held at the launch; and the same values under any schedule as when everything completes
   when issued;
 - ``readback_as_written``: what the host holds after each step (``Protocol.observe``,
-  and what each operation returned) does not depend on when copies completed;
+  and what each operation returned) does not depend on when copies completed, and no host
+  read of pinned memory sees a value that a download into it, not yet landed, then
+  changes (the CPU model: whether or not the protocol observes what was read);
 - ``no_copy_hazard`` (``spec/invariants.py``): no access races with a copy or device work
   the host had not seen complete. A race whose effect this sequence does not show (the
   same bytes written again, a later upload that covers every slot before any device work
@@ -62,7 +64,8 @@ PROTOCOL_INVARIANTS: tuple[ProtocolInvariant, ...] = (
         "What the host holds after each step (what the protocol observes, what each "
         "operation returned), values read back from the device included, is the same "
         "whatever the completion schedule as when every copy and kernel completes when it "
-        "is issued."),
+        "is issued; and no host read of pinned memory sees a value that a download into it, "
+        "not yet landed, then changes."),
 )
 PROTOCOL_DIFFERENCES: dict[str, str] = {
     "same_trace": "Run on the same step sequence with every operation completing when "
@@ -209,6 +212,16 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
 
 
 def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
+    for s in seen.stale[:1]:
+        read, written = _shown(s["read"][:8], s["written"][:8], 160)
+        return [_finding("readback_as_written",
+                         f"{_where(s)}: the host read {s['region']}{s['slots'][:8]} = {read} "
+                         f"before {s['pending']} had written it; it then wrote {written} "
+                         "there", side, field=stable_region(s["region"]),
+                         slot=s["slots"][0] if s["slots"] else None, expected=s["written"],
+                         candidate=s["read"],
+                         extra={"kind": "stale-read", "step": s["step"],
+                                "operation": s["op"], "slots": s["slots"]})]
     for k, (a, b) in enumerate(zip(meant.states, seen.states)):
         if a != b:
             path, x, y = _first_difference(a, b)

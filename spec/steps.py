@@ -9,7 +9,10 @@ prefilling request gets (its chunk), how many draft tokens each decoding request
 how many of them the device accepts, whether the step is a dummy step (a forward over a
 made-up batch of ``dummy_tokens`` tokens, as an idle data-parallel rank runs), and the
 completion in force during each of its operations (``lazy``, ``eager``, ``drain``:
-``oracles/device/cpu.py``).
+``oracles/device/cpu.py``). The sequence also says which of the operations ready on
+different streams the device runs first (``order``): the one issued first (``issue``), or
+the one issued last (``newest``), so that copies and device work that no stream order or
+event orders run in both orders.
 
 ``unfold`` replays the decisions with a small scheduler model and gives what each step
 looks like to the engine (``StepView``): the batch, each request's computed tokens at the
@@ -31,10 +34,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["COMPLETION_CHOICES", "Step", "StepSequence", "StepView", "Unfolding", "unfold"]
+__all__ = ["COMPLETION_CHOICES", "ORDER_CHOICES", "Step", "StepSequence", "StepView",
+           "Unfolding", "unfold"]
 
 #: the completions a step's operations may run under (``oracles/device/cpu.py``)
 COMPLETION_CHOICES = ("lazy", "eager", "drain")
+#: which ready operation of several streams the device runs first (``StepSequence.order``)
+ORDER_CHOICES = ("issue", "newest")
 
 
 @dataclass
@@ -66,12 +72,17 @@ class StepSequence:
     params: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)   # a one-step protocol's own input
                                                           # (a staging scenario)
+    order: str = "issue"    # of ready operations on several streams, which runs first
 
     def to_dict(self) -> dict:
-        """Plain JSON data (a copy: nothing of it is shared with this sequence)."""
-        return json.loads(json.dumps({"protocol": self.protocol, "capacity": self.capacity,
-                                      "steps": [vars(step) for step in self.steps],
-                                      "params": self.params, "data": self.data}))
+        """Plain JSON data (a copy: nothing of it is shared with this sequence); ``order``
+        only where it is not ``issue`` (a sequence saved before it existed reads the same)."""
+        data = {"protocol": self.protocol, "capacity": self.capacity,
+                "steps": [vars(step) for step in self.steps], "params": self.params,
+                "data": self.data}
+        if self.order != "issue":
+            data["order"] = self.order
+        return json.loads(json.dumps(data))
 
     @classmethod
     def from_dict(cls, data: dict) -> "StepSequence":
@@ -88,8 +99,12 @@ class StepSequence:
             if not isinstance(step, dict) or set(step) - step_keys:
                 raise ValueError(f"step {k} is not a step: {step!r:.200}")
             steps.append(Step(**step))
+        order = data.get("order", "issue")
+        if order not in ORDER_CHOICES:
+            raise ValueError(f"order {order!r} is not one of {', '.join(ORDER_CHOICES)}")
         return cls(protocol=data["protocol"], capacity=data["capacity"], steps=steps,
-                   params=dict(data.get("params", {})), data=dict(data.get("data", {})))
+                   params=dict(data.get("params", {})), data=dict(data.get("data", {})),
+                   order=order)
 
     @property
     def size(self) -> tuple:
@@ -101,7 +116,8 @@ class StepSequence:
             sum(j.get("prompt", 0) + j.get("prefix", 0) for j in s.joins)
             + sum(s.chunk.values()) + sum(s.drafts.values()) + sum(s.accepted.values())
             + s.dummy_tokens for s in self.steps)
-        eager = sum(c != "lazy" for s in self.steps for c in s.completion)
+        eager = sum(c != "lazy" for s in self.steps for c in s.completion) + \
+            (self.order != "issue")
         return (len(self.steps), len(ids), numbers, eager, len(json.dumps(self.to_dict())))
 
 

@@ -207,14 +207,18 @@ class CpuDevice(DeviceModel):
             self.point()
 
     def _first_ready(self) -> Op | None:
-        """The ready operation issued first (None: nothing is ready)."""
+        """The ready operation to run next (None: nothing is ready): of the heads of the
+        streams' queues, the one issued first, or issued last where ``order`` is
+        ``newest``."""
         first = None
+        newest = self.order == "newest"
         for stream in self._streams.values():
             queue = stream.queue
             if queue:
                 op = queue[0]
-                if (op.kind != "wait" or op.waits_for.done) \
-                        and (first is None or op.index < first.index):
+                if (op.kind != "wait" or op.waits_for.done) and (
+                        first is None or (op.index > first.index if newest
+                                          else op.index < first.index)):
                     first = op
         return first
 
@@ -250,6 +254,8 @@ class CpuDevice(DeviceModel):
         op.done = True
         if op.kind == "kernel":
             self._after_work(op)
+        elif op.stale:
+            self._check_stale(op)
 
     def _complete(self, op: Op) -> None:
         while not op.done:

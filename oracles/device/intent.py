@@ -2,7 +2,8 @@
 
 When device work is launched, the model notes, for each element it reads, the value of the
 host memory that the last upload into that element (issued before the launch) reads: what
-the host meant the work to see. After the run, every element that no operation wrote
+the host meant the work to see (where the host already knew that upload complete: what
+the memory held when it was issued, so that the host may reuse the memory once it knows). After the run, every element that no operation wrote
 between that upload and the launch must have been read with that value; the others are
 ``mismatches`` (a consumer launched before the uploads it reads, an upload that ran late
 and read bytes the host wrote after the launch).
@@ -43,8 +44,9 @@ class HostIntent:
             lo = t.data_ptr()
             values: list = [None] * count
             sources: list = [None] * count
+            alternates: dict = {}
             if not uploads:
-                return values, sources, lo, item
+                return values, sources, lo, item, alternates
             left = count
             end = lo + count * item
             for up in reversed(uploads):
@@ -58,24 +60,24 @@ class HostIntent:
                     continue
                 p0, p1 = (first - lo) // item, (last - lo) // item
                 q0 = (first - dst.lo) // item
-                fast = up.fast
-                if fast is not None:    # integer memory: read through its numpy view
-                    flat = fast[2].reshape(-1)
-                    held = (flat.tolist()[q0:q0 + (p1 - p0)] if flat.size <= SMALL
-                            else flat[q0:q0 + (p1 - p0)].tolist())
-                    left = _take(values, sources, held, p0, p1, up.index, left, count)
+                held = _held_now(up, q0, p1 - p0)
+                if held is None:
                     continue
-                src = up.snapshot[1]
-                if not src.is_contiguous():
-                    continue
-                if src.numel() <= SMALL:      # all of it as a list, then the part wanted
-                    held = (src.tolist() if src.dim() == 1 else
-                            src.reshape(-1).tolist())[q0:q0 + (p1 - p0)]
-                else:
-                    flat = src if src.dim() == 1 else src.reshape(-1)
-                    held = flat[q0:q0 + (p1 - p0)].tolist()
+                if self._known(up):
+                    # the host knew it complete: it read what the memory held at its issue
+                    # (a host write between was a hazard, reported as such), and the host
+                    # may have reused the memory since; what it holds now is kept beside,
+                    # meant instead where the next upload delivers it (``check_intents``)
+                    issued = up.snapshot[0].reshape(-1)[q0:q0 + (p1 - p0)].tolist()
+                    if issued != held:
+                        base = up.snapshot[1].data_ptr() + q0 * item
+                        for j, (a, b) in enumerate(zip(issued, held)):
+                            if a != b and sources[p0 + j] is None and not \
+                                    self._downloaded_into(base + j * item, item, up.index):
+                                alternates[p0 + j] = b
+                    held = issued
                 left = _take(values, sources, held, p0, p1, up.index, left, count)
-            return values, sources, lo, item
+            return values, sources, lo, item, alternates
 
     def check_intents(self) -> None:
         """After the run: every device work against what the host meant (``mismatches``)."""
@@ -84,14 +86,19 @@ class HostIntent:
                 seen = op.seen.get(label)
                 if intent is None or seen is None:
                     continue
-                meant, sources, lo, item = intent
+                meant, sources, lo, item, alternates = intent
                 flat = _flatten(seen)
                 bad = []
                 for p, (want, source) in enumerate(zip(meant, sources)):
-                    if source is None or p >= len(flat) or flat[p] is None \
-                            or flat[p] == want:     # None: an element the work never read
-                        continue
-                    if self._overwritten(lo + p * item, item, source, op.index):
+                    if source is None or p >= len(flat) or flat[p] is None:
+                        continue                    # None: an element the work never read
+                    if p in alternates and self._delivered_later(
+                            lo + p * item, item, op.index, alternates[p]):
+                        # the host wrote the value again before the launch and the next
+                        # upload delivers it: it was prepared for this work, which ran early
+                        meant[p] = want = alternates[p]
+                    if flat[p] == want or self._overwritten(lo + p * item, item, source,
+                                                            op.index):
                         continue
                     bad.append(p)
                 if bad:
@@ -103,6 +110,32 @@ class HostIntent:
                         "region": region, "slots": list(slots) or bad,
                         "meant": [meant[p] for p in bad], "read": [flat[p] for p in bad]})
 
+    def _delivered_later(self, address: int, item: int, launch: int, value) -> bool:
+        """Whether the first upload into device ``address`` issued after op ``launch``
+        read ``value`` there (what the host held at the launch: prepared for the work)."""
+        for up in self._issued:
+            if up.index <= launch or up.kind != "h2d" or up.snapshot is None:
+                continue
+            dst = up.dev_writes[0]
+            if not (dst.lo <= address < dst.hi) or dst.elements is not None \
+                    or dst.item != item:
+                continue
+            issued = up.snapshot[0].reshape(-1)
+            q = (address - dst.lo) // item
+            return q < issued.numel() and issued[q].item() == value
+        return False
+
+    def _downloaded_into(self, address: int, item: int, after: int) -> bool:
+        """Whether a download issued after op ``after`` writes host ``address`` (a value
+        there came from the device, not from the host)."""
+        probe = Span(address, address + item, item)
+        for op in reversed(self._issued):
+            if op.index <= after:
+                return False
+            if op.kind == "d2h" and any(w.overlaps(probe) for w in op.host_writes):
+                return True
+        return False
+
     def _overwritten(self, address: int, item: int, after: int, before: int) -> bool:
         """Whether an op issued between ``after`` and ``before`` wrote ``address``."""
         probe = Span(address, address + item, item)
@@ -110,6 +143,22 @@ class HostIntent:
             if after < op.index < before and any(w.overlaps(probe) for w in op.dev_writes):
                 return True
         return False
+
+
+def _held_now(up, q0: int, n: int) -> list | None:
+    """The ``n`` values from ``q0`` on of the host memory upload ``up`` reads, as it holds
+    them now (None: memory not read as one run)."""
+    fast = up.fast
+    if fast is not None:    # integer memory: read through its numpy view
+        flat = fast[2].reshape(-1)
+        return flat.tolist()[q0:q0 + n] if flat.size <= SMALL else flat[q0:q0 + n].tolist()
+    src = up.snapshot[1]
+    if not src.is_contiguous():
+        return None
+    if src.numel() <= SMALL:      # all of it as a list, then the part wanted
+        return (src.tolist() if src.dim() == 1 else src.reshape(-1).tolist())[q0:q0 + n]
+    flat = src if src.dim() == 1 else src.reshape(-1)
+    return flat[q0:q0 + n].tolist()
 
 
 def _flatten(values) -> list:

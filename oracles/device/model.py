@@ -54,6 +54,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         if _disabled is None:
             _take_torch()
         self.regions = Regions()
+        self.order = "issue"   # ready work of several streams runs oldest first (or newest)
         self.hazards: list[Hazard] = []
         self.reads_log: list[tuple[str, str, dict]] = []   # (where, work, {arg: values})
         self.where = ""               # the caller's location, e.g. "step 2, prepare_inputs"
@@ -68,6 +69,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         self.inside = False               # the model's own work runs: torch calls pass through
         self.running: Op | None = None    # device work being run (its writes are recorded)
         self.mismatches: list[dict] = []  # device work that read other than the host meant
+        self.stale_reads: list[dict] = []  # host reads of pinned memory a download changed
         #: uploads in issue order, by the storage of the device memory they write (memory
         #: of two storages never overlaps: every allocation lives until the run ends)
         self._uploads: dict[int, list[Op]] = {}

@@ -19,7 +19,7 @@ class Op:
     __slots__ = ("index", "kind", "stream", "seq", "clock", "dev_reads", "dev_writes",
                  "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
                  "what", "where", "reported", "event", "intents", "seen", "location",
-                 "device_owned", "touched", "reading", "fast", "bounds")
+                 "device_owned", "touched", "reading", "fast", "bounds", "stale")
 
     def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
                  ) -> None:
@@ -37,6 +37,9 @@ class Op:
         #: where ``snapshot`` compares by bytes (integer and bool memory): (key of the
         #: memory, its bytes as ``snapshot`` holds them, a numpy view of the memory)
         self.fast = None
+        #: a download into pinned memory: host reads of its destination before it landed,
+        #: ``(location, region, slots, positions, values read)``
+        self.stale: list = []
         self.waits_for: "Op | None" = None    # a wait: the record it waits for
         self.reported: set = set()            # (kind, slot) already reported against it
         self.event = None                     # CUDA: an event recorded right after it

@@ -19,6 +19,7 @@ from __future__ import annotations
 from stagecheck.oracles.device.ops import Op
 from stagecheck.oracles.device.order import covers, join
 from stagecheck.oracles.device.spans import Span
+from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.spec.observation import (DEVICE_READ_PENDING_WRITE, HOST_TOUCH_PENDING_DOWNLOAD,
                                          HOST_WRITE_PENDING_UPLOAD,
                                          PINNED_REUSED_PENDING_COPY, Hazard)
@@ -58,6 +59,42 @@ class RaceDetection:
                     if written.lo < hi and lo < written.hi:  # else no element is shared
                         self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
                                    f"host read ({by})")
+                        self._note_stale(op, written, span)
+
+    def _note_stale(self, op: Op, written: Span, read: Span) -> None:
+        """The host read elements of ``op``'s destination before it landed: what it read
+        is kept, so that once the download runs (the CPU model) a value it then changes
+        is a stale read (``stale_reads``), a race with an effect whatever is observed."""
+        if op.snapshot is None or op.done:
+            return
+        shared = written.shared(read)
+        dst = op.snapshot[1]
+        with import_torch()._C.DisableTorchFunction():
+            if not shared or not dst.is_contiguous():
+                return
+            base, item = dst.data_ptr(), dst.element_size()
+            positions = [(a - base) // item for a in shared]
+            flat = dst.reshape(-1)
+            values = [flat[p].item() for p in positions[:64]]
+        region, slots = self.describe(Span(shared[0], shared[-1] + item, item, tuple(shared)))
+        op.stale.append((self.location, region, list(slots)[:64] or positions[:64],
+                         positions[:64], values))
+
+    def _check_stale(self, op: Op) -> None:
+        """Download ``op`` has just landed: a value the host read before it did that it
+        changed is a stale read."""
+        dst = op.snapshot[1]
+        with import_torch()._C.DisableTorchFunction():
+            flat = dst.reshape(-1)
+            for location, region, slots, positions, values in op.stale:
+                now = [flat[p].item() for p in positions]
+                if now != values:
+                    bad = [k for k, (a, b) in enumerate(zip(values, now)) if a != b]
+                    self.stale_reads.append({
+                        "where": location, "region": region, "pending": op.describe(),
+                        "slots": [slots[k] for k in bad if k < len(slots)],
+                        "read": [values[k] for k in bad], "written": [now[k] for k in bad]})
+        op.stale = []
 
     def host_pending(self) -> bool:
         """Whether a copy the host has not seen complete reads or writes pinned memory (an

@@ -7,7 +7,8 @@ resume, new ones join (short prompts mostly, sometimes with a computed prefix), 
 are prefilled in chunks, decoding requests get draft tokens and the device accepts some of
 them (their counts come back by the protocol's device-to-host copies), dummy steps come
 between real ones; every step's operations get a completion (``lazy`` mostly, the latest
-the streams allow; ``eager`` and ``drain`` too). The batch rows the engine condenses and
+the streams allow; ``eager`` and ``drain`` too); half the sequences run the ready
+operations of several streams newest first (``StepSequence.order``). The batch rows the engine condenses and
 swaps follow from who finishes, who joins and who prefills.
 
 A one-step protocol of a staging schema draws its step's scenario from the schema's
@@ -27,6 +28,9 @@ __all__ = ["sample_sequence"]
 
 #: chances (in 100) of each completion for an operation
 COMPLETION_WEIGHTS = {"lazy": 70, "eager": 15, "drain": 15}
+#: the share of sequences whose device runs ready operations of several streams newest
+#: first (the rest: in issue order)
+NEWEST_FIRST = 0.5
 
 
 def sample_sequence(protocol: Protocol, seed: int, index: int, max_capacity: int = 8,
@@ -91,6 +95,10 @@ def sample_sequence(protocol: Protocol, seed: int, index: int, max_capacity: int
         step.completion = [_completion(rng) for _ in range(operations)]
         seq.steps.append(step)
         unfolding.add(step)
+    # drawn apart from the rest, so every other decision of the sequence stays as it was
+    if random.Random(f"stagecheck-protocol-order:{protocol.name}:{seed}:{index}"
+                     ).random() < NEWEST_FIRST:
+        seq.order = "newest"
     return seq
 
 

@@ -53,6 +53,7 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
     meant = run == "meant"
     model = device_model(options["device"], "eager" if meant else "lazy",
                          options.get("busy_cycles", 0))
+    model.order = seq.order
     ctx = RunContext(model, code, protocol, seq, options)
     made: list = []
     try:
@@ -215,6 +216,10 @@ def _finish(model, trace: Trace, ctx) -> Trace:
                    for m in model.mismatches]
     trace.staging = ctx.staged
     trace.downloads = model.pinned_downloads
+    trace.stale = [{"step": s["where"][0] if s["where"] else None,
+                    "op": s["where"][1] if s["where"] else "", "region": s["region"],
+                    "slots": s["slots"], "pending": s["pending"], "read": plain(s["read"]),
+                    "written": plain(s["written"])} for s in model.stale_reads]
     return trace
 
 

@@ -104,6 +104,10 @@ def _requests(seq: StepSequence) -> Iterator[StepSequence]:
 
 
 def _completions(seq: StepSequence) -> Iterator[StepSequence]:
+    if seq.order != "issue":
+        out = copy.deepcopy(seq)
+        out.order = "issue"
+        yield out
     out = copy.deepcopy(seq)
     for step in out.steps:
         step.completion = []

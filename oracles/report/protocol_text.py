@@ -59,8 +59,10 @@ def sequence_table(f: Finding) -> list[str]:
         return [f"one staging call: capacity {s.capacity}, num_reqs {s.num_reqs}, "
                 f"req_ids {s.req_ids}"]
     params = ", ".join(f"{k} {v}" for k, v in seq.params.items())
+    order = ", ready work of several streams run newest first" if seq.order == "newest" \
+        else ""
     rows = [f"{len(seq.steps)} step(s), capacity {seq.capacity}" + (f", {params}" if params
-                                                                      else "")]
+                                                                      else "") + order]
     for view in unfold(seq):
         rows.append(f"  step {view.index}: {escape(_decisions(view))}")
     table = f.extra.get("table") or []

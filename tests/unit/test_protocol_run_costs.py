@@ -82,7 +82,10 @@ def test_a_sequence_as_data_is_what_dataclasses_make_of_it(name):
     for index in range(20):
         seq = sample_sequence(protocol, 0, index)
         data = seq.to_dict()
-        assert data == json.loads(json.dumps(dataclasses.asdict(seq)))
+        whole = json.loads(json.dumps(dataclasses.asdict(seq)))
+        if whole["order"] == "issue":     # the default is left out (older files read the same)
+            del whole["order"]
+        assert data == whole
         data["steps"][0]["completion"].append("changed")     # a copy, not the sequence's
         assert seq.steps[0].completion != data["steps"][0]["completion"]
         assert StepSequence.from_dict(seq.to_dict()) == seq
@@ -131,3 +134,19 @@ def test_a_workers_time_limit_interrupts_the_block_and_clears_its_timers():
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["interrupted", "interrupted", "done"]
+
+
+def test_the_stream_order_is_drawn_apart_saved_only_where_newest_and_shrunk_first():
+    from stagecheck.oracles.protocol.shrink import _completions
+    protocol = load_protocol("input-prep-event")
+    drawn = [sample_sequence(protocol, 0, index) for index in range(40)]
+    orders = {seq.order for seq in drawn}
+    assert orders == {"issue", "newest"}           # both, about half each
+    newest = next(seq for seq in drawn if seq.order == "newest")
+    assert newest.to_dict()["order"] == "newest"
+    assert "order" not in next(s for s in drawn if s.order == "issue").to_dict()
+    assert StepSequence.from_dict(newest.to_dict()) == newest
+    first = next(_completions(newest))             # the shrinker's first try: issue order
+    assert first.order == "issue" and first.steps == newest.steps
+    with pytest.raises(ValueError, match="order 'sideways' is not one of issue, newest"):
+        StepSequence.from_dict({**newest.to_dict(), "order": "sideways"})

@@ -1,0 +1,43 @@
+"""Pinned memory reused across copies, end to end (``tests/targets/protocols/_reuse/``):
+the host may clear or reuse a pinned buffer once it knows the upload read it; a download
+and an upload that no stream order or event orders race whichever lands first; a host
+read of a download's destination before it landed is an error when the download then
+changes what was read, even where the protocol observes nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.join(ROOT, "tests", "targets", "protocols", "_reuse")
+
+CASES = [
+    ("scratch_unordered_download.py", "Scratch", "scratch_protocol.py", 1,
+     ("no_copy_hazard", "device_read_as_meant", "run newest first")),
+    ("scratch_ordered_download.py", "Scratch", "scratch_protocol.py", 0, ()),
+    ("scratch_cleared_after_sync.py", "Scratch", "scratch_protocol.py", 0, ()),
+    ("scratch_pageable.py", "Scratch", "scratch_protocol.py", 0, ()),
+    ("stop_flag_polled_once.py", "StopChecker", "stop_flag_protocol.py", 1,
+     ("readback_as_written", "before download", "no_copy_hazard")),
+    ("stop_flag_polled_until_ready.py", "StopChecker", "stop_flag_protocol.py", 0, ()),
+]
+
+
+@pytest.mark.parametrize("name, component, protocol, code, words", CASES,
+                         ids=[c[0] for c in CASES])
+def test_reused_pinned_memory_gets_the_right_verdict(name, component, protocol, code, words,
+                                                     tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "stagecheck", "spec", f"{os.path.join(HERE, name)}::{component}",
+         "--protocol", os.path.join(HERE, protocol), "--save-dir", str(tmp_path),
+         "--examples", "120"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    for word in words:
+        assert word in proc.stdout, (word, proc.stdout)
+    assert "Traceback" not in proc.stderr
