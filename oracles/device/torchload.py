@@ -2,6 +2,7 @@
 
 A worker imports torch the first time a call needs it: inside the call, under the call's
 ``ITIMER_REAL`` alarm. On a loaded machine the first import takes seconds; the alarm
+(or the ``ITIMER_PROF`` one: the import takes about a second of CPU)
 could fire half-way through it, which leaves a half-imported ``torch`` module in
 ``sys.modules`` (every later call in that worker then fails in torch itself), and the
 seconds would count as the target's time. ``import_torch`` suspends the timer for the
@@ -20,19 +21,25 @@ __all__ = ["first_use", "import_torch"]
 
 def import_torch():
     """The torch module, imported now if it was not, with the calling process's
-    ``ITIMER_REAL`` timer suspended for the import and restored afterwards."""
+    ``ITIMER_REAL`` and ``ITIMER_PROF`` timers suspended for the import and restored
+    afterwards (a worker imports it while loading, before any call: ``worker/child.py``)."""
     module = sys.modules.get("torch")
     if module is not None and hasattr(module, "Tensor"):
         return module
+    timers = (signal.ITIMER_REAL, signal.ITIMER_PROF) if hasattr(signal, "ITIMER_PROF") \
+        else ()
+    remaining = {}
     try:
-        remaining = signal.setitimer(signal.ITIMER_REAL, 0)[0]
+        for timer in timers:
+            remaining[timer] = signal.setitimer(timer, 0)[0]
     except (AttributeError, ValueError):   # no interval timers here (a thread, Windows)
-        remaining = 0.0
+        pass
     try:
-        import torch  # the one import of torch, with the timer suspended (module doc)
+        import torch  # the one import of torch, with the timers suspended (module doc)
     finally:
-        if remaining > 0:
-            signal.setitimer(signal.ITIMER_REAL, remaining)
+        for timer, seconds in remaining.items():
+            if seconds > 0:
+                signal.setitimer(timer, seconds)
     return torch
 
 

@@ -32,7 +32,15 @@ class CallTimedOut(BaseException):
 
 
 def _expire(signum, frame):
+    global _FIRED
+    _FIRED += 1
     raise CallTimedOut()
+
+
+#: how many times a time limit fired in this process: a call during which it moved timed
+#: out, whatever exception reached the call's end (inside C code the interruption may
+#: surface as a SystemError or an exception of the code's own)
+_FIRED = 0
 
 
 #: the shortest time limit a call gets, whatever ``--timeout`` says: CPU time is counted
@@ -222,6 +230,7 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
     mro: tuple[str, ...] = ()
     timed_out = False
     last_step_start = 0
+    fired = _FIRED
     try:
         with time_limit(options.timeout if time_limited else None):
             for step in range(options.steps):
@@ -251,9 +260,12 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         if backend.passes_through(exc) or (exits_are_observations and
                                            isinstance(exc, MemoryError)):
             raise                     # a worker ends itself: the checker says "exceeded"
-        exc_type = type_name(type(exc))     # a metaclass may make __name__ anything
-        exc_msg = exception_text(exc)
-        mro = tuple(type_name(k) for k in type(exc).__mro__)
+        if _FIRED != fired:           # the time limit, surfacing as another exception
+            timed_out, exc_type = True, "CallTimedOut"
+        else:
+            exc_type = type_name(type(exc))     # a metaclass may make __name__ anything
+            exc_msg = exception_text(exc)
+            mro = tuple(type_name(k) for k in type(exc).__mro__)
     finally:
         for buf in inputs.buffers.values():
             buf.complete_copies()

@@ -26,7 +26,7 @@ from typing import Any
 
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import StagecheckError
-from stagecheck.oracles.device.torchload import first_use
+from stagecheck.oracles.device.torchload import first_use, import_torch
 from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.backends import make_backend
@@ -105,6 +105,9 @@ class _Worker:
         answer is a ``TargetLoadError`` naming the names (never a ``NameError`` in a run).
         """
         self.counter.value = BUSY   # loading runs target code: under the parent's deadline
+        # torch now, under the deadline of loading, never inside a call: its import takes
+        # about a second of CPU, which a short --timeout would count as the target's
+        import_torch()
         out = []
         self.targets = []
         for ref in refs:

@@ -296,6 +296,12 @@ HANGS = [
     Case("timeout-tiny", ("diff", "legacy", "single-loop", "--timeout", "0.000001",
                           *QUICK[:2], "--quiet"), 0, EQUIVALENT,
          "--timeout 0.000001: the time limit has a floor (was: every call a hang)"),
+    Case("timeout-short-first-torch-use", ("diff", "single-loop",
+                                           f"{{H}}/../equivalent_raw_copy_.py::{FUNC}",
+                                           "--timeout", "0.1", "--examples", "40", "--quiet"),
+         0, EQUIVALENT, "--timeout 0.1 on a target whose first call was the worker's first "
+         "use of torch (was: a hang, or a SystemError or SIGABRT from inside torch's import, "
+         "on a correct candidate)"),
 ]
 LEAKS = [
     spec("spawns_process", 0, LEFT.format(name="sleep"), "spawns a process (a finding, and "
