@@ -83,6 +83,12 @@ class Code:
             return self._component
         wanted = self.name.split(".")[0] if "." in self.name else self.name
         if self.ref.source is not None:
+            try:
+                ast.parse(self.ref.source, self.ref.filename)
+            except SyntaxError as exc:   # said as of a function target, not "no class"
+                raise TargetLoadError.of(messages.TARGET_FILE_SYNTAX, self.ref.spec,
+                                         path=self.ref.filename,
+                                         error=f"line {exc.lineno}: {exc.msg}") from None
             classes = _classes(self.ref.source)
             if wanted not in classes and wanted not in _functions(self.ref.source):
                 raise TargetLoadError.of(messages.TARGET_CLASS_MISSING, self.ref.spec,

@@ -41,3 +41,18 @@ def test_reused_pinned_memory_gets_the_right_verdict(name, component, protocol, 
     for word in words:
         assert word in proc.stdout, (word, proc.stdout)
     assert "Traceback" not in proc.stderr
+
+
+def test_a_class_target_with_a_syntax_error_says_so_not_that_the_class_is_missing(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\n\n\nclass Scratch(:\n    pass\n")
+    protocol = os.path.join(HERE, "scratch_protocol.py")
+    for args in (("spec", f"{broken}::Scratch", "--protocol", protocol, "--save-dir",
+                  str(tmp_path)),
+                 ("protocol", "check", protocol, f"{broken}::Scratch")):
+        proc = subprocess.run([sys.executable, "-m", "stagecheck", *args],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": ROOT})
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "is not valid Python (line 4: invalid syntax)" in proc.stderr, proc.stderr
+        assert "has no module-level class" not in proc.stderr
