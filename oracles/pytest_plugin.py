@@ -274,6 +274,7 @@ class StagecheckFixture:
         id -> its ``replay`` arguments, and the line that says where (or why not)."""
         # the report layer loads on first use (see as_target)
         from stagecheck.oracles.commands.base import replay_flags
+        from stagecheck.oracles.commands.protocol import protocol_replay_flags
         from stagecheck.oracles.report.protocol_replay import save_protocol_findings
         from stagecheck.oracles.report.replay import new_run_id, save_run
         if self.save_dir is None:
@@ -296,7 +297,10 @@ class StagecheckFixture:
         if not saved:
             return {}, ""
         flags = ""
-        if protocol is None and cand is not None:
+        if protocol is not None:          # the targets and protocol outside the repository
+            flags = protocol_replay_flags(result.baseline, result.candidate,
+                                          tuple(result.config.shims), protocol)
+        elif cand is not None:
             flags = replay_flags(base, cand, shims, getattr(result, "schema_spec", None))
             for target in (base, cand):     # a test module's function: by its file
                 if target is not None and target.pinned != _portable(target.pinned):

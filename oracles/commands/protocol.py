@@ -48,6 +48,7 @@ from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
 from stagecheck.spec.schemas import schema_for_function
 
 __all__ = ["COMMANDS", "ProtocolCampaignCommand", "ProtocolCommand", "chosen_protocol",
+           "protocol_replay_flags",
            "replay_protocol_outcome"]
 
 #: the options of diff/spec a protocol run reads besides PROTOCOL_FIELDS: how the verdict
@@ -133,7 +134,7 @@ def _refuse_bare_file(target: str | None, protocol: Protocol, argument: str) -> 
                              protocol=protocol.name, name=name).located(f"argument {argument}")
 
 
-def _replay_flags(baseline: str | None, candidate: str, shims: tuple[str, ...],
+def protocol_replay_flags(baseline: str | None, candidate: str, shims: tuple[str, ...],
                   protocol: str) -> str:
     """What the printed ``stagecheck replay FILE`` line must add to run as printed: the
     targets, shims and protocol file outside the repository (a replay file runs only
@@ -242,7 +243,7 @@ class ProtocolCampaignCommand(Command):
             return Outcome(verdict, 0, result, files, interrupted=(
                 result.sequences_run, result.findings, "step sequence(s)",
                 f"; saved: {where}" if where else ""))
-        flags = _replay_flags(run.baseline, run.candidate, run.config.shims, spec)
+        flags = protocol_replay_flags(run.baseline, run.candidate, run.config.shims, spec)
         lines = {k: shown(v) + flags for k, v in saved.items()}
         text = render_protocol(result, lines, strict=run.strict)
         if run.chosen_by is not None:

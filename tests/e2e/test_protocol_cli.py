@@ -264,6 +264,10 @@ def test_the_fixture_asserts_a_protocol_with_a_reproduce_line(pytester):
     assert "stagecheck: keyword timeout: -1 is not a positive number" in out
     assert "Traceback" not in out
     assert str(PROTOCOLS) in buggy_part
+    # its replay line runs as printed from the test's folder: it names the target the
+    # replay file cannot run by itself (outside that folder)
+    replay = next(x for x in buggy_part.splitlines() if "replay: stagecheck replay" in x)
+    assert f"--candidate {target(buggy)}" in replay, replay
 
 
 def test_no_save_writes_nothing_and_json_dash_puts_the_document_on_stdout(tmp_path):
