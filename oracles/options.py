@@ -449,7 +449,8 @@ TABLE: tuple[Option, ...] = (
     Option("symbolic_paths", "symbolic paths explored per mutant (a budget of paths gives the "
            "same matrix on any machine)", ("mutants",), Whole(1, "160"), 160, key=None),
     Option("symbolic_timeout", "seconds of symbolic search per mutant at most", ("mutants",),
-           Seconds("60"), 60.0, key=None),
+           Seconds("60", _TIMEOUT_LIMIT, "a search that takes an hour per mutant is better "
+                   "split"), 60.0, key=None),
     Option("operators", "comma-separated subset of the catalog", ("mutants",), Names(), None,
            key=None, shown_default="every operator"),
     Option("jobs", "mutants run in this many parallel processes", ("mutants",),

@@ -477,6 +477,9 @@ OPTIONS = [
          "option --gpu-busy-cycles: '-1'", "--gpu-busy-cycles -1"),
     Case("gpu-busy-cycles-huge", ("spec", "legacy", "--gpu-busy-cycles", str(10**15)), 2,
          "option --gpu-busy-cycles: .*larger than", "--gpu-busy-cycles 10**15"),
+    Case("symbolic-timeout-huge", ("mutants", "single-loop", "--symbolic-timeout", "1e99"), 2,
+         "option --symbolic-timeout: '1e99' seconds is more than 3600",
+         "--symbolic-timeout 1e99 (was: accepted, a search without end)"),
     Case("gpu-busy-cycles-on-cpu", ("spec", "legacy", "--gpu-busy-cycles", "5"), 2,
          "option --gpu-busy-cycles: 5 queues device work on a GPU, and the run is on "
          "device 'cpu'", "--gpu-busy-cycles 5 on the cpu (was: ignored, and shown in the "
