@@ -103,6 +103,37 @@ class RecordingArray(np.ndarray):
         super().fill(value)
         self._note(slice(None))
 
+    def put(self, indices, values, mode="raise") -> None:
+        super().put(indices, values, mode)
+        self._note(np.asarray(indices).reshape(-1) % max(self.shape[0], 1)
+                   if self.ndim == 1 else slice(None))
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """A ufunc writing into a view of the buffer (``out=``, an in-place operator) is
+        a write of every element of that view; it runs on plain arrays."""
+        out = kwargs.get("out") or ()
+        plain = [x.view(np.ndarray) if isinstance(x, RecordingArray) else x for x in inputs]
+        if out:
+            kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, RecordingArray) else o
+                                  for o in out)
+        result = getattr(ufunc, method)(*plain, **kwargs)
+        for o in out:
+            if isinstance(o, RecordingArray):
+                o._note(slice(None))
+        if out and len(out) == 1 and isinstance(out[0], RecordingArray):
+            return out[0]                  # ``a += 1`` binds ``a`` to what this returns
+        return result
+
+    def __array_function__(self, func, types, args, kwargs):
+        """``np.copyto``, ``np.putmask``, ``np.place`` into a view of the buffer write every
+        element of it that they may."""
+        result = super().__array_function__(func, types, args, kwargs)
+        if func in _FIRST_ARGUMENT_WRITERS:
+            written = args[0] if args else kwargs.get("dst", kwargs.get("a", kwargs.get("arr")))
+            if isinstance(written, RecordingArray):
+                written._note(slice(None))
+        return result
+
     def _note(self, key) -> None:
         owner = self._owner
         if owner is not None and self.ndim == 1:
@@ -114,6 +145,8 @@ class RecordingArray(np.ndarray):
             owner.note_write(_slots_of(offset, stride, self.shape[0], key), "np")
 
 
+#: numpy functions that write into their first argument (``RecordingArray``)
+_FIRST_ARGUMENT_WRITERS = frozenset({np.copyto, np.putmask, np.place})
 _TENSOR_CLASSES = None
 
 

@@ -13,6 +13,7 @@ from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.fast import FastBackend
 from stagecheck.oracles.observe.instrumented import InstrumentedBackend
 from stagecheck.oracles.options import CampaignConfig, RunOptions
+from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import load_target
 from stagecheck.spec import Copy, HostWrite, check
 from tests.helpers import scenario
@@ -167,3 +168,32 @@ def test_a_write_after_each_upload_form_is_a_hazard_under_deferred_copies(tmp_pa
     o = observe(target, s, RunOptions(deferred_copies=True))
     hazards = [f for f in check(s, o, target.profile) if f.invariant == "no_copy_hazard"]
     assert hazards and hazards[0].extra["slots"] == [0], [f.message for f in hazards]
+
+
+NUMPY_WRITES = {   # after its copy, an equal value back into the draft counts' host side
+    "put": "np.put(db.np, [0], [db.np[0]])",
+    "method put": "db.np.put([0], [db.np[0]])",
+    "copyto": "np.copyto(db.np[:num_reqs], db.np[:num_reqs].copy())",
+    "putmask": "np.putmask(db.np[:num_reqs], db.np[:num_reqs] >= 0, db.np[:num_reqs].copy())",
+    "ufunc out": "np.add(db.np[:num_reqs], 0, out=db.np[:num_reqs])",
+    "in-place operator": "view = db.np[:num_reqs]\nview += 0",
+}
+
+
+@pytest.mark.parametrize("form_name", NUMPY_WRITES)
+def test_a_numpy_write_after_the_copy_is_seen_even_of_an_equal_value(form_name, tmp_path):
+    source = (ROOT / "impl" / "staging_single_loop.py").read_text()
+    body = NUMPY_WRITES[form_name]
+    path = tmp_path / "numpy_write.py"
+    path.write_text("import numpy as np\n" + source + "\n\ndef wrapped(ctx, scheduler_output, "
+                    "req_ids, num_reqs, requests, mamba_state_idx):\n    "
+                    f"{FUNCTION}(ctx, scheduler_output, req_ids, num_reqs, requests, "
+                    "mamba_state_idx)\n    db = ctx.num_draft_tokens_buf\n    if num_reqs:\n"
+                    "        " + body.replace("\n", "\n        ") + "\n")
+    target = load_target(f"{path}::wrapped", load_schema("mamba-postprocess"))
+    s = scenario()
+    seen = observe(target, s, RunOptions(), InstrumentedBackend())
+    writes = [e for e in seen.events if type(e) is HostWrite and e.buffer.startswith("num_draft")]
+    assert writes, seen.events
+    found = [f.invariant for f in check(s, seen, target.profile) if f.severity == "error"]
+    assert "copy_discipline" in found, found
