@@ -158,6 +158,10 @@ def _recording_classes():
     torch = import_torch()
     not_writes = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream_",
                             "pin_memory", "untyped_storage"})
+    # reads of a mirror's values on the host: each waits for the device's queued work
+    host_reads = frozenset({"tolist", "item", "numpy", "cpu", "__array__", "__repr__",
+                            "__format__", "__bool__", "__int__", "__float__", "__index__"})
+    mirror_class = None       # ``RecordingMirror``, below
     plain = torch._C.DisableTorchFunctionSubclass
 
     def owner_of(t):
@@ -205,6 +209,10 @@ def _recording_classes():
                 moved = owner.to_device(func, args, kwargs)
                 if moved is not None:
                     return moved
+        elif name in host_reads and args and type(args[0]) is mirror_class:
+            owner = owner_of(args[0])
+            if owner is not None and owner.model is not None:
+                owner.model.sync_all()    # a blocking read of the device: the copies ran
         with plain():
             result = func(*args, **kwargs)
         target = None
@@ -237,6 +245,7 @@ def _recording_classes():
         def __torch_function__(cls, func, types, args=(), kwargs=None):
             return hooked(cls, func, types, args, kwargs)
 
+    mirror_class = RecordingMirror
     _TENSOR_CLASSES = (RecordingTensor, RecordingMirror)
     recording.update(_TENSOR_CLASSES)
     return _TENSOR_CLASSES

@@ -197,3 +197,20 @@ def test_a_numpy_write_after_the_copy_is_seen_even_of_an_equal_value(form_name, 
     assert writes, seen.events
     found = [f.invariant for f in check(s, seen, target.profile) if f.severity == "error"]
     assert "copy_discipline" in found, found
+
+
+def test_a_write_after_a_blocking_read_of_the_mirror_races_with_nothing(tmp_path):
+    """Reading the mirror on the host (``tolist``) waits for the queued copies: a write
+    after it is written after its copy (``copy_discipline``), never a race."""
+    source = (ROOT / "impl" / "staging_single_loop.py").read_text()
+    path = tmp_path / "read_then_write.py"
+    path.write_text(source + "\n\ndef wrapped(ctx, scheduler_output, req_ids, num_reqs, "
+                    "requests, mamba_state_idx):\n    "
+                    f"{FUNCTION}(ctx, scheduler_output, req_ids, num_reqs, requests, "
+                    "mamba_state_idx)\n    db = ctx.num_draft_tokens_buf\n    if num_reqs:\n"
+                    "        _ = db.gpu[:num_reqs].tolist()\n        db.np[0] = db.np[0]\n")
+    target = load_target(f"{path}::wrapped", load_schema("mamba-postprocess"))
+    s = scenario()
+    seen = observe(target, s, RunOptions(deferred_copies=True), InstrumentedBackend("cpu", True))
+    found = {f.invariant for f in check(s, seen, target.profile) if f.severity == "error"}
+    assert "copy_discipline" in found and "no_copy_hazard" not in found, found
