@@ -195,6 +195,21 @@ def test_a_bug_on_every_multiple_of_a_period_past_sixteen_shrinks_to_the_period(
     assert smallest.num_reqs == period, (start.num_reqs, smallest.num_reqs)
 
 
+def test_a_threshold_bug_that_needs_padding_ids_shrinks_to_the_threshold():
+    """A bug past a threshold that shows only with padding ids (``len(req_ids)`` slots
+    copied instead of ``num_reqs``), found on a large batch, loses live requests down to
+    the threshold with its padding kept (the batch pass drops the padding)."""
+    def fails(s):
+        return s.num_reqs >= 100 and len(s.req_ids) > s.num_reqs
+
+    start = next(s for s in (sample_scenario(SCHEMA, 0, i) for i in range(6000))
+                 if fails(s) and s.num_reqs >= 150)
+    smallest, _ = shrink(SCHEMA, start,
+                         lambda cs: next((k for k, c in enumerate(cs) if fails(c)), None))
+    assert (smallest.num_reqs, len(smallest.req_ids)) == (100, 101), \
+        (start.num_reqs, smallest.num_reqs, len(smallest.req_ids))
+
+
 def test_hypothesis_draws_the_same_space_large_scenarios_included():
     """The hypothesis strategies draw the same sizes: full batches of 1,024 (past
     hypothesis's own limit of decisions per example: the rest comes from a seed it
