@@ -68,7 +68,7 @@ class HostIntent:
                     # (a host write between was a hazard, reported as such), and the host
                     # may have reused the memory since; what it holds now is kept beside,
                     # meant instead where the next upload delivers it (``check_intents``)
-                    issued = up.snapshot[0].reshape(-1)[q0:q0 + (p1 - p0)].tolist()
+                    issued = self._snapshot(up).reshape(-1)[q0:q0 + (p1 - p0)].tolist()
                     if issued != held:
                         base = up.snapshot[1].data_ptr() + q0 * item
                         for j, (a, b) in enumerate(zip(issued, held)):
@@ -120,7 +120,7 @@ class HostIntent:
             if not (dst.lo <= address < dst.hi) or dst.elements is not None \
                     or dst.item != item:
                 continue
-            issued = up.snapshot[0].reshape(-1)
+            issued = self._snapshot(up).reshape(-1)
             q = (address - dst.lo) // item
             return q < issued.numel() and issued[q].item() == value
         return False

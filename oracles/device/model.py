@@ -201,8 +201,8 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         op.dev_writes = [dst_span]
         with _disabled():
             storage = dst.untyped_storage().data_ptr()
-            snapshot = src.clone()
-            op.fast = _bytes_view(src, snapshot)
+            op.fast = _bytes_view(src)
+            snapshot = None if pinned and op.fast is not None else src.clone()  # _snapshot
         uploads = self._uploads.get(storage)
         if uploads is None:
             self._uploads[storage] = [op]
@@ -226,10 +226,9 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
             self.sweep()          # host writes so far, before the device may write there too
             span = dst_span
             op.host_writes = [span]
-            with _disabled():                         # what the host held when it issued it
-                before = dst.clone()
-                op.fast = _bytes_view(dst, before)
-            op.snapshot = (before, dst)
+            with _disabled():         # what the host held when it issued it (``_snapshot``)
+                op.fast = _bytes_view(dst)
+                op.snapshot = (None if op.fast is not None else dst.clone(), dst)
             for other in self._still_open():          # bytes the device may now change
                 if other.snapshot is not None:
                     for h in other.host_reads + other.host_writes:
@@ -474,17 +473,17 @@ _equal = None
 _EXACT: frozenset = frozenset()
 
 
-def _bytes_view(now, before):
-    """``Op.fast`` of a copy's pinned memory ``now`` whose ``snapshot`` is ``before``:
-    for integer and bool memory, where two values are equal exactly when their bytes
-    are (as ``torch.equal`` says), a numpy view of ``now`` and the bytes ``before`` holds;
-    None for other memory (floats: NaN, -0.0), which is compared with ``torch.equal``.
-    Torch function handling is off in the caller."""
+def _bytes_view(now):
+    """``Op.fast`` of a copy's pinned memory ``now`` as the copy is issued: for integer
+    and bool memory, where two values are equal exactly when their bytes are (as
+    ``torch.equal`` says), a numpy view of ``now`` and the bytes it holds now; None for
+    other memory (floats: NaN, -0.0), which is compared with ``torch.equal`` against a
+    copy (``Op.snapshot``). Torch function handling is off in the caller."""
     if now.dtype not in _EXACT or not now.is_contiguous() or now.requires_grad:
         return None
     try:
         view = now.numpy()
-        return (now.data_ptr(), view.nbytes, view.dtype.str), before.numpy().tobytes(), view
+        return (now.data_ptr(), view.nbytes, view.dtype.str), view.tobytes(), view
     except (TypeError, RuntimeError):
         return None
 

@@ -152,8 +152,7 @@ class RaceDetection:
     def _host_changes(self, op: Op, span: Span) -> Span | None:
         """The elements of ``op``'s pinned ``span`` that changed since it was issued, less
         those a later download may have written (None: none)."""
-        before, now = op.snapshot
-        changed = self._changed(before, now)
+        changed = self._changed(self._snapshot(op), op.snapshot[1])
         if not changed:
             return None
         if span.elements is None:
@@ -166,6 +165,16 @@ class RaceDetection:
         if not picked:
             return None
         return Span(picked[0], picked[-1] + span.item, span.item, tuple(picked))
+
+    def _snapshot(self, op: Op):
+        """What ``op``'s pinned memory held when it was issued: where only its bytes were
+        kept (``Op.fast``), a copy made from them once, when first needed."""
+        before, now = op.snapshot
+        if before is None:
+            before = self._clone(now)
+            memoryview(before.numpy().reshape(-1).view("u1"))[:] = op.fast[1]
+            op.snapshot = (before, now)
+        return before
 
     def download_touched(self, op: Op) -> None:
         """A download into pinned memory that has not landed: host writes into its
