@@ -148,21 +148,22 @@ def _mode_class():
                 if types == self.own and types:
                     return self.call(func, args, kwargs)
                 return func(*args, **kwargs) if kwargs else func(*args)
-            name = _NAMES.get(func)
-            if name is None:
+            what = _BY_FUNC.get(func)
+            if what is None:
                 name = _NAMES[func] = getattr(func, "__name__", "")
-            what = _DISPATCH.get(name)
-            if what is _PASS or what is _getitem and types == self.own and types \
-                    and len(args) > 1 and _basic_index(args[1]):   # a view: as it is
-                if types == self.own and types:
+                what = _BY_FUNC[func] = _DISPATCH.get(name, _OTHER)
+            if what is _PASS or what is _getitem and len(args) > 1 \
+                    and _basic_index(args[1]):          # a view or metadata: as it is
+                if types and (types == self.own or what is _getitem and self.own
+                              and type(args[0]) is self.own[0]):
                     return self.call(func, args, kwargs)
                 return func(*args, **kwargs) if kwargs else func(*args)
             kwargs = kwargs or {}
-            if what is not None:
+            if what is not _OTHER:
                 return what(model, func, args, kwargs)
             if "device" in kwargs or kwargs.get("pin_memory"):
                 return _factory(model, func, args, kwargs)
-            return _generic(model, func, name, args, kwargs)
+            return _generic(model, func, _NAMES[func], args, kwargs)
 
     _MODE = _DeviceMode
     return _MODE
@@ -172,6 +173,10 @@ def _mode_class():
 _WORK: dict = {}
 #: torch functions' names, by function
 _NAMES: dict = {}
+#: what ``__torch_function__`` does with a call outside device work, by function: its
+#: entry in ``_DISPATCH``, or ``_OTHER`` (a factory or any other operation)
+_BY_FUNC: dict = {}
+_OTHER = object()
 #: ``_work_kind``: a call that reads no tensor's elements (a view, metadata)
 _NO_READ = "none"
 #: ``_work_kind``: ``__getitem__``, which reads its tensor unless the index makes a view

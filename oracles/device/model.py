@@ -483,7 +483,7 @@ def _bytes_view(now):
         return None
     try:
         view = now.numpy()
-        return (now.data_ptr(), view.nbytes, view.dtype.str), view.tobytes(), view
+        return (now.data_ptr(), view.nbytes, now.dtype), view.tobytes(), view
     except (TypeError, RuntimeError):
         return None
 
