@@ -150,7 +150,7 @@ def _held_now(up, q0: int, n: int) -> list | None:
     them now (None: memory not read as one run)."""
     fast = up.fast
     if fast is not None:    # integer memory: read through its numpy view
-        flat = fast[2].reshape(-1)
+        flat = fast[2]          # flat already (``model._bytes_view``)
         return flat.tolist()[q0:q0 + n] if flat.size <= SMALL else flat[q0:q0 + n].tolist()
     src = up.snapshot[1]
     if not src.is_contiguous():

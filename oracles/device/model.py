@@ -261,26 +261,28 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         while it runs). What the host meant each read element to hold is noted now: the
         value of the host memory the last upload into it (issued before now) reads."""
         op = self._issue("kernel", name)
-        spans, touched, shapes = {}, {}, {}
+        spans, touched, reading, intents, index, low, high = [], {}, {}, {}, op.index, 2**64, 0
         with _disabled():       # each argument's metadata, read once
             for label, t in reads.items():
-                spans[label] = span = _span(t)
-                contiguous, numel = t.is_contiguous(), t.numel()
-                if t.dim() == 1 and contiguous and numel > 0:
-                    touched[label] = (span, set())
-                shapes[label] = (contiguous, numel, span.item,
-                                 t.untyped_storage().data_ptr() if contiguous and numel
-                                 else None)
-        op.dev_reads = list(spans.values())
-        op.dev_writes = [span_of(t) for t in writes]
-        op.intents = {label: self._intent(t, op.index, shapes[label])
-                      for label, t in reads.items()}
-        op.touched = touched
-        op.reading = {label: (span, seen, (span.hi - span.lo) // span.item)
-                      for label, (span, seen) in touched.items()}
+                numel = t.numel()
+                if numel and t.is_contiguous():     # its span, as ``_span`` gives it
+                    item, lo = t.element_size(), t.data_ptr()
+                    span = Span(lo, lo + numel * item, item)
+                    if t.dim() == 1:
+                        seen: set = set()
+                        touched[label], reading[label] = (span, seen), (span, seen, numel)
+                        low, high = min(low, lo), max(high, span.hi)
+                    shape = (True, numel, item, t.untyped_storage().data_ptr())
+                else:
+                    span = _span(t)
+                    shape = (t.is_contiguous(), numel, span.item, None)
+                spans.append(span)
+                intents[label] = self._intent(t, index, shape)
+        op.dev_reads = spans
+        op.dev_writes = [span_of(t) for t in writes] if writes else []
+        op.intents, op.touched, op.reading = intents, touched, reading
         if touched:
-            op.bounds = (min(span.lo for span, _ in touched.values()),
-                         max(span.hi for span, _ in touched.values()))
+            op.bounds = (low, high)
         op.action = self._work(op, name, fn, reads, self.location, dict(scalars or {}))
         self._work_ops.append(op)
         self._start(op)
@@ -474,15 +476,14 @@ _EXACT: frozenset = frozenset()
 
 
 def _bytes_view(now):
-    """``Op.fast`` of a copy's pinned memory ``now`` as the copy is issued: for integer
-    and bool memory, where two values are equal exactly when their bytes are (as
-    ``torch.equal`` says), a numpy view of ``now`` and the bytes it holds now; None for
-    other memory (floats: NaN, -0.0), which is compared with ``torch.equal`` against a
-    copy (``Op.snapshot``). Torch function handling is off in the caller."""
+    """``Op.fast`` of a copy's pinned memory ``now`` at issue: for integer and bool memory
+    (equal values exactly where the bytes are, as ``torch.equal`` says) its key, bytes now
+    and a flat numpy view; None for floats (NaN, -0.0: ``torch.equal`` against a copy,
+    ``Op.snapshot``). Torch function handling is off in the caller."""
     if now.dtype not in _EXACT or not now.is_contiguous() or now.requires_grad:
         return None
     try:
-        view = now.numpy()
+        view = now.numpy().reshape(-1)      # flat: what is meant reads it by position
         return (now.data_ptr(), view.nbytes, now.dtype), view.tobytes(), view
     except (TypeError, RuntimeError):
         return None
