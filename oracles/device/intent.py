@@ -59,6 +59,8 @@ class HostIntent:
                 if first >= last or dst.elements is not None or dst.item != item:
                     continue
                 p0, p1 = (first - lo) // item, (last - lo) // item
+                if left < count and None not in sources[p0:p1]:
+                    continue            # a later upload wrote each of them: nothing to take
                 q0 = (first - dst.lo) // item
                 held = _held_now(up, q0, p1 - p0)
                 if held is None:
