@@ -395,3 +395,29 @@ def test_numpy_of_a_pending_download_is_a_view_not_a_read():
         again.tolist()                         # read before any wait: a hazard
         assert [h.kind for h in model.hazards] == ["host-read-pending-download"]
     model.release()
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.bool, torch.float32])
+def test_raw_writes_into_pending_copies_are_found_by_value_for_every_dtype(dtype):
+    """Integer and bool memory is kept as its bytes only, float memory as a copy: a raw
+    write the sweep finds names the same slots either way, for an upload's source and a
+    download's destination; writing the value it held already is no change."""
+    model = device_model()
+    with model.activate():
+        host = torch.zeros(6, dtype=dtype, pin_memory=True)
+        back = torch.zeros(6, dtype=dtype, pin_memory=True)
+        dev = torch.zeros(6, dtype=dtype, device=CUDA)
+        model.name_region(host, "up.cpu")
+        model.name_region(back, "down.cpu")
+        dev[1:5].copy_(host[1:5], non_blocking=True)
+        back[:3].copy_(dev[:3], non_blocking=True)
+        host.numpy()[0] = 1                   # outside the upload
+        host.numpy()[4] = 0                   # the value it held
+        model.sweep()
+        assert model.hazards == []
+        host.numpy()[2:4] = 1
+        back.numpy()[1] = 1
+        model.sweep()
+    found = {(h.region, h.slots) for h in model.hazards}
+    assert found == {("up.cpu", (2, 3)), ("down.cpu", (1,))}
+    assert kinds(model).count(HOST_TOUCH_PENDING_DOWNLOAD) == 1
