@@ -196,6 +196,9 @@ class RaceDetection:
         if any(self._host.get(k, 0) < v for k, v in clock.items()):
             self._host = join(self._host, clock)
             self._pruned = False
+            for op in self._open:    # CUDA: a download the host now knows landed
+                if op.stale and self._known(op):
+                    self._check_stale(op)
 
     def _known(self, op: Op) -> bool:
         return covers(self._host, op.stream.id, op.seq)

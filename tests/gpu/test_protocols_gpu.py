@@ -205,3 +205,34 @@ def test_the_command_line_on_cuda_exits_1_on_a_buggy_fixture_and_0_on_the_fixed(
                               timeout=600)
         assert proc.returncode == code, proc.stdout + proc.stderr
         assert "on CUDA" in proc.stdout
+
+
+# ------------------------------------------- pinned memory reused (tests/targets/protocols/_reuse)
+
+
+def _reuse(name: str) -> str:
+    import os
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "targets", "protocols", "_reuse", name)
+
+
+@pytest.mark.parametrize("name,component,protocol,errors", [
+    ("scratch_ordered_download.py", "Scratch", "scratch_protocol.py", False),
+    ("scratch_cleared_after_sync.py", "Scratch", "scratch_protocol.py", False),
+    ("scratch_pageable.py", "Scratch", "scratch_protocol.py", False),
+    ("stop_flag_polled_until_ready.py", "StopChecker", "stop_flag_protocol.py", False),
+    ("stop_flag_polled_once.py", "StopChecker", "stop_flag_protocol.py", True),
+])
+def test_reused_pinned_memory_gets_the_cpu_models_verdict_on_cuda(name, component, protocol,
+                                                                   errors):
+    result = run_protocol_campaign(None, f"{_reuse(name)}::{component}", _reuse(protocol),
+                                   ProtocolConfig(sequences=60, **CUDA))
+    assert bool(result.errors) == errors, [f.message for f in result.errors]
+
+
+def test_unordered_copies_into_one_pinned_buffer_are_a_race_on_cuda():
+    result = run_protocol_campaign(None, f"{_reuse('scratch_unordered_download.py')}::Scratch",
+                                   _reuse("scratch_protocol.py"),
+                                   ProtocolConfig(sequences=60, **CUDA))
+    assert any(f.invariant == "no_copy_hazard" for f in result.findings), \
+        [f.message for f in result.findings]
