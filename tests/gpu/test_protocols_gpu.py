@@ -80,7 +80,10 @@ def test_the_cuda_backend_sees_a_consumer_on_another_stream_without_a_wait():
         mirror = torch.zeros(2, dtype=torch.int32, device="cuda")
         side = torch.cuda.Stream()
         with torch.cuda.stream(side):
-            torch.cuda._sleep(50 * BUSY)
+            # about half a second ahead of the copy: the host's own first launch (a fresh
+            # process's first kernels) may take longer than a shorter delay, which then
+            # ran out before the consumer was released (the test was flaky at 50 x BUSY)
+            torch.cuda._sleep(500 * BUSY)
             mirror.copy_(host, non_blocking=True)
         model.launch("forward", lambda: mirror.add_(0), {"mirror": mirror})
         torch.cuda.synchronize()
