@@ -30,7 +30,8 @@ from stagecheck.oracles import interrupt, messages, stdio
 from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands import COMMANDS, load, release
 from stagecheck.oracles.commands.crash import is_internal, report_internal
-from stagecheck.oracles.config import did_you_mean, load_config
+from stagecheck.oracles.config import load_config
+from stagecheck.oracles.text import did_you_mean
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.options import Option, flag_of, options_of, save_folder, validated
 from stagecheck.oracles.paths import require_file

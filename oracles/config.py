@@ -16,7 +16,6 @@ import.
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -24,9 +23,10 @@ from typing import Any, Callable
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ConfigError, StagecheckError
+from stagecheck.oracles.text import did_you_mean
 from stagecheck.oracles.options import TABLE
 
-__all__ = ["KEYS", "Config", "did_you_mean", "find_pyproject", "load_config"]
+__all__ = ["KEYS", "Config", "find_pyproject", "load_config"]
 
 
 @dataclass(frozen=True)
@@ -76,14 +76,6 @@ class Config:
         shown = [f"{k}={v!r}" for k, v in self.values.items() if command in KEYS[k].commands
                  and (args is None or getattr(args, KEYS[k].dest, None) == v)]
         return ", ".join(shown)
-
-
-def did_you_mean(word: str, known) -> str:
-    """`` (did you mean CLOSEST?)`` for a misspelt ``word`` (an option, a key), the closest
-    of ``known`` (``difflib``); '' when none is close. The command line's unknown options
-    and ``[tool.stagecheck]``'s unknown keys both say it."""
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    return messages.DID_YOU_MEAN.format(option=close[0]) if close else ""
 
 
 def find_pyproject(start: str | None = None) -> str | None:

@@ -10,8 +10,10 @@ from dataclasses import replace
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import UsageError
-from stagecheck.oracles.options import (PROTOCOL_LIBRARY_FIELDS, ProtocolConfig, fixture_options,
-                                        option_for, protocol_fixture_options, validated)
+from stagecheck.oracles.options import (PROTOCOL_FIXTURE_OWN, PROTOCOL_LIBRARY_FIELDS,
+                                        ProtocolConfig, fixture_options, option_for,
+                                        protocol_fixture_options, validated)
+from stagecheck.oracles.text import did_you_mean
 
 __all__ = ["builtin_protocols", "protocol_config", "protocol_keyword_problems",
            "protocol_reproduce_hint"]
@@ -50,8 +52,10 @@ def protocol_keyword_problems(options: dict, protocol, loaded=None) -> list[str]
                 protocol=name, flag=option.flag if option and option.flag else f"{key}=",
                 known=shown_known).located(f"keyword {key}")))
         else:
+            hint = did_you_mean(key, [*known, *PROTOCOL_FIXTURE_OWN])
             problems.append(str(UsageError.of(messages.FIXTURE_PROTOCOL_UNKNOWN, key,
-                                              known=shown_known).located(f"keyword {key}")))
+                                              known=shown_known, hint=hint
+                                              ).located(f"keyword {key}")))
     return problems
 
 

@@ -8,7 +8,7 @@ front end adds where the value came from (``argument BASELINE: ...``).
 TARGET_FORMS = ("a builtin name ({builtins}), 'package.module:function', "
                 "'path/to/file.py::function' or 'git:REV:path/to/file.py::function'")
 TARGET_EMPTY = ("the target is empty", "give " + TARGET_FORMS)
-TARGET_UNKNOWN = ("{value!r} is not a builtin target, a 'module:function', a "
+TARGET_UNKNOWN = ("{value!r} is not a builtin target{hint}, a 'module:function', a "
                   "'file.py::function' nor a 'git:REV:file.py::function'",
                   "builtins are {builtins}")
 TARGET_FILE_WITHOUT_FUNCTION = ("{value!r} names a file, not a function in it",
@@ -130,7 +130,7 @@ NOT_A_TARGET = ("{value!r} (a {kind}) is not a target", "give a target spec (" +
 NOT_A_CAMPAIGN_CONFIG = ("{value!r} (a {kind}) is not a CampaignConfig",
                          "give stagecheck.CampaignConfig(...) or "
                          "stagecheck.CampaignConfig.from_options(examples=..., timeout=...)")
-FIXTURE_UNKNOWN_OPTIONS = ("unknown option(s) {value}", "the fixture takes {known} (the "
+FIXTURE_UNKNOWN_OPTIONS = ("unknown option(s) {value}{hint}", "the fixture takes {known} (the "
                            "example database and derandomize come from the hypothesis "
                            "profile: --hypothesis-profile)")
 BAD_ORACLES = ("{value} is not an oracle", "choose from {choices} (comma-separated, e.g. "
@@ -476,7 +476,7 @@ PROTOCOL_REPORT_UNSUPPORTED = ("{flag} is not written for a protocol run",
 #: the pytest fixture's protocol method
 FIXTURE_PROTOCOL_REPRODUCE = "reproduce: {command}"
 #: assert_protocol's keywords, checked as the command line checks a protocol run's options
-FIXTURE_PROTOCOL_UNKNOWN = ("unknown keyword {value}=",
+FIXTURE_PROTOCOL_UNKNOWN = ("unknown keyword {value}={hint}",
                             "assert_protocol takes {known} besides its own (target, protocol, "
                             "baseline, examples, seed, device, strict)")
 FIXTURE_PROTOCOL_OPTION_UNUSED = ("{value!r} does not apply to a protocol run (protocol "

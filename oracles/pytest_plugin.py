@@ -46,6 +46,7 @@ from stagecheck.oracles.fixture_protocol import (builtin_protocols, protocol_con
 from stagecheck.oracles.fixture_targets import as_target, isolated_runner
 from stagecheck.oracles.options import (DEFAULT_SAVE_DIR, CampaignConfig, RunOptions,
                                         fixture_options, flat, reproduce_flags)
+from stagecheck.oracles.text import did_you_mean
 
 __all__ = ["PROFILES", "StagecheckFixture", "as_target", "register_profiles"]
 
@@ -129,7 +130,8 @@ class StagecheckFixture:
         if unknown:     # one clean message, outside any except block (nothing chained)
             pytest.fail("stagecheck: " + str(UsageError.of(
                 messages.FIXTURE_UNKNOWN_OPTIONS, ", ".join(f"{k}=" for k in unknown),
-                known=", ".join(f"{k}=" for k in known))), pytrace=False)
+                known=", ".join(f"{k}=" for k in known),
+                hint=did_you_mean(unknown[0], known))), pytrace=False)
         defaults = profile_defaults()
         if examples is None:
             examples = defaults["examples"]

@@ -4,12 +4,17 @@ A target's exception text, a finding's id, a replay file's fields: ``printable``
 every character a terminal or a report must not receive as an escape, and
 ``exception_text`` reads an exception's text without ever raising. The worker applies
 them when it captures what a target raised; ``report/escape.py`` applies ``printable``
-to every report. Standard library only: every stage may import this module.
+to every report. The standard library and ``messages`` only: every stage may import this module.
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_EXCEPTION_TEXT", "exception_text", "printable", "short_text", "type_name"]
+import difflib
+
+from stagecheck.oracles import messages
+
+__all__ = ["MAX_EXCEPTION_TEXT", "did_you_mean", "exception_text", "printable", "short_text",
+           "type_name"]
 
 
 #: longest exception text kept (a target may raise a message of any size)
@@ -85,3 +90,11 @@ def exception_text(exc: BaseException, kind: type | None = None) -> str:
     text = printable(text)
     return text if kind is None else f"{type_name(kind)}: {text}"
 
+
+def did_you_mean(word: str, known) -> str:
+    """`` (did you mean CLOSEST?)`` for a misspelt ``word`` (an option, a key, a builtin
+    target's name), the closest of ``known`` (``difflib``); '' when none is close. The
+    command line's unknown options, ``[tool.stagecheck]``'s unknown keys and unknown
+    builtin targets all say it."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return messages.DID_YOU_MEAN.format(option=close[0]) if close else ""

@@ -24,6 +24,7 @@ from typing import Any, Callable
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.paths import refuse_special
+from stagecheck.oracles.text import did_you_mean
 from stagecheck.oracles.targets.git import git_show
 from stagecheck.oracles.targets.source import (MAX_SOURCE_BYTES, decode_source,
                                                load_function_from_source, load_shims)
@@ -144,7 +145,8 @@ def load_target(spec: str, schema: StagingSchema | None = None,
         func = _load_module_function(spec, spec)
         return _finish(spec, func, f"module {spec}", schema, ref)
     _refuse_bare_file(spec)
-    raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=names)
+    raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=names,
+                             hint=did_you_mean(spec, BUILTINS))
 
 
 def _refuse_bare_file(spec: str) -> None:
@@ -243,7 +245,8 @@ def target_source(spec: str) -> tuple[str, str, str]:
         read = read_file_target(spec)
         return read.source, read.filename, read.name
     load_target(spec)   # raises the usual message for anything else
-    raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=", ".join(BUILTINS))
+    raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=", ".join(BUILTINS),
+                             hint=did_you_mean(spec, BUILTINS))
 
 
 def split_file_spec(file_part: str, spec: str) -> tuple[str, str]:

@@ -108,6 +108,7 @@ def test_vllm_style_file_runs_without_vllm(tmp_path):
 BAD = [
     (["diff", "legacy"], "the following arguments are required"),
     (["diff", "legacy", "nope"], "is not a builtin target"),
+    (["diff", "legacy", "singleloop"], "is not a builtin target (did you mean single-loop?)"),
     (["diff", "legacy", "missing.py::f"], "does not exist"),
     (["diff", "legacy", "tests/targets/buggy_swapped_views.py::nothing"], "has no module-level"),
     (["diff", "legacy", "tests/targets/buggy_swapped_views.py::"], "is malformed"),

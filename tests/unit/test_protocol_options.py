@@ -91,7 +91,10 @@ def test_each_bad_keyword_of_the_fixture_is_one_line_naming_it():
     assert [p.split(":")[0] for p in problems] == [
         "keyword bogus", "keyword jobs", "keyword kernel", "keyword steps", "keyword timeout"]
     assert problems[0].startswith("keyword bogus: " + messages.FIXTURE_PROTOCOL_UNKNOWN[0]
-                                  .format(value="bogus"))
+                                  .format(value="bogus", hint=""))
+    (misspelt,) = _fixture_problems({"timout": 2})
+    assert misspelt.startswith("keyword timout: unknown keyword timout= (did you mean "
+                               "timeout?)"), misspelt
     assert "timeout=" in problems[0] and "TypeError" not in "".join(problems)
     assert "'always' does not apply to a protocol run" in problems[2]
     assert "--kernel" in problems[2] and "leave kernel= out" in problems[2]
