@@ -358,6 +358,9 @@ PROTOCOL_DEVICE_RESULT_USED = ("the code under test used what device work {value
                                "holds (an out= argument, or an attribute it fills) and read "
                                "them from there, or leave that method out of device_work "
                                "(docs/protocols.md, 'What a protocol declares')")
+PROTOCOL_BUILD_NONE = ("the build of protocol {value!r} returned None",
+                       "return the state the steps work on: the component object "
+                       "(ctx.component(...)) or an object holding it")
 PROTOCOL_DEVICE_WORK_MISSING = ("protocol {protocol!r} declares device work {value!r}, which "
                                 "the state it built ({kind}) does not have",
                                 "name methods the component has, as dotted paths from the "
@@ -600,6 +603,9 @@ SCHEMA_CODE_FAILED = ("{value} raised {error} during the run",
                       "checks) must not raise (a derive only KeyError, for a missing "
                       "input); fix the schema or protocol file, then 'stagecheck schema "
                       "check FILE' or 'stagecheck protocol check FILE'")
+SCHEMA_CODE_RETURNED = ("{value} {error} during the run",
+                        "a protocol's check returns a list of messages, empty where it holds; "
+                        "fix the protocol file, then 'stagecheck protocol check FILE'")
 SCHEMA_CODE_EXITED = ("{value} raised {error}", "schema code must not exit or raise "
                       "KeyboardInterrupt; fix the schema")
 SCHEMA_PATCHES = ("schema file {value!r} changed stagecheck's own code when it ran ({names})",

@@ -285,7 +285,7 @@ def check_run(protocol: Protocol, seq: StepSequence, meant: Trace, seen: Trace,
     if not outcome:
         findings += _reads(meant, seen, side) + _readback(meant, seen, side)
         for k, check in enumerate(protocol.checks):
-            for message in _check_messages(k, check, seq, meant):
+            for message in _check_messages(k, check, seq, meant, protocol.name):
                 findings.append(_finding(check.id, message, side, extra={
                     "kind": check.id, "statement": check.statement}))
     observable = any(f.invariant in ("device_read_as_meant", "readback_as_written")
@@ -293,19 +293,21 @@ def check_run(protocol: Protocol, seq: StepSequence, meant: Trace, seen: Trace,
     return findings + _hazards(seen, side, observable)
 
 
-def _check_messages(k: int, check, seq: StepSequence, trace: Trace) -> list[str]:
+def _check_messages(k: int, check, seq: StepSequence, trace: Trace,
+                    protocol: str = "") -> list[str]:
     """The first message of a protocol's own check on ``trace`` (none: it holds); what
     the check raises, or an answer that is not a list of strings, is the protocol file's
     mistake (``SchemaCodeFailed``), never a finding."""
-    where = f"checks[{k}] ({getattr(check, 'id', '?')!r})"
+    where = (f"protocol {protocol!r}: " if protocol else "") + \
+        f"checks[{k}] ({getattr(check, 'id', '?')!r})"
     try:
         messages = check.check(seq, trace)
     except Exception as exc:
         raise SchemaCodeFailed.of(where, exc) from None
     if not isinstance(messages, (list, tuple)) or not all(isinstance(m, str)
                                                           for m in messages):
-        raise SchemaCodeFailed(where, TypeError(
-            f"it returned {messages!r:.80}, not a list of messages (strings)"))
+        raise SchemaCodeFailed(where, None, f"returned {messages!r:.80}, not a list of "
+                               "messages (strings; an empty list where it holds)")
     return list(messages[:1])
 
 

@@ -23,7 +23,12 @@ class SchemaCodeFailed(Exception):
 
     schema_mistake = True      # what the command line reads (no import of this module)
 
-    def __init__(self, what: str, error: BaseException) -> None:
+    def __init__(self, what: str, error: BaseException | None, said: str = "") -> None:
+        self.returned = error is None
+        if error is None:        # it returned something it must not: ``said`` says what
+            super().__init__(f"{what} {said}")
+            self.what, self.error = what, said
+            return
         where = _user_frame(error)
         text = f"{type(error).__name__}: {error}" + (f" at {where}" if where else "")
         super().__init__(f"{what} raised {text}")

@@ -85,7 +85,8 @@ class Command:
         try:
             outcome = self.run(config, values, outputs)
         except SchemaCodeFailed as exc:      # the schema's mistake: exit 2, never a verdict
-            raise SchemaError.of(messages.SCHEMA_CODE_FAILED, exc.what,
+            raise SchemaError.of(messages.SCHEMA_CODE_RETURNED if exc.returned
+                                 else messages.SCHEMA_CODE_FAILED, exc.what,
                                  error=exc.error) from None
         except Exception as exc:
             internal(exc)

@@ -91,6 +91,8 @@ class RunContext:
 def prepare_state(model, state, protocol) -> list:
     """Name the state's tensors after their attribute paths; make its device work.
     Returns ``(owner, method)`` of each method made device work, for ``release_state``."""
+    if state is None and (protocol.component or protocol.device_work):
+        raise SchemaError.of(messages.PROTOCOL_BUILD_NONE, protocol.name)
     _name_tensors(model, state)
     require_row_order(state, protocol)
     made = []

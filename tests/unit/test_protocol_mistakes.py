@@ -81,7 +81,9 @@ def test_a_mistake_of_the_protocol_is_its_error_naming_the_part_and_the_fix(name
                 "when_raises.py": ("operations[0] ('stage').when raised AttributeError",),
                 "when_not_bool.py": ("operations[0] ('stage').when returned 0 (not a bool)",),
                 "build_misspelt_context.py": ("componnent",),
-                "observe_raises.py": ("KeyError", "observe")}.get(name, ())
+                "observe_raises.py": ("KeyError", "observe"),
+                "build_returns_none.py": ("the build of protocol 'token-stager' returned None",
+                                          "return the state")}.get(name, ())
     for part in expected:
         assert part in text, text
 
@@ -391,3 +393,16 @@ def test_schema_or_protocol_code_that_raised_is_named_by_file_and_line(tmp_path)
         failed = SchemaCodeFailed("checks[0] ('odd')", exc)
     assert failed.error == (f"ZeroDivisionError: division by zero at "
                             f"{tmp_path / 'raising_check.py'}:2")
+
+
+def test_a_check_that_returns_no_list_is_said_to_return_it_not_to_raise():
+    from stagecheck.spec.protocol import ProtocolCheck, Trace
+    from stagecheck.spec.protocol_invariants import _check_messages
+    from stagecheck.spec.schema_mistakes import SchemaCodeFailed
+    check = ProtocolCheck("c1", "rows are fine", lambda seq, trace: "oops")
+    with pytest.raises(SchemaCodeFailed) as raised:
+        _check_messages(0, check, None, Trace(), "token-stager")
+    assert str(raised.value) == ("protocol 'token-stager': checks[0] ('c1') returned 'oops', "
+                                 "not a list of messages (strings; an empty list where it "
+                                 "holds)")
+    assert raised.value.returned and "raised" not in str(raised.value)
