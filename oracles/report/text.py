@@ -132,7 +132,8 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
             if len(data) > INLINE_SCENARIO_CHARS:
                 where = (f"stagecheck replay {escape(saved[f.id])} runs it again"
                          if saved and f.id in saved
-                         else "its replay file holds it (saved unless --no-save)")
+                         else "it was not saved (--no-save): run again without --no-save "
+                         "to keep its replay file")
                 lines += ["", messages.REPRODUCE_TOO_LARGE.format(
                     id=f.id, slots=f.scenario.get("capacity"), chars=len(data), where=where)]
                 continue
