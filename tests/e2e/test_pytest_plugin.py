@@ -341,7 +341,7 @@ def test_a_failing_function_target_is_saved_and_its_replay_line_runs_from_elsewh
     result = _run(pytester)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
-    assert "saved under" in out and "(saved unless --no-save)" not in out
+    assert "saved under" in out and "it was not saved (--no-save)" not in out
     assert "test_user.py::short')" in out and "load_target('test_user:short')" not in out
     line = next(x for x in out.splitlines() if "replay: stagecheck replay" in x)
     words = shlex.split(line.split("replay: ", 1)[1])

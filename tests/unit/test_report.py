@@ -153,4 +153,4 @@ def test_a_shrunk_scenario_too_large_to_read_is_named_not_printed_as_a_test():
     assert "SCENARIO = StagingScenario.from_dict" not in text
     assert f"[{error.id}] the shrunk scenario has" in text
     assert "stagecheck replay .stagecheck/findings/x.json --baseline legacy" in text
-    assert "saved unless --no-save" in render_campaign(big)
+    assert "it was not saved (--no-save): run again without --no-save" in render_campaign(big)
