@@ -27,6 +27,8 @@ __all__ = ["RunContext", "prepare_state", "release_state"]
 
 #: how deep ``prepare_state`` looks for tensors in the state's attributes
 NAME_DEPTH = 3
+#: how many items of a list, tuple or dict of the state (a pool of pinned buffers) it names
+NAME_ITEMS = 64
 
 
 class RunContext:
@@ -283,18 +285,25 @@ def _name_tensors(model, state, only_unnamed: bool = False) -> None:
             if id(obj) in seen:
                 continue
             seen.add(id(obj))
-            attributes = getattr(obj, "__dict__", None)
-            if not isinstance(attributes, dict):
-                continue
-            for name, value in list(attributes.items()):
-                where = f"{path}.{name}" if path else name
+            if isinstance(obj, (list, tuple)):        # a pool: pool[0], pool[1], ...
+                items = [(f"{path}[{k}]", v) for k, v in enumerate(obj[:NAME_ITEMS])]
+            elif isinstance(obj, dict):
+                items = [(f"{path}[{k!r}]", v) for k, v in list(obj.items())[:NAME_ITEMS]]
+            else:
+                attributes = getattr(obj, "__dict__", None)
+                if not isinstance(attributes, dict):
+                    continue
+                items = [(f"{path}.{name}" if path else name, value)
+                         for name, value in list(attributes.items())]
+            for where, value in items:
                 if isinstance(value, torch.Tensor):
                     kind = model.memory(value)
                     if kind != "pageable" and value.numel() and (
                             not only_unnamed or _unnamed(model, value)):
                         model.name_region(value, where, kind=kind)
-                elif hasattr(value, "__dict__") and not inspect.isroutine(value) \
-                        and not isinstance(value, type):
+                elif isinstance(value, (list, tuple, dict)) or (
+                        hasattr(value, "__dict__") and not inspect.isroutine(value)
+                        and not isinstance(value, type)):
                     following.append((value, where))
         queue = following
 

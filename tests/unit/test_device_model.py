@@ -421,3 +421,15 @@ def test_raw_writes_into_pending_copies_are_found_by_value_for_every_dtype(dtype
     found = {(h.region, h.slots) for h in model.hazards}
     assert found == {("up.cpu", (2, 3)), ("down.cpu", (1,))}
     assert kinds(model).count(HOST_TOUCH_PENDING_DOWNLOAD) == 1
+
+
+def test_a_pool_of_pinned_buffers_in_a_list_or_dict_is_named_by_its_items():
+    from types import SimpleNamespace
+    from stagecheck.oracles.protocol.context import _name_tensors
+    model = device_model()
+    with model.activate():
+        state = SimpleNamespace(pool=[pinned([1, 2]), pinned([3, 4])],
+                                by_kind={"ids": pinned([5, 6])})
+        _name_tensors(model, state)
+        assert model.describe(span_of(state.pool[1]))[0] == "pool[1]"
+        assert model.describe(span_of(state.by_kind["ids"]))[0] == "by_kind['ids']"
