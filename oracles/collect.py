@@ -189,6 +189,7 @@ def error_groups(findings: Iterable[Finding]) -> list[ErrorGroup]:
 
     by_place: dict[tuple, int] = {}
     by_field: dict[tuple, int] = {}
+    by_rows: dict[tuple, int] = {}
     by_example: dict[str, list[int]] = {}
     for i, f in enumerate(errors):
         if f.scenario is not None:
@@ -199,6 +200,16 @@ def error_groups(findings: Iterable[Finding]) -> list[ErrorGroup]:
                 join(i, by_place[place])
             else:
                 by_place[place] = i
+            slots = f.extra.get("slots")
+            if f.slot is not None and slots and len(slots) > 1:
+                # each field shrunk to an example of its own, the same rows differing in
+                # a batch of the same shape (rows reordered): one cause
+                rows = (f.invariant, tuple(slots), f.scenario.get("capacity"),
+                        f.scenario.get("num_reqs"))
+                if rows in by_rows:
+                    join(i, by_rows[rows])
+                else:
+                    by_rows[rows] = i
         if f.field is not None:
             kinds = [(f.invariant, f.side, f.field)]
             if f.invariant in COPY_CAUSED:
@@ -213,6 +224,15 @@ def error_groups(findings: Iterable[Finding]) -> list[ErrorGroup]:
         if any(errors[i].slot is None for i in found):
             for i in found[1:]:
                 join(i, found[0])
+            continue
+        # on one example, findings whose differing slots overlap (rows reordered: each
+        # field first differs at another slot, all of them among the same rows)
+        slot_sets = [(i, set(errors[i].extra.get("slots") or (errors[i].slot,)))
+                     for i in found]
+        for k, (i, slots) in enumerate(slot_sets):
+            for j, others in slot_sets[k + 1:]:
+                if slots & others:
+                    join(j, i)
     members: dict[int, list[Finding]] = {}
     for i, f in enumerate(errors):
         members.setdefault(root(i), []).append(f)
@@ -227,7 +247,7 @@ def error_groups(findings: Iterable[Finding]) -> list[ErrorGroup]:
             where = f"slot {head.slot}" if head.slot is not None else "no slot"
             cause = f"the same example, first differing at {where}"
         else:
-            cause = ("the same example and slot, the same invariant and field, or the "
-                     "copy of one field")
+            cause = ("the same example and slot (or overlapping slots), the same invariant "
+                     "and field, or the copy of one field")
         groups.append(ErrorGroup(fs, cause))
     return sorted(groups, key=lambda g: sort_key(g.head))

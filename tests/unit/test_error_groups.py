@@ -123,3 +123,36 @@ def test_every_report_shows_one_error_and_keeps_every_finding():
     assert "### Errors (1, from 12 error finding(s) grouped by cause)" in md
     assert md.count("```text") == 1
     assert json.dumps(body)      # plain data
+
+
+def test_rows_reordered_are_one_error_though_each_field_first_differs_elsewhere():
+    """A fast path that sorts the batch: each field's values differ among the same rows,
+    the first differing slot per field where its values happen to differ."""
+    s = scenario().to_dict()
+    firsts = {"state_idx": 0, "scheduled": 1, "computed": 0, "draft": 2}
+    found = [Finding("same_buffers", ERROR, f"{view} {f}[{k}]", field=f, slot=k, view=view,
+                     scenario=s, extra={"slots": [x for x in (0, 1, 2) if x >= k]})
+             for f, k in firsts.items() for view in ("cpu", "gpu")]
+    (g,) = error_groups(found)
+    assert len(g.findings) == 8
+    # two bugs on one example among rows that do not overlap stay two errors
+    apart = [Finding("same_buffers", ERROR, "cpu draft[0]", field="draft", slot=0, view="cpu",
+                     scenario=s, extra={"slots": [0]}),
+             Finding("same_buffers", ERROR, "cpu computed[4]", field="computed", slot=4,
+                     view="cpu", scenario=s, extra={"slots": [4, 5]})]
+    assert len(error_groups(apart)) == 2
+
+
+def test_rows_reordered_shrunk_to_an_example_per_field_are_one_error():
+    """Each field's findings shrunk to an example of their own (other values), the same
+    two rows differing in a batch of the same shape: one error."""
+    found = []
+    for k, f in enumerate(FIELDS):
+        s = scenario(num_reqs=5).to_dict()
+        s["inputs"]["seed_of_field"] = k                 # a different example per field
+        found += [Finding("same_buffers", ERROR, f"{view} {f}[1]", field=f, slot=1, view=view,
+                          scenario=s, extra={"slots": [1, 4]}) for view in ("cpu", "gpu")]
+        found.append(Finding("slot_alignment", ERROR, f"{f}[1]", side="candidate", field=f,
+                             slot=1, view="cpu", scenario=s, extra={"slots": [1, 4]}))
+    (g,) = error_groups(found)
+    assert len(g.findings) == 12
