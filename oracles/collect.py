@@ -187,7 +187,6 @@ def error_groups(findings: Iterable[Finding]) -> list[ErrorGroup]:
     def join(i: int, j: int) -> None:
         parent[root(i)] = root(j)
 
-    by_place: dict[tuple, int] = {}
     by_field: dict[tuple, int] = {}
     by_rows: dict[tuple, int] = {}
     by_example: dict[str, list[int]] = {}
@@ -195,11 +194,6 @@ def error_groups(findings: Iterable[Finding]) -> list[ErrorGroup]:
         if f.scenario is not None:
             example = json.dumps(f.scenario, sort_keys=True, default=repr)
             by_example.setdefault(example, []).append(i)
-            place = (example, f.slot)
-            if place in by_place:
-                join(i, by_place[place])
-            else:
-                by_place[place] = i
             slots = f.extra.get("slots")
             if f.slot is not None and slots and len(slots) > 1:
                 # each field shrunk to an example of its own, the same rows differing in
@@ -225,9 +219,10 @@ def error_groups(findings: Iterable[Finding]) -> list[ErrorGroup]:
             for i in found[1:]:
                 join(i, found[0])
             continue
-        # on one example, findings whose differing slots overlap (rows reordered: each
-        # field first differs at another slot, all of them among the same rows)
-        slot_sets = [(i, set(errors[i].extra.get("slots") or (errors[i].slot,)))
+        # on one example, findings at the same first differing slot, or whose differing
+        # slots overlap (rows reordered: each field first differs at another slot, all of
+        # them among the same rows)
+        slot_sets = [(i, {errors[i].slot, *(errors[i].extra.get("slots") or ())})
                      for i in found]
         for k, (i, slots) in enumerate(slot_sets):
             for j, others in slot_sets[k + 1:]:

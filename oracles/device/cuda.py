@@ -189,6 +189,14 @@ class CudaDevice(DeviceModel):
     def _complete(self, op: Op) -> None:
         """The wrapped call (a blocking copy, a synchronize) has already waited."""
 
+    def _learn(self, clock: dict) -> None:
+        """The host learnt ``clock``; a download it now knows landed is checked for values
+        the host read before it did (the CPU model checks when it runs the download)."""
+        super()._learn(clock)
+        for op in self._open:
+            if op.stale and self._known(op):
+                self._check_stale(op)
+
     def _complete_all(self) -> None:
         self.gates.open()
         self._real["synchronize"]()

@@ -3,7 +3,8 @@
 When device work is launched, the model notes, for each element it reads, the value of the
 host memory that the last upload into that element (issued before the launch) reads: what
 the host meant the work to see (where the host already knew that upload complete: what
-the memory held when it was issued, so that the host may reuse the memory once it knows). After the run, every element that no operation wrote
+the memory held when it was issued, so that the host may reuse the memory once it knows).
+After the run, every element that no operation wrote
 between that upload and the launch must have been read with that value; the others are
 ``mismatches`` (a consumer launched before the uploads it reads, an upload that ran late
 and read bytes the host wrote after the launch).

@@ -73,21 +73,20 @@ class RaceDetection:
             if not shared or not dst.is_contiguous():
                 return
             base, item = dst.data_ptr(), dst.element_size()
-            positions = [(a - base) // item for a in shared]
-            flat = dst.reshape(-1)
-            values = [flat[p].item() for p in positions[:64]]
+            positions = [(a - base) // item for a in shared[:64]]
+            values = dst.reshape(-1)[positions].tolist()
         region, slots = self.describe(Span(shared[0], shared[-1] + item, item, tuple(shared)))
-        op.stale.append((self.location, region, list(slots)[:64] or positions[:64],
-                         positions[:64], values))
+        op.stale.append((self.location, region, list(slots)[:64] or positions, positions,
+                         values))
 
     def _check_stale(self, op: Op) -> None:
-        """Download ``op`` has just landed: a value the host read before it did that it
-        changed is a stale read."""
-        dst = op.snapshot[1]
+        """Download ``op`` has landed (the CPU model: it has just run; CUDA: the host has
+        just learnt it): a value the host read before it did that it changed is a stale
+        read."""
         with import_torch()._C.DisableTorchFunction():
-            flat = dst.reshape(-1)
+            flat = op.snapshot[1].reshape(-1)
             for location, region, slots, positions, values in op.stale:
-                now = [flat[p].item() for p in positions]
+                now = flat[positions].tolist()
                 if now != values:
                     bad = [k for k, (a, b) in enumerate(zip(values, now)) if a != b]
                     self.stale_reads.append({
@@ -196,9 +195,6 @@ class RaceDetection:
         if any(self._host.get(k, 0) < v for k, v in clock.items()):
             self._host = join(self._host, clock)
             self._pruned = False
-            for op in self._open:    # CUDA: a download the host now knows landed
-                if op.stale and self._known(op):
-                    self._check_stale(op)
 
     def _known(self, op: Op) -> bool:
         return covers(self._host, op.stream.id, op.seq)

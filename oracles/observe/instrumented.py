@@ -161,7 +161,6 @@ def _recording_classes():
     # reads of a mirror's values on the host: each waits for the device's queued work
     host_reads = frozenset({"tolist", "item", "numpy", "cpu", "__array__", "__repr__",
                             "__format__", "__bool__", "__int__", "__float__", "__index__"})
-    mirror_class = None       # ``RecordingMirror``, below
     plain = torch._C.DisableTorchFunctionSubclass
 
     def owner_of(t):
@@ -209,7 +208,7 @@ def _recording_classes():
                 moved = owner.to_device(func, args, kwargs)
                 if moved is not None:
                     return moved
-        elif name in host_reads and args and type(args[0]) is mirror_class:
+        elif name in host_reads and args and type(args[0]) is RecordingMirror:
             owner = owner_of(args[0])
             if owner is not None and owner.model is not None:
                 owner.model.sync_all()    # a blocking read of the device: the copies ran
@@ -245,7 +244,6 @@ def _recording_classes():
         def __torch_function__(cls, func, types, args=(), kwargs=None):
             return hooked(cls, func, types, args, kwargs)
 
-    mirror_class = RecordingMirror
     _TENSOR_CLASSES = (RecordingTensor, RecordingMirror)
     recording.update(_TENSOR_CLASSES)
     return _TENSOR_CLASSES
