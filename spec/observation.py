@@ -51,11 +51,13 @@ class Copy:
 
 #: the kinds of ``Hazard`` (docs/protocols.md, "The four hazards")
 HOST_WRITE_PENDING_UPLOAD = "host-write-pending-upload"         # (i)
-HOST_TOUCH_PENDING_DOWNLOAD = "host-read-pending-download"      # (ii)
+HOST_TOUCH_PENDING_DOWNLOAD = "host-read-pending-download"      # (ii), a read
+HOST_WRITE_PENDING_DOWNLOAD = "host-write-pending-download"     # (ii), a write
 DEVICE_READ_PENDING_WRITE = "device-read-pending-write"         # (iii)
 PINNED_REUSED_PENDING_COPY = "pinned-reused-pending-copy"       # (iv)
 HAZARD_KINDS = (HOST_WRITE_PENDING_UPLOAD, HOST_TOUCH_PENDING_DOWNLOAD,
-                DEVICE_READ_PENDING_WRITE, PINNED_REUSED_PENDING_COPY)
+                HOST_WRITE_PENDING_DOWNLOAD, DEVICE_READ_PENDING_WRITE,
+                PINNED_REUSED_PENDING_COPY)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ COMPONENT = "GPUModelRunner"
 REPORTED = {
     "write_before_upload": {("no_copy_hazard", "host-write-pending-upload")},
     "read_before_download": {("no_copy_hazard", "host-read-pending-download")},
-    "write_before_download": {("no_copy_hazard", "host-read-pending-download")},
+    "write_before_download": {("no_copy_hazard", "host-write-pending-download")},
     "consumer_reads_pending_upload": {("no_copy_hazard", "device-read-pending-write"),
                                       ("device_read_as_meant", "host-intent")},
     "reuse_while_pending": {("no_copy_hazard", "pinned-reused-pending-copy")},

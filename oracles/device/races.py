@@ -21,7 +21,7 @@ from stagecheck.oracles.device.order import covers, join
 from stagecheck.oracles.device.spans import Span
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.spec.observation import (DEVICE_READ_PENDING_WRITE, HOST_TOUCH_PENDING_DOWNLOAD,
-                                         HOST_WRITE_PENDING_UPLOAD,
+                                         HOST_WRITE_PENDING_DOWNLOAD, HOST_WRITE_PENDING_UPLOAD,
                                          PINNED_REUSED_PENDING_COPY, Hazard)
 
 __all__ = ["RaceDetection"]
@@ -45,7 +45,7 @@ class RaceDetection:
             elif kind == "d2h":
                 for written in op.host_writes:
                     if written.lo < hi and lo < written.hi:
-                        self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, written, span,
+                        self._race(op, HOST_WRITE_PENDING_DOWNLOAD, written, span,
                                    f"host write ({by})")
 
     def host_read(self, span: Span, by: str) -> None:
@@ -184,7 +184,7 @@ class RaceDetection:
             return                        # nothing changed
         touched = self._host_changes(op, op.host_writes[0])
         if touched is not None:
-            self._race(op, HOST_TOUCH_PENDING_DOWNLOAD, op.host_writes[0], touched,
+            self._race(op, HOST_WRITE_PENDING_DOWNLOAD, op.host_writes[0], touched,
                        "host write (seen as a changed value)")
 
     def _landed(self, op: Op) -> bool:

@@ -7,6 +7,7 @@ import torch
 from stagecheck.oracles.device import device_model
 from stagecheck.oracles.device.spans import span_of
 from stagecheck.spec.observation import (DEVICE_READ_PENDING_WRITE, HOST_TOUCH_PENDING_DOWNLOAD,
+                                         HOST_WRITE_PENDING_DOWNLOAD,
                                          HOST_WRITE_PENDING_UPLOAD, PINNED_REUSED_PENDING_COPY)
 
 CUDA = torch.device("cuda", 0)
@@ -420,7 +421,7 @@ def test_raw_writes_into_pending_copies_are_found_by_value_for_every_dtype(dtype
         model.sweep()
     found = {(h.region, h.slots) for h in model.hazards}
     assert found == {("up.cpu", (2, 3)), ("down.cpu", (1,))}
-    assert kinds(model).count(HOST_TOUCH_PENDING_DOWNLOAD) == 1
+    assert kinds(model).count(HOST_WRITE_PENDING_DOWNLOAD) == 1
 
 
 def test_a_pool_of_pinned_buffers_in_a_list_or_dict_is_named_by_its_items():
