@@ -151,8 +151,16 @@ def probe_file(path: str) -> str | None:
     try:
         _probe_create(folder)
     except OSError as exc:
-        return f"cannot create files in {folder!r}: {exc.strerror}"
+        return f"cannot create files in {folder!r}: {_why(exc, folder)}"
     return None
+
+
+def _why(exc: OSError, folder: str) -> str:
+    """``exc``'s reason for refusing a new file in the existing ``folder``; "No such file or
+    directory" there means the file system takes no new files (``/proc``, ``/sys``)."""
+    if exc.errno == errno.ENOENT and os.path.isdir(folder):
+        return "its file system takes no new files (a virtual one such as /proc or /sys)"
+    return exc.strerror or str(exc)
 
 
 #: save folders opened by ``probe_folder``: absolute path -> (descriptor of the folder, or
@@ -186,7 +194,7 @@ def probe_folder(folder: str) -> str | None:
     except OSError as exc:
         what = (f"{os.path.join(path, missing[-1])!r} cannot be created" if missing
                 else "no file can be created there")
-        return f"{what} ({path!r}: {exc.strerror})"
+        return f"{what} ({path!r}: {_why(exc, path)})"
     try:
         fd = os.open(path, _DIRECTORY)
     except OSError as exc:

@@ -81,3 +81,10 @@ def test_probes_name_why_a_path_cannot_be_written(tmp_path):
     assert "folder" in probe_file(str(tmp_path))
     assert "is not a folder" in probe_folder(str(plain / "sub"))
     assert probe_file(str(plain / "r.json"))          # under a regular file
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/1"), reason="needs Linux's /proc")
+def test_a_folder_whose_file_system_takes_no_files_is_named_as_such():
+    # creating a file in /proc/1 fails with ENOENT although the folder exists
+    for why in (probe_folder("/proc/1"), probe_file("/proc/1/report.json")):
+        assert "takes no new files" in why and "No such file" not in why
