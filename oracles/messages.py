@@ -503,7 +503,8 @@ GROUP_MEMBERS = "{count} more finding(s) of this error ({cause}):"
 #: whether every one was shown by the head's step sequence
 PROTOCOL_GROUP_CAUSE = {True: "what the same step sequence shows, the race first",
                         False: "first seen on the same step sequence, the race first; a "
-                               "finding the shortest sequence no longer shows keeps its own"}
+                               "finding the shortest sequence no longer shows was shrunk "
+                               "on its own"}
 
 #: the kernel oracle (oracles/kernel: require_kernel_backend, --kernel always)
 KERNEL_BACKEND_BROKEN = ("the {backend} kernel backend cannot run here: {error}",

@@ -232,6 +232,11 @@ def _without_shadowed(findings: list[Finding]) -> list[Finding]:
     return sorted(kept, key=sort_key)
 
 
+#: shrinks of one error's findings: a finding the first smallest sequence no longer shows
+#: is shrunk on its own, then one more time
+SHRINK_ROUNDS = 3
+
+
 def _ops_per_sequence(protocol: Protocol, steps: int | None = None) -> int:
     return ((steps or protocol.space.steps[1]) + 1) * len(protocol.operations)
 
@@ -304,9 +309,24 @@ class _Search:
                           findings=len(self.kept))
 
     def shrink(self, seq: StepSequence, findings: list[Finding]) -> None:
-        keys = {f.key for f in findings if f.severity == ERROR}
+        """Shrink ``seq`` while any of its error findings still shows; an error finding
+        the smallest sequence no longer shows (a race whose divergence shows in fewer
+        steps) is shrunk again on its own, up to ``SHRINK_ROUNDS`` rounds."""
+        remaining = {f.key for f in findings if f.severity == ERROR}
         stopped = any(f.extra.get("kind") in ("hang", "crash") for f in findings)
+        for _ in range(1 if stopped else SHRINK_ROUNDS):
+            if not remaining or interrupt.requested():
+                break
+            shown = self._shrink_for(seq, remaining, stopped)
+            if not shown:
+                break
+            remaining -= shown
+        if remaining:         # unshrunk: each keeps the sequence that found it
+            self.keep([f for f in findings if f.key in remaining], seq, final=True)
 
+    def _shrink_for(self, seq: StepSequence, keys: set, stopped: bool) -> set:
+        """Shrink ``seq`` while a finding of ``keys`` shows; keep those the smallest
+        sequence shows; their keys."""
         def still_fails(candidates: list[StepSequence]) -> int | None:
             answer = self.runner.run(list(enumerate(candidates)))
             for position, sides in sorted(answer, key=lambda a: a[0]):
@@ -321,5 +341,5 @@ class _Search:
         self.result.shrink_evaluations += spent
         ((_, sides),) = self.runner.run([(0, smallest)])
         final = [f for f in self.judged(smallest, sides) if f.key in keys]
-        self.keep(final or [f for f in findings if f.key in keys],
-                  smallest if final else seq, final=True)
+        self.keep(final, smallest, final=True)
+        return {f.key for f in final}

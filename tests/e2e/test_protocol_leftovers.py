@@ -303,3 +303,18 @@ def test_replay_with_a_protocol_file_that_is_not_there_names_the_option(tmp_path
     assert proc.returncode == 2, proc.stdout + proc.stderr
     problem = messages.PROTOCOL_FILE_MISSING[0].format(path=gone, value=gone)
     assert f"stagecheck: error: option --protocol: {problem}" in proc.stderr, proc.stderr
+
+
+def test_every_error_finding_of_a_race_is_shown_by_a_shrunk_sequence():
+    # seed 0 draws an 8-step sequence; the first shrink keeps the divergence (3 steps),
+    # which no longer shows the race: the race is shrunk again on its own (before, it
+    # kept the 8 drawn steps)
+    fixture = os.path.join(ROOT, "tests", "targets", "protocols", "condense-inflight-d2h",
+                           "buggy_d2h_into_input_batch.py")
+    proc = run_cli("spec", f"{fixture}::GPUModelRunner", "--protocol",
+                   "condense-inflight-d2h", "--no-save", "--json", "-", "-q")
+    assert proc.returncode == 1, proc.stderr
+    errors = [f for f in json.loads(proc.stdout)["findings"] if f["severity"] == "error"]
+    assert {f["invariant"] for f in errors} == {"no_copy_hazard", "device_read_as_meant"}
+    assert all(len(f["scenario"]["steps"]) <= 4 for f in errors), \
+        [(f["invariant"], len(f["scenario"]["steps"])) for f in errors]
