@@ -68,7 +68,8 @@ class Hazard:
     side or mirror, e.g. ``input_ids.cpu``, or an anonymous ``pinned tensor 2``);
     ``slots`` are its elements that the pending operation may still read or write (never
     empty: an access of no element races with nothing); ``pending`` describes that
-    operation, ``by`` what raced with it.
+    operation, ``by`` what raced with it. ``row``: elements per row of a region of two or
+    more dimensions (its slots are flat indices, said as ``(row, column)``), else 0.
     """
 
     kind: str
@@ -76,6 +77,16 @@ class Hazard:
     slots: tuple[int, ...]
     pending: str
     by: str
+    row: int = 0
+
+
+def slot_text(slots, row: int = 0, most: int = 8) -> str:
+    """``slots`` (flat element indices) as a report says them: ``[1, 2]``, or
+    ``[(0, 1), (1, 0)]`` (row, column) for a region of ``row`` elements per row."""
+    shown = list(slots)[:most]
+    if row > 0:
+        return "[" + ", ".join(f"({s // row}, {s % row})" for s in shown) + "]"
+    return str(shown)
 
 
 @dataclass

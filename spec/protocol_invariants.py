@@ -34,6 +34,7 @@ from typing import Callable
 
 from stagecheck.spec.findings import ERROR, INFO, Finding
 from stagecheck.spec.invariants import statement as invariant_statement
+from stagecheck.spec.observation import slot_text
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.schema_mistakes import SchemaCodeFailed
 from stagecheck.spec.steps import StepSequence
@@ -112,12 +113,13 @@ def _hazard_message(h: dict) -> str:
     an operation that raced (its ``by`` ends ``reads it``, ``writes it``, ``overwrites
     it``), ``... : download X -> Y #4 ... reads slots [0] of Z, while ...``."""
     region = UNNAMED_SAID if h["region"] == UNNAMED else h["region"]
-    slots = list(h["slots"])[:8]
+    row = h.get("row", 0)
+    slots = ("elements (row, column) " if row else "slots ") + slot_text(h["slots"], row)
     by = h["by"]
     if by.endswith(" it"):
-        what = f"{by[:-3]} slots {slots} of {region}, while"
+        what = f"{by[:-3]} {slots} of {region}, while"
     else:
-        what = f"{by} of {region} slots {slots} while"
+        what = f"{by} of {region} {slots} while"
     return f"{_where(h)}: {what} {h['pending']} was not seen complete"
 
 
@@ -215,7 +217,8 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
     for s in seen.stale[:1]:
         read, written = _shown(s["read"][:8], s["written"][:8], 160)
         return [_finding("readback_as_written",
-                         f"{_where(s)}: the host read {s['region']}{s['slots'][:8]} = {read} "
+                         f"{_where(s)}: the host read {s['region']}"
+                         f"{slot_text(s['slots'], s.get('row', 0))} = {read} "
                          f"before {s['pending']} had written it; it then wrote {written} "
                          "there", side, field=stable_region(s["region"]),
                          slot=s["slots"][0] if s["slots"] else None, expected=s["written"],

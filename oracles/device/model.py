@@ -116,8 +116,11 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         of its host region into its device region, ``on_copy(start, stop)``."""
         span = span_of(t)
         kind = kind or ("device" if self.memory(t) == "device" else "pinned")
+        with import_torch()._C.DisableTorchFunction():
+            shape = tuple(t.shape)
+        row = shape[-1] if len(shape) >= 2 and span.elements is None else 0
         region = self.regions.add(Region(name, kind, span.lo, max(span.hi, span.lo + 1),
-                                         span.item, owner))
+                                         span.item, owner, row))
         self._keep.append(t)
         return region
 

@@ -75,9 +75,11 @@ class RaceDetection:
             base, item = dst.data_ptr(), dst.element_size()
             positions = [(a - base) // item for a in shared[:64]]
             values = dst.reshape(-1)[positions].tolist()
-        region, slots = self.describe(Span(shared[0], shared[-1] + item, item, tuple(shared)))
+        read_span = Span(shared[0], shared[-1] + item, item, tuple(shared))
+        region, slots = self.describe(read_span)
+        named = self.regions.of(read_span)
         op.stale.append((self.location, region, list(slots)[:64] or positions, positions,
-                         values))
+                         values, named.row if named is not None and slots else 0))
 
     def _check_stale(self, op: Op) -> None:
         """Download ``op`` has landed (the CPU model: it has just run; CUDA: the host has
@@ -85,14 +87,15 @@ class RaceDetection:
         read."""
         with import_torch()._C.DisableTorchFunction():
             flat = op.snapshot[1].reshape(-1)
-            for location, region, slots, positions, values in op.stale:
+            for location, region, slots, positions, values, row in op.stale:
                 now = flat[positions].tolist()
                 if now != values:
                     bad = [k for k, (a, b) in enumerate(zip(values, now)) if a != b]
                     self.stale_reads.append({
                         "where": location, "region": region, "pending": op.describe(),
                         "slots": [slots[k] for k in bad if k < len(slots)],
-                        "read": [values[k] for k in bad], "written": [now[k] for k in bad]})
+                        "read": [values[k] for k in bad], "written": [now[k] for k in bad],
+                        "row": row})
         op.stale = []
 
     def host_pending(self) -> bool:
@@ -252,6 +255,8 @@ class RaceDetection:
         shared = held.shared(touched)
         if not shared:
             return
+        named = self.regions.of(Span(shared[0], shared[-1] + held.item, held.item,
+                                     tuple(shared)))
         region, slots = self.describe(Span(shared[0], shared[-1] + held.item, held.item,
                                            tuple(shared)))
         if not slots:       # memory without a name: elements counted from the held range
@@ -261,7 +266,7 @@ class RaceDetection:
             return
         pending.reported.update((kind, region, s) for s in slots)
         self.hazards.append(Hazard(kind, region, fresh or slots, pending.describe(),
-                                   by))
+                                   by, named.row if named is not None and slots else 0))
 
     def _after_work(self, op: Op) -> None:
         """Device work ``op`` ran: what it wrote against operations issued after it that

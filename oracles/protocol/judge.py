@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from stagecheck.oracles.evaluate import judge
 from stagecheck.spec.findings import Finding
-from stagecheck.spec.observation import Observation
+from stagecheck.spec.observation import Observation, slot_text
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.protocol_invariants import UNNAMED, check_run, compare_runs
 from stagecheck.spec.scenario import StagingScenario
@@ -65,7 +65,8 @@ def run_table(trace: Trace) -> list[dict]:
     for op in trace.ops:
         rows.append({"step": op["step"], "operation": op["op"],
                      "completion": op["completion"], "in_flight": op["in_flight"],
-                     "hazards": [f"{h['kind']} {_region(h['region'])}{list(h['slots'])[:4]}"
+                     "hazards": [f"{h['kind']} {_region(h['region'])}"
+                                 f"{slot_text(h['slots'], h.get('row', 0), 4)}"
                                  for h in op["hazards"]],
                      "outcome": op["outcome"] or "returned"})
     return rows

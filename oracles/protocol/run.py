@@ -219,7 +219,8 @@ def _finish(model, trace: Trace, ctx) -> Trace:
     trace.stale = [{"step": s["where"][0] if s["where"] else None,
                     "op": s["where"][1] if s["where"] else "", "region": s["region"],
                     "slots": s["slots"], "pending": s["pending"], "read": plain(s["read"]),
-                    "written": plain(s["written"])} for s in model.stale_reads]
+                    "written": plain(s["written"]), "row": s.get("row", 0)}
+                   for s in model.stale_reads]
     return trace
 
 

@@ -1,5 +1,7 @@
 """The CPU model of the device: copies, streams, events, completion, the four hazards."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -434,3 +436,19 @@ def test_a_pool_of_pinned_buffers_in_a_list_or_dict_is_named_by_its_items():
         _name_tensors(model, state)
         assert model.describe(span_of(state.pool[1]))[0] == "pool[1]"
         assert model.describe(span_of(state.by_kind["ids"]))[0] == "by_kind['ids']"
+
+
+def test_a_race_in_a_two_dimensional_tensor_is_said_by_row_and_column():
+    from stagecheck.spec.protocol_invariants import _hazard_message
+    model = device_model()
+    with model.activate():
+        table = torch.zeros(3, 4, dtype=torch.int32, pin_memory=True)
+        model.name_region(table, "block_table.cpu")
+        dev = torch.empty(3, 4, dtype=torch.int32, device=CUDA)
+        dev.copy_(table, non_blocking=True)
+        table[1, 2] = 7                       # the upload has not read it yet
+    (h,) = model.hazards
+    assert (h.kind, h.region, h.slots, h.row) == (HOST_WRITE_PENDING_UPLOAD,
+                                                  "block_table.cpu", (6,), 4)
+    message = _hazard_message(dataclasses.asdict(h) | {"step": 0, "op": "prepare"})
+    assert "block_table.cpu elements (row, column) [(1, 2)]" in message, message
