@@ -35,7 +35,8 @@ EXAMPLE = ROOT / "docs" / "examples" / "token_stager_protocol.py"
 #: machinery fixtures left out: they hang or end their process by design
 LEFT_OUT = ("hangs_", "exits_")
 #: ``tests/targets/protocols/_reuse/``: each protocol file's prefix and its fixtures' class
-REUSE = (("scratch", "Scratch"), ("stop_flag", "StopChecker"))
+REUSE = (("scratch", "Scratch"), ("stop_flag", "StopChecker"),
+         ("prev_tokens", "PrevTokenInputs"))
 
 
 def cases() -> list[tuple[str, pathlib.Path, str]]:

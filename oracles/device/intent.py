@@ -4,7 +4,9 @@ When device work is launched, the model notes, for each element it reads, the va
 host memory that the last upload into that element (issued before the launch) reads: what
 the host meant the work to see (where the host already knew that upload complete: what
 the memory held when it was issued, so that the host may reuse the memory once it knows).
-After the run, every element that no operation wrote
+Where that upload reads pinned memory a download the device orders before it fills (and
+that has not landed at the launch), the work reads what the download delivers: nothing the
+host meant is checked there. After the run, every element that no operation wrote
 between that upload and the launch must have been read with that value; the others are
 ``mismatches`` (a consumer launched before the uploads it reads, an upload that ran late
 and read bytes the host wrote after the launch).
@@ -19,6 +21,19 @@ __all__ = ["HostIntent"]
 
 #: a source of at most this many elements is read whole (cheaper than a view of it)
 SMALL = 256
+
+
+class _FromDevice:
+    """What an upload reads from pinned memory that a download ordered before it fills:
+    the device's value, not one the host meant."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "FROM_DEVICE"
+
+
+FROM_DEVICE = _FromDevice()
 _DISABLED = None
 
 
@@ -79,8 +94,24 @@ class HostIntent:
                                     self._downloaded_into(base + j * item, item, up.index):
                                 alternates[p0 + j] = b
                     held = issued
+                if up.fed:
+                    held = self._device_delivered(up, q0, held, item)
                 left = _take(values, sources, held, p0, p1, up.index, left, count)
             return values, sources, lo, item, alternates
+
+    def _device_delivered(self, up, q0: int, held: list, item: int) -> list:
+        """``held`` (the values upload ``up``'s host source is taken to hold, from its
+        element ``q0``) with ``FROM_DEVICE`` where a download the device orders before
+        ``up``, not landed when ``up`` was issued, writes the source (``Op.fed``): the
+        upload reads what that download delivers, not what the host held (a download fed
+        back as the next step's input, ordered by an event the current stream waits on)."""
+        base = up.snapshot[1].data_ptr() + q0 * item
+        out = list(held)
+        for j in range(len(out)):
+            probe = Span(base + j * item, base + j * item + item, item)
+            if any(w.overlaps(probe) for w in up.fed):
+                out[j] = FROM_DEVICE
+        return out
 
     def check_intents(self) -> None:
         """After the run: every device work against what the host meant (``mismatches``)."""
@@ -100,6 +131,8 @@ class HostIntent:
                         # the host wrote the value again before the launch and the next
                         # upload delivers it: it was prepared for this work, which ran early
                         meant[p] = want = alternates[p]
+                    if want is FROM_DEVICE:
+                        continue                    # what a download delivers: not the host's
                     if flat[p] == want or self._overwritten(lo + p * item, item, source,
                                                             op.index):
                         continue

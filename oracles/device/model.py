@@ -34,7 +34,7 @@ from typing import Any, Callable
 from stagecheck.oracles.device.forms import Pairs, mirror_copy
 from stagecheck.oracles.device.intent import HostIntent
 from stagecheck.oracles.device.ops import COPY_KINDS, EventState, Op, StreamState
-from stagecheck.oracles.device.order import join
+from stagecheck.oracles.device.order import covers, join
 from stagecheck.oracles.device.races import RaceDetection
 from stagecheck.oracles.device.work import DeviceWork, take_torch
 from stagecheck.oracles.device.spans import Region, Regions, Span, _span, span_of
@@ -156,6 +156,9 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
                     for span in other.host_writes:
                         if any(h.overlaps(span) for h in op.host_reads + op.host_writes):
                             op.device_owned.append(span)
+                            if op.host_reads and not self._landed(other) and \
+                                    covers(op.clock, other.stream.id, other.seq):
+                                op.fed.append(span)     # the upload reads what it delivers
         if op.kind in COPY_KINDS or op.kind == "kernel":
             self._race_at_issue(op)
             self._open.append(op)

@@ -24,6 +24,10 @@ CASES = [
     ("stop_flag_polled_once.py", "StopChecker", "stop_flag_protocol.py", 1,
      ("readback_as_written", "before download", "no_copy_hazard")),
     ("stop_flag_polled_until_ready.py", "StopChecker", "stop_flag_protocol.py", 0, ()),
+    ("prev_tokens_event_wait.py", "PrevTokenInputs", "prev_tokens_protocol.py", 0, ()),
+    ("prev_tokens_host_sync.py", "PrevTokenInputs", "prev_tokens_protocol.py", 0, ()),
+    ("prev_tokens_no_wait.py", "PrevTokenInputs", "prev_tokens_protocol.py", 1,
+     ("no_copy_hazard", "pinned-reused-pending-copy")),
 ]
 
 
@@ -41,6 +45,21 @@ def test_reused_pinned_memory_gets_the_right_verdict(name, component, protocol, 
     for word in words:
         assert word in proc.stdout, (word, proc.stdout)
     assert "Traceback" not in proc.stderr
+
+
+def test_an_upload_the_device_orders_after_a_download_reads_what_it_delivers(tmp_path):
+    # the event the current stream waits on and a host synchronization are the same
+    # protocol: the consumer reads the downloaded ids either way (before, the stream wait
+    # was reported as reading other values than the host held at the launch)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stagecheck", "diff",
+         f"{os.path.join(HERE, 'prev_tokens_host_sync.py')}::PrevTokenInputs",
+         f"{os.path.join(HERE, 'prev_tokens_event_wait.py')}::PrevTokenInputs",
+         "--protocol", os.path.join(HERE, "prev_tokens_protocol.py"), "--save-dir",
+         str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "EQUIVALENT" in proc.stdout
 
 
 def test_a_class_target_with_a_syntax_error_says_so_not_that_the_class_is_missing(tmp_path):
