@@ -36,7 +36,7 @@ EXAMPLE = ROOT / "docs" / "examples" / "token_stager_protocol.py"
 LEFT_OUT = ("hangs_", "exits_")
 #: ``tests/targets/protocols/_reuse/``: each protocol file's prefix and its fixtures' class
 REUSE = (("scratch", "Scratch"), ("stop_flag", "StopChecker"),
-         ("prev_tokens", "PrevTokenInputs"))
+         ("prev_tokens", "PrevTokenInputs"), ("async_output", "AsyncSampler"))
 
 
 def cases() -> list[tuple[str, pathlib.Path, str]]:
@@ -51,7 +51,7 @@ def cases() -> list[tuple[str, pathlib.Path, str]]:
     reuse = ROOT / "tests" / "targets" / "protocols" / "_reuse"
     for prefix, component in REUSE:
         for path in sorted(reuse.glob(f"{prefix}_*.py")):
-            if path.name != f"{prefix}_protocol.py":
+            if not path.name.endswith("_protocol.py"):
                 out.append((str(reuse / f"{prefix}_protocol.py"), path, component))
     return out
 

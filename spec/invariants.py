@@ -603,14 +603,14 @@ INVARIANTS: tuple[Invariant, ...] = (
               "owner) keep holding them: no attribute that held an input or a buffer is "
               "replaced or deleted.", check_inputs_unchanged),
     Invariant("no_copy_hazard",
-              "No host write lands in slots that a host-to-device copy still reads, one the "
-              "host issued and has not seen complete (no synchronization, event or blocking "
-              "operation ordered after it): not even a write of an equal value, while a write "
-              "of no element is no write; the finding names the slots the pending copy may "
-              "read. Every completed copy delivered the bytes the host held when it was "
-              "issued. No other access races with a pending copy or device work "
-              "(spec.observation.HAZARD_KINDS). Only asynchronous copies (pinned memory on "
-              "CUDA, or the CPU model of them) can violate it.",
+              "No access races with a copy or device work that the host issued and has not "
+              "seen complete (no synchronization, event or blocking operation ordered after "
+              "it; the kinds of spec.observation.HAZARD_KINDS). Above all, no host write "
+              "lands in slots that a host-to-device copy still reads: not even a write of an "
+              "equal value, while a write of no element is no write; the finding names the "
+              "slots the pending copy may read. Every completed copy delivered the bytes the "
+              "host held when it was issued. Only asynchronous copies (pinned memory on CUDA, "
+              "or the CPU model of them) can violate it.",
               check_no_copy_hazard),
     Invariant("padded_read",
               "Entries of req_ids at and past num_reqs are not read (reported as info).",

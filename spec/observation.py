@@ -70,6 +70,8 @@ class Hazard:
     empty: an access of no element races with nothing); ``pending`` describes that
     operation, ``by`` what raced with it. ``row``: elements per row of a region of two or
     more dimensions (its slots are flat indices, said as ``(row, column)``), else 0.
+    ``at``: where the host issued the access that raced, when the race was seen later
+    (queued device work that ran then), as ``(step, operation)``; else ``()``.
     """
 
     kind: str
@@ -78,6 +80,7 @@ class Hazard:
     pending: str
     by: str
     row: int = 0
+    at: tuple = ()
 
 
 def slot_text(slots, row: int = 0, most: int = 8) -> str:

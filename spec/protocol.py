@@ -140,7 +140,9 @@ class Trace:
     process ended); ``downloads``: the device-to-host copies into pinned memory it issued;
     ``stale``: host reads of pinned memory before a download into it landed whose values the
     download then changed (``{"step", "op", "region", "slots", "pending", "read",
-    "written"}``; the CPU model only).
+    "written"}``; the CPU model only); ``landed``: the downloads into pinned memory in
+    the order they were issued, with the values each wrote when it landed (``{"step",
+    "op", "download", "values"}``; the CPU model only).
     """
 
     ops: list[dict] = field(default_factory=list)
@@ -151,10 +153,11 @@ class Trace:
     stopped: str | None = None
     downloads: int = 0                   # copies into pinned host memory it issued
     stale: list[dict] = field(default_factory=list)
+    landed: list[dict] = field(default_factory=list)
 
     def to_wire(self) -> tuple:
         return (self.ops, self.reads, self.meant, self.states, self.staging, self.stopped,
-                self.downloads, self.stale)
+                self.downloads, self.stale, self.landed)
 
     @classmethod
     def from_wire(cls, wire) -> "Trace":

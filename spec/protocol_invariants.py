@@ -12,7 +12,8 @@ The checks compare what each run was seen to do (``spec.protocol.Trace``):
   held at the launch; and the same values under any schedule as when everything completes
   when issued;
 - ``readback_as_written``: what the host holds after each step (``Protocol.observe``,
-  and what each operation returned) does not depend on when copies completed, and no host
+  and what each operation returned) and what each download wrote into pinned memory do
+  not depend on when copies completed, and no host
   read of pinned memory sees a value that a download into it, not yet landed, then
   changes (the CPU model: whether or not the protocol observes what was read);
 - ``no_copy_hazard`` (``spec/invariants.py``): no access races with a copy or device work
@@ -65,8 +66,9 @@ PROTOCOL_INVARIANTS: tuple[ProtocolInvariant, ...] = (
         "What the host holds after each step (what the protocol observes, what each "
         "operation returned), values read back from the device included, is the same "
         "whatever the completion schedule as when every copy and kernel completes when it "
-        "is issued; and no host read of pinned memory sees a value that a download into it, "
-        "not yet landed, then changes."),
+        "is issued, and so are the values each download into pinned memory wrote there; "
+        "and no host read of pinned memory sees a value that a download into it, not yet "
+        "landed, then changes."),
 )
 PROTOCOL_DIFFERENCES: dict[str, str] = {
     "same_trace": "Run on the same step sequence with every operation completing when "
@@ -169,7 +171,7 @@ def _first_difference(a, b, path: str = "") -> tuple[str, object, object] | None
                 return _first_difference(a.get(key), b.get(key), path + step)
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for k, (x, y) in enumerate(zip(a, b)):
-            if x != y:
+            if not _same(x, y):
                 return _first_difference(x, y, f"{path}[{k}]")
     return path, a, b
 
@@ -245,7 +247,30 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
                              "completes when issued", side, field=f"{b['op']}{path}",
                              expected=x, candidate=y,
                              extra={"kind": "result", "step": b["step"], "operation": b["op"]})]
+    for a, b in zip(meant.landed, seen.landed):
+        if a["download"] != b["download"]:
+            break                 # the host issued other downloads: nothing to pair
+        if not _same(a["values"], b["values"]):
+            path, x, y = _first_difference(a["values"], b["values"])
+            xs, ys = _shown(x, y, 160)
+            return [_finding("readback_as_written",
+                             f"{_where(b)}: {b['download']} wrote {path or 'its values'} = "
+                             f"{ys} into pinned memory under this completion schedule, {xs} "
+                             "when every copy and kernel completes when issued", side,
+                             field=b["download"].split(" -> ")[-1].split("[")[0],
+                             expected=x, candidate=y,
+                             extra={"kind": "landed", "step": b["step"],
+                                    "operation": b["op"]})]
     return []
+
+
+def _same(a, b) -> bool:
+    """``a == b``, a NaN equal to a NaN (values read back from float memory)."""
+    if a == b:
+        return True
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return isinstance(a, float) and isinstance(b, float) and a != a and b != b
 
 
 #: an allocation the device model named by its counter (``pinned tensor 3``): a finding's

@@ -253,9 +253,12 @@ class CpuDevice(DeviceModel):
                 self.running = None
         op.done = True
         if op.kind == "kernel":
+            self._writes_against_earlier(op)
             self._after_work(op)
-        elif op.stale:
-            self._check_stale(op)
+        elif op.kind == "d2h" and op.snapshot is not None:
+            self._note_landed(op)
+            if op.stale:
+                self._check_stale(op)
 
     def _complete(self, op: Op) -> None:
         while not op.done:

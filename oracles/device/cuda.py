@@ -164,6 +164,8 @@ class CudaDevice(DeviceModel):
             finally:
                 self.inside = False
                 self.running = None
+            if op.kind == "kernel":
+                self._writes_against_earlier(op)
         if op.kind in COPY_KINDS:
             op.event = self._real["Event"]()
             op.event.record()

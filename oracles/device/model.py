@@ -70,6 +70,8 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         self.running: Op | None = None    # device work being run (its writes are recorded)
         self.mismatches: list[dict] = []  # device work that read other than the host meant
         self.stale_reads: list[dict] = []  # host reads of pinned memory a download changed
+        #: downloads into pinned memory as they landed (the CPU model): (op, values written)
+        self.landed: list[tuple] = []
         #: uploads in issue order, by the storage of the device memory they write (memory
         #: of two storages never overlaps: every allocation lives until the run ends)
         self._uploads: dict[int, list[Op]] = {}

@@ -19,7 +19,8 @@ class Op:
     __slots__ = ("index", "kind", "stream", "seq", "clock", "dev_reads", "dev_writes",
                  "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
                  "what", "where", "reported", "event", "intents", "seen", "location",
-                 "device_owned", "touched", "reading", "fast", "bounds", "stale", "fed")
+                 "device_owned", "touched", "reading", "fast", "bounds", "stale", "fed",
+                 "unordered")
 
     def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
                  ) -> None:
@@ -48,6 +49,8 @@ class Op:
         #: an upload: pinned memory it reads that a download the device orders before it
         #: had not written yet when it was issued (it reads what that download delivers)
         self.fed: list[Span] = []
+        #: device work: the operations open and not ordered before it when it was issued
+        self.unordered: list = []
         self.intents: dict = {}               # device work: what the host meant it to read
         self.seen: dict = {}                  # device work: what it read
         #: device work: for each 1-D argument, its span and the elements its operations read

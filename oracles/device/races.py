@@ -8,7 +8,8 @@ against the open operations it is not ordered after:
   torch), and host writes no interception saw, found by comparing the pinned memory of
   every open copy with what it held when the copy was issued (``sweep``);
 - each new copy or device work against the open operations (``_race_at_issue``), and
-  device work, once it ran, against what was issued after it (``_after_work``).
+  device work, once it ran, against what was issued after it (``_after_work``) and what
+  it writes against what was open and unordered before it (``_writes_against_earlier``).
 
 A race is a ``spec.observation.Hazard`` naming the memory and the slots involved, once per
 pending operation and slot.
@@ -97,6 +98,14 @@ class RaceDetection:
                         "read": [values[k] for k in bad], "written": [now[k] for k in bad],
                         "row": row})
         op.stale = []
+
+    def _note_landed(self, op: Op) -> None:
+        """Download ``op`` into pinned memory has just run (the CPU model): the values it
+        wrote, which must not depend on when copies completed (``readback_as_written``)."""
+        with import_torch()._C.DisableTorchFunction():
+            fast = op.fast
+            values = fast[2].tolist() if fast is not None else op.snapshot[1].tolist()
+        self.landed.append((op, values))
 
     def host_pending(self) -> bool:
         """Whether a copy the host has not seen complete reads or writes pinned memory (an
@@ -213,9 +222,12 @@ class RaceDetection:
         clock, name = new.clock, None
         dev_reads, dev_writes = new.dev_reads, new.dev_writes
         host_reads, host_writes = new.host_reads, new.host_writes
+        work = new.kind == "kernel"
         for old in self._still_open():
             if old is new or clock.get(old.stream.id, 0) >= old.seq:    # ordered before
                 continue
+            if work and (old.dev_reads or old.dev_writes):
+                new.unordered.append(old)   # what its writes seen as it runs may race with
             # ``new`` is described (its name fixed) at the first pair it is checked on; a
             # pair of spans that share no byte is skipped here (``_race`` would find none)
             if dev_reads and old.dev_writes:
@@ -247,7 +259,8 @@ class RaceDetection:
                             self._race(old, PINNED_REUSED_PENDING_COPY, other, read,
                                        name + " reads it")
 
-    def _race(self, pending: Op, kind: str, held: Span, touched: Span, by: str) -> None:
+    def _race(self, pending: Op, kind: str, held: Span, touched: Span, by: str,
+              at: tuple = ()) -> None:
         """Report that ``touched`` raced with ``pending``, which still holds ``held``: the
         elements of ``held`` that ``touched`` covers, once per pending operation."""
         if not held.overlaps(touched):
@@ -266,7 +279,26 @@ class RaceDetection:
             return
         pending.reported.update((kind, region, s) for s in slots)
         self.hazards.append(Hazard(kind, region, fresh or slots, pending.describe(),
-                                   by, named.row if named is not None and slots else 0))
+                                   by, named.row if named is not None and slots else 0,
+                                   tuple(at) if at and tuple(at) != tuple(self.location)
+                                   else ()))
+
+    def _writes_against_earlier(self, op: Op) -> None:
+        """Device work ``op`` has run: the device memory it was seen to write (not known
+        when it was issued) against the operations issued before it that it is not ordered
+        after and the host had not seen complete (``Op.unordered``): a copy still reading
+        or writing that memory races with it (a download on a copy stream that the next
+        step's sampling overwrites)."""
+        if not op.dev_writes or not op.unordered:
+            return
+        name = None
+        for old in op.unordered:
+            for written in op.dev_writes:
+                for other in old.dev_reads + old.dev_writes:
+                    if other.lo < written.hi and written.lo < other.hi:
+                        name = name or op.describe()
+                        self._race(old, DEVICE_READ_PENDING_WRITE, other, written,
+                                   name + " overwrites it", op.location)
 
     def _after_work(self, op: Op) -> None:
         """Device work ``op`` ran: what it wrote against operations issued after it that
@@ -280,4 +312,4 @@ class RaceDetection:
                 for other in later.dev_reads + later.dev_writes:
                     self._race(op, DEVICE_READ_PENDING_WRITE, written, other,
                                later.describe() + (" reads it" if other in later.dev_reads
-                                                   else " overwrites it"))
+                                                   else " overwrites it"), later.location)

@@ -65,9 +65,11 @@ def run_table(trace: Trace) -> list[dict]:
     for op in trace.ops:
         rows.append({"step": op["step"], "operation": op["op"],
                      "completion": op["completion"], "in_flight": op["in_flight"],
-                     "hazards": [f"{h['kind']} {_region(h['region'])}"
-                                 f"{slot_text(h['slots'], h.get('row', 0), 4)}"
-                                 for h in op["hazards"]],
+                     # one note per kind and place (two pending copies can race alike)
+                     "hazards": list(dict.fromkeys(
+                         f"{h['kind']} {_region(h['region'])}"
+                         f"{slot_text(h['slots'], h.get('row', 0), 4)}"
+                         for h in op["hazards"])),
                      "outcome": op["outcome"] or "returned"})
     return rows
 

@@ -206,6 +206,7 @@ def _finish(model, trace: Trace, ctx) -> Trace:
     if len(model.hazards) > before:   # races seen when the last queued work ran
         last = trace.ops[-1]["step"] if trace.ops else 0
         trace.ops.append(_record(last, END, "", None, model, before, None))
+    _rehome(trace)
     trace.reads = [{"step": where[0] if where else None, "op": where[1] if where else "",
                     "work": work, "values": plain(values)}
                    for where, work, values in model.reads_log]
@@ -214,6 +215,10 @@ def _finish(model, trace: Trace, ctx) -> Trace:
                     "arg": m["arg"], "region": m["region"], "slots": m["slots"],
                     "meant": plain(m["meant"]), "read": plain(m["read"])}
                    for m in model.mismatches]
+    trace.landed = [{"step": op.location[0] if op.location else None,
+                     "op": op.location[1] if op.location else "", "download": op.describe(),
+                     "values": plain(values)}
+                    for op, values in sorted(model.landed, key=lambda e: e[0].index)]
     trace.staging = ctx.staged
     trace.downloads = model.pinned_downloads
     trace.stale = [{"step": s["where"][0] if s["where"] else None,
@@ -222,6 +227,29 @@ def _finish(model, trace: Trace, ctx) -> Trace:
                     "written": plain(s["written"]), "row": s.get("row", 0)}
                    for s in model.stale_reads]
     return trace
+
+
+def _rehome(trace: Trace) -> None:
+    """A race seen when queued device work ran later (``Hazard.at``) belongs to the
+    operation that issued the access that raced: moved to its record (the first of that
+    step and operation), and an end-of-run record left without races dropped."""
+    where = {}
+    for record in trace.ops:
+        where.setdefault((record["step"], record["op"]), record)
+    moved = False
+    for record in trace.ops:
+        keep = []
+        for h in record["hazards"]:
+            home = where.get(tuple(h["at"])) if h.get("at") else None
+            if home is not None and home is not record:
+                home["hazards"].append(h)
+                moved = True
+            else:
+                keep.append(h)
+        record["hazards"] = keep
+    if moved and trace.ops and trace.ops[-1]["op"] == END and not trace.ops[-1]["hazards"] \
+            and trace.ops[-1]["outcome"] is None:
+        trace.ops.pop()
 
 
 def _call_limit(protocol: Protocol, options: dict) -> float | None:

@@ -28,6 +28,19 @@ CASES = [
     ("prev_tokens_host_sync.py", "PrevTokenInputs", "prev_tokens_protocol.py", 0, ()),
     ("prev_tokens_no_wait.py", "PrevTokenInputs", "prev_tokens_protocol.py", 1,
      ("no_copy_hazard", "pinned-reused-pending-copy")),
+] + [
+    (name, "AsyncSampler", protocol, code, words)
+    for protocol in ("async_output_protocol.py", "async_output_unobserved_protocol.py")
+    for name, code, words in (
+        ("async_output_fixed.py", 0, ()),
+        # device work that overwrites what a pending download reads: seen when the work
+        # runs, said at the step that launched it; an error with or without observe (the
+        # download wrote other values than when every copy completes when issued)
+        ("async_output_sample_overwrites_pending_copy.py", 1,
+         ("step 1 (execute): device work _sample", "overwrites slots [0] of sampled_gpu",
+          "readback_as_written")),
+        ("async_output_copy_without_wait_stream.py", 1,
+         ("step 0 (execute): download sampled_gpu", "device-read-pending-write")))
 ]
 
 

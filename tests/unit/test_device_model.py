@@ -452,3 +452,27 @@ def test_a_race_in_a_two_dimensional_tensor_is_said_by_row_and_column():
                                                   "block_table.cpu", (6,), 4)
     message = _hazard_message(dataclasses.asdict(h) | {"step": 0, "op": "prepare"})
     assert "block_table.cpu elements (row, column) [(1, 2)]" in message, message
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_device_work_that_overwrites_what_a_pending_download_reads_races_with_it(ordered):
+    # the work's write is seen only while it runs (an ``out`` argument): it is checked
+    # against the copies open and unordered when it was launched, not only later ones
+    model = device_model()
+    with model.activate():
+        ids = torch.arange(2, dtype=torch.int32, device=CUDA)
+        back = pinned([0, 0])
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            back.copy_(ids, non_blocking=True)
+        if ordered:
+            torch.cuda.current_stream().wait_stream(side)
+        model.launch("sample", lambda: ids.copy_(ids * 3 + 1), {"ids": ids})
+        torch.cuda.synchronize()
+    if ordered:
+        assert model.hazards == []
+    else:
+        (h,) = model.hazards
+        assert (h.kind, h.slots) == (DEVICE_READ_PENDING_WRITE, (0, 1))
+        assert "device work sample" in h.by and h.by.endswith("overwrites it")
