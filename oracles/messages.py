@@ -379,6 +379,8 @@ PROTOCOL_PROBLEM_NAME = "name {value!r} is empty: give the protocol a name"
 PROTOCOL_PROBLEM_FUNCTIONS = ("functions {value!r} is not a tuple of names: give the names of "
                               "the classes, methods or functions this protocol drives")
 PROTOCOL_PROBLEM_CALLABLE = "{part} {value!r} is not callable: give a function"
+PROTOCOL_PROBLEM_ARITY = ("{part}{name}{signature} cannot be called with {what}: give it "
+                          "that one parameter (e.g. def {example})")
 PROTOCOL_PROBLEM_COMPONENT = ("component {value!r} is not a class name: give the name of the "
                               "class whose instance is the state (e.g. 'GPUModelRunner')")
 PROTOCOL_PROBLEM_OPERATIONS = ("operations {value!r} is not a non-empty tuple: give the "

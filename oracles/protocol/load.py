@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
+import inspect
 import keyword
 import os
 import sys
@@ -317,6 +318,8 @@ def check_protocol(protocol: Any) -> list[str]:
         problem(messages.PROTOCOL_PROBLEM_CALLABLE, part="build", value=p.build)
     if p.observe is not None and not callable(p.observe):
         problem(messages.PROTOCOL_PROBLEM_CALLABLE, part="observe", value=p.observe)
+    for part, func in (("build", p.build), ("observe", p.observe)):
+        out += _arity_problems(part, func, 1, "the step context (ctx)", f"{part}(ctx): ...")
     if p.component and (not _identifier_path(p.component) or "." in p.component):
         problem(messages.PROTOCOL_PROBLEM_COMPONENT, value=p.component)
     if not isinstance(p.operations, tuple) or not p.operations:
@@ -334,6 +337,8 @@ def check_protocol(protocol: Any) -> list[str]:
                 if not callable(getattr(op, part)):
                     problem(messages.PROTOCOL_PROBLEM_CALLABLE,
                             part=f"operations[{k}].{part}", value=getattr(op, part))
+            out += _arity_problems(f"operations[{k}].run", op.run, 1,
+                                   "the step context (ctx)", "run(ctx): ...")
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             problem(messages.PROTOCOL_PROBLEM_DUPLICATE, names=", ".join(map(str, twice)))
@@ -364,6 +369,26 @@ def check_protocol(protocol: Any) -> list[str]:
     elif not p.component:
         problem(messages.PROTOCOL_PROBLEM_NO_STATE)
     return out
+
+
+def _arity_problems(part: str, func: Any, count: int, what: str, example: str) -> list[str]:
+    """The problem of a protocol function ``func`` that cannot take ``count`` positional
+    arguments (none where it can, or where Python cannot tell: a builtin)."""
+    if not callable(func):
+        return []
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        return []
+    try:
+        signature.bind(*[None] * count)
+    except TypeError:
+        name = getattr(func, "__name__", type(func).__name__)
+        return [messages.PROTOCOL_PROBLEM_ARITY.format(
+            part=part, name="" if name == "<lambda>" else f" {name}",
+            signature=str(signature) if name != "<lambda>" else f" lambda{signature}",
+            what=what, example=example)]
+    return []
 
 
 def _space_problems(space: Any) -> list[str]:

@@ -22,6 +22,7 @@ from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.protocol.run import run_sequence
 from stagecheck.oracles.targets import target_ref
+from stagecheck.spec.protocol import Operation
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MISTAKES = ROOT / "tests" / "targets" / "protocols" / "_mistakes"
@@ -406,3 +407,22 @@ def test_a_check_that_returns_no_list_is_said_to_return_it_not_to_raise():
                                  "not a list of messages (strings; an empty list where it "
                                  "holds)")
     assert raised.value.returned and "raised" not in str(raised.value)
+
+
+@pytest.mark.parametrize("part, change", [
+    ("operations[0].run", lambda p: dataclasses.replace(
+        p, operations=(Operation("stage", lambda state, step: None),))),
+    ("operations[0].run", lambda p: dataclasses.replace(
+        p, operations=(Operation("stage", lambda: None),))),
+    ("observe", lambda p: dataclasses.replace(p, observe=lambda ctx, step: None)),
+    ("build", lambda p: dataclasses.replace(p, build=lambda: None)),
+])
+def test_a_protocol_function_that_cannot_take_its_argument_is_a_problem_of_the_protocol(
+        part, change):
+    # before, the TypeError of the call read as the code under test's (exit 1)
+    from stagecheck.oracles.protocol.load import check_protocol
+    problems = check_protocol(change(_protocol(EXAMPLE)))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(part) and "cannot be called with" in problems[0]
+    assert "(e.g. def " in problems[0]
+    assert check_protocol(_protocol(EXAMPLE)) == []
