@@ -437,6 +437,10 @@ REPLAY_UNTRUSTED_PROTOCOL = ("the replay file names the protocol file {target!r}
                              "file chose", "if you trust it, give it yourself: stagecheck "
                              "replay FILE --protocol {target}")
 #: a note on stderr (and the report's first line) when the target's name chose the protocol
+PROTOCOL_COMPONENT_ABSENT = ("the protocol's component {component!r} is not a class of {path}"
+                             "{guess}; its class {target!r}, which the target names, is "
+                             "driven instead (a FILE::Class target overrides component): "
+                             "fix component if it is misspelt")
 PROTOCOL_CHOSEN = ("protocol {protocol!r} chosen by the target's name {name!r} (the built-in "
                    "protocol that drives it); give --protocol NAME|FILE to choose another")
 PROTOCOL_OPTION_UNUSED = ("{given} does not apply to a protocol run (protocol "

@@ -19,6 +19,8 @@ there is a problem too; the code's findings are counted, not judged).
 
 from __future__ import annotations
 
+import ast
+import pathlib
 import shlex
 from dataclasses import dataclass
 
@@ -43,6 +45,7 @@ from stagecheck.oracles.report.replay import new_run_id, save_run, untrusted_par
 from stagecheck.oracles.report.text import replay_verdict
 from stagecheck.oracles.stdio import note, shown
 from stagecheck.oracles.targets import is_file_spec
+from stagecheck.oracles.text import did_you_mean
 from stagecheck.spec.protocol import Protocol
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
 from stagecheck.spec.schemas import schema_for_function
@@ -204,6 +207,11 @@ class ProtocolCampaignCommand(Command):
                                 ).located("option --max-capacity")
         if chosen_by is not None and not values.get("quiet"):
             note("stagecheck: " + messages.PROTOCOL_CHOSEN.format(protocol=spec, name=chosen_by))
+        if not values.get("quiet"):
+            for target in (baseline, candidate):
+                said = component_note(protocol, target)
+                if said:
+                    note("stagecheck: note: " + said)
         return ProtocolRun(baseline, candidate, spec, protocol, config,
                            values.get("strict", False), chosen_by, not values.get("no_save"),
                            bool(values.get("save_infos")))
@@ -365,6 +373,27 @@ def _dry_run(spec: str, target: str):
         sequences=DRY_RUN_SEQUENCES, device="cpu", jobs=1, shrink=False))
 
 
+def component_note(protocol: Protocol, target: str | None) -> str | None:
+    """A note when ``target`` (``FILE::Class``) drives a class other than the protocol's
+    ``component`` and its file has no module-level class of that name (a misspelt
+    ``component``, which the target's class silently overrides)."""
+    if not target or not protocol.component or "::" not in target:
+        return None
+    path, _, name = target.rpartition("::")
+    if name == protocol.component or not is_file_spec(target):
+        return None
+    try:
+        tree = ast.parse(pathlib.Path(path).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    classes = sorted(n.name for n in tree.body if isinstance(n, ast.ClassDef))
+    if name not in classes or protocol.component in classes:
+        return None
+    return messages.PROTOCOL_COMPONENT_ABSENT.format(
+        component=protocol.component, path=path, target=name,
+        guess=did_you_mean(protocol.component, classes))
+
+
 def _summary(protocol: Protocol, where: str, target: str | None = None) -> list[str]:
     space = protocol.space
     lines = [messages.PROTOCOL_CHECK_OK.format(name=protocol.name, where=where,
@@ -372,6 +401,7 @@ def _summary(protocol: Protocol, where: str, target: str | None = None) -> list[
              f"  summary: {protocol.summary}",
              f"  drives: {', '.join(protocol.functions)}"
              + (f" (component {protocol.component})" if protocol.component else ""),
+             *(["  note: " + said] if (said := component_note(protocol, target)) else []),
              "  one step: " + " -> ".join(op.name for op in protocol.operations)]
     if protocol.staging:
         lines.append(f"  one staging call of schema {protocol.staging} per sequence")

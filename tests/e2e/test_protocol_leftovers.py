@@ -318,3 +318,20 @@ def test_every_error_finding_of_a_race_is_shown_by_a_shrunk_sequence():
     assert {f["invariant"] for f in errors} == {"no_copy_hazard", "device_read_as_meant"}
     assert all(len(f["scenario"]["steps"]) <= 4 for f in errors), \
         [(f["invariant"], len(f["scenario"]["steps"])) for f in errors]
+
+
+def test_a_misspelt_component_overridden_by_the_target_class_is_noted(tmp_path):
+    misspelt = tmp_path / "misspelt_protocol.py"
+    with open(EXAMPLE) as f:
+        misspelt.write_text(f.read().replace('component="TokenStager"', 'component="TokenStagr"'))
+    target = os.path.join(MACHINERY, "fixed_token_stager.py") + "::TokenStager"
+    check = run_cli("protocol", "check", str(misspelt), target)
+    assert check.returncode == 0, check.stderr
+    assert "component 'TokenStagr' is not a class of" in check.stdout
+    assert "(did you mean TokenStager?)" in check.stdout
+    spec = run_cli("spec", target, "--protocol", str(misspelt), "--examples", "5",
+                   "--no-save")
+    assert spec.returncode == 0, spec.stderr
+    assert "stagecheck: note: the protocol's component 'TokenStagr'" in spec.stderr
+    right = run_cli("protocol", "check", EXAMPLE, target)
+    assert right.returncode == 0 and "is not a class of" not in right.stdout
