@@ -437,6 +437,9 @@ REPLAY_UNTRUSTED_PROTOCOL = ("the replay file names the protocol file {target!r}
                              "file chose", "if you trust it, give it yourself: stagecheck "
                              "replay FILE --protocol {target}")
 #: a note on stderr (and the report's first line) when the target's name chose the protocol
+PROTOCOL_TENSOR_DTYPE = ("protocol {value!r}: ctx.tensor got dtype {dtype!r}{guess}, which is no "
+                         "torch dtype",
+                         "give a torch dtype's name ({names}) or the dtype itself")
 PROTOCOL_COMPONENT_ABSENT = ("the protocol's component {component!r} is not a class of {path}"
                              "{guess}; its class {target!r}, which the target names, is "
                              "driven instead (a FILE::Class target overrides component): "

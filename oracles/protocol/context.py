@@ -20,6 +20,7 @@ from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.instrumented import InstrumentedBackend
 from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.text import did_you_mean
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import StandInUnsupported
 
@@ -73,9 +74,21 @@ class RunContext:
     def function(self, name: str):
         return self.code.function(name)
 
-    def tensor(self, values: list, dtype: str):
+    def tensor(self, values: list, dtype):
+        """A device tensor of ``values``; ``dtype`` a torch dtype's name (``"int64"``,
+        ``"torch.int64"``) or the dtype itself."""
         torch = import_torch()
-        return torch.tensor(values, dtype=getattr(torch, dtype), device=self.device)
+        kind = dtype
+        if isinstance(dtype, str):
+            kind = getattr(torch, dtype.removeprefix("torch."), None)
+        if not isinstance(kind, torch.dtype):
+            names = sorted(n for n in dir(torch) if isinstance(getattr(torch, n, None),
+                                                               torch.dtype))
+            raise SchemaError.of(messages.PROTOCOL_TENSOR_DTYPE, self.protocol.name,
+                                 dtype=dtype, guess=did_you_mean(str(dtype), names),
+                                 names=", ".join(repr(n) for n in (
+                                     "int32", "int64", "bool", "float32")))
+        return torch.tensor(values, dtype=kind, device=self.device)
 
     def stage(self, scenario: dict):
         """One staging call of the target on ``scenario``, its buffers on this run's device

@@ -88,3 +88,23 @@ def test_a_class_target_with_a_syntax_error_says_so_not_that_the_class_is_missin
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "is not valid Python (line 4: invalid syntax)" in proc.stderr, proc.stderr
         assert "has no module-level class" not in proc.stderr
+
+
+@pytest.mark.parametrize("dtype, code", [('"torch.int64"', 0), ("torch.int64", 0),
+                                         ('"int46"', 2)])
+def test_ctx_tensor_takes_a_dtype_name_with_or_without_torch_or_the_dtype(dtype, code,
+                                                                          tmp_path):
+    source = open(os.path.join(HERE, "prev_tokens_protocol.py")).read()
+    protocol = tmp_path / "dtype_protocol.py"
+    protocol.write_text("import torch\n" + source.replace('"int64"', dtype))
+    proc = subprocess.run(
+        [sys.executable, "-m", "stagecheck", "spec",
+         f"{os.path.join(HERE, 'prev_tokens_event_wait.py')}::PrevTokenInputs", "--protocol",
+         str(protocol), "--examples", "10", "--no-save"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    if code:
+        assert "ctx.tensor got dtype 'int46'" in proc.stderr
+        assert "give a torch dtype's name ('int32', 'int64'" in proc.stderr
+        assert "Traceback" not in proc.stderr
