@@ -13,7 +13,7 @@ from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import ReplayConfig, RunOptions, build
 from stagecheck.oracles.report import load_replay, render_replay
 from stagecheck.oracles.report.protocol_replay import is_protocol_replay
-from stagecheck.oracles.report.replay import check_trusted
+from stagecheck.oracles.report.replay import check_trusted, replay_run
 
 __all__ = ["COMMANDS", "ReplayCommand"]
 
@@ -36,7 +36,11 @@ class ReplayCommand(Command):
         base_spec = config.baseline or saved.get("baseline")
         cand_spec = config.candidate or saved.get("candidate")
         shims = config.shims or tuple(saved.get("shims") or ())
-        options = RunOptions(device=config.device or saved.get("device", "cpu"))
+        try:        # the copy model and steps the run had; a value out of range: its file's
+            options = RunOptions(device=config.device or saved.get("device", "cpu"),
+                                 **replay_run(saved))
+        except StagecheckError as exc:
+            raise exc.located("argument FILE") from None
         require_device(options.device)
         schema = schema_of(config.schema)
         if schema is None and saved.get("schema"):

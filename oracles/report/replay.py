@@ -44,7 +44,8 @@ from stagecheck.spec.space import malformed
 
 __all__ = ["DEFAULT_SAVE_DIR", "GITIGNORE", "KEEP_RUNS", "REPLAY_VERSION", "kept_findings",
            "load_replay", "mark_ignored", "new_run_id", "prune_runs", "read_replay_document",
-           "replay_id", "save_findings", "save_run", "write_manifest"]
+           "replay_id", "replay_run", "save_findings", "save_run", "saved_run",
+           "write_manifest"]
 
 #: the folder stagecheck keeps for itself (it ignores itself for git)
 STAGECHECK_DIR = ".stagecheck"
@@ -102,10 +103,25 @@ def save_findings(result, directory: str, baseline=None, candidate=None,
              "candidate": cand, "given": {"baseline": result.baseline,
                                           "candidate": result.candidate},
              "device": device, "schema": result.schema_spec, "shims": list(shims),
-             "finding": f.to_dict()},
+             "run": saved_run(result.config.run), "finding": f.to_dict()},
             indent=1, sort_keys=True), inside=directory)
         saved[f.id] = path
     return saved
+
+
+def saved_run(run) -> dict:
+    """How each example ran (``RunOptions``), as a replay file keeps it: the copy model and
+    the staging calls per example decide what a finding shows (a ``no_copy_hazard`` needs
+    ``--deferred-copies`` on the CPU)."""
+    return {"deferred_copies": bool(run.deferred_copies), "steps": int(run.steps),
+            "timeout": float(run.timeout)}
+
+
+def replay_run(saved: dict) -> dict:
+    """The ``RunOptions`` fields a replay file keeps (``saved_run``); none for a file of an
+    older stagecheck, which kept only the device."""
+    run = saved.get("run") or {}
+    return {k: run[k] for k in ("deferred_copies", "steps", "timeout") if k in run}
 
 
 def write_manifest(directory: str, run_id: str, command: str, result, saved: dict[str, str],
@@ -301,7 +317,8 @@ def _escaped(value, depth: int = 0):
 #: the fields of a replay file outside its finding, and what each may hold
 _FIELDS = {"baseline": (str, type(None)), "candidate": (str, type(None)),
            "schema": (str, type(None)), "device": (str, type(None)),
-           "shims": (list, type(None)), "replay_id": (str, type(None))}
+           "shims": (list, type(None)), "replay_id": (str, type(None)),
+           "run": (dict, type(None))}
 
 
 def _fields_checked(saved: dict) -> None:
@@ -314,6 +331,13 @@ def _fields_checked(saved: dict) -> None:
                             f"{' or '.join(k.__name__ for k in kinds if k is not type(None))}")
     if not all(isinstance(s, str) for s in saved.get("shims") or ()):
         raise TypeError("its field 'shims' holds something other than paths")
+    run = saved.get("run") or {}
+    for name, kinds in (("deferred_copies", (bool,)), ("steps", (int,)),
+                        ("timeout", (int, float))):
+        if name in run and (not isinstance(run[name], kinds) or (
+                name != "deferred_copies" and isinstance(run[name], bool))):
+            raise TypeError(f"its field 'run' holds {name} = {run[name]!r}, not a "
+                            f"{kinds[0].__name__}")
 
 
 def _malformed(path: str, exc: BaseException) -> ScenarioError:

@@ -126,6 +126,21 @@ def test_a_replayed_pair_finding_keeps_a_pairs_words(tmp_path):
         verdict="EQUIVALENT", what="example")
 
 
+def test_a_replay_runs_the_example_under_the_copy_model_it_was_found_with(tmp_path):
+    # a write-after-copy hazard shows only with --deferred-copies on the CPU: the replay
+    # file keeps it (before, the replay of the hazard's file did not show the hazard)
+    shutil.copy(os.path.join(ROOT, "tests", "targets", "buggy_draft_written_after_copy.py"),
+                tmp_path / "late.py")
+    proc = run_cli("spec", f"late.py::{FUNCTION}", *QUICK, "--deferred-copies",
+                   "--save-dir", "found", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    hazard = sorted((tmp_path / "found").glob("no_copy_hazard-*.json"))[0]
+    assert json.loads(hazard.read_text())["run"]["deferred_copies"] is True
+    again = run_cli("replay", str(hazard), cwd=tmp_path)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "error: no_copy_hazard" in again.stdout
+
+
 # ------------------------------------------------------------------ 3: a shim misplaced
 
 
