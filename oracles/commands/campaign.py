@@ -150,13 +150,13 @@ class CampaignCommand(Command):
             "--junit-xml": lambda: render_junit(result, run.strict, targets=targets,
                                                 command=self.name, saved=lines),
             "--markdown": lambda: render_markdown(result, run.strict, targets, lines, where,
-                                                  self.name)}
+                                                  self.name, run.shims)}
         if result.interrupted:
             stopped = (examples_tried(result),
                        result.findings, "example(s)", f"; saved: {where}" if where else "")
             return Outcome(verdict, 0, result, files, interrupted=stopped, saved=where)
         text = render_campaign(result, run.strict, lines, targets=targets, manifest=where,
-                               verbose=run.verbose)
+                               verbose=run.verbose, shims=run.shims)
         unsaved = sum(1 for f in result.findings if f.severity != "error" and f.id not in saved)
         notes = (messages.INFOS_NOT_SAVED.format(count=unsaved),) if unsaved and run.save \
             else ()

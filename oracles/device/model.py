@@ -34,7 +34,7 @@ from typing import Any, Callable
 from stagecheck.oracles.device.forms import Pairs, mirror_copy
 from stagecheck.oracles.device.intent import HostIntent
 from stagecheck.oracles.device.ops import COPY_KINDS, EventState, Op, StreamState
-from stagecheck.oracles.device.order import covers, join
+from stagecheck.oracles.device.order import join
 from stagecheck.oracles.device.races import RaceDetection
 from stagecheck.oracles.device.work import DeviceWork, take_torch
 from stagecheck.oracles.device.spans import Region, Regions, Span, _span, span_of
@@ -153,14 +153,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         """Check ``op`` against what is open, open it, hand it to the device; a blocking
         one is waited for (and the host then knows it, and all before it, complete)."""
         if op.snapshot is not None:        # pinned bytes an earlier download may still write
-            for other in self._still_open():
-                if other.kind == "d2h":
-                    for span in other.host_writes:
-                        if any(h.overlaps(span) for h in op.host_reads + op.host_writes):
-                            op.device_owned.append(span)
-                            if op.host_reads and not self._landed(other) and \
-                                    covers(op.clock, other.stream.id, other.seq):
-                                op.fed.append(span)     # the upload reads what it delivers
+            self._note_device_owned(op)
         if op.kind in COPY_KINDS or op.kind == "kernel":
             self._race_at_issue(op)
             self._open.append(op)

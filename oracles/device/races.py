@@ -99,6 +99,20 @@ class RaceDetection:
                         "row": row})
         op.stale = []
 
+    def _note_device_owned(self, op: Op) -> None:
+        """Copy ``op`` of pinned memory, being issued: the bytes of it that an open
+        download may still write (``Op.device_owned``), and, of an upload, those that a
+        download the device orders before it and that has not landed writes (``Op.fed``:
+        the upload reads what that download delivers)."""
+        for other in self._still_open():
+            if other.kind == "d2h":
+                for span in other.host_writes:
+                    if any(h.overlaps(span) for h in op.host_reads + op.host_writes):
+                        op.device_owned.append(span)
+                        if op.host_reads and not self._landed(other) and \
+                                covers(op.clock, other.stream.id, other.seq):
+                            op.fed.append(span)
+
     def _note_landed(self, op: Op) -> None:
         """Download ``op`` into pinned memory has just run (the CPU model): the values it
         wrote, which must not depend on when copies completed (``readback_as_written``)."""

@@ -19,7 +19,7 @@ from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.finding_text import findings_count, info_groups, slot_table
 from stagecheck.oracles.report.json import campaign_settings
-from stagecheck.oracles.report.snippet import pytest_example
+from stagecheck.oracles.report.snippet import pytest_example, snippet_setting
 from stagecheck.oracles.report.text import tried_examples
 from stagecheck.spec import statement
 
@@ -41,8 +41,9 @@ def _code(text) -> str:
 
 def render_markdown(result, strict: bool = False, targets: dict | None = None,
                     saved: dict | None = None, manifest: str | None = None,
-                    command: str | None = None) -> str:
-    """A campaign result (``diff``/``spec``) as a pull-request comment."""
+                    command: str | None = None, shims=()) -> str:
+    """A campaign result (``diff``/``spec``) as a pull-request comment (``shims``: the
+    run's, for the pasted tests)."""
     command = command or ("diff" if result.baseline else "spec")
     interrupted = getattr(result, "interrupted", None)
     verdict = "interrupted" if interrupted else result.verdict(strict)
@@ -126,7 +127,7 @@ def render_markdown(result, strict: bool = False, targets: dict | None = None,
                   f"{len(distinct)} shrunk scenario(s) as pytest tests (they survive "
                   "hypothesis upgrades):", ""]
         for f in distinct.values():
-            code = pytest_example(f, result.baseline, result.candidate)
+            code = pytest_example(f, **snippet_setting(result, targets, shims))
             fence = "```" + "`" * max(0, _longest_run(code, "`") - 2)
             lines += [f"{fence}python", code.rstrip("\n"), fence, ""]
     elif not interrupted:

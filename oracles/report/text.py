@@ -18,7 +18,7 @@ from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.finding_text import (finding_lines, findings_count,
                                                     findings_sections, info_group_line,
                                                     info_groups)
-from stagecheck.oracles.report.snippet import pytest_example
+from stagecheck.oracles.report.snippet import pytest_example, snippet_setting
 from stagecheck.spec import Finding
 from stagecheck.spec.space import draft_bound
 
@@ -89,12 +89,13 @@ INLINE_SCENARIO_CHARS = 4000
 
 def render_campaign(result, strict: bool = False, saved: dict | None = None,
                     show_tests: bool = True, targets: dict | None = None,
-                    manifest: str | None = None, verbose: bool = False) -> str:
+                    manifest: str | None = None, verbose: bool = False, shims=()) -> str:
     """``diff`` and ``spec``: what was tried, the verdict, findings, reproductions.
 
     ``targets``: each side's ``Target.record()`` (commits of git targets are shown);
     ``manifest``: the run's manifest file, named under the findings; ``verbose``: every
-    info finding in full (else one line per reason).
+    info finding in full (else one line per reason); ``shims``: the run's, for the pasted
+    tests.
     """
     c = result.config
     what = (f"{escape(result.baseline)} vs {escape(result.candidate)}" if result.baseline
@@ -138,7 +139,8 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
                     id=f.id, slots=f.scenario.get("capacity"), chars=len(data), where=where)]
                 continue
             lines += ["", *("    " + row for row in
-                            pytest_example(f, result.baseline, result.candidate).splitlines())]
+                            pytest_example(f, **snippet_setting(
+                                result, targets, shims)).splitlines())]
     if not errors:
         lines += ["", messages.CLEAN_RUN_HINT.format(
             more=c.examples * 10, examples=c.examples, seed=c.seed,

@@ -154,3 +154,18 @@ def test_a_shrunk_scenario_too_large_to_read_is_named_not_printed_as_a_test():
     assert f"[{error.id}] the shrunk scenario has" in text
     assert "stagecheck replay .stagecheck/findings/x.json --baseline legacy" in text
     assert "it was not saved (--no-save): run again without --no-save" in render_campaign(big)
+
+
+def test_a_pasted_test_loads_the_schema_and_runs_the_example_as_the_run_did():
+    # a --schema run's test must load that schema (before, load_target without it failed
+    # with "give its schema with --schema") and run the example with the run's options
+    from stagecheck.oracles.options import RunOptions
+    code = pytest_example(result().findings[0], "legacy", "single-loop",
+                          schema="mamba-postprocess", run=RunOptions(deferred_copies=True))
+    assert "SCHEMA = load_schema('mamba-postprocess')" in code
+    assert "@given(staging_scenarios(schema=SCHEMA))" in code
+    assert "OPTIONS = RunOptions(deferred_copies=True)" in code
+    assert "load_target('single-loop', SCHEMA), scenario, OPTIONS)" in code
+    namespace: dict = {}
+    exec(compile(code, "snippet.py", "exec"), namespace)
+    next(v for k, v in namespace.items() if k.startswith("test_"))()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from stagecheck.oracles.report.markdown import render_markdown
-from stagecheck.oracles.report.snippet import pytest_example
+from stagecheck.oracles.report.snippet import pytest_example, snippet_setting
 from tests.unit.test_report import result
 from tests.unit.test_report_text import infos
 
@@ -36,7 +36,9 @@ def test_summary_has_every_part():
     assert "| 5 | the two contracts differ" in md
     assert "same_buffers (3), same_copies (1), same_outcome (1)" in md
     assert "### Reproduce" in md and "```python" in md
-    assert pytest_example(r.errors[0], r.baseline, r.candidate).rstrip("\n") in md
+    assert pytest_example(r.errors[0], **snippet_setting(r, TARGETS)).rstrip("\n") in md
+    # the pasted test loads each side as it loads from any folder (a git target pinned)
+    assert f"load_target('git:{SHA}:impl/s.py::stage')" in md
     assert "`found/runs/m.json`" in md
 
 
