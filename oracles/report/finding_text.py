@@ -68,9 +68,11 @@ def _rows(capacity: int, num_reqs: int, flagged: list[int], max_rows: int) -> li
     return sorted(i for i in chosen if 0 <= i < capacity)
 
 
-def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
+def slot_table(f: Finding, schema=None, max_rows: int = 12, values=None) -> list[str]:
     """The finding's scenario as a small table of slots for its field (a large one: the
-    first slots, the flagged ones with their neighbours, the live/tail boundary)."""
+    first slots, the flagged ones with their neighbours, the live/tail boundary).
+    ``values``: ``(baseline, candidate)`` per-slot lists to show (default: the finding's
+    own, ``_side_values``)."""
     if not f.scenario or not f.field or schema is None:
         return []
     try:
@@ -80,7 +82,7 @@ def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
     s = StagingScenario.from_dict(f.scenario)
     view = f.view or "cpu"
     extra = f.extra or {}
-    base, cand = _side_values(f)
+    base, cand = values if values is not None else _side_values(f)
     before = (s.initial_cpu if view == "cpu" else s.initial_gpu).get(field.buffer)
     try:        # staged on this call (by a target that takes every keyword)?
         staged = bool(field.when(schema.profile(schema.keywords), s))
@@ -121,9 +123,35 @@ def slot_table(f: Finding, schema=None, max_rows: int = 12) -> list[str]:
     return rows
 
 
-def finding_lines(f: Finding, saved: dict | None = None, schema=None) -> list[str]:
+def _table_source(head: Finding, members: list, schema) -> tuple[Finding, tuple]:
+    """Which finding of an error group its slot table shows, and the per-slot values of
+    each side: the head's, unless it carries none (a copy finding: which rows were copied)
+    and a member of the same example does (the mirror slot that differs); a side's column
+    the shown finding lacks (a spec finding of one side) is filled from a member of the
+    same example, field and view that has it."""
+    same = [m for m in members if m.scenario == head.scenario]
+    source = head
+    if _side_values(head) == (None, None):
+        for m in same:
+            if _side_values(m) != (None, None) and slot_table(m, schema):
+                source = m
+                break
+    base, cand = _side_values(source)
+    for m in same:
+        if m is source or m.field != source.field or \
+                (m.view or "cpu") != (source.view or "cpu"):
+            continue
+        other_base, other_cand = _side_values(m)
+        base = base if base is not None else other_base
+        cand = cand if cand is not None else other_cand
+    return source, (base, cand)
+
+
+def finding_lines(f: Finding, saved: dict | None = None, schema=None,
+                  members: list | None = None) -> list[str]:
     """One finding: its headline, why it is allowed, how soon it was found, its slot table
-    (errors), and the replay command when it was saved."""
+    (errors; of an error group's head, ``members`` may give it: ``_table_source``), and
+    the replay command when it was saved."""
     where = "in contract" if f.in_contract else "out of contract"
     impact = "" if f.kernel_impact is None else \
         f", kernel impact: {'yes' if f.kernel_impact else 'no'}"
@@ -133,7 +161,12 @@ def finding_lines(f: Finding, saved: dict | None = None, schema=None) -> list[st
     if f.examples_to_find is not None:
         lines.append(f"  found after {f.examples_to_find} example(s)")
     if schema is not None and f.severity == ERROR:
-        lines += ["  " + row for row in slot_table(f, schema)]
+        source, values = _table_source(f, members or [], schema)
+        table = slot_table(source, schema, values=values)
+        if table and source is not f:
+            lines.append(f"  slots of {escape(source.field)} ({source.view or 'cpu'}), where "
+                         f"[{escape(source.id)}] differs:")
+        lines += ["  " + row for row in table]
     if saved and f.id in saved:
         lines.append(f"  replay: stagecheck replay {escape(saved[f.id])}")
     return lines
@@ -212,7 +245,7 @@ def error_group_lines(groups: list, saved: dict | None, schema=None) -> list[str
     for g in groups:
         head = g.head
         lines.append(f"  {head.invariant}: {statement(head.invariant)}")
-        lines += ["    " + line for line in finding_lines(head, saved, schema)]
+        lines += ["    " + line for line in finding_lines(head, saved, schema, g.members)]
         if g.members:
             lines.append(f"    {messages.GROUP_MEMBERS.format(count=len(g.members), cause=g.cause)}")
             for f in g.members:   # each saved too: the replay file is named by its id
