@@ -53,7 +53,7 @@ from stagecheck.oracles.targets import Target, load_target, target_from_callable
 from stagecheck.spec import ERROR, Finding, StagingScenario
 from stagecheck.spec.findings import FindingsResult
 from stagecheck.spec.schema import StagingSchema
-from stagecheck.spec.space import draft_bound
+from stagecheck.spec.space import draft_bound, repaired
 
 __all__ = ["BATCH", "SAMPLE_EVERY", "CampaignResult", "resolved_bounds", "run_campaign",
            "same_schema"]
@@ -72,6 +72,9 @@ SAMPLE_EVERY = 16
 #: hypothesis draws value by value), by default one per 20 of the random stream
 EDGE_EXAMPLES = 100
 #: calls of one kind (hang, or ended its process) after which the out-of-contract stream
+#: out-of-contract examples with a difference, repaired into the contract and run again
+#: (``_Search.repair``), at most
+REPAIRS = 8
 #: stops: each costs a deadline or a new worker, and the finding is the same. A kind the
 #: in-contract stream already found (an error) stops it at the first
 STOPPED_CALLS_PER_STREAM = 3
@@ -247,6 +250,28 @@ class _Search(Shrinking, HypothesisStream, KernelImpactProbe):
         self.collector.add(findings, s, self.examples, extra={"engine": engine}, final=final)
         return errors
 
+    def repair(self) -> None:
+        """Out-of-contract examples that showed a difference, repaired into the contract
+        (``spec.space.repaired``: an integer input out of its range set to the nearest
+        value in it) and run again: a difference the repaired example still shows is an
+        in-contract error (a bug the breach only seemed to excuse), kept and shrunk."""
+        seen: set = set()
+        for f in self.collector.findings():
+            if len(seen) >= REPAIRS or interrupt.requested():
+                return
+            if f.severity == ERROR or f.in_contract or f.side != "both" or not f.scenario:
+                continue
+            s = StagingScenario.from_dict(f.scenario)
+            fixed = repaired(self.schema, s)
+            if fixed is None or repr(fixed.to_dict()) in seen:
+                continue
+            seen.add(repr(fixed.to_dict()))
+            findings = self.evaluate(fixed, kernel=self.kernel_every)
+            if any(g.severity == ERROR for g in findings):
+                self.record(findings, fixed, "repaired")
+                self.shrink(fixed, findings, "repaired")
+                return
+
     # ------------------------------------------------------------------ batched engine
     def scenario(self, stream: str, index: int) -> StagingScenario:
         c = self.config
@@ -389,6 +414,8 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
                     and stream not in result.stream_notes:
                 result.examples_edge += search.hypothesis_stream(
                     stream, edge, None, True, "hypothesis")
+    if not any(f.severity == ERROR for f in search.collector.findings()):
+        search.repair()
     search.kernel_impact()
 
 

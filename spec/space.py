@@ -38,7 +38,7 @@ from stagecheck.spec.schema import (FLAG, ID_SET, INT32_MAX, INT32_MIN, MAY_MISS
 
 __all__ = ["BANDS", "BREACH_ABOVE_CAPACITY", "Draw", "SMALL", "breach_kinds", "contract_breaches",
            "draft_bound", "draw_batch", "draw_breach", "draw_length", "draw_lengths",
-           "draw_scenario", "live_counts", "malformed", "size_thresholds"]
+           "draw_scenario", "live_counts", "malformed", "repaired", "size_thresholds"]
 
 BREACH_ABOVE_CAPACITY = "num_reqs above capacity"
 #: ids are "req-<k>" with k below this many per slot of the largest capacity
@@ -410,6 +410,32 @@ def draw_breach(schema: StagingSchema, d: Draw, max_capacity: int | None = None,
         s.inputs[name][victim] = (d.integer(INT32_MAX + 1, 2**40) if high
                                   else d.integer(-(2**40), INT32_MIN - 1))
     return breach, s
+
+
+def repaired(schema: StagingSchema, s: StagingScenario) -> StagingScenario | None:
+    """``s`` with each integer input outside its range set to the nearest value inside it;
+    None unless that leaves an in-contract scenario that differs from ``s`` (a breach of
+    another kind: a missing request, num_reqs above capacity). A difference an
+    out-of-contract example shows that its repair still shows is an in-contract one."""
+    if not contract_breaches(schema, s):
+        return None
+    out = StagingScenario.from_dict(s.to_dict())
+    changed = False
+    for inp in schema.inputs:
+        if inp.dtype != "int" or inp.kind not in (PER_REQUEST, PER_SLOT):
+            continue
+        low, high = inp.values.low, inp.values.high
+        data = out.inputs.get(inp.name)
+        keys = (list(data) if isinstance(data, dict) else range(len(data))
+                if isinstance(data, list) else ())
+        for k in keys:
+            v = data[k]
+            if isinstance(v, int) and not isinstance(v, bool) and not low <= v <= high:
+                data[k] = min(max(v, low), high)
+                changed = True
+    if not changed or contract_breaches(schema, out):
+        return None
+    return out
 
 
 def malformed(schema: StagingSchema, s: StagingScenario) -> list[str]:

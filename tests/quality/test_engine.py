@@ -103,3 +103,26 @@ def test_a_candidate_that_ends_its_process_mid_batch_is_a_finding(tmp_path, jobs
     assert kept.num_reqs == len(kept.req_ids) == 3
     # the examples before the crash ran and were judged, in order
     assert result.examples_in_contract == crash[0].examples_to_find > 1
+
+
+def test_an_out_of_contract_difference_its_repaired_example_still_shows_is_an_error(
+        monkeypatch):
+    # the in-contract stream draws only empty batches here (the bug never shows there);
+    # the out-of-contract stream's examples show it, excused by their breach (an input
+    # out of its range). Repaired into the contract, the example still shows it: an error
+    import stagecheck.oracles.campaign as campaign
+    real = campaign.sample_scenario
+
+    def empty(*args, **kwargs):
+        s = real(*args, **kwargs)
+        s.num_reqs = 0
+        return s
+
+    monkeypatch.setattr(campaign, "sample_scenario", empty)
+    result = run_campaign(load_target("legacy"), _fixture("buggy_loop_one_slot_short.py"),
+                          CampaignConfig(examples=60, edge_examples=0,
+                                         run=RunOptions(kernel="off")))
+    errors = result.errors
+    assert errors, [f.message for f in result.findings]
+    assert all(f.in_contract and f.extra.get("engine") == "repaired" for f in errors)
+    assert result.verdict() == "different"

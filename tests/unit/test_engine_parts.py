@@ -4,7 +4,8 @@ from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.shrink import shrink
 from stagecheck.spec.schema import INT32_MAX, INT32_MIN
 from stagecheck.spec.schemas import DEFAULT_SCHEMA
-from stagecheck.spec.space import breach_kinds, contract_breaches, malformed
+from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.space import breach_kinds, contract_breaches, malformed, repaired
 
 SCHEMA = DEFAULT_SCHEMA
 
@@ -97,3 +98,20 @@ def test_value_shrinking_is_a_binary_search_for_the_smallest_failing_value():
         value, steps = failing[0], steps + 1     # the first that still fails, as shrink takes
     assert value == threshold and steps <= 21
     assert _smaller_ints(7, 7) == [] and _smaller_ints(5, 1)[:2] == [1, 3]
+
+
+def test_a_breach_of_an_integer_range_is_repaired_into_the_contract_and_no_other_is():
+    schema = DEFAULT_SCHEMA
+    s = next(x for x in (sample_scenario(schema, 0, i, 16, None) for i in range(50))
+             if x.num_reqs)
+    assert repaired(schema, s) is None                 # in contract already
+    live = s.live_ids[0]
+    bad = StagingScenario.from_dict(s.to_dict())
+    bad.inputs["num_computed_tokens"][live] = 2**40
+    fixed = repaired(schema, bad)
+    assert contract_breaches(schema, fixed) == []
+    assert fixed.inputs["num_computed_tokens"][live] == INT32_MAX
+    assert bad.inputs["num_computed_tokens"][live] == 2**40     # a copy was repaired
+    missing = StagingScenario.from_dict(s.to_dict())
+    del missing.inputs["num_scheduled_tokens"][live]
+    assert repaired(schema, missing) is None       # a missing request: no range to mend
