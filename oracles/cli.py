@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import textwrap
 
@@ -53,7 +54,22 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # never exit from inside argparse
-        raise UsageError.of(messages.USAGE, message=message, prog=self.prog)
+        raise UsageError.of(messages.USAGE, message=self._reworded(message), prog=self.prog)
+
+    def _reworded(self, message: str) -> str:
+        """argparse's words where they name no fix: a switch given a value, a missing
+        positional argument by its destination (``candidate``) instead of its name in the
+        usage line (``CANDIDATE``)."""
+        switch = re.fullmatch(r"argument (--[\w-]+): ignored explicit argument (.*)", message)
+        if switch:
+            return messages.SWITCH_VALUE.format(flag=switch.group(1), value=switch.group(2))
+        missing = re.fullmatch(r"the following arguments are required: (.*)", message)
+        if missing:
+            names = {a.dest: a.metavar or a.dest.upper() for a in self._actions
+                     if not a.option_strings}
+            return "missing argument(s): " + ", ".join(
+                names.get(n.strip(), n.strip()) for n in missing.group(1).split(","))
+        return message
 
     def _check_value(self, action, value):
         option = getattr(action, "table_option", None)

@@ -118,6 +118,8 @@ BAD_TEXTS = ("{value!r} is not a list of paths", "write e.g. [\"shims/vllm_helpe
 BAD_NAMES = ("{value!r} is not a list of names", "write them comma-separated, e.g. "
              "spec,differential")
 USAGE = ("{message}", "run '{prog} --help' for the options")
+#: a switch (``--deferred-copies``) given a value: argparse's "ignored explicit argument"
+SWITCH_VALUE = "option {flag} takes no value, but was given {value}: write {flag} alone"
 #: after "unrecognized arguments: ...": the closest option of the command (difflib)
 DID_YOU_MEAN = " (did you mean {option}?)"
 SAME_REPORT_PATH = ("--json and --junit-xml both name {value!r}", "give each report its own "

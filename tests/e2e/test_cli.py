@@ -106,7 +106,10 @@ def test_vllm_style_file_runs_without_vllm(tmp_path):
 
 
 BAD = [
-    (["diff", "legacy"], "the following arguments are required"),
+    (["diff", "legacy"], "missing argument(s): CANDIDATE; run 'stagecheck diff --help'"),
+    (["diff", "legacy", "single-loop", "--deferred-copies=yes"],
+     "option --deferred-copies takes no value, but was given 'yes': write --deferred-copies "
+     "alone"),
     (["diff", "legacy", "nope"], "is not a builtin target"),
     (["diff", "legacy", "singleloop"], "is not a builtin target (did you mean single-loop?)"),
     (["diff", "legacy", "missing.py::f"], "does not exist"),
