@@ -332,11 +332,19 @@ def _check_messages(k: int, check, seq: StepSequence, trace: Trace,
         messages = check.check(seq, trace)
     except Exception as exc:
         raise SchemaCodeFailed.of(where, exc) from None
-    if not isinstance(messages, (list, tuple)) or not all(isinstance(m, str)
-                                                          for m in messages):
-        raise SchemaCodeFailed(where, None, f"returned {messages!r:.80}, not a list of "
+    if type(messages) not in (list, tuple) or not all(isinstance(m, str) for m in messages):
+        raise SchemaCodeFailed(where, None, f"returned {_kind(messages)}, not a list of "
                                "messages (strings; an empty list where it holds)")
-    return list(messages[:1])
+    # a plain str of each, made without calling the check's own methods: a str subclass
+    # whose __str__ ends the process, hangs or raises is read as the text it holds
+    return [str.__str__(m) for m in messages[:1]]
+
+
+def _kind(value) -> str:
+    """What a check returned, said without calling its own methods (its ``__repr__``)."""
+    if type(value) in (list, tuple, dict, str, int, float, bool, type(None)):
+        return f"{value!r:.80}"
+    return f"an object of type {type(value).__name__}"
 
 
 def compare_runs(protocol: Protocol, seq: StepSequence, a: Trace, b: Trace) -> list[Finding]:

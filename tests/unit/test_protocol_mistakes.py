@@ -426,3 +426,32 @@ def test_a_protocol_function_that_cannot_take_its_argument_is_a_problem_of_the_p
     assert problems[0].startswith(part) and "cannot be called with" in problems[0]
     assert "(e.g. def " in problems[0]
     assert check_protocol(_protocol(EXAMPLE)) == []
+
+
+def test_a_check_message_is_read_as_plain_text_without_calling_its_own_methods():
+    # a str subclass whose __str__ ends the process: rendered later in the checker, it
+    # ended the run with exit 0; its text is taken once, as a plain str, without it
+    import os as _os
+
+    from stagecheck.spec.protocol import ProtocolCheck
+    from stagecheck.spec.protocol_invariants import _check_messages
+
+    class Hostile(str):
+        def __str__(self):
+            _os._exit(0)
+
+        __repr__ = __format__ = __str__
+
+    check = ProtocolCheck("c", "holds", lambda seq, trace: [Hostile("slot 3 is stale")])
+    (message,) = _check_messages(0, check, None, None, "p")
+    assert type(message) is str and message == "slot 3 is stale"
+
+    class Listish(list):
+        def __iter__(self):
+            raise RuntimeError("never iterated")
+
+    from stagecheck.spec.schema_mistakes import SchemaCodeFailed
+    odd = ProtocolCheck("c", "holds", lambda seq, trace: Listish(["x"]))
+    with pytest.raises(SchemaCodeFailed) as raised:
+        _check_messages(0, odd, None, None, "p")
+    assert "an object of type Listish" in str(raised.value)
