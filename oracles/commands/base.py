@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -118,7 +119,13 @@ class Command:
             emit(colored(values, outcome.text) if self.colored else outcome.text)
         for line in () if values.get("quiet") else outcome.notes:
             note(line)
-        return outputs.finish(outcome.code, outcome.verdict)
+        # the verdict in the words the report said it (VIOLATES THE PROTOCOL, CONFORMS)
+        said = _SAID.search(outcome.text or "")
+        return outputs.finish(outcome.code, said.group(1) if said else outcome.verdict)
+
+
+#: a text report's verdict line: ``verdict: HOLDS THE PROTOCOL — ...``
+_SAID = re.compile(r"^verdict: ([A-Z][A-Z ]*?) —", re.M)
 
 
 def internal(exc: BaseException) -> bool:
