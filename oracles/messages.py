@@ -294,6 +294,9 @@ PROTOCOL_CODE_RAISED = ("protocol {value!r}: its own code for operation {operati
                         "{error} at {where}, not the code under test",
                         "fix the protocol's function there ('stagecheck protocol check "
                         "FILE TARGET' dry-runs the operations on a target)")
+PROTOCOL_CODE_EXITED = ("protocol {value!r}: its own code called {error} at {where}, not the "
+                        "code under test", "a protocol's functions return (or raise); fix the "
+                        "protocol's code there")
 PROTOCOL_BUILD_MISMATCH = ("protocol {value!r} cannot build {component}: {error}, raised where "
                            "the protocol calls it ({where}), before any of its code ran",
                            "choose the protocol that drives this class with --protocol "

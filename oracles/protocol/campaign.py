@@ -190,6 +190,8 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
         search = _Search(protocol, labels, staging, runner, config, result, started,
                          progress, judge_sequence)
         search.run()
+    except interrupt.Interrupted:   # a wait on a worker cut short by a signal (a second
+        pass                        # one: at once): what was found so far stays
     finally:
         runner.close()
     result.findings = _without_shadowed(list(search.kept.values())) if search else []

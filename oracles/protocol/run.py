@@ -19,6 +19,7 @@ import gc
 import os
 import sys
 import traceback
+from contextlib import contextmanager
 from typing import Any
 
 from stagecheck.oracles import messages
@@ -57,10 +58,58 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
     ctx = RunContext(model, code, protocol, seq, options)
     made: list = []
     try:
-        return _run(model, ctx, protocol, seq, meant, options, views, made, code)
+        with _own_exits_refused(protocol, code):
+            return _run(model, ctx, protocol, seq, meant, options, views, made, code)
+    except _ProtocolExited as exc:      # the protocol's own build (run, observe: said there)
+        raise SchemaError.of(messages.PROTOCOL_CODE_EXITED, protocol.name,
+                             error=str(exc), where=exc.where) from None
     finally:        # the run's objects freed now, not by the garbage collector
         release_state(made)
         model.release()
+
+
+class _ProtocolExited(BaseException):
+    """``os._exit`` called by a user protocol's own code (not the code under test's): its
+    mistake, never a process that ended (a BaseException: no ``except Exception`` of the
+    code under test takes it)."""
+
+    def __init__(self, status, where: str) -> None:
+        super().__init__(status)
+        self.status, self.where = status, where
+
+    def __str__(self) -> str:
+        return f"os._exit({self.status!r})"
+
+
+@contextmanager
+def _own_exits_refused(protocol: Protocol, code):
+    """While a sequence runs: ``os._exit`` called from a line of the user protocol's own
+    file raises ``_ProtocolExited`` (said as the protocol's mistake, exit 2); called from
+    anywhere else (the code under test) it ends the process as before (an observed
+    end). Nothing changes for a built-in protocol, or one in the target's own file."""
+    own = getattr(getattr(protocol.build, "__code__", None), "co_filename", None)
+    if not own or own.startswith(_NEUTRAL) or _protocol_mistake(protocol.build, None, code,
+                                                                 own_only=True) is None:
+        yield
+        return
+    own = os.path.realpath(own)
+    holders = [m for m in (os, sys.modules.get("posix")) if m is not None
+               and hasattr(m, "_exit")]
+    previous = [m._exit for m in holders]
+
+    def exit_refused(status, *args, **kwargs):
+        frame = sys._getframe(1)
+        if os.path.realpath(frame.f_code.co_filename) == own:
+            raise _ProtocolExited(status, f"{frame.f_code.co_filename}:{frame.f_lineno}")
+        previous[0](status, *args, **kwargs)
+
+    for m in holders:
+        m._exit = exit_refused
+    try:
+        yield
+    finally:
+        for m, real in zip(holders, previous):
+            m._exit = real
 
 
 def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options: dict,
@@ -277,10 +326,12 @@ _NEUTRAL = tuple(os.path.dirname(os.path.abspath(f)) + os.sep for f in (
     sys.modules[Protocol.__module__].__file__))    # stagecheck's spec (built-in protocols)
 
 
-def _protocol_mistake(run, exc: BaseException, code) -> str | None:
+def _protocol_mistake(run, exc: BaseException | None, code,
+                      own_only: bool = False) -> str | None:
     """``file:line`` where a user protocol's own function raised ``exc`` (its innermost
     frame outside torch, stagecheck and the standard library lies in the protocol's file,
-    which is not the target's); None when the code under test raised it."""
+    which is not the target's); None when the code under test raised it. ``own_only``:
+    whether ``run`` is a user protocol's function in a file of its own at all (its file)."""
     own = getattr(getattr(run, "__code__", None), "co_filename", None)
     if not own or own.startswith(_NEUTRAL):
         return None                          # a built-in protocol: its code is stagecheck's
@@ -290,6 +341,8 @@ def _protocol_mistake(run, exc: BaseException, code) -> str | None:
                if p}
     if os.path.realpath(own) in targets:
         return None                          # one file holds both: the target's, to be safe
+    if own_only:
+        return own
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         name = frame.filename
         if name.startswith("<") or name.startswith(_NEUTRAL) or "site-packages" in name:

@@ -33,7 +33,7 @@ __all__ = ["DEFAULT_MEMORY_MIB", "Deadline", "GRACE_SECONDS", "INTERRUPT_GRACE",
 
 #: seconds a wait on a worker goes on after a signal asked the run to stop (SIGINT,
 #: SIGTERM): then the worker is killed and the run ends as interrupted
-INTERRUPT_GRACE = 5.0
+INTERRUPT_GRACE = 4.5
 _POLL = 0.02
 #: how a worker killed from outside ends (a fault such as SIGSEGV is the process's own)
 _OUTSIDE = frozenset(f"killed by {name}" for name in ("SIGKILL", "SIGTERM", "SIGHUP", "SIGQUIT"))

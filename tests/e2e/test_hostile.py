@@ -433,6 +433,21 @@ PROTOCOL_FILES = [
                   r"option --protocol: .*checks\[0\]\.check raised os\._exit\(0\)",
                   "a --protocol file whose own check (run by the checker) calls os._exit(0) "
                   "on a real trace (was: exit 0, no report)"),
+    protocol_case("protocol-run-exit", "protocol_run_exit", 2,
+                  r"its own code for operation 'stage' raised .*os\._exit\(0\) at \S+"
+                  r"protocol_run_exit\.py:\d+, not the code under test",
+                  "a --protocol file whose own operation calls os._exit(0) in the worker "
+                  "(was: a step_outcome finding against the code, exit 1)"),
+    protocol_case("protocol-build-exit", "protocol_build_exit", 2,
+                  r"its own code called os\._exit\(0\) at \S+protocol_build_exit\.py:\d+",
+                  "a --protocol file whose own build calls os._exit(0) in the worker (was: "
+                  "a step_outcome finding against the code, exit 1)"),
+    Case("protocol-double-sigterm", ("spec", "{H}/slow_stager.py::TokenStager", "--protocol",
+                                     f"{ROOT}/docs/examples/token_stager_protocol.py",
+                                     "--examples", "200", "--quiet"), 143,
+         "interrupted by SIGTERM", "two SIGTERMs in a row during a protocol run: the second "
+         "loses nothing (was: no report, no replay file)", during="double_sigterm",
+         env=(("HOSTILE_MARK", "{T}/called"),)),
     Case("protocol-check-os-exit", ("protocol", "check", "{H}/protocol_os_exit.py"), 2,
          "argument PROTOCOL: protocol file .*ended the process that loaded it",
          "protocol check of a file that calls os._exit(0) (was: exit 0)"),
@@ -937,7 +952,7 @@ def _check_row_specifics(case: Case, tmp: Path, seen: dict, stdout: str) -> None
         # call waited out would be a hang finding; the report was written with none
         report = json.loads((tmp / "report.json").read_text())
         assert report["verdict"] == "interrupted" and report["findings"] == [], report
-    if case.id == "diff-double-sigterm":
+    if case.id in ("diff-double-sigterm", "protocol-double-sigterm"):
         assert json.loads((tmp / "report.json").read_text())["verdict"] == "interrupted"
     if case.id == "stdout-closed":
         assert json.loads((tmp / "report.json").read_text())["verdict"] == "equivalent"
