@@ -35,8 +35,9 @@ from stagecheck.spec.steps import StepSequence
 __all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "run_protocol_campaign"]
 
 RUN_MODULE = "stagecheck.oracles.protocol.run"
-#: seconds a worker call gets on top of the per-operation limits of its sequences
-GRACE_SECONDS = 5.0
+#: seconds each operation of a worker call gets on top of its limit (--timeout): stagecheck's
+#: own work between two operations (the model's, the trace's) is counted in it
+GRACE_SECONDS = 2.0
 #: seconds loading a target's code may take in a worker (torch's import included)
 LOAD_SECONDS = 120.0
 
@@ -94,9 +95,10 @@ class _Runner:
                               deadline=LOAD_SECONDS)
         return answer
 
-    def _deadline(self, count: int) -> float:
-        per = self.options["timeout"] * 2 * len(self.refs) * (self.options["ops"] + 1)
-        return count * per + GRACE_SECONDS
+    def _steps(self, count: int, refs: int) -> int:
+        """Positions a batch of ``count`` sequences marks at most (``next_position``): per
+        run of a target the build, each operation, each observe and the end."""
+        return count * 2 * refs * (2 * self.options["ops"] + 2)
 
     def run(self, batch: list[tuple[int, StepSequence]], pool_index: int = 0,
             refs: list | None = None) -> list:
@@ -106,8 +108,11 @@ class _Runner:
         pool = self.pools[pool_index]
         payload = [(i, s.to_dict()) for i, s in batch]
         try:
+            # each operation under its own deadline (--timeout, and the grace): a stopped or
+            # spinning one is ended after it, not after the whole batch's
             return pool.call(RUN_MODULE, "run_batch", self.spec, refs, payload, self.options,
-                             deadline=self._deadline(len(batch)))
+                             deadline=self.options["timeout"] + GRACE_SECONDS,
+                             steps=self._steps(len(batch), len(refs)))
         except WorkerEnded as ended:
             if len(batch) == 1 and len(refs) == 1:
                 what = "hung" if ended.hung else f"ended its process ({ended.what})"

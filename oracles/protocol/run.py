@@ -34,6 +34,7 @@ from stagecheck.oracles.protocol.load import load_protocol, when_problem
 from stagecheck.oracles.protocol.results import plain, plain_result, refuse_device_values
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.text import exception_text, type_name
+from stagecheck.oracles.worker.protocol import next_position
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.schema import StandInUnsupported
 from stagecheck.spec.steps import StepSequence, unfold
@@ -119,6 +120,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
     with model.activate():
         try:
             try:
+                next_position()
                 with time_limit(limit):
                     ctx.state = protocol.build(ctx)
                 with model.passthrough():
@@ -168,6 +170,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     before = len(model.hazards)
                     outcome, result = None, None
                     try:
+                        next_position()
                         with time_limit(limit):
                             # queued device work the completion runs now hangs within
                             # the limit of the operation it runs before
@@ -202,6 +205,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                 if protocol.observe is not None:
                     with model.passthrough():
                         try:
+                            next_position()
                             with time_limit(limit):
                                 observed = protocol.observe(ctx)
                         except CallTimedOut as exc:
@@ -242,6 +246,7 @@ def _finish(model, trace: Trace, ctx) -> Trace:
     """Everything still queued runs (the run's end), then what device work read."""
     before = len(model.hazards)
     try:
+        next_position()
         with time_limit(_call_limit(ctx.protocol, ctx.options)):
             model.finish()
     except CallTimedOut:                  # queued device work the end of the run ran

@@ -172,6 +172,7 @@ class WorkerPool:
         since_cpu = used.cpu if used is not None else 0.0
         since_waited = used.waited if used is not None else None
         told = 0.0
+        stopped_since = None     # when the worker was first seen stopped (SIGSTOP)
 
         def stalled(seconds: float) -> None:
             """Part of the answer came and the rest does not: the worker stopped (SIGSTOP)
@@ -208,6 +209,10 @@ class WorkerPool:
             if forward and interrupt.requested() and now - told > _FORWARD_EVERY:
                 told = now
                 process.tell_interrupt()
+            # a stopped worker (SIGSTOP, state T) makes no progress until something
+            # continues it: its stop counts as CPU time, so the CPU deadline ends it
+            stopped = used is not None and used.state in ("T", "t")
+            stopped_since = (stopped_since or now) if stopped else None
             position = process.position
             if best < position <= top:
                 best, since = position, now
@@ -220,7 +225,8 @@ class WorkerPool:
                         used.waited - since_waited if used is not None
                         and since_waited is not None else 0.0) > deadline.wall) or
                     (deadline.cpu is not None and used is not None
-                     and used.cpu - since_cpu > deadline.cpu)):
+                     and used.cpu - since_cpu + (now - stopped_since if stopped_since
+                                                 else 0.0) > deadline.cpu)):
                 trace_hang(now - since, used, since_cpu, since_waited, position, best,
                             deadline)
                 process.kill()
@@ -407,16 +413,21 @@ class WorkerPool:
         other.restart()
         return other
 
-    def call(self, module: str, name: str, *args, deadline: float | None = None):
+    def call(self, module: str, name: str, *args, deadline: float | None = None,
+             steps: int | None = None):
         """Run ``module.name(*args)`` in the worker (targets passed as ``target_arg(i)``).
 
         ``deadline``: seconds of the worker's CPU time (``WALL_FACTOR`` times that on the
-        wall clock). A worker that ends or passes ``deadline`` raises ``WorkerEnded`` (with
+        wall clock). With ``steps``, the deadline holds for each of up to ``steps`` units
+        the call marks (``protocol.next_position``: a protocol run's operations), so a
+        stopped or spinning operation is ended after its own deadline, not the whole
+        call's. A worker that ends or passes ``deadline`` raises ``WorkerEnded`` (with
         what ended it), and the next request gets a fresh worker."""
         self._live()
         try:
             return self._request("call", (module, name, list(args)),
-                                 Deadline.of(deadline), forward=True)
+                                 Deadline.of(deadline), forward=True,
+                                 top=BUSY + steps if steps else BUSY)
         except Ended as ended:
             self.restart()
             raise WorkerEnded(ended.what, hung=ended.hung) from None

@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass
 
 __all__ = ["BUSY", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "SIDES_PER_EXAMPLE",
-           "SharedPosition", "TargetArg", "default_memory_mib", "held_targets", "observed",
-           "observing", "target_arg"]
+           "SharedPosition", "TargetArg", "default_memory_mib", "held_targets",
+           "hold_position", "next_position", "observed", "observing", "target_arg"]
 
 #: between requests: no target code runs
 IDLE = 0
@@ -24,6 +24,25 @@ IDLE = 0
 BUSY = 1
 #: positions per example of a batch: one per side (a batch has fewer sides than this)
 SIDES_PER_EXAMPLE = 8
+
+
+#: this worker's ``SharedPosition`` (set when the worker starts; None elsewhere), for code
+#: a ``call`` runs to mark each unit of target code it starts (``next_position``)
+_CURRENT: list = [None]
+
+
+def hold_position(position: "SharedPosition | None") -> None:
+    """The worker's position, made reachable by ``next_position``."""
+    _CURRENT[0] = position
+
+
+def next_position() -> None:
+    """In a worker's ``call``: the next unit of target code starts (a protocol run's next
+    operation), so the parent's per-position deadline starts again (``WorkerPool.call``
+    with ``steps``). Nothing outside a worker."""
+    position = _CURRENT[0]
+    if position is not None:
+        position.value = position.value + 1
 
 
 def observing(example: int, side: int) -> int:

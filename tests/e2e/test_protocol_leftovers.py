@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -335,3 +336,16 @@ def test_a_misspelt_component_overridden_by_the_target_class_is_noted(tmp_path):
     assert "stagecheck: note: the protocol's component 'TokenStagr'" in spec.stderr
     right = run_cli("protocol", "check", EXAMPLE, target)
     assert right.returncode == 0 and "is not a class of" not in right.stdout
+
+
+@pytest.mark.parametrize("name", ["stops_stager", "spins_deaf_stager"])
+def test_an_operation_no_timer_of_its_worker_can_end_is_ended_by_its_own_deadline(name):
+    # each operation has the checker's deadline (--timeout and a grace), not the whole
+    # batch's: a step that stops its process (SIGSTOP) or ignores the timer signals and
+    # spins is a hang in seconds (was: 388 s, or a run that never ended)
+    started = time.monotonic()
+    proc = run_cli("spec", os.path.join(HOSTILE, f"{name}.py") + "::TokenStager",
+                   "--protocol", EXAMPLE, "--examples", "10", "--timeout", "1", "--no-save")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "hung" in proc.stdout
+    assert time.monotonic() - started < 120, time.monotonic() - started
