@@ -294,6 +294,14 @@ PROTOCOL_CODE_RAISED = ("protocol {value!r}: its own code for operation {operati
                         "{error} at {where}, not the code under test",
                         "fix the protocol's function there ('stagecheck protocol check "
                         "FILE TARGET' dry-runs the operations on a target)")
+SCHEMA_STARTS_PROCESSES = ("schema file {value!r} left process(es) running when it was loaded "
+                           "and dry-run ({names}); they were ended",
+                           "a schema file declares a schema: start nothing when it is "
+                           "imported (the checker imports it too), nor in its functions")
+PROTOCOL_STARTS_PROCESSES = ("protocol file {value!r} left process(es) running when it was "
+                             "loaded and dry-run ({names}); they were ended",
+                             "a protocol file declares a protocol: start nothing when it is "
+                             "imported (the checker imports it too), nor in its when or checks")
 PROTOCOL_CODE_EXITED = ("protocol {value!r}: its own code called {error} at {where}, not the "
                         "code under test", "a protocol's functions return (or raise); fix the "
                         "protocol's code there")

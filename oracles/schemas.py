@@ -85,6 +85,15 @@ def load_schema(spec: str, checked: bool = True, guarded: bool = False) -> Stagi
     return schema
 
 
+def _refuses_processes(func):
+    """Mark ``probe_schema``: the schema file must leave no process running when it is
+    loaded and dry-run in a worker (the checker imports it too: such a process would
+    outlive the run); the worker ends them and the call is this message's error."""
+    func.refuses_processes = messages.SCHEMA_STARTS_PROCESSES
+    return func
+
+
+@_refuses_processes
 def probe_schema(spec: str) -> None:
     """Load schema file ``spec`` and dry-run it, its problems aside: what a worker does
     before the checker loads the file itself (an exit or a hang then ends the worker)."""

@@ -128,6 +128,14 @@ def load_protocol_guarded(spec: str, checked: bool = True) -> Protocol:
     return _load_file(spec, checked, guarded=True)
 
 
+def _refuses_processes(func):
+    """Mark a function a worker's ``call`` runs as one that must leave no process running
+    (``WorkerProcess``'s keeper ends them; the call is then this message's error)."""
+    func.refuses_processes = messages.PROTOCOL_STARTS_PROCESSES
+    return func
+
+
+@_refuses_processes
 def probe_protocol(spec: str) -> None:
     """In a worker: load protocol file ``spec``, check it and dry-run it (its ``when``
     functions on drawn sequences, its ``checks`` on an empty trace), its problems aside:

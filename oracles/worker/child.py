@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from stagecheck.oracles import interrupt, messages
-from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.errors import SchemaError, StagecheckError
 from stagecheck.oracles.device.torchload import first_use, import_torch
 from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.observe import observe
@@ -220,8 +220,10 @@ class _Worker:
         args = held_targets(args, self.targets)
         interrupt.reset()           # the checker forwards its interrupt while it waits
         self.counter.value = BUSY
+        func = getattr(importlib.import_module(module), name)
+        left: tuple = ()
         try:
-            return getattr(importlib.import_module(module), name)(*args)
+            result = func(*args)
         except SystemExit as exc:   # only code under test exits: it ends this worker
             os._exit(exc.code if isinstance(exc.code, int) and 0 <= exc.code < 256 else
                      0 if exc.code is None else 1)
@@ -231,8 +233,14 @@ class _Worker:
             if os.getpid() != self.pid:     # a child the target forked: never answer
                 os._exit(0)
             self._restore_builtins()
-            self._left_running()
+            left = self._left_running()
             self.counter.value = IDLE
+        # a function that must start no process (loading a protocol file, which the
+        # checker imports again): what it left running, ended above, is its error
+        refusal = getattr(func, "refuses_processes", None)
+        if left and refusal is not None:
+            raise SchemaError.of(refusal, args[0] if args else None, names=", ".join(left))
+        return result
 
 
 def _buffer_of(event) -> str:

@@ -448,6 +448,17 @@ PROTOCOL_FILES = [
          "interrupted by SIGTERM", "two SIGTERMs in a row during a protocol run: the second "
          "loses nothing (was: no report, no replay file)", during="double_sigterm",
          env=(("HOSTILE_MARK", "{T}/called"),)),
+    protocol_case("protocol-starts-process", "protocol_starts_process", 2,
+                  r"protocol file .*protocol_starts_process\.py' left process\(es\) running "
+                  r"when it was loaded and dry-run \(sleep\); they were ended",
+                  "a --protocol file that starts a process of its own session when imported "
+                  "(was: the process outlived the run: the checker imports the file too)"),
+    Case("schema-starts-process", ("spec", f"{ROOT}/tests/user_schema/sampling_seeds.py::"
+                                   "stage_sampling_seeds", "--schema",
+                                   "{H}/schema_starts_process.py", *QUICK), 2,
+         r"option --schema: schema file .*left process\(es\) running when it was loaded",
+         "a --schema file that starts a process of its own session when imported (was: the "
+         "process outlived the run)"),
     Case("protocol-check-os-exit", ("protocol", "check", "{H}/protocol_os_exit.py"), 2,
          "argument PROTOCOL: protocol file .*ended the process that loaded it",
          "protocol check of a file that calls os._exit(0) (was: exit 0)"),
