@@ -142,7 +142,8 @@ class Trace:
     download then changed (``{"step", "op", "region", "slots", "pending", "read",
     "written"}``; the CPU model only); ``landed``: the downloads into pinned memory in
     the order they were issued, with the values each wrote when it landed (``{"step",
-    "op", "download", "values"}``; the CPU model only).
+    "op", "download", "values"}``; the CPU model only); ``left_running``: the names of
+    the processes the sequence's code left running (ended by stagecheck).
     """
 
     ops: list[dict] = field(default_factory=list)
@@ -154,10 +155,11 @@ class Trace:
     downloads: int = 0                   # copies into pinned host memory it issued
     stale: list[dict] = field(default_factory=list)
     landed: list[dict] = field(default_factory=list)
+    left_running: list[str] = field(default_factory=list)
 
     def to_wire(self) -> tuple:
         return (self.ops, self.reads, self.meant, self.states, self.staging, self.stopped,
-                self.downloads, self.stale, self.landed)
+                self.downloads, self.stale, self.landed, self.left_running)
 
     @classmethod
     def from_wire(cls, wire) -> "Trace":

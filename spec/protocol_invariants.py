@@ -318,7 +318,18 @@ def check_run(protocol: Protocol, seq: StepSequence, meant: Trace, seen: Trace,
                     "kind": check.id, "statement": check.statement}))
     observable = any(f.invariant in ("device_read_as_meant", "readback_as_written")
                      for f in findings)
-    return findings + _hazards(seen, side, observable)
+    return findings + _hazards(seen, side, observable) + _left(seen, side)
+
+
+def _left(seen: Trace, side: str) -> list[Finding]:
+    """``no_process_left`` (``spec/invariants.py``; info, as for one call): processes the
+    sequence's code started and left running when its operations returned."""
+    if not seen.left_running:
+        return []
+    names = ", ".join(seen.left_running[:8]) + (" ..." if len(seen.left_running) > 8 else "")
+    return [_finding("no_process_left", f"the step sequence left {len(seen.left_running)} "
+                     f"process(es) running ({names}); stagecheck ended them", side, INFO,
+                     extra={"kind": "no_process_left", "processes": list(seen.left_running)})]
 
 
 def _check_messages(k: int, check, seq: StepSequence, trace: Trace,

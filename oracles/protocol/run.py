@@ -34,7 +34,7 @@ from stagecheck.oracles.protocol.load import load_protocol, when_problem
 from stagecheck.oracles.protocol.results import plain, plain_result, refuse_device_values
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.text import exception_text, type_name
-from stagecheck.oracles.worker.protocol import next_position
+from stagecheck.oracles.worker.protocol import end_left_running, next_position
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.schema import StandInUnsupported
 from stagecheck.spec.steps import StepSequence, unfold
@@ -442,6 +442,9 @@ def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> l
             else:
                 traces = (run_sequence(code, protocol, seq, "meant", options, views), seen)
             hung |= any((t.failed() or {}).get("outcome") == "hung" for t in traces)
+            left = end_left_running()     # processes the sequence's code left running
+            if left:
+                traces = (traces[0], dataclasses.replace(traces[1], left_running=list(left)))
             sides.append(tuple(t.to_wire() for t in traces))
         out.append((index, sides))
         _freeze_once()

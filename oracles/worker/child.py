@@ -38,7 +38,8 @@ from stagecheck.oracles.targets import (TargetRef, load_function_from_source, lo
 from stagecheck.oracles.text import exception_text, printable
 from stagecheck.oracles.worker import keeper
 from stagecheck.oracles.worker.protocol import (BUSY, IDLE, MEMORY_EXIT, SharedPosition,
-                                                held_targets, hold_position, observing)
+                                                held_targets, hold_ender, hold_position,
+                                                observing)
 from stagecheck.spec.observation import inputs_given
 
 __all__ = ["worker_main"]
@@ -54,6 +55,7 @@ class _Worker:
     def __init__(self, counter, memory_mib: int) -> None:
         self.counter = counter
         hold_position(counter)      # a protocol run marks each operation (next_position)
+        hold_ender(self._left_running)   # and ends what each sequence left running
         self.memory_mib = memory_mib
         self.targets: list = []
         self._cuda_fast = None

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 __all__ = ["BUSY", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "SIDES_PER_EXAMPLE",
            "SharedPosition", "TargetArg", "default_memory_mib", "held_targets",
-           "hold_position", "next_position", "observed", "observing", "target_arg"]
+           "end_left_running", "hold_ender", "hold_position", "next_position", "observed",
+           "observing", "target_arg"]
 
 #: between requests: no target code runs
 IDLE = 0
@@ -43,6 +44,22 @@ def next_position() -> None:
     position = _CURRENT[0]
     if position is not None:
         position.value = position.value + 1
+
+
+#: this worker's way to end what code under test left running (set when the worker starts)
+_ENDER: list = [None]
+
+
+def hold_ender(end) -> None:
+    """``end()``: end the processes the code under test left running; their names."""
+    _ENDER[0] = end
+
+
+def end_left_running() -> tuple[str, ...]:
+    """In a worker: end what the code under test started and left running so far (a
+    protocol run's sequence), and name it; nothing outside a worker."""
+    end = _ENDER[0]
+    return tuple(end()) if end is not None else ()
 
 
 def observing(example: int, side: int) -> int:

@@ -459,6 +459,14 @@ PROTOCOL_FILES = [
          r"option --schema: schema file .*left process\(es\) running when it was loaded",
          "a --schema file that starts a process of its own session when imported (was: the "
          "process outlived the run)"),
+    Case("protocol-leaves-processes", ("spec", "{H}/daemon_stager.py::TokenStager",
+                                       "--protocol",
+                                       f"{ROOT}/docs/examples/token_stager_protocol.py",
+                                       "--examples", "10", "--strict", "--quiet"), 1,
+         r"\[no_process_left-\w+\] \(candidate\) the step sequence left \d+ process\(es\) "
+         r"running \(sleep[, sleep]*\); stagecheck ended them",
+         "a component whose every step starts a process of its own session and leaves it "
+         "(was: no finding, up to 38 processes alive at once); info, so --strict fails"),
     Case("protocol-check-os-exit", ("protocol", "check", "{H}/protocol_os_exit.py"), 2,
          "argument PROTOCOL: protocol file .*ended the process that loaded it",
          "protocol check of a file that calls os._exit(0) (was: exit 0)"),
