@@ -637,7 +637,7 @@ SCHEMA_PATCHES = ("schema file {value!r} changed stagecheck's own code when it r
 SCHEMA_ENDED = ("schema file {value!r} ended the process that loaded it and dry-ran it: {what}",
                 "module-level code and the functions of a schema must not exit; fix the file")
 SCHEMA_HUNG = ("schema file {value!r} did not finish loading and its dry run within "
-               "{seconds:.0f} s of CPU time (a hang)", "its module-level code and its "
+               "{seconds:.0f} s of CPU time or {wall:.0f} s on the wall clock (a hang)", "its module-level code and its "
                "functions (build, derive, hooks) must return; fix the file")
 FIXTURE_NOT_A_TARGET = ("{value} is not a staging target (it is {kind})",
                         "give a target spec string ('path/file.py::function', "
@@ -658,7 +658,7 @@ PROTOCOL_ENDED = ("protocol file {value!r} ended the process that loaded it and 
                   "{what}", "the module-level code and the functions of a protocol (build, "
                   "operations, when, checks) must not exit; fix the file")
 PROTOCOL_HUNG = ("protocol file {value!r} did not finish loading and its dry run within "
-                 "{seconds:.0f} s of CPU time (a hang)", "its module-level code and its "
+                 "{seconds:.0f} s of CPU time or {wall:.0f} s on the wall clock (a hang)", "its module-level code and its "
                  "functions (when, checks) must return; fix the file")
 PROTOCOL_PATCHES = ("protocol file {value!r} changed stagecheck's own code when it ran "
                     "({names})", "a protocol declares its state, operations and checks; it "

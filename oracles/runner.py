@@ -16,6 +16,7 @@ from typing import Protocol
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.observe import observe
+from stagecheck.oracles.observe.call import WALL_FACTOR
 from stagecheck.oracles.observe.backends import backend_kind, make_backend
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.schemas import load_schema
@@ -192,7 +193,7 @@ def load_schema_isolated(spec: str, checked: bool = True):
                       deadline=SCHEMA_SECONDS)
         except WorkerEnded as ended:
             if ended.hung:
-                raise SchemaError.of(messages.SCHEMA_HUNG, spec, seconds=SCHEMA_SECONDS) \
-                    from None
+                raise SchemaError.of(messages.SCHEMA_HUNG, spec, seconds=SCHEMA_SECONDS,
+                                     wall=SCHEMA_SECONDS * WALL_FACTOR) from None
             raise SchemaError.of(messages.SCHEMA_ENDED, spec, what=ended.what) from None
     return load_schema(spec, checked, guarded=True)

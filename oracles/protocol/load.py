@@ -36,6 +36,7 @@ from stagecheck.oracles.paths import require_file
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.runner import load_schema_isolated
 from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.observe.call import WALL_FACTOR
 from stagecheck.oracles.text import short_text
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool
 from stagecheck.oracles.worker.pool import load_deadline
@@ -111,7 +112,8 @@ def load_protocol_isolated(spec: str, checked: bool = True) -> Protocol:
                       deadline=seconds)
         except WorkerEnded as ended:
             if ended.hung:
-                raise SchemaError.of(messages.PROTOCOL_HUNG, spec, seconds=seconds) from None
+                raise SchemaError.of(messages.PROTOCOL_HUNG, spec, seconds=seconds,
+                                     wall=seconds * WALL_FACTOR) from None
             raise SchemaError.of(messages.PROTOCOL_ENDED, spec, what=ended.what) from None
     protocol = load_protocol_guarded(spec, checked)
     staging = protocol.staging if isinstance(protocol, Protocol) else None
