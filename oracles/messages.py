@@ -626,6 +626,12 @@ SCHEMA_CODE_FAILED = ("{value} raised {error} during the run",
                       "checks) must not raise (a derive only KeyError, for a missing "
                       "input); fix the schema or protocol file, then 'stagecheck schema "
                       "check FILE' or 'stagecheck protocol check FILE'")
+PROTOCOL_CHECK_RAISED = ("{value} raised {error} during the run",
+                         "a protocol's check reads the sequence and the trace (docs/"
+                         "protocols.md, 'Checks and the trace they receive') and returns its "
+                         "messages; "
+                         "it must not raise: fix the protocol file, then 'stagecheck protocol "
+                         "check FILE TARGET'")
 SCHEMA_CODE_RETURNED = ("{value} {error} during the run",
                         "a protocol's check returns a list of messages, empty where it holds; "
                         "fix the protocol file, then 'stagecheck protocol check FILE'")

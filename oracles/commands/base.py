@@ -86,7 +86,9 @@ class Command:
         try:
             outcome = self.run(config, values, outputs)
         except SchemaCodeFailed as exc:      # the schema's mistake: exit 2, never a verdict
+            protocol = str(exc.what).startswith("protocol ")     # a protocol's check
             raise SchemaError.of(messages.SCHEMA_CODE_RETURNED if exc.returned
+                                 else messages.PROTOCOL_CHECK_RAISED if protocol
                                  else messages.SCHEMA_CODE_FAILED, exc.what,
                                  error=exc.error) from None
         except Exception as exc:
