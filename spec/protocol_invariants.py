@@ -194,7 +194,8 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
         held, read = _shown(m["meant"][:8], m["read"][:8], 400)
         out.append(_finding(
             "device_read_as_meant",
-            f"{_where(m)}: {m['work']} read {m['arg']}{slots[:8]} = {read}, but "
+            f"{_where(m)}: {m['work']} read {m['arg']}{slot_text(slots, m.get('row', 0))} "
+            f"= {read}, but "
             f"the host held {held} for it at the launch (the last copies into "
             "those slots read that host memory)", side, field=f"{m['work']}({m['arg']})",
             slot=slots[0] if slots else None, expected=m["meant"], candidate=m["read"],

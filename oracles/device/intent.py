@@ -138,12 +138,14 @@ class HostIntent:
                         continue
                     bad.append(p)
                 if bad:
-                    region, slots = self.describe(Span(lo + bad[0] * item,
-                                                       lo + bad[-1] * item + item, item,
-                                                       tuple(lo + p * item for p in bad)))
+                    span = Span(lo + bad[0] * item, lo + bad[-1] * item + item, item,
+                                tuple(lo + p * item for p in bad))
+                    region, slots = self.describe(span)
+                    named = self.regions.of(span)
                     self.mismatches.append({
                         "where": op.location, "work": op.what, "arg": label,
                         "region": region, "slots": list(slots) or bad,
+                        "row": named.row if named is not None and slots else 0,
                         "meant": [meant[p] for p in bad], "read": [flat[p] for p in bad]})
 
     def _delivered_later(self, address: int, item: int, launch: int, value) -> bool:

@@ -267,7 +267,8 @@ def _finish(model, trace: Trace, ctx) -> Trace:
     trace.meant = [{"step": m["where"][0] if m["where"] else None,
                     "op": m["where"][1] if m["where"] else "", "work": m["work"],
                     "arg": m["arg"], "region": m["region"], "slots": m["slots"],
-                    "meant": plain(m["meant"]), "read": plain(m["read"])}
+                    "row": m.get("row", 0), "meant": plain(m["meant"]),
+                    "read": plain(m["read"])}
                    for m in model.mismatches]
     trace.landed = [{"step": op.location[0] if op.location else None,
                      "op": op.location[1] if op.location else "", "download": op.describe(),
