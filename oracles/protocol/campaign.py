@@ -28,9 +28,11 @@ from stagecheck.oracles.protocol.shrink import shrink_sequence
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target, target_ref
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool
+from stagecheck.oracles.worker.protocol import BUSY
 from stagecheck.spec.findings import ERROR, Finding, FindingsResult, sort_key
 from stagecheck.spec.protocol import Protocol, Trace
-from stagecheck.spec.steps import StepSequence
+from stagecheck.spec.protocol_invariants import END_OF_RUN
+from stagecheck.spec.steps import StepSequence, unfold
 
 __all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "run_protocol_campaign"]
 
@@ -62,11 +64,45 @@ class ProtocolResult(FindingsResult):
         return self.protocol_spec or self.protocol
 
 
+def _stopped_trace(protocol: Protocol | None, seq: StepSequence, position: int,
+                   what: str) -> Trace:
+    """The trace of a run the checker ended (``what``: hung, or how its process ended):
+    where the worker's position (``next_position``: the build, each operation, each
+    observe, the end, of the run as scheduled and then of the run as meant) says it was,
+    as the operation that did not return; else (no position) the run as a whole."""
+    if protocol is None:
+        return Trace(stopped=what)
+    labels: list[tuple] = [(-1, "build")]
+    try:
+        for view in unfold(seq):
+            for op in protocol.operations:
+                try:
+                    active = op.when(view) is True
+                except Exception:
+                    active = False
+                if active:
+                    labels.append((view.index, op.name))
+            if protocol.observe is not None:
+                labels.append((view.index, "observe"))
+    except Exception:
+        return Trace(stopped=what)
+    last = labels[-1][0] if len(labels) > 1 else 0
+    labels.append((last, END_OF_RUN))
+    k = position - BUSY - 1
+    if k < 0:
+        return Trace(stopped=what)
+    step, name = labels[k % len(labels)]
+    return Trace(ops=[{"step": step, "op": name, "completion": "", "in_flight": 0,
+                       "hazards": [], "result": None, "outcome": what}])
+
+
 class _Runner:
     """Worker pools holding no targets; sequences go to them by ``WorkerPool.call``."""
 
-    def __init__(self, protocol_spec: str, refs: list, options: dict, jobs: int) -> None:
+    def __init__(self, protocol_spec: str, refs: list, options: dict, jobs: int,
+                 protocol: Protocol | None = None) -> None:
         self.spec, self.refs, self.options = protocol_spec, refs, options
+        self.protocol = protocol        # where a run the checker ended was (``_stopped_trace``)
         self.pools = [WorkerPool() for _ in range(jobs)]
         for pool in self.pools:    # each worker's first use of a GPU: before its first call
             pool.device = "cuda" if options.get("device") == "cuda" else None
@@ -116,7 +152,8 @@ class _Runner:
         except WorkerEnded as ended:
             if len(batch) == 1 and len(refs) == 1:
                 what = "hung" if ended.hung else f"ended its process ({ended.what})"
-                stopped = Trace(stopped=what).to_wire()
+                stopped = _stopped_trace(self.protocol, batch[0][1], ended.position,
+                                         what).to_wire()
                 return [(batch[0][0], [(stopped, stopped)])]
             if len(batch) == 1:              # which target did it
                 sides = []
@@ -185,7 +222,7 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
                "ops": _ops_per_sequence(protocol, config.steps)}
     result = ProtocolResult(protocol.name, baseline, candidate, config, protocol_spec=spec)
     started = time.perf_counter()
-    runner = _Runner(spec, refs, options, config.jobs)
+    runner = _Runner(spec, refs, options, config.jobs, protocol)
     search = None
     try:
         answers = runner.load()
@@ -218,7 +255,7 @@ def check_sequence(baseline: str | None, candidate: str, protocol: Any,
     labels = ["baseline", "candidate"] if baseline is not None else ["candidate"]
     options = {"device": config.device, "timeout": config.timeout,
                "busy_cycles": config.busy_cycles, "ops": _ops_per_sequence(protocol)}
-    runner = _Runner(protocol_spec(protocol), refs, options, 1)
+    runner = _Runner(protocol_spec(protocol), refs, options, 1, protocol)
     try:
         answers = runner.load()
         ((_, sides),) = runner.run([(0, seq)])

@@ -52,9 +52,10 @@ class WorkerEnded(Exception):
     """A ``call`` in a worker ended its process or passed its deadline (the code under
     test did it: a finding of the command that asked, not an error of stagecheck)."""
 
-    def __init__(self, what: str, hung: bool = False) -> None:
+    def __init__(self, what: str, hung: bool = False, position: int = 0) -> None:
         super().__init__(what)
-        self.what, self.hung = what, hung
+        #: ``position``: the last position the call marked (``protocol.next_position``)
+        self.what, self.hung, self.position = what, hung, position
 
 
 class WorkerPool:
@@ -430,7 +431,7 @@ class WorkerPool:
                                  top=BUSY + steps if steps else BUSY)
         except Ended as ended:
             self.restart()
-            raise WorkerEnded(ended.what, hung=ended.hung) from None
+            raise WorkerEnded(ended.what, hung=ended.hung, position=ended.position) from None
 
 
 def _top(payload) -> int:
