@@ -437,21 +437,6 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         with _disabled():
             return t.tolist()             # host memory in this model: no copy to make
 
-    @staticmethod
-    def _same(before, now) -> bool:
-        """Whether two host tensors hold the same values."""
-        with _disabled():
-            return _equal(before, now)
-
-    @staticmethod
-    def _changed(before, now) -> list[int]:
-        torch = import_torch()
-        with torch._C.DisableTorchFunction():
-            if torch.equal(before, now):
-                return []
-            differs = (before != now).reshape(-1)
-            return [int(i) for i in torch.nonzero(differs).reshape(-1).tolist()]
-
     def _empty_host(self, shape, dtype):
         torch = import_torch()
         with torch._C.DisableTorchFunction():
@@ -472,7 +457,6 @@ class _Passthrough:
 
 
 _disabled = None
-_equal = None
 _EXACT: frozenset = frozenset()
 
 
@@ -491,9 +475,9 @@ def _bytes_view(now):
 
 
 def _take_torch() -> None:
-    global _disabled, _equal, _EXACT
+    global _disabled, _EXACT
     torch = import_torch()
-    _disabled, _equal = torch._C.DisableTorchFunction, torch.equal
+    _disabled = torch._C.DisableTorchFunction
     take_torch(torch)
     _EXACT = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
                         torch.int64})

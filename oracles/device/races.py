@@ -121,6 +121,29 @@ class RaceDetection:
             values = fast[2].tolist() if fast is not None else op.snapshot[1].tolist()
         self.landed.append((op, values))
 
+    @staticmethod
+    def _same(before, now) -> bool:
+        """Whether two host tensors hold the same values (a NaN where a NaN was is no
+        change: fresh memory is poisoned with NaN, and nothing wrote it)."""
+        torch = import_torch()
+        with torch._C.DisableTorchFunction():
+            if torch.equal(before, now):
+                return True
+            if not before.is_floating_point():
+                return False
+            return bool(((before == now) | (before.isnan() & now.isnan())).all())
+
+    @staticmethod
+    def _changed(before, now) -> list[int]:
+        torch = import_torch()
+        with torch._C.DisableTorchFunction():
+            if torch.equal(before, now):
+                return []
+            differs = before != now
+            if before.is_floating_point():      # NaN where NaN was: unchanged
+                differs &= ~(before.isnan() & now.isnan())
+            return [int(i) for i in torch.nonzero(differs.reshape(-1)).reshape(-1).tolist()]
+
     def host_pending(self) -> bool:
         """Whether a copy the host has not seen complete reads or writes pinned memory (an
         upload from it, a download into it): only then can a host access race."""
