@@ -36,7 +36,8 @@ EXAMPLE = ROOT / "docs" / "examples" / "token_stager_protocol.py"
 LEFT_OUT = ("hangs_", "exits_")
 #: ``tests/targets/protocols/_reuse/``: each protocol file's prefix and its fixtures' class
 REUSE = (("scratch", "Scratch"), ("stop_flag", "StopChecker"),
-         ("prev_tokens", "PrevTokenInputs"), ("async_output", "AsyncSampler"))
+         ("prev_tokens", "PrevTokenInputs"), ("async_output", "AsyncSampler"),
+         ("prep", "InputPreparer"))
 
 
 def cases() -> list[tuple[str, pathlib.Path, str]]:

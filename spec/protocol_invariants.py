@@ -317,9 +317,17 @@ def check_run(protocol: Protocol, seq: StepSequence, meant: Trace, seen: Trace,
             for message in _check_messages(k, check, seq, meant, protocol.name):
                 findings.append(_finding(check.id, message, side, extra={
                     "kind": check.id, "statement": check.statement}))
+    # a race has an effect where what was read or read back differs, or where the run
+    # under this schedule ended an operation otherwise than the run as meant (it raised
+    # on values a late copy left)
     observable = any(f.invariant in ("device_read_as_meant", "readback_as_written")
-                     for f in findings)
+                     for f in findings) or _outcomes(meant) != _outcomes(seen)
     return findings + _hazards(seen, side, observable) + _left(seen, side)
+
+
+def _outcomes(trace: Trace) -> list:
+    """How each operation of a run ended, in order (None: it returned)."""
+    return [op["outcome"] for op in trace.ops]
 
 
 def _left(seen: Trace, side: str) -> list[Finding]:

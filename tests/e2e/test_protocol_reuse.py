@@ -28,6 +28,12 @@ CASES = [
     ("prev_tokens_host_sync.py", "PrevTokenInputs", "prev_tokens_protocol.py", 0, ()),
     ("prev_tokens_no_wait.py", "PrevTokenInputs", "prev_tokens_protocol.py", 1,
      ("no_copy_hazard", "pinned-reused-pending-copy")),
+    ("prep_event_sync.py", "InputPreparer", "prep_protocol.py", 0, ()),
+    # a race whose effect is a raise of the run under the schedule (not of the run as
+    # meant) is that error's cause, not a harmless info finding
+    ("prep_sync_too_late.py", "InputPreparer", "prep_protocol.py", 1,
+     ("1 error(s) from 2 error finding(s), 0 info finding(s)",
+      "[no_copy_hazard-", "host-write-pending-upload query_start_loc.cpu")),
 ] + [
     (name, "AsyncSampler", protocol, code, words)
     for protocol in ("async_output_protocol.py", "async_output_unobserved_protocol.py")
