@@ -4,7 +4,7 @@ Greedy passes, each proposing smaller variants of the current sequence; the firs
 that still fails (``still_fails``, which the caller evaluates, in batches) is kept and the
 passes start again, until none makes progress:
 
-1. steps: drop the last step, then any one step;
+1. steps: drop the last step, then any one step, then any two consecutive steps;
 2. requests: remove one request (its join and every decision about it);
 3. the completion schedule: every operation ``lazy``, then one at a time;
 4. decisions: a finish, a preemption, a resumption, a chunk, drafts, acceptance
@@ -88,9 +88,16 @@ def _tidy(seq: StepSequence) -> StepSequence:
 
 
 def _steps(seq: StepSequence) -> Iterator[StepSequence]:
+    """Without one step (the last first), then without two consecutive steps: an
+    operation whose ``when`` depends on the step's parity runs at the same steps again
+    only when an even number of steps before it goes."""
     for k in range(len(seq.steps) - 1, -1, -1):
         out = copy.deepcopy(seq)
         del out.steps[k]
+        yield out
+    for k in range(len(seq.steps) - 2, -1, -1):
+        out = copy.deepcopy(seq)
+        del out.steps[k:k + 2]
         yield out
 
 

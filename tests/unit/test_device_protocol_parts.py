@@ -156,6 +156,27 @@ def test_a_failure_any_prompt_shows_shrinks_to_prompts_of_one_not_below():
     assert prompts and all(p == 1 for p in prompts), prompts     # never below one
 
 
+def test_steps_before_a_parity_dependent_failure_go_two_at_a_time():
+    # a failure that needs its request to join at an even step (an operation whose
+    # ``when`` runs on odd steps): dropping one step of two empty ones before it moves the
+    # join to an odd step; dropping both keeps it even (was: shrunk to 4 steps, not 2)
+    protocol = BUILTIN_PROTOCOLS["condense-inflight-d2h"]
+    first = join("req-0", temperature=0.0, prefix=0)
+    seq = StepSequence(protocol.name, capacity=1,
+                       steps=[Step(), Step(), Step(joins=[first]), Step()])
+
+    def fails(c):
+        joined = [k for k, st in enumerate(c.steps) if st.joins]
+        return bool(joined) and joined[0] % 2 == 0 and len(c.steps) > joined[0] + 1
+
+    def still_fails(candidates):
+        return next((k for k, c in enumerate(candidates) if fails(c)), None)
+
+    assert fails(seq)
+    smallest, _ = shrink_sequence(protocol, seq, still_fails)
+    assert len(smallest.steps) == 2 and smallest.steps[0].joins
+
+
 # ---------------------------------------------------------------- declarations
 
 def test_the_builtin_protocols_are_right_and_chosen_by_name():
