@@ -179,6 +179,9 @@ REPORT_NOT_WRITTEN_KEPT = ("cannot write {value!r} ({error})", "the exit code st
 SAVE_DIR_UNWRITABLE = ("cannot write replay files under {value!r}: {why}",
                        "give --save-dir a folder that can be written")
 REPORT_UNWRITABLE = ("cannot write {value!r}: {why}", "give a path in a writable folder")
+#: ``replay`` of a saved info finding: whether the step sequence still shows it
+REPLAY_INFO_STILL = "the saved info finding [{id}] still shows (info: it does not change the exit code)"
+REPLAY_INFO_GONE = "the saved info finding [{id}] no longer shows"
 REPLAY_NOTHING = "no finding: the saved example no longer shows a difference"
 #: a run of one target (``spec``) says these in place of a pair's verdict words
 SPEC_VERDICT = {"EQUIVALENT": "CONFORMS", "DIFFERENT": "VIOLATES"}

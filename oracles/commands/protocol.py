@@ -297,6 +297,10 @@ def replay_protocol_outcome(config: ReplayConfig) -> Outcome:
     lines.append(replay_verdict(len(errors), not base, "step sequence", protocol=True))
     for f in errors:
         lines += protocol_finding_lines(f)
+    if before.get("severity") != "error":     # an info finding's file: does it still show?
+        again = [f for f in findings if f.id == before.get("id")]
+        lines.append(messages.REPLAY_INFO_STILL.format(id=before.get("id"))
+                     if again else messages.REPLAY_INFO_GONE.format(id=before.get("id")))
     return Outcome("different" if errors else "equivalent",
                    EXIT_FINDINGS if errors else EXIT_CLEAN, findings, text="\n".join(lines))
 

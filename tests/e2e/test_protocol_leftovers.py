@@ -350,3 +350,17 @@ def test_an_operation_no_timer_of_its_worker_can_end_is_ended_by_its_own_deadlin
     # the worker's position says which operation it was in when the checker ended it
     assert "(candidate) step 1 (stage) hung" in proc.stdout, proc.stdout
     assert time.monotonic() - started < 120, time.monotonic() - started
+
+
+def test_a_replayed_info_finding_says_whether_it_still_shows(tmp_path):
+    target = os.path.join(HOSTILE, "daemon_stager.py") + "::TokenStager"
+    found = run_cli("spec", target, "--protocol", EXAMPLE, "--examples", "5", "--save-infos",
+                    "--save-dir", str(tmp_path / "found"), "-q")
+    assert found.returncode == 0, found.stdout + found.stderr
+    (saved,) = sorted((tmp_path / "found").glob("no_process_left-*.json"))
+    fixed = os.path.join(MACHINERY, "fixed_token_stager.py") + "::TokenStager"
+    for candidate, said in ((target, "still shows"), (fixed, "no longer shows")):
+        again = run_cli("replay", str(saved), "--candidate", candidate, "--protocol", EXAMPLE)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert f"the saved info finding [no_process_left-" in again.stdout
+        assert said in again.stdout.splitlines()[-1], again.stdout
