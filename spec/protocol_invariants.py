@@ -335,10 +335,22 @@ def _left(seen: Trace, side: str) -> list[Finding]:
     sequence's code started and left running when its operations returned."""
     if not seen.left_running:
         return []
-    names = ", ".join(seen.left_running[:8]) + (" ..." if len(seen.left_running) > 8 else "")
-    return [_finding("no_process_left", f"the step sequence left {len(seen.left_running)} "
-                     f"process(es) running ({names}); stagecheck ended them", side, INFO,
+    threads = [n[len("thread "):] for n in seen.left_running if n.startswith("thread ")]
+    processes = [n for n in seen.left_running if not n.startswith("thread ")]
+    said = []
+    if processes:
+        said.append(f"{len(processes)} process(es) ({_names(processes)}), which stagecheck "
+                    "ended")
+    if threads:
+        said.append(f"{len(threads)} thread(s) ({_names(threads)}), whose worker stagecheck "
+                    "replaced")
+    return [_finding("no_process_left", "the step sequence left running " +
+                     " and ".join(said), side, INFO,
                      extra={"kind": "no_process_left", "processes": list(seen.left_running)})]
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
 
 
 def _check_messages(k: int, check, seq: StepSequence, trace: Trace,

@@ -37,6 +37,8 @@ from stagecheck.spec.steps import StepSequence, unfold
 __all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "run_protocol_campaign"]
 
 RUN_MODULE = "stagecheck.oracles.protocol.run"
+#: ``run.RESTART``: the entry a batch's answer ends with to ask for a fresh worker
+RESTART = (-1, "restart")
 #: seconds each operation of a worker call gets on top of its limit (--timeout): stagecheck's
 #: own work between two operations (the model's, the trace's) is counted in it
 GRACE_SECONDS = 2.0
@@ -146,9 +148,17 @@ class _Runner:
         try:
             # each operation under its own deadline (--timeout, and the grace): a stopped or
             # spinning one is ended after it, not after the whole batch's
-            return pool.call(RUN_MODULE, "run_batch", self.spec, refs, payload, self.options,
-                             deadline=self.options["timeout"] + GRACE_SECONDS,
-                             steps=self._steps(len(batch), len(refs)))
+            answer = pool.call(RUN_MODULE, "run_batch", self.spec, refs, payload,
+                               self.options, deadline=self.options["timeout"] + GRACE_SECONDS,
+                               steps=self._steps(len(batch), len(refs)))
+            if answer and tuple(answer[-1]) == RESTART:
+                # a sequence left threads running: the rest runs in a fresh worker
+                pool.restart()
+                answer = answer[:-1]
+                rest = batch[len(answer):]
+                if rest:
+                    answer += self.run(rest, pool_index, refs)
+            return answer
         except WorkerEnded as ended:
             if len(batch) == 1 and len(refs) == 1:
                 what = "hung" if ended.hung else f"ended its process ({ended.what})"

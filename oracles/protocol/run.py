@@ -18,6 +18,7 @@ import dataclasses
 import gc
 import os
 import sys
+import threading
 import traceback
 from contextlib import contextmanager
 from typing import Any
@@ -428,6 +429,11 @@ def run_batch(protocol_spec: str, refs: list, batch: list, options: dict) -> lis
         return _run_batch(protocol, codes, batch, options)
 
 
+#: the last entry of a batch's answer that asks the checker for a fresh worker before the
+#: rest of the batch (threads a sequence left running would be charged to later ones)
+RESTART = (-1, "restart")
+
+
 def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> list:
     out = []
     for index, data in batch:
@@ -435,7 +441,9 @@ def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> l
         views = unfold(seq)
         sides = []
         hung = False
+        threads = False
         for code in codes:
+            before = set(threading.enumerate())
             seen = run_sequence(code, protocol, seq, "seen", options, views)
             if seen.race_free or (seen.failed() or {}).get("outcome") == "hung" \
                     or seen.stopped:
@@ -443,14 +451,22 @@ def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> l
             else:
                 traces = (run_sequence(code, protocol, seq, "meant", options, views), seen)
             hung |= any((t.failed() or {}).get("outcome") == "hung" for t in traces)
-            left = end_left_running()     # processes the sequence's code left running
+            # processes the sequence's code left running (ended), and threads it started
+            # that still run (a thread cannot be ended: the worker is, after this answer)
+            left = list(end_left_running()) + [
+                f"thread {t.name}" for t in threading.enumerate()
+                if t not in before and t.is_alive()]
+            threads |= any(name.startswith("thread ") for name in left)
             if left:
-                traces = (traces[0], dataclasses.replace(traces[1], left_running=list(left)))
+                traces = (traces[0], dataclasses.replace(traces[1], left_running=left))
             sides.append(tuple(t.to_wire() for t in traces))
         out.append((index, sides))
         _freeze_once()
         if hung:        # the answer ends with a hang: the search stops there, and every
             break       # further sequence would likely wait out its limit again
+        if threads:     # the rest (and the next batch) in a fresh worker: no thread's CPU
+            out.append(RESTART)     # time charged to its sequences
+            break
     return out
 
 

@@ -463,10 +463,16 @@ PROTOCOL_FILES = [
                                        "--protocol",
                                        f"{ROOT}/docs/examples/token_stager_protocol.py",
                                        "--examples", "10", "--strict", "--quiet"), 1,
-         r"\[no_process_left-\w+\] \(candidate\) the step sequence left \d+ process\(es\) "
-         r"running \(sleep[, sleep]*\); stagecheck ended them",
+         r"\[no_process_left-\w+\] \(candidate\) the step sequence left running \d+ "
+         r"process\(es\) \(sleep[, sleep]*\), which stagecheck ended",
          "a component whose every step starts a process of its own session and leaves it "
          "(was: no finding, up to 38 processes alive at once); info, so --strict fails"),
+    Case("protocol-leaves-threads", ("spec", "{H}/thread_stager.py::TokenStager", "--protocol",
+                                     f"{ROOT}/docs/examples/token_stager_protocol.py",
+                                     "--examples", "10", "--timeout", "1", "--quiet"), 0,
+         r"left running \d+ thread\(s\) \(Thread-\d+ \(_spin\).*whose worker stagecheck "
+         r"replaced", "a component whose every step starts a thread that spins for ever (was: "
+         "a later operation charged with their CPU time, a hang finding replay did not show)"),
     Case("protocol-check-os-exit", ("protocol", "check", "{H}/protocol_os_exit.py"), 2,
          "argument PROTOCOL: protocol file .*ended the process that loaded it",
          "protocol check of a file that calls os._exit(0) (was: exit 0)"),

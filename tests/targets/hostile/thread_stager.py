@@ -1,0 +1,31 @@
+# hostile: docs/protocols.md's TokenStager (correct) whose every step starts a thread that
+# spins for ever (its CPU time would be charged to every later operation of its worker)
+import threading
+
+import torch
+
+
+def _spin():
+    while True:
+        pass
+
+
+class TokenStager:
+    def __init__(self, max_tokens, device, pin_memory=True):
+        self.ids_cpu = torch.zeros(max_tokens, dtype=torch.int64, pin_memory=pin_memory)
+        self.ids_np = self.ids_cpu.numpy()
+        self.ids_gpu = torch.zeros(max_tokens, dtype=torch.int64, device=device)
+        self.uploaded = torch.cuda.Event()
+
+    def stage(self, token_ids):
+        threading.Thread(target=_spin, daemon=True).start()
+        self.uploaded.synchronize()
+        n = len(token_ids)
+        self.ids_np[:n] = token_ids
+        self.ids_gpu[:n].copy_(self.ids_cpu[:n], non_blocking=True)
+        self.uploaded.record()
+        self.embed(self.ids_gpu[:n])
+
+    def embed(self, ids):
+        """Device work: the embedding lookup reads the uploaded ids."""
+        return ids * 2
