@@ -312,14 +312,19 @@ def guard_schema(schema, name: str) -> None:
     visit(schema, f"schema {name!r}")
 
 
-def snapshot() -> dict:
-    """What stagecheck's own code is now: each module of ``stagecheck`` (and ``builtins``)
-    by identity, each of their functions and classes, and each class's attributes."""
+def snapshot(also: tuple[str, ...] = ()) -> dict:
+    """What stagecheck's own code is now: each module of ``stagecheck`` (and ``builtins``,
+    and the modules ``also`` names that are imported: ``torch``, whose functions the
+    device model intercepts) by identity, each of their functions and classes, and each
+    class's attributes."""
     out: dict = {}
     modules = {name: module for name, module in list(sys.modules.items())
                if module is not None and (name == "stagecheck" or name.startswith("stagecheck."))
                and not name.startswith(("stagecheck_user_schema_", "stagecheck_target_"))}
     modules["builtins"] = builtins
+    for name in also:
+        if sys.modules.get(name) is not None:
+            modules[name] = sys.modules[name]
     for name, module in modules.items():
         out[("module", name)] = id(module)
         try:
@@ -334,15 +339,20 @@ def snapshot() -> dict:
                     if callable(member) or isinstance(member, (staticmethod, classmethod,
                                                                property)):
                         out[(f"{name}.{attr}", key)] = id(member)
+                if name in also:    # a name set on the class shadows its base's method
+                    out[(f"{name}.{attr}", "(its names)")] = frozenset(vars(value))
     return out
 
 
-def patched(before: dict, after: dict | None = None) -> list[str]:
+def patched(before: dict, after: dict | None = None, also: tuple[str, ...] = ()) -> list[str]:
     """The names ``before`` had that now stand for something else or are gone
     (``module.name``); new names (a module imported since) are not changes."""
-    after = snapshot() if after is None else after
+    after = snapshot(also) if after is None else after
     changed = []
     for key, ident in before.items():
+        if isinstance(ident, frozenset):      # names set on a class (``snapshot``'s also)
+            changed += [f"{key[0]}.{n}" for n in sorted(after.get(key, ident) - ident)]
+            continue
         if key[0] == "module":
             if key[1] in sys.modules and after.get(key) != ident:
                 changed.append(key[1])

@@ -669,9 +669,10 @@ PROTOCOL_ENDED = ("protocol file {value!r} ended the process that loaded it and 
 PROTOCOL_HUNG = ("protocol file {value!r} did not finish loading and its dry run within "
                  "{seconds:.0f} s of CPU time or {wall:.0f} s on the wall clock (a hang)", "its module-level code and its "
                  "functions (when, checks) must return; fix the file")
-PROTOCOL_PATCHES = ("protocol file {value!r} changed stagecheck's own code when it ran "
-                    "({names})", "a protocol declares its state, operations and checks; it "
-                    "must not replace stagecheck's functions or builtins; fix the file")
+PROTOCOL_PATCHES = ("protocol file {value!r} changed stagecheck's own code or torch's when it "
+                    "ran ({names})", "a protocol declares its state, operations and checks; "
+                    "it must not replace stagecheck's or torch's functions or builtins; fix "
+                    "the file")
 #: the fix of a protocol's own code that hung or exited in the checker (guard.guarded_call)
 PROTOCOL_CODE_HUNG_FIX = ("protocol code (module-level code, when, checks) must return at "
                           "once; fix the protocol file")

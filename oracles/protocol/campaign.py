@@ -123,7 +123,10 @@ class _Runner:
                                for pool in self.pools]
                     loaded = [future.result() for future in futures]
             except Exception as exc:
-                exc.target_index = position
+                # the protocol file's own mistake (found as the worker loaded it) is said
+                # of --protocol; anything else of the target being loaded
+                if not str(getattr(exc, "problem", "")).startswith("protocol "):
+                    exc.target_index = position
                 raise
             answers.append(loaded[-1])
         return answers

@@ -23,8 +23,9 @@ import traceback
 from contextlib import contextmanager
 from typing import Any
 
-from stagecheck.oracles import messages
+from stagecheck.oracles import guard, messages
 from stagecheck.oracles.device import device_model
+from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.observe.call import CallTimedOut, time_limit
@@ -411,9 +412,24 @@ def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:
 _PROTOCOLS: dict[str, Protocol] = {}
 
 
+#: torch's modules whose functions and classes a protocol file must leave as they are: the
+#: device model intercepts them, and a file that replaces one (``Tensor.copy_``) at import
+#: would make every copy of the code under test a no-op
+_TORCH_MODULES = ("torch", "torch.cuda")
+
+
 def _protocol(spec: str) -> Protocol:
+    """The protocol ``spec`` names, loaded once per worker; a protocol file that changes
+    torch's functions or stagecheck's own when it loads is its mistake (exit 2)."""
     if spec not in _PROTOCOLS:
-        _PROTOCOLS[spec] = load_protocol(spec)
+        import_torch()
+        before = guard.snapshot(_TORCH_MODULES)
+        protocol = load_protocol(spec)
+        changed = guard.patched(before, also=_TORCH_MODULES)
+        if changed:
+            raise SchemaError.of(messages.PROTOCOL_PATCHES, spec, names=", ".join(
+                changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else ""))
+        _PROTOCOLS[spec] = protocol
     return _PROTOCOLS[spec]
 
 

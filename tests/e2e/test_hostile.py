@@ -473,6 +473,13 @@ PROTOCOL_FILES = [
          r"left running \d+ thread\(s\) \(Thread-\d+ \(_spin\).*whose worker stagecheck "
          r"replaced", "a component whose every step starts a thread that spins for ever (was: "
          "a later operation charged with their CPU time, a hang finding replay did not show)"),
+    Case("protocol-patches-torch", ("spec", STAGER.replace("fixed_", "buggy_"), "--protocol",
+                                    "{H}/protocol_patches_torch.py", "--examples", "20",
+                                    "--quiet"), 2,
+         r"option --protocol: protocol file .*changed stagecheck's own code or torch's when it "
+         r"ran \(torch\.Tensor\.copy_\)", "a --protocol file that replaces "
+         "torch.Tensor.copy_ with a no-op when imported, on a buggy target (was: HOLDS THE "
+         "PROTOCOL)"),
     Case("protocol-check-os-exit", ("protocol", "check", "{H}/protocol_os_exit.py"), 2,
          "argument PROTOCOL: protocol file .*ended the process that loaded it",
          "protocol check of a file that calls os._exit(0) (was: exit 0)"),
