@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import os
-import sys
 import threading
-import traceback
-from contextlib import contextmanager
 from typing import Any
 
 from stagecheck.oracles import guard, messages
@@ -33,9 +29,12 @@ from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, prepare_state,
                                                  release_state)
 from stagecheck.oracles.protocol.load import load_protocol, when_problem
+from stagecheck.oracles.protocol.own_code import (ProtocolExited, built_class, call_refused,
+                                                  own_exits_refused, protocol_mistake,
+                                                  refuse_own_hang)
 from stagecheck.oracles.protocol.results import plain, plain_result, refuse_device_values
 from stagecheck.oracles.schemas import load_schema
-from stagecheck.oracles.text import exception_text, type_name
+from stagecheck.oracles.text import exception_text
 from stagecheck.oracles.worker.protocol import end_left_running, next_position
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.schema import StandInUnsupported
@@ -61,58 +60,14 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
     ctx = RunContext(model, code, protocol, seq, options)
     made: list = []
     try:
-        with _own_exits_refused(protocol, code):
+        with own_exits_refused(protocol, code):
             return _run(model, ctx, protocol, seq, meant, options, views, made, code)
-    except _ProtocolExited as exc:      # the protocol's own build (run, observe: said there)
+    except ProtocolExited as exc:      # the protocol's own build (run, observe: said there)
         raise SchemaError.of(messages.PROTOCOL_CODE_EXITED, protocol.name,
                              error=str(exc), where=exc.where) from None
     finally:        # the run's objects freed now, not by the garbage collector
         release_state(made)
         model.release()
-
-
-class _ProtocolExited(BaseException):
-    """``os._exit`` called by a user protocol's own code (not the code under test's): its
-    mistake, never a process that ended (a BaseException: no ``except Exception`` of the
-    code under test takes it)."""
-
-    def __init__(self, status, where: str) -> None:
-        super().__init__(status)
-        self.status, self.where = status, where
-
-    def __str__(self) -> str:
-        return f"os._exit({self.status!r})"
-
-
-@contextmanager
-def _own_exits_refused(protocol: Protocol, code):
-    """While a sequence runs: ``os._exit`` called from a line of the user protocol's own
-    file raises ``_ProtocolExited`` (said as the protocol's mistake, exit 2); called from
-    anywhere else (the code under test) it ends the process as before (an observed
-    end). Nothing changes for a built-in protocol, or one in the target's own file."""
-    own = getattr(getattr(protocol.build, "__code__", None), "co_filename", None)
-    if not own or own.startswith(_NEUTRAL) or _protocol_mistake(protocol.build, None, code,
-                                                                 own_only=True) is None:
-        yield
-        return
-    own = os.path.realpath(own)
-    holders = [m for m in (os, sys.modules.get("posix")) if m is not None
-               and hasattr(m, "_exit")]
-    previous = [m._exit for m in holders]
-
-    def exit_refused(status, *args, **kwargs):
-        frame = sys._getframe(1)
-        if os.path.realpath(frame.f_code.co_filename) == own:
-            raise _ProtocolExited(status, f"{frame.f_code.co_filename}:{frame.f_lineno}")
-        previous[0](status, *args, **kwargs)
-
-    for m in holders:
-        m._exit = exit_refused
-    try:
-        yield
-    finally:
-        for m, real in zip(holders, previous):
-            m._exit = real
 
 
 def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options: dict,
@@ -131,7 +86,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                 # look for unnamed ones (``RunContext.step``) would find none
                 ctx.named_now()
             except CallTimedOut as exc:
-                _refuse_own_hang(protocol, protocol.build, exc, code, "build", limit)
+                refuse_own_hang(protocol, protocol.build, exc, code, "build", limit)
                 trace.stopped = "hung while building the protocol's state"
                 return _finish(model, trace, ctx)
             except StandInUnsupported as exc:
@@ -139,13 +94,13 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
             except (SchemaError, MemoryError):
                 raise
             except Exception as exc:
-                where = _call_refused(protocol.build, exc)
+                where = call_refused(protocol.build, exc)
                 if where is not None:         # the component never ran: not its finding
                     raise SchemaError.of(messages.PROTOCOL_BUILD_MISMATCH, protocol.name,
-                                         component=_built_class(code, protocol),
+                                         component=built_class(code, protocol),
                                          where=where,
                                          error=exception_text(exc, type(exc))) from None
-                mistake = _protocol_mistake(protocol.build, exc, code)
+                mistake = protocol_mistake(protocol.build, exc, code)
                 if mistake is not None:       # the protocol's own build: never a finding
                     raise SchemaError.of(messages.PROTOCOL_BUILD_RAISED, protocol.name,
                                          where=mistake,
@@ -179,7 +134,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                             model.boundary(completion)
                             result = op.run(ctx)
                     except CallTimedOut as exc:
-                        _refuse_own_hang(protocol, op.run, exc, code,
+                        refuse_own_hang(protocol, op.run, exc, code,
                                          f"code for operation {op.name!r}", limit)
                         outcome = "hung"
                     except StandInUnsupported as exc:
@@ -187,7 +142,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     except (SchemaError, MemoryError):
                         raise
                     except BaseException as exc:    # the code under test failed: observed
-                        mistake = _protocol_mistake(op.run, exc, code)
+                        mistake = protocol_mistake(op.run, exc, code)
                         if mistake is not None:     # the protocol's own code: never a finding
                             raise SchemaError.of(messages.PROTOCOL_CODE_RAISED, protocol.name,
                                                  operation=op.name, where=mistake,
@@ -211,7 +166,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                             with time_limit(limit):
                                 observed = protocol.observe(ctx)
                         except CallTimedOut as exc:
-                            _refuse_own_hang(protocol, protocol.observe, exc, code,
+                            refuse_own_hang(protocol, protocol.observe, exc, code,
                                              f"observe after step {view.index}", limit)
                             trace.ops.append(_record(      # the code under test hung
                                 view.index, "observe", "", "hung", model,
@@ -222,7 +177,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                         except (SchemaError, MemoryError):
                             raise
                         except BaseException as exc:    # an exit or interrupt too
-                            mistake = _protocol_mistake(protocol.observe, exc, code)
+                            mistake = protocol_mistake(protocol.observe, exc, code)
                             if mistake is not None:    # the protocol's own code: exit 2
                                 raise SchemaError.of(
                                     messages.PROTOCOL_OBSERVE_RAISED, protocol.name,
@@ -324,80 +279,6 @@ def _record(step: int, name: str, completion: str, outcome: str | None, model, b
                 "hazards": [dataclasses.asdict(h) | {"slots": list(h.slots)}
                             for h in hazards[before:]] if len(hazards) > before else [],
                 "result": result}     # plain already (``plain_result``)
-
-
-#: frames of these folders are neither the protocol's nor the target's (torch, stagecheck,
-#: the standard library): the innermost frame outside them says whose code raised
-_NEUTRAL = tuple(os.path.dirname(os.path.abspath(f)) + os.sep for f in (
-    os.__file__,                                   # the standard library
-    messages.__file__,                             # stagecheck's oracles
-    sys.modules[Protocol.__module__].__file__))    # stagecheck's spec (built-in protocols)
-
-
-def _protocol_mistake(run, exc: BaseException | None, code,
-                      own_only: bool = False) -> str | None:
-    """``file:line`` where a user protocol's own function raised ``exc`` (its innermost
-    frame outside torch, stagecheck and the standard library lies in the protocol's file,
-    which is not the target's); None when the code under test raised it. ``own_only``:
-    whether ``run`` is a user protocol's function in a file of its own at all (its file)."""
-    own = getattr(getattr(run, "__code__", None), "co_filename", None)
-    if not own or own.startswith(_NEUTRAL):
-        return None                          # a built-in protocol: its code is stagecheck's
-    ref = getattr(code, "ref", None)
-    targets = {os.path.realpath(p) for p in (getattr(ref, "filename", None),
-                                             str(getattr(ref, "spec", "")).split("::")[0])
-               if p}
-    if os.path.realpath(own) in targets:
-        return None                          # one file holds both: the target's, to be safe
-    if own_only:
-        return own
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        name = frame.filename
-        if name.startswith("<") or name.startswith(_NEUTRAL) or "site-packages" in name:
-            continue
-        return f"{name}:{frame.lineno}" if os.path.realpath(name) == os.path.realpath(own) \
-            else None
-    return None
-
-
-def _refuse_own_hang(protocol: Protocol, func, exc: BaseException, code, part: str,
-                     limit: float | None) -> None:
-    """A ``SchemaError`` when the per-call limit stopped a user protocol's own function
-    ``func`` in its own code (``_protocol_mistake``): a loop of the protocol's, never a
-    hang of the code under test."""
-    mistake = _protocol_mistake(func, exc, code)
-    if mistake is not None:
-        raise SchemaError.of(messages.PROTOCOL_CODE_HUNG, protocol.name, part=part,
-                             limit=limit or 0, where=mistake) from None
-
-
-def _built_class(code, protocol: Protocol) -> str:
-    """The name of the class ``build`` was building: the one the target names (which may
-    not be the protocol's component), else the protocol's component."""
-    try:
-        return type_name(code.component())
-    except Exception:
-        return protocol.component or "the component"
-
-
-def _call_refused(build, exc: BaseException) -> str | None:
-    """``file:line`` in ``build`` when ``exc`` is a TypeError raised by a call there that
-    the callee refused (arguments it does not take: the innermost frame is ``build``'s own,
-    or ``ctx.component``'s that it called); None otherwise (the component's code raised
-    it, or something else did)."""
-    code = getattr(build, "__code__", None)
-    if not isinstance(exc, TypeError) or code is None or exc.__traceback__ is None:
-        return None
-    frames = traceback.extract_tb(exc.__traceback__)
-
-    def is_(frame, fn_code) -> bool:
-        return frame.name == fn_code.co_name and \
-            os.path.realpath(frame.filename) == os.path.realpath(fn_code.co_filename)
-
-    if not (is_(frames[-1], code) or is_(frames[-1], RunContext.component.__code__)):
-        return None
-    mine = [f for f in frames if is_(f, code)]
-    return f"{mine[-1].filename}:{mine[-1].lineno}" if mine else None
 
 
 def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:

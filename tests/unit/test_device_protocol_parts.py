@@ -278,7 +278,7 @@ def test_a_protocol_result_as_json():
 def test_a_call_the_component_refuses_is_told_from_a_component_that_raises():
     """A protocol's build calling the component with arguments it does not take is the
     protocol's mistake (exit 2); a TypeError from the component's own code is a finding."""
-    from stagecheck.oracles.protocol.run import _call_refused
+    from stagecheck.oracles.protocol.own_code import call_refused as _call_refused
 
     class Component:
         def __init__(self, capacity):

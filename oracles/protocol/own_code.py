@@ -1,0 +1,140 @@
+"""Whose code failed in a protocol run: the user protocol's own (its mistake, exit 2) or the
+code under test's (an observed outcome, a finding). A run's ``build``, operations and
+``observe`` are protocol functions calling the component; these helpers tell the two
+apart by the frames an exception passed (``protocol_mistake``), by what a refused call's
+``TypeError`` names (``call_refused``), and by the line that called ``os._exit``
+(``own_exits_refused``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from contextlib import contextmanager
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.protocol.context import RunContext
+from stagecheck.oracles.text import type_name
+from stagecheck.spec.protocol import Protocol
+
+__all__ = ["ProtocolExited", "built_class", "call_refused", "own_exits_refused",
+           "protocol_mistake", "refuse_own_hang"]
+
+
+class ProtocolExited(BaseException):
+    """``os._exit`` called by a user protocol's own code (not the code under test's): its
+    mistake, never a process that ended (a BaseException: no ``except Exception`` of the
+    code under test takes it)."""
+
+    def __init__(self, status, where: str) -> None:
+        super().__init__(status)
+        self.status, self.where = status, where
+
+    def __str__(self) -> str:
+        return f"os._exit({self.status!r})"
+
+
+@contextmanager
+def own_exits_refused(protocol: Protocol, code):
+    """While a sequence runs: ``os._exit`` called from a line of the user protocol's own
+    file raises ``ProtocolExited`` (said as the protocol's mistake, exit 2); called from
+    anywhere else (the code under test) it ends the process as before (an observed
+    end). Nothing changes for a built-in protocol, or one in the target's own file."""
+    own = getattr(getattr(protocol.build, "__code__", None), "co_filename", None)
+    if not own or own.startswith(_NEUTRAL) or protocol_mistake(protocol.build, None, code,
+                                                                 own_only=True) is None:
+        yield
+        return
+    own = os.path.realpath(own)
+    holders = [m for m in (os, sys.modules.get("posix")) if m is not None
+               and hasattr(m, "_exit")]
+    previous = [m._exit for m in holders]
+
+    def exit_refused(status, *args, **kwargs):
+        frame = sys._getframe(1)
+        if os.path.realpath(frame.f_code.co_filename) == own:
+            raise ProtocolExited(status, f"{frame.f_code.co_filename}:{frame.f_lineno}")
+        previous[0](status, *args, **kwargs)
+
+    for m in holders:
+        m._exit = exit_refused
+    try:
+        yield
+    finally:
+        for m, real in zip(holders, previous):
+            m._exit = real
+
+
+#: frames of these folders are neither the protocol's nor the target's (torch, stagecheck,
+#: the standard library): the innermost frame outside them says whose code raised
+_NEUTRAL = tuple(os.path.dirname(os.path.abspath(f)) + os.sep for f in (
+    os.__file__,                                   # the standard library
+    messages.__file__,                             # stagecheck's oracles
+    sys.modules[Protocol.__module__].__file__))    # stagecheck's spec (built-in protocols)
+
+
+def protocol_mistake(run, exc: BaseException | None, code,
+                      own_only: bool = False) -> str | None:
+    """``file:line`` where a user protocol's own function raised ``exc`` (its innermost
+    frame outside torch, stagecheck and the standard library lies in the protocol's file,
+    which is not the target's); None when the code under test raised it. ``own_only``:
+    whether ``run`` is a user protocol's function in a file of its own at all (its file)."""
+    own = getattr(getattr(run, "__code__", None), "co_filename", None)
+    if not own or own.startswith(_NEUTRAL):
+        return None                          # a built-in protocol: its code is stagecheck's
+    ref = getattr(code, "ref", None)
+    targets = {os.path.realpath(p) for p in (getattr(ref, "filename", None),
+                                             str(getattr(ref, "spec", "")).split("::")[0])
+               if p}
+    if os.path.realpath(own) in targets:
+        return None                          # one file holds both: the target's, to be safe
+    if own_only:
+        return own
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        name = frame.filename
+        if name.startswith("<") or name.startswith(_NEUTRAL) or "site-packages" in name:
+            continue
+        return f"{name}:{frame.lineno}" if os.path.realpath(name) == os.path.realpath(own) \
+            else None
+    return None
+
+
+def refuse_own_hang(protocol: Protocol, func, exc: BaseException, code, part: str,
+                     limit: float | None) -> None:
+    """A ``SchemaError`` when the per-call limit stopped a user protocol's own function
+    ``func`` in its own code (``protocol_mistake``): a loop of the protocol's, never a
+    hang of the code under test."""
+    mistake = protocol_mistake(func, exc, code)
+    if mistake is not None:
+        raise SchemaError.of(messages.PROTOCOL_CODE_HUNG, protocol.name, part=part,
+                             limit=limit or 0, where=mistake) from None
+
+
+def built_class(code, protocol: Protocol) -> str:
+    """The name of the class ``build`` was building: the one the target names (which may
+    not be the protocol's component), else the protocol's component."""
+    try:
+        return type_name(code.component())
+    except Exception:
+        return protocol.component or "the component"
+
+
+def call_refused(build, exc: BaseException) -> str | None:
+    """``file:line`` in ``build`` when ``exc`` is a TypeError raised by a call there that
+    the callee refused (arguments it does not take: the innermost frame is ``build``'s own,
+    or ``ctx.component``'s that it called); None otherwise (the component's code raised
+    it, or something else did)."""
+    code = getattr(build, "__code__", None)
+    if not isinstance(exc, TypeError) or code is None or exc.__traceback__ is None:
+        return None
+    frames = traceback.extract_tb(exc.__traceback__)
+
+    def is_(frame, fn_code) -> bool:
+        return frame.name == fn_code.co_name and \
+            os.path.realpath(frame.filename) == os.path.realpath(fn_code.co_filename)
+
+    if not (is_(frames[-1], code) or is_(frames[-1], RunContext.component.__code__)):
+        return None
+    mine = [f for f in frames if is_(f, code)]
+    return f"{mine[-1].filename}:{mine[-1].lineno}" if mine else None
