@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -53,6 +52,8 @@ class Outcome:
     interrupted: tuple | None = None
     saved: str | None = None         # where the findings were saved (the run manifest)
     notes: tuple[str, ...] = ()      # lines for stderr after the report
+    said: str | None = None          # the verdict in the report's words (report.text.
+                                     # verdict_said), for messages about its files
 
 
 class Command:
@@ -121,13 +122,8 @@ class Command:
             emit(colored(values, outcome.text) if self.colored else outcome.text)
         for line in () if values.get("quiet") else outcome.notes:
             note(line)
-        # the verdict in the words the report said it (VIOLATES THE PROTOCOL, CONFORMS)
-        said = _SAID.search(outcome.text or "")
-        return outputs.finish(outcome.code, said.group(1) if said else outcome.verdict)
+        return outputs.finish(outcome.code, outcome.said or outcome.verdict)
 
-
-#: a text report's verdict line: ``verdict: HOLDS THE PROTOCOL — ...``
-_SAID = re.compile(r"^verdict: ([A-Z][A-Z ]*?) —", re.M)
 
 
 def internal(exc: BaseException) -> bool:

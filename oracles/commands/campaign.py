@@ -25,7 +25,7 @@ from stagecheck.oracles.report import json_document, render_campaign, render_jso
 from stagecheck.oracles.report.json import campaign_body, campaign_settings
 from stagecheck.oracles.report.markdown import render_markdown
 from stagecheck.oracles.report.replay import kept_findings, new_run_id, save_run
-from stagecheck.oracles.report.text import examples_tried
+from stagecheck.oracles.report.text import examples_tried, verdict_said
 from stagecheck.oracles.targets import schema_spec
 
 __all__ = ["CampaignCommand", "COMMANDS"]
@@ -161,7 +161,8 @@ class CampaignCommand(Command):
         notes = (messages.INFOS_NOT_SAVED.format(count=unsaved),) if unsaved and run.save \
             else ()
         return Outcome(verdict, VERDICT_EXIT[verdict], result, files, text, saved=where,
-                       notes=notes)
+                       notes=notes, said=None if verdict == INTERNAL
+                       else verdict_said(result, run.strict))
 
 
 COMMANDS = {"diff": CampaignCommand("diff"), "spec": CampaignCommand("spec")}

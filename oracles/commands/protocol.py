@@ -42,7 +42,7 @@ from stagecheck.oracles.report.protocol_replay import (load_protocol_replay, rep
                                                        save_protocol_findings)
 from stagecheck.oracles.report.protocol_text import protocol_finding_lines, render_protocol
 from stagecheck.oracles.report.replay import new_run_id, save_run, untrusted_parts
-from stagecheck.oracles.report.text import replay_verdict
+from stagecheck.oracles.report.text import replay_verdict, verdict_said
 from stagecheck.oracles.stdio import note, shown
 from stagecheck.oracles.targets import is_file_spec
 from stagecheck.oracles.text import did_you_mean
@@ -262,7 +262,8 @@ class ProtocolCampaignCommand(Command):
         unsaved = sum(1 for f in result.findings if f.severity != "error" and f.id not in saved)
         notes = (messages.INFOS_NOT_SAVED.format(count=unsaved),) if unsaved and run.save \
             else ()
-        return Outcome(verdict, VERDICT_EXIT[verdict], result, files, text, notes=notes)
+        return Outcome(verdict, VERDICT_EXIT[verdict], result, files, text, notes=notes,
+                       said=verdict_said(result, run.strict, protocol=True))
 
 
 def replay_protocol_outcome(config: ReplayConfig) -> Outcome:

@@ -19,7 +19,7 @@ from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 
 __all__ = ["InfoGroup", "error_group_lines", "finding_lines", "findings_count", "findings_sections",
-           "info_group_line", "info_groups", "slot_table"]
+           "info_group_line", "info_groups", "slot_table", "verdict_said"]
 
 
 def _cell(v) -> str:
@@ -289,3 +289,14 @@ def findings_count(errors: list[Finding], infos: list[Finding]) -> str:
     else:
         head = f"{len(errors)} error finding(s)"
     return f"{head}, {len(infos)} info finding(s)"
+
+
+def verdict_said(result, strict: bool = False, protocol: bool = False) -> str:
+    """``result``'s verdict in the words its report says it: a pair's (DIFFERENT,
+    EQUIVALENT), or one target's against the spec (CONFORMS/VIOLATES; with ``protocol``,
+    HOLDS/VIOLATES THE PROTOCOL): nothing is "equivalent" with one target."""
+    verdict = result.verdict(strict).upper()
+    if result.baseline:
+        return verdict
+    words = messages.PROTOCOL_SPEC_VERDICT if protocol else messages.SPEC_VERDICT
+    return words.get(verdict, verdict)

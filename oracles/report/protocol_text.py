@@ -14,6 +14,7 @@ import json
 from stagecheck.oracles import messages
 from stagecheck.oracles.collect import ErrorGroup, cause_rank
 from stagecheck.oracles.report.escape import escape
+from stagecheck.oracles.report.finding_text import verdict_said
 from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
 from stagecheck.spec.findings import Finding, sort_key
 from stagecheck.spec.protocol_invariants import END_OF_RUN, UNNAMED, protocol_statement
@@ -160,9 +161,7 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
     if result.interrupted:
         lines.append(f"no verdict: interrupted ({result.interrupted})")
     errors, infos = result.errors, result.infos
-    verdict = result.verdict(strict).upper()
-    if not result.baseline:
-        verdict = messages.PROTOCOL_SPEC_VERDICT.get(verdict, verdict)
+    verdict = verdict_said(result, strict, protocol=True)
     groups = protocol_error_groups(errors)
     if len(groups) < len(errors):
         counted = messages.ERRORS_COUNT.format(errors=len(groups), findings=len(errors))

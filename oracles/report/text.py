@@ -17,7 +17,7 @@ from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.finding_text import (finding_lines, findings_count,
                                                     findings_sections, info_group_line,
-                                                    info_groups)
+                                                    info_groups, verdict_said)
 from stagecheck.oracles.report.snippet import pytest_example, snippet_setting
 from stagecheck.spec import Finding
 from stagecheck.spec.space import draft_bound
@@ -115,9 +115,7 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
         lines.append(messages.KERNEL_ALWAYS_RAN.format(
             examples=result.examples_kernel, seconds=result.kernel_seconds))
     errors, infos = result.errors, result.infos
-    verdict = result.verdict(strict).upper()
-    if not result.baseline:        # one target against the spec: nothing is "equivalent"
-        verdict = messages.SPEC_VERDICT.get(verdict, verdict)
+    verdict = verdict_said(result, strict)
     lines.append(f"verdict: {verdict} — {findings_count(errors, infos)}"
                  + (" (--strict: info counts)" if strict else ""))
     lines += findings_sections(errors, infos, saved, result.schema, verbose)

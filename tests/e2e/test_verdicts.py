@@ -447,6 +447,11 @@ def test_a_report_that_cannot_be_written_is_never_exit_0(tmp_path):
     buggy = stagecheck("diff", BUGGY, "single-loop", "--json", "/dev/full", "--save-dir",
                        tmp_path)
     assert buggy.returncode == 1 and f"option --json: {problem}" in buggy.stderr
+    # the message names the verdict in the report's own words (one target: the spec's)
+    spec = stagecheck("spec", BUGGY, "--examples", "20", "--json", "/dev/full", "--save-dir",
+                      tmp_path)
+    assert spec.returncode == 1 and "the exit code stays the verdict's (VIOLATES: 1)" \
+        in spec.stderr, spec.stderr
 
 
 def test_a_target_that_changes_folder_does_not_move_the_outputs(tmp_path):
