@@ -138,14 +138,12 @@ class HostIntent:
                         continue
                     bad.append(p)
                 if bad:
-                    span = Span(lo + bad[0] * item, lo + bad[-1] * item + item, item,
-                                tuple(lo + p * item for p in bad))
-                    region, slots = self.describe(span)
-                    named = self.regions.of(span)
+                    region, slots, row = self.describe_in_rows(Span(
+                        lo + bad[0] * item, lo + bad[-1] * item + item, item,
+                        tuple(lo + p * item for p in bad)))
                     self.mismatches.append({
                         "where": op.location, "work": op.what, "arg": label,
-                        "region": region, "slots": list(slots) or bad,
-                        "row": named.row if named is not None and slots else 0,
+                        "region": region, "slots": list(slots) or bad, "row": row,
                         "meant": [meant[p] for p in bad], "read": [flat[p] for p in bad]})
 
     def _delivered_later(self, address: int, item: int, launch: int, value) -> bool:

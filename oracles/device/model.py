@@ -131,10 +131,16 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         self.name_region(t, f"pinned tensor {self._pinned_count}")
 
     def describe(self, span: Span) -> tuple[str, tuple[int, ...]]:
+        return self.describe_in_rows(span)[:2]
+
+    def describe_in_rows(self, span: Span) -> tuple[str, tuple[int, ...], int]:
+        """``describe`` and the elements per row of the memory (``Region.row``; 0 for
+        memory of one dimension or without a name), to say its slots as (row, column)."""
         region = self.regions.of(span)
         if region is None:
-            return "an unnamed tensor", ()
-        return region.name, region.slots(span)
+            return "an unnamed tensor", (), 0
+        slots = region.slots(span)
+        return region.name, slots, region.row if slots else 0
 
     # ================================================================ issuing
     def _issue(self, kind: str, what: str, stream: StreamState | None = None) -> Op:

@@ -76,11 +76,10 @@ class RaceDetection:
             base, item = dst.data_ptr(), dst.element_size()
             positions = [(a - base) // item for a in shared[:64]]
             values = dst.reshape(-1)[positions].tolist()
-        read_span = Span(shared[0], shared[-1] + item, item, tuple(shared))
-        region, slots = self.describe(read_span)
-        named = self.regions.of(read_span)
+        region, slots, row = self.describe_in_rows(Span(shared[0], shared[-1] + item, item,
+                                                        tuple(shared)))
         op.stale.append((self.location, region, list(slots)[:64] or positions, positions,
-                         values, named.row if named is not None and slots else 0))
+                         values, row))
 
     def _check_stale(self, op: Op) -> None:
         """Download ``op`` has landed (the CPU model: it has just run; CUDA: the host has
@@ -305,18 +304,15 @@ class RaceDetection:
         shared = held.shared(touched)
         if not shared:
             return
-        named = self.regions.of(Span(shared[0], shared[-1] + held.item, held.item,
-                                     tuple(shared)))
-        region, slots = self.describe(Span(shared[0], shared[-1] + held.item, held.item,
-                                           tuple(shared)))
+        region, slots, row = self.describe_in_rows(Span(shared[0], shared[-1] + held.item,
+                                                        held.item, tuple(shared)))
         if not slots:       # memory without a name: elements counted from the held range
             slots = tuple(sorted({(a - held.lo) // held.item for a in shared}))
         fresh = tuple(s for s in slots if (kind, region, s) not in pending.reported)
         if slots and not fresh:
             return
         pending.reported.update((kind, region, s) for s in slots)
-        self.hazards.append(Hazard(kind, region, fresh or slots, pending.describe(),
-                                   by, named.row if named is not None and slots else 0,
+        self.hazards.append(Hazard(kind, region, fresh or slots, pending.describe(), by, row,
                                    tuple(at) if at and tuple(at) != tuple(self.location)
                                    else ()))
 

@@ -28,7 +28,7 @@ from stagecheck.oracles.protocol.shrink import shrink_sequence
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target, target_ref
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool
-from stagecheck.oracles.worker.protocol import BUSY
+from stagecheck.oracles.worker.protocol import BUSY, RESTART
 from stagecheck.spec.findings import ERROR, Finding, FindingsResult, sort_key
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.protocol_invariants import END_OF_RUN
@@ -37,8 +37,6 @@ from stagecheck.spec.steps import StepSequence, unfold
 __all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "run_protocol_campaign"]
 
 RUN_MODULE = "stagecheck.oracles.protocol.run"
-#: ``run.RESTART``: the entry a batch's answer ends with to ask for a fresh worker
-RESTART = (-1, "restart")
 #: seconds each operation of a worker call gets on top of its limit (--timeout): stagecheck's
 #: own work between two operations (the model's, the trace's) is counted in it
 GRACE_SECONDS = 2.0

@@ -47,7 +47,7 @@ from stagecheck.spec.steps import unfold
 
 __all__ = ["PROTOCOL_SECONDS", "check_protocol", "dry_run_problems", "is_protocol_file",
            "load_protocol", "load_protocol_guarded", "load_protocol_isolated", "probe_protocol",
-           "protocol_for_target", "protocol_spec", "when_problem"]
+           "protocol_for_target", "protocol_spec", "refuse_patches", "when_problem"]
 
 SINGLE_CALL = "single-call:"
 _SPECS: dict[int, str] = {}        # id(protocol) -> the spec it was loaded from
@@ -184,7 +184,7 @@ def _load_file(spec: str, checked: bool, guarded: bool) -> Protocol:
     before = guard.snapshot() if guarded else None
     module = _import(path, spec, guarded)
     if before is not None:
-        _refuse_patches(before, spec)
+        refuse_patches(before, spec)
     name = name or "PROTOCOL"
     protocol = getattr(module, name, None)
     if protocol is None or (checked and not isinstance(protocol, Protocol)):
@@ -219,8 +219,11 @@ def _import(path: str, spec: str, guarded: bool = False):
     return module
 
 
-def _refuse_patches(before: dict, spec: str) -> None:
-    changed = guard.patched(before)
+def refuse_patches(before: dict, spec: str, also: tuple[str, ...] = ()) -> None:
+    """``PROTOCOL_PATCHES`` when protocol file ``spec`` changed, since ``before``
+    (``guard.snapshot(also)``), stagecheck's own code or that of the modules ``also``
+    names."""
+    changed = guard.patched(before, also=also)
     if changed:
         raise SchemaError.of(messages.PROTOCOL_PATCHES, spec, names=", ".join(changed[:4]) + (
             f" and {len(changed) - 4} more" if len(changed) > 4 else ""))

@@ -28,14 +28,14 @@ from stagecheck.oracles.observe.call import CallTimedOut, time_limit
 from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, prepare_state,
                                                  release_state)
-from stagecheck.oracles.protocol.load import load_protocol, when_problem
+from stagecheck.oracles.protocol.load import load_protocol, refuse_patches, when_problem
 from stagecheck.oracles.protocol.own_code import (ProtocolExited, built_class, call_refused,
                                                   own_exits_refused, protocol_mistake,
                                                   refuse_own_hang)
 from stagecheck.oracles.protocol.results import plain, plain_result, refuse_device_values
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.text import exception_text
-from stagecheck.oracles.worker.protocol import end_left_running, next_position
+from stagecheck.oracles.worker.protocol import RESTART, end_left_running, next_position
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.schema import StandInUnsupported
 from stagecheck.spec.steps import StepSequence, unfold
@@ -306,10 +306,7 @@ def _protocol(spec: str) -> Protocol:
         import_torch()
         before = guard.snapshot(_TORCH_MODULES)
         protocol = load_protocol(spec)
-        changed = guard.patched(before, also=_TORCH_MODULES)
-        if changed:
-            raise SchemaError.of(messages.PROTOCOL_PATCHES, spec, names=", ".join(
-                changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else ""))
+        refuse_patches(before, spec, _TORCH_MODULES)
         _PROTOCOLS[spec] = protocol
     return _PROTOCOLS[spec]
 
@@ -324,11 +321,6 @@ def run_batch(protocol_spec: str, refs: list, batch: list, options: dict) -> lis
     codes = [load_code(ref, protocol.component, schema) for ref in refs]
     with fewer_collections():   # a run makes thousands of short-lived objects
         return _run_batch(protocol, codes, batch, options)
-
-
-#: the last entry of a batch's answer that asks the checker for a fresh worker before the
-#: rest of the batch (threads a sequence left running would be charged to later ones)
-RESTART = (-1, "restart")
 
 
 def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> list:

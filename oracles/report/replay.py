@@ -42,10 +42,10 @@ from stagecheck.spec import StagingScenario
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.space import malformed
 
-__all__ = ["DEFAULT_SAVE_DIR", "GITIGNORE", "KEEP_RUNS", "REPLAY_VERSION", "kept_findings",
-           "load_replay", "mark_ignored", "new_run_id", "prune_runs", "read_replay_document",
-           "replay_id", "replay_run", "save_findings", "save_run", "saved_run",
-           "write_manifest"]
+__all__ = ["DEFAULT_SAVE_DIR", "GITIGNORE", "KEEP_RUNS", "REPLAY_VERSION", "RUN_FIELDS",
+           "kept_findings", "load_replay", "mark_ignored", "new_run_id", "prune_runs",
+           "read_replay_document", "replay_id", "replay_run", "save_findings", "save_run",
+           "saved_run", "write_manifest"]
 
 #: the folder stagecheck keeps for itself (it ignores itself for git)
 STAGECHECK_DIR = ".stagecheck"
@@ -109,19 +109,22 @@ def save_findings(result, directory: str, baseline=None, candidate=None,
     return saved
 
 
+#: the ``RunOptions`` fields a replay file keeps (its ``run``), each with its type: the copy
+#: model and the staging calls per example decide what a finding shows (a
+#: ``no_copy_hazard`` needs ``--deferred-copies`` on the CPU)
+RUN_FIELDS = {"deferred_copies": bool, "steps": int, "timeout": float}
+
+
 def saved_run(run) -> dict:
-    """How each example ran (``RunOptions``), as a replay file keeps it: the copy model and
-    the staging calls per example decide what a finding shows (a ``no_copy_hazard`` needs
-    ``--deferred-copies`` on the CPU)."""
-    return {"deferred_copies": bool(run.deferred_copies), "steps": int(run.steps),
-            "timeout": float(run.timeout)}
+    """How each example ran (``RunOptions``), as a replay file keeps it."""
+    return {name: kind(getattr(run, name)) for name, kind in RUN_FIELDS.items()}
 
 
 def replay_run(saved: dict) -> dict:
     """The ``RunOptions`` fields a replay file keeps (``saved_run``); none for a file of an
     older stagecheck, which kept only the device."""
     run = saved.get("run") or {}
-    return {k: run[k] for k in ("deferred_copies", "steps", "timeout") if k in run}
+    return {k: run[k] for k in RUN_FIELDS if k in run}
 
 
 def write_manifest(directory: str, run_id: str, command: str, result, saved: dict[str, str],
@@ -332,12 +335,13 @@ def _fields_checked(saved: dict) -> None:
     if not all(isinstance(s, str) for s in saved.get("shims") or ()):
         raise TypeError("its field 'shims' holds something other than paths")
     run = saved.get("run") or {}
-    for name, kinds in (("deferred_copies", (bool,)), ("steps", (int,)),
-                        ("timeout", (int, float))):
+    for name, kind in RUN_FIELDS.items():
+        # a whole number is a float's value too; a bool is no number
+        kinds = (int, float) if kind is float else (kind,)
         if name in run and (not isinstance(run[name], kinds) or (
-                name != "deferred_copies" and isinstance(run[name], bool))):
+                kind is not bool and isinstance(run[name], bool))):
             raise TypeError(f"its field 'run' holds {name} = {run[name]!r}, not a "
-                            f"{kinds[0].__name__}")
+                            f"{kind.__name__}")
 
 
 def _malformed(path: str, exc: BaseException) -> ScenarioError:

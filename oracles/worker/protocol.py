@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["BUSY", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "SIDES_PER_EXAMPLE",
+__all__ = ["BUSY", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "RESTART", "SIDES_PER_EXAMPLE",
            "SharedPosition", "TargetArg", "default_memory_mib", "held_targets",
            "end_left_running", "hold_ender", "hold_position", "next_position", "observed",
            "observing", "target_arg"]
@@ -26,6 +26,11 @@ BUSY = 1
 #: positions per example of a batch: one per side (a batch has fewer sides than this)
 SIDES_PER_EXAMPLE = 8
 
+
+#: the last entry of a ``call``'s answer (a protocol batch's) that asks the parent for a
+#: fresh worker before the rest: threads the code under test left running would have their
+#: CPU time charged to later calls
+RESTART = (-1, "restart")
 
 #: this worker's ``SharedPosition`` (set when the worker starts; None elsewhere), for code
 #: a ``call`` runs to mark each unit of target code it starts (``next_position``)
