@@ -263,9 +263,10 @@ class _Search(Shrinking, HypothesisStream, KernelImpactProbe):
                 continue
             s = StagingScenario.from_dict(f.scenario)
             fixed = repaired(self.schema, s)
-            if fixed is None or repr(fixed.to_dict()) in seen:
+            key = repr(fixed.to_dict()) if fixed is not None else None
+            if key is None or key in seen:
                 continue
-            seen.add(repr(fixed.to_dict()))
+            seen.add(key)
             findings = self.evaluate(fixed, kernel=self.kernel_every)
             if any(g.severity == ERROR for g in findings):
                 self.record(findings, fixed, "repaired")
