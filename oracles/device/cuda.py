@@ -199,6 +199,10 @@ class CudaDevice(DeviceModel):
             if op.stale and self._known(op):
                 self._check_stale(op)
 
+    def release(self) -> None:
+        self.gates.close()
+        super().release()
+
     def _complete_all(self) -> None:
         self.gates.open()
         self._real["synchronize"]()

@@ -67,6 +67,7 @@ class StreamGates:
         self.last_call = time.monotonic()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._closed = threading.Event()
         driver = _driver()
         if driver is None:
             return
@@ -94,7 +95,7 @@ class StreamGates:
                 self.available = False
                 return 0
             self.issued = number
-            if self._thread is None:
+            if self._thread is None and not self._closed.is_set():
                 self._thread = threading.Thread(target=self._watch, daemon=True,
                                                 name="stagecheck-gates")
                 self._thread.start()
@@ -109,10 +110,21 @@ class StreamGates:
                 self.opened = upto
                 self._value[0] = upto
 
+    def close(self) -> None:
+        """The run is over: open every gate and end the watchdog before returning, so
+        that no thread of the checker's own is left when the worker looks for threads the
+        code under test left running (``no_process_left``)."""
+        self.open()
+        self._closed.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
     def _watch(self) -> None:
-        """The watchdog: runs while a gate is closed (it ends once all are open)."""
-        while True:
-            time.sleep(_POLL_S)
+        """The watchdog: runs while a gate is closed (it ends once all are open, or at
+        ``close``)."""
+        while not self._closed.wait(_POLL_S):
             with self._lock:
                 if self.issued <= self.opened:
                     self._thread = None
@@ -122,6 +134,8 @@ class StreamGates:
                 if len(self.stalls) < 5:
                     self.stalls.append(self._where_host_waits())
                 self.open()
+        with self._lock:
+            self._thread = None
 
     def _where_host_waits(self) -> str:
         frame = sys._current_frames().get(self._host_thread)

@@ -11,6 +11,7 @@ they really lag behind the host.
 
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -239,3 +240,25 @@ def test_unordered_copies_into_one_pinned_buffer_are_a_race_on_cuda():
                                    ProtocolConfig(sequences=60, **CUDA))
     assert any(f.invariant == "no_copy_hazard" for f in result.findings), \
         [f.message for f in result.findings]
+
+
+@pytest.mark.parametrize("protocol", BUILTIN)
+def test_a_fixed_fixtures_sequences_leave_no_thread_and_need_no_fresh_worker_on_cuda(protocol):
+    # the gates' watchdog once outlived each run: every sequence then asked for a fresh
+    # worker (one torch import and CUDA start per sequence: 1 sequence/s instead of ~70)
+    from stagecheck.oracles.protocol import load_protocol
+    from stagecheck.oracles.protocol import run as protocol_run
+    from stagecheck.oracles.protocol.campaign import _ops_per_sequence
+    from stagecheck.oracles.protocol.generate import sample_sequence
+    from stagecheck.oracles.targets import target_ref
+    from stagecheck.oracles.worker.protocol import RESTART
+    loaded = load_protocol(protocol)
+    (path,) = fixtures(protocol, "fixed")
+    refs = [target_ref(f"{path}::{loaded.component}")]
+    options = {"device": "cuda", "timeout": 30.0, "busy_cycles": 0,
+               "ops": _ops_per_sequence(loaded, 8)}
+    batch = [(i, sample_sequence(loaded, 0, i, steps=8).to_dict()) for i in range(4)]
+    answer = protocol_run.run_batch(protocol, refs, batch, options)
+    assert tuple(answer[-1]) != RESTART
+    assert [a[0] for a in answer] == [0, 1, 2, 3]          # every sequence, one worker
+    assert not any(t.name == "stagecheck-gates" for t in threading.enumerate())

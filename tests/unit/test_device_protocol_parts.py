@@ -367,3 +367,27 @@ def test_a_protocol_documents_settings_are_named_as_the_staging_documents_are():
         assert re.search(rf"`{key}`", section), key
     for key in settings:
         assert f"`{key}`" in section, key
+
+
+def test_closing_the_stream_gates_ends_their_watchdog_thread_before_it_returns():
+    # the CUDA model's watchdog is the checker's own thread: alive at a sequence's end it
+    # read as a thread the code under test left running (a worker restart per sequence)
+    import threading
+
+    import numpy as np
+
+    from stagecheck.oracles.device.gate import StreamGates
+
+    gates = StreamGates.__new__(StreamGates)        # made by hand: no CUDA driver here
+    gates.__dict__.update(issued=0, opened=0, forced=0, stalls=[], available=True,
+                          last_call=0.0, _host_thread=threading.get_ident(),
+                          _lock=threading.Lock(), _thread=None, _closed=threading.Event(),
+                          _wait=lambda *args: 0, _address=0,
+                          _value=np.zeros(1, dtype=np.int32))
+    assert gates.hold(7) == 1
+    watchdog = gates._thread
+    assert watchdog is not None and watchdog.is_alive()
+    gates.close()
+    assert not watchdog.is_alive() and gates._thread is None
+    assert gates.opened == 1 and gates._value[0] == 1       # what it held is let go
+    assert gates.hold(7) == 2 and gates._thread is None      # none starts after the close
