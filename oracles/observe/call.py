@@ -16,7 +16,7 @@ from stagecheck.oracles.errors import SchemaError, StagecheckError, UsageError
 from stagecheck.oracles.guard import exits_refused
 from stagecheck.oracles.observe.backends import make_backend, torch_module
 from stagecheck.oracles.observe.build import Backend, build_inputs
-from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.options import TIMEOUT_FLOOR, RunOptions
 from stagecheck.oracles.targets import Target
 from stagecheck.oracles.text import exception_text, type_name
 from stagecheck.spec.observation import Observation
@@ -43,11 +43,6 @@ def _expire(signum, frame):
 _FIRED = 0
 
 
-#: the shortest time limit a call gets, whatever ``--timeout`` says: CPU time is counted
-#: in clock ticks (10 ms) and building a call's inputs and reading them back takes a few
-#: milliseconds of stagecheck's own work, so a shorter limit would measure that, not the
-#: code under test, and call every correct call a hang
-TIMEOUT_FLOOR = 0.1
 #: a call may take this many times its time limit on the wall clock (a call that sleeps
 #: or waits uses no CPU time: the wall clock ends it); a correct call on a machine whose
 #: CPUs are busy takes longer on the wall clock only

@@ -157,3 +157,15 @@ def test_the_cli_builds_each_config_from_the_table():
 
 def test_messages_of_the_checks_are_constants():
     assert messages.TOO_LARGE[0].startswith("{value!r} is larger than")
+
+
+def test_a_timeout_below_the_floor_runs_as_the_floor_and_the_settings_say_so():
+    # the JSON settings once kept --timeout 0.05 while every call ran under 0.1 s
+    from stagecheck.oracles.options import TIMEOUT_FLOOR, ProtocolConfig
+    assert TIMEOUT_FLOOR == 0.1
+    assert RunOptions(timeout=0.05).timeout == TIMEOUT_FLOOR
+    assert RunOptions(timeout=0.25).timeout == 0.25
+    assert ProtocolConfig(timeout=1e-6).timeout == TIMEOUT_FLOOR
+    assert settings("diff", dataclasses.asdict(RunOptions(timeout=0.01)))["timeout"] == 0.1
+    with pytest.raises(UsageError):
+        RunOptions(timeout=0)                        # nothing is still refused
