@@ -62,6 +62,12 @@ class Finding:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+def context_label(f: Finding) -> str:
+    """How a report introduces ``f.extra["context"]``: why an info finding is allowed, or
+    why an error finding is one."""
+    return "why allowed" if f.severity == INFO else "why an error"
+
+
 def sort_key(f: Finding) -> tuple:
     """Report order: errors first, then by invariant, side and field."""
     return (f.severity != ERROR, f.invariant, f.side, str(f.field))

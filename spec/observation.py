@@ -72,6 +72,9 @@ class Hazard:
     more dimensions (its slots are flat indices, said as ``(row, column)``), else 0.
     ``at``: where the host issued the access that raced, when the race was seen later
     (queued device work that ran then), as ``(step, operation)``; else ``()``.
+    ``forced``: the torch operation on device tensors, issued by the host, that made the
+    CPU model run the pending upload before this write (such operations run at once), so
+    that no completion schedule could show the write reaching it; else ``""``.
     """
 
     kind: str
@@ -81,6 +84,7 @@ class Hazard:
     by: str
     row: int = 0
     at: tuple = ()
+    forced: str = ""
 
 
 def slot_text(slots, row: int = 0, most: int = 8) -> str:

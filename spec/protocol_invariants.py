@@ -82,6 +82,16 @@ NO_EFFECT = ("a race without an effect on what the device work read or the host 
              "any reader): harmless here, fragile under change")
 
 
+#: why a race with an upload that the CPU model ran early is an error whatever it changed
+FORCED_EARLY = ("the CPU model ran this upload early, when the host issued torch "
+                "{operation} on device tensors queued behind it (torch operations the "
+                "protocol does not declare as device_work run at once), so no completion "
+                "schedule could show this write reaching it; on a GPU the upload may run after "
+                "the write and copy its values. Wait for the upload (an event recorded after "
+                "it) before writing, or declare the consumer in the protocol's device_work so "
+                "that the model can delay it")
+
+
 def protocol_statement(invariant: str) -> str:
     """The prose of a protocol invariant or difference (else of a staging invariant)."""
     for inv in PROTOCOL_INVARIANTS:
@@ -293,10 +303,13 @@ def _hazards(seen: Trace, side: str, observable: bool) -> list[Finding]:
         shown.add(key)
         extra = {"kind": h["kind"], "step": h["step"], "operation": h["op"],
                  "slots": list(h["slots"]), "pending": h["pending"]}
-        if not observable:
+        forced = h.get("forced")
+        if forced:          # its effect could not be explored: never called harmless
+            extra["context"] = FORCED_EARLY.format(operation=forced)
+        elif not observable:
             extra["context"] = NO_EFFECT
         out.append(_finding("no_copy_hazard", _hazard_message(h),
-                            side, ERROR if observable else INFO,
+                            side, ERROR if observable or forced else INFO,
                             field=stable_region(h["region"]),
                             slot=h["slots"][0], extra=extra))
     return out

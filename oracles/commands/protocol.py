@@ -114,7 +114,10 @@ def _refuse_unread(command: str, values: dict, protocol: str,
         if value is not None and value != default and not (value == () and default is None):
             switch = option.action in ("switch", "negated")
             read = ", ".join(OPTIONS[o].flag for o in PROTOCOL_FIELDS.values()
-                             if staging or o != "max_capacity")
+                             if staging or o != "max_capacity") + (
+                " and the report options (" + ", ".join(
+                    OPTIONS[o].flag for o in _PRESENTATION
+                    if o in OPTIONS and OPTIONS[o].flag and o != "protocol") + ")")
             raise UsageError.of(messages.PROTOCOL_OPTION_UNUSED, "" if switch else value,
                                 given=option.flag if switch else f"{option.flag} {value}",
                                 flag=option.flag, protocol=protocol, reads=read

@@ -106,6 +106,9 @@ class CpuDevice(DeviceModel):
         torch = import_torch()
         self._torch = torch
         self._mode = None            # the interception mode while the model is active
+        #: downloads a host-issued operation made run early, with the values they wrote,
+        #: held back from host memory until the host learns them complete (``_run_now``)
+        self._late: list = []
         self.device = torch.device("cuda", 0)
         self.completion = completion
         self.inside = False          # running device work: its torch calls pass through
@@ -229,10 +232,32 @@ class CpuDevice(DeviceModel):
                 return
             self._execute(op)
 
+    def _land(self, which) -> None:
+        """Write into host memory what the held-back downloads ``which(op)`` picks wrote."""
+        keep = []
+        for o, values in self._late:
+            if which(o):
+                self._raw_copy(o.snapshot[1], values)
+            else:
+                keep.append((o, values))
+        self._late = keep
+
+    def _learn(self, clock: dict) -> None:
+        super()._learn(clock)
+        if self._late:
+            self._land(self._known)
+
+    def release(self) -> None:
+        self._late = []
+        super().release()
+
     def _execute(self, op: Op) -> None:
         queue = op.stream.queue
         assert queue and queue[0] is op
         queue.pop(0)
+        if self._late and op.kind == "h2d" and op.host_reads:   # it reads what they wrote
+            self._land(lambda o: any(r.overlaps(w) for r in op.host_reads
+                                     for w in o.host_writes))
         if op.kind == "d2h" and op.snapshot is not None:
             self.download_touched(op)        # host writes it is about to overwrite
         if op.action is not None:
@@ -274,10 +299,30 @@ class CpuDevice(DeviceModel):
             if op is None:
                 raise RuntimeError("the device model's queues wait on each other")
             self._execute(op)
+        if self._late:          # everything ran: what it wrote is in host memory
+            self._land(lambda o: True)
 
     def _run_now(self, op: Op, run):
+        """A torch operation the host issued on device tensors runs at once, after what is
+        queued ahead of it: copies ahead of it run early, not when a completion schedule
+        would have run them. An upload that did is marked (a later host write into its
+        source cannot be shown reaching it: ``Op.forced``); a download that did keeps what
+        it wrote out of host memory until the host learns it complete, as on a GPU, where
+        it may land any time before that (a host read before then sees the old values)."""
         if op.stream.queue:
+            ahead = [o for s in self._streams.values() for o in s.queue if o.kind in COPY_KINDS]
+            held = {o.index: self._clone(o.snapshot[1]) for o in ahead
+                    if o.kind == "d2h" and o.snapshot is not None}
             self._complete(op.stream.queue[-1])
+            for o in ahead:
+                if not o.done:
+                    continue
+                if o.kind == "h2d" and not o.forced:
+                    o.forced = op.what
+                elif o.index in held and not self._known(o):
+                    dst = o.snapshot[1]
+                    self._late.append((o, self._clone(dst)))
+                    self._raw_copy(dst, held[o.index])
         self.inside = True
         try:
             result = run()

@@ -207,6 +207,9 @@ class CudaDevice(DeviceModel):
         self.gates.open()
         self._real["synchronize"]()
 
+    def _host_waits_for(self, op: Op) -> None:
+        self.gates.open()
+
     def _run_now(self, op: Op, run):
         self.gates.last_call = time.monotonic()
         self.inside = True

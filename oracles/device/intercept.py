@@ -379,6 +379,27 @@ def _factory(model, func, args, kwargs):
 _HOST_INDEX_OK = frozenset({"__getitem__", "__setitem__", "index_put_", "index_put"})
 
 
+#: operations on device tensors whose result's size depends on the device's data: CUDA
+#: makes the host wait for the stream to reach them (a boolean mask index is one too, and
+#: ``repeat_interleave`` with tensor repeats and no ``output_size``)
+_HOST_WAITS = frozenset({"unique", "unique_consecutive", "_unique", "_unique2", "nonzero",
+                         "argwhere", "masked_select", "bincount"})
+
+
+def _host_waits(name: str, args, kwargs) -> bool:
+    """Whether the host waits for the device operation ``name`` (``_HOST_WAITS``)."""
+    if name in _HOST_WAITS:
+        return True
+    torch = _torch
+    if name == "repeat_interleave":
+        repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
+        return isinstance(repeats, torch.Tensor) and kwargs.get("output_size") is None
+    if name == "__getitem__" and len(args) > 1:
+        keys = args[1] if type(args[1]) in (tuple, list) else (args[1],)
+        return any(isinstance(k, torch.Tensor) and k.dtype == torch.bool for k in keys)
+    return False
+
+
 def _host_indices(name: str, args, strays: list) -> list:
     """The tensors of ``strays`` (host tensors in a device operation) that are its index
     argument, where CUDA takes host indices; the rest would raise on CUDA."""
@@ -409,7 +430,7 @@ def _generic(model, func, name, args, kwargs):
         if isinstance(out, torch.Tensor):
             writes.append(out)
         result = model.device_op(lambda: func(*args, **kwargs), name or "device operation",
-                                 on_device, writes)
+                                 on_device, writes, _host_waits(name, args, kwargs))
         model.point()
         return result
     if tensors and model._open and model.host_pending():

@@ -36,7 +36,7 @@ from stagecheck.oracles.device.intent import HostIntent
 from stagecheck.oracles.device.ops import COPY_KINDS, EventState, Op, StreamState
 from stagecheck.oracles.device.order import join
 from stagecheck.oracles.device.races import RaceDetection
-from stagecheck.oracles.device.work import DeviceWork, take_torch
+from stagecheck.oracles.device.work import DeviceWork, bytes_view, take_torch
 from stagecheck.oracles.device.spans import Region, Regions, Span, _span, span_of
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.spec.observation import Hazard
@@ -208,7 +208,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         op.dev_writes = [dst_span]
         with _disabled():
             storage = dst.untyped_storage().data_ptr()
-            op.fast = _bytes_view(src)
+            op.fast = bytes_view(src)
             snapshot = None if pinned and op.fast is not None else src.clone()  # _snapshot
         uploads = self._uploads.get(storage)
         if uploads is None:
@@ -234,7 +234,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
             span = dst_span
             op.host_writes = [span]
             with _disabled():         # what the host held when it issued it (``_snapshot``)
-                op.fast = _bytes_view(dst)
+                op.fast = bytes_view(dst)
                 op.snapshot = (None if op.fast is not None else dst.clone(), dst)
             for other in self._still_open():          # bytes the device may now change
                 if other.snapshot is not None:
@@ -260,13 +260,16 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         return out
 
     def launch(self, name: str, fn: Callable[[], Any], reads: dict, writes: tuple = (),
-               scalars: dict | None = None):
+               scalars: dict | None = None, pinned: list = ()):
         """Device work ``name`` on the current stream: ``fn()`` runs when the device runs
         it; ``reads`` (``{label: device tensor}``) are the tensors it reads, whose values
         then are logged in ``reads_log`` (with ``scalars``, plain arguments, as given);
         ``writes`` the device tensors it is known to write (what it writes is also seen
         while it runs). What the host meant each read element to hold is noted now: the
-        value of the host memory the last upload into it (issued before now) reads."""
+        value of the host memory the last upload into it (issued before now) reads.
+        ``pinned``: host tensors in pinned memory it reads in place (``_read_directly``)."""
+        for t in pinned:           # pinned host memory it reads in place (UVA)
+            self._read_directly(t, name)
         op = self._issue("kernel", name)
         spans, touched, reading, intents, index, low, high = [], {}, {}, {}, op.index, 2**64, 0
         with _disabled():       # each argument's metadata, read once
@@ -294,19 +297,6 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         self._work_ops.append(op)
         self._start(op)
         return op
-
-    def device_op(self, run: Callable[[], Any], name: str, reads: list, writes: list):
-        """A torch operation on device tensors that the host issued (arithmetic, a fill, an
-        index): ordered on the current stream like any kernel. It runs at once, after what
-        is queued ahead of it on that stream (one of the orders the stream allows)."""
-        op = self._issue("kernel", name)
-        op.dev_reads = [span_of(t) for t in reads]
-        op.dev_writes = [span_of(t) for t in writes]
-        self._race_at_issue(op)
-        self._open.append(op)
-        if op.dev_writes:
-            self._writers.append(op)
-        return self._run_now(op, run)
 
     def _device_type(self):
         """The class of device tensors, where the model has one (the CPU model's)."""
@@ -463,28 +453,11 @@ class _Passthrough:
 
 
 _disabled = None
-_EXACT: frozenset = frozenset()
-
-
-def _bytes_view(now):
-    """``Op.fast`` of a copy's pinned memory ``now`` at issue: for integer and bool memory
-    (equal values exactly where the bytes are, as ``torch.equal`` says) its key, bytes now
-    and a flat numpy view; None for floats (NaN, -0.0: ``torch.equal`` against a copy,
-    ``Op.snapshot``). Torch function handling is off in the caller."""
-    if now.dtype not in _EXACT or not now.is_contiguous() or now.requires_grad:
-        return None
-    try:
-        view = now.numpy().reshape(-1)      # flat: what is meant reads it by position
-        return (now.data_ptr(), view.nbytes, now.dtype), view.tobytes(), view
-    except (TypeError, RuntimeError):
-        return None
 
 
 def _take_torch() -> None:
-    global _disabled, _EXACT
+    global _disabled
     torch = import_torch()
     _disabled = torch._C.DisableTorchFunction
     take_torch(torch)
-    _EXACT = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
-                        torch.int64})
 

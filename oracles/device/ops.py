@@ -20,7 +20,7 @@ class Op:
                  "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
                  "what", "where", "reported", "event", "intents", "seen", "location",
                  "device_owned", "touched", "reading", "fast", "bounds", "stale", "fed",
-                 "unordered")
+                 "unordered", "forced")
 
     def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
                  ) -> None:
@@ -51,6 +51,9 @@ class Op:
         self.fed: list[Span] = []
         #: device work: the operations open and not ordered before it when it was issued
         self.unordered: list = []
+        #: an upload the CPU model ran early, when the host issued a torch operation on
+        #: device tensors queued behind it (such operations run at once): that operation
+        self.forced = ""
         self.intents: dict = {}               # device work: what the host meant it to read
         self.seen: dict = {}                  # device work: what it read
         #: device work: for each 1-D argument, its span and the elements its operations read

@@ -1,28 +1,76 @@
 """What device work does while the model runs it: the reads of its arguments it is seen to
 make (``read_by_work``: only those elements are compared with what the host meant), the
-device memory it writes (``wrote``), and the log of what each launch read (``_work``).
-A mixin of ``DeviceModel`` (``model.py``), which holds the state these methods use
+device memory it writes (``wrote``), and the log of what each launch read (``_work``);
+torch operations the host issues on device tensors (``device_op``), and pinned memory
+device work reads in place (``_read_directly``). A mixin of ``DeviceModel`` (``model.py``), which holds the state these methods use
 (``running``, ``reads_log``, ``_writers``, ``memory``)."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from stagecheck.oracles.device.ops import Op
 from stagecheck.oracles.device.spans import _span, span_of
 
-__all__ = ["DeviceWork", "take_torch"]
+__all__ = ["DeviceWork", "bytes_view", "take_torch"]
 
 #: torch's ``DisableTorchFunction`` (set by ``take_torch`` when the first model is made)
 _disabled = None
+#: the dtypes whose equal values have equal bytes (``bytes_view``)
+_EXACT: frozenset = frozenset()
 
 
 def take_torch(torch) -> None:
     """Keep what the methods below need of torch (called once, by ``model._take_torch``)."""
-    global _disabled
+    global _disabled, _EXACT
     _disabled = torch._C.DisableTorchFunction
+    _EXACT = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
+                        torch.int64})
 
 
 class DeviceWork:
     """Device work's reads and writes, as the model runs it."""
+
+    def device_op(self, run: Callable[[], Any], name: str, reads: list, writes: list,
+                  waits: bool = False):
+        """A torch operation on device tensors that the host issued (arithmetic, a fill, an
+        index): ordered on the current stream like any kernel. It runs at once, after what
+        is queued ahead of it on that stream (one of the orders the stream allows).
+        ``waits``: one whose result's shape depends on the device's data (``unique``,
+        ``nonzero``, a boolean mask): the host waits for the stream up to it, and then
+        knows all of that complete."""
+        op = self._issue("kernel", name)
+        op.dev_reads = [span_of(t) for t in reads]
+        op.dev_writes = [span_of(t) for t in writes]
+        self._race_at_issue(op)
+        self._open.append(op)
+        if op.dev_writes:
+            self._writers.append(op)
+        if not waits:
+            return self._run_now(op, run)
+        self._host_waits_for(op)
+        result = self._run_now(op, run)
+        self._learn(op.clock)
+        return result
+
+    def _host_waits_for(self, op: Op) -> None:
+        """The host is about to wait for ``op``'s stream up to ``op`` (CUDA: let it run)."""
+
+    def _read_directly(self, t, name: str) -> None:
+        """Device work ``name`` reads pinned host memory ``t`` itself (on CUDA, through a
+        device view of pinned memory: vLLM's UVA buffers): an upload with no device side,
+        issued with the work and complete when the work has run, which the host must see
+        complete before it writes that memory again (a write before is a race, as with
+        any upload's source)."""
+        with _disabled():
+            span = _span(t)
+            fast = bytes_view(t)
+            snapshot = None if fast is not None else t.clone()
+        op = self._issue("h2d", lambda: f"{self._name(t)} -> device work {name} (read in "
+                                        f"place, not copied)")
+        op.fast, op.snapshot, op.host_reads = fast, (snapshot, t), [span]
+        op.action = _nothing
+        self._start(op)
 
     def _work(self, op: Op, name: str, fn, reads: dict, where: tuple, scalars: dict):
         def run():
@@ -110,3 +158,21 @@ class DeviceWork:
             op.dev_writes.append(span)
             if op not in self._writers:
                 self._writers.append(op)
+
+
+def bytes_view(now):
+    """``Op.fast`` of a copy's pinned memory ``now`` at issue: for integer and bool memory
+    (equal values exactly where the bytes are, as ``torch.equal`` says) its key, bytes now
+    and a flat numpy view; None for floats (NaN, -0.0: ``torch.equal`` against a copy,
+    ``Op.snapshot``). Torch function handling is off in the caller."""
+    if now.dtype not in _EXACT or not now.is_contiguous() or now.requires_grad:
+        return None
+    try:
+        view = now.numpy().reshape(-1)      # flat: what is meant reads it by position
+        return (now.data_ptr(), view.nbytes, now.dtype), view.tobytes(), view
+    except (TypeError, RuntimeError):
+        return None
+
+
+def _nothing() -> None:
+    """The action of a read in place: the work reads the memory when it runs."""

@@ -11,6 +11,7 @@ work on the model (``DeviceModel.launch``).
 from __future__ import annotations
 
 import inspect
+import types
 from typing import Any
 
 from stagecheck.oracles import messages
@@ -26,8 +27,9 @@ from stagecheck.spec.schema import StandInUnsupported
 
 __all__ = ["RunContext", "prepare_state", "release_state"]
 
-#: how deep ``prepare_state`` looks for tensors in the state's attributes
-NAME_DEPTH = 3
+#: how deep ``prepare_state`` looks for tensors in the state's attributes (vLLM's model
+#: runner holds pinned buffers six attributes down: ``block_tables.tables[0].buf.cpu``...)
+NAME_DEPTH = 6
 #: how many items of a list, tuple or dict of the state (a pool of pinned buffers) it names
 NAME_ITEMS = 64
 
@@ -218,22 +220,27 @@ class NoResult:
 
 def _device_work(model, label: str, original):
     """``original`` made device work: a call is queued on the current stream, and runs
-    when the device runs it; its tensor arguments on the device are what it reads."""
+    when the device runs it; its tensor arguments on the device are what it reads, and
+    those in pinned host memory it reads in place (vLLM's UVA buffers)."""
     torch = import_torch()
     names = _positional_names(original)
 
     def queued(*args, **kwargs):
         arguments = {names[k] if k < len(names) else f"arg{k}": a for k, a in enumerate(args)}
         arguments.update(kwargs)
-        reads, scalars = {}, {}
+        reads, scalars, pinned = {}, {}, []
         for name, value in arguments.items():
             if isinstance(value, torch.Tensor):
-                if model.memory(value) == "device":
+                memory = model.memory(value)
+                if memory == "device":
                     reads[name] = value
+                elif memory == "pinned":
+                    pinned.append(value)
             elif isinstance(value, (int, float, bool, str)) or value is None:
                 scalars[name] = value
         model.launch(label, lambda: original(*_plain(args), **_plain(kwargs))
-                     if kwargs else original(*_plain(args)), reads, scalars=scalars)
+                     if kwargs else original(*_plain(args)), reads, scalars=scalars,
+                     pinned=pinned)
         return NoResult(label)
 
     queued.__name__ = getattr(original, "__name__", label)
@@ -316,7 +323,7 @@ def _name_tensors(model, state, only_unnamed: bool = False) -> None:
                         model.name_region(value, where, kind=kind)
                 elif isinstance(value, (list, tuple, dict)) or (
                         hasattr(value, "__dict__") and not inspect.isroutine(value)
-                        and not isinstance(value, type)):
+                        and not isinstance(value, (type, types.ModuleType))):
                     following.append((value, where))
         queue = following
 

@@ -39,8 +39,11 @@ def judge_sequence(protocol: Protocol, seq: StepSequence, sides: list, labels: l
             findings += compare_runs(protocol, seq, runs[0][0], runs[1][0])
     if not findings:
         return []
-    table = run_table(runs[-1][1])
-    return [replace(f, extra={**f.extra, "protocol": protocol.name, "table": table})
+    # each finding with the run of the side it is about (a difference: the candidate's)
+    tables = {label: run_table(seen) for label, (_, seen) in zip(labels, runs)}
+    last = run_table(runs[-1][1])
+    return [replace(f, extra={**f.extra, "protocol": protocol.name,
+                              "table": tables.get(f.side, last)})
             for f in findings]
 
 

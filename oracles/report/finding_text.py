@@ -15,6 +15,7 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
 from stagecheck.spec import ERROR, Finding, StagingScenario, statement
+from stagecheck.spec.findings import context_label
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 
@@ -157,7 +158,7 @@ def finding_lines(f: Finding, saved: dict | None = None, schema=None,
         f", kernel impact: {'yes' if f.kernel_impact else 'no'}"
     lines = [f"[{escape(f.id)}] ({f.side}, {where}{impact}) {escape(f.message)}"]
     if f.extra.get("context"):
-        lines.append(f"  why allowed: {escape(f.extra['context'])}")
+        lines.append(f"  {context_label(f)}: {escape(f.extra['context'])}")
     if f.examples_to_find is not None:
         lines.append(f"  found after {f.examples_to_find} example(s)")
     if schema is not None and f.severity == ERROR:

@@ -46,6 +46,7 @@ from stagecheck.oracles.report.finding_text import finding_lines
 from stagecheck.oracles.report.json import campaign_settings
 from stagecheck.oracles.report.text import examples_tried
 from stagecheck.spec import DIFFERENCES, ERROR, INVARIANTS
+from stagecheck.spec.findings import context_label
 
 __all__ = ["TIME_METHOD", "junit_classname", "render_junit", "unfailable"]
 
@@ -82,7 +83,7 @@ def _finding_text(f, saved: dict | None = None) -> str:
     where = "in contract" if f.in_contract else "out of contract"
     lines = [f"[{escape(f.id)}] ({f.side}, {where}{impact}) {escape(f.message)}"]
     if f.extra.get("context"):
-        lines.append(f"  why allowed: {escape(f.extra['context'])}")
+        lines.append(f"  {context_label(f)}: {escape(f.extra['context'])}")
     if saved and f.id in saved:
         lines.append(f"  replay: stagecheck replay {escape(saved[f.id])}")
     return "\n".join(lines)

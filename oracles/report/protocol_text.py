@@ -16,7 +16,7 @@ from stagecheck.oracles.collect import ErrorGroup, cause_rank
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.finding_text import verdict_said
 from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
-from stagecheck.spec.findings import Finding, sort_key
+from stagecheck.spec.findings import Finding, context_label, sort_key
 from stagecheck.spec.protocol_invariants import END_OF_RUN, UNNAMED, protocol_statement
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.steps import StepSequence, unfold
@@ -103,7 +103,7 @@ def protocol_finding_lines(f: Finding, saved: dict | None = None,
     (``table``), replay."""
     lines = [f"[{escape(f.id)}] ({f.side}) {escape(f.message)}"]
     if f.extra.get("context"):
-        lines.append(f"  why allowed: {escape(f.extra['context'])}")
+        lines.append(f"  {context_label(f)}: {escape(f.extra['context'])}")
     if f.examples_to_find is not None:
         lines.append(f"  found after {f.examples_to_find} step sequence(s)")
     if f.severity == "error":

@@ -107,6 +107,7 @@ def test_an_option_a_protocol_run_does_not_read_is_exit_2_naming_it(args, flag, 
     # protocol refuses --max-capacity too, so it is not offered
     reads = proc.stderr.split("a protocol run reads ", 1)[1].split(";", 1)[0]
     assert "--examples" in reads and "--seed" in reads and "--max-capacity" not in reads
+    assert "--json" in reads and "--strict" in reads    # the report options apply too
 
 
 def test_gpu_busy_cycles_on_the_cpu_is_exit_2_not_a_setting_nothing_read(tmp_path):

@@ -1,0 +1,69 @@
+"""Torch operations the host issues on device tensors, and pinned memory device work reads
+in place, end to end (``tests/targets/protocols/_early/``): the CPU model runs such an
+operation at once, after what is queued ahead of it, and that must never hide a race (an
+upload it ran early is an error when the host writes its source before seeing it
+complete; a download it ran early lands in host memory only when the host learns it
+complete); an operation whose result's size depends on the device's data makes the host
+wait; a read in place is an upload the host must see complete before writing again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.join(ROOT, "tests", "targets", "protocols", "_early")
+
+CASES = [
+    ("positions_event_window.py", "Positions", 0, ()),
+    ("positions_written_early.py", "Positions", 1,
+     ("[no_copy_hazard-", "host write (seen as a changed value) of pos_cpu",
+      "why an error: the CPU model ran this upload early, when the host issued torch mul",
+      "0 info finding(s)")),
+    ("counts_read_after_event.py", "Counts", 0, ()),
+    ("counts_read_before_event.py", "Counts", 1, ("[readback_as_written-", "= -7777")),
+    ("indices_event_after_gather.py", "Indices", 0, ()),
+    ("indices_one_buffer.py", "Indices", 1,
+     ("[no_copy_hazard-", "host write (seen as a changed value) of idx_cpu",
+      "-> device work _gather (read in place, not copied)", "readback_as_written")),
+    ("mapping_after_unique.py", "Mapping", 0, ("0 error finding(s), 0 info finding(s)",)),
+    ("mapping_without_wait.py", "Mapping", 1,
+     ("[no_copy_hazard-", "host write (torch __setitem__) of map_cpu",
+      "when the host issued torch __eq__")),
+]
+
+
+@pytest.mark.parametrize("name, component, code, words", CASES, ids=[c[0] for c in CASES])
+def test_host_issued_torch_operations_never_hide_a_race(name, component, code, words,
+                                                        tmp_path):
+    protocol = name.split("_")[0] + "_protocol.py"
+    proc = subprocess.run(
+        [sys.executable, "-m", "stagecheck", "spec", f"{os.path.join(HERE, name)}::{component}",
+         "--protocol", os.path.join(HERE, protocol), "--save-dir", str(tmp_path),
+         "--examples", "120", "--strict"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    for word in words:
+        assert word in proc.stdout, (word, proc.stdout)
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_finding_against_the_baseline_shows_the_baselines_run(tmp_path):
+    # the table under a baseline finding was the candidate's run, with no hazard in it
+    proc = subprocess.run(
+        [sys.executable, "-m", "stagecheck", "diff",
+         f"{os.path.join(HERE, 'positions_written_early.py')}::Positions",
+         f"{os.path.join(HERE, 'positions_event_window.py')}::Positions",
+         "--protocol", os.path.join(HERE, "positions_protocol.py"), "--save-dir",
+         str(tmp_path), "--examples", "120"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    head, _, rest = proc.stdout.partition("[no_copy_hazard-")
+    assert "(baseline) step 1 (step): host write" in rest.split("\n", 1)[0], rest
+    table = rest.split("shown by:", 1)[1].split("\n[", 1)[0]
+    assert "host-write-pending-upload pos_cpu[0]" in table, table
