@@ -226,6 +226,29 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
     return out
 
 
+#: the likely cause of a value read back that differs, where downloads had not landed
+UNLANDED = ("possibly a read before a download landed: {downloads} had not been seen "
+            "landed when {where} began (no event or "
+            "synchronization the host waited for was ordered after {it}); a read of {its} "
+            "pinned memory before waiting for {it} (a numpy view reads nothing the model "
+            "sees) reads what was there before: wait for {its} event first")
+
+
+def _unlanded(seen: Trace, picks) -> dict:
+    """``{"context": ...}`` naming the downloads into pinned memory the host had not seen
+    land when the last operation ``picks`` chose with some began (``unlanded`` of its
+    record), or ``{}``."""
+    for op in reversed(seen.ops):
+        if picks(op) and op.get("unlanded"):
+            downloads = op["unlanded"]
+            many = len(downloads) > 1
+            return {"context": UNLANDED.format(
+                downloads=", ".join(downloads[:3]) + (" ..." if len(downloads) > 3 else ""),
+                where=_where(op), it="them" if many else "it",
+                its="their" if many else "its")}
+    return {}
+
+
 def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
     for s in seen.stale[:1]:
         read, written = _shown(s["read"][:8], s["written"][:8], 160)
@@ -247,7 +270,8 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
                              f"{ys} under this completion schedule, {xs} when "
                              "every copy and kernel completes when issued", side,
                              field=path or "state", expected=x, candidate=y,
-                             extra={"kind": "state", "step": k})]
+                             extra={"kind": "state", "step": k,
+                                    **_unlanded(seen, lambda op: op["step"] <= k)})]
     for a, b in zip(meant.ops, seen.ops):
         if a["result"] != b["result"]:
             path, x, y = _first_difference(a["result"], b["result"])
@@ -257,7 +281,8 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
                              f"completion schedule, {xs} when every copy and kernel "
                              "completes when issued", side, field=f"{b['op']}{path}",
                              expected=x, candidate=y,
-                             extra={"kind": "result", "step": b["step"], "operation": b["op"]})]
+                             extra={"kind": "result", "step": b["step"], "operation": b["op"],
+                                    **_unlanded(seen, lambda op: op is b)})]
     for a, b in zip(meant.landed, seen.landed):
         if a["download"] != b["download"]:
             break                 # the host issued other downloads: nothing to pair

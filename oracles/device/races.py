@@ -143,6 +143,11 @@ class RaceDetection:
                 differs &= ~(before.isnan() & now.isnan())
             return [int(i) for i in torch.nonzero(differs.reshape(-1)).reshape(-1).tolist()]
 
+    def unlanded(self) -> tuple[str, ...]:
+        """The downloads into pinned memory the host has not seen land (described)."""
+        return tuple(op.describe() for op in self._still_open()
+                     if op.kind == "d2h" and op.host_writes)
+
     def host_pending(self) -> bool:
         """Whether a copy the host has not seen complete reads or writes pinned memory (an
         upload from it, a download into it): only then can a host access race."""

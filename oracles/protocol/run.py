@@ -125,13 +125,15 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     model.where = f"step {view.index}, {op.name}"
                     model.location = (view.index, op.name)
                     before = len(model.hazards)
-                    outcome, result = None, None
+                    outcome, result, unlanded = None, None, ()
                     try:
                         next_position()
                         with time_limit(limit):
                             # queued device work the completion runs now hangs within
                             # the limit of the operation it runs before
                             model.boundary(completion)
+                            if model.pinned_downloads and not meant:
+                                unlanded = model.unlanded()
                             result = op.run(ctx)
                     except CallTimedOut as exc:
                         refuse_own_hang(protocol, op.run, exc, code,
@@ -156,7 +158,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                             result = plain_result(protocol, result,
                                                   f"operation {op.name!r}", view.index)
                     trace.ops.append(_record(view.index, op.name, completion, outcome,
-                                             model, before, result))
+                                             model, before, result, unlanded))
                     if outcome is not None:
                         return _finish(model, trace, ctx)
                 if protocol.observe is not None:
@@ -271,14 +273,17 @@ def _call_limit(protocol: Protocol, options: dict) -> float | None:
 
 
 def _record(step: int, name: str, completion: str, outcome: str | None, model, before: int,
-            result: Any) -> dict:
+            result: Any, unlanded: tuple = ()) -> dict:
     hazards = model.hazards
     with model.passthrough():
-        return {"step": step, "op": name, "completion": completion, "outcome": outcome,
-                "in_flight": model.in_flight(),
-                "hazards": [dataclasses.asdict(h) | {"slots": list(h.slots)}
-                            for h in hazards[before:]] if len(hazards) > before else [],
-                "result": result}     # plain already (``plain_result``)
+        record = {"step": step, "op": name, "completion": completion, "outcome": outcome,
+                  "in_flight": model.in_flight(),
+                  "hazards": [dataclasses.asdict(h) | {"slots": list(h.slots)}
+                              for h in hazards[before:]] if len(hazards) > before else [],
+                  "result": result}     # plain already (``plain_result``)
+    if unlanded:        # downloads into pinned memory the host had not seen land at its start
+        record["unlanded"] = list(unlanded)
+    return record
 
 
 def _limit(protocol: Protocol, exc: StandInUnsupported) -> SchemaError:
