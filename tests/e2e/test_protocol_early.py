@@ -24,7 +24,9 @@ CASES = [
       "why an error: the CPU model ran this upload early, when the host issued torch mul",
       "0 info finding(s)")),
     ("counts_read_after_event.py", "Counts", 0, ()),
-    ("counts_read_before_event.py", "Counts", 1, ("[readback_as_written-", "= -7777")),
+    ("counts_read_before_event.py", "Counts", 1,
+     ("[readback_as_written-", "= -7777", "why an error: possibly a read before a download "
+      "landed: download", "had not been seen landed when step")),
     ("indices_event_after_gather.py", "Indices", 0, ()),
     ("indices_one_buffer.py", "Indices", 1,
      ("[no_copy_hazard-", "host write (seen as a changed value) of idx_cpu",
