@@ -39,7 +39,7 @@ from stagecheck.oracles.device.races import RaceDetection
 from stagecheck.oracles.device.work import DeviceWork, bytes_view, take_torch
 from stagecheck.oracles.device.spans import Region, Regions, Span, _span, span_of
 from stagecheck.oracles.device.torchload import import_torch
-from stagecheck.spec.observation import Hazard
+from stagecheck.spec.observation import Hazard, slot_text
 
 __all__ = ["COPY_KINDS", "DeviceModel", "EventState", "Op", "StreamState"]
 
@@ -388,6 +388,9 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         slots = region.slots(span)
         if not slots:
             return f"{region.name}[]"
+        if region.row and (len(slots) < region.row or slots[0] % region.row):
+            more = " ..." if len(slots) > 8 else ""      # part of rows: (row, column) pairs
+            return f"{region.name}{slot_text(slots, region.row)[:-1]}{more}]"
         return (f"{region.name}[{slots[0]}:{slots[-1] + 1}]"
                 if len(slots) == slots[-1] - slots[0] + 1 else f"{region.name}{list(slots)}")
 

@@ -490,3 +490,15 @@ def test_a_float_download_into_fresh_pinned_memory_is_no_host_write():
         torch.cuda.synchronize()
         assert out.tolist() == [1.0, 1.0, 1.0]
     assert model.hazards == []
+
+
+def test_part_of_the_rows_of_a_2d_tensor_is_named_by_row_and_column():
+    # a column of a (3, 4) buffer was said as flat offsets, "pos_cpu[0, 4, 8]", which
+    # reads as a 3-D index
+    model = device_model("cpu")
+    with model.activate():
+        host = torch.zeros((3, 4), dtype=torch.int64, pin_memory=True)
+        model.name_region(host, "pos_cpu")
+        assert model._name(host[:, :1]) == "pos_cpu[(0, 0), (1, 0), (2, 0)]"
+        assert model._name(host[1, 1:3]) == "pos_cpu[(1, 1), (1, 2)]"
+        assert model._name(host[1:]) == "pos_cpu[4:12]"          # whole rows: a range
