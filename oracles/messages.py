@@ -284,7 +284,7 @@ PROTOCOL_FOLDER = ("{value!r} is a folder, not a protocol file",
                    "Protocol(...), or one of {builtins}")
 PROTOCOL_FILE_MISSING = ("protocol file {path!r} (in {value!r}) does not exist",
                          "give the path of a Python file that declares PROTOCOL = Protocol(...)")
-PROTOCOL_IMPORT = ("importing the protocol file {value!r} raised {error}",
+PROTOCOL_IMPORT = ("importing the protocol file {value!r} raised {error}{line}",
                    "fix the file: it must import and declare PROTOCOL = Protocol(...)")
 PROTOCOL_NOT_DECLARED = ("{path!r} has no Protocol named {name!r} (protocols in it: {found})",
                          "declare PROTOCOL = Protocol(...) at module level, or name one: "
@@ -310,8 +310,9 @@ PROTOCOL_CODE_EXITED = ("protocol {value!r}: its own code called {error} at {whe
                         "protocol's code there")
 PROTOCOL_BUILD_MISMATCH = ("protocol {value!r} cannot build {component}: {error}, raised where "
                            "the protocol calls it ({where}), before any of its code ran",
+                           "fix the protocol's build (what it passes to ctx.component), or "
                            "choose the protocol that drives this class with --protocol "
-                           "('stagecheck protocol list'), or fix the protocol's build")
+                           "('stagecheck protocol list')")
 #: the protocol's own build or observe raised (its innermost frame outside torch and
 #: stagecheck lies in the protocol's file, not the target's): the protocol's mistake
 PROTOCOL_BUILD_RAISED = ("protocol {value!r}: its own build raised {error} at {where}, not the "

@@ -27,6 +27,7 @@ import inspect
 import keyword
 import os
 import sys
+import traceback
 from typing import Any
 
 from stagecheck.oracles import guard, messages
@@ -214,8 +215,11 @@ def _import(path: str, spec: str, guarded: bool = False):
     except SchemaError:
         raise
     except BaseException as exc:     # the user's file failed to import: say so, exit 2
+        lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__)
+                 if os.path.abspath(f.filename) == os.path.abspath(path)]
         raise SchemaError.of(messages.PROTOCOL_IMPORT, spec,
-                             error=f"{type(exc).__name__}: {exc}") from None
+                             error=f"{type(exc).__name__}: {exc}",
+                             line=f" at line {lines[-1]}" if lines else "") from None
     return module
 
 

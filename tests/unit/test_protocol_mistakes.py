@@ -455,3 +455,17 @@ def test_a_check_message_is_read_as_plain_text_without_calling_its_own_methods()
     with pytest.raises(SchemaCodeFailed) as raised:
         _check_messages(0, odd, None, None, "p")
     assert "an object of type Listish" in str(raised.value)
+
+
+def test_a_protocol_file_that_raises_on_import_is_told_with_its_line(tmp_path):
+    # Operation("execute", execute()) calls the operation while the file is imported: the
+    # message gave the error but not where it was raised
+    path = tmp_path / "called.py"
+    path.write_text("from stagecheck.spec import Operation\n\n\ndef execute(ctx):\n"
+                    "    pass\n\n\nOPERATIONS = (Operation('execute', execute()),)\n")
+    from stagecheck.oracles.protocol import load_protocol
+    with pytest.raises(SchemaError) as raised:
+        load_protocol(str(path))
+    assert "raised TypeError: execute() missing 1 required positional argument: 'ctx' at " \
+           "line 8" in raised.value.problem
+    assert raised.value.fix == messages.PROTOCOL_IMPORT[1]
