@@ -328,6 +328,13 @@ def entry_point() -> None:
     guard = sys.modules.get("stagecheck.oracles.guard")    # loaded only with schema code
     if guard is not None:
         guard.closing()         # an exit handler that code registered keeps this code
+        if guard.user_code_ran():     # nor may a thread or an exit handler of it hang
+            for stream in (sys.stdout, sys.stderr):      # the process after its verdict
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            guard.exit_now(code)
     sys.exit(code)
 
 

@@ -34,6 +34,7 @@ only.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import os
 import signal
@@ -98,6 +99,18 @@ def _note_new_threads(known: set[int]) -> None:
     for t in threading.enumerate():
         if t.ident is not None and t.ident not in known:
             _SCHEMA_THREADS.add(t.ident)
+
+
+def user_code_ran() -> bool:
+    """Whether schema or protocol code ran in this process under the guard."""
+    return _STATE.generation > 0
+
+
+def exit_now(code: int) -> None:
+    """End this process with ``code`` at once: not waiting for threads schema code left
+    running, nor running exit handlers it registered (either could keep the process from
+    ending after its verdict). The caller has flushed what it wrote."""
+    _REAL_EXIT(code)
 
 
 def closing() -> None:
@@ -219,6 +232,8 @@ def _ready() -> bool:
             return False          # the program uses the signal itself: no deadline then
         signal.signal(SIGNAL, _on_signal)
         _STATE.handler_set = True
+    else:       # taken back from code that took it since (faulthandler.register, its own
+        signal.signal(SIGNAL, _on_signal)      # handler): else its deadline never comes
     if _STATE.watchdog is None or not _STATE.watchdog.is_alive():
         _STATE.watchdog = threading.Thread(target=_watch, name="stagecheck-schema-watchdog",
                                            daemon=True)
@@ -246,7 +261,8 @@ def guarded_call(what: str, func, *args, **kwargs):
         _STATE.known = {t.ident for t in threading.enumerate()}
         _STATE.threads = threads
     try:
-        with exits_refused(what):
+        # what it prints goes to stderr: stdout holds the report (``--json -`` too)
+        with exits_refused(what), contextlib.redirect_stdout(sys.stderr):
             _STATE.depth = 1
             try:
                 return func(*args, **kwargs)
@@ -265,6 +281,11 @@ def guarded_call(what: str, func, *args, **kwargs):
             raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
                                  error="KeyboardInterrupt") from None
         raise
+    except Exception:
+        raise
+    except BaseException as exc:    # GeneratorExit, a BaseException class of its own
+        raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
+                             error=f"{type(exc).__name__} (a BaseException)") from None
     finally:
         _STATE.expired = False
 

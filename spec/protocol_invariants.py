@@ -29,6 +29,7 @@ every operation the same way (``PROTOCOL_DIFFERENCES["same_trace"]``).
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -352,7 +353,10 @@ def check_run(protocol: Protocol, seq: StepSequence, meant: Trace, seen: Trace,
     if not outcome:
         findings += _reads(meant, seen, side) + _readback(meant, seen, side)
         for k, check in enumerate(protocol.checks):
-            for message in _check_messages(k, check, seq, meant, protocol.name):
+            # a copy of each: a check that consumes what it is given (``reads.pop()``)
+            # must not change what the other checks and the comparison of two targets read
+            for message in _check_messages(k, check, copy.deepcopy(seq),
+                                           copy.deepcopy(meant), protocol.name):
                 findings.append(_finding(check.id, message, side, extra={
                     "kind": check.id, "statement": check.statement}))
     # a race has an effect where what was read or read back differs, or where the run
@@ -400,7 +404,9 @@ def _check_messages(k: int, check, seq: StepSequence, trace: Trace,
         f"checks[{k}] ({getattr(check, 'id', '?')!r})"
     try:
         messages = check.check(seq, trace)
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:    # GeneratorExit, an exception class of its own too
         raise SchemaCodeFailed.of(where, exc) from None
     if type(messages) not in (list, tuple) or not all(isinstance(m, str) for m in messages):
         raise SchemaCodeFailed(where, None, f"returned {_kind(messages)}, not a list of "

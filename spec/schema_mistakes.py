@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+import types
 
 __all__ = ["SchemaCodeFailed", "StandIn", "StandInUnsupported"]
 
@@ -30,7 +31,7 @@ class SchemaCodeFailed(Exception):
             self.what, self.error = what, said
             return
         where = _user_frame(error)
-        text = f"{type(error).__name__}: {error}" + (f" at {where}" if where else "")
+        text = f"{type(error).__name__}: {_said(error)}" + (f" at {where}" if where else "")
         super().__init__(f"{what} raised {text}")
         self.what, self.error = what, text
 
@@ -43,6 +44,20 @@ class SchemaCodeFailed(Exception):
         if isinstance(error, cls) or getattr(error, "problem", None) is not None:
             return error
         return cls(what, error)
+
+
+def _said(error: BaseException) -> str:
+    """``str(error)``, but an exception class of the user's own with an ``__str__`` of its
+    own is read from its arguments without calling it (one that ends the process, hangs
+    or raises would do so in the checker)."""
+    if not isinstance(getattr(type(error), "__str__", None), types.FunctionType):
+        try:
+            return str(error)
+        except Exception:       # noqa: BLE001 (a builtin's __str__ of an odd argument)
+            pass
+    return ", ".join(str.__str__(a) if isinstance(a, str) else
+                     repr(a) if type(a) in (int, float, bool, type(None)) else
+                     f"<{type(a).__name__}>" for a in error.args[:4])[:2000]
 
 
 def _user_frame(error: BaseException) -> str | None:

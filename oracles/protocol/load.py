@@ -489,7 +489,9 @@ def dry_run_problems(protocol: Protocol, sequences: int = CHECK_SEQUENCES) -> li
                     continue
                 try:
                     answer = op.when(view)
-                except Exception as exc:
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:    # an exception class of its own too
                     answer = exc
                 if not isinstance(answer, bool):
                     failed[k] = when_problem(k, op, answer, view.index)

@@ -93,7 +93,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                 raise _limit(protocol, exc) from None
             except (SchemaError, MemoryError):
                 raise
-            except Exception as exc:
+            except BaseException as exc:    # an exit or an exception class of its own too
                 where = call_refused(protocol.build, exc)
                 if where is not None:         # the component never ran: not its finding
                     raise SchemaError.of(messages.PROTOCOL_BUILD_MISMATCH, protocol.name,
@@ -113,7 +113,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                 for k, op in enumerate(protocol.operations):
                     try:
                         active = op.when(view)
-                    except Exception as exc:    # the protocol's own function: exit 2
+                    except BaseException as exc:    # the protocol's own function: exit 2
                         active = exc
                     if active is False:
                         continue
@@ -332,18 +332,20 @@ def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> l
     out = []
     for index, data in batch:
         seq = StepSequence.from_dict(data)
-        views = unfold(seq)
         sides = []
         hung = False
         threads = False
         for code in codes:
             before = set(threading.enumerate())
-            seen = run_sequence(code, protocol, seq, "seen", options, views)
+            # each run its own views of the steps: the protocol's functions get them, and
+            # one that changes them (``when`` clearing ``step.scheduled``) changes only its
+            # own run, not the next target's
+            seen = run_sequence(code, protocol, seq, "seen", options)
             if seen.race_free or (seen.failed() or {}).get("outcome") == "hung" \
                     or seen.stopped:
                 traces = (seen, seen)       # schedule-independent, or it hangs: once is enough
             else:
-                traces = (run_sequence(code, protocol, seq, "meant", options, views), seen)
+                traces = (run_sequence(code, protocol, seq, "meant", options), seen)
             hung |= any((t.failed() or {}).get("outcome") == "hung" for t in traces)
             # processes the sequence's code left running (ended), and threads it started
             # that still run (a thread cannot be ended: the worker is, after this answer)
