@@ -473,6 +473,29 @@ PROTOCOL_FILES = [
          r"left running \d+ thread\(s\) \(Thread-\d+ \(_spin\).*whose worker stagecheck "
          r"replaced", "a component whose every step starts a thread that spins for ever (was: "
          "a later operation charged with their CPU time, a hang finding replay did not show)"),
+    Case("protocol-check-pops-reads", ("diff", STAGER, STAGER.replace("fixed_", "off_by_one_"),
+                                       "--protocol", "{H}/protocol_check_pops_reads.py",
+                                       "--examples", "20", "--quiet"), 1,
+         r"\[same_trace-\w+\] \(both\)", "a --protocol file whose own check pops every read "
+         "of the trace it is given, on two targets that read different ids (was: EQUIVALENT, "
+         "exit 0: the comparison read the emptied trace)"),
+    protocol_case("protocol-check-hostile-str", "protocol_check_raises_hostile_str", 2,
+                  r"checks\[0\] \('raises'\) raised Hostile: said by its arguments",
+                  "a --protocol file whose own check raises an exception whose __str__ calls "
+                  "os._exit(0) (was: exit 0, no output)"),
+    protocol_case("protocol-check-base-exception", "protocol_check_base_exception", 2,
+                  r"checks\[0\]\.check raised Boom \(a BaseException\)",
+                  "a --protocol file whose own check raises a BaseException class of its own "
+                  "(was: a traceback, exit 1)"),
+    protocol_case("protocol-thread-and-exit-handler", "protocol_thread_and_exit_handler", 0,
+                  "", "a --protocol file whose import starts a thread that is not a daemon "
+                  "and registers an exit handler that sleeps (was: the verdict printed, then a "
+                  "process that never ended)"),
+    protocol_case("protocol-takes-the-signal", "protocol_takes_the_signal", 2,
+                  r"checks\[0\]\.check did not return within",
+                  "a --protocol file that registers faulthandler for SIGUSR2 when imported, "
+                  "and whose own check loops (was: the deadline never came, a run that never "
+                  "ended)"),
     Case("protocol-patches-torch", ("spec", STAGER.replace("fixed_", "buggy_"), "--protocol",
                                     "{H}/protocol_patches_torch.py", "--examples", "20",
                                     "--quiet"), 2,
@@ -1139,3 +1162,15 @@ def test_json_to_a_closed_or_full_stdout_is_a_missing_output_exit_2(redirect, tm
     assert "option --json: " + messages.REPORT_NOT_WRITTEN[0].format(
         value="-", error="")[:-2] in proc.stderr
     assert "the verdict was EQUIVALENT" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_what_protocol_code_prints_in_the_checker_leaves_the_json_on_stdout_whole(tmp_path):
+    # a --protocol file printing at import and in its check once corrupted `--json -`
+    proc = subprocess.run(
+        [sys.executable, "-m", "stagecheck", "spec", STAGER, "--protocol",
+         str(HOSTILE / "protocol_prints.py"), "--examples", "5", "--json", "-", "--save-dir",
+         str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["candidate"].endswith("::TokenStager")
+    assert "printed at import" in proc.stderr and "printed by the check" in proc.stderr

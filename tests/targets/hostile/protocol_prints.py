@@ -1,0 +1,29 @@
+"""hostile protocol: prints to stdout when imported and in its own check (otherwise docs/examples/token_stager_protocol.py)"""
+
+
+from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, StepSpace
+
+
+def build(ctx):
+    return ctx.component(4 * ctx.sequence.capacity, ctx.device, pin_memory=True)
+
+
+def stage(ctx):
+    ids = [100 * int(r.split("-")[1]) + k for r, n in ctx.step.scheduled.items() for k in range(n)]
+    ctx.state.stage(ids[: 4 * ctx.sequence.capacity])
+
+
+def prints(sequence, trace):
+    print("printed by the check")
+    return []
+
+
+PROTOCOL = Protocol(
+    name="token-stager", summary="token ids staged into one reused pinned buffer",
+    functions=("TokenStager", "stage"), component="TokenStager", build=build,
+    operations=(Operation("stage", stage),), device_work=("embed",),
+    space=StepSpace(capacity=(1, 3), steps=(1, 6), max_prompt=4),
+    checks=(ProtocolCheck("prints", "prints on every trace", prints),))
+
+
+print("printed at import")
