@@ -413,7 +413,17 @@ def _check_messages(k: int, check, seq: StepSequence, trace: Trace,
                                "messages (strings; an empty list where it holds)")
     # a plain str of each, made without calling the check's own methods: a str subclass
     # whose __str__ ends the process, hangs or raises is read as the text it holds
-    return [str.__str__(m) for m in messages[:1]]
+    return [_shortened(str.__str__(m)) for m in messages[:1]]
+
+
+#: the longest message of a protocol's own check a report shows
+MAX_CHECK_MESSAGE = 2000
+
+
+def _shortened(text: str) -> str:
+    if len(text) <= MAX_CHECK_MESSAGE:
+        return text
+    return f"{text[:MAX_CHECK_MESSAGE]}... ({len(text) - MAX_CHECK_MESSAGE} more characters)"
 
 
 def _kind(value) -> str:

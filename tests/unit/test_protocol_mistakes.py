@@ -456,6 +456,11 @@ def test_a_check_message_is_read_as_plain_text_without_calling_its_own_methods()
         _check_messages(0, odd, None, None, "p")
     assert "an object of type Listish" in str(raised.value)
 
+    # a message of 30 MB went to stdout whole: it is shortened, saying by how much
+    huge = ProtocolCheck("c", "holds", lambda seq, trace: ["x" * 3_000_000])
+    (message,) = _check_messages(0, huge, None, None, "p")
+    assert message == "x" * 2000 + "... (2998000 more characters)"
+
 
 def test_a_protocol_file_that_raises_on_import_is_told_with_its_line(tmp_path):
     # Operation("execute", execute()) calls the operation while the file is imported: the
