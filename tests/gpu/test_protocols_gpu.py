@@ -262,3 +262,29 @@ def test_a_fixed_fixtures_sequences_leave_no_thread_and_need_no_fresh_worker_on_
     assert tuple(answer[-1]) != RESTART
     assert [a[0] for a in answer] == [0, 1, 2, 3]          # every sequence, one worker
     assert not any(t.name == "stagecheck-gates" for t in threading.enumerate())
+
+
+# --------------------- torch operations the host issues (tests/targets/protocols/_early)
+
+
+@pytest.mark.parametrize("name,component,errors", [
+    ("positions_event_window.py", "Positions", False),
+    ("positions_written_early.py", "Positions", True),
+    ("counts_read_after_event.py", "Counts", False),
+    ("counts_read_before_event.py", "Counts", True),
+    ("mapping_after_unique.py", "Mapping", False),
+    ("mapping_without_wait.py", "Mapping", True),
+])
+def test_host_issued_operations_get_the_cpu_models_verdict_on_cuda(name, component, errors):
+    # on CUDA such operations are really queued; the CPU model runs them at once and marks
+    # what they made run early (a read in place, indices_*.py, is the CPU model's only: on
+    # CUDA a pinned host tensor given to device work is read where torch reads it)
+    import os
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "targets", "protocols", "_early")
+    protocol = os.path.join(here, name.split("_")[0] + "_protocol.py")
+    result = run_protocol_campaign(None, f"{os.path.join(here, name)}::{component}", protocol,
+                                   ProtocolConfig(sequences=60, **CUDA))
+    assert bool(result.errors) == errors, [f.message for f in result.errors]
+    if not errors:
+        assert not result.infos, [f.message for f in result.infos]
