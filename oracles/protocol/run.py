@@ -91,7 +91,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                 return _finish(model, trace, ctx)
             except StandInUnsupported as exc:
                 raise _limit(protocol, exc) from None
-            except (SchemaError, MemoryError):
+            except (SchemaError, MemoryError, ProtocolExited):
                 raise
             except BaseException as exc:    # an exit or an exception class of its own too
                 where = call_refused(protocol.build, exc)
