@@ -429,6 +429,10 @@ PROTOCOL_PROBLEM_TEMPERATURES = ("space.temperatures {value!r} is not a non-empt
                                  "StepSpace(temperatures=(0.0, 0.7))")
 PROTOCOL_PROBLEM_CHECK = ("checks[{k}] {value!r} is not a ProtocolCheck(id, statement, check) "
                           "with a callable check: write one")
+PROTOCOL_PROBLEM_CHECK_ID = ("checks[{k}].id {value!r} is not an id: its findings' ids and "
+                            "replay file names start with it; use letters, digits, '_' and "
+                            "'-' only (at most 64, not starting with '-'), e.g. "
+                            "'reads_its_count'")
 PROTOCOL_PROBLEM_CHECK_STATEMENT = ("checks[{k}].statement {value!r} (check {id!r}) is no "
                                    "statement: the report prints it as the invariant a "
                                    "finding of the check breaks; write the invariant in one "

@@ -31,12 +31,13 @@ must hold are ``PROTOCOL_INVARIANTS`` (prose + check over what a run was seen to
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol as TypingProtocol
 
 from stagecheck.spec.steps import StepSequence, StepView
 
-__all__ = ["Operation", "Protocol", "ProtocolCheck", "StepContext", "StepSpace", "Trace",
+__all__ = ["CHECK_ID", "Operation", "Protocol", "ProtocolCheck", "StepContext", "StepSpace", "Trace",
            "always"]
 
 
@@ -88,6 +89,11 @@ class StepSpace:
     preemption: bool = True                  # requests preempted and resumed
     temperatures: tuple[float, ...] = (0.0, 0.5, 0.7, 1.0)
     params: dict[str, tuple] = field(default_factory=dict)   # name -> values to draw from
+
+
+#: what a ``ProtocolCheck.id`` may be (``check_protocol`` refuses any other): its findings'
+#: ids and their replay files' names start with it
+CHECK_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ from stagecheck.oracles.observe.call import WALL_FACTOR
 from stagecheck.oracles.text import short_text
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool
 from stagecheck.oracles.worker.pool import load_deadline
-from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, StepSpace, Trace
+from stagecheck.spec.protocol import (CHECK_ID, Operation, Protocol, ProtocolCheck, StepSpace,
+                                     Trace)
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocol_for_function, single_call
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.steps import unfold
@@ -374,6 +375,8 @@ def check_protocol(protocol: Any) -> list[str]:
         if not isinstance(check, ProtocolCheck) or not callable(check.check) \
                 or not isinstance(check.id, str) or not check.id.strip():
             problem(messages.PROTOCOL_PROBLEM_CHECK, k=k, value=check)
+        elif not CHECK_ID.fullmatch(check.id):
+            problem(messages.PROTOCOL_PROBLEM_CHECK_ID, k=k, value=check.id)
         elif not isinstance(check.statement, str) or not check.statement.strip():
             problem(messages.PROTOCOL_PROBLEM_CHECK_STATEMENT, k=k, value=check.statement,
                     id=check.id)

@@ -474,3 +474,20 @@ def test_a_protocol_file_that_raises_on_import_is_told_with_its_line(tmp_path):
     assert "raised TypeError: execute() missing 1 required positional argument: 'ctx' at " \
            "line 8" in raised.value.problem
     assert raised.value.fix == messages.PROTOCOL_IMPORT[1]
+
+
+@pytest.mark.parametrize("check_id", ["../../etc/x y\u202e", "ids/non-negative", "a b", "-x",
+                                      "x" * 65, "dots.in.it"])
+def test_a_check_id_that_is_not_identifier_like_is_refused_naming_it(check_id):
+    # a check's id starts its findings' ids and replay file names: '../' lost the file,
+    # '/' wrote into a sub-folder
+    from stagecheck.spec.protocol import ProtocolCheck
+    check = ProtocolCheck(check_id, "holds", lambda seq, trace: [])
+    assert _checked(checks=(check,)) == [messages.PROTOCOL_PROBLEM_CHECK_ID.format(
+        k=0, value=check_id)]
+
+
+@pytest.mark.parametrize("check_id", ["mine", "ids-non-negative", "c1", "_x", "A_b-9"])
+def test_identifier_like_check_ids_are_accepted(check_id):
+    from stagecheck.spec.protocol import ProtocolCheck
+    assert _checked(checks=(ProtocolCheck(check_id, "holds", lambda seq, trace: []),)) == []
