@@ -447,6 +447,10 @@ PROTOCOL_PROBLEM_NO_STATE = ("neither component nor staging is set: name the cla
 PROTOCOL_REPLAY_NOT = ("{value!r} is not a protocol replay file",
                        "give a file a protocol campaign saved (its 'stagecheck_protocol_replay' "
                        "key), or replay a staging finding with 'stagecheck replay'")
+#: a protocol replay file with a value out of range (an edited file)
+PROTOCOL_REPLAY_FIELD = ("{value!r} is not a protocol replay file stagecheck can run: {error}",
+                         "fix that key (docs/protocols.md, 'Replay files', gives each one's "
+                         "range) or give a file a protocol run saved under {save_dir}")
 #: a replay file whose protocol file is no longer where it was saved from
 PROTOCOL_REPLAY_MOVED = ("the protocol file {path!r} that the replay file {file!r} was saved "
                          "with does not exist any more (moved or removed)",

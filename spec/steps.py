@@ -86,8 +86,12 @@ class StepSequence:
 
     @classmethod
     def from_dict(cls, data: dict) -> "StepSequence":
+        """The sequence ``data`` (``to_dict``) holds; ``ValueError``/``TypeError`` naming the
+        key, its value and the range unless every value stays within what the step
+        generator draws (``BOUNDS``): an edited replay file is refused, never run."""
         if not isinstance(data, dict):
             raise TypeError(f"a step sequence is a JSON object, got {type(data).__name__}")
+        _check_sequence(data)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
         if unknown:
@@ -119,6 +123,99 @@ class StepSequence:
         eager = sum(c != "lazy" for s in self.steps for c in s.completion) + \
             (self.order != "issue")
         return (len(self.steps), len(ids), numbers, eager, len(json.dumps(self.to_dict())))
+
+
+#: the ranges of a sequence's numbers: what the step generator draws within any step space
+#: (``StepSpace``: capacity and steps 1..1024, prompts 1..4096, drafts 0..4096; a dummy step
+#: at most twice the capacity's tokens), and request ids as it names them (short text)
+BOUNDS = {"capacity": (1, 1024), "steps": (1, 1024), "prompt": (1, 4096),
+          "drafts": (0, 4096), "chunk": (1, 4096), "accepted": (1, 4097),
+          "dummy_tokens": (0, 2048), "completion": (0, 1024), "id": (1, 64)}
+_JOIN_KEYS = ("id", "prompt", "prefix", "temperature")
+
+
+def _whole(where: str, value: Any, bound: str, high: int | None = None) -> int:
+    low, top = BOUNDS[bound]
+    top = top if high is None else high
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= top:
+        raise ValueError(f"{where} = {value!r:.80} is not a whole number in [{low}, {top}]")
+    return value
+
+
+def _request_id(where: str, value: Any) -> str:
+    low, high = BOUNDS["id"]
+    if not isinstance(value, str) or not low <= len(value) <= high or \
+            not value.isprintable():
+        raise ValueError(f"{where} = {value!r:.80} is not a request id (printable text of "
+                         f"{low} to {high} characters, e.g. 'req-0')")
+    return value
+
+
+def _check_step(k: int, step: dict, joined: set) -> None:
+    where = f"steps[{k}]"
+    if step.get("kind", "step") not in ("step", "dummy"):
+        raise ValueError(f"{where}.kind = {step['kind']!r:.80} is not 'step' or 'dummy'")
+    for name in ("finished", "preempted", "resumed", "joins", "completion"):
+        if not isinstance(step.get(name, []), list):
+            raise TypeError(f"{where}.{name} = {step[name]!r:.80} is not a list")
+    for name in ("chunk", "drafts", "accepted"):
+        if not isinstance(step.get(name, {}), dict):
+            raise TypeError(f"{where}.{name} = {step[name]!r:.80} is not an object of "
+                            "request id -> count")
+        for rid, value in step.get(name, {}).items():
+            _request_id(f"{where}.{name} key", rid)
+            _whole(f"{where}.{name}[{rid!r}]", value, name)
+    for name in ("finished", "preempted", "resumed"):
+        for n, rid in enumerate(step.get(name, [])):
+            _request_id(f"{where}.{name}[{n}]", rid)
+    for n, join in enumerate(step.get("joins", [])):
+        at = f"{where}.joins[{n}]"
+        if not isinstance(join, dict) or set(join) - set(_JOIN_KEYS) or "id" not in join:
+            raise ValueError(f"{at} = {join!r:.80} is not a join (an object with an 'id' and "
+                             f"at most the keys {', '.join(_JOIN_KEYS)})")
+        rid = _request_id(f"{at}.id", join["id"])
+        if rid in joined:
+            raise ValueError(f"{at}.id = {rid!r} joined before (each request joins once)")
+        joined.add(rid)
+        prompt = _whole(f"{at}.prompt", join.get("prompt", 1), "prompt")
+        _whole(f"{at}.prefix", join.get("prefix", 0), "drafts", prompt - 1)
+        temperature = join.get("temperature", 1.0)
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or \
+                not 0 <= temperature < float("inf"):
+            raise ValueError(f"{at}.temperature = {temperature!r:.80} is not a number >= 0")
+    _whole(f"{where}.dummy_tokens", step.get("dummy_tokens", 0), "dummy_tokens")
+    completion = step.get("completion", [])
+    _whole(f"{where}.completion's length", len(completion), "completion")
+    for n, c in enumerate(completion):
+        if c not in COMPLETION_CHOICES:
+            raise ValueError(f"{where}.completion[{n}] = {c!r:.80} is not one of "
+                             f"{', '.join(COMPLETION_CHOICES)}")
+
+
+def _check_sequence(data: dict) -> None:
+    """``ValueError``/``TypeError`` naming the first key of ``data`` out of ``BOUNDS``."""
+    for key in ("protocol", "capacity", "steps"):
+        if key not in data:
+            raise ValueError(f"the key {key!r} is missing")
+    if not isinstance(data["protocol"], str) or not data["protocol"]:
+        raise ValueError(f"protocol = {data['protocol']!r:.80} is not a protocol name")
+    _whole("capacity", data["capacity"], "capacity")
+    steps = data["steps"]
+    if not isinstance(steps, list):
+        raise TypeError(f"steps = {steps!r:.80} is not a list of steps")
+    _whole("the number of steps", len(steps), "steps")
+    for name in ("params", "data"):
+        if not isinstance(data.get(name, {}), dict):
+            raise TypeError(f"{name} = {data[name]!r:.80} is not an object")
+    for name, value in data.get("params", {}).items():
+        if not isinstance(value, (bool, int, float, str, type(None))) or value != value:
+            raise ValueError(f"params[{name!r}] = {value!r:.80} is not a plain value")
+    step_keys = {f.name for f in dataclasses.fields(Step)}
+    joined: set[str] = set()
+    for k, step in enumerate(steps):
+        if not isinstance(step, dict) or set(step) - step_keys:
+            raise ValueError(f"step {k} is not a step: {step!r:.200}")
+        _check_step(k, step, joined)
 
 
 @dataclass

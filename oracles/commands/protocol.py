@@ -279,6 +279,11 @@ def replay_protocol_outcome(config: ReplayConfig) -> Outcome:
     base = config.baseline or saved.get("baseline")
     cand = config.candidate or saved.get("candidate")
     sides = (["--baseline"] if base else []) + ["--candidate"]
+    try:        # no CUDA here: exit 2 as spec says it, before a worker tries it
+        require_device(config.device or saved.get("device") or "cpu")
+    except StagecheckError as exc:
+        raise exc.located("option --device" if config.device
+                          else "argument FILE (its field 'device')") from None
     try:
         findings = replay_protocol(config.file, config.baseline, config.candidate,
                                    config.protocol, config.device, config.shims)

@@ -90,12 +90,13 @@ def _tidy(seq: StepSequence) -> StepSequence:
 def _steps(seq: StepSequence) -> Iterator[StepSequence]:
     """Without one step (the last first), then without two consecutive steps: an
     operation whose ``when`` depends on the step's parity runs at the same steps again
-    only when an even number of steps before it goes."""
-    for k in range(len(seq.steps) - 1, -1, -1):
+    only when an even number of steps before it goes. One step stays at least, as the
+    generator draws it (``spec.steps.BOUNDS``)."""
+    for k in range(len(seq.steps) - 1, -1, -1) if len(seq.steps) > 1 else ():
         out = copy.deepcopy(seq)
         del out.steps[k]
         yield out
-    for k in range(len(seq.steps) - 2, -1, -1):
+    for k in range(len(seq.steps) - 2, -1, -1) if len(seq.steps) > 2 else ():
         out = copy.deepcopy(seq)
         del out.steps[k:k + 2]
         yield out

@@ -20,8 +20,10 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, SchemaError, UsageError
 from stagecheck.oracles.protocol.campaign import ProtocolConfig, check_sequence
 from stagecheck.oracles.report.files import write_atomic
-from stagecheck.oracles.report.replay import (_escaped, _malformed, check_trusted,
-                                              read_replay_document)
+from stagecheck.oracles.report.replay import (DEFAULT_SAVE_DIR, PROTOCOL_RUN_FIELDS, _bounded,
+                                              _escaped, _fields_checked, _malformed,
+                                              check_trusted, read_replay_document,
+                                              replay_run, saved_run)
 from stagecheck.oracles.targets import repository_root, trusted_path
 from stagecheck.spec.findings import Finding
 from stagecheck.spec.steps import StepSequence
@@ -47,7 +49,8 @@ def save_protocol_findings(result, directory: str, protocol_spec: str,
             {"stagecheck_protocol_replay": PROTOCOL_REPLAY_VERSION, "replay_id": rid,
              "protocol": protocol_spec, "baseline": result.baseline,
              "candidate": result.candidate, "device": result.config.device,
-             "shims": list(shims), "finding": f.to_dict()}, indent=1, sort_keys=True),
+             "shims": list(shims), "finding": f.to_dict(),
+             "run": saved_run(result.config, PROTOCOL_RUN_FIELDS)}, indent=1, sort_keys=True),
             inside=directory)
         saved[f.id] = path
     return saved
@@ -70,11 +73,48 @@ def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
     if not isinstance(saved, dict) or "stagecheck_protocol_replay" not in saved:
         raise UsageError.of(messages.PROTOCOL_REPLAY_NOT, path)
     try:
-        seq = StepSequence.from_dict(saved["finding"]["scenario"])
-    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        _fields_checked(saved, _FIELDS, PROTOCOL_RUN_FIELDS)
+        if not isinstance(saved["finding"].get("scenario"), dict):
+            raise ValueError("its field 'finding' holds no 'scenario' object (the step "
+                             "sequence)")
+        try:
+            seq = StepSequence.from_dict(saved["finding"]["scenario"])
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"in its step sequence (finding.scenario): {exc}") from None
+        if "scenario" in seq.data:      # a one-step protocol's staging scenario
+            _bounded(seq.data["scenario"])
+        _config(saved)
+    except (ValueError, TypeError) as exc:     # a value out of range: its key, and the fix
+        raise ScenarioError.of(messages.PROTOCOL_REPLAY_FIELD, path, error=exc,
+                               save_dir=DEFAULT_SAVE_DIR) from None
+    except (KeyError, RecursionError) as exc:
         raise _malformed(path, exc) from None
     return _escaped({k: v for k, v in saved.items() if k != "finding"}) | {
         "finding": saved["finding"]}, seq
+
+
+#: the fields of a protocol replay file besides its finding, and what each may hold (the
+#: protocol and the candidate are always saved)
+_FIELDS = {"protocol": (str,), "candidate": (str,), "baseline": (str, type(None)),
+           "device": (str, type(None)), "shims": (list, type(None)),
+           "replay_id": (str, type(None)), "run": (dict, type(None)), "finding": (dict,)}
+
+
+def _config(saved: dict, device: str | None = None,
+            shims: tuple[str, ...] = ()) -> ProtocolConfig:
+    """The config a replay runs the sequence with: the saved device and run options
+    (``PROTOCOL_RUN_FIELDS``: the time limit found with), each checked as its option is;
+    ``ValueError`` naming the field whose value the option refuses."""
+    fields = {"device": device or saved.get("device") or "cpu",
+              **replay_run(saved, PROTOCOL_RUN_FIELDS)}
+    for name, value in fields.items():
+        try:
+            ProtocolConfig(sequences=1, **{name: value})
+        except (UsageError, OverflowError) as exc:
+            key = "device" if name == "device" else f"run.{name}"
+            raise ValueError(f"its field {key!r} is {value!r:.80}, which the option refuses: "
+                             f"{exc}") from None
+    return ProtocolConfig(sequences=1, shims=shims, **fields)
 
 
 def replay_protocol(path: str, baseline: str | None = None, candidate: str | None = None,
@@ -96,9 +136,8 @@ def replay_protocol(path: str, baseline: str | None = None, candidate: str | Non
                   protocol=untrusted)
     base = baseline if baseline is not None else saved.get("baseline")
     cand = candidate if candidate is not None else saved["candidate"]
-    config = ProtocolConfig(sequences=1, device=device or saved.get("device", "cpu"),
-                            shims=tuple(shims or saved.get("shims") or ()))
-    return check_sequence(base, cand, spec, seq, config)
+    return check_sequence(base, cand, spec, seq,
+                          _config(saved, device, tuple(shims or saved.get("shims") or ())))
 
 
 def _require_saved_protocol(spec: str, path: str) -> None:

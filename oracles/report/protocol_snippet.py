@@ -42,19 +42,25 @@ def absolute_protocol(spec: str) -> str:
 
 
 def protocol_pytest_example(f: Finding, baseline: str | None, candidate: str,
-                            protocol: str) -> str:
+                            protocol: str, config=None) -> str:
     """A pytest test that runs ``f``'s shortest step sequence again and fails, printing
     each error finding's id and message, while the sequence still shows one. It carries
-    the sequence as plain data."""
+    the sequence as plain data, and the run options that decide what it shows (the
+    device, each operation's time limit, the device work queued on cuda) of ``config``,
+    the ``ProtocolConfig`` of the run that found it (None: the defaults)."""
     sequence = json.dumps(f.scenario, sort_keys=True)
     name = "".join(ch if ch.isalnum() else "_" for ch in f.id)
     base, cand = absolute_target(baseline), absolute_target(candidate)
+    options = "" if config is None else (
+        f", ProtocolConfig(sequences=1, device={config.device!r}, "
+        f"timeout={float(config.timeout)!r}, busy_cycles={int(config.busy_cycles)!r})")
     return (
         "import json\n"
-        "from stagecheck.oracles.protocol import check_sequence\n\n"
+        "from stagecheck.oracles.protocol import "
+        f"{'' if config is None else 'ProtocolConfig, '}check_sequence\n\n"
         f"SEQUENCE = json.loads({sequence!r})\n\n\n"
         f"def test_{name}():\n"
         f"    findings = check_sequence({base!r}, {cand!r}, "
-        f"{absolute_protocol(protocol)!r}, SEQUENCE)\n"
+        f"{absolute_protocol(protocol)!r}, SEQUENCE{options})\n"
         "    errors = [f for f in findings if f.severity == 'error']\n"
         "    assert not errors, '\\n'.join(f'[{f.id}] {f.message}' for f in errors)\n")

@@ -196,5 +196,5 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
         for f in distinct.values():
             lines += ["", *("    " + row for row in protocol_pytest_example(
                 f, result.baseline, result.candidate,
-                result.loadable_protocol()).splitlines())]
+                result.loadable_protocol(), result.config).splitlines())]
     return "\n".join(lines)

@@ -42,7 +42,8 @@ from stagecheck.spec import StagingScenario
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.space import malformed
 
-__all__ = ["DEFAULT_SAVE_DIR", "GITIGNORE", "KEEP_RUNS", "REPLAY_VERSION", "RUN_FIELDS",
+__all__ = ["DEFAULT_SAVE_DIR", "GITIGNORE", "KEEP_RUNS", "PROTOCOL_RUN_FIELDS", "REPLAY_VERSION",
+           "RUN_FIELDS",
            "kept_findings", "load_replay", "mark_ignored", "new_run_id", "prune_runs",
            "read_replay_document", "replay_id", "replay_run", "save_findings", "save_run",
            "saved_run", "write_manifest"]
@@ -113,18 +114,23 @@ def save_findings(result, directory: str, baseline=None, candidate=None,
 #: model and the staging calls per example decide what a finding shows (a
 #: ``no_copy_hazard`` needs ``--deferred-copies`` on the CPU)
 RUN_FIELDS = {"deferred_copies": bool, "steps": int, "timeout": float}
+#: the ``ProtocolConfig`` fields a protocol replay file keeps (its ``run``): the time limit
+#: of each operation (a hang found under ``--timeout 0.3`` is one again only under it) and
+#: the device work queued at each lazy boundary on cuda
+PROTOCOL_RUN_FIELDS = {"timeout": float, "busy_cycles": int}
 
 
-def saved_run(run) -> dict:
-    """How each example ran (``RunOptions``), as a replay file keeps it."""
-    return {name: kind(getattr(run, name)) for name, kind in RUN_FIELDS.items()}
+def saved_run(run, fields: dict = RUN_FIELDS) -> dict:
+    """How each example ran (``RunOptions``; a protocol run's ``ProtocolConfig`` with
+    ``PROTOCOL_RUN_FIELDS``), as a replay file keeps it."""
+    return {name: kind(getattr(run, name)) for name, kind in fields.items()}
 
 
-def replay_run(saved: dict) -> dict:
-    """The ``RunOptions`` fields a replay file keeps (``saved_run``); none for a file of an
-    older stagecheck, which kept only the device."""
+def replay_run(saved: dict, fields: dict = RUN_FIELDS) -> dict:
+    """The run fields a replay file keeps (``saved_run``); none for a file of an older
+    stagecheck, which kept only the device."""
     run = saved.get("run") or {}
-    return {k: run[k] for k in RUN_FIELDS if k in run}
+    return {k: run[k] for k in fields if k in run}
 
 
 def write_manifest(directory: str, run_id: str, command: str, result, saved: dict[str, str],
@@ -324,10 +330,14 @@ _FIELDS = {"baseline": (str, type(None)), "candidate": (str, type(None)),
            "run": (dict, type(None))}
 
 
-def _fields_checked(saved: dict) -> None:
+def _fields_checked(saved: dict, fields: dict = _FIELDS,
+                    run_fields: dict = RUN_FIELDS) -> None:
     """``TypeError`` naming the first field of the file whose value has the wrong type (a
-    schema that is a dict, shims that are a number)."""
-    for name, kinds in _FIELDS.items():
+    schema that is a dict, shims that are a number), ``ValueError`` one that is missing
+    (a field that may not be None)."""
+    for name, kinds in fields.items():
+        if name not in saved and type(None) not in kinds:
+            raise ValueError(f"its field {name!r} is missing")
         value = saved.get(name)
         if not isinstance(value, kinds):
             raise TypeError(f"its field {name!r} is a {type(value).__name__}, not "
@@ -335,7 +345,7 @@ def _fields_checked(saved: dict) -> None:
     if not all(isinstance(s, str) for s in saved.get("shims") or ()):
         raise TypeError("its field 'shims' holds something other than paths")
     run = saved.get("run") or {}
-    for name, kind in RUN_FIELDS.items():
+    for name, kind in run_fields.items():
         # a whole number is a float's value too; a bool is no number
         kinds = (int, float) if kind is float else (kind,)
         if name in run and (not isinstance(run[name], kinds) or (
