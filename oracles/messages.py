@@ -448,7 +448,7 @@ PROTOCOL_REPLAY_NOT = ("{value!r} is not a protocol replay file",
                        "give a file a protocol campaign saved (its 'stagecheck_protocol_replay' "
                        "key), or replay a staging finding with 'stagecheck replay'")
 #: a protocol replay file with a value out of range (an edited file)
-PROTOCOL_REPLAY_FIELD = ("{value!r} is not a protocol replay file stagecheck can run: {error}",
+PROTOCOL_REPLAY_FIELD = ("{value!r} is not a stagecheck replay file ({error})",
                          "fix that key (docs/protocols.md, 'Replay files', gives each one's "
                          "range) or give a file a protocol run saved under {save_dir}")
 #: a replay file whose protocol file is no longer where it was saved from

@@ -129,7 +129,7 @@ class StepSequence:
 #: (``StepSpace``: capacity and steps 1..1024, prompts 1..4096, drafts 0..4096; a dummy step
 #: at most twice the capacity's tokens), and request ids as it names them (short text)
 BOUNDS = {"capacity": (1, 1024), "steps": (1, 1024), "prompt": (1, 4096),
-          "drafts": (0, 4096), "chunk": (1, 4096), "accepted": (1, 4097),
+          "prefix": (0, 4095), "drafts": (0, 4096), "chunk": (1, 4096), "accepted": (1, 4097),
           "dummy_tokens": (0, 2048), "completion": (0, 1024), "id": (1, 64)}
 _JOIN_KEYS = ("id", "prompt", "prefix", "temperature")
 
@@ -177,8 +177,10 @@ def _check_step(k: int, step: dict, joined: set) -> None:
         if rid in joined:
             raise ValueError(f"{at}.id = {rid!r} joined before (each request joins once)")
         joined.add(rid)
-        prompt = _whole(f"{at}.prompt", join.get("prompt", 1), "prompt")
-        _whole(f"{at}.prefix", join.get("prefix", 0), "drafts", prompt - 1)
+        _whole(f"{at}.prompt", join.get("prompt", 1), "prompt")
+        # below the largest prompt: one at or past its own prompt reads as prompt - 1
+        # (``Unfolding.add``), as the shrinker leaves it when it shortens the prompt
+        _whole(f"{at}.prefix", join.get("prefix", 0), "prefix")
         temperature = join.get("temperature", 1.0)
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or \
                 not 0 <= temperature < float("inf"):

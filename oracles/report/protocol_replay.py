@@ -72,21 +72,21 @@ def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
     saved = read_replay_document(path)
     if not isinstance(saved, dict) or "stagecheck_protocol_replay" not in saved:
         raise UsageError.of(messages.PROTOCOL_REPLAY_NOT, path)
-    try:
-        _fields_checked(saved, _FIELDS, PROTOCOL_RUN_FIELDS)
-        if not isinstance(saved["finding"].get("scenario"), dict):
-            raise ValueError("its field 'finding' holds no 'scenario' object (the step "
-                             "sequence)")
+    try:    # the step sequence first: what a staging replay file's scenario fails with
+        if not isinstance(saved.get("finding"), dict):
+            raise TypeError("a replay file is a JSON object with a 'finding' object")
+        scenario = saved["finding"]["scenario"]
         try:
-            seq = StepSequence.from_dict(saved["finding"]["scenario"])
+            seq = StepSequence.from_dict(scenario)
         except (ValueError, TypeError) as exc:
-            raise ValueError(f"in its step sequence (finding.scenario): {exc}") from None
+            raise type(exc)(f"in its step sequence (finding.scenario): {exc}") from None
         if "scenario" in seq.data:      # a one-step protocol's staging scenario
             _bounded(seq.data["scenario"])
+        _fields_checked(saved, _FIELDS, PROTOCOL_RUN_FIELDS)
         _config(saved)
     except (ValueError, TypeError) as exc:     # a value out of range: its key, and the fix
-        raise ScenarioError.of(messages.PROTOCOL_REPLAY_FIELD, path, error=exc,
-                               save_dir=DEFAULT_SAVE_DIR) from None
+        raise ScenarioError.of(messages.PROTOCOL_REPLAY_FIELD, path, save_dir=DEFAULT_SAVE_DIR,
+                               error=f"{type(exc).__name__}: {exc}") from None
     except (KeyError, RecursionError) as exc:
         raise _malformed(path, exc) from None
     return _escaped({k: v for k, v in saved.items() if k != "finding"}) | {

@@ -116,9 +116,11 @@ def test_findings_are_saved_replayed_and_pasted_as_a_pytest_test(tmp_path):
     assert "host-write-pending-upload ids_cpu" in report
     # the pasted test loads the protocol as the run did: from its file, not by its name
     assert result.loadable_protocol() != result.protocol
-    assert f"{result.loadable_protocol()!r}, SEQUENCE)" in report
+    assert f"{result.loadable_protocol()!r}, SEQUENCE, ProtocolConfig(" in report
+    # ... and with the run options that decide its verdict (the time limit of a hang)
+    assert f"timeout={result.config.timeout!r}" in report
     source = protocol_pytest_example(result.errors[0], None, toy("buggy_token_stager"),
-                                     EXAMPLE)
+                                     EXAMPLE, result.config)
     namespace: dict = {}
     exec(compile(source, "pasted_test.py", "exec"), namespace)
     test = next(v for k, v in namespace.items() if k.startswith("test_"))

@@ -83,3 +83,12 @@ def test_the_shrinker_keeps_one_step_at_least():
     assert all(len(s.steps) >= 1 for s in _steps(seq))
     one = StepSequence.from_dict({**SAVED["finding"]["scenario"], "steps": [STEP]})
     assert list(_steps(one)) == []
+
+
+def test_a_shrunk_prompt_below_its_prefix_still_loads():
+    # the shrinker shortens a prompt and leaves its prefix: unfold reads it as prompt - 1
+    from stagecheck.spec.steps import StepSequence, unfold
+    data = copy.deepcopy(SAVED["finding"]["scenario"])
+    data["steps"][0]["joins"] = [{**JOIN, "prompt": 1, "prefix": 2}]
+    (view, _) = unfold(StepSequence.from_dict(data))
+    assert view.joins[0]["computed"] == 0
