@@ -216,8 +216,7 @@ def _import(path: str, spec: str, guarded: bool = False):
     except SchemaError:
         raise
     except BaseException as exc:     # the user's file failed to import: say so, exit 2
-        lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__)
-                 if os.path.abspath(f.filename) == os.path.abspath(path)]
+        lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
         raise SchemaError.of(messages.PROTOCOL_IMPORT, spec,
                              error=f"{type(exc).__name__}: {exc}",
                              line=f" at line {lines[-1]}" if lines else "") from None
