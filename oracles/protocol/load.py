@@ -203,8 +203,8 @@ def _load_file(spec: str, checked: bool, guarded: bool) -> Protocol:
 
 
 def _import(path: str, spec: str, guarded: bool = False):
-    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:12]
-    module_name = f"stagecheck_protocol_{digest}"
+    here = os.path.abspath(path)
+    module_name = f"stagecheck_protocol_{hashlib.sha1(here.encode()).hexdigest()[:12]}"
     try:
         loader_spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(loader_spec)
@@ -216,7 +216,7 @@ def _import(path: str, spec: str, guarded: bool = False):
     except SchemaError:
         raise
     except BaseException as exc:     # the user's file failed to import: say so, exit 2
-        lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+        lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == here]
         raise SchemaError.of(messages.PROTOCOL_IMPORT, spec,
                              error=f"{type(exc).__name__}: {exc}",
                              line=f" at line {lines[-1]}" if lines else "") from None
