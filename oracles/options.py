@@ -99,7 +99,7 @@ def seconds(option: str, value: Any, example: str = "5", limit: float | None = N
     ``option``), else a ``UsageError``."""
     try:
         number = float(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):      # 10**400 too: not a float
         raise UsageError.of(messages.BAD_SECONDS, value, option, example=example) from None
     if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
         raise UsageError.of(messages.BAD_SECONDS, value, option, example=example)

@@ -61,3 +61,12 @@ def test_every_breach_is_drawn():
         assert find(out_of_contract_scenarios(), lambda x, b=breach: x[0] == b,
                     settings=settings(max_examples=500, database=None, deadline=None,
                                       phases=(Phase.generate,)))
+
+
+def test_a_value_of_the_wrong_type_is_a_breach_not_an_error():
+    # num_computed_tokens["req-a"] = "1" in an edited replay file raised TypeError
+    from tests.helpers import scenario
+    s = scenario()
+    s.inputs["num_computed_tokens"] = {**s.inputs["num_computed_tokens"], "req-a": "1"}
+    assert any("num_computed_tokens['req-a']='1' does not fit" in b
+               for b in contract_breaches(DEFAULT_SCHEMA, s))

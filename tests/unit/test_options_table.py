@@ -169,3 +169,10 @@ def test_a_timeout_below_the_floor_runs_as_the_floor_and_the_settings_say_so():
     assert settings("diff", dataclasses.asdict(RunOptions(timeout=0.01)))["timeout"] == 0.1
     with pytest.raises(UsageError):
         RunOptions(timeout=0)                        # nothing is still refused
+
+
+def test_a_number_of_seconds_too_large_for_a_float_is_a_usage_error():
+    # run.timeout = 10**400 in an edited replay file was an internal error (OverflowError)
+    from stagecheck.oracles.options import seconds
+    with pytest.raises(UsageError):
+        seconds("timeout", 10 ** 400)
