@@ -281,11 +281,6 @@ def guarded_call(what: str, func, *args, **kwargs):
             raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
                                  error="KeyboardInterrupt") from None
         raise
-    except Exception:
-        raise
-    except BaseException as exc:    # GeneratorExit, a BaseException class of its own
-        raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
-                             error=f"{type(exc).__name__} (a BaseException)") from None
     finally:
         _STATE.expired = False
 

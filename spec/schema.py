@@ -475,11 +475,12 @@ def contract_breaches(schema: StagingSchema, s: StagingScenario) -> list[str]:
         items = ([(r, data.get(r)) for r in live] if inp.kind == PER_REQUEST
                  else list(enumerate(data or [])))
         for where, v in items:
+            # text (an edited replay file) is no number: a breach, not a TypeError
             if v is not None and not (isinstance(v, bool) or (
-                    isinstance(v, (int, float)) and low <= v <= high)):
+                    not isinstance(v, str) and low <= v <= high)):
                 place = f"[{where!r}]" if inp.kind == PER_REQUEST else f"[{where}]"
                 bound = "int32" if (low, high) == (INT32_MIN, INT32_MAX) else f"[{low}, {high}]"
-                out.append(f"{inp.name}{place}={v!r} does not fit {bound}")
+                out.append(f"{inp.name}{place}={v} does not fit {bound}")
     if schema.breaches is not None:
         out += schema.breaches(s)
     return out

@@ -484,7 +484,8 @@ PROTOCOL_FILES = [
                   "a --protocol file whose own check raises an exception whose __str__ calls "
                   "os._exit(0) (was: exit 0, no output)"),
     protocol_case("protocol-check-base-exception", "protocol_check_base_exception", 2,
-                  r"checks\[0\]\.check raised Boom \(a BaseException\)",
+                  r"checks\[0\] \('booms'\) raised Boom: boom at \S+"
+                  r"protocol_check_base_exception\.py:\d+",
                   "a --protocol file whose own check raises a BaseException class of its own "
                   "(was: a traceback, exit 1)"),
     protocol_case("protocol-thread-and-exit-handler", "protocol_thread_and_exit_handler", 0,
