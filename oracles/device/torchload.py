@@ -6,7 +6,10 @@ A worker imports torch the first time a call needs it: inside the call, under th
 could fire half-way through it, which leaves a half-imported ``torch`` module in
 ``sys.modules`` (every later call in that worker then fails in torch itself), and the
 seconds would count as the target's time. ``import_torch`` suspends the timer for the
-import and gives the call back exactly what was left of it.
+import and gives the call back exactly what was left of it, and tells the parent (through
+the mark a worker holds here: ``hold_import_mark``) that the import runs, so that the
+parent's deadline for the call does not count it either. A worker that never needs torch
+(the built-in generations on the CPU read and write numpy only) never imports it.
 
 Shared by the fast and instrumented backends (``oracles/observe``) and the device model.
 """
@@ -16,7 +19,17 @@ from __future__ import annotations
 import signal
 import sys
 
-__all__ = ["first_use", "import_torch"]
+__all__ = ["first_use", "hold_import_mark", "import_torch"]
+
+#: ``mark(True)`` as the import of torch starts, ``mark(False)`` when it ended (a worker's:
+#: ``worker/child.py``); None elsewhere
+_MARK: list = [None]
+
+
+def hold_import_mark(mark) -> None:
+    """``mark(running)``: called as ``import_torch`` starts (True) and ends (False) the
+    import of torch."""
+    _MARK[0] = mark
 
 
 def import_torch():
@@ -34,9 +47,14 @@ def import_torch():
             remaining[timer] = signal.setitimer(timer, 0)[0]
     except (AttributeError, ValueError):   # no interval timers here (a thread, Windows)
         pass
+    mark = _MARK[0]
     try:
+        if mark is not None:
+            mark(True)
         import torch  # the one import of torch, with the timers suspended (module doc)
     finally:
+        if mark is not None:
+            mark(False)
         for timer, seconds in remaining.items():
             if seconds > 0:
                 signal.setitimer(timer, seconds)

@@ -11,6 +11,7 @@ imports torch, the list backend (CrossHair) neither numpy nor torch.
 
 from __future__ import annotations
 
+from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.options import RunOptions
 
 __all__ = ["backend_kind", "make_backend", "torch_module"]
@@ -33,6 +34,6 @@ def backend_kind(backend: str, options: RunOptions) -> str:
 
 
 def torch_module():
-    """torch, imported on first use (seconds; a CPU run on the fast backend never needs it)."""
-    import torch  # heavy: the observe stage imports it here and in its torch backends only
-    return torch
+    """torch, imported on first use (seconds; a CPU run on the fast backend never needs it),
+    untimed (``torchload.import_torch``)."""
+    return import_torch()

@@ -26,7 +26,7 @@ from typing import Any
 
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import SchemaError, StagecheckError
-from stagecheck.oracles.device.torchload import first_use, import_torch
+from stagecheck.oracles.device.torchload import first_use, hold_import_mark, import_torch
 from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.backends import make_backend
@@ -37,9 +37,9 @@ from stagecheck.oracles.targets import (TargetRef, load_function_from_source, lo
                                         load_target, target_from_callable)
 from stagecheck.oracles.text import exception_text, printable
 from stagecheck.oracles.worker import keeper
-from stagecheck.oracles.worker.protocol import (BUSY, IDLE, MEMORY_EXIT, SharedPosition,
-                                                held_targets, hold_ender, hold_position,
-                                                observing)
+from stagecheck.oracles.worker.protocol import (BUSY, IDLE, MEMORY_EXIT, TIMED, UNTIMED,
+                                                SharedPosition, held_targets, hold_ender,
+                                                hold_position, observing)
 from stagecheck.spec.observation import inputs_given
 
 __all__ = ["worker_main"]
@@ -108,9 +108,6 @@ class _Worker:
         answer is a ``TargetLoadError`` naming the names (never a ``NameError`` in a run).
         """
         self.counter.value = BUSY   # loading runs target code: under the parent's deadline
-        # torch now, under the deadline of loading, never inside a call: its import takes
-        # about a second of CPU, which a short --timeout would count as the target's
-        import_torch()
         out = []
         self.targets = []
         for ref in refs:
@@ -139,6 +136,14 @@ class _Worker:
             self.targets.append(target)
             out.append(("target", target.schema.name, sorted(target.profile.keywords),
                         target.origin, tuple(target.shimmed), target.profile.parameters))
+        if any(_names_torch(ref, target) for ref, target in zip(refs, self.targets)
+               if target is not None):
+            # torch now, under the deadline of loading: the targets' own ``import torch``
+            # inside a call would be timed as theirs (about a second of CPU, which a
+            # short --timeout fires inside). stagecheck's own first use inside a call
+            # is not timed (``torchload.hold_import_mark``); targets that never name
+            # torch (the built-in generations) leave the worker without it.
+            import_torch()
         self._restore_builtins()
         self._left_running()       # what loading started ends here (no call to blame)
         self.counter.value = IDLE
@@ -279,6 +284,20 @@ def _quiet_stdio() -> None:
     os.close(devnull)
 
 
+def _names_torch(ref: TargetRef, target) -> bool:
+    """Whether the target's source text names torch (a file it cannot read: assumed)."""
+    if ref.source is not None:
+        return "torch" in ref.source
+    code = getattr(target.func, "__code__", None)
+    if code is None:
+        return True
+    try:
+        with open(code.co_filename, encoding="utf-8", errors="replace") as fh:
+            return "torch" in fh.read()
+    except OSError:
+        return True
+
+
 def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
                 path: list[str]) -> None:
     """The worker process: answer the parent's commands until told to stop."""
@@ -294,6 +313,8 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
     _quiet_stdio()
     _limit_memory(memory_mib)
     keep_alarm_handler()
+    # the parent does not time this worker's own import of torch inside a call
+    hold_import_mark(lambda running: setattr(counter, "pause", UNTIMED if running else TIMED))
     worker = _Worker(counter, memory_mib)
     requests = _Requests(receive)
     while True:

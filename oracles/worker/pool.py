@@ -22,8 +22,8 @@ from stagecheck.oracles.text import printable
 from stagecheck.oracles.worker.deadlines import (GRACE_SECONDS, LOAD_SECONDS, Deadline,
                                                  batch_deadline, load_deadline, trace_hang)
 from stagecheck.oracles.worker.process import Ended, WorkerProcess, take_spare
-from stagecheck.oracles.worker.protocol import (BUSY, DEFAULT_MEMORY_MIB, default_memory_mib,
-                                                observed, observing)
+from stagecheck.oracles.worker.protocol import (BUSY, DEFAULT_MEMORY_MIB, TIMED, UNTIMED,
+                                                default_memory_mib, observed, observing)
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
@@ -174,6 +174,7 @@ class WorkerPool:
         since_waited = used.waited if used is not None else None
         told = 0.0
         stopped_since = None     # when the worker was first seen stopped (SIGSTOP)
+        pause = process.pause    # the worker's own one-time work (``protocol.UNTIMED``)
 
         def stalled(seconds: float) -> None:
             """Part of the answer came and the rest does not: the worker stopped (SIGSTOP)
@@ -215,21 +216,34 @@ class WorkerPool:
             stopped = used is not None and used.state in ("T", "t")
             stopped_since = (stopped_since or now) if stopped else None
             position = process.position
+            limit_now = deadline
+            if not process.paused_once and process.pause != pause:
+                # the worker's import of torch started or ended inside the call: the
+                # clock starts again, under the deadline of loading while it runs; once
+                # per worker process (code under test that writes the flag gains at
+                # most one deadline of loading)
+                pause = process.pause
+                process.paused_once = pause == TIMED
+                since = now
+                since_cpu = used.cpu if used is not None else since_cpu
+                since_waited = used.waited if used is not None else since_waited
+            if pause == UNTIMED and not process.paused_once and deadline is not None:
+                limit_now = load_deadline()
             if best < position <= top:
                 best, since = position, now
                 since_cpu = used.cpu if used is not None else since_cpu
                 since_waited = used.waited if used is not None else since_waited
-            elif deadline is not None and (
+            elif limit_now is not None and (
                     # the wall clock, less the time the worker waited for a CPU: busy
                     # CPUs slow a call down, they do not make it a hang
-                    (deadline.wall is not None and now - since - (
+                    (limit_now.wall is not None and now - since - (
                         used.waited - since_waited if used is not None
-                        and since_waited is not None else 0.0) > deadline.wall) or
-                    (deadline.cpu is not None and used is not None
+                        and since_waited is not None else 0.0) > limit_now.wall) or
+                    (limit_now.cpu is not None and used is not None
                      and used.cpu - since_cpu + (now - stopped_since if stopped_since
-                                                 else 0.0) > deadline.cpu)):
+                                                 else 0.0) > limit_now.cpu)):
                 trace_hang(now - since, used, since_cpu, since_waited, position, best,
-                            deadline)
+                            limit_now)
                 process.kill()
                 raise Ended("hung", best, hung=True)
         if status == "error":

@@ -102,6 +102,8 @@ class WorkerProcess:
         self._outbox = bytearray()   # requests sent, not yet taken by the worker's pipe
         self._inbox = bytearray()    # answer bytes read ahead (``pump``), not yet parsed
         self._last_position = 0
+        #: the parent saw the worker's one-time work end (``pause``): it is excused once
+        self.paused_once = False
         self._said = ""              # what the keeper wrote so far
         self._pid: int | None = None
         self._exit: int | None = None
@@ -154,6 +156,12 @@ class WorkerProcess:
         if self._view is not None:
             self._last_position = self._view.value
         return self._last_position
+
+    @property
+    def pause(self) -> int:
+        """``protocol.UNTIMED`` while the worker's own one-time work runs inside a call,
+        ``TIMED`` once it ended (0: never started; or the worker is gone)."""
+        return self._view.pause if self._view is not None else 0
 
     def usage(self) -> Usage | None:
         """The worker's CPU time, resident memory and state, from ``/proc``; None when it

@@ -1,9 +1,12 @@
 """What the two sides of a worker's pipe agree on, besides the commands themselves.
 
-- where the worker is (``SharedPosition``): one int64 in a shared file both sides map;
-  the worker writes it before each call of target code, the parent reads it to know
-  which call crashed or hung. Its values are named below (``IDLE``, ``BUSY``,
-  ``observing``); nothing else writes or decodes them.
+- where the worker is (``SharedPosition``): two int64s in a shared file both sides map.
+  The first, the position: the worker writes it before each call of target code, the
+  parent reads it to know which call crashed or hung; its values are named below
+  (``IDLE``, ``BUSY``, ``observing``); nothing else writes or decodes them. The second,
+  ``pause``: the worker's own one-time work inside a call (its import of torch, on the
+  first use that needs it: ``UNTIMED`` while it runs, ``TIMED`` after), which the
+  parent does not time as the call's (once per worker process: ``pool.py``).
 - ``MEMORY_EXIT``: the exit code of a worker that ran out of memory; how much memory a
   worker may hold (``default_memory_mib``);
 - ``TargetArg``: an argument of a ``call`` that stands for a target the worker loaded.
@@ -15,7 +18,7 @@ import os
 from dataclasses import dataclass
 
 __all__ = ["BUSY", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "RESTART", "SIDES_PER_EXAMPLE",
-           "SharedPosition", "TargetArg", "default_memory_mib", "held_targets",
+           "SharedPosition", "TIMED", "TargetArg", "UNTIMED", "default_memory_mib", "held_targets",
            "end_left_running", "hold_ender", "hold_position", "next_position", "observed",
            "observing", "target_arg"]
 
@@ -23,6 +26,11 @@ __all__ = ["BUSY", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "RESTART", "SIDE
 IDLE = 0
 #: loading targets, or running a ``call``: target code runs, under the parent's deadline
 BUSY = 1
+#: ``SharedPosition.pause``: the worker's own one-time work (its import of torch) runs
+#: inside a call, under the deadline of loading instead of the call's
+UNTIMED = 1
+#: ... that work is done: the call's clock starts again
+TIMED = 2
 #: positions per example of a batch: one per side (a batch has fewer sides than this)
 SIDES_PER_EXAMPLE = 8
 
@@ -94,11 +102,12 @@ def default_memory_mib() -> int:
 
 
 class SharedPosition:
-    """An int64 in shared memory: where the worker is (``IDLE``: between requests)."""
+    """Two int64s in shared memory: where the worker is (``IDLE``: between requests), and
+    whether the worker's own one-time work runs inside a call (``pause``)."""
 
     __slots__ = ("_view",)
     #: the bytes of the shared file
-    BYTES = 8
+    BYTES = 16
 
     def __init__(self, buf) -> None:
         self._view = memoryview(buf).cast("q")
@@ -110,6 +119,14 @@ class SharedPosition:
     @value.setter
     def value(self, v: int) -> None:
         self._view[0] = v
+
+    @property
+    def pause(self) -> int:
+        return self._view[1]
+
+    @pause.setter
+    def pause(self, v: int) -> None:
+        self._view[1] = v
 
 
 @dataclass(frozen=True)

@@ -299,9 +299,17 @@ HANGS = [
     Case("timeout-short-first-torch-use", ("diff", "single-loop",
                                            f"{{H}}/../equivalent_raw_copy_.py::{FUNC}",
                                            "--timeout", "0.1", "--examples", "40", "--quiet"),
-         0, EQUIVALENT, "--timeout 0.1 on a target whose first call was the worker's first "
-         "use of torch (was: a hang, or a SystemError or SIGABRT from inside torch's import, "
-         "on a correct candidate)"),
+         0, EQUIVALENT, "--timeout 0.1 on a correct target whose file imports torch: the "
+         "worker imports it while it loads (was: a hang, or a SystemError or SIGABRT from "
+         "inside torch's import, on a correct candidate)"),
+    Case("timeout-short-own-torch-use", ("diff", "single-loop", target("raw_copy_first_use"),
+                                         "--timeout", "0.1", "--examples", "40", "--quiet"),
+         0, EQUIVALENT, "--timeout 0.1 on a correct target that never names torch but copies "
+         "with `.gpu[:n].copy_(.cpu[:n])`: its first call is the worker's first use of torch, "
+         "imported inside the call, untimed"),
+    hang("pause_spins", "writes the flag that pauses the checker's clock for the worker's "
+         "own import of torch, ignores the worker's timers and spins: a hang once the "
+         "deadline of loading passed (at most one such pause per worker)", env=LOAD_ENV),
 ]
 LEAKS = [
     spec("spawns_process", 0, LEFT.format(name="sleep"), "spawns a process (a finding, and "

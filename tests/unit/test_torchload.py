@@ -4,6 +4,12 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+from stagecheck.oracles.errors import UsageError
+from stagecheck.oracles.targets import load_target
+from stagecheck.oracles.worker.pool import WorkerEnded, WorkerPool
+
 SCRIPT = textwrap.dedent("""
     import signal, sys, time
     assert "torch" not in sys.modules
@@ -34,3 +40,24 @@ def test_a_first_import_of_torch_neither_is_cut_off_nor_uses_the_calls_time():
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "limit kept"
+
+
+def test_a_workers_own_import_of_torch_inside_a_call_is_not_timed_as_the_call():
+    """The checker's deadline for a call pauses while the worker imports torch for its own
+    first use inside the call (oracles/worker/pool.py, ``protocol.UNTIMED``): the import
+    takes about a second of CPU, ten times the deadline here, and a worker that never
+    needs torch never imports it."""
+    legacy = load_target("legacy")         # its file never names torch
+    pool = WorkerPool()
+    try:
+        pool.load([legacy.ref], {legacy.ref.schema: legacy.schema})
+        with pytest.raises(WorkerEnded) as ended:   # the deadline holds in this pool ...
+            pool.call("time", "sleep", 2.0, deadline=0.1)
+        assert ended.value.hung
+        try:                 # ... and the first use of the device imports torch inside it
+            pool.call("stagecheck.oracles.observe.call", "require_device", "cuda",
+                      deadline=0.1)
+        except UsageError as refused:                 # no GPU here: the call's own answer
+            assert "cuda" in str(refused)
+    finally:
+        pool.close()
