@@ -433,6 +433,8 @@ PROTOCOL_PROBLEM_CHECK_ID = ("checks[{k}].id {value!r} is not an id: its finding
                             "replay file names start with it; use letters, digits, '_' and "
                             "'-' only (at most 64, not starting with '-'), e.g. "
                             "'reads_its_count'")
+PROTOCOL_PROBLEM_CHECK_TWICE = ("checks have the ids {ids} twice: a check's id names its "
+                               "findings and replay files; give each check its own id")
 PROTOCOL_PROBLEM_CHECK_STATEMENT = ("checks[{k}].statement {value!r} (check {id!r}) is no "
                                    "statement: the report prints it as the invariant a "
                                    "finding of the check breaks; write the invariant in one "

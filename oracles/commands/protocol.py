@@ -35,7 +35,8 @@ from stagecheck.oracles.options import (OPTIONS, PROTOCOL_FIELDS, ProtocolConfig
                                         flag_of, options_of)
 from stagecheck.oracles.protocol import (check_protocol, load_protocol, protocol_for_target,
                                          run_protocol_campaign)
-from stagecheck.oracles.protocol.load import CHECK_SEQUENCES, dry_run_problems, protocol_spec
+from stagecheck.oracles.protocol.load import protocol_spec
+from stagecheck.oracles.protocol.problems import CHECK_SEQUENCES, dry_run_problems
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.protocol_json import render_protocol_json
 from stagecheck.oracles.report.protocol_replay import (load_protocol_replay, replay_protocol,

@@ -11,8 +11,8 @@ is given, in the worker), ``run.py`` (one sequence through one target: a trace),
 
 from stagecheck.oracles.protocol.campaign import (ProtocolConfig, ProtocolResult,
                                                   check_sequence, run_protocol_campaign)
-from stagecheck.oracles.protocol.load import (check_protocol, load_protocol,
-                                              protocol_for_target, protocol_spec)
+from stagecheck.oracles.protocol.load import load_protocol, protocol_for_target, protocol_spec
+from stagecheck.oracles.protocol.problems import check_protocol
 
 __all__ = ["ProtocolConfig", "ProtocolResult", "check_protocol", "check_sequence", "load_protocol",
            "protocol_for_target", "protocol_spec", "run_protocol_campaign"]

@@ -28,10 +28,11 @@ from stagecheck.oracles.observe.call import CallTimedOut, time_limit
 from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, prepare_state,
                                                  release_state)
-from stagecheck.oracles.protocol.load import load_protocol, refuse_patches, when_problem
+from stagecheck.oracles.protocol.load import load_protocol, refuse_patches
 from stagecheck.oracles.protocol.own_code import (ProtocolExited, built_class, call_refused,
                                                   own_exits_refused, protocol_mistake,
                                                   refuse_own_hang)
+from stagecheck.oracles.protocol.problems import when_problem
 from stagecheck.oracles.protocol.results import plain, plain_result, refuse_device_values
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.text import exception_text

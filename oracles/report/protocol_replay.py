@@ -23,7 +23,7 @@ from stagecheck.oracles.report.files import write_atomic
 from stagecheck.oracles.report.replay import (DEFAULT_SAVE_DIR, PROTOCOL_RUN_FIELDS, _bounded,
                                               _escaped, _fields_checked, _malformed,
                                               check_trusted, read_replay_document,
-                                              replay_run, saved_run)
+                                              replay_run, saved_run, version_checked)
 from stagecheck.oracles.targets import repository_root, trusted_path
 from stagecheck.spec.findings import Finding
 from stagecheck.spec.steps import StepSequence
@@ -73,6 +73,7 @@ def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
     if not isinstance(saved, dict) or "stagecheck_protocol_replay" not in saved:
         raise UsageError.of(messages.PROTOCOL_REPLAY_NOT, path)
     try:    # the step sequence first: what a staging replay file's scenario fails with
+        version_checked(saved, "stagecheck_protocol_replay", PROTOCOL_REPLAY_VERSION)
         if not isinstance(saved.get("finding"), dict):
             raise TypeError("a replay file is a JSON object with a 'finding' object")
         scenario = saved["finding"]["scenario"]

@@ -46,7 +46,7 @@ __all__ = ["DEFAULT_SAVE_DIR", "GITIGNORE", "KEEP_RUNS", "PROTOCOL_RUN_FIELDS", 
            "RUN_FIELDS",
            "kept_findings", "load_replay", "mark_ignored", "new_run_id", "prune_runs",
            "read_replay_document", "replay_id", "replay_run", "save_findings", "save_run",
-           "saved_run", "write_manifest"]
+           "saved_run", "version_checked", "write_manifest"]
 
 #: the folder stagecheck keeps for itself (it ignores itself for git)
 STAGECHECK_DIR = ".stagecheck"
@@ -354,6 +354,19 @@ def _fields_checked(saved: dict, fields: dict = _FIELDS,
                             f"{kind.__name__}")
 
 
+def version_checked(saved: dict, key: str, current: int) -> None:
+    """``ValueError`` when the file's format ``saved[key]`` is not one this stagecheck
+    reads (a whole number from 1 to ``current``; a file without it: as written by hand)."""
+    version = saved.get(key, current)
+    if type(version) is not int or version < 1:
+        raise ValueError(f"its field {key!r} is {version!r:.40}, not a format number "
+                         f"(this stagecheck writes {current})")
+    if version > current:
+        raise ValueError(f"it was written by a newer stagecheck (format {version}; this one "
+                         f"reads formats 1 to {current}): upgrade stagecheck, or run the "
+                         "campaign again with this one to save the finding anew")
+
+
 def _malformed(path: str, exc: BaseException) -> ScenarioError:
     """The error of a replay file whose content is not what a replay file holds."""
     error = ("its JSON is nested too deeply" if isinstance(exc, RecursionError)
@@ -387,6 +400,7 @@ def load_replay(path: str) -> tuple[dict, StagingScenario]:
     try:
         if not isinstance(saved, dict) or not isinstance(saved.get("finding"), dict):
             raise TypeError("a replay file is a JSON object with a 'finding' object")
+        version_checked(saved, "stagecheck_replay", REPLAY_VERSION)
         _fields_checked(saved)
         _bounded(saved["finding"]["scenario"])
         scenario = StagingScenario.from_dict(saved["finding"]["scenario"])

@@ -160,7 +160,7 @@ def test_a_replay_whose_protocol_file_moved_says_to_give_its_new_path(tmp_path, 
 # ------------------------------------------------ the declaration's step space and checks
 
 def _checked(**changes):
-    from stagecheck.oracles.protocol.load import check_protocol
+    from stagecheck.oracles.protocol.problems import check_protocol
     return check_protocol(dataclasses.replace(_protocol(EXAMPLE), **changes))
 
 
@@ -338,7 +338,7 @@ def test_device_work_that_hangs_is_the_targets_hang_within_the_limit(tmp_path, r
 def test_a_device_work_path_listed_twice_is_a_problem_of_the_declaration():
     """Listing a method twice wrapped it twice (its reads noted twice, correct code
     condemned): the declaration says so instead."""
-    from stagecheck.oracles.protocol.load import check_protocol
+    from stagecheck.oracles.protocol.problems import check_protocol
 
     protocol = dataclasses.replace(_protocol(EXAMPLE), device_work=("embed", "embed"))
     assert check_protocol(protocol) == [
@@ -420,7 +420,7 @@ def test_a_check_that_returns_no_list_is_said_to_return_it_not_to_raise():
 def test_a_protocol_function_that_cannot_take_its_argument_is_a_problem_of_the_protocol(
         part, change):
     # before, the TypeError of the call read as the code under test's (exit 1)
-    from stagecheck.oracles.protocol.load import check_protocol
+    from stagecheck.oracles.protocol.problems import check_protocol
     problems = check_protocol(change(_protocol(EXAMPLE)))
     assert len(problems) == 1, problems
     assert problems[0].startswith(part) and "cannot be called with" in problems[0]
@@ -491,3 +491,14 @@ def test_a_check_id_that_is_not_identifier_like_is_refused_naming_it(check_id):
 def test_identifier_like_check_ids_are_accepted(check_id):
     from stagecheck.spec.protocol import ProtocolCheck
     assert _checked(checks=(ProtocolCheck(check_id, "holds", lambda seq, trace: []),)) == []
+
+
+def test_two_checks_with_one_id_are_refused_naming_the_id():
+    # a check's id names its findings and replay files: two checks of one id would share
+    # them, and a replay would run the wrong check
+    from stagecheck.spec.protocol import ProtocolCheck
+    checks = (ProtocolCheck("mine", "holds", lambda seq, trace: []),
+              ProtocolCheck("other", "holds", lambda seq, trace: []),
+              ProtocolCheck("mine", "holds too", lambda seq, trace: []))
+    assert _checked(checks=checks) == [messages.PROTOCOL_PROBLEM_CHECK_TWICE.format(
+        ids="'mine'")]

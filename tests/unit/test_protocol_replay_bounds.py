@@ -66,6 +66,11 @@ def test_a_saved_protocol_replay_loads_with_its_run_options(tmp_path):
     (lambda s: s.update(run={"timeout": -1}), "its field 'run.timeout' is -1"),
     (lambda s: s.update(run={"timeout": 10**400}), "its field 'run.timeout'"),
     (lambda s: s.update(run={"timeout": "1"}), "run' holds timeout = '1'"),
+    (lambda s: s.update(stagecheck_protocol_replay=2),
+     "written by a newer stagecheck (format 2; this one reads formats 1 to 1): upgrade"),
+    (lambda s: s.update(stagecheck_protocol_replay="1"),
+     "'stagecheck_protocol_replay' is '1', not a format number"),
+    (lambda s: s.update(stagecheck_protocol_replay=True), "is True, not a format number"),
 ])
 def test_an_edited_protocol_replay_file_is_refused_naming_the_key(tmp_path, edit, said):
     path = _write(tmp_path, edit)

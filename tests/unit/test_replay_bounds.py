@@ -5,7 +5,7 @@ import json
 import pytest
 
 from stagecheck.oracles.errors import ScenarioError, UsageError
-from stagecheck.oracles.report.replay import check_trusted, load_replay
+from stagecheck.oracles.report.replay import REPLAY_VERSION, check_trusted, load_replay
 from stagecheck.oracles.targets import repository_root
 from tests.helpers import scenario
 
@@ -37,6 +37,27 @@ def test_out_of_bounds_scenarios_are_refused_before_anything_is_built(tmp_path, 
     data = {**scenario().to_dict(), **change}
     with pytest.raises(ScenarioError, match=why.replace("(", r"\(").replace("*", r"\*")):
         load_replay(_write(tmp_path, data))
+
+
+@pytest.mark.parametrize("version", [1, REPLAY_VERSION])
+def test_the_formats_this_stagecheck_wrote_load(tmp_path, version):
+    _, s = load_replay(_write(tmp_path, scenario().to_dict(), stagecheck_replay=version))
+    assert s.capacity == 6
+
+
+@pytest.mark.parametrize("version, said", [
+    (REPLAY_VERSION + 1, f"written by a newer stagecheck (format {REPLAY_VERSION + 1}; this "
+                         f"one reads formats 1 to {REPLAY_VERSION}): upgrade stagecheck"),
+    (0, "'stagecheck_replay' is 0, not a format number"),
+    ("2", "'stagecheck_replay' is '2', not a format number"),
+    (None, "'stagecheck_replay' is None, not a format number"),
+])
+def test_a_replay_file_of_a_format_this_stagecheck_does_not_read_is_refused(tmp_path, version,
+                                                                             said):
+    path = _write(tmp_path, scenario().to_dict(), stagecheck_replay=version)
+    with pytest.raises(ScenarioError) as info:
+        load_replay(path)
+    assert said in str(info.value) and repr(path) in str(info.value)
 
 
 def test_deep_json_nesting_is_a_malformed_file_not_a_traceback(tmp_path):
