@@ -266,9 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit code. SIGINT/SIGTERM are taken over for the run (see
     ``oracles/interrupt.py``) and given back on return."""
     stdio.ensure_standard_fds()     # before any pipe: no fd 0-2 may be reused
-    parser = build_parser()
     interrupt.reset()
-    interrupt.install()
+    interrupt.install()             # before anything else: Ctrl-C now sets the flag
+    parser = build_parser()
     args, values = None, {}
     try:
         try:

@@ -170,6 +170,43 @@ def test_every_search_loop_stops_on_sigint(tmp_path, command):
     assert json.loads(out.read_text())["verdict"] == "interrupted"
 
 
+#: a SIGINT sent while the module named in argv[1] is imported (a finder that sends it and
+#: lets the import go on: the signal lands inside the import), then the command line
+SIGINT_DURING_IMPORT = textwrap.dedent("""
+    import os, signal, sys
+    MODULE = sys.argv[1]
+    class SendsSigint:
+        def find_spec(self, name, path=None, target=None):
+            if name == MODULE:
+                sys.meta_path.remove(self)
+                os.kill(os.getpid(), signal.SIGINT)
+            return None
+    sys.meta_path.insert(0, SendsSigint())
+    sys.argv[1:2] = []
+    from stagecheck.__main__ import run
+    run()
+""")
+
+
+@pytest.mark.parametrize("module, said", [
+    # before the command line took the signals over: the interrupt raises in the import
+    ("stagecheck.oracles.cli", "INTERRUPTED_STARTING"),
+    ("stagecheck.oracles.text", "INTERRUPTED_STARTING"),
+    # after: the flag is set, and the command ends as interrupted where it looks
+    ("stagecheck.oracles.commands.campaign", "stagecheck: interrupted by SIGINT after "),
+])
+def test_ctrl_c_while_the_command_line_starts_is_one_line_and_exit_130(tmp_path, module, said):
+    from stagecheck.__main__ import INTERRUPTED_STARTING
+    said = INTERRUPTED_STARTING if said == "INTERRUPTED_STARTING" else said
+    done = subprocess.run([sys.executable, "-c", SIGINT_DURING_IMPORT, module, "diff", "legacy",
+                           "single-loop", "--no-save"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    last = done.stderr.strip().splitlines()[-1]
+    assert said in last and last.endswith("no verdict: interrupted"), done.stderr
+
+
 def test_an_interrupt_the_target_swallows_still_ends_the_run_as_interrupted(tmp_path):
     """Code that catches KeyboardInterrupt (as hypothesis's gc callback does) cannot turn
     Ctrl-C into a verdict: the signal sets a flag, and the flag decides.
