@@ -1,6 +1,13 @@
 """Small builders shared by the tests."""
 
+import os
+import subprocess
+import sys
+
 from stagecheck.spec import StagingScenario
+
+#: the repository's root folder
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: the seed schema's inputs (keyword arguments of ``scenario`` that go into ``inputs``)
 INPUTS = ("num_scheduled_tokens", "spec_decode_tokens", "num_computed_tokens",
@@ -26,3 +33,20 @@ def scenario(**overrides) -> StagingScenario:
     for key, value in overrides.items():
         (inputs if key in INPUTS else base)[key] = value
     return StagingScenario(inputs=inputs, **base)
+
+
+def run_stagecheck(*args, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m stagecheck ARGS`` from the repository's root, as a user runs it (the
+    project on ``PYTHONPATH``, so that fixtures can import what they share)."""
+    return subprocess.run([sys.executable, "-m", "stagecheck", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+
+
+def assert_outcome(proc: subprocess.CompletedProcess, code: int, words=()) -> None:
+    """The run exited with ``code``, its report holds each of ``words``, and nothing it
+    wrote to stderr is a traceback."""
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    for word in words:
+        assert word in proc.stdout, (word, proc.stdout)
+    assert "Traceback" not in proc.stderr

@@ -9,12 +9,11 @@ wait; a read in place is an upload the host must see complete before writing aga
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.helpers import ROOT, assert_outcome, run_stagecheck
+
 HERE = os.path.join(ROOT, "tests", "targets", "protocols", "_early")
 
 CASES = [
@@ -42,28 +41,18 @@ CASES = [
 def test_host_issued_torch_operations_never_hide_a_race(name, component, code, words,
                                                         tmp_path):
     protocol = name.split("_")[0] + "_protocol.py"
-    proc = subprocess.run(
-        [sys.executable, "-m", "stagecheck", "spec", f"{os.path.join(HERE, name)}::{component}",
-         "--protocol", os.path.join(HERE, protocol), "--save-dir", str(tmp_path),
-         "--examples", "120", "--strict"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": ROOT})
-    assert proc.returncode == code, proc.stdout + proc.stderr
-    for word in words:
-        assert word in proc.stdout, (word, proc.stdout)
-    assert "Traceback" not in proc.stderr
+    proc = run_stagecheck("spec", f"{os.path.join(HERE, name)}::{component}", "--protocol",
+                          os.path.join(HERE, protocol), "--save-dir", tmp_path, "--examples",
+                          "120", "--strict")
+    assert_outcome(proc, code, words)
 
 
 def test_a_finding_against_the_baseline_shows_the_baselines_run(tmp_path):
     # the table under a baseline finding was the candidate's run, with no hazard in it
-    proc = subprocess.run(
-        [sys.executable, "-m", "stagecheck", "diff",
-         f"{os.path.join(HERE, 'positions_written_early.py')}::Positions",
-         f"{os.path.join(HERE, 'positions_event_window.py')}::Positions",
-         "--protocol", os.path.join(HERE, "positions_protocol.py"), "--save-dir",
-         str(tmp_path), "--examples", "120"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": ROOT})
+    proc = run_stagecheck("diff", f"{os.path.join(HERE, 'positions_written_early.py')}::Positions",
+                          f"{os.path.join(HERE, 'positions_event_window.py')}::Positions",
+                          "--protocol", os.path.join(HERE, "positions_protocol.py"),
+                          "--save-dir", tmp_path, "--examples", "120")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     head, _, rest = proc.stdout.partition("[no_copy_hazard-")
     assert "(baseline) step 1 (step): host write" in rest.split("\n", 1)[0], rest

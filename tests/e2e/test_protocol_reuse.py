@@ -7,12 +7,11 @@ changes what was read, even where the protocol observes nothing."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.helpers import ROOT, assert_outcome, run_stagecheck
+
 HERE = os.path.join(ROOT, "tests", "targets", "protocols", "_reuse")
 
 CASES = [
@@ -54,31 +53,22 @@ CASES = [
                          ids=[c[0] for c in CASES])
 def test_reused_pinned_memory_gets_the_right_verdict(name, component, protocol, code, words,
                                                      tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "stagecheck", "spec", f"{os.path.join(HERE, name)}::{component}",
-         "--protocol", os.path.join(HERE, protocol), "--save-dir", str(tmp_path),
-         "--examples", "120"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": ROOT})
-    assert proc.returncode == code, proc.stdout + proc.stderr
-    for word in words:
-        assert word in proc.stdout, (word, proc.stdout)
-    assert "Traceback" not in proc.stderr
+    proc = run_stagecheck("spec", f"{os.path.join(HERE, name)}::{component}", "--protocol",
+                          os.path.join(HERE, protocol), "--save-dir", tmp_path, "--examples",
+                          "120")
+    assert_outcome(proc, code, words)
 
 
 def test_an_upload_the_device_orders_after_a_download_reads_what_it_delivers(tmp_path):
     # the event the current stream waits on and a host synchronization are the same
     # protocol: the consumer reads the downloaded ids either way (before, the stream wait
     # was reported as reading other values than the host held at the launch)
-    proc = subprocess.run(
-        [sys.executable, "-m", "stagecheck", "diff",
-         f"{os.path.join(HERE, 'prev_tokens_host_sync.py')}::PrevTokenInputs",
-         f"{os.path.join(HERE, 'prev_tokens_event_wait.py')}::PrevTokenInputs",
-         "--protocol", os.path.join(HERE, "prev_tokens_protocol.py"), "--save-dir",
-         str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": ROOT})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "EQUIVALENT" in proc.stdout
+    proc = run_stagecheck("diff",
+                          f"{os.path.join(HERE, 'prev_tokens_host_sync.py')}::PrevTokenInputs",
+                          f"{os.path.join(HERE, 'prev_tokens_event_wait.py')}::PrevTokenInputs",
+                          "--protocol", os.path.join(HERE, "prev_tokens_protocol.py"),
+                          "--save-dir", tmp_path)
+    assert_outcome(proc, 0, ("EQUIVALENT",))
 
 
 def test_a_class_target_with_a_syntax_error_says_so_not_that_the_class_is_missing(tmp_path):
@@ -88,9 +78,7 @@ def test_a_class_target_with_a_syntax_error_says_so_not_that_the_class_is_missin
     for args in (("spec", f"{broken}::Scratch", "--protocol", protocol, "--save-dir",
                   str(tmp_path)),
                  ("protocol", "check", protocol, f"{broken}::Scratch")):
-        proc = subprocess.run([sys.executable, "-m", "stagecheck", *args],
-                              capture_output=True, text=True, timeout=300, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": ROOT})
+        proc = run_stagecheck(*args, timeout=300)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "is not valid Python (line 4: invalid syntax)" in proc.stderr, proc.stderr
         assert "has no module-level class" not in proc.stderr
@@ -103,12 +91,9 @@ def test_ctx_tensor_takes_a_dtype_name_with_or_without_torch_or_the_dtype(dtype,
     source = open(os.path.join(HERE, "prev_tokens_protocol.py")).read()
     protocol = tmp_path / "dtype_protocol.py"
     protocol.write_text("import torch\n" + source.replace('"int64"', dtype))
-    proc = subprocess.run(
-        [sys.executable, "-m", "stagecheck", "spec",
-         f"{os.path.join(HERE, 'prev_tokens_event_wait.py')}::PrevTokenInputs", "--protocol",
-         str(protocol), "--examples", "10", "--no-save"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": ROOT})
+    proc = run_stagecheck("spec",
+                          f"{os.path.join(HERE, 'prev_tokens_event_wait.py')}::PrevTokenInputs",
+                          "--protocol", protocol, "--examples", "10", "--no-save")
     assert proc.returncode == code, proc.stdout + proc.stderr
     if code:
         assert "ctx.tensor got dtype 'int46'" in proc.stderr
