@@ -10,7 +10,11 @@ loaded here, and what it could still do to the checker is contained:
   clock, less the time the main thread was ready to run but waited for a CPU (the
   kernel's ``schedstat``: a busy machine slows the call, it does not make it hang);
   past it the watchdog interrupts the main thread (``SIGNAL``, whose handler raises
-  only inside a guarded call), and the call is a ``SchemaError``. A
+  only inside a guarded call), and the call is a ``SchemaError``. Code that took the
+  signal over or ignores it is interrupted without it ``ESCALATE_SECONDS`` later (the
+  exception raised in the main thread by the interpreter itself); code blocked in C
+  that neither reaches is ended with the process ``ESCALATE_SECONDS`` after that, with
+  one line and exit 2: a hang of schema code never hangs the run. A
   ``SystemExit`` or ``KeyboardInterrupt`` the code raises is a ``SchemaError`` too (under
   the command line, a real Ctrl-C is a flag, never an exception: see ``interrupt``).
 - ``guard_schema`` wraps every function a schema holds (build, derive, hooks) so each
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import ctypes
 import dataclasses
 import os
 import signal
@@ -55,7 +60,13 @@ CPU_SECONDS = 5.0
 WALL_SECONDS = 15.0
 #: the signal the watchdog sends the main thread (its handler raises only in a call)
 SIGNAL = getattr(signal, "SIGUSR2", None)
+#: seconds from the signal to raising in the main thread without it, and from that to
+#: ending the process (code that ignores the signal, then code blocked in C)
+ESCALATE_SECONDS = 2.0
 _EVERY = 0.1
+#: held while the watchdog raises in the main thread and while a call is disarmed: the
+#: exception lands inside the call it was raised for, never in stagecheck after it
+_ARMING = threading.Lock()
 
 
 class _Expired(BaseException):
@@ -171,6 +182,8 @@ class _State:
         self.waited = 0.0
         self.what = ""
         self.expired = False
+        self.expired_at = 0.0     # when the watchdog signalled the call
+        self.raised = False       # the watchdog raised in the main thread without it
         self.watchdog: threading.Thread | None = None
         self.handler_set = False
         self.closing = False      # the command line has its exit code (``closing``)
@@ -209,17 +222,39 @@ def _watch() -> None:
     while True:
         time.sleep(_EVERY)
         generation = _STATE.generation
-        if not _STATE.depth or _STATE.expired:
+        if not _STATE.depth:
+            continue
+        if _STATE.expired:
+            _escalate(generation, time.monotonic() - _STATE.expired_at)
             continue
         wall = time.monotonic() - _STATE.started - (_thread_waited() - _STATE.waited)
         cpu = _thread_cpu() - _STATE.cpu
         if (wall > WALL_SECONDS or cpu > CPU_SECONDS) and _STATE.depth and \
                 _STATE.generation == generation:
-            _STATE.expired = True
+            _STATE.expired_at, _STATE.expired = time.monotonic(), True
             try:
                 signal.pthread_kill(threading.main_thread().ident, SIGNAL)
             except (OSError, ValueError, AttributeError):
                 pass
+
+
+def _escalate(generation: int, since: float) -> None:
+    """The call ``generation`` was signalled ``since`` seconds ago and runs on: raise in
+    the main thread without the signal, then end the process (the module doc)."""
+    with _ARMING:
+        if not _STATE.depth or _STATE.generation != generation:
+            return
+        if since > 2 * ESCALATE_SECONDS:
+            line = messages.CODE_STUCK.format(value=_STATE.what, cpu=CPU_SECONDS,
+                                              wall=WALL_SECONDS)
+            try:
+                os.write(2, (line + "\n").encode("utf-8", "replace"))
+            finally:
+                _REAL_EXIT(2)
+        if since > ESCALATE_SECONDS and not _STATE.raised:
+            _STATE.raised = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(threading.main_thread().ident), ctypes.py_object(_Expired))
 
 
 def _ready() -> bool:
@@ -252,7 +287,7 @@ def guarded_call(what: str, func, *args, **kwargs):
     # the call's clocks first, ``depth`` last: the watchdog judges a call only once it is
     # armed, never by the clocks of the call before it (on a busy machine the main thread
     # can lose its CPU between any two of these lines, and the watchdog looks meanwhile)
-    _STATE.expired, _STATE.what = False, what
+    _STATE.expired, _STATE.raised, _STATE.what = False, False, what
     _STATE.generation += 1
     _STATE.started, _STATE.cpu = time.monotonic(), _thread_cpu()
     _STATE.waited = _thread_waited()
@@ -267,10 +302,12 @@ def guarded_call(what: str, func, *args, **kwargs):
             try:
                 return func(*args, **kwargs)
             finally:       # disarmed before anything else: a late signal raises nothing
-                _STATE.depth = 0
+                with _ARMING:
+                    _STATE.depth = 0
                 if threading.active_count() > threads:
                     _note_new_threads(_STATE.known)
     except _Expired:
+        _STATE.depth = 0       # raised by the watchdog before the call disarmed itself
         raise SchemaError.of(messages.SCHEMA_CODE_HUNG, what, cpu=CPU_SECONDS,
                              wall=WALL_SECONDS) from None
     except SystemExit as exc:

@@ -628,6 +628,12 @@ REPLAY_SCHEMA_FILE = ("the replay file names the schema file {target!r}; a schem
 SCHEMA_CODE_HUNG = ("{value} did not return within {cpu:.0f} s of CPU time or {wall:.0f} s "
                     "on the wall clock", "schema code (derive functions, hooks, the call "
                     "adapter) must return at once; fix the schema")
+#: schema or protocol code in the checker that neither the watchdog's signal nor the
+#: exception it raises without it could stop: the process ends (exit 2)
+CODE_STUCK = ("stagecheck: error: {value} did not return within {cpu:.0f} s of CPU time or "
+              "{wall:.0f} s on the wall clock, and could not be interrupted (blocked with the "
+              "watchdog's signal ignored): the run ends here, without a verdict; such code "
+              "must return at once")
 #: an exit handler schema or protocol code registered called os._exit as the run ended
 EXIT_HANDLER_REFUSED = ("stagecheck: an exit handler that schema or protocol code registered "
                         "called os._exit({status}); refused: the run's exit code stands")

@@ -505,6 +505,14 @@ PROTOCOL_FILES = [
                   "a --protocol file that registers faulthandler for SIGUSR2 when imported, "
                   "and whose own check loops (was: the deadline never came, a run that never "
                   "ended)"),
+    protocol_case("protocol-check-ignores-the-signal", "protocol_check_ignores_the_signal", 2,
+                  r"checks\[0\]\.check did not return within",
+                  "a --protocol file whose own check ignores SIGUSR2 and loops (was: a run "
+                  "that never ended): interrupted without the signal"),
+    protocol_case("protocol-check-blocks-in-c", "protocol_check_blocks_in_c", 2,
+                  fragment(messages.CODE_STUCK),
+                  "a --protocol file whose own check ignores SIGUSR2 and sleeps an hour (was: a "
+                  "run that never ended): the run ends with one line, no verdict"),
     Case("protocol-patches-torch", ("spec", STAGER.replace("fixed_", "buggy_"), "--protocol",
                                     "{H}/protocol_patches_torch.py", "--examples", "20",
                                     "--quiet"), 2,

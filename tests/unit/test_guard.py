@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from stagecheck.oracles import guard
+from stagecheck.oracles import guard, messages
 from stagecheck.oracles.errors import SchemaError
 
 
@@ -152,3 +152,43 @@ def test_os_exit_inside_a_guarded_call_or_from_another_thread_never_ends_the_che
                           timeout=120)
     assert done.returncode == 3, done.stderr
     assert done.stdout.strip() == "went on"
+
+
+def _ignore_the_watchdog_then(then):
+    def call():
+        signal.signal(guard.SIGNAL, signal.SIG_IGN)
+        then()
+    return call
+
+
+def test_a_call_that_ignores_the_watchdogs_signal_is_still_ended(short, monkeypatch):
+    # the signal cannot reach it: the exception is raised in the main thread without it
+    monkeypatch.setattr(guard, "ESCALATE_SECONDS", 0.3)
+    started = time.monotonic()
+    try:
+        with pytest.raises(SchemaError, match="check of 'x' did not return within"):
+            guard.guarded_call("check of 'x'", _ignore_the_watchdog_then(_spin))
+    finally:
+        signal.signal(guard.SIGNAL, signal.SIG_DFL)
+    assert time.monotonic() - started < 30
+    assert guard.guarded_call("check of 'y'", lambda: 7) == 7      # the guard works on
+
+
+def test_a_call_blocked_in_c_with_the_signal_ignored_ends_the_process_with_one_line():
+    import subprocess
+    import sys
+    program = (
+        "import signal, time\n"
+        "from stagecheck.oracles import guard\n"
+        "guard.CPU_SECONDS, guard.WALL_SECONDS, guard.ESCALATE_SECONDS = 0.3, 0.6, 0.3\n"
+        "def call():\n"
+        "    signal.signal(guard.SIGNAL, signal.SIG_IGN)\n"
+        "    time.sleep(600)\n"
+        "guard.guarded_call(\"check of 'x'\", call)\n")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == messages.CODE_STUCK.format(value="check of 'x'", cpu=0.3,
+                                                     wall=0.6) + "\n"
+    assert time.monotonic() - started < 60
