@@ -89,17 +89,20 @@ def plain(value: Any, path: str = "", depth: int = 0) -> Any:
 
 
 def _comparable(data: Any, count: list) -> int:
-    """The number of values in ``data`` (``plain``'s result), each NaN replaced by the
-    text ``'nan'`` in place, so that two equal runs compare equal (NaN != NaN)."""
+    """The number of values in ``data`` (``plain``'s result; each character of a text
+    counts as one), each NaN replaced by the text ``'nan'`` in place, so that two equal
+    runs compare equal (NaN != NaN)."""
     kind = type(data)
     if kind is not list and kind is not dict:
-        count[0] += 1
+        count[0] += len(data) if kind is str else 1
         return count[0]
     for k, v in (enumerate(data) if kind is list else list(data.items())):
         if type(v) is float and v != v:
             data[k] = "nan"
         elif type(v) is list or type(v) is dict:
             _comparable(v, count)
+        elif type(v) is str:
+            count[0] += len(v)
     count[0] += len(data)
     return count[0]
 
@@ -111,8 +114,8 @@ def plain_result(protocol: Protocol, value: Any, part: str, step: int) -> Any:
         data = plain(value)
         count = _comparable(data, [0])
         if count > PLAIN_ITEMS:
-            raise NotPlain("", f"{count:,} values (more than {PLAIN_ITEMS:,}: return what "
-                                "the check needs, e.g. a sum or the first rows)")
+            raise NotPlain("", f"{count:,} values and characters (more than {PLAIN_ITEMS:,}: "
+                                "return what the check needs, e.g. a sum or the first rows)")
         return data
     except NotPlain as exc:
         where, what = exc.args

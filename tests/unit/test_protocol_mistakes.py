@@ -252,7 +252,8 @@ def test_plain_data_is_read_the_same_every_run_and_other_objects_are_refused():
 def test_results_compare_equal_across_runs_nan_included_and_are_bounded():
     """NaN != NaN: a result holding one would differ from itself between the two runs of
     a correct target; it is read as the text 'nan'. A result of more than PLAIN_ITEMS
-    values (or bytes) is the protocol's mistake, not a worker out of memory."""
+    values, characters of text or bytes is the protocol's mistake, not a worker out of
+    memory."""
     from stagecheck.oracles.protocol.results import PLAIN_ITEMS, plain_result as _plain_result
 
     protocol = _protocol(EXAMPLE)
@@ -261,8 +262,10 @@ def test_results_compare_equal_across_runs_nan_included_and_are_bounded():
     again = _plain_result(protocol, {"x": nan, "rows": [[1.0, nan]], "t": nan}, "observe", 0)
     assert first == again == {"x": "nan", "rows": [[1.0, "nan"]], "t": "nan"}
     assert _plain_result(protocol, b"\x01\xff", "observe", 0) == "01ff"
-    for huge, said in (([0] * (PLAIN_ITEMS + 1), "values"),
-                       (bytes(PLAIN_ITEMS + 1), "bytes")):
+    for huge, said in (([0] * (PLAIN_ITEMS + 1), "values and characters"),
+                       (bytes(PLAIN_ITEMS + 1), "bytes"),
+                       ("x" * (PLAIN_ITEMS + 1), "values and characters"),
+                       (["ab"] * (PLAIN_ITEMS // 2), "values and characters")):
         with pytest.raises(SchemaError) as raised:
             _plain_result(protocol, {"big": huge}, "observe", 3)
         assert re.search(rf"returned [\d,]+ {said} \(more than {PLAIN_ITEMS:,}",
