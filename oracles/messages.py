@@ -347,6 +347,14 @@ PROTOCOL_NOT_PLAIN = ("protocol {value!r}: {part} returned {what}{where} after s
                       "return plain data (None, bools, ints, floats, strings, lists, tuples, "
                       "dicts, sets, host tensors or arrays, dataclasses of these): e.g. "
                       "the object's fields as a dict, obj.ids.tolist() for a tensor")
+#: ``diff`` with a protocol: one target's two runs of the same step sequence differ, so a
+#: difference between the two targets says nothing about the change
+PROTOCOL_UNSTEADY = ("protocol {value!r}: the {side}'s two runs of the same step sequence "
+                     "differ ({difference}), so the difference found between the two targets "
+                     "says nothing about the change",
+                     "make the protocol (its operations' results, observe, when) and the "
+                     "targets give the same results on the same steps: no clock, random "
+                     "numbers or addresses in what they return; then run again")
 #: a device_work entry that names no method (an attribute such as a tensor)
 PROTOCOL_DEVICE_WORK_NOT_METHOD = ("device_work entry {value!r} of protocol {protocol!r} names "
                                    "{what} of the state it built ({kind}), not a method of the "

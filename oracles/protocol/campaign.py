@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from stagecheck.oracles import interrupt
+from stagecheck.oracles import interrupt, messages
+from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.options import ProtocolConfig
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.protocol.judge import judge_sequence
@@ -31,7 +32,7 @@ from stagecheck.oracles.worker import WorkerEnded, WorkerPool
 from stagecheck.oracles.worker.protocol import BUSY, RESTART
 from stagecheck.spec.findings import ERROR, Finding, FindingsResult, sort_key
 from stagecheck.spec.protocol import Protocol, Trace
-from stagecheck.spec.protocol_invariants import END_OF_RUN
+from stagecheck.spec.protocol_invariants import END_OF_RUN, compare_runs
 from stagecheck.spec.steps import StepSequence, unfold
 
 __all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "run_protocol_campaign"]
@@ -292,6 +293,12 @@ def _without_shadowed(findings: list[Finding]) -> list[Finding]:
 SHRINK_ROUNDS = 3
 
 
+#: ``compare_runs``' words for the two sides, said of one target's two runs
+_RUNS = (("(candidate)", "(second run)"), ("(baseline)", "(first run)"),
+         ("the baseline ", "the first run "), ("the candidate ", "the second run "),
+         ("baseline ", "first run "), ("candidate ", "second run "))
+
+
 def _ops_per_sequence(protocol: Protocol, steps: int | None = None) -> int:
     return ((steps or protocol.space.steps[1]) + 1) * len(protocol.operations)
 
@@ -346,7 +353,7 @@ class _Search:
                     findings = self.judged(seq, sides)
                     self.keep(findings, seq)
                     if any(f.severity == ERROR for f in findings):
-                        flagged = (seq, findings)
+                        flagged, flagged_sides = (seq, findings), sides
                         if self.result.first_error_seconds is None:
                             self.result.first_error_seconds = time.perf_counter() - self.started
                         break
@@ -355,8 +362,25 @@ class _Search:
                     break
         finally:
             answers.close()
+        if flagged is not None and any(f.invariant == "same_trace" for f in flagged[1]):
+            self._refuse_unsteady(flagged[0], flagged_sides)
         if flagged is not None and config.shrink and not interrupt.requested():
             self.shrink(*flagged)
+
+    def _refuse_unsteady(self, seq: StepSequence, sides) -> None:
+        """A difference between the targets on ``seq``: run it again, and refuse it
+        (``SchemaError``, exit 2) when a target's two runs differ (the protocol's code or
+        the target's reads a clock, random numbers, addresses): never a finding then."""
+        ((_, again),) = self.runner.run([(0, seq)])
+        for label, before, after in zip(self.labels, sides, again):
+            moved = compare_runs(self.protocol, seq, Trace.from_wire(before[0]),
+                                 Trace.from_wire(after[0]))
+            if moved:
+                said = moved[0].message
+                for old, new in _RUNS:
+                    said = said.replace(old, new)
+                raise SchemaError.of(messages.PROTOCOL_UNSTEADY, self.protocol.name,
+                                     side=label, difference=said)
 
     def _tick(self) -> None:
         if self.progress is not None:

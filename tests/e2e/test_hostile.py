@@ -505,6 +505,13 @@ PROTOCOL_FILES = [
                   "a --protocol file that registers faulthandler for SIGUSR2 when imported, "
                   "and whose own check loops (was: the deadline never came, a run that never "
                   "ended)"),
+    Case("protocol-returns-the-time", ("diff", STAGER, STAGER, "--protocol",
+                                       "{H}/protocol_returns_the_time.py", "--examples", "20",
+                                       "--quiet"), 2,
+         r"the baseline's two runs of the same step sequence differ \(step 0 \(stage\) "
+         r"returned \[1\] = .* \(second run\), .* \(first run\)\)",
+         "diff of one target against itself with a --protocol file whose operation returns the "
+         "time of day (was: DIFFERENT, a finding against the code): the protocol's mistake"),
     protocol_case("protocol-check-ignores-the-signal", "protocol_check_ignores_the_signal", 2,
                   r"checks\[0\]\.check did not return within",
                   "a --protocol file whose own check ignores SIGUSR2 and loops (was: a run "
