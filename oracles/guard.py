@@ -27,8 +27,9 @@ loaded here, and what it could still do to the checker is contained:
   timer), or by an exit handler once the command line has its exit code (``closing``):
   an exit that would have been the checker's exit 0 without a report is a
   ``SchemaError`` too (``exits_refused``, which a worker also wraps a schema's
-  ``build`` in). A reference taken before the first guarded call is the original
-  function.
+  ``build`` in). ``os.fork`` and ``os.forkpty`` raise inside a guarded call and in a
+  thread schema code started (the copy would carry on the checker's run beside it). A
+  reference taken before the first guarded call is the original function.
 
 Deliberate attacks (that reference, a signal to the checker's own process, writing into
 its memory) are outside what this contains: see docs/reliability.md. Standard library
@@ -82,10 +83,18 @@ class _ExitRefused(BaseException):
         self.status = status
 
 
+class _ForkRefused(BaseException):
+    """``os.fork`` called by code under a guarded call: the copy would carry on the
+    checker's run (its progress, its report, its exit) beside the original."""
+
+
 #: the modules whose ``_exit`` the guard replaces (``os`` re-exports ``posix._exit``)
 _EXIT_HOLDERS = tuple(m for m in (os, sys.modules.get("posix"), sys.modules.get("nt"))
                       if m is not None and hasattr(m, "_exit"))
 _REAL_EXIT = os._exit
+#: ... and whose ``fork`` and ``forkpty`` (where the platform has them)
+_FORKS = {(m, name): getattr(m, name) for m in _EXIT_HOLDERS for name in ("fork", "forkpty")
+          if hasattr(m, name)}
 #: the process the guard was installed in (a child forked from it exits as it likes)
 _GUARDED_PID: list[int] = []
 
@@ -100,6 +109,16 @@ def _exit_refused(status, *args, **kwargs):
             _STATE.refusing or _STATE.closing or threading.get_ident() in _SCHEMA_THREADS):
         raise _ExitRefused(status)
     _REAL_EXIT(status)
+
+
+def _refusing_fork(real):
+    def fork(*args, **kwargs):
+        """``os.fork`` once the guard is installed: refused where ``os._exit`` is."""
+        if os.getpid() in _GUARDED_PID and (
+                _STATE.refusing or threading.get_ident() in _SCHEMA_THREADS):
+            raise _ForkRefused()
+        return real(*args, **kwargs)
+    return fork
 
 
 #: threads started inside a guarded call (schema code's own: a timer outlives its call)
@@ -154,6 +173,8 @@ def _install_exit_refusal() -> None:
         _GUARDED_PID.append(os.getpid())
         for m in _EXIT_HOLDERS:
             m._exit = _exit_refused
+        for (m, name), real in _FORKS.items():
+            setattr(m, name, _refusing_fork(real))
 
 
 @contextmanager
@@ -169,6 +190,8 @@ def exits_refused(what: str):
     except _ExitRefused as exc:
         raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
                              error=f"os._exit({exc.status!r})") from None
+    except _ForkRefused:
+        raise SchemaError.of(messages.SCHEMA_CODE_FORKED, what) from None
     finally:
         _STATE.refusing -= 1
 

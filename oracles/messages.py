@@ -665,6 +665,10 @@ SCHEMA_CODE_RETURNED = ("{value} {error} during the run",
                         "fix the protocol file, then 'stagecheck protocol check FILE'")
 SCHEMA_CODE_EXITED = ("{value} raised {error}", "schema code must not exit or raise "
                       "KeyboardInterrupt; fix the schema")
+SCHEMA_CODE_FORKED = ("{value} called os.fork(), which the checker refuses: the copy would "
+                      "carry on the checker's run beside it", "code the checker runs "
+                      "(schema derive functions and hooks, protocol when functions and checks) "
+                      "must not fork; fix the file")
 SCHEMA_PATCHES = ("schema file {value!r} changed stagecheck's own code when it ran ({names})",
                   "a schema declares inputs, fields and policies; it must not replace "
                   "stagecheck's functions or builtins")

@@ -512,6 +512,10 @@ PROTOCOL_FILES = [
          r"returned \[1\] = .* \(second run\), .* \(first run\)\)",
          "diff of one target against itself with a --protocol file whose operation returns the "
          "time of day (was: DIFFERENT, a finding against the code): the protocol's mistake"),
+    protocol_case("protocol-check-forks", "protocol_check_forks", 2,
+                  r"checks\[0\]\.check called os\.fork\(\), which the checker refuses",
+                  "a --protocol file whose own check calls os.fork() (was: copies of the checker "
+                  "carried on the run, tracebacks, a run that never ended)"),
     protocol_case("protocol-check-ignores-the-signal", "protocol_check_ignores_the_signal", 2,
                   r"checks\[0\]\.check did not return within",
                   "a --protocol file whose own check ignores SIGUSR2 and loops (was: a run "

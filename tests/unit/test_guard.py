@@ -192,3 +192,17 @@ def test_a_call_blocked_in_c_with_the_signal_ignored_ends_the_process_with_one_l
     assert done.stderr == messages.CODE_STUCK.format(value="check of 'x'", cpu=0.3,
                                                      wall=0.6) + "\n"
     assert time.monotonic() - started < 60
+
+
+def test_a_fork_inside_a_guarded_call_is_refused_and_outside_it_is_not():
+    # a copy of the checker forked by a protocol check carried on the run beside it
+    # (duplicated progress, tracebacks, no end); stagecheck's own forks are not touched
+    import os
+    with pytest.raises(SchemaError) as refused:
+        guard.guarded_call("checks[0].check", os.fork)
+    assert str(refused.value).startswith(messages.SCHEMA_CODE_FORKED[0].format(
+        value="checks[0].check"))
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    assert os.waitpid(pid, 0)[1] >> 8 == 7
