@@ -332,6 +332,12 @@ PROTOCOL_OBSERVE_RAISED = ("protocol {value!r}: its own observe raised {error} a
                            "after step {step}, not the code under test",
                            "fix the protocol's observe there: it returns plain data the host "
                            "holds after a step (ctx.state's attributes; docs/protocols.md)")
+#: observe wrote into pinned memory a copy still reads or fills (the CPU model)
+PROTOCOL_OBSERVE_WROTE = ("protocol {value!r}: its observe after step {step} wrote into "
+                          "{region} while a copy still reads or fills it, not the code under "
+                          "test", "observe reads what the host holds after a step and must "
+                          "change nothing: read values (t.tolist(), a copy), never write into "
+                          "the component's buffers")
 #: an operation or observe handed back a device tensor: the host does not hold it
 PROTOCOL_DEVICE_RESULT = ("protocol {value!r}: {part} returned a device tensor{where} after "
                           "step {step}; what an operation or observe returns must be plain "

@@ -163,6 +163,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     if outcome is not None:
                         return _finish(model, trace, ctx)
                 if protocol.observe is not None:
+                    before_observe = len(model.hazards)
                     with model.passthrough():
                         try:
                             next_position()
@@ -191,6 +192,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                                 exception_text(exc, type(exc)), model, len(model.hazards),
                                 None))
                             return _finish(model, trace, ctx)
+                        _refuse_observe_writes(model, protocol, before_observe, view.index)
                         refuse_device_values(model, protocol, observed, "observe",
                                              view.index)
                         trace.states.append(plain_result(protocol, observed, "observe",
@@ -200,6 +202,20 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
         finally:
             model.where, model.location = "the end of the run", ("end", "")
         return _finish(model, trace, ctx)
+
+
+def _refuse_observe_writes(model, protocol: Protocol, before: int, step: int) -> None:
+    """``observe`` reads what the host holds; a write it made into pinned memory that a
+    copy still reads or fills (seen by a sweep right after it) is the protocol's mistake
+    (exit 2), never the code under test's race. On the CPU model only, where nothing
+    lands in host memory while observe runs (on CUDA a download may, and the next
+    operation's sweep sees such a write, as before)."""
+    if model.kind != "cpu-model":
+        return
+    model.sweep()
+    if len(model.hazards) > before:
+        raise SchemaError.of(messages.PROTOCOL_OBSERVE_WROTE, protocol.name, step=step,
+                             region=model.hazards[before].region)
 
 
 def _finish(model, trace: Trace, ctx) -> Trace:

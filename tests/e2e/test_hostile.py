@@ -512,6 +512,11 @@ PROTOCOL_FILES = [
          r"returned \[1\] = .* \(second run\), .* \(first run\)\)",
          "diff of one target against itself with a --protocol file whose operation returns the "
          "time of day (was: DIFFERENT, a finding against the code): the protocol's mistake"),
+    protocol_case("protocol-observe-writes", "protocol_observe_writes", 2,
+                  r"its observe after step \d+ wrote into ids_cpu while a copy still reads or "
+                  r"fills it, not the code under test",
+                  "a --protocol file whose observe writes into the component's pinned buffer "
+                  "while an upload reads it (was: a no_copy_hazard finding against the code)"),
     protocol_case("protocol-check-forks", "protocol_check_forks", 2,
                   r"checks\[0\]\.check called os\.fork\(\), which the checker refuses",
                   "a --protocol file whose own check calls os.fork() (was: copies of the checker "
