@@ -8,7 +8,8 @@ loaded here, and what it could still do to the checker is contained:
 - ``guarded_call`` runs a piece of schema code under a deadline kept by a watchdog
   thread: ``CPU_SECONDS`` of the main thread's CPU time or ``WALL_SECONDS`` on the wall
   clock, less the time the main thread was ready to run but waited for a CPU (the
-  kernel's ``schedstat``: a busy machine slows the call, it does not make it hang);
+  kernel's ``schedstat``: a busy machine slows the call, it does not make it hang), and
+  ``MEMORY_MIB`` more resident memory than when the watchdog first saw it;
   past it the watchdog interrupts the main thread (``SIGNAL``, whose handler raises
   only inside a guarded call), and the call is a ``SchemaError``. Code that took the
   signal over or ignores it is interrupted without it ``ESCALATE_SECONDS`` later (the
@@ -51,6 +52,7 @@ from contextlib import contextmanager
 
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.memory import default_memory_mib
 
 __all__ = ["CPU_SECONDS", "WALL_SECONDS", "closing", "exits_refused", "guard_schema",
            "guarded_call", "patched", "snapshot"]
@@ -65,6 +67,9 @@ SIGNAL = getattr(signal, "SIGUSR2", None)
 #: ending the process (code that ignores the signal, then code blocked in C)
 ESCALATE_SECONDS = 2.0
 _EVERY = 0.1
+#: MiB of memory one call may add to the checker's resident memory (what a worker may
+#: hold in all: ``memory.default_memory_mib``); past it the call is ended as a hang is
+MEMORY_MIB = default_memory_mib()
 #: held while the watchdog raises in the main thread and while a call is disarmed: the
 #: exception lands inside the call it was raised for, never in stagecheck after it
 _ARMING = threading.Lock()
@@ -207,6 +212,8 @@ class _State:
         self.expired = False
         self.expired_at = 0.0     # when the watchdog signalled the call
         self.raised = False       # the watchdog raised in the main thread without it
+        self.memory = (0, 0)      # (generation, resident MiB) when the watchdog first saw it
+        self.over_memory = False  # the call was ended for its memory, not its time
         self.watchdog: threading.Thread | None = None
         self.handler_set = False
         self.closing = False      # the command line has its exit code (``closing``)
@@ -252,13 +259,27 @@ def _watch() -> None:
             continue
         wall = time.monotonic() - _STATE.started - (_thread_waited() - _STATE.waited)
         cpu = _thread_cpu() - _STATE.cpu
-        if (wall > WALL_SECONDS or cpu > CPU_SECONDS) and _STATE.depth and \
+        resident = _resident_mib()
+        if _STATE.memory[0] != generation:
+            _STATE.memory = (generation, resident)
+        over_memory = resident - _STATE.memory[1] > MEMORY_MIB
+        if (wall > WALL_SECONDS or cpu > CPU_SECONDS or over_memory) and _STATE.depth and \
                 _STATE.generation == generation:
+            _STATE.over_memory = over_memory
             _STATE.expired_at, _STATE.expired = time.monotonic(), True
             try:
                 signal.pthread_kill(threading.main_thread().ident, SIGNAL)
             except (OSError, ValueError, AttributeError):
                 pass
+
+
+def _resident_mib() -> float:
+    """This process's resident memory in MiB (0 where the kernel does not say)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+    except (OSError, IndexError, ValueError, AttributeError):
+        return 0.0
 
 
 def _escalate(generation: int, since: float) -> None:
@@ -311,6 +332,7 @@ def guarded_call(what: str, func, *args, **kwargs):
     # armed, never by the clocks of the call before it (on a busy machine the main thread
     # can lose its CPU between any two of these lines, and the watchdog looks meanwhile)
     _STATE.expired, _STATE.raised, _STATE.what = False, False, what
+    _STATE.over_memory = False
     _STATE.generation += 1
     _STATE.started, _STATE.cpu = time.monotonic(), _thread_cpu()
     _STATE.waited = _thread_waited()
@@ -331,8 +353,13 @@ def guarded_call(what: str, func, *args, **kwargs):
                     _note_new_threads(_STATE.known)
     except _Expired:
         _STATE.depth = 0       # raised by the watchdog before the call disarmed itself
+        if _STATE.over_memory:
+            raise SchemaError.of(messages.SCHEMA_CODE_MEMORY, what, mib=MEMORY_MIB) from None
         raise SchemaError.of(messages.SCHEMA_CODE_HUNG, what, cpu=CPU_SECONDS,
                              wall=WALL_SECONDS) from None
+    except MemoryError:       # the machine ran out before the watchdog looked
+        _STATE.depth = 0
+        raise SchemaError.of(messages.SCHEMA_CODE_MEMORY, what, mib=MEMORY_MIB) from None
     except SystemExit as exc:
         raise SchemaError.of(messages.SCHEMA_CODE_EXITED, what,
                              error=f"SystemExit({exc.code!r})") from None

@@ -671,6 +671,10 @@ SCHEMA_CODE_RETURNED = ("{value} {error} during the run",
                         "fix the protocol file, then 'stagecheck protocol check FILE'")
 SCHEMA_CODE_EXITED = ("{value} raised {error}", "schema code must not exit or raise "
                       "KeyboardInterrupt; fix the schema")
+SCHEMA_CODE_MEMORY = ("{value} held more than {mib} MiB of memory beyond what the checker "
+                      "held when it started", "code the checker runs (schema derive functions "
+                      "and hooks, protocol when functions and checks) must stay small: judge "
+                      "from the values given; STAGECHECK_MEMORY_MIB sets the limit")
 SCHEMA_CODE_FORKED = ("{value} called os.fork(), which the checker refuses: the copy would "
                       "carry on the checker's run beside it", "code the checker runs "
                       "(schema derive functions and hooks, protocol when functions and checks) "

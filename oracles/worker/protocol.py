@@ -14,8 +14,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+# DEFAULT_MEMORY_MIB and default_memory_mib: named in __all__ (their home is
+# oracles/memory.py, which the checker's guard reads too)
+from stagecheck.oracles.memory import DEFAULT_MEMORY_MIB, default_memory_mib
 
 __all__ = ["BUSY", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "RESTART", "SIDES_PER_EXAMPLE",
            "SharedPosition", "TIMED", "TargetArg", "UNTIMED", "default_memory_mib", "held_targets",
@@ -90,17 +93,6 @@ def observed(position: int) -> tuple[int, int] | None:
 
 #: the exit code a worker uses when it ran out of memory (so the parent can say so)
 MEMORY_EXIT = 86
-#: memory a worker may hold: resident bytes (checked by the parent from ``/proc``, so
-#: shared mappings count too) and its data segment (``RLIMIT_DATA``, set in the worker)
-DEFAULT_MEMORY_MIB = 4096
-
-
-def default_memory_mib() -> int:
-    """``DEFAULT_MEMORY_MIB``, or ``STAGECHECK_MEMORY_MIB`` (a machine with less memory)."""
-    given = os.environ.get("STAGECHECK_MEMORY_MIB", "")
-    return int(given) if given.isdigit() and int(given) >= 64 else DEFAULT_MEMORY_MIB
-
-
 class SharedPosition:
     """Two int64s in shared memory: where the worker is (``IDLE``: between requests), and
     whether the worker's own one-time work runs inside a call (``pause``)."""

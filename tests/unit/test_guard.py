@@ -206,3 +206,26 @@ def test_a_fork_inside_a_guarded_call_is_refused_and_outside_it_is_not():
     if pid == 0:
         os._exit(7)
     assert os.waitpid(pid, 0)[1] >> 8 == 7
+
+
+def test_a_call_that_grows_the_checkers_memory_past_the_limit_is_ended(short, monkeypatch):
+    # the checker has no memory limit of its own (a worker's is RLIMIT_DATA): a check that
+    # kept allocating ran for a minute and took 6 GiB before it returned
+    monkeypatch.setattr(guard, "MEMORY_MIB", 64)
+    monkeypatch.setattr(guard, "CPU_SECONDS", 60.0)
+    monkeypatch.setattr(guard, "WALL_SECONDS", 60.0)
+    held = []
+
+    def grows():
+        while True:
+            held.append(b"x" * (1 << 20))      # written: resident at once
+            time.sleep(0.001)
+    try:
+        with pytest.raises(SchemaError) as ended:
+            guard.guarded_call("checks[0].check", grows)
+    finally:
+        size = len(held)
+        held.clear()
+    assert str(ended.value).startswith(messages.SCHEMA_CODE_MEMORY[0].format(
+        value="checks[0].check", mib=64))
+    assert 64 <= size < 1024
