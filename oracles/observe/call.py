@@ -7,8 +7,10 @@ target (``options.steps`` times), and reads back the buffers, the copy log, the 
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import time
 from contextlib import contextmanager, nullcontext
 
 from stagecheck.oracles import messages
@@ -33,8 +35,52 @@ class CallTimedOut(BaseException):
 
 def _expire(signum, frame):
     global _FIRED
+    if signum == _WALL_SIGNAL and _wall_left():
+        return                  # the call waited for a CPU: its wall clock runs on
     _FIRED += 1
     raise CallTimedOut()
+
+
+#: the wall-clock limit armed last: (when, seconds this process had waited for a CPU by
+#: then, the limit in seconds; 0: none armed)
+_WALL = [0.0, 0.0, 0.0]
+_WALL_SIGNAL = getattr(signal, "SIGALRM", None)
+_SCHEDSTAT: list = []      # the open file of this process's run-queue figures (or None)
+
+
+def _waited() -> float:
+    """Seconds this process's main thread has been ready to run but waited for a CPU (the
+    kernel's ``schedstat``; 0 where it does not say)."""
+    if not _SCHEDSTAT:
+        try:
+            _SCHEDSTAT.append(os.open("/proc/self/schedstat", os.O_RDONLY))
+        except OSError:
+            _SCHEDSTAT.append(None)
+    fd = _SCHEDSTAT[0]
+    if fd is None:
+        return 0.0
+    try:
+        return int(os.pread(fd, 128, 0).split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _arm_wall(seconds: float) -> None:
+    _WALL[0], _WALL[1], _WALL[2] = time.monotonic(), _waited() if seconds else 0.0, seconds
+
+
+def _wall_left() -> bool:
+    """The wall-clock limit fired: the time the call waited for a CPU does not count (a
+    busy machine slows a call down, it does not make it hang, as for the checker's own
+    deadline); the timer is set again for what is left, if anything is."""
+    started, waited, limit = _WALL
+    if not limit:
+        return False
+    left = limit - (time.monotonic() - started - (_waited() - waited))
+    if left <= 0.001:
+        return False
+    signal.setitimer(signal.ITIMER_REAL, left)
+    return True
 
 
 #: how many times a time limit fired in this process: a call during which it moved timed
@@ -63,7 +109,8 @@ _TIMERS = ((signal.SIGPROF, signal.ITIMER_PROF), (signal.SIGALRM, signal.ITIMER_
 
 def time_limit(seconds: float | None):
     """Interrupt the body when it has used ``call_limits(seconds)``: its CPU time (this
-    process's, every thread's: ``ITIMER_PROF``) or its wall-clock time (``ITIMER_REAL``).
+    process's, every thread's: ``ITIMER_PROF``) or its wall-clock time (``ITIMER_REAL``)
+    less the time it waited for a CPU (``_wall_left``).
     Main thread on POSIX only; otherwise no limit.
 
     Where this process's handlers are ours already (a worker), only the timers are
@@ -111,12 +158,14 @@ class _Armed:
         self.cpu, self.wall = limits
 
     def __enter__(self) -> None:
+        _arm_wall(self.wall)
         signal.setitimer(signal.ITIMER_PROF, self.cpu)
         signal.setitimer(signal.ITIMER_REAL, self.wall)
 
     def __exit__(self, *exc) -> bool:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
+        _WALL[2] = 0.0
         return False
 
 
@@ -146,6 +195,7 @@ def _restoring_limit(limits: tuple[float, float]):
 
 
 def _arm(limits: tuple[float, float]) -> None:
+    _arm_wall(limits[1])
     for (_, timer), seconds in zip(_TIMERS, limits):
         signal.setitimer(timer, seconds)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import io
 from dataclasses import replace
 
+import pytest
+
 from stagecheck.oracles.campaign import stopped_kind
 from stagecheck.oracles.evaluate import evaluate, judge, stopped
 from stagecheck.oracles.options import RunOptions
@@ -89,3 +91,26 @@ def test_no_time_left_while_nothing_advances():
     clock.now += STILL_SECONDS + 1.0          # a call's deadline, a shrinker's tries
     progress.update(10, 630)
     assert "left" not in out.getvalue().splitlines()[-1]
+
+
+def test_time_a_call_waited_for_a_cpu_does_not_count_toward_its_wall_clock(monkeypatch):
+    # a worker's own wall-clock limit (3 x the CPU one) fired on a loaded machine while a
+    # correct 1,024-slot call of the CPU model waited for a CPU: a hang, a false DIFFERENT
+    import time
+
+    from stagecheck.oracles.observe import call
+    started = time.monotonic()
+    monkeypatch.setattr(call, "_waited", lambda: time.monotonic() - started)   # all waited
+    with call.time_limit(0.1):          # 0.1 s of CPU, 0.3 s on the wall clock
+        time.sleep(0.7)                 # no CPU: only the wall clock could end it
+    monkeypatch.setattr(call, "_waited", lambda: 0.0)                       # none waited
+    with pytest.raises(call.CallTimedOut):
+        with call.time_limit(0.1):
+            time.sleep(0.7)
+    assert call._WALL[2] == 0.0 and call._waited() >= 0.0
+
+
+def test_the_kernel_says_how_long_this_process_waited_for_a_cpu():
+    from stagecheck.oracles.observe import call
+    first = call._waited()
+    assert first >= 0.0 and call._waited() >= first
