@@ -356,8 +356,8 @@ PROTOCOL_NOT_PLAIN = ("protocol {value!r}: {part} returned {what}{where} after s
 #: ``diff`` with a protocol: one target's two runs of the same step sequence differ, so a
 #: difference between the two targets says nothing about the change
 PROTOCOL_UNSTEADY = ("protocol {value!r}: the {side}'s two runs of the same step sequence "
-                     "differ ({difference}), so the difference found between the two targets "
-                     "says nothing about the change",
+                     "differ ({difference}), so a difference between runs (two targets', or "
+                     "one target's under two completion schedules) says nothing about the code",
                      "make the protocol (its operations' results, observe, when) and the "
                      "targets give the same results on the same steps: no clock, random "
                      "numbers or addresses in what they return; then run again")

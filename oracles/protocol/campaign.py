@@ -293,6 +293,9 @@ def _without_shadowed(findings: list[Finding]) -> list[Finding]:
 SHRINK_ROUNDS = 3
 
 
+#: the invariants that compare two runs (two targets', or a target's meant and scheduled
+#: runs): a difference they find means nothing when one target's runs differ by themselves
+_BETWEEN_RUNS = frozenset({"same_trace", "readback_as_written", "device_read_as_meant"})
 #: ``compare_runs``' words for the two sides, said of one target's two runs
 _RUNS = (("(candidate)", "(second run)"), ("(baseline)", "(first run)"),
          ("the baseline ", "the first run "), ("the candidate ", "the second run "),
@@ -362,15 +365,17 @@ class _Search:
                     break
         finally:
             answers.close()
-        if flagged is not None and any(f.invariant == "same_trace" for f in flagged[1]):
+        if flagged is not None and any(f.invariant in _BETWEEN_RUNS and f.severity == ERROR
+                                       for f in flagged[1]):
             self._refuse_unsteady(flagged[0], flagged_sides)
         if flagged is not None and config.shrink and not interrupt.requested():
             self.shrink(*flagged)
 
     def _refuse_unsteady(self, seq: StepSequence, sides) -> None:
-        """A difference between the targets on ``seq``: run it again, and refuse it
-        (``SchemaError``, exit 2) when a target's two runs differ (the protocol's code or
-        the target's reads a clock, random numbers, addresses): never a finding then."""
+        """A difference between two runs on ``seq`` (the targets', or a target's meant and
+        scheduled runs): run it again, and refuse it (``SchemaError``, exit 2) when a
+        target's two meant runs differ (the protocol's code or the target's reads a clock,
+        random numbers, addresses): never a finding then."""
         ((_, again),) = self.runner.run([(0, seq)])
         for label, before, after in zip(self.labels, sides, again):
             moved = compare_runs(self.protocol, seq, Trace.from_wire(before[0]),

@@ -512,6 +512,12 @@ PROTOCOL_FILES = [
          r"returned \[1\] = .* \(second run\), .* \(first run\)\)",
          "diff of one target against itself with a --protocol file whose operation returns the "
          "time of day (was: DIFFERENT, a finding against the code): the protocol's mistake"),
+    Case("protocol-returns-the-time-spec", ("spec", STAGER.replace("fixed_", "buggy_"),
+                                            "--protocol", "{H}/protocol_returns_the_time.py",
+                                            "--examples", "20", "--quiet"), 2,
+         r"the candidate's two runs of the same step sequence differ",
+         "spec of a racy target with that --protocol file: its error would compare the time of "
+         "day between two runs; the protocol's mistake, never a finding"),
     protocol_case("protocol-observe-writes", "protocol_observe_writes", 2,
                   r"its observe after step \d+ wrote into ids_cpu while a copy still reads or "
                   r"fills it, not the code under test",
