@@ -142,6 +142,13 @@ REPLAY_UNREADABLE = ("cannot read {value!r} ({error})", "give a replay file writ
                      "'stagecheck diff'")
 REPLAY_MALFORMED = ("{value!r} is not a stagecheck replay file ({error})",
                     "give a file from {save_dir}")
+#: a replay file of a format this stagecheck does not read (``report/replay.py``)
+REPLAY_NEWER = ("{value!r} was written by a newer stagecheck: its \"{key}\" is {version}, and "
+                "this one reads formats 1 to {current}", "upgrade stagecheck, or run the "
+                "campaign again with this one to save the finding anew")
+REPLAY_NOT_A_FORMAT = ("{value!r} holds \"{key}\": {shown}, which is not a format number",
+                       "set \"{key}\" to {current}, the format this stagecheck writes (or "
+                       "remove the key)")
 REPLAY_UNBUILDABLE = ("the scenario in {value!r} cannot be built: {problems}",
                       "fix the file or re-run the search")
 SYMBOLIC_NO_PATH = ("symbolic diff explored no path in {seconds:.1f} s ({unsupported} lost to "

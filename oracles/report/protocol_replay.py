@@ -72,8 +72,8 @@ def load_protocol_replay(path: str) -> tuple[dict, StepSequence]:
     saved = read_replay_document(path)
     if not isinstance(saved, dict) or "stagecheck_protocol_replay" not in saved:
         raise UsageError.of(messages.PROTOCOL_REPLAY_NOT, path)
+    version_checked(saved, "stagecheck_protocol_replay", PROTOCOL_REPLAY_VERSION, path)
     try:    # the step sequence first: what a staging replay file's scenario fails with
-        version_checked(saved, "stagecheck_protocol_replay", PROTOCOL_REPLAY_VERSION)
         if not isinstance(saved.get("finding"), dict):
             raise TypeError("a replay file is a JSON object with a 'finding' object")
         scenario = saved["finding"]["scenario"]

@@ -37,7 +37,7 @@ from stagecheck.oracles.options import LIMITS
 from stagecheck.oracles.paths import read_regular
 from stagecheck.oracles.report.files import make_folder, write_atomic
 from stagecheck.oracles.targets import repository_root, trusted_path, trusted_spec
-from stagecheck.oracles.text import printable
+from stagecheck.oracles.text import printable, short_text
 from stagecheck.spec import StagingScenario
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.space import malformed
@@ -354,17 +354,17 @@ def _fields_checked(saved: dict, fields: dict = _FIELDS,
                             f"{kind.__name__}")
 
 
-def version_checked(saved: dict, key: str, current: int) -> None:
-    """``ValueError`` when the file's format ``saved[key]`` is not one this stagecheck
-    reads (a whole number from 1 to ``current``; a file without it: as written by hand)."""
+def version_checked(saved: dict, key: str, current: int, path: str) -> None:
+    """``ScenarioError`` when the file ``path``'s format ``saved[key]`` is not one this
+    stagecheck reads (a whole number from 1 to ``current``; a file without it: as written
+    by hand), naming the key, its value as JSON writes it, and the fix."""
     version = saved.get(key, current)
     if type(version) is not int or version < 1:
-        raise ValueError(f"its field {key!r} is {version!r:.40}, not a format number "
-                         f"(this stagecheck writes {current})")
+        raise ScenarioError.of(messages.REPLAY_NOT_A_FORMAT, path, key=key, current=current,
+                               shown=short_text(json.dumps(version), 40))
     if version > current:
-        raise ValueError(f"it was written by a newer stagecheck (format {version}; this one "
-                         f"reads formats 1 to {current}): upgrade stagecheck, or run the "
-                         "campaign again with this one to save the finding anew")
+        raise ScenarioError.of(messages.REPLAY_NEWER, path, key=key, version=version,
+                               current=current)
 
 
 def _malformed(path: str, exc: BaseException) -> ScenarioError:
@@ -397,10 +397,11 @@ def load_replay(path: str) -> tuple[dict, StagingScenario]:
     """The saved document (``read_replay_document``) and its scenario;
     ``UsageError``/``ScenarioError`` when unusable."""
     saved = read_replay_document(path)
+    if isinstance(saved, dict):
+        version_checked(saved, "stagecheck_replay", REPLAY_VERSION, path)
     try:
         if not isinstance(saved, dict) or not isinstance(saved.get("finding"), dict):
             raise TypeError("a replay file is a JSON object with a 'finding' object")
-        version_checked(saved, "stagecheck_replay", REPLAY_VERSION)
         _fields_checked(saved)
         _bounded(saved["finding"]["scenario"])
         scenario = StagingScenario.from_dict(saved["finding"]["scenario"])

@@ -45,19 +45,23 @@ def test_the_formats_this_stagecheck_wrote_load(tmp_path, version):
     assert s.capacity == 6
 
 
-@pytest.mark.parametrize("version, said", [
-    (REPLAY_VERSION + 1, f"written by a newer stagecheck (format {REPLAY_VERSION + 1}; this "
-                         f"one reads formats 1 to {REPLAY_VERSION}): upgrade stagecheck"),
-    (0, "'stagecheck_replay' is 0, not a format number"),
-    ("2", "'stagecheck_replay' is '2', not a format number"),
-    (None, "'stagecheck_replay' is None, not a format number"),
+@pytest.mark.parametrize("version, said, fix", [
+    (REPLAY_VERSION + 1, f'was written by a newer stagecheck: its "stagecheck_replay" is '
+                         f'{REPLAY_VERSION + 1}, and this one reads formats 1 to {REPLAY_VERSION}',
+     "upgrade stagecheck"),
+    (0, 'holds "stagecheck_replay": 0, which is not a format number',
+     f'set "stagecheck_replay" to {REPLAY_VERSION}'),
+    ("2", 'holds "stagecheck_replay": "2", which is not a format number', "or remove the key"),
+    (None, 'holds "stagecheck_replay": null, which is not a format number', "format this"),
+    (True, 'holds "stagecheck_replay": true, which', "format this"),
 ])
 def test_a_replay_file_of_a_format_this_stagecheck_does_not_read_is_refused(tmp_path, version,
-                                                                             said):
+                                                                             said, fix):
     path = _write(tmp_path, scenario().to_dict(), stagecheck_replay=version)
     with pytest.raises(ScenarioError) as info:
         load_replay(path)
     assert said in str(info.value) and repr(path) in str(info.value)
+    assert fix in info.value.fix and "ValueError" not in str(info.value)
 
 
 def test_deep_json_nesting_is_a_malformed_file_not_a_traceback(tmp_path):
