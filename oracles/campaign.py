@@ -32,7 +32,6 @@ result holds what was found so far with ``interrupted`` set (no verdict).
 
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -40,6 +39,7 @@ from typing import Callable
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.campaign_hypothesis import HypothesisStream
 from stagecheck.oracles.campaign_impact import KernelImpactProbe
+from stagecheck.oracles.campaign_progress import ProgressTelling
 from stagecheck.oracles.campaign_shrinking import Shrinking
 from stagecheck.oracles.collect import FindingsCollector
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
@@ -125,17 +125,6 @@ def same_schema(baseline: Target | None, candidate: Target):
     return candidate.schema
 
 
-def _takes(progress, keyword: str) -> bool:
-    """Whether a progress callback takes ``keyword`` (the CLI's takes ``findings``,
-    ``phase`` and ``stalled``; a plain ``progress(stream, done, total)`` keeps working)."""
-    if progress is None:
-        return False
-    try:
-        return keyword in inspect.signature(progress).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def stopped_kind(observations) -> str | None:
     """"hang" if a call of ``observations`` hung, "crash" if one ended its process,
     else None."""
@@ -151,17 +140,17 @@ _STOPPED_WORDS = {"hang": "hung", "crash": "ended its process"}
 _STREAM_WORDS = {"in": "in-contract", "out": "out-of-contract"}
 
 
-class _Search(Shrinking, HypothesisStream, KernelImpactProbe):
-    """One campaign's state: the runner, the judge, the collector; the shrinking
-    (``campaign_shrinking.py``), the hypothesis stream (``campaign_hypothesis.py``) and the
-    kernel-impact probe (``campaign_impact.py``) are its mixins."""
+class _Search(ProgressTelling, Shrinking, HypothesisStream, KernelImpactProbe):
+    """One campaign's state: the runner, the judge, the collector; what it tells the
+    progress line (``campaign_progress.py``), the shrinking (``campaign_shrinking.py``),
+    the hypothesis stream (``campaign_hypothesis.py``) and the kernel-impact probe
+    (``campaign_impact.py``) are its mixins."""
 
     def __init__(self, baseline: Target | None, candidate: Target, config: CampaignConfig,
                  runner, result: CampaignResult, progress) -> None:
         self.baseline, self.candidate, self.config = baseline, candidate, config
         self.runner, self.result, self.progress = runner, result, progress
-        self.progress_findings = _takes(progress, "findings")
-        self.progress_stalled = _takes(progress, "stalled")
+        self.told(progress)
         #: seconds spent on calls that hung or ended their process, and on shrinking
         #: them: what the rest of the run will not take (for the progress estimate)
         self.stalled = 0.0
@@ -182,17 +171,6 @@ class _Search(Shrinking, HypothesisStream, KernelImpactProbe):
         # --kernel always: the kernel oracle judges every example, not only kept findings
         self.kernel_every = (config.run.kernel == "always"
                              and candidate.schema.consumer is not None)
-
-    def tick(self, stream: str, done: int, total: int) -> None:
-        """Tell ``progress`` (with the findings so far, where it takes ``findings``)."""
-        if self.progress is None:
-            return
-        if self.progress_findings:
-            extra = {"stalled": self.stalled} if self.progress_stalled else {}
-            self.progress(stream, done, total, findings=len(self.collector), phase=self.phase,
-                          **extra)
-        else:
-            self.progress(stream, done, total)
 
     # ------------------------------------------------------------------ judging
     def observe(self, batch: list[tuple[int, StagingScenario]], backend: str):

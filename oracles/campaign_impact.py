@@ -23,6 +23,10 @@ class KernelImpactProbe:
         not seen to reach the kernel, the other examples that showed it, then new ones."""
         if self.config.run.kernel == "off" or self.schema.consumer is None:
             return
+        with self.doing_now("kernel impact"):
+            self._kernel_impact()
+
+    def _kernel_impact(self) -> None:
         for f in self.collector.findings():
             if interrupt.requested():
                 return

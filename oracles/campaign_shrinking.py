@@ -44,6 +44,10 @@ class Shrinking:
         """Shrink ``s`` for the error findings it showed: each kept at the smallest
         scenario that still shows it (a key the first shrunk scenario no longer shows
         is shrunk again from ``s``, on its own)."""
+        with self.doing_now("shrink"):
+            self._shrink(s, findings, engine)
+
+    def _shrink(self, s: StagingScenario, findings: list[Finding], engine: str) -> None:
         started = time.perf_counter()
         try:
             keys = {f.key for f in findings if f.severity == ERROR}

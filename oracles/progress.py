@@ -104,6 +104,7 @@ class Progress:
         self.moved = self.started     # when ``done`` last changed
         self.stalled = 0.0            # seconds the caller says are not the run's pace
         self.phase = ""
+        self.estimate = True          # show the time left (``update``)
         self.counts = {name: 0 for name in counters}
         self.lines = 0            # plain lines written (non-terminal)
         self.drawn = False        # a terminal line is on screen
@@ -114,12 +115,15 @@ class Progress:
     # ------------------------------------------------------------------ updates
     def update(self, done: int | None = None, total: int | None = None, *,
                phase: str | None = None, ends_at: float | None = None,
-               stalled: float | None = None, **counts: int) -> None:
+               stalled: float | None = None, estimate: bool | None = None,
+               **counts: int) -> None:
         """Record where the work is (``done`` of ``total`` over the whole run; ``phase``
         labels the line; ``ends_at``: when a time-bounded part ends, on ``clock``, for the
         time left where no total is known; ``stalled``: seconds so far that say nothing
         of the pace of the rest, such as waits for calls that hung, left out of the
-        rate); draw the line when it is due."""
+        rate; ``estimate``: False while the work is of another kind than the count's,
+        such as shrinking a finding, whose time the rate says nothing of: no time left is
+        shown then); draw the line when it is due."""
         with self._lock:
             if done is not None:
                 if done != self.done:
@@ -131,6 +135,8 @@ class Progress:
                 self.total = total
             if phase is not None:
                 self.phase = phase
+            if estimate is not None:
+                self.estimate = estimate
             if ends_at is not None:
                 self.ends_at = ends_at
             for name, value in counts.items():
@@ -192,7 +198,9 @@ class Progress:
         # the pace of the rest: the time the done part took, less what the caller said
         # stalled (calls that hung), up to the last progress; none while nothing moves
         pace = max(self.moved - self.started - self.stalled, 0.0)
-        if (self.total and self.done and self.done < self.total and pace > 0
+        if not self.estimate:
+            pass
+        elif (self.total and self.done and self.done < self.total and pace > 0
                 and now - self.moved <= STILL_SECONDS):
             out.append(f"~{format_duration((self.total - self.done) * pace / self.done)} left")
         elif not self.total and self.ends_at is not None and now < self.ends_at:

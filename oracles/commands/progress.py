@@ -19,6 +19,12 @@ def progress_of(values: dict, label: str, unit: str, total: int | None = None,
     return Progress(label, unit, total, counters=counters, stopped=interrupt.requested).start()
 
 
+#: what the progress line says while the campaign does work other than examples (no time
+#: left then: the examples' rate says nothing of how long it takes)
+DOING = {"shrink": "shrinking an error finding:",
+         "kernel impact": "running the findings through the kernel:"}
+
+
 class CampaignProgress:
     """``run_campaign``'s progress callback: the whole campaign as one count (both
     streams, then the edge cases; ``campaign.progress_plan``, ``progress.PartsCount``)."""
@@ -28,10 +34,11 @@ class CampaignProgress:
         progress.update(*self.count.totals())
 
     def __call__(self, stream: str, done: int, total: int, findings: int = 0,
-                 phase: str = "random", stalled: float = 0.0) -> None:
+                 phase: str = "random", stalled: float = 0.0, doing: str = "") -> None:
+        label = DOING.get(doing, doing) if doing else "edge cases" if phase == "edge" else ""
         self.progress.update(*self.count.at(f"{phase} {stream}", done, total),
-                             findings=findings, phase="edge cases" if phase == "edge" else "",
-                             stalled=stalled)
+                             findings=findings, phase=label, stalled=stalled,
+                             estimate=not doing)
 
     def close(self) -> None:
         self.progress.update(*self.count.finish(), phase="")

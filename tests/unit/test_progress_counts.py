@@ -71,3 +71,22 @@ def test_a_time_bounded_part_without_a_total_says_its_time_left():
     progress.close()
     assert out.getvalue().splitlines()[-1] == ("stagecheck symbolic: finished: 8/8 paths, "
                                                "8 judged, 2.67 paths/s, 3.0 s elapsed")
+
+
+def test_work_that_is_not_examples_is_named_and_has_no_time_left():
+    # the kernel impact of 18 findings took 8 s after the line had said "~0.2 s left"
+    from stagecheck.oracles.commands.progress import DOING, CampaignProgress
+    out, clock = io.StringIO(), Clock()
+    progress = Progress("diff", "examples", 630, stream=out, tty=False, every=5.0,
+                        clock=clock)
+    told = CampaignProgress(progress, CampaignConfig.from_options(examples=300))
+    clock.now += 10.0
+    told("in", 300, 300, findings=2)
+    clock.now += 5.0
+    told("out", 290, 300, findings=2, doing="kernel impact")
+    assert out.getvalue().splitlines()[-1] == (
+        f"stagecheck diff: {DOING['kernel impact']} 590/630 examples, 2 findings, "
+        "39 examples/s, 15.0 s elapsed")
+    clock.now += 5.0
+    told("out", 300, 300, findings=2)
+    assert out.getvalue().splitlines()[-1].endswith("left")
