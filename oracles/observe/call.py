@@ -66,7 +66,19 @@ def _waited() -> float:
 
 
 def _arm_wall(seconds: float) -> None:
-    _WALL[0], _WALL[1], _WALL[2] = time.monotonic(), _waited() if seconds else 0.0, seconds
+    """Note when a wall-clock limit of ``seconds`` starts and how long this process had
+    waited for a CPU by then: read again only ``_WAITED_EVERY`` seconds after the last
+    read (a protocol run arms a limit per operation; a figure that old errs by at most
+    the waits of those seconds, in the call's favour)."""
+    now = time.monotonic()
+    if seconds and now - _WAITED_READ[0] > _WAITED_EVERY:
+        _WAITED_READ[0], _WAITED_READ[1] = now, _waited()
+    _WALL[0], _WALL[1], _WALL[2] = now, _WAITED_READ[1], seconds
+
+
+#: (when, seconds waited) of the last read of the run-queue figure for arming
+_WAITED_READ = [float("-inf"), 0.0]
+_WAITED_EVERY = 0.05
 
 
 def _wall_left() -> bool:

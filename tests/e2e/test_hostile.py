@@ -309,7 +309,8 @@ HANGS = [
          "imported inside the call, untimed"),
     hang("pause_spins", "writes the flag that pauses the checker's clock for the worker's "
          "own import of torch, ignores the worker's timers and spins: a hang once the "
-         "deadline of loading passed (at most one such pause per worker)", env=LOAD_ENV),
+         "deadline of loading passed (at most one such pause per worker)",
+         env=(("STAGECHECK_LOAD_SECONDS", "1"),)),
 ]
 LEAKS = [
     spec("spawns_process", 0, LEFT.format(name="sleep"), "spawns a process (a finding, and "
@@ -533,8 +534,9 @@ PROTOCOL_FILES = [
                   "that never ended): interrupted without the signal"),
     protocol_case("protocol-check-blocks-in-c", "protocol_check_blocks_in_c", 2,
                   fragment(messages.CODE_STUCK),
-                  "a --protocol file whose own check ignores SIGUSR2 and sleeps an hour (was: a "
-                  "run that never ended): the run ends with one line, no verdict"),
+                  "a --protocol file whose own check ignores SIGUSR2 and runs for hours inside "
+                  "one C call (was: a run that never ended): the run ends with one line, no "
+                  "verdict"),
     Case("protocol-patches-torch", ("spec", STAGER.replace("fixed_", "buggy_"), "--protocol",
                                     "{H}/protocol_patches_torch.py", "--examples", "20",
                                     "--quiet"), 2,

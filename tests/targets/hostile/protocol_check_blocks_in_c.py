@@ -1,7 +1,7 @@
-"""hostile protocol: its own check ignores SIGUSR2 (the checker's deadline signal) on a real trace, then sleeps an hour in C (otherwise docs/examples/token_stager_protocol.py)"""
+"""hostile protocol: its own check ignores SIGUSR2 (the checker's deadline signal) on a real trace, then runs for hours inside one C call (otherwise docs/examples/token_stager_protocol.py)"""
 
+import hashlib
 import signal
-import time
 
 from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, StepSpace
 
@@ -18,7 +18,8 @@ def stage(ctx):
 def loops(sequence, trace):
     if trace.ops:
         signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-        time.sleep(3600)
+        # hours of CPU in one C call that lets other threads run: no Python step inside
+        hashlib.pbkdf2_hmac("sha256", b"password", b"salt", 2 ** 31 - 1)
     return []
 
 
