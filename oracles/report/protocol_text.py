@@ -153,9 +153,9 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
             else f"{result.candidate} against the protocol")
     device = "the CPU model of the device" if c.device == "cpu" else "CUDA"
     lines = [f"stagecheck protocol {escape(result.protocol)}: {escape(what)} on {device}",
-             f"tried {tried_sequences(result)}, each run twice per target (every "
-             "operation completing when issued, and under its completion schedule), in "
-             f"{result.seconds:.1f} s"
+             f"tried {tried_sequences(result)}, each run per target under its completion "
+             "schedule and, unless that run raced with nothing, again with every operation "
+             f"completing when issued, in {result.seconds:.1f} s"
              + ("; the search stops at its first error, then shrinks it" if result.errors
                 else "")]
     if result.interrupted:
