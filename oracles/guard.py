@@ -55,7 +55,7 @@ from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.memory import default_memory_mib
 
 __all__ = ["CPU_SECONDS", "WALL_SECONDS", "closing", "exits_refused", "guard_schema",
-           "guarded_call", "patched", "snapshot"]
+           "guarded_call", "patched", "snapshot", "thread_waited"]
 
 #: CPU seconds (of the checker's main thread) one call of schema code may take
 CPU_SECONDS = 5.0
@@ -232,7 +232,7 @@ def _thread_cpu() -> float:
         return time.process_time()
 
 
-def _thread_waited() -> float:
+def thread_waited() -> float:
     """Seconds the main thread has been ready to run but waited for a CPU (0 where the
     kernel does not say)."""
     try:
@@ -257,7 +257,7 @@ def _watch() -> None:
         if _STATE.expired:
             _escalate(generation, time.monotonic() - _STATE.expired_at)
             continue
-        wall = time.monotonic() - _STATE.started - (_thread_waited() - _STATE.waited)
+        wall = time.monotonic() - _STATE.started - (thread_waited() - _STATE.waited)
         cpu = _thread_cpu() - _STATE.cpu
         resident = _resident_mib()
         if _STATE.memory[0] != generation:
@@ -335,7 +335,7 @@ def guarded_call(what: str, func, *args, **kwargs):
     _STATE.over_memory = False
     _STATE.generation += 1
     _STATE.started, _STATE.cpu = time.monotonic(), _thread_cpu()
-    _STATE.waited = _thread_waited()
+    _STATE.waited = thread_waited()
     threads = threading.active_count()
     if threads != _STATE.threads:      # which threads are not schema code's
         _STATE.known = {t.ident for t in threading.enumerate()}

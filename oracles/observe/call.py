@@ -7,7 +7,6 @@ target (``options.steps`` times), and reads back the buffers, the copy log, the 
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -15,7 +14,7 @@ from contextlib import contextmanager, nullcontext
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError, StagecheckError, UsageError
-from stagecheck.oracles.guard import exits_refused
+from stagecheck.oracles.guard import exits_refused, thread_waited
 from stagecheck.oracles.observe.backends import make_backend, torch_module
 from stagecheck.oracles.observe.build import Backend, build_inputs
 from stagecheck.oracles.options import TIMEOUT_FLOOR, RunOptions
@@ -45,24 +44,6 @@ def _expire(signum, frame):
 #: then, the limit in seconds; 0: none armed)
 _WALL = [0.0, 0.0, 0.0]
 _WALL_SIGNAL = getattr(signal, "SIGALRM", None)
-_SCHEDSTAT: list = []      # the open file of this process's run-queue figures (or None)
-
-
-def _waited() -> float:
-    """Seconds this process's main thread has been ready to run but waited for a CPU (the
-    kernel's ``schedstat``; 0 where it does not say)."""
-    if not _SCHEDSTAT:
-        try:
-            _SCHEDSTAT.append(os.open("/proc/self/schedstat", os.O_RDONLY))
-        except OSError:
-            _SCHEDSTAT.append(None)
-    fd = _SCHEDSTAT[0]
-    if fd is None:
-        return 0.0
-    try:
-        return int(os.pread(fd, 128, 0).split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def _arm_wall(seconds: float) -> None:
@@ -72,7 +53,7 @@ def _arm_wall(seconds: float) -> None:
     the waits of those seconds, in the call's favour)."""
     now = time.monotonic()
     if seconds and now - _WAITED_READ[0] > _WAITED_EVERY:
-        _WAITED_READ[0], _WAITED_READ[1] = now, _waited()
+        _WAITED_READ[0], _WAITED_READ[1] = now, thread_waited()
     _WALL[0], _WALL[1], _WALL[2] = now, _WAITED_READ[1], seconds
 
 
@@ -88,7 +69,7 @@ def _wall_left() -> bool:
     started, waited, limit = _WALL
     if not limit:
         return False
-    left = limit - (time.monotonic() - started - (_waited() - waited))
+    left = limit - (time.monotonic() - started - (thread_waited() - waited))
     if left <= 0.001:
         return False
     signal.setitimer(signal.ITIMER_REAL, left)

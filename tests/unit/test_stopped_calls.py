@@ -100,19 +100,19 @@ def test_time_a_call_waited_for_a_cpu_does_not_count_toward_its_wall_clock(monke
 
     from stagecheck.oracles.observe import call
     started = time.monotonic()
-    monkeypatch.setattr(call, "_waited", lambda: time.monotonic() - started)   # all waited
+    monkeypatch.setattr(call, "thread_waited", lambda: time.monotonic() - started)   # all waited
     monkeypatch.setattr(call, "_WAITED_READ", [float("-inf"), 0.0])   # no figure read yet
     with call.time_limit(0.1):          # 0.1 s of CPU, 0.3 s on the wall clock
         time.sleep(0.7)                 # no CPU: only the wall clock could end it
-    monkeypatch.setattr(call, "_waited", lambda: 0.0)                       # none waited
+    monkeypatch.setattr(call, "thread_waited", lambda: 0.0)                       # none waited
     monkeypatch.setattr(call, "_WAITED_READ", [float("-inf"), 0.0])
     with pytest.raises(call.CallTimedOut):
         with call.time_limit(0.1):
             time.sleep(0.7)
-    assert call._WALL[2] == 0.0 and call._waited() >= 0.0
+    assert call._WALL[2] == 0.0 and call.thread_waited() >= 0.0
 
 
 def test_the_kernel_says_how_long_this_process_waited_for_a_cpu():
     from stagecheck.oracles.observe import call
-    first = call._waited()
-    assert first >= 0.0 and call._waited() >= first
+    first = call.thread_waited()
+    assert first >= 0.0 and call.thread_waited() >= first
