@@ -43,6 +43,7 @@ import builtins
 import contextlib
 import ctypes
 import dataclasses
+import math
 import os
 import signal
 import sys
@@ -57,10 +58,23 @@ from stagecheck.oracles.memory import default_memory_mib
 __all__ = ["CPU_SECONDS", "WALL_SECONDS", "closing", "exits_refused", "guard_schema",
            "guarded_call", "patched", "snapshot", "thread_waited"]
 
+#: the variable that changes ``CPU_SECONDS`` (and ``WALL_SECONDS``, three times it)
+SECONDS_ENV = "STAGECHECK_CODE_SECONDS"
+
+
+def _seconds_given(default: float) -> float:
+    """``SECONDS_ENV`` if it holds a number (at least 0.5), else ``default``."""
+    try:
+        given = float(os.environ.get(SECONDS_ENV) or default)
+    except ValueError:
+        return default
+    return max(given, 0.5) if math.isfinite(given) else default
+
+
 #: CPU seconds (of the checker's main thread) one call of schema code may take
-CPU_SECONDS = 5.0
+CPU_SECONDS = _seconds_given(5.0)
 #: wall-clock seconds one call of schema code may take (a call that sleeps or waits)
-WALL_SECONDS = 15.0
+WALL_SECONDS = 3 * CPU_SECONDS
 #: the signal the watchdog sends the main thread (its handler raises only in a call)
 SIGNAL = getattr(signal, "SIGUSR2", None)
 #: seconds from the signal to raising in the main thread without it, and from that to

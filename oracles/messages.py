@@ -648,7 +648,8 @@ REPLAY_SCHEMA_FILE = ("the replay file names the schema file {target!r}; a schem
                       "stagecheck replay FILE --schema {target}")
 SCHEMA_CODE_HUNG = ("{value} did not return within {cpu:.0f} s of CPU time or {wall:.0f} s "
                     "on the wall clock", "schema code (derive functions, hooks, the call "
-                    "adapter) must return at once; fix the schema")
+                    "adapter) must return at once; fix the schema (or give every call more time with "
+                    "STAGECHECK_CODE_SECONDS=SECONDS)")
 #: schema or protocol code in the checker that neither the watchdog's signal nor the
 #: exception it raises without it could stop: the process ends (exit 2)
 CODE_STUCK = ("stagecheck: error: {value} did not return within {cpu:.0f} s of CPU time or "

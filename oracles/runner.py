@@ -22,6 +22,7 @@ from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool, stream_batches
+from stagecheck.oracles.worker.deadlines import load_deadline
 from stagecheck.oracles.worker.protocol import held_targets
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
@@ -30,7 +31,8 @@ __all__ = ["InProcessRunner", "Runner", "SCHEMA_SECONDS", "isolated_runner", "lo
            "load_schema_isolated", "runner_for", "side_of"]
 
 #: CPU seconds a worker may take to load a schema file and dry-run it (``WALL_FACTOR``
-#: times that on the wall clock): a schema's code returns in milliseconds
+#: times that on the wall clock; ``STAGECHECK_LOAD_SECONDS`` lowers it): a schema's code
+#: returns in milliseconds
 SCHEMA_SECONDS = 5.0
 
 
@@ -187,13 +189,13 @@ def load_schema_isolated(spec: str, checked: bool = True):
     file that patches stagecheck refused)."""
     if not isinstance(spec, str) or not spec.endswith(".py") and ".py:" not in spec:
         return load_schema(spec, checked)        # a built-in (or a misspelt) name: no code
+    seconds = min(SCHEMA_SECONDS, load_deadline().cpu)
     with WorkerPool() as pool:
         try:
-            pool.call("stagecheck.oracles.schemas", "probe_schema", spec,
-                      deadline=SCHEMA_SECONDS)
+            pool.call("stagecheck.oracles.schemas", "probe_schema", spec, deadline=seconds)
         except WorkerEnded as ended:
             if ended.hung:
-                raise SchemaError.of(messages.SCHEMA_HUNG, spec, seconds=SCHEMA_SECONDS,
-                                     wall=SCHEMA_SECONDS * WALL_FACTOR) from None
+                raise SchemaError.of(messages.SCHEMA_HUNG, spec, seconds=seconds,
+                                     wall=seconds * WALL_FACTOR) from None
             raise SchemaError.of(messages.SCHEMA_ENDED, spec, what=ended.what) from None
     return load_schema(spec, checked, guarded=True)

@@ -123,6 +123,8 @@ LEFT = r"left 1 process\(es\) running when it returned \({name}\); stagecheck en
 CONFORMS = "verdict: CONFORMS"
 EQUIVALENT = "verdict: EQUIVALENT"
 LOAD_ENV = (("STAGECHECK_LOAD_SECONDS", "2"),)
+#: one call of schema or protocol code in the checker: 1 s of CPU time, 3 s on the wall clock
+CODE_ENV = (("STAGECHECK_CODE_SECONDS", "1"),)
 
 LOAD = [
     Case("missing-file", ("spec", f"{{T}}/nope.py::{FUNC}"), 2,
@@ -341,7 +343,8 @@ SCHEMAS = [
                 "ended the process that loaded it.*exited the interpreter with code 0",
                 "a --schema file that calls os._exit(0) (was: exit 0, no report)"),
     schema_case("schema-import-loop", "schema_import_loop", 2, fragment(messages.SCHEMA_HUNG),
-                "a --schema file that loops for ever when imported (was: a run that never ends)"),
+                "a --schema file that loops for ever when imported (was: a run that never ends)",
+                env=LOAD_ENV),
     schema_case("schema-keyboard-interrupt", "schema_keyboard_interrupt", 2,
                 r"failed to import \(KeyboardInterrupt", "a --schema file that raises "
                 "KeyboardInterrupt (was: a traceback)"),
@@ -351,12 +354,13 @@ SCHEMAS = [
                 r"changed stagecheck's own code.*stagecheck\.oracles\.compare\.compare",
                 "a --schema file that replaces the comparison (was: a buggy pair passed)"),
     schema_case("schema-build-hang", "schema_build_hang", 2, fragment(messages.SCHEMA_HUNG),
-                "a --schema file whose call adapter never returns"),
+                "a --schema file whose call adapter never returns", env=LOAD_ENV),
     schema_case("schema-derive-exit", "schema_derive_exit", 2,
                 "ended the process that loaded it.*code 3",
                 "a --schema file whose derive calls sys.exit(3)"),
     schema_case("schema-derive-sleeps", "schema_derive_sleeps", 2,
-                fragment(messages.SCHEMA_HUNG), "a --schema file whose derive sleeps"),
+                fragment(messages.SCHEMA_HUNG), "a --schema file whose derive sleeps",
+                env=LOAD_ENV),
     *[Case(f"schema-{part}-rarely", ("spec", USER, "--schema", f"{{H}}/schema_{name}.py",
                                       "--examples", "300", "--timeout", "1", "--quiet"), 2,
            expect, f"a --schema file whose {what} only when 511 to 513 requests are live "
@@ -377,10 +381,10 @@ SCHEMAS = [
            "build calls os._exit(0)"))],
     Case("schema-check-import-loop", ("schema", "check", "{H}/schema_import_loop.py"), 2,
          fragment(messages.SCHEMA_HUNG), "schema check of a file that loops when imported "
-         "(was: a run that never ends)"),
+         "(was: a run that never ends)", env=LOAD_ENV),
     Case("schema-check-build-hang", ("schema", "check", "{H}/schema_build_hang.py"), 2,
          fragment(messages.SCHEMA_HUNG), "schema check of a call adapter that never returns "
-         "(was: a run that never ends)"),
+         "(was: a run that never ends)", env=LOAD_ENV),
     Case("schema-check-os-exit", ("schema", "check", "{H}/schema_os_exit.py"), 2,
          "ended the process that loaded it", "schema check of a file that calls os._exit(0)"),
     Case("schema-device", ("spec", USER, "--schema", "{T}/dev.py", *QUICK), 2,
@@ -426,7 +430,7 @@ PROTOCOL_FILES = [
     protocol_case("protocol-check-hang", "protocol_check_hang", 2,
                   r"option --protocol: .*checks\[0\]\.check did not return within",
                   "a --protocol file whose own check (run by the checker) loops on a real "
-                  "trace"),
+                  "trace", env=CODE_ENV),
     protocol_case("protocol-check-raises", "protocol_check_raises", 2,
                   r"checks\[0\] \('raises'\) raised ValueError: boom at \S+\.py:\d+ during the run",
                   "a --protocol file whose own check (run by the checker) raises ValueError "
@@ -478,7 +482,7 @@ PROTOCOL_FILES = [
          "(was: no finding, up to 38 processes alive at once); info, so --strict fails"),
     Case("protocol-leaves-threads", ("spec", "{H}/thread_stager.py::TokenStager", "--protocol",
                                      f"{ROOT}/docs/examples/token_stager_protocol.py",
-                                     "--examples", "10", "--timeout", "1", "--quiet"), 0,
+                                     "--examples", "2", "--timeout", "1", "--quiet"), 0,
          r"left running \d+ thread\(s\) \(Thread-\d+ \(_spin\).*whose worker stagecheck "
          r"replaced", "a component whose every step starts a thread that spins for ever (was: "
          "a later operation charged with their CPU time, a hang finding replay did not show)"),
@@ -505,7 +509,7 @@ PROTOCOL_FILES = [
                   r"checks\[0\]\.check did not return within",
                   "a --protocol file that registers faulthandler for SIGUSR2 when imported, "
                   "and whose own check loops (was: the deadline never came, a run that never "
-                  "ended)"),
+                  "ended)", env=CODE_ENV),
     Case("protocol-returns-the-time", ("diff", STAGER, STAGER, "--protocol",
                                        "{H}/protocol_returns_the_time.py", "--examples", "20",
                                        "--quiet"), 2,
@@ -531,12 +535,12 @@ PROTOCOL_FILES = [
     protocol_case("protocol-check-ignores-the-signal", "protocol_check_ignores_the_signal", 2,
                   r"checks\[0\]\.check did not return within",
                   "a --protocol file whose own check ignores SIGUSR2 and loops (was: a run "
-                  "that never ended): interrupted without the signal"),
+                  "that never ended): interrupted without the signal", env=CODE_ENV),
     protocol_case("protocol-check-blocks-in-c", "protocol_check_blocks_in_c", 2,
                   fragment(messages.CODE_STUCK),
                   "a --protocol file whose own check ignores SIGUSR2 and runs for hours inside "
                   "one C call (was: a run that never ended): the run ends with one line, no "
-                  "verdict"),
+                  "verdict", env=CODE_ENV),
     Case("protocol-patches-torch", ("spec", STAGER.replace("fixed_", "buggy_"), "--protocol",
                                     "{H}/protocol_patches_torch.py", "--examples", "20",
                                     "--quiet"), 2,

@@ -3,7 +3,10 @@ patching of stagecheck itself (issue 21)."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -229,3 +232,22 @@ def test_a_call_that_grows_the_checkers_memory_past_the_limit_is_ended(short, mo
     assert str(ended.value).startswith(messages.SCHEMA_CODE_MEMORY[0].format(
         value="checks[0].check", mib=64))
     assert 64 <= size < 1024
+
+
+@pytest.mark.parametrize("given, seconds", [("2", 2.0), ("0.1", 0.5), ("", 5.0), ("soon", 5.0),
+                                            ("nan", 5.0), ("inf", 5.0), ("-3", 0.5)])
+def test_the_deadline_of_schema_code_is_changed_by_its_variable(monkeypatch, given, seconds):
+    # STAGECHECK_CODE_SECONDS: a number of at least 0.5 s; anything else keeps the default
+    monkeypatch.setenv(guard.SECONDS_ENV, given)
+    assert guard._seconds_given(5.0) == seconds
+
+
+def test_a_lower_deadline_for_schema_code_is_what_the_message_says(tmp_path):
+    # the variable reaches the checker's deadline and its message (3 s on the wall clock)
+    program = ("import time\nfrom stagecheck.oracles import guard\n"
+               "guard.guarded_call('derive of field x', time.sleep, 3600)\n")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          env={**os.environ, guard.SECONDS_ENV: "1"}, timeout=60)
+    assert "did not return within 1 s of CPU time or 3 s on the wall clock" in done.stderr
+    assert time.monotonic() - started < 30
