@@ -1008,7 +1008,68 @@ def _with_json(case: Case, args: list[str]) -> list[str]:
     return args
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+#: the rows that take longest (deadlines on the wall clock, campaigns that are signalled
+#: mid-run): run first, so that under ``-n 2`` neither process is left with them at the end
+SLOW = ("mutants-kill-9", "plugin-xdist-hang-and-daemon", "stops_mid_answer",
+        "catches_base_exception", "gc_callback_block", "shared_memory", "protocol-patches-torch",
+        "load_time_setprofile", "bench-sigterm", "json-fifo", "protocol-check-blocks-in-c",
+        "schema-derive-sleeps", "protocol-leaves-threads", "protocol-takes-the-signal",
+        "protocol-check-hang", "protocol-check-ignores-the-signal", "stops_itself")
+RUN_ORDER = sorted(CASES, key=lambda case: SLOW.index(case.id) if case.id in SLOW else len(SLOW))
+
+
+def test_sigterm_to_mutants_with_jobs_ends_every_child_and_saves_the_partial_matrix(tmp_path):
+    """SIGTERM to ``stagecheck mutants --jobs 2``: the pool processes, the workers they
+    started (sessions of their own) and the resource tracker all end with the parent; the
+    mutants finished so far are listed and saved."""
+    proc = subprocess.Popen([sys.executable, "-m", "stagecheck", "mutants", "legacy", "--jobs",
+                             "2", "--budget", "300", "--json", "m.json"], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    lines: list[str] = []
+    printed: list[str] = []
+
+    def read(stream, into: list[str]) -> None:
+        for line in iter(stream.readline, ""):
+            into.append(line)
+    readers = [threading.Thread(target=read, args=(proc.stderr, lines), daemon=True),
+               threading.Thread(target=read, args=(proc.stdout, printed), daemon=True)]
+    for reader in readers:
+        reader.start()
+    seen: set[int] = set()
+
+    def one_mutant_finished():
+        """a mutant's line of the matrix on stderr (the event the signal must follow)"""
+        seen.update(_descendants(proc.pid))
+        return any(re.match(r"\[\d+/\d+\] m\d+ ", line) for line in lines)
+    _wait_for(one_mutant_finished, 600)     # however busy the CPUs: the event, not a time
+    assert proc.poll() is None, "the campaign ended before the signal; give it more budget"
+    assert len(seen) >= 3           # two pool processes and the workers they started
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    for reader in readers:
+        reader.join(timeout=30)
+    out, err = "".join(printed), "".join(lines)
+    assert proc.returncode == 143, err[-2000:]
+    assert "Traceback" not in out + err
+    assert "interrupted by SIGTERM" in err
+    document = json.loads((tmp_path / "m.json").read_text())
+    assert document["verdict"] == "interrupted"
+    finished = [line for line in err.splitlines() if re.match(r"\[\d+/\d+\] m\d+ ", line)]
+    assert finished, "no mutant finished before the signal"
+    assert len(document["results"]) == len(finished)     # the partial matrix, saved
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        alive = [pid for pid, (_, sid) in _processes().items()
+                 if pid in seen or sid == proc.pid]
+        if not alive:
+            break
+        time.sleep(0.1)
+    assert not alive, f"processes outlived the run: {alive}"
+
+
+@pytest.mark.parametrize("case", RUN_ORDER, ids=[c.id for c in RUN_ORDER])
 def test_hostile_input(case: Case, tmp_path):
     if case.prepare:
         PREPARE[case.prepare](case, tmp_path)
@@ -1139,57 +1200,7 @@ def test_the_reliability_doc_lists_every_case():
     rows = {m.group(1) for m in re.finditer(r"^\| `([^`]+)` \|", text, re.M)}
     assert rows == {c.id for c in CASES}
     assert len(CASES) >= 150
-
-
-def test_sigterm_to_mutants_with_jobs_ends_every_child_and_saves_the_partial_matrix(tmp_path):
-    """SIGTERM to ``stagecheck mutants --jobs 2``: the pool processes, the workers they
-    started (sessions of their own) and the resource tracker all end with the parent; the
-    mutants finished so far are listed and saved."""
-    proc = subprocess.Popen([sys.executable, "-m", "stagecheck", "mutants", "legacy", "--jobs",
-                             "2", "--budget", "300", "--json", "m.json"], cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    lines: list[str] = []
-    printed: list[str] = []
-
-    def read(stream, into: list[str]) -> None:
-        for line in iter(stream.readline, ""):
-            into.append(line)
-    readers = [threading.Thread(target=read, args=(proc.stderr, lines), daemon=True),
-               threading.Thread(target=read, args=(proc.stdout, printed), daemon=True)]
-    for reader in readers:
-        reader.start()
-    seen: set[int] = set()
-
-    def one_mutant_finished():
-        """a mutant's line of the matrix on stderr (the event the signal must follow)"""
-        seen.update(_descendants(proc.pid))
-        return any(re.match(r"\[\d+/\d+\] m\d+ ", line) for line in lines)
-    _wait_for(one_mutant_finished, 600)     # however busy the CPUs: the event, not a time
-    assert proc.poll() is None, "the campaign ended before the signal; give it more budget"
-    assert len(seen) >= 3           # two pool processes and the workers they started
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=120)
-    for reader in readers:
-        reader.join(timeout=30)
-    out, err = "".join(printed), "".join(lines)
-    assert proc.returncode == 143, err[-2000:]
-    assert "Traceback" not in out + err
-    assert "interrupted by SIGTERM" in err
-    document = json.loads((tmp_path / "m.json").read_text())
-    assert document["verdict"] == "interrupted"
-    finished = [line for line in err.splitlines() if re.match(r"\[\d+/\d+\] m\d+ ", line)]
-    assert finished, "no mutant finished before the signal"
-    assert len(document["results"]) == len(finished)     # the partial matrix, saved
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        alive = [pid for pid, (_, sid) in _processes().items()
-                 if pid in seen or sid == proc.pid]
-        if not alive:
-            break
-        time.sleep(0.1)
-    assert not alive, f"processes outlived the run: {alive}"
+    assert set(SLOW) <= rows and len(RUN_ORDER) == len(CASES)
 
 
 @pytest.mark.parametrize("redirect", [">&-", ">/dev/full"])
