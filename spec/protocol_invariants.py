@@ -83,14 +83,16 @@ NO_EFFECT = ("a race without an effect on what the device work read or the host 
              "any reader): harmless here, fragile under change")
 
 
-#: why a race with an upload that the CPU model ran early is an error whatever it changed
-FORCED_EARLY = ("the CPU model ran this upload early, when the host issued torch "
-                "{operation} on device tensors queued behind it (torch operations the "
-                "protocol does not declare as device_work run at once), so no completion "
-                "schedule could show this write reaching it; on a GPU the upload may run after "
-                "the write and copy its values. Wait for the upload (an event recorded after "
-                "it) before writing, or declare the consumer in the protocol's device_work so "
-                "that the model can delay it")
+#: why a race with an upload that a torch operation the host issued read is an error
+#: whatever it changed (the CPU model ran the upload early; on CUDA the operation's result
+#: is in no trace either)
+FORCED_EARLY = ("the host issued torch {operation} on device tensors queued behind this "
+                "upload: the CPU model runs such operations (those the protocol does not "
+                "declare as device_work) at once, and so ran the upload early, and what they "
+                "compute is in no trace, so no completion schedule could show this write's "
+                "effect; on a GPU the upload may run after the write and copy its values. "
+                "Wait for the upload (an event recorded after it) before writing, or declare "
+                "the consumer in the protocol's device_work so that the model can delay it")
 
 
 def protocol_statement(invariant: str) -> str:

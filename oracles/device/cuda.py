@@ -7,9 +7,10 @@ detection: every copy, record, wait and synchronization the code under test make
 on the GPU as issued. What differs is who decides when things complete: the GPU, held by
 the host. In ``lazy`` completion every copy and every piece of device work waits behind a
 gate (``gate.py``) that the host opens where the program waits for the device (a
-synchronization, a blocking copy, an event synchronized or polled), so each runs at the
-latest point the program's own synchronization allows, as on the CPU model, and really
-after the host went on; ``busy_cycles`` of device work (``torch.cuda._sleep``) may be
+synchronization, a blocking copy, an event synchronized or polled), and then only the
+gates of what it waits for (the operations its clock covers, ``order.py``), so each runs
+at the latest point the program's own synchronization allows, as on the CPU model, and
+really after the host went on; ``busy_cycles`` of device work (``torch.cuda._sleep``) may be
 queued at each boundary between a protocol's operations on top. ``eager`` synchronizes
 the device at every point where the host calls into it (every operation completes before
 the host goes on: what the host meant); ``drain`` synchronizes once at the boundary.
@@ -27,12 +28,14 @@ run ends.
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 from contextlib import contextmanager
 
 from stagecheck.oracles.device.cpu import QUERIES_BEFORE_PROGRESS, poison
 from stagecheck.oracles.device.gate import StreamGates
 from stagecheck.oracles.device.intercept import DeviceMode
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
+from stagecheck.oracles.device.order import covers
 from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["CudaDevice"]
@@ -63,7 +66,9 @@ class CudaDevice(DeviceModel):
                       "synchronize": torch.cuda.synchronize}
         self._pending_reads: list[tuple[str, str, dict]] = []
         self.gates = StreamGates(torch)
-        self._gate_of_record: dict[int, int] = {}   # record op index -> gates before it
+        #: stream id -> (its driver handle, the sequence numbers of the operations a gate
+        #: was put in front of, those gates' numbers), both growing
+        self._gates_at: dict[int, tuple[int, list[int], list[int]]] = {}
         self._queries: dict[int, int] = {}          # record op index -> unfinished queries
 
     # ---------------------------------------------------------------- memory
@@ -90,7 +95,7 @@ class CudaDevice(DeviceModel):
 
     def make_device(self, func, args, kwargs):
         if getattr(func, "__name__", "") not in _NO_HOST_DATA:
-            self.gates.open()      # its data is copied from pageable memory: the host waits
+            self.open_clock(self.current().clock)  # copied from pageable memory: the host waits
         with self._torch._C.DisableTorchFunction():
             made = func(*args, device=self.device, **kwargs)
             if getattr(func, "__name__", "") in _EMPTY:
@@ -128,16 +133,33 @@ class CudaDevice(DeviceModel):
         on its stream); in ``lazy`` completion a copy or device work waits behind a gate
         of its own until the host waits for it (``gate.py``)."""
         if blocking:
-            self.gates.open()
+            self.open_clock(op.clock)
         elif self.completion == "lazy" and (op.kind in COPY_KINDS or op.kind == "kernel"):
-            self.gates.hold(op.stream.handle.cuda_stream)
+            handle = op.stream.handle.cuda_stream
+            number = self.gates.hold(handle)
+            if number:
+                _, seqs, numbers = self._gates_at.setdefault(op.stream.id, (handle, [], []))
+                seqs.append(op.seq)
+                numbers.append(number)
         super()._start(op, blocking)
+
+    def open_clock(self, clock: dict) -> None:
+        """Open the gates in front of every operation ``clock`` covers (the host waits
+        for them), and no other."""
+        upto = {}
+        for stream_id, seq in clock.items():
+            gated = self._gates_at.get(stream_id)
+            if gated is not None:
+                handle, seqs, numbers = gated
+                last = bisect_right(seqs, seq)
+                if last:
+                    upto[handle] = numbers[last - 1]
+        self.gates.open(upto)
 
     def open_before(self, event_state: EventState) -> None:
         """Open the gates an event's record waits behind (the host waits for it)."""
-        record = event_state.record
-        if record is not None:
-            self.gates.open(self._gate_of_record.get(record.index, 0))
+        if event_state.clock is not None:
+            self.open_clock(event_state.clock)
 
     def host_write(self, span, by: str) -> None:
         self.gates.last_call = time.monotonic()
@@ -154,8 +176,6 @@ class CudaDevice(DeviceModel):
     # ---------------------------------------------------------------- running
     def _submit(self, op: Op) -> None:
         self.gates.last_call = time.monotonic()
-        if op.kind == "record":
-            self._gate_of_record[op.index] = self.gates.issued
         if op.action is not None:
             self.inside = True
             self.running = op if op.kind == "kernel" else None
@@ -208,9 +228,19 @@ class CudaDevice(DeviceModel):
         self._real["synchronize"]()
 
     def _host_waits_for(self, op: Op) -> None:
-        self.gates.open()
+        self.open_clock(op.clock)
 
     def _run_now(self, op: Op, run):
+        """A torch operation the host issued on device tensors, queued behind the gates of
+        what is ahead of it. An upload it is ordered after and reads the destination of is
+        marked (``Op.forced``, as the CPU model marks one it ran early): what the operation
+        computed from it is not in the trace (only device_work's reads are), so a later
+        host write racing with that upload cannot be shown harmless."""
+        if op.dev_reads:
+            for o in self._still_open():
+                if o.kind == "h2d" and not o.forced and covers(op.clock, o.stream.id, o.seq) \
+                        and any(r.overlaps(w) for r in op.dev_reads for w in o.dev_writes):
+                    o.forced = op.what
         self.gates.last_call = time.monotonic()
         self.inside = True
         try:
@@ -315,7 +345,7 @@ def _wrapped(model: CudaDevice):
 
         def synchronize(self):
             model.sweep()
-            model.gates.open()
+            model.open_clock(model._state_of(self).clock)
             super().synchronize()
             model.sync_stream(model._state_of(self))
 
@@ -324,7 +354,7 @@ def _wrapped(model: CudaDevice):
             if done:
                 model._learn(model._state_of(self).clock)
             else:
-                model.gates.open()     # a polling loop ends
+                model.open_clock(model._state_of(self).clock)     # a polling loop ends
             return done
 
     def tracked(stream):

@@ -5,15 +5,19 @@ of device work it issues, so that each runs on the device when the program's own
 synchronization lets it (the latest point, as the CPU model's ``lazy`` completes them),
 not when the device happens to reach it. A gate is the driver's stream memory operation
 ``cuStreamWaitValue32`` on a counter in pinned memory: the stream waits until the counter
-reaches the gate's number. Gates are numbered in issue order and the counter only grows,
-so opening gate ``n`` opens every gate issued before it, on every stream.
+reaches the gate's number. Each stream has a counter of its own; its gates are numbered in
+issue order and the counter only grows, so opening gate ``n`` of a stream opens every gate
+issued on that stream before it, and no other stream's.
 
-The host opens gates where it waits for the device: a synchronization, a blocking copy,
-an event synchronized or polled (``CudaDevice``). A wait the interception does not see
-(a torch operation that synchronizes inside) would wait for a gate forever: a watchdog
-thread opens every gate once the host has made no call into the model for ``STALL_S``
-seconds while gates are closed, and counts it (``forced``); the run then goes on with
-copies completing earlier than the latest point, never with a hang.
+The host opens gates where it waits for the device, and only those it waits for: a
+synchronization of a stream or an event, a blocking copy (its stream up to it, and what
+that stream waited for through events), ``torch.cuda.synchronize`` (every stream). A
+copy on another stream that the host never waited for stays queued, as it may on a GPU.
+A wait the interception does not see (a torch operation that synchronizes inside) would
+wait for a gate forever: a watchdog thread opens every gate once the host has made no
+call into the model for ``STALL_S`` seconds while gates are closed, and counts it
+(``forced``); the run then goes on with copies completing earlier than the latest point,
+never with a hang.
 
 Where the driver has no stream memory operations (``available`` is False) nothing is
 held, and copies lag only behind the device work queued with ``busy_cycles``.
@@ -27,6 +31,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 
 __all__ = ["STALL_S", "StreamGates"]
 
@@ -54,61 +59,88 @@ def _driver():
     return wait, pointer
 
 
+@dataclass
+class _Counter:
+    """The counter in pinned memory that the gates of one stream wait on."""
+
+    memory: object           # the pinned tensor that holds it (kept alive)
+    value: object            # a numpy view of it: the host writes the open number here
+    address: int             # its device address, for ``cuStreamWaitValue32``
+    issued: int = 0          # the number of the last gate put on the stream
+    opened: int = 0          # every gate of the stream up to this number is open
+
+
 class StreamGates:
     """The gates of one device model's run (see the module doc)."""
 
-    def __init__(self, torch) -> None:
-        self.issued = 0          # the number of the last gate put on a stream
-        self.opened = 0          # every gate up to this number is open
+    def __init__(self, torch, driver=None) -> None:
         self.forced = 0          # times the watchdog opened the gates
         self.stalls: list[str] = []   # where the host was each time (a few, for reports)
+        self._torch = torch
         self._host_thread = threading.get_ident()
-        self.available = False
         self.last_call = time.monotonic()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = threading.Event()
-        driver = _driver()
-        if driver is None:
-            return
-        self._wait, pointer = driver
+        self._counters: dict[int, _Counter] = {}     # stream handle -> its counter
+        driver = driver if driver is not None else _driver()
+        self.available = driver is not None
+        if driver is not None:
+            self._wait, self._pointer = driver
+
+    def _new_counter(self) -> _Counter | None:
+        """A counter in pinned memory the device can read (None: the driver gave no
+        device address for it)."""
+        torch = self._torch
         with torch._C.DisableTorchFunction():
-            self._counter = torch.zeros(1, dtype=torch.int32, pin_memory=True)
-        self._value = self._counter.numpy()
+            memory = torch.zeros(1, dtype=torch.int32, pin_memory=True)
         address = ctypes.c_uint64()
-        if pointer(ctypes.byref(address), ctypes.c_void_p(self._counter.data_ptr()), 0) != 0:
-            return
-        self._address = address.value
-        self.available = True
+        if self._pointer(ctypes.byref(address), ctypes.c_void_p(memory.data_ptr()), 0) != 0:
+            return None
+        return _Counter(memory, memory.numpy(), address.value)
 
     def hold(self, stream_handle: int) -> int:
         """Put a closed gate on the stream whose driver handle is ``stream_handle``; its
-        number (0: none, the driver refused it)."""
+        number on that stream (0: none, the driver refused it)."""
         self.last_call = time.monotonic()
         if not self.available:
             return 0
         with self._lock:
-            number = self.issued + 1
-            code = self._wait(ctypes.c_void_p(stream_handle), self._address,
-                              number, _WAIT_GEQ)
+            counter = self._counters.get(stream_handle)
+            if counter is None:
+                counter = self._new_counter()
+                if counter is None:   # no device address for pinned memory: hold nothing
+                    self.available = False
+                    return 0
+                self._counters[stream_handle] = counter
+            number = counter.issued + 1
+            code = self._wait(ctypes.c_void_p(stream_handle), counter.address, number,
+                              _WAIT_GEQ)
             if code != 0:             # the stream takes no gate: hold nothing from now on
                 self.available = False
                 return 0
-            self.issued = number
+            counter.issued = number
             if self._thread is None and not self._closed.is_set():
                 self._thread = threading.Thread(target=self._watch, daemon=True,
                                                 name="stagecheck-gates")
                 self._thread.start()
         return number
 
-    def open(self, upto: int | None = None) -> None:
-        """Open every gate up to number ``upto`` (all issued so far by default)."""
+    def open(self, upto: dict | None = None) -> None:
+        """Open the gates of each stream up to the number ``upto`` gives its handle (every
+        gate of every stream by default)."""
         self.last_call = time.monotonic()
         with self._lock:
-            upto = self.issued if upto is None else min(upto, self.issued)
-            if upto > self.opened:
-                self.opened = upto
-                self._value[0] = upto
+            for handle, counter in self._counters.items():
+                number = counter.issued if upto is None else min(upto.get(handle, 0),
+                                                                 counter.issued)
+                if number > counter.opened:
+                    counter.opened = number
+                    counter.value[0] = number
+
+    def all_open(self) -> bool:
+        """Whether no gate is closed."""
+        return all(c.issued <= c.opened for c in self._counters.values())
 
     def close(self) -> None:
         """The run is over: open every gate and end the watchdog before returning, so
@@ -126,7 +158,7 @@ class StreamGates:
         ``close``)."""
         while not self._closed.wait(_POLL_S):
             with self._lock:
-                if self.issued <= self.opened:
+                if self.all_open():
                     self._thread = None
                     return
             if time.monotonic() - self.last_call > STALL_S:

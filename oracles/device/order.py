@@ -18,7 +18,7 @@ racing access happens to see).
 
 from __future__ import annotations
 
-__all__ = ["Clock", "join"]
+__all__ = ["Clock", "covers", "join"]
 
 Clock = dict   # stream id -> highest sequence number covered
 

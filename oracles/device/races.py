@@ -317,7 +317,7 @@ class RaceDetection:
         if slots and not fresh:
             return
         pending.reported.update((kind, region, s) for s in slots)
-        forced = pending.forced if pending.done and kind == HOST_WRITE_PENDING_UPLOAD else ""
+        forced = pending.forced if kind == HOST_WRITE_PENDING_UPLOAD else ""
         self.hazards.append(Hazard(kind, region, fresh or slots, pending.describe(), by, row,
                                    tuple(at) if at and tuple(at) != tuple(self.location)
                                    else (), forced))

@@ -20,7 +20,7 @@ CASES = [
     ("positions_event_window.py", "Positions", 0, ()),
     ("positions_written_early.py", "Positions", 1,
      ("[no_copy_hazard-", "host write (seen as a changed value) of pos_cpu",
-      "why an error: the CPU model ran this upload early, when the host issued torch mul",
+      "why an error: the host issued torch mul on device tensors queued behind this",
       "0 info finding(s)")),
     ("counts_read_after_event.py", "Counts", 0, ()),
     ("counts_read_before_event.py", "Counts", 1,
@@ -33,7 +33,7 @@ CASES = [
     ("mapping_after_unique.py", "Mapping", 0, ("0 error finding(s), 0 info finding(s)",)),
     ("mapping_without_wait.py", "Mapping", 1,
      ("[no_copy_hazard-", "host write (torch __setitem__) of map_cpu",
-      "when the host issued torch __eq__")),
+      "the host issued torch __eq__ on device tensors")),
 ]
 
 

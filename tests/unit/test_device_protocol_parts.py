@@ -369,25 +369,66 @@ def test_a_protocol_documents_settings_are_named_as_the_staging_documents_are():
         assert f"`{key}`" in section, key
 
 
+class _HandMadeGates:
+    """``StreamGates`` with a driver and counters made by hand (no CUDA here): each
+    counter a numpy int32, each gate put on a stream noted in ``waits``."""
+
+    @staticmethod
+    def make():
+        import numpy as np
+
+        from stagecheck.oracles.device.gate import StreamGates, _Counter
+        waits = []
+
+        class Gates(StreamGates):
+            def _new_counter(self):
+                return _Counter(None, np.zeros(1, dtype=np.int32), 0)
+        gates = Gates(None, driver=(lambda stream, address, number, how:
+                                    waits.append((stream.value, number)) or 0, None))
+        return gates, waits
+
+
 def test_closing_the_stream_gates_ends_their_watchdog_thread_before_it_returns():
     # the CUDA model's watchdog is the checker's own thread: alive at a sequence's end it
     # read as a thread the code under test left running (a worker restart per sequence)
-    import threading
-
-    import numpy as np
-
-    from stagecheck.oracles.device.gate import StreamGates
-
-    gates = StreamGates.__new__(StreamGates)        # made by hand: no CUDA driver here
-    gates.__dict__.update(issued=0, opened=0, forced=0, stalls=[], available=True,
-                          last_call=0.0, _host_thread=threading.get_ident(),
-                          _lock=threading.Lock(), _thread=None, _closed=threading.Event(),
-                          _wait=lambda *args: 0, _address=0,
-                          _value=np.zeros(1, dtype=np.int32))
+    gates, _ = _HandMadeGates.make()
     assert gates.hold(7) == 1
     watchdog = gates._thread
     assert watchdog is not None and watchdog.is_alive()
     gates.close()
     assert not watchdog.is_alive() and gates._thread is None
-    assert gates.opened == 1 and gates._value[0] == 1       # what it held is let go
+    assert gates._counters[7].opened == 1 and gates._counters[7].value[0] == 1   # let go
     assert gates.hold(7) == 2 and gates._thread is None      # none starts after the close
+
+
+def test_each_stream_has_gates_of_its_own_and_opening_one_leaves_the_others_closed():
+    # a blocking copy on one stream waits for that stream only: a download queued on a
+    # copy stream the host never waited for must stay held (counts_read_before_event.py)
+    gates, waits = _HandMadeGates.make()
+    assert [gates.hold(7), gates.hold(9), gates.hold(7), gates.hold(9)] == [1, 1, 2, 2]
+    assert waits == [(7, 1), (9, 1), (7, 2), (9, 2)]
+    gates.open({7: 2})
+    assert gates._counters[7].value[0] == 2 and gates._counters[9].value[0] == 0
+    assert not gates.all_open()
+    gates.open({9: 1, 7: 1})            # a lower number opens nothing again
+    assert (gates._counters[7].value[0], gates._counters[9].value[0]) == (2, 1)
+    gates.open({9: 5})                  # never past what was issued
+    assert gates._counters[9].value[0] == 2 and gates.all_open()
+    gates.close()
+
+
+def test_the_cuda_model_opens_the_gates_in_front_of_what_a_clock_covers_and_no_other():
+    from stagecheck.oracles.device.cuda import CudaDevice
+    model = CudaDevice.__new__(CudaDevice)          # its gates only: no CUDA here
+    model.gates, _ = _HandMadeGates.make()
+    for handle in (7, 7, 7, 9):
+        model.gates.hold(handle)
+    # stream 0 (handle 7): gates in front of its operations 1, 3 and 5; stream 1: of its 2
+    model._gates_at = {0: (7, [1, 3, 5], [1, 2, 3]), 1: (9, [2], [1])}
+    model.open_clock({0: 4})
+    assert (model.gates._counters[7].opened, model.gates._counters[9].opened) == (2, 0)
+    model.open_clock({0: 5, 1: 1})        # stream 1's gate is in front of its operation 2
+    assert (model.gates._counters[7].opened, model.gates._counters[9].opened) == (3, 0)
+    model.open_clock({1: 2})
+    assert model.gates.all_open()
+    model.gates.close()
