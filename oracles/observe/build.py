@@ -382,8 +382,7 @@ def _request_objects(tables: dict[str, dict], kept: dict | None = None
         first = columns[0] if columns else {}
         if all(t.keys() == first.keys() for t in columns[1:]):   # the usual case: one id set
             keys = list(first)
-            values = [list(map(table.__getitem__, keys)) for table in columns]
-            rows = list(map(dict, map(zip, repeat(attrs), zip(*values))))
+            rows = _rows(attrs, [list(map(table.__getitem__, keys)) for table in columns])
         else:
             keys = list(dict.fromkeys(r for table in columns for r in table))
             rows = [{attr: table[r] for attr, table in tables.items() if r in table}
@@ -393,6 +392,20 @@ def _request_objects(tables: dict[str, dict], kept: dict | None = None
     unchanged = _Unchanged(made, attrs, rows=rows)
     keep(kept, ("objects made",) + key, (made, unchanged))
     return made, unchanged
+
+
+def _rows(attrs: tuple, values: list) -> list[dict]:
+    """Each request's attributes (``attrs``, in order) from one column of values per
+    attribute: the usual one or two attributes as dict displays (a third of the time of
+    building each dict from pairs), more in C loops."""
+    if len(attrs) == 1:
+        (a,), (xs,) = attrs, values
+        return [{a: x} for x in xs]
+    if len(attrs) == 2:
+        (a, b), (xs, ys) = attrs, values
+        return [{a: x, b: y} for x, y in zip(xs, ys)]
+    return list(map(dict, zip(*[zip(repeat(attr), column)
+                                for attr, column in zip(attrs, values)])))
 
 
 #: entries a backend keeps of what it made for one call, for the next (an example's
