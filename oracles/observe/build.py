@@ -21,7 +21,8 @@ from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema import (FLAG, ID_SET, NUMBER, PER_REQUEST, PER_SLOT, Call,
                                     TargetProfile)
 
-__all__ = ["KEPT", "Backend", "Builder", "BuilderRefused", "RecordingList", "build_inputs", "keep"]
+__all__ = ["KEPT", "SHARES_GIVEN", "Backend", "Builder", "BuilderRefused", "RecordingList",
+           "build_inputs", "keep"]
 
 
 class Backend(Protocol):
@@ -84,6 +85,9 @@ class Builder:
         #: (label, holder, attribute, what it held, what that is) for ``place``
         self._placed: list[tuple[str, Any, str, Any, str]] = []
         self._names: dict[int, str] = {}        # id of what the builder made -> its name
+        #: an input the call left as given reads back as the scenario's own object, not a
+        #: copy (``SHARES_GIVEN``)
+        self._shares = getattr(backend, SHARES_GIVEN, False)
 
     @property
     def device(self) -> str:
@@ -95,11 +99,14 @@ class Builder:
         if self._ids is None:
             given = self.scenario.req_ids
             ids = self._ids = RecordingList(given, self.reads)
+            shares = self._shares
 
             def read():
                 ids.recording = False
                 # unchanged (compared in C, reading nothing): a copy, not item by item
-                return list(given) if list.__eq__(ids, given) is True else plain(list(ids))
+                if list.__eq__(ids, given) is True:
+                    return given if shares else list(given)
+                return plain(list(ids))
             self._readers["req_ids"] = read
         return self._ids
 
@@ -145,8 +152,9 @@ class Builder:
             if made is None:
                 made = _own_copy(given)
             values = _values_of(made) if kept is not None and len(made) > _FEW else None
+            shares = self._shares
             self._made[name] = (call, made)
-            self._readers[name] = lambda: _read_table(made, given, kept, values)
+            self._readers[name] = lambda: _read_table(made, given, kept, values, shares)
         return made
 
     def objects(self, **attributes: str) -> dict:
@@ -172,9 +180,10 @@ class Builder:
                                                           in made.items() if hasattr(o, a)})(attr)
             return made
         made, unchanged = _request_objects(tables, getattr(self.backend, "kept", None))
+        as_given = (lambda table: table) if self._shares else dict
         for attr, name in attributes.items():
             self._made[name] = (call, made)
-            self._readers[name] = (lambda a: lambda: dict(tables[a]) if unchanged() else
+            self._readers[name] = (lambda a: lambda: as_given(tables[a]) if unchanged() else
                                    {r: plain(getattr(o, a)) for r, o in made.items()
                                     if hasattr(o, a)})(attr)
         return made
@@ -281,6 +290,12 @@ class Builder:
                     self._placed.append((label, holder, attr, value, made[id(value)]))
 
 
+#: a backend with this attribute true (the worker's, which only sends what a call read
+#: back: ``Observation.to_wire`` sends an input left as given by name) lets an input the
+#: call left as given read back as the scenario's own table or list instead of a copy of
+#: it; no call is ever given that object (only copies, or the objects made from it)
+SHARES_GIVEN = "shares_given"
+
 #: a table of at most this many entries is copied and read back entry by entry (the
 #: comparisons in C pay off on larger ones)
 _FEW = 32
@@ -299,9 +314,10 @@ def _own_copy(table: dict) -> dict:
 
 
 def _read_table(made: dict, given: dict, kept: dict | None = None,
-                values: list | None = None) -> dict:
+                values: list | None = None, shares: bool = False) -> dict:
     """What the call left in a table it was given (``given``: the scenario's), as plain
-    data: compared in C first, copied value by value only where the call changed it.
+    data: compared in C first, copied value by value only where the call changed it
+    (left as given: ``given`` itself where the read-back ``shares`` it, else a copy).
     A table of lists the call left as given, holding the very lists it was given
     (``values``, by identity), is kept (``kept``) for the next call on the same scenario
     (``_left_as_given``)."""
@@ -320,7 +336,7 @@ def _read_table(made: dict, given: dict, kept: dict | None = None,
         if values is not None and len(made) == len(values) \
                 and all(map(operator.is_, made.values(), values)):
             keep(kept, ("table", id(given)), (given, made))
-        return _own_copy(given)
+        return given if shares else _own_copy(given)
     return plain(made)
 
 

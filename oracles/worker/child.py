@@ -30,6 +30,7 @@ from stagecheck.oracles.device.torchload import first_use, hold_import_mark, imp
 from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.backends import make_backend
+from stagecheck.oracles.observe.build import SHARES_GIVEN
 from stagecheck.oracles.observe.call import keep_alarm_handler
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.schemas import load_schema
@@ -165,6 +166,10 @@ class _Worker:
                        sample_every: int) -> list[tuple[int, list[tuple]]]:
         fast = self._backend(kind, options)
         instrumented = self._backend("instrumented", options) if kind == "fast" else fast
+        for backend in (fast, instrumented):
+            # what a call left as given is only compared and sent by name (``to_wire``
+            # below): read back without copying it
+            setattr(backend, SHARES_GIVEN, True)
         # the fast buffers queue no device work ahead of their copies (hazards are the
         # instrumented runs' to see)
         quick = replace(options, gpu_busy_cycles=0) if kind == "fast" else options
