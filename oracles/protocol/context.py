@@ -295,8 +295,13 @@ _ALLOCATED = "pinned tensor "
 def _name_tensors(model, state, only_unnamed: bool = False) -> None:
     """Name the memory of each tensor the state holds (to ``NAME_DEPTH``) after its
     attribute path; ``only_unnamed``: only memory the model has no name for, or only the
-    allocation counter's (``pinned tensor 3``)."""
+    allocation counter's (``pinned tensor 3``).
+
+    Run at each step's start where pinned memory was allocated since the last (most
+    steps of some runners): a value of a plain type (an int, a string) can hold no
+    tensor and is no container, so it is passed over before its path is even written."""
     torch = import_torch()
+    Tensor = torch.Tensor
     seen: set[int] = set()
     queue = [(state, "")]
     for depth in range(NAME_DEPTH):
@@ -306,26 +311,55 @@ def _name_tensors(model, state, only_unnamed: bool = False) -> None:
                 continue
             seen.add(id(obj))
             if isinstance(obj, (list, tuple)):        # a pool: pool[0], pool[1], ...
-                items = [(f"{path}[{k}]", v) for k, v in enumerate(obj[:NAME_ITEMS])]
+                items, form = list(enumerate(obj[:NAME_ITEMS])), _ITEM
             elif isinstance(obj, dict):
-                items = [(f"{path}[{k!r}]", v) for k, v in list(obj.items())[:NAME_ITEMS]]
+                items, form = list(obj.items())[:NAME_ITEMS], _KEY
             else:
                 attributes = getattr(obj, "__dict__", None)
                 if not isinstance(attributes, dict):
                     continue
-                items = [(f"{path}.{name}" if path else name, value)
-                         for name, value in list(attributes.items())]
-            for where, value in items:
-                if isinstance(value, torch.Tensor):
+                items, form = list(attributes.items()), _ATTRIBUTE
+            for key, value in items:
+                if type(value) in _LEAVES:      # no tensor, nothing to look into
+                    continue
+                if form is _ATTRIBUTE:
+                    where = f"{path}.{key}" if path else key
+                elif form is _ITEM:
+                    where = f"{path}[{key}]"
+                else:
+                    where = f"{path}[{key!r}]"
+                if isinstance(value, Tensor):
                     kind = model.memory(value)
                     if kind != "pageable" and value.numel() and (
                             not only_unnamed or _unnamed(model, value)):
                         model.name_region(value, where, kind=kind)
                 elif isinstance(value, (list, tuple, dict)) or (
-                        hasattr(value, "__dict__") and not inspect.isroutine(value)
+                        hasattr(value, "__dict__") and not _routine(value)
                         and not isinstance(value, (type, types.ModuleType))):
                     following.append((value, where))
         queue = following
+
+
+#: ``inspect.isroutine`` by type (it asks only the type), for ``_name_tensors``
+_ROUTINES: dict = {}
+
+
+def _routine(value) -> bool:
+    kind = type(value)
+    if value.__class__ is not kind:       # a value that says it is of another class
+        return inspect.isroutine(value)
+    known = _ROUTINES.get(kind)
+    if known is None:
+        known = _ROUTINES[kind] = inspect.isroutine(value)
+    return known
+
+
+#: ``_name_tensors``: values of these exact types are neither tensors nor looked into (plain
+#: values and sets have no ``__dict__``; functions and methods are routines)
+_LEAVES = frozenset({int, float, bool, str, bytes, complex, type(None), set, frozenset,
+                     types.FunctionType, types.MethodType, types.BuiltinFunctionType})
+#: ``_name_tensors``: how a value's path is written (``.name``, ``[k]``, ``[repr(key)]``)
+_ATTRIBUTE, _ITEM, _KEY = "attribute", "item", "key"
 
 
 def _unnamed(model, value) -> bool:
