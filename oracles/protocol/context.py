@@ -301,7 +301,11 @@ def _name_tensors(model, state, only_unnamed: bool = False) -> None:
     steps of some runners): a value of a plain type (an int, a string) can hold no
     tensor and is no container, so it is passed over before its path is even written."""
     torch = import_torch()
-    Tensor = torch.Tensor
+    with torch._C.DisableTorchFunction():     # tensor metadata only: no dispatch for it
+        _name_all(model, state, only_unnamed, torch.Tensor)
+
+
+def _name_all(model, state, only_unnamed: bool, Tensor) -> None:
     seen: set[int] = set()
     queue = [(state, "")]
     for depth in range(NAME_DEPTH):
