@@ -123,9 +123,13 @@ class HostIntent:
                 meant, sources, lo, item, alternates = intent
                 flat = _flatten(seen)
                 bad = []
-                for p, (want, source) in enumerate(zip(meant, sources)):
-                    if source is None or p >= len(flat) or flat[p] is None:
-                        continue                    # None: an element the work never read
+                # the elements to look at: read, of a known source, and read otherwise
+                # than meant or meant otherwise (``alternates``); at every other one the
+                # loop below would go on at once
+                for p in [p for p, (got, want, source) in enumerate(zip(flat, meant, sources))
+                          if source is not None and got is not None
+                          and (not got == want or p in alternates)]:
+                    want, source = meant[p], sources[p]
                     if p in alternates and self._delivered_later(
                             lo + p * item, item, op.index, alternates[p]):
                         # the host wrote the value again before the launch and the next
@@ -197,10 +201,15 @@ def _held_now(up, q0: int, n: int) -> list | None:
     return flat[q0:q0 + n].tolist()
 
 
+#: the kinds of values a tensor's ``tolist`` gives (and None: an element not read)
+_FLAT_KINDS = frozenset({int, float, bool, type(None)})
+
+
 def _flatten(values) -> list:
-    if type(values) is list and not any(issubclass(kind, list)
-                                        for kind in set(map(type, values))):
-        return values                     # flat already (the values of a 1-D tensor)
+    if type(values) is list:
+        kinds = set(map(type, values))
+        if kinds <= _FLAT_KINDS or not any(issubclass(kind, list) for kind in kinds):
+            return values                 # flat already (the values of a 1-D tensor)
     if isinstance(values, list):
         out: list = []
         for v in values:

@@ -20,7 +20,7 @@ class Op:
                  "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
                  "what", "where", "reported", "event", "intents", "seen", "location",
                  "device_owned", "touched", "reading", "fast", "bounds", "stale", "fed",
-                 "unordered", "forced")
+                 "unordered", "forced", "described")
 
     def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
                  ) -> None:
@@ -63,12 +63,20 @@ class Op:
         self.reading: dict = {}
         #: device work: ``(lo, hi)`` around every argument of ``reading`` when launched
         self.bounds: tuple = (0, 0)
+        self.described: str | None = None     # ``describe``'s text, once made
 
     def describe(self) -> str:
-        if callable(self.what):           # named when first needed (a report)
-            self.what = self.what()
-        where = f" ({self.where})" if self.where else ""
-        return f"{_LABEL[self.kind]} {self.what} #{self.index} on stream {self.stream.id}{where}"
+        """The operation in words; made once (what it is made of does not change after
+        its name is fixed), since every operation of a protocol run asks it of each
+        download still pending (``unlanded``)."""
+        described = self.described
+        if described is None:
+            if callable(self.what):           # named when first needed (a report)
+                self.what = self.what()
+            where = f" ({self.where})" if self.where else ""
+            described = self.described = (f"{_LABEL[self.kind]} {self.what} #{self.index} "
+                                           f"on stream {self.stream.id}{where}")
+        return described
 
 
 class StreamState:
