@@ -54,9 +54,15 @@ def plain(value: Any, path: str = "", depth: int = 0) -> Any:
                         for k, v in enumerate(value)]
         return list(value)              # plain already (values read back, scalars)
     if isinstance(value, dict):
-        return {k if isinstance(k, (str, int)) else repr(plain(k, path, depth + 1)):
-                plain(v, f"{path or 'the value'}[{k!r}]", depth + 1)
-                for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            key = k if isinstance(k, (str, int)) else repr(plain(k, path, depth + 1))
+            of = type(v)
+            if v is None or of in SCALARS:        # as ``plain`` gives it, without a path
+                out[key] = v if of is not float or v == v else "nan"
+            else:
+                out[key] = plain(v, f"{path or 'the value'}[{k!r}]", depth + 1)
+        return out
     if isinstance(value, (list, tuple)):
         return [plain(v, f"{path or 'the value'}[{k}]", depth + 1)
                 for k, v in enumerate(value)]
@@ -155,6 +161,8 @@ def _device_value(model, value: Any, path: str, depth: int) -> str | None:
         return None
     if isinstance(value, dict):
         for k, v in value.items():
+            if v is None or type(v) in SCALARS:
+                continue                    # no device tensor (and no path to write)
             found = _device_value(model, v, f"{path or 'result'}[{k!r}]", depth + 1)
             if found is not None:
                 return found
