@@ -288,12 +288,18 @@ class Unfolding:
             return view
         prompt, computed, temperature = self.prompt, self.computed, self.temperature
         running, preempted, seen = self.running, self.preempted, self.seen
-        finished = [r for r in _unique(step.finished) if r in running]
-        gone = set(finished)
-        leaving = [r for r in _unique(step.preempted) if r in running and r not in gone]
-        gone |= set(leaving)
-        cached = [r for r in running if r not in gone]
-        resumed = [r for r in _unique(step.resumed) if r in preempted]
+        # most steps finish, preempt and resume nobody: their lists are empty
+        finished = [r for r in _unique(step.finished) if r in running] \
+            if step.finished else []
+        leaving = [r for r in _unique(step.preempted) if r in running and r not in finished] \
+            if step.preempted else []
+        if finished or leaving:
+            gone = set(finished) | set(leaving)
+            cached = [r for r in running if r not in gone]
+        else:
+            cached = list(running)
+        resumed = [r for r in _unique(step.resumed) if r in preempted] \
+            if step.resumed and preempted else []
         room = max(self.capacity - len(cached), 0)
         resumed = resumed[:room]
         joins = []
