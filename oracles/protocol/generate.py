@@ -17,6 +17,7 @@ scenario space (``oracles/sample.py``), as ``stagecheck diff`` does.
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from stagecheck.oracles.sample import sample_scenario
@@ -102,8 +103,14 @@ def sample_sequence(protocol: Protocol, seed: int, index: int, max_capacity: int
     return seq
 
 
+#: ``COMPLETION_WEIGHTS`` as ``random.choices`` takes them once accumulated (what it makes
+#: of ``weights`` on every call: the same draw)
+_COMPLETIONS = list(COMPLETION_WEIGHTS)
+_CUMULATIVE = list(itertools.accumulate(COMPLETION_WEIGHTS.values()))
+
+
 def _completion(rng: random.Random) -> str:
-    return rng.choices(list(COMPLETION_WEIGHTS), weights=list(COMPLETION_WEIGHTS.values()))[0]
+    return rng.choices(_COMPLETIONS, cum_weights=_CUMULATIVE)[0]
 
 
 def _prompt(rng: random.Random, most: int) -> int:
