@@ -15,7 +15,7 @@ import types
 from typing import Any
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.device.spans import span_of
+from stagecheck.oracles.device.spans import _span
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.observe import observe
@@ -326,22 +326,32 @@ def _name_all(model, state, only_unnamed: bool, Tensor) -> None:
             for key, value in items:
                 if type(value) in _LEAVES:      # no tensor, nothing to look into
                     continue
-                if form is _ATTRIBUTE:
-                    where = f"{path}.{key}" if path else key
-                elif form is _ITEM:
-                    where = f"{path}[{key}]"
-                else:
-                    where = f"{path}[{key!r}]"
                 if isinstance(value, Tensor):
                     kind = model.memory(value)
                     if kind != "pageable" and value.numel() and (
-                            not only_unnamed or _unnamed(model, value)):
-                        model.name_region(value, where, kind=kind)
+                            not only_unnamed or _unnamed_here(model, value)):
+                        model.name_region(value, _path(path, key, form), kind=kind)
                 elif isinstance(value, (list, tuple, dict)) or (
                         hasattr(value, "__dict__") and not _routine(value)
                         and not isinstance(value, (type, types.ModuleType))):
-                    following.append((value, where))
+                    following.append((value, _path(path, key, form)))
         queue = following
+
+
+def _path(path: str, key, form: str) -> str:
+    """The path of a value of the state: ``path.key``, ``path[k]``, ``path['key']``."""
+    if form is _ATTRIBUTE:
+        return f"{path}.{key}" if path else key
+    if form is _ITEM:
+        return f"{path}[{key}]"
+    return f"{path}[{key!r}]"
+
+
+def _unnamed_here(model, value) -> bool:
+    """Whether the model has no name for ``value``'s memory but its allocation counter's
+    (torch function handling is off: ``_name_tensors``)."""
+    region = model.regions.of(_span(value))
+    return region is None or region.name.startswith(_ALLOCATED)
 
 
 #: ``inspect.isroutine`` by type (it asks only the type), for ``_name_tensors``
@@ -364,9 +374,3 @@ _LEAVES = frozenset({int, float, bool, str, bytes, complex, type(None), set, fro
                      types.FunctionType, types.MethodType, types.BuiltinFunctionType})
 #: ``_name_tensors``: how a value's path is written (``.name``, ``[k]``, ``[repr(key)]``)
 _ATTRIBUTE, _ITEM, _KEY = "attribute", "item", "key"
-
-
-def _unnamed(model, value) -> bool:
-    """Whether the model has no name for ``value``'s memory but its allocation counter's."""
-    region = model.regions.of(span_of(value))
-    return region is None or region.name.startswith(_ALLOCATED)
