@@ -116,10 +116,9 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         """Call the memory of ``t`` ``name`` in reports. ``kind``: ``device`` or ``pinned``
         (default: what ``memory`` says, pinned for host memory); ``owner``: told of copies
         of its host region into its device region, ``on_copy(start, stop)``."""
-        span = span_of(t)
+        with _disabled():       # its span and shape, read at once
+            span, shape = _span(t), t.shape
         kind = kind or ("device" if self.memory(t) == "device" else "pinned")
-        with import_torch()._C.DisableTorchFunction():
-            shape = tuple(t.shape)
         row = shape[-1] if len(shape) >= 2 and span.elements is None else 0
         region = self.regions.add(Region(name, kind, span.lo, max(span.hi, span.lo + 1),
                                          span.item, owner, row))
