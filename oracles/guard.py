@@ -56,23 +56,24 @@ from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.memory import default_memory_mib
 
 __all__ = ["CPU_SECONDS", "WALL_SECONDS", "closing", "exits_refused", "guard_schema",
-           "guarded_call", "patched", "snapshot", "thread_waited"]
+           "guarded_call", "patched", "seconds_given", "snapshot", "thread_waited"]
 
 #: the variable that changes ``CPU_SECONDS`` (and ``WALL_SECONDS``, three times it)
 SECONDS_ENV = "STAGECHECK_CODE_SECONDS"
 
 
-def _seconds_given(default: float) -> float:
-    """``SECONDS_ENV`` if it holds a number (at least 0.5), else ``default``."""
+def seconds_given(variable: str, default: float, least: float) -> float:
+    """The seconds the environment ``variable`` gives (at least ``least``), else
+    ``default`` (unset, or not a finite number)."""
     try:
-        given = float(os.environ.get(SECONDS_ENV) or default)
+        given = float(os.environ.get(variable) or default)
     except ValueError:
         return default
-    return max(given, 0.5) if math.isfinite(given) else default
+    return max(given, least) if math.isfinite(given) else default
 
 
 #: CPU seconds (of the checker's main thread) one call of schema code may take
-CPU_SECONDS = _seconds_given(5.0)
+CPU_SECONDS = seconds_given(SECONDS_ENV, 5.0, 0.5)
 #: wall-clock seconds one call of schema code may take (a call that sleeps or waits)
 WALL_SECONDS = 3 * CPU_SECONDS
 #: the signal the watchdog sends the main thread (its handler raises only in a call)

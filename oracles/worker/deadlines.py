@@ -11,6 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 
+from stagecheck.oracles.guard import seconds_given
 from stagecheck.oracles.observe.call import WALL_FACTOR, call_limits
 from stagecheck.oracles.options import RunOptions
 
@@ -45,13 +46,7 @@ class Deadline:
 
 def load_deadline() -> Deadline:
     """How long loading may take (``LOAD_SECONDS``, or ``STAGECHECK_LOAD_SECONDS``)."""
-    seconds = LOAD_SECONDS
-    given = os.environ.get("STAGECHECK_LOAD_SECONDS")
-    if given:
-        try:
-            seconds = max(float(given), 1.0)
-        except ValueError:
-            pass
+    seconds = seconds_given("STAGECHECK_LOAD_SECONDS", LOAD_SECONDS, 1.0)
     return Deadline(seconds, seconds * WALL_FACTOR)
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from stagecheck.oracles import guard, messages
 from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.worker.deadlines import load_deadline
 
 
 @pytest.fixture
@@ -239,7 +240,7 @@ def test_a_call_that_grows_the_checkers_memory_past_the_limit_is_ended(short, mo
 def test_the_deadline_of_schema_code_is_changed_by_its_variable(monkeypatch, given, seconds):
     # STAGECHECK_CODE_SECONDS: a number of at least 0.5 s; anything else keeps the default
     monkeypatch.setenv(guard.SECONDS_ENV, given)
-    assert guard._seconds_given(5.0) == seconds
+    assert guard.seconds_given(guard.SECONDS_ENV, 5.0, 0.5) == seconds
 
 
 def test_a_lower_deadline_for_schema_code_is_what_the_message_says(tmp_path):
@@ -251,3 +252,12 @@ def test_a_lower_deadline_for_schema_code_is_what_the_message_says(tmp_path):
                           env={**os.environ, guard.SECONDS_ENV: "1"}, timeout=60)
     assert "did not return within 1 s of CPU time or 3 s on the wall clock" in done.stderr
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("given, seconds", [("30", 30.0), ("0.2", 1.0), ("nan", 60.0),
+                                            ("inf", 60.0), ("later", 60.0)])
+def test_the_deadline_of_loading_takes_a_finite_number_from_its_variable(monkeypatch, given,
+                                                                          seconds):
+    # was: STAGECHECK_LOAD_SECONDS=nan gave a deadline that never came
+    monkeypatch.setenv("STAGECHECK_LOAD_SECONDS", given)
+    assert load_deadline().cpu == seconds
