@@ -621,13 +621,13 @@ STDOUT_LOST = ("stagecheck: standard output was closed or could not be written, 
 KILLED_FROM_OUTSIDE = ("stagecheck: note: a worker process was {what} while it ran example "
                        "{index}; the call ran again in a fresh worker and returned: killed "
                        "from outside (not a finding against the code)")
-DEVICE_FIRST_USE_FAILED = ("a worker's first use of the {value} device did not complete ({what}; its limit: {cpu:.0f} s "
-                           "of CPU time or {wall:.0f} s on the wall clock)",
+DEVICE_FIRST_USE_FAILED = ("a worker's first use of the {value} device did not complete ({what}; its limit: {cpu:g} s "
+                           "of CPU time or {wall:g} s on the wall clock)",
                            "check that the device works (python -c \"import torch; "
                            "torch.ones(1, device='cuda')\"); a machine that needs longer may "
                            "be given more time with STAGECHECK_LOAD_SECONDS=SECONDS")
-TARGET_LOAD_HUNG = ("loading {value!r} did not finish within {cpu:.0f} s of CPU time or "
-                    "{wall:.0f} s on the wall clock (a hang at load)",
+TARGET_LOAD_HUNG = ("loading {value!r} did not finish within {cpu:g} s of CPU time or "
+                    "{wall:g} s on the wall clock (a hang at load)",
                     "module-level code a target's loading runs must finish; a module whose "
                     "import takes longer may be given more time with "
                     "STAGECHECK_LOAD_SECONDS=SECONDS")
@@ -646,14 +646,14 @@ REPLAY_SCHEMA_FILE = ("the replay file names the schema file {target!r}; a schem
                       "code that runs in stagecheck's own process, so stagecheck runs none "
                       "that a replay file names", "if you trust it, give it yourself: "
                       "stagecheck replay FILE --schema {target}")
-SCHEMA_CODE_HUNG = ("{value} did not return within {cpu:.0f} s of CPU time or {wall:.0f} s "
+SCHEMA_CODE_HUNG = ("{value} did not return within {cpu:g} s of CPU time or {wall:g} s "
                     "on the wall clock", "schema code (derive functions, hooks, the call "
                     "adapter) must return at once; fix the schema (or give every call more time with "
                     "STAGECHECK_CODE_SECONDS=SECONDS)")
 #: schema or protocol code in the checker that neither the watchdog's signal nor the
 #: exception it raises without it could stop: the process ends (exit 2)
-CODE_STUCK = ("stagecheck: error: {value} did not return within {cpu:.0f} s of CPU time or "
-              "{wall:.0f} s on the wall clock, and could not be interrupted (blocked with the "
+CODE_STUCK = ("stagecheck: error: {value} did not return within {cpu:g} s of CPU time or "
+              "{wall:g} s on the wall clock, and could not be interrupted (blocked with the "
               "watchdog's signal ignored): the run ends here, without a verdict; such code "
               "must return at once")
 #: an exit handler schema or protocol code registered called os._exit as the run ended
@@ -693,7 +693,7 @@ SCHEMA_PATCHES = ("schema file {value!r} changed stagecheck's own code when it r
 SCHEMA_ENDED = ("schema file {value!r} ended the process that loaded it and dry-ran it: {what}",
                 "module-level code and the functions of a schema must not exit; fix the file")
 SCHEMA_HUNG = ("schema file {value!r} did not finish loading and its dry run within "
-               "{seconds:.0f} s of CPU time or {wall:.0f} s on the wall clock (a hang)", "its module-level code and its "
+               "{seconds:g} s of CPU time or {wall:g} s on the wall clock (a hang)", "its module-level code and its "
                "functions (build, derive, hooks) must return; fix the file")
 FIXTURE_NOT_A_TARGET = ("{value} is not a staging target (it is {kind})",
                         "give a target spec string ('path/file.py::function', "
@@ -714,7 +714,7 @@ PROTOCOL_ENDED = ("protocol file {value!r} ended the process that loaded it and 
                   "{what}", "the module-level code and the functions of a protocol (build, "
                   "operations, when, checks) must not exit; fix the file")
 PROTOCOL_HUNG = ("protocol file {value!r} did not finish loading and its dry run within "
-                 "{seconds:.0f} s of CPU time or {wall:.0f} s on the wall clock (a hang)", "its module-level code and its "
+                 "{seconds:g} s of CPU time or {wall:g} s on the wall clock (a hang)", "its module-level code and its "
                  "functions (when, checks) must return; fix the file")
 PROTOCOL_PATCHES = ("protocol file {value!r} changed stagecheck's own code or torch's when it "
                     "ran ({names})", "a protocol declares its state, operations and checks; "

@@ -69,6 +69,7 @@ class CudaDevice(DeviceModel):
         #: stream id -> (its driver handle, the sequence numbers of the operations a gate
         #: was put in front of, those gates' numbers), both growing
         self._gates_at: dict[int, tuple[int, list[int], list[int]]] = {}
+        self._gate_of: dict[int, tuple[int, int]] = {}   # op index -> (stream handle, gate)
         self._queries: dict[int, int] = {}          # record op index -> unfinished queries
 
     # ---------------------------------------------------------------- memory
@@ -141,6 +142,7 @@ class CudaDevice(DeviceModel):
                 _, seqs, numbers = self._gates_at.setdefault(op.stream.id, (handle, [], []))
                 seqs.append(op.seq)
                 numbers.append(number)
+                self._gate_of[op.index] = (handle, number)
         super()._start(op, blocking)
 
     def open_clock(self, clock: dict) -> None:
@@ -232,13 +234,18 @@ class CudaDevice(DeviceModel):
 
     def _run_now(self, op: Op, run):
         """A torch operation the host issued on device tensors, queued behind the gates of
-        what is ahead of it. An upload it is ordered after and reads the destination of is
-        marked (``Op.forced``, as the CPU model marks one it ran early): what the operation
-        computed from it is not in the trace (only device_work's reads are), so a later
-        host write racing with that upload cannot be shown harmless."""
+        what is ahead of it. An upload still held behind its gate that it is ordered after
+        and reads the destination of is marked (``Op.forced``, as the CPU model marks one
+        it ran early): what the operation computes from it is not in the trace (only
+        device_work's reads are), so a later host write racing with that upload cannot be
+        shown harmless. An upload that has run (``eager``, ``drain``, its gate opened) is
+        not marked, as the CPU model does not mark one it had run before."""
         if op.dev_reads:
             for o in self._still_open():
-                if o.kind == "h2d" and not o.forced and covers(op.clock, o.stream.id, o.seq) \
+                gate = self._gate_of.get(o.index)
+                if o.kind == "h2d" and not o.forced and gate is not None \
+                        and not self.gates.is_open(*gate) \
+                        and covers(op.clock, o.stream.id, o.seq) \
                         and any(r.overlaps(w) for r in op.dev_reads for w in o.dev_writes):
                     o.forced = op.what
         self.gates.last_call = time.monotonic()
@@ -330,7 +337,8 @@ def _wrapped(model: CudaDevice):
         def wait_event(self, event):
             if isinstance(event, TrackedEvent):
                 event.wait(self)
-            else:
+            else:       # an event the model never saw recorded: what it waits for may be
+                model.gates.open()     # anything issued so far, held by no later wait
                 super().wait_event(event)
 
         def wait_stream(self, stream):

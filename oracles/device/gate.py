@@ -37,6 +37,9 @@ __all__ = ["STALL_S", "StreamGates"]
 
 #: seconds without a call into the model, gates closed, before the watchdog opens them
 STALL_S = 0.25
+#: streams that can hold gates in one run (their counters are made when the run starts:
+#: pinned memory is never allocated while gates are closed); more streams hold none
+STREAMS = 64
 #: ``CU_STREAM_WAIT_VALUE_GEQ``: wait until ``(int32)(*addr - value) >= 0``
 _WAIT_GEQ = 0x0
 _POLL_S = 0.02
@@ -63,7 +66,6 @@ def _driver():
 class _Counter:
     """The counter in pinned memory that the gates of one stream wait on."""
 
-    memory: object           # the pinned tensor that holds it (kept alive)
     value: object            # a numpy view of it: the host writes the open number here
     address: int             # its device address, for ``cuStreamWaitValue32``
     issued: int = 0          # the number of the last gate put on the stream
@@ -84,35 +86,35 @@ class StreamGates:
         self._closed = threading.Event()
         self._counters: dict[int, _Counter] = {}     # stream handle -> its counter
         driver = driver if driver is not None else _driver()
-        self.available = driver is not None
-        if driver is not None:
-            self._wait, self._pointer = driver
+        self._free: list[_Counter] = self._new_counters(driver) if driver is not None else []
+        self.available = bool(self._free)
+        if self.available:
+            self._wait = driver[0]
 
-    def _new_counter(self) -> _Counter | None:
-        """A counter in pinned memory the device can read (None: the driver gave no
-        device address for it)."""
+    def _new_counters(self, driver) -> list[_Counter]:
+        """``STREAMS`` counters in one block of pinned memory the device can read (none:
+        the driver gave no device address for it)."""
         torch = self._torch
         with torch._C.DisableTorchFunction():
-            memory = torch.zeros(1, dtype=torch.int32, pin_memory=True)
+            self._memory = torch.zeros(STREAMS, dtype=torch.int32, pin_memory=True)
         address = ctypes.c_uint64()
-        if self._pointer(ctypes.byref(address), ctypes.c_void_p(memory.data_ptr()), 0) != 0:
-            return None
-        return _Counter(memory, memory.numpy(), address.value)
+        if driver[1](ctypes.byref(address), ctypes.c_void_p(self._memory.data_ptr()), 0) != 0:
+            return []
+        values = self._memory.numpy()
+        return [_Counter(values[k:k + 1], address.value + 4 * k) for k in range(STREAMS)]
 
     def hold(self, stream_handle: int) -> int:
         """Put a closed gate on the stream whose driver handle is ``stream_handle``; its
         number on that stream (0: none, the driver refused it)."""
         self.last_call = time.monotonic()
-        if not self.available:
+        if not self.available or self._closed.is_set():
             return 0
         with self._lock:
             counter = self._counters.get(stream_handle)
             if counter is None:
-                counter = self._new_counter()
-                if counter is None:   # no device address for pinned memory: hold nothing
-                    self.available = False
+                if not self._free:        # more streams than counters: this one holds none
                     return 0
-                self._counters[stream_handle] = counter
+                counter = self._counters[stream_handle] = self._free.pop(0)
             number = counter.issued + 1
             code = self._wait(ctypes.c_void_p(stream_handle), counter.address, number,
                               _WAIT_GEQ)
@@ -138,8 +140,13 @@ class StreamGates:
                     counter.opened = number
                     counter.value[0] = number
 
+    def is_open(self, stream_handle: int, number: int) -> bool:
+        """Whether gate ``number`` of the stream ``stream_handle`` is open."""
+        counter = self._counters.get(stream_handle)
+        return counter is None or number <= counter.opened
+
     def all_open(self) -> bool:
-        """Whether no gate is closed."""
+        """Whether no gate is closed (called with the lock held, or after ``close``)."""
         return all(c.issued <= c.opened for c in self._counters.values())
 
     def close(self) -> None:

@@ -172,7 +172,7 @@ class Builder:
         tables = {attr: self.scenario.inputs[name] for attr, name in attributes.items()}
         if max(map(len, tables.values())) <= _FEW:   # a small batch: one by one is cheaper
             ids = dict.fromkeys(r for table in tables.values() for r in table)
-            made = {r: SimpleNamespace(**{attr: table[r] for attr, table in tables.items()
+            made = {r: SimpleNamespace(**{attr: _own(table[r]) for attr, table in tables.items()
                                           if r in table}) for r in ids}
             for attr, name in attributes.items():
                 self._made[name] = (call, made)
@@ -405,9 +405,22 @@ def _request_objects(tables: dict[str, dict], kept: dict | None = None
                     for r in keys]
         keep(kept, key, (columns, keys, rows))   # the tables held: their ids stay theirs
     made = dict(zip(keys, [SimpleNamespace(**row) for row in rows]))
+    listed = [a for a, table in tables.items() if any(type(v) is list for v in table.values())]
+    if listed:          # a list the call appends to is its own, never the scenario's
+        for o in made.values():
+            held = o.__dict__
+            for a in listed:
+                if type(held.get(a)) is list:
+                    held[a] = list(held[a])
     unchanged = _Unchanged(made, attrs, rows=rows)
     keep(kept, ("objects made",) + key, (made, unchanged))
     return made, unchanged
+
+
+def _own(value):
+    """A request object's attribute: a list copied (the call may change it in place; the
+    scenario's stays as drawn), anything else as it is."""
+    return list(value) if type(value) is list else value
 
 
 def _rows(attrs: tuple, values: list) -> list[dict]:

@@ -269,3 +269,26 @@ def test_a_float_a_key_object_or_a_value_that_holds_itself_reads_back_as_a_chang
     assert isinstance(key, str) and "Key" in key and "repr raised" in key
     assert after["other"] == SELF_REFERENCING
     pickle.dumps(after)
+
+
+@pytest.mark.parametrize("requests", [2, 40])      # one by one, and the batched way
+@pytest.mark.parametrize("kind", ["list", "fast"])
+def test_a_list_a_call_appends_to_in_a_request_object_is_its_own(requests, kind):
+    # was: the objects held the scenario's own lists, so an append changed the input the
+    # other side of the example was then given, and at 33 requests or more the read-back
+    # did not see it at all
+    ids = [f"req-{i}" for i in range(requests)]
+    s = StagingScenario(requests, requests, ids, {
+        "count": {r: [i, i + 1] for i, r in enumerate(ids)},
+        "other": {r: i for i, r in enumerate(ids)}, "slots": [0] * requests, "gone": [],
+        "flag": False, "size": 1})
+    backend = ListBackend() if kind == "list" else make_backend("fast", RunOptions())
+    first = Builder(s, _schema(lambda b, p: Call(())).profile(), backend)
+    made = first.objects(toks="count", n="other")
+    made["req-0"].toks.append(99)
+    assert s.inputs["count"]["req-0"] == [0, 1]                  # the scenario as drawn
+    assert first.inputs_after()["count"]["req-0"] == [0, 1, 99]  # the call's change, seen
+    second = Builder(s, _schema(lambda b, p: Call(())).profile(), backend)
+    again = second.objects(toks="count", n="other")
+    assert again["req-0"].toks == [0, 1] and again["req-0"].toks is not made["req-0"].toks
+    assert second.inputs_after()["count"] == s.inputs["count"]

@@ -377,12 +377,12 @@ class _HandMadeGates:
     def make():
         import numpy as np
 
-        from stagecheck.oracles.device.gate import StreamGates, _Counter
+        from stagecheck.oracles.device.gate import STREAMS, StreamGates, _Counter
         waits = []
 
         class Gates(StreamGates):
-            def _new_counter(self):
-                return _Counter(None, np.zeros(1, dtype=np.int32), 0)
+            def _new_counters(self, driver):
+                return [_Counter(np.zeros(1, dtype=np.int32), 4 * k) for k in range(STREAMS)]
         gates = Gates(None, driver=(lambda stream, address, number, how:
                                     waits.append((stream.value, number)) or 0, None))
         return gates, waits
@@ -398,7 +398,7 @@ def test_closing_the_stream_gates_ends_their_watchdog_thread_before_it_returns()
     gates.close()
     assert not watchdog.is_alive() and gates._thread is None
     assert gates._counters[7].opened == 1 and gates._counters[7].value[0] == 1   # let go
-    assert gates.hold(7) == 2 and gates._thread is None      # none starts after the close
+    assert gates.hold(7) == 0 and gates._thread is None      # no gate after the close
 
 
 def test_each_stream_has_gates_of_its_own_and_opening_one_leaves_the_others_closed():
@@ -414,6 +414,16 @@ def test_each_stream_has_gates_of_its_own_and_opening_one_leaves_the_others_clos
     assert (gates._counters[7].value[0], gates._counters[9].value[0]) == (2, 1)
     gates.open({9: 5})                  # never past what was issued
     assert gates._counters[9].value[0] == 2 and gates.all_open()
+    assert gates.is_open(7, 2) and not gates.is_open(7, 3)
+    gates.close()
+
+
+def test_streams_past_the_counters_made_at_the_start_hold_no_gate():
+    # pinned memory is never allocated while gates are closed (it may wait for them)
+    from stagecheck.oracles.device.gate import STREAMS
+    gates, _ = _HandMadeGates.make()
+    assert [gates.hold(handle) for handle in range(100, 100 + STREAMS)] == [1] * STREAMS
+    assert gates.hold(7) == 0 and gates.hold(100) == 2
     gates.close()
 
 
