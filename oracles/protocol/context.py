@@ -354,8 +354,11 @@ def _unnamed_here(model, value) -> bool:
     return region is None or region.name.startswith(_ALLOCATED)
 
 
-#: ``inspect.isroutine`` by type (it asks only the type), for ``_name_tensors``
+#: ``inspect.isroutine`` by type (it asks only the type), for ``_name_tensors``; at most
+#: ``_ROUTINES_HELD`` types (it holds them: classes of code loaded again and again, as
+#: mutants are, are let go)
 _ROUTINES: dict = {}
+_ROUTINES_HELD = 4096
 
 
 def _routine(value) -> bool:
@@ -364,6 +367,8 @@ def _routine(value) -> bool:
         return inspect.isroutine(value)
     known = _ROUTINES.get(kind)
     if known is None:
+        if len(_ROUTINES) >= _ROUTINES_HELD:
+            _ROUTINES.clear()
         known = _ROUTINES[kind] = inspect.isroutine(value)
     return known
 

@@ -442,3 +442,12 @@ def test_the_cuda_model_opens_the_gates_in_front_of_what_a_clock_covers_and_no_o
     model.open_clock({1: 2})
     assert model.gates.all_open()
     model.gates.close()
+
+
+def test_the_routine_cache_of_the_state_walk_holds_a_bounded_number_of_classes():
+    # classes of code loaded again and again (mutants, fresh fixtures) are let go
+    from stagecheck.oracles.protocol import context
+    for i in range(context._ROUTINES_HELD + 10):
+        assert context._routine(type(f"Made{i}", (), {})()) is False
+    assert 0 < len(context._ROUTINES) <= context._ROUTINES_HELD
+    assert context._routine(len) is True
