@@ -28,7 +28,7 @@ run ends.
 from __future__ import annotations
 
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
 
 from stagecheck.oracles.device.cpu import QUERIES_BEFORE_PROGRESS, poison
@@ -69,7 +69,6 @@ class CudaDevice(DeviceModel):
         #: stream id -> (its driver handle, the sequence numbers of the operations a gate
         #: was put in front of, those gates' numbers), both growing
         self._gates_at: dict[int, tuple[int, list[int], list[int]]] = {}
-        self._gate_of: dict[int, tuple[int, int]] = {}   # op index -> (stream handle, gate)
         self._queries: dict[int, int] = {}          # record op index -> unfinished queries
 
     # ---------------------------------------------------------------- memory
@@ -142,7 +141,6 @@ class CudaDevice(DeviceModel):
                 _, seqs, numbers = self._gates_at.setdefault(op.stream.id, (handle, [], []))
                 seqs.append(op.seq)
                 numbers.append(number)
-                self._gate_of[op.index] = (handle, number)
         super()._start(op, blocking)
 
     def open_clock(self, clock: dict) -> None:
@@ -157,6 +155,16 @@ class CudaDevice(DeviceModel):
                 if last:
                     upto[handle] = numbers[last - 1]
         self.gates.open(upto)
+
+    def _held(self, op: Op) -> bool:
+        """Whether ``op`` still waits behind its gate (False: it had none)."""
+        gated = self._gates_at.get(op.stream.id)
+        if gated is None:
+            return False
+        handle, seqs, numbers = gated
+        at = bisect_left(seqs, op.seq)
+        return at < len(seqs) and seqs[at] == op.seq \
+            and not self.gates.is_open(handle, numbers[at])
 
     def open_before(self, event_state: EventState) -> None:
         """Open the gates an event's record waits behind (the host waits for it)."""
@@ -242,9 +250,7 @@ class CudaDevice(DeviceModel):
         not marked, as the CPU model does not mark one it had run before."""
         if op.dev_reads:
             for o in self._still_open():
-                gate = self._gate_of.get(o.index)
-                if o.kind == "h2d" and not o.forced and gate is not None \
-                        and not self.gates.is_open(*gate) \
+                if o.kind == "h2d" and not o.forced and self._held(o) \
                         and covers(op.clock, o.stream.id, o.seq) \
                         and any(r.overlaps(w) for r in op.dev_reads for w in o.dev_writes):
                     o.forced = op.what
