@@ -384,7 +384,7 @@ def _request_objects(tables: dict[str, dict], kept: dict | None = None
     key = ("objects", attrs, tuple(map(id, columns)))
     found = kept.get(key) if kept is not None else None
     if found is not None and all(map(operator.is_, found[0], columns)):
-        keys, rows = found[1], found[2]
+        keys, rows, listed = found[1], found[2], found[3]
         last = kept.pop(("objects made",) + key, None)
         if last is not None and last[1].answer is True:
             # the previous call on these tables left its objects as made (the read-back
@@ -403,15 +403,17 @@ def _request_objects(tables: dict[str, dict], kept: dict | None = None
             keys = list(dict.fromkeys(r for table in columns for r in table))
             rows = [{attr: table[r] for attr, table in tables.items() if r in table}
                     for r in keys]
-        keep(kept, key, (columns, keys, rows))   # the tables held: their ids stay theirs
+        # the attributes that hold lists somewhere (copied for each call's objects)
+        listed = [a for a, table in tables.items()
+                  if any(type(v) is list for v in table.values())]
+        keep(kept, key, (columns, keys, rows, listed))   # the tables held: ids stay theirs
     made = dict(zip(keys, [SimpleNamespace(**row) for row in rows]))
-    listed = [a for a, table in tables.items() if any(type(v) is list for v in table.values())]
     if listed:          # a list the call appends to is its own, never the scenario's
         for o in made.values():
             held = o.__dict__
             for a in listed:
-                if type(held.get(a)) is list:
-                    held[a] = list(held[a])
+                if a in held:
+                    held[a] = _own(held[a])
     unchanged = _Unchanged(made, attrs, rows=rows)
     keep(kept, ("objects made",) + key, (made, unchanged))
     return made, unchanged
