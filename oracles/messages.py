@@ -195,6 +195,13 @@ SPEC_VERDICT = {"EQUIVALENT": "CONFORMS", "DIFFERENT": "VIOLATES"}
 #: ... and of one target run through a protocol (``spec --protocol``)
 PROTOCOL_SPEC_VERDICT = {"EQUIVALENT": "HOLDS THE PROTOCOL",
                          "DIFFERENT": "VIOLATES THE PROTOCOL"}
+#: a protocol report's note: runs on CUDA whose gates the watchdog opened (``gate.py``)
+PROTOCOL_GATES_FORCED = ("note: in {runs} run(s) the host waited for the device where "
+                         "stagecheck does not see it (at {where}); after {seconds:g} s the "
+                         "watchdog opened every gate, so copies there completed earlier than "
+                         "the latest point and a race they hold may have gone unseen: wait "
+                         "with torch.cuda.synchronize, Stream.synchronize or Event.synchronize "
+                         "(seen), or check the protocol on the CPU model (--device cpu)")
 #: ``replay``'s verdict line: a pair's saved example (or step sequence) now
 REPLAY_PAIR_STILL = "verdict: {verdict} — the saved {what} still shows {count} error finding(s)"
 REPLAY_PAIR_NOW = "verdict: {verdict} — the saved {what} shows no error finding now"

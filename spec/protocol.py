@@ -149,7 +149,10 @@ class Trace:
     "written"}``; the CPU model only); ``landed``: the downloads into pinned memory in
     the order they were issued, with the values each wrote when it landed (``{"step",
     "op", "download", "values"}``; the CPU model only); ``left_running``: the names of
-    the processes the sequence's code left running (ended by stagecheck).
+    the processes the sequence's code left running (ended by stagecheck); ``forced``: where
+    the host was each time the CUDA backend's watchdog opened the device's gates (a wait the
+    model did not see: copies then completed earlier than the latest point; a few places),
+    ``forced_count``: how many times it did.
     """
 
     ops: list[dict] = field(default_factory=list)
@@ -162,10 +165,13 @@ class Trace:
     stale: list[dict] = field(default_factory=list)
     landed: list[dict] = field(default_factory=list)
     left_running: list[str] = field(default_factory=list)
+    forced: list[str] = field(default_factory=list)
+    forced_count: int = 0
 
     def to_wire(self) -> tuple:
         return (self.ops, self.reads, self.meant, self.states, self.staging, self.stopped,
-                self.downloads, self.stale, self.landed, self.left_running)
+                self.downloads, self.stale, self.landed, self.left_running, self.forced,
+                self.forced_count)
 
     @classmethod
     def from_wire(cls, wire) -> "Trace":

@@ -33,10 +33,12 @@ import time
 import traceback
 from dataclasses import dataclass
 
-__all__ = ["STALL_S", "StreamGates"]
+__all__ = ["STALLS_KEPT", "STALL_S", "StreamGates"]
 
 #: seconds without a call into the model, gates closed, before the watchdog opens them
 STALL_S = 0.25
+#: places the host was stalled at that a run keeps (for reports), of the first stalls
+STALLS_KEPT = 5
 #: streams that can hold gates in one run (their counters are made when the run starts:
 #: pinned memory is never allocated while gates are closed); more streams hold none
 STREAMS = 64
@@ -170,7 +172,7 @@ class StreamGates:
                     return
             if time.monotonic() - self.last_call > STALL_S:
                 self.forced += 1
-                if len(self.stalls) < 5:
+                if len(self.stalls) < STALLS_KEPT:
                     self.stalls.append(self._where_host_waits())
                 self.open()
         with self._lock:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from stagecheck.oracles import interrupt, messages
+from stagecheck.oracles.device.gate import STALLS_KEPT
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.options import ProtocolConfig
 from stagecheck.oracles.protocol.generate import sample_sequence
@@ -59,6 +60,8 @@ class ProtocolResult(FindingsResult):
     targets: list[dict] = field(default_factory=list)   # what each target was loaded as
     interrupted: str | None = None
     protocol_spec: str = ""     # how it loads again: a built-in name, or its file
+    gates_forced: int = 0       # runs whose waits the CUDA model did not all see (the
+    stalls: list[str] = field(default_factory=list)    # watchdog opened gates), and where
 
     def loadable_protocol(self) -> str:
         """What ``--protocol`` and ``check_sequence`` take to run this protocol again."""
@@ -277,6 +280,20 @@ def check_sequence(baseline: str | None, candidate: str, protocol: Any,
                           _staging_targets(protocol, answers, specs))
 
 
+def note_forced(result: ProtocolResult, sides) -> None:
+    """Count the runs of one sequence (``sides``: ``(meant, seen)`` per target) in which
+    the CUDA backend's watchdog opened the gates, and keep the first places the host was
+    (``Trace.forced``): a run there was checked with copies completing earlier than the
+    latest point, so a race it holds may have gone unseen."""
+    for side in sides:
+        for wire in side:
+            trace = Trace.from_wire(wire)
+            if trace.forced_count:
+                result.gates_forced += 1
+                result.stalls += [w for w in trace.forced if w not in result.stalls]
+                del result.stalls[STALLS_KEPT:]
+
+
 def _without_shadowed(findings: list[Finding]) -> list[Finding]:
     """The findings in report order, less an info finding of a race that another
     sequence showed with an effect (the same invariant, side, memory and kind as an
@@ -353,6 +370,7 @@ class _Search:
                 for index, sides in answer:
                     seq = drawn.pop(index)
                     self.result.sequences_run += 1
+                    note_forced(self.result, sides)
                     findings = self.judged(seq, sides)
                     self.keep(findings, seq)
                     if any(f.severity == ERROR for f in findings):

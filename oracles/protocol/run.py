@@ -62,13 +62,17 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
     made: list = []
     try:
         with own_exits_refused(protocol, code):
-            return _run(model, ctx, protocol, seq, meant, options, views, made, code)
+            trace = _run(model, ctx, protocol, seq, meant, options, views, made, code)
     except ProtocolExited as exc:      # the protocol's own build (run, observe: said there)
         raise SchemaError.of(messages.PROTOCOL_CODE_EXITED, protocol.name,
                              error=str(exc), where=exc.where) from None
     finally:        # the run's objects freed now, not by the garbage collector
         release_state(made)
         model.release()
+    gates = getattr(model, "gates", None)     # the CUDA backend's (final once released)
+    if gates is not None and gates.forced:
+        trace.forced, trace.forced_count = list(gates.stalls), gates.forced
+    return trace
 
 
 def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options: dict,

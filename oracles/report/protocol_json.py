@@ -41,6 +41,8 @@ def protocol_json_document(result, saved: dict | None = None) -> dict:
         "sequences": {"budget": result.config.sequences, "run": result.sequences_run,
                       "shrinking": getattr(result, "shrink_evaluations", 0)},
         "seconds": round(result.seconds, 3),
+        "gates_forced": {"runs": getattr(result, "gates_forced", 0),
+                         "where": list(getattr(result, "stalls", []))},
         "first_error_seconds": (None if result.first_error_seconds is None
                                 else round(result.first_error_seconds, 3)),
         "errors": len(result.errors), "infos": len(result.infos),

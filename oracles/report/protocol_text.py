@@ -13,6 +13,7 @@ import json
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.collect import ErrorGroup, cause_rank
+from stagecheck.oracles.device.gate import STALL_S
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.finding_text import verdict_said
 from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
@@ -158,6 +159,10 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
              f"completing when issued, in {result.seconds:.1f} s"
              + ("; the search stops at its first error, then shrinks it" if result.errors
                 else "")]
+    if getattr(result, "gates_forced", 0):
+        lines.append(escape(messages.PROTOCOL_GATES_FORCED.format(
+            runs=result.gates_forced, where="; ".join(result.stalls) or "unknown",
+            seconds=STALL_S)))
     if result.interrupted:
         lines.append(f"no verdict: interrupted ({result.interrupted})")
     errors, infos = result.errors, result.infos

@@ -189,6 +189,7 @@ def test_a_fixed_or_equivalent_fixture_is_clean_on_cuda(protocol, path):
     result = run_protocol_campaign(None, target(path), protocol,
                                    ProtocolConfig(sequences=40, **CUDA))
     assert result.errors == [], [f.message for f in result.errors]
+    assert result.gates_forced == 0, result.stalls     # the model saw every wait
 
 
 def test_a_single_call_protocol_on_cuda_keeps_legacy_equal_to_single_loop():
@@ -232,6 +233,21 @@ def test_reused_pinned_memory_gets_the_cpu_models_verdict_on_cuda(name, componen
     result = run_protocol_campaign(None, f"{_reuse(name)}::{component}", _reuse(protocol),
                                    ProtocolConfig(sequences=60, **CUDA))
     assert bool(result.errors) == errors, [f.message for f in result.errors]
+
+
+def test_a_wait_stagecheck_cannot_see_is_reported_with_where_the_host_waited(tmp_path):
+    fixture = f"{_reuse('scratch_unseen_sync.py')}::Scratch"
+    result = run_protocol_campaign(None, fixture, _reuse("scratch_protocol.py"),
+                                   ProtocolConfig(sequences=4, **CUDA))
+    assert result.errors == [] and result.gates_forced >= 1
+    assert any("step (scratch_unseen_sync.py:" in where for where in result.stalls), \
+        result.stalls
+    proc = subprocess.run([sys.executable, "-m", "stagecheck", "spec", fixture, "--protocol",
+                           _reuse("scratch_protocol.py"), "--device", "cuda", "--examples", "3",
+                           "--save-dir", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the watchdog opened every gate" in proc.stdout
 
 
 def test_unordered_copies_into_one_pinned_buffer_are_a_race_on_cuda():

@@ -1,0 +1,56 @@
+"""Runs whose gates the CUDA backend's watchdog opened are counted and reported
+(``oracles/device/gate.py``): such a run's copies completed earlier than the latest point,
+so a clean verdict there is weaker, and the report says where the host waited unseen."""
+
+import json
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.device.gate import STALL_S, STALLS_KEPT
+from stagecheck.oracles.options import ProtocolConfig
+from stagecheck.oracles.protocol.campaign import ProtocolResult, note_forced
+from stagecheck.oracles.report.protocol_json import protocol_json_document
+from stagecheck.oracles.report.protocol_text import render_protocol
+from stagecheck.spec.protocol import Trace
+
+
+def _result() -> ProtocolResult:
+    return ProtocolResult("scratch-reuse", None, "x.py::Scratch",
+                          ProtocolConfig(sequences=3, device="cuda"))
+
+
+def _sides(*forced: list[str]) -> list:
+    """One target's (meant, seen) runs; the seen run's gates forced at ``forced``."""
+    seen = Trace(forced=list(forced), forced_count=len(forced)).to_wire()
+    return [(Trace().to_wire(), seen)]
+
+
+def test_a_trace_keeps_its_forced_gates_across_the_wire():
+    trace = Trace.from_wire(Trace(forced=["step (t.py:3)"], forced_count=4).to_wire())
+    assert (trace.forced, trace.forced_count) == (["step (t.py:3)"], 4)
+
+
+def test_runs_with_forced_gates_are_counted_and_their_places_kept_once_and_capped():
+    result = _result()
+    note_forced(result, _sides())                          # nothing forced: nothing noted
+    assert (result.gates_forced, result.stalls) == (0, [])
+    note_forced(result, _sides("a", "b"))
+    note_forced(result, _sides("b"))
+    assert result.gates_forced == 2 and result.stalls == ["a", "b"]
+    note_forced(result, _sides(*(f"p{k}" for k in range(10))))
+    assert result.gates_forced == 3 and len(result.stalls) == STALLS_KEPT
+    assert result.stalls[:2] == ["a", "b"]
+
+
+def test_the_reports_say_how_many_runs_were_forced_and_where():
+    result = _result()
+    clean = render_protocol(result)
+    assert "watchdog" not in clean
+    assert protocol_json_document(result)["gates_forced"] == {"runs": 0, "where": []}
+    note_forced(result, _sides("step (scratch.py:21)"))
+    text = render_protocol(result)
+    note = messages.PROTOCOL_GATES_FORCED.format(runs=1, where="step (scratch.py:21)",
+                                                 seconds=STALL_S)
+    assert note in text
+    assert text.index(note) < text.index("verdict:")       # read before the verdict
+    document = json.loads(json.dumps(protocol_json_document(result)))
+    assert document["gates_forced"] == {"runs": 1, "where": ["step (scratch.py:21)"]}
