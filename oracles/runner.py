@@ -22,7 +22,7 @@ from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool, stream_batches
-from stagecheck.oracles.worker.deadlines import load_deadline
+from stagecheck.oracles.worker.deadlines import probe_seconds
 from stagecheck.oracles.worker.protocol import held_targets
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
@@ -189,7 +189,7 @@ def load_schema_isolated(spec: str, checked: bool = True):
     file that patches stagecheck refused)."""
     if not isinstance(spec, str) or not spec.endswith(".py") and ".py:" not in spec:
         return load_schema(spec, checked)        # a built-in (or a misspelt) name: no code
-    seconds = min(SCHEMA_SECONDS, load_deadline().cpu)
+    seconds = probe_seconds(SCHEMA_SECONDS)
     with WorkerPool() as pool:
         try:
             pool.call("stagecheck.oracles.schemas", "probe_schema", spec, deadline=seconds)

@@ -37,7 +37,7 @@ from stagecheck.oracles.runner import load_schema_isolated
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.observe.call import WALL_FACTOR
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool
-from stagecheck.oracles.worker.pool import load_deadline
+from stagecheck.oracles.worker.deadlines import probe_seconds
 from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, Trace
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocol_for_function, single_call
 
@@ -99,7 +99,7 @@ def load_protocol_isolated(spec: str, checked: bool = True) -> Protocol:
     ``load_schema_isolated`` loads one."""
     if not is_protocol_file(spec):
         return load_protocol(spec, checked)
-    seconds = min(PROTOCOL_SECONDS, load_deadline().cpu)
+    seconds = probe_seconds(PROTOCOL_SECONDS)
     with WorkerPool() as pool:
         try:
             pool.call("stagecheck.oracles.protocol.load", "probe_protocol", spec,

@@ -16,7 +16,7 @@ from stagecheck.oracles.observe.call import WALL_FACTOR, call_limits
 from stagecheck.oracles.options import RunOptions
 
 __all__ = ["Deadline", "GRACE_SECONDS", "LOAD_SECONDS", "TRACE_HANGS_ENV", "batch_deadline",
-           "load_deadline", "trace_hang"]
+           "load_deadline", "probe_seconds", "trace_hang"]
 
 #: CPU and wall-clock seconds a stuck call gets on top of its limits (``call_limits``)
 #: before its worker is killed (the worker's own timers stop a call at the limits)
@@ -48,6 +48,12 @@ def load_deadline() -> Deadline:
     """How long loading may take (``LOAD_SECONDS``, or ``STAGECHECK_LOAD_SECONDS``)."""
     seconds = seconds_given("STAGECHECK_LOAD_SECONDS", LOAD_SECONDS, 1.0)
     return Deadline(seconds, seconds * WALL_FACTOR)
+
+
+def probe_seconds(most: float) -> float:
+    """How long the dry run of a schema or protocol file may take: ``most`` seconds, or
+    the loading limit where ``STAGECHECK_LOAD_SECONDS`` sets it lower."""
+    return min(most, load_deadline().cpu)
 
 
 #: a file each hang the checker ends is written to (one line of JSON): which clock passed

@@ -14,7 +14,7 @@ import pytest
 
 from stagecheck.oracles import guard, messages
 from stagecheck.oracles.errors import SchemaError
-from stagecheck.oracles.worker.deadlines import load_deadline
+from stagecheck.oracles.worker.deadlines import load_deadline, probe_seconds
 
 
 @pytest.fixture
@@ -261,3 +261,5 @@ def test_the_deadline_of_loading_takes_a_finite_number_from_its_variable(monkeyp
     # was: STAGECHECK_LOAD_SECONDS=nan gave a deadline that never came
     monkeypatch.setenv("STAGECHECK_LOAD_SECONDS", given)
     assert load_deadline().cpu == seconds
+    # a schema or protocol file's dry run: its own limit, lowered by the variable only
+    assert probe_seconds(5.0) == min(5.0, seconds)
