@@ -166,10 +166,6 @@ class _Worker:
                        sample_every: int) -> list[tuple[int, list[tuple]]]:
         fast = self._backend(kind, options)
         instrumented = self._backend("instrumented", options) if kind == "fast" else fast
-        for backend in (fast, instrumented):
-            # what a call left as given is only compared and sent by name (``to_wire``
-            # below): read back without copying it
-            setattr(backend, SHARES_GIVEN, True)
         # the fast buffers queue no device work ahead of their copies (hazards are the
         # instrumented runs' to see)
         quick = replace(options, gpu_busy_cycles=0) if kind == "fast" else options
@@ -212,11 +208,16 @@ class _Worker:
         return out
 
     def _backend(self, kind: str, options: RunOptions):
+        """The backend of a batch; what a call left as given is only compared and sent by
+        name (``to_wire``), so it reads back without a copy (``SHARES_GIVEN``)."""
         if kind == "fast" and options.device == "cuda":      # its pinned buffers are kept
             if self._cuda_fast is None:
                 self._cuda_fast = make_backend("fast", options)
+                setattr(self._cuda_fast, SHARES_GIVEN, True)
             return self._cuda_fast
-        return make_backend(kind, options)
+        backend = make_backend(kind, options)
+        setattr(backend, SHARES_GIVEN, True)
+        return backend
 
     def warm(self, device: str) -> None:
         """Make this worker's first use of ``device`` (``first_use``) before its first call
