@@ -63,6 +63,14 @@ class ProtocolResult(FindingsResult):
     gates_forced: int = 0       # runs whose waits the CUDA model did not all see (the
     stalls: list[str] = field(default_factory=list)    # watchdog opened gates), and where
 
+    def pinned(self) -> tuple[str | None, str]:
+        """``(baseline, candidate)`` as specs that load these very targets again from any
+        folder and any later commit (``Target.pinned``: a revision at its commit, a file by
+        its absolute path); as given before they were loaded."""
+        given = {t["spec"]: t.get("resolved") or t["spec"] for t in self.targets}
+        return (None if self.baseline is None else given.get(self.baseline, self.baseline),
+                given.get(self.candidate, self.candidate))
+
     def loadable_protocol(self) -> str:
         """What ``--protocol`` and ``check_sequence`` take to run this protocol again."""
         return self.protocol_spec or self.protocol
@@ -241,8 +249,9 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
     search = None
     try:
         answers = runner.load()
-        result.targets = [{"spec": s, "loaded": a if isinstance(a, str) else a[0]}
-                          for s, a in zip(specs, answers)]
+        result.targets = [{"spec": s, "loaded": a if isinstance(a, str) else a[0],
+                           "resolved": r.resolved or s, "sha": r.sha}
+                          for s, a, r in zip(specs, answers, refs)]
         staging = _staging_targets(protocol, answers, specs)
         search = _Search(protocol, labels, staging, runner, config, result, started,
                          progress, judge_sequence)

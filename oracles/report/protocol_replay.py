@@ -40,15 +40,16 @@ def save_protocol_findings(result, directory: str, protocol_spec: str,
     ``directory``; finding id -> path."""
     os.makedirs(directory, exist_ok=True)
     saved = {}
+    baseline, candidate = result.pinned()     # they load from any folder, at any commit
     for f in result.findings if findings is None else findings:
-        key = json.dumps([protocol_spec, result.baseline, result.candidate,
+        key = json.dumps([protocol_spec, baseline, candidate,
                           result.config.device, f.scenario], sort_keys=True, default=repr)
         rid = f"{f.id}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
         path = os.path.join(directory, f"{rid}.json")
         write_atomic(path, json.dumps(
             {"stagecheck_protocol_replay": PROTOCOL_REPLAY_VERSION, "replay_id": rid,
-             "protocol": protocol_spec, "baseline": result.baseline,
-             "candidate": result.candidate, "device": result.config.device,
+             "protocol": protocol_spec, "baseline": baseline,
+             "candidate": candidate, "device": result.config.device,
              "shims": list(shims), "finding": f.to_dict(),
              "run": saved_run(result.config, PROTOCOL_RUN_FIELDS)}, indent=1, sort_keys=True),
             inside=directory)

@@ -154,6 +154,9 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
             else f"{result.candidate} against the protocol")
     device = "the CPU model of the device" if c.device == "cpu" else "CUDA"
     lines = [f"stagecheck protocol {escape(result.protocol)}: {escape(what)} on {device}",
+             *(f"  {label}: {escape(t['spec'])} = commit {t['sha']}"
+               for label, t in zip(("baseline", "candidate")[-len(result.targets):],
+                                   result.targets) if t.get("sha")),
              f"tried {tried_sequences(result)}, each run per target under its completion "
              "schedule and, unless that run raced with nothing, again with every operation "
              f"completing when issued, in {result.seconds:.1f} s"
@@ -200,6 +203,6 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
                   "(one per error)"]
         for f in distinct.values():
             lines += ["", *("    " + row for row in protocol_pytest_example(
-                f, result.baseline, result.candidate,
-                result.loadable_protocol(), result.config).splitlines())]
+                f, *result.pinned(), result.loadable_protocol(),
+                result.config).splitlines())]
     return "\n".join(lines)
