@@ -202,6 +202,14 @@ PROTOCOL_GATES_FORCED = ("note: in {runs} run(s) the host waited for the device 
                          "the latest point and a race they hold may have gone unseen: wait "
                          "with torch.cuda.synchronize, Stream.synchronize or Event.synchronize "
                          "(seen), or check the protocol on the CPU model (--device cpu)")
+#: ``replay``: an option that the kind of finding the file holds does not read
+REPLAY_OPTION_UNUSED = ("{flag} {value} does not apply to the replay file {file!r}: it holds "
+                        "{what}", "leave {flag} out{alternative}")
+REPLAY_HOLDS_EXAMPLE = "a one-call finding (one example of a staging call), not a step sequence"
+REPLAY_HOLDS_SEQUENCE = ("a protocol finding (a step sequence, which its protocol drives), "
+                         "not an example of one staging call")
+REPLAY_SCHEMA_ALTERNATIVE = ("; a one-call staging protocol's schema is chosen with "
+                             "--protocol single-call:SCHEMA")
 #: ``replay``'s verdict line: a pair's saved example (or step sequence) now
 REPLAY_PAIR_STILL = "verdict: {verdict} — the saved {what} still shows {count} error finding(s)"
 REPLAY_PAIR_NOW = "verdict: {verdict} — the saved {what} shows no error finding now"

@@ -293,8 +293,9 @@ def replay_protocol_outcome(config: ReplayConfig) -> Outcome:
         if config.protocol and repr(config.protocol) in getattr(exc, "problem", ""):
             exc.where = "option --protocol"          # the file the user gave, not FILE
             raise exc from None
+        given = index is not None and getattr(config, sides[index][2:]) is not None
         raise exc.located(shim_option(exc, None if config.shims else "argument FILE") or (
-            "argument FILE" if index is None else
+            "argument FILE" if index is None else f"argument {sides[index]}" if given else
             f"the {sides[index][2:]} target (give another with {sides[index]})")) from None
     errors = [f for f in findings if f.severity == "error"]
     before = saved["finding"]

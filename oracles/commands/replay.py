@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from stagecheck.oracles import interrupt
+from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, Command, Outcome,
                                               open_targets, schema_of)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.protocol import replay_protocol_outcome
-from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.evaluate import evaluate
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import ReplayConfig, RunOptions, build
@@ -26,7 +26,11 @@ class ReplayCommand(Command):
 
     def run(self, config: ReplayConfig, values: dict, outputs: Outputs) -> Outcome:
         if is_protocol_replay(config.file):      # a protocol finding: its step sequence
+            _refuse_unused("--schema", config.schema, config.file,
+                           messages.REPLAY_HOLDS_SEQUENCE, messages.REPLAY_SCHEMA_ALTERNATIVE)
             return replay_protocol_outcome(config)
+        _refuse_unused("--protocol", config.protocol, config.file,
+                       messages.REPLAY_HOLDS_EXAMPLE)
         try:
             saved, scenario = load_replay(config.file)
             check_trusted(saved, config.file, config.baseline, config.candidate,
@@ -59,6 +63,15 @@ class ReplayCommand(Command):
         return Outcome(verdict, EXIT_FINDINGS if errors else EXIT_CLEAN, findings,
                        text=render_replay(config.file, saved, base_spec, cand_spec,
                                           options.device, findings))
+
+
+def _refuse_unused(flag: str, value: str | None, file: str, what: str,
+                   alternative: str = "") -> None:
+    """An option given that the file's kind of finding does not read: exit 2, never a
+    replay that quietly went without it."""
+    if value is not None:
+        raise UsageError.of(messages.REPLAY_OPTION_UNUSED, value, flag=flag, file=file,
+                            what=what, alternative=alternative).located(f"option {flag}")
 
 
 COMMANDS = {"replay": ReplayCommand()}

@@ -232,13 +232,7 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
     protocol = load_protocol(protocol)
     spec = protocol_spec(protocol)
     specs = [t for t in (baseline, candidate) if t is not None]
-    refs = []
-    for position, target in enumerate(specs):
-        try:
-            refs.append(target_ref(target, None, config.shims))
-        except Exception as exc:
-            exc.target_index = position
-            raise
+    refs = _refs(specs, config)
     labels = ["baseline", "candidate"] if baseline is not None else ["candidate"]
     options = {"device": config.device, "timeout": config.timeout,
                "busy_cycles": config.busy_cycles,
@@ -267,6 +261,19 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
     return result
 
 
+def _refs(specs: list[str], config: ProtocolConfig) -> list:
+    """How the workers load each target; a target that cannot be read is named by its
+    position (``target_index``: 0 the first given)."""
+    refs = []
+    for position, target in enumerate(specs):
+        try:
+            refs.append(target_ref(target, None, config.shims))
+        except Exception as exc:
+            exc.target_index = position
+            raise
+    return refs
+
+
 def check_sequence(baseline: str | None, candidate: str, protocol: Any,
                    sequence: StepSequence | dict,
                    config: ProtocolConfig | None = None) -> list[Finding]:
@@ -275,7 +282,7 @@ def check_sequence(baseline: str | None, candidate: str, protocol: Any,
     protocol = load_protocol(protocol)
     seq = sequence if isinstance(sequence, StepSequence) else StepSequence.from_dict(sequence)
     specs = [t for t in (baseline, candidate) if t is not None]
-    refs = [target_ref(t, None, config.shims) for t in specs]
+    refs = _refs(specs, config)
     labels = ["baseline", "candidate"] if baseline is not None else ["candidate"]
     options = {"device": config.device, "timeout": config.timeout,
                "busy_cycles": config.busy_cycles, "ops": _ops_per_sequence(protocol)}

@@ -1,0 +1,56 @@
+"""``replay`` refuses an option the file's kind of finding does not read (exit 2 naming the
+option), and a target given on its command line that cannot be read is blamed on that
+option, not on the replay file."""
+
+from __future__ import annotations
+
+import glob
+
+import pytest
+
+from stagecheck.oracles import messages
+from tests.helpers import assert_outcome, run_stagecheck
+
+PROTOCOL_CANDIDATE = ("tests/targets/protocols/input-prep-event/buggy_narrow_event_window.py"
+                      "::GPUModelRunner")
+ONE_CALL_CANDIDATE = "tests/targets/buggy_loop_one_slot_short.py::stage_postprocess_inputs_to_gpu"
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A protocol finding's replay file and a one-call finding's."""
+    folder = tmp_path_factory.mktemp("saved")
+    proc = run_stagecheck("spec", PROTOCOL_CANDIDATE, "--protocol", "input-prep-event",
+                          "--examples", "30", "-q", "--save-dir", folder / "protocol")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    proc = run_stagecheck("diff", "legacy", ONE_CALL_CANDIDATE, "--examples", "50", "-q",
+                          "--save-dir", folder / "one_call")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return (sorted(glob.glob(str(folder / "protocol" / "*.json")))[0],
+            sorted(glob.glob(str(folder / "one_call" / "*.json")))[0])
+
+
+def _refused(proc, where: str, *words: str) -> None:
+    assert_outcome(proc, 2)
+    assert f"error: {where}: " in proc.stderr, proc.stderr
+    for word in words:
+        assert word in proc.stderr, proc.stderr
+
+
+def test_a_protocol_findings_replay_refuses_a_schema(saved):
+    protocol_file, _ = saved
+    _refused(run_stagecheck("replay", protocol_file, "--schema", "mamba-postprocess"),
+             "option --schema", messages.REPLAY_HOLDS_SEQUENCE, "leave --schema out")
+
+
+def test_a_one_call_findings_replay_refuses_a_protocol(saved):
+    _, one_call_file = saved
+    _refused(run_stagecheck("replay", one_call_file, "--protocol", "input-prep-event"),
+             "option --protocol", messages.REPLAY_HOLDS_EXAMPLE, "leave --protocol out")
+
+
+@pytest.mark.parametrize("flag", ["--candidate", "--baseline"])
+def test_a_missing_target_given_to_a_protocol_replay_is_that_arguments(saved, flag):
+    protocol_file, _ = saved
+    _refused(run_stagecheck("replay", protocol_file, flag, "nosuch.py::X"),
+             f"argument {flag}", "'nosuch.py'")
