@@ -411,6 +411,14 @@ PROTOCOL_DEVICE_RESULT_USED = ("the code under test used what device work {value
                                "holds (an out= argument, or an attribute it fills) and read "
                                "them from there, or leave that method out of device_work "
                                "(docs/protocols.md, 'What a protocol declares')")
+PROTOCOL_BUILTIN_TARGET = ("{value!r} is a built-in staging function (one call per example), "
+                           "not the component class {component} that this protocol builds",
+                           "give the class as FILE::{component} (or module:{component}); a "
+                           "built-in staging function runs through a one-call protocol "
+                           "(--protocol single-call:SCHEMA) or without --protocol")
+PROTOCOL_TARGET_AMBIGUOUS = ("{value!r} names {name!r}, which several built-in protocols drive "
+                             "({protocols})", "choose one with --protocol NAME (protocol=NAME in "
+                             "assert_protocol)")
 PROTOCOL_BUILD_NONE = ("the build of protocol {value!r} returned None",
                        "return the state the steps work on: the component object "
                        "(ctx.component(...)) or an object holding it")

@@ -79,7 +79,7 @@ class CampaignCommand(Command):
         protocol command's (``commands/protocol.py``); the rest is one call per example."""
         baseline = args.baseline if self.name == "diff" else None
         candidate = args.candidate if self.name == "diff" else args.target
-        if chosen_protocol(values, baseline, candidate)[0] is not None:
+        if chosen_protocol(values, baseline, candidate, self.name)[0] is not None:
             return PROTOCOL_COMMANDS[self.name].execute(args, values)
         return super().execute(args, values)
 

@@ -48,7 +48,7 @@ from stagecheck.oracles.stdio import note, shown
 from stagecheck.oracles.targets import is_file_spec
 from stagecheck.oracles.text import did_you_mean
 from stagecheck.spec.protocol import Protocol
-from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
+from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocols_driving
 from stagecheck.spec.schemas import schema_for_function
 
 __all__ = ["COMMANDS", "ProtocolCampaignCommand", "ProtocolCommand", "chosen_protocol",
@@ -63,12 +63,13 @@ _PRESENTATION = ("protocol", "strict", "json", "save_dir", "verbose", "color", "
 _NOT_WRITTEN = ("junit_xml", "markdown")
 
 
-def chosen_protocol(values: dict, baseline: str | None, candidate: str
-                    ) -> tuple[str | None, str | None]:
+def chosen_protocol(values: dict, baseline: str | None, candidate: str,
+                    command: str | None = None) -> tuple[str | None, str | None]:
     """``(protocol spec, the name that chose it)``: ``--protocol`` when given; else the
     built-in protocol the targets' names imply (``protocol_for_target``) where no
     ``--schema`` was given and no staging schema describes the name (a staging function
-    stays one call per example); ``(None, None)`` when none."""
+    stays one call per example); ``(None, None)`` when none. A name several built-in
+    protocols drive is a ``UsageError`` (said of ``command``'s argument, where given)."""
     if values.get("protocol"):
         return values["protocol"], None
     if values.get("schema"):
@@ -79,8 +80,16 @@ def chosen_protocol(values: dict, baseline: str | None, candidate: str
             continue
         name = target.rsplit("::", 1)[-1] if "::" in target else target.rsplit(":", 1)[-1]
         protocol = protocol_for_target(target)
-        if protocol is not None and schema_for_function(name.split(".")[-1]) is None:
+        if schema_for_function(name.split(".")[-1]) is not None:
+            continue                # a staging function: one call per example
+        if protocol is not None:
             found[side] = (protocol.name, name)
+        elif len(protocols_driving(name)) > 1:
+            error = UsageError.of(messages.PROTOCOL_TARGET_AMBIGUOUS, target, name=name,
+                                  protocols=", ".join(protocols_driving(name)))
+            if command is not None:
+                error.located("argument " + ("TARGET" if command == "spec" else side.upper()))
+            raise error
     names = {p for p, _ in found.values()}
     if len(names) > 1:
         raise UsageError.of(messages.PROTOCOL_TARGETS_DISAGREE, baseline=found["baseline"][0],
@@ -190,7 +199,7 @@ class ProtocolCampaignCommand(Command):
     def configure(self, args, values: dict) -> ProtocolRun:
         baseline = args.baseline if self.name == "diff" else None
         candidate = args.candidate if self.name == "diff" else args.target
-        spec, chosen_by = chosen_protocol(values, baseline, candidate)
+        spec, chosen_by = chosen_protocol(values, baseline, candidate, self.name)
         config = ProtocolConfig.from_values(values)
         require_device(config.device)
         try:

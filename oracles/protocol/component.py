@@ -27,8 +27,8 @@ from typing import Any, Callable
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError
-from stagecheck.oracles.targets import (TargetRef, load_function_from_source, load_shims,
-                                        load_target, target_from_callable)
+from stagecheck.oracles.targets import (BUILTINS, TargetRef, load_function_from_source,
+                                        load_shims, load_target, target_from_callable)
 
 __all__ = ["Code", "load_code"]
 
@@ -61,6 +61,9 @@ class Code:
 
     def _module_object(self):
         if self._module is None:
+            if self.ref.spec in BUILTINS:      # not a module: a staging function's name
+                raise TargetLoadError.of(messages.PROTOCOL_BUILTIN_TARGET, self.ref.spec,
+                                         component=self._component_name or "Class")
             module = self.ref.spec.rsplit(":", 1)[0]
             try:
                 self._module = importlib.import_module(module)

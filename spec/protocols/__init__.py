@@ -15,7 +15,7 @@ from stagecheck.spec.protocols import (condense_inflight_d2h, input_prep_event,
                                        mamba_align_steps, valid_count_readback)
 from stagecheck.spec.protocols.single_call import single_call
 
-__all__ = ["BUILTIN_PROTOCOLS", "protocol_for_function", "single_call"]
+__all__ = ["BUILTIN_PROTOCOLS", "protocol_for_function", "protocols_driving", "single_call"]
 
 #: name -> protocol, in the order ``docs/protocols.md`` shows them
 BUILTIN_PROTOCOLS: dict[str, Protocol] = {
@@ -32,3 +32,11 @@ def protocol_for_function(name: str) -> Protocol | None:
              if parts[-1] in p.functions or (len(parts) > 1 and parts[0] == p.component
                                             and parts[-1] in p.functions)]
     return found[0] if len(found) == 1 else None
+
+
+def protocols_driving(name: str) -> list[str]:
+    """The names of the built-in protocols that drive a target called ``name``: its last
+    part one of their functions, or the class they build (``GPUModelRunner``)."""
+    parts = name.split(".")
+    return sorted(p.name for p in BUILTIN_PROTOCOLS.values()
+                  if parts[-1] in p.functions or parts[-1] == p.component)

@@ -145,6 +145,25 @@ def test_protocol_and_target_mistakes_are_exit_2_naming_the_argument(tmp_path):
     assert "classes there: CachedRequestState, GPUModelRunner" in missing_class.stderr
 
 
+@pytest.mark.parametrize("name", ["GPUModelRunner", "GPUModelRunner.execute_model"])
+def test_a_name_several_builtin_protocols_drive_asks_for_one(name, tmp_path):
+    (fixed,) = fixtures("valid-count-readback", "fixed")
+    proc = run_cli("spec", f"{fixed}::{name}", "--save-dir", str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"argument TARGET: '{fixed}::{name}' names '{name}', which several built-in " \
+        "protocols drive (condense-inflight-d2h, input-prep-event, mamba-align-steps, " \
+        "valid-count-readback); choose one with --protocol NAME" in proc.stderr
+    pair = run_cli("diff", "legacy", f"{fixed}::{name}", "--save-dir", str(tmp_path))
+    assert pair.returncode == 2 and "argument CANDIDATE: " in pair.stderr
+
+
+def test_a_builtin_staging_function_given_to_a_component_protocol_says_what_it_needs():
+    proc = run_cli("spec", "legacy", "--protocol", "input-prep-event")
+    assert proc.returncode == 2 and "ModuleNotFoundError" not in proc.stderr
+    assert "argument TARGET: " + messages.PROTOCOL_BUILTIN_TARGET[0].format(
+        value="legacy", component="GPUModelRunner") in proc.stderr
+
+
 def test_protocol_check_passes_a_good_file_and_the_builtins():
     proc = run_cli("protocol", "check", EXAMPLE)
     assert proc.returncode == 0, proc.stdout + proc.stderr

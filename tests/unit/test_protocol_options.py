@@ -47,13 +47,23 @@ def test_protocol_is_one_option_of_diff_and_spec():
     ("f.py::GPUModelRunner.synchronize_input_prep", "input-prep-event"),
     ("f.py::GPUModelRunner._copy_valid_sampled_token_count", "valid-count-readback"),
     ("pkg.mod:GPUModelRunner._dummy_run", "input-prep-event"),
-    ("f.py::GPUModelRunner", None),                    # four protocols drive the class
     ("f.py::stage_postprocess_inputs_to_gpu", None),   # a staging schema describes it
     ("single-loop", None),
     ("f.py::TokenStager", None),
 ])
 def test_the_targets_name_chooses_a_builtin_protocol_only_where_one_fits(target, chosen):
     assert chosen_protocol({}, None, target)[0] == chosen
+
+
+@pytest.mark.parametrize("target", ["f.py::GPUModelRunner", "f.py::GPUModelRunner.execute_model"])
+def test_a_name_several_protocols_drive_is_a_usage_error_naming_them(target):
+    with pytest.raises(UsageError) as raised:         # four protocols drive the class
+        chosen_protocol({}, None, target, "spec")
+    assert raised.value.where == "argument TARGET"
+    assert "(condense-inflight-d2h, input-prep-event, mamba-align-steps, " \
+        "valid-count-readback)" in raised.value.problem
+    assert chosen_protocol({"protocol": "input-prep-event"}, None, target)[0] == \
+        "input-prep-event"
 
 
 def test_an_explicit_protocol_or_schema_decides():
