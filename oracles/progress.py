@@ -181,9 +181,11 @@ class Progress:
         self.close()
 
     # ------------------------------------------------------------------ rendering
-    def fields(self, now: float | None = None) -> list[str]:
-        """done/total unit, the counters, the rate, elapsed and remaining: each over the
-        whole run since ``Progress`` started (the phase only labels the count)."""
+    def fields(self, now: float | None = None, final: bool = False) -> list[str]:
+        """done/total unit, the counters, the rate, elapsed and remaining (not on the
+        ``final`` line: a run may end before its total, as a search that stops at its first
+        error does): each over the whole run since ``Progress`` started (the phase only
+        labels the count)."""
         now = self.clock() if now is None else now
         elapsed = max(now - self.started, 0.0)
         count = f"{self.done}/{self.total} {self.unit}" if self.total \
@@ -198,7 +200,7 @@ class Progress:
         # the pace of the rest: the time the done part took, less what the caller said
         # stalled (calls that hung), up to the last progress; none while nothing moves
         pace = max(self.moved - self.started - self.stalled, 0.0)
-        if not self.estimate:
+        if not self.estimate or final:
             pass
         elif (self.total and self.done and self.done < self.total and pace > 0
                 and now - self.moved <= STILL_SECONDS):
@@ -208,7 +210,7 @@ class Progress:
         return out
 
     def plain_line(self, final: bool = False) -> str:
-        text = ", ".join(self.fields())
+        text = ", ".join(self.fields(final=final))
         return f"stagecheck {self.label}: {'finished: ' if final else ''}{text}"
 
     def bar_line(self) -> str:

@@ -90,3 +90,17 @@ def test_work_that_is_not_examples_is_named_and_has_no_time_left():
     clock.now += 5.0
     told("out", 300, 300, findings=2)
     assert out.getvalue().splitlines()[-1].endswith("left")
+
+
+def test_the_last_line_of_a_run_that_ended_before_its_total_says_no_time_left():
+    # a protocol search that stopped at its first error ended with "~19 min 04 s left"
+    out, clock = io.StringIO(), Clock()
+    progress = Progress("spec", "sequences", 300, stream=out, tty=False, every=1.0,
+                        clock=clock)
+    clock.now += 3.0
+    progress.update(3, 300, findings=1)
+    assert out.getvalue().splitlines()[-1].endswith("left")      # while it runs
+    progress.close()
+    last = out.getvalue().splitlines()[-1]
+    assert last.startswith("stagecheck spec: finished: 3/300 sequences")
+    assert "left" not in last
