@@ -16,6 +16,7 @@ import.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any, Callable
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ConfigError, StagecheckError
 from stagecheck.oracles.text import did_you_mean
-from stagecheck.oracles.options import TABLE
+from stagecheck.oracles.options import TABLE, Integer, Names, Seconds, Texts, Whole
 
 __all__ = ["KEYS", "Config", "find_pyproject", "load_config"]
 
@@ -120,6 +121,7 @@ def load_config(start: str | None = None) -> Config:
         raise ConfigError.of(messages.CONFIG_NOT_TABLE, path)
     folder = os.path.dirname(path)
     values: dict[str, Any] = {}
+    spelt: dict[str, str] = {}          # key -> how the table spelt it
     for raw_key, raw_value in table.items():
         key = raw_key.replace("_", "-")
         spec = KEYS.get(key)
@@ -127,7 +129,12 @@ def load_config(start: str | None = None) -> Config:
             raise ConfigError.of(messages.CONFIG_UNKNOWN_KEY, raw_key, path=path,
                                  known=", ".join(sorted(KEYS)),
                                  hint=did_you_mean(key, KEYS))
+        if key in spelt:
+            raise ConfigError.of(messages.CONFIG_TWICE, key, path=path, first=spelt[key],
+                                 second=raw_key)
+        spelt[key] = raw_key
         try:
+            _refuse_wrong_type(spec, raw_key, raw_value)
             value = spec.check(spec.field, raw_value)
         except StagecheckError as exc:
             error = exc if isinstance(exc, ConfigError) else ConfigError(
@@ -140,3 +147,39 @@ def load_config(start: str | None = None) -> Config:
                      else os.path.join(folder, value))
         values[key] = value
     return Config(path=path, values=values)
+
+
+#: the TOML types a key of each kind of check takes (the command line's checks also read
+#: text, since argparse gives every value as text; a TOML value has a type of its own)
+_TOML_TYPES = {Whole: ((int,), "a whole number", "{key} = {example}"),
+               Integer: ((int,), "a whole number", "{key} = {example}"),
+               Seconds: ((int, float), "a number of seconds", "{key} = {example}"),
+               Texts: ((list,), "a list of strings", '{key} = ["..."]'),
+               Names: ((list,), "a list of strings", '{key} = ["..."]')}
+
+
+def _refuse_wrong_type(spec: Key, raw_key: str, value: Any) -> None:
+    """A value of another TOML type than its key takes (``examples = "50"``, ``shims =
+    "x.py"``) is a ``ConfigError``, never read as the command line would read text."""
+    kind = _TOML_TYPES.get(type(spec.check))
+    if kind is None:
+        return
+    types, wanted, example = kind
+    if isinstance(value, bool) or not isinstance(value, types):
+        given = f"a TOML {'string' if isinstance(value, str) else type(value).__name__} " \
+            f"({value!r})"
+        shown = getattr(spec.check, "example", "1")
+        if isinstance(value, (str, float)) and types != (list,):     # the number it meant
+            try:
+                number = float(value)
+                if not math.isfinite(number):
+                    pass
+                elif number.is_integer():
+                    shown = str(int(number))
+                elif float in types:
+                    shown = str(number)
+            except (TypeError, ValueError, OverflowError):
+                pass
+        raise ConfigError.of(messages.CONFIG_WRONG_TYPE, raw_key, raw_key, given=given,
+                             wanted=wanted, example=example.format(key=raw_key,
+                                                                   example=shown))

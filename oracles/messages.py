@@ -243,6 +243,9 @@ CONFIG_UNREADABLE = ("cannot read {value!r} ({error})", "fix the TOML; stagechec
                      "[tool.stagecheck] table")
 CONFIG_NOT_TABLE = ("[tool.stagecheck] in {value!r} is not a table",
                     "write it as a [tool.stagecheck] section of keys")
+CONFIG_TWICE = ("[tool.stagecheck] in {path} sets {value!r} twice ({first!r} and {second!r}: "
+                "one key, spelt with dashes or underscores)", "keep one of them")
+CONFIG_WRONG_TYPE = ("{value!r} is {given}, not {wanted}", "write it as {example}")
 CONFIG_USED = "stagecheck: settings from [tool.stagecheck] in {path}: {values}"
 # optional dependencies
 KERNEL_EXTRA = "pip install 'stagecheck[kernel]'"

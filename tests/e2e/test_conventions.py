@@ -249,7 +249,15 @@ def test_an_unknown_key_is_exit_2_naming_the_key_the_file_and_the_valid_keys(tmp
 
 @pytest.mark.parametrize("body,needle", [
     ("examples = 0", "is not a whole number >= 1"),
-    ("examples = 'many'", "is not a whole number >= 1"),
+    ("examples = 'many'", "'examples' is a TOML string ('many'), not a whole number"),
+    # text the command line would read as a number is another TOML type here
+    ("examples = '50'", "is a TOML string ('50'), not a whole number; write it as "
+                        "examples = 50"),
+    ("examples = 50.0", "is a TOML float (50.0), not a whole number; write it as "
+                        "examples = 50"),
+    ("timeout = '2.5'", "not a number of seconds; write it as timeout = 2.5"),
+    ("shims = 'x.py'", "is a TOML string ('x.py'), not a list of strings; write it as "
+                       "shims = [\"...\"]"),
     ("device = 'tpu'", "is not a device"),
     ("kernel = 'sometimes'", "is not one of auto, always, off"),
     ("timeout = -1", "positive number of seconds"),
@@ -265,6 +273,18 @@ def test_a_bad_value_is_refused_as_the_option_refuses_it(tmp_path, monkeypatch, 
     key = body.split(" =")[0]
     assert str(caught.value).startswith(f"[tool.stagecheck] {key} in {path}: ")
     assert needle in str(caught.value)
+
+
+def test_one_key_set_twice_in_two_spellings_is_refused(tmp_path, monkeypatch):
+    # was: max_capacity = 8 and max-capacity = 16 ran with 16, silently
+    path = write_pyproject(tmp_path, "[tool.stagecheck]\nmax_capacity = 8\n"
+                                     "max-capacity = 16\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        load_config()
+    assert str(caught.value) == messages.CONFIG_TWICE[0].format(
+        value="max-capacity", path=path, first="max_capacity", second="max-capacity") + \
+        "; " + messages.CONFIG_TWICE[1]
 
 
 def test_a_bad_config_is_exit_2_but_help_and_version_still_answer(tmp_path, capsys,
