@@ -199,8 +199,10 @@ PROTOCOL_SPEC_VERDICT = {"EQUIVALENT": "HOLDS THE PROTOCOL",
 PROTOCOL_GATES_FORCED = ("note: in {runs} run(s) the host waited for the device where "
                          "stagecheck does not see it (at {where}); after {seconds:g} s the "
                          "watchdog opened every gate, so copies there completed earlier than "
-                         "the latest point and a race they hold may have gone unseen: wait "
-                         "with torch.cuda.synchronize, Stream.synchronize or Event.synchronize "
+                         "the latest point (a race they hold may have gone unseen), and what "
+                         "that wait ordered is not ordered to stagecheck (a race reported "
+                         "after it may be one the wait prevents): wait with "
+                         "torch.cuda.synchronize, Stream.synchronize or Event.synchronize "
                          "(seen), or check the protocol on the CPU model (--device cpu)")
 #: ``replay``: an option that the kind of finding the file holds does not read
 REPLAY_OPTION_UNUSED = ("{flag} {value} does not apply to the replay file {file!r}: it holds "

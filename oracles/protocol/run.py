@@ -361,12 +361,13 @@ def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> l
             # each run its own views of the steps: the protocol's functions get them, and
             # one that changes them (``when`` clearing ``step.scheduled``) changes only its
             # own run, not the next target's
+            meant = _warm_up(code, protocol, seq, options)
             seen = run_sequence(code, protocol, seq, "seen", options)
             if seen.race_free or (seen.failed() or {}).get("outcome") == "hung" \
                     or seen.stopped:
                 traces = (seen, seen)       # schedule-independent, or it hangs: once is enough
             else:
-                traces = (run_sequence(code, protocol, seq, "meant", options), seen)
+                traces = (meant or run_sequence(code, protocol, seq, "meant", options), seen)
             hung |= any((t.failed() or {}).get("outcome") == "hung" for t in traces)
             # processes the sequence's code left running (ended), and threads it started
             # that still run (a thread cannot be ended: the worker is, after this answer)
@@ -385,6 +386,23 @@ def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> l
             out.append(RESTART)     # time charged to its sequences
             break
     return out
+
+
+#: the targets (by id of their ``Code``) whose first sequence on CUDA ran as meant first
+_WARMED: set[int] = set()
+
+
+def _warm_up(code, protocol: Protocol, seq: StepSequence, options: dict) -> Trace | None:
+    """On CUDA, a target's first sequence in this process runs as meant (every operation
+    completing when issued: no gate closed) before its scheduled run, and that run is
+    kept as the sequence's run as meant. CUDA loads a kernel's module on the kernel's
+    first launch, and the load waits for the device: behind a closed gate it would stall
+    until the watchdog opened every gate (``gate.py``), and the scheduled run would go on
+    with its copies completed early. None where nothing ran (the CPU model, or warm)."""
+    if options.get("device") != "cuda" or id(code) in _WARMED:
+        return None
+    _WARMED.add(id(code))
+    return run_sequence(code, protocol, seq, "meant", options)
 
 
 _FROZEN: list = []

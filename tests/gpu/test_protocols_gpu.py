@@ -236,18 +236,21 @@ def test_reused_pinned_memory_gets_the_cpu_models_verdict_on_cuda(name, componen
 
 
 def test_a_wait_stagecheck_cannot_see_is_reported_with_where_the_host_waited(tmp_path):
+    # the host's write after the unseen wait is a race to stagecheck (it saw no wait), and
+    # the note says why: where the host waited unseen
     fixture = f"{_reuse('scratch_unseen_sync.py')}::Scratch"
     result = run_protocol_campaign(None, fixture, _reuse("scratch_protocol.py"),
                                    ProtocolConfig(sequences=4, **CUDA))
-    assert result.errors == [] and result.gates_forced >= 1
+    assert result.gates_forced >= 1
     assert any("step (scratch_unseen_sync.py:" in where for where in result.stalls), \
         result.stalls
     proc = subprocess.run([sys.executable, "-m", "stagecheck", "spec", fixture, "--protocol",
                            _reuse("scratch_protocol.py"), "--device", "cuda", "--examples", "3",
                            "--save-dir", str(tmp_path)], capture_output=True, text=True,
                           timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert "the watchdog opened every gate" in proc.stdout
+    assert "step (scratch_unseen_sync.py:" in proc.stdout
 
 
 def test_unordered_copies_into_one_pinned_buffer_are_a_race_on_cuda():

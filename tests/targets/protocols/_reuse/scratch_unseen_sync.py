@@ -1,6 +1,7 @@
 """As ``scratch_cleared_after_sync.py``, but the host waits for the upload through
 ``torch._C._cuda_synchronize``, a wait stagecheck does not see (CUDA only): the gates'
-watchdog opens the gate after its stall, and the report says where the host waited."""
+watchdog opens the gate after its stall, the write that follows is a race to stagecheck,
+and the report's note says where the host waited unseen."""
 import torch
 
 
