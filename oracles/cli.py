@@ -322,7 +322,7 @@ def entry_point() -> None:
     code = main()
     stdio.finish_stdout()
     if code == EXIT_CLEAN and stdio.stdout_lost():
-        # a closed pipe is never exit 0: what the run printed reached no one
+        # a closed pipe is never exit 0: what the run printed did not all reach its reader
         stdio.note(messages.STDOUT_LOST)
         code = EXIT_USAGE
     guard = sys.modules.get("stagecheck.oracles.guard")    # loaded only with schema code

@@ -643,9 +643,9 @@ INFOS_NOT_SAVED = ("stagecheck: {count} info finding(s) not saved as replay file
 STDOUT_FAILED = ("stagecheck: warning: the report could not be written to standard output "
                  "({error}); every file the run writes is written")
 #: at exit, a clean run whose standard output was closed, full, or left by its reader
-STDOUT_LOST = ("stagecheck: standard output was closed or could not be written, so what this "
-               "run printed reached no one: exit 2, not 0 (a run with findings keeps its "
-               "code); every file it wrote is complete")
+STDOUT_LOST = ("stagecheck: standard output was closed or could not be written before this "
+               "run's output ended (a reader that stopped early got only a part of it): exit "
+               "2, not 0 (a run with findings keeps its code); every file it wrote is complete")
 KILLED_FROM_OUTSIDE = ("stagecheck: note: a worker process was {what} while it ran example "
                        "{index}; the call ran again in a fresh worker and returned: killed "
                        "from outside (not a finding against the code)")
