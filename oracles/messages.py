@@ -204,6 +204,8 @@ PROTOCOL_GATES_FORCED = ("note: in {runs} run(s) the host waited for the device 
                          "after it may be one the wait prevents): wait with "
                          "torch.cuda.synchronize, Stream.synchronize or Event.synchronize "
                          "(seen), or check the protocol on the CPU model (--device cpu)")
+#: two options given together that contradict each other
+OPTIONS_CONTRADICT = ("{value} contradicts {other}: {why}", "leave one of them out")
 #: ``replay``: an option that the kind of finding the file holds does not read
 REPLAY_OPTION_UNUSED = ("{flag} {value} does not apply to the replay file {file!r}: it holds "
                         "{what}", "leave {flag} out{alternative}")

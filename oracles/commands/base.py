@@ -21,7 +21,7 @@ from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands.crash import is_internal
 from stagecheck.oracles.commands.outputs import Outputs
-from stagecheck.oracles.errors import SchemaError, ShimError, StagecheckError
+from stagecheck.oracles.errors import SchemaError, ShimError, StagecheckError, UsageError
 from stagecheck.oracles.options import flag_of, save_folder
 from stagecheck.oracles.report.replay import untrusted_parts
 from stagecheck.oracles.report.style import colorize, use_color
@@ -56,6 +56,29 @@ class Outcome:
                                      # verdict_said), for messages about its files
 
 
+#: options that contradict each other when both are set on the command line: per option,
+#: ``(flag as said, its values key, whether it is set)``, then why they contradict
+CONTRADICTIONS = (
+    (("--save-infos", "save_infos", bool), ("--no-save", "no_save", bool),
+     "--no-save writes no replay file, so no info finding would be saved"),
+    (("--kernel-backend", "kernel_backend", lambda v: v is not None),
+     ("--kernel off", "kernel", lambda v: v == "off"),
+     "with --kernel off no kernel runs, so no backend would be used"),
+)
+
+
+def refuse_contradictions(values: dict, from_config=frozenset()) -> None:
+    """Two options that contradict each other, both given on the command line, are exit 2
+    naming them, never a run that quietly honours one (``from_config``: the keys that
+    ``[tool.stagecheck]`` set, which the command line may override either way)."""
+    for one, other, why in CONTRADICTIONS:
+        if any(key in from_config for _, key, _ in (one, other)):
+            continue
+        if all(is_set(values.get(key)) for _, key, is_set in (one, other)):
+            raise UsageError.of(messages.OPTIONS_CONTRADICT, one[0], other=other[0],
+                                why=why).located(f"option {one[0]}")
+
+
 class Command:
     """One command: ``configure`` (values -> frozen config), ``run`` (config -> Outcome).
 
@@ -82,6 +105,7 @@ class Command:
 
         An exception inside stagecheck propagates to the command line (exit 3); a
         ``WorkerError`` (stagecheck's machinery failed in a worker) is marked internal."""
+        refuse_contradictions(values, getattr(args, "from_config", frozenset()))
         outputs = self.outputs(values)
         config = self.configure(args, values)
         try:

@@ -82,3 +82,23 @@ def test_json_to_stdout_leaves_the_text_report_to_stderr(repo):
     assert document["verdict"] == "equivalent" and document["command"] == "diff"
     assert "verdict: EQUIVALENT" in done.stderr
     assert not (repo / "-").exists()
+
+
+@pytest.mark.parametrize("args,flag,other", [
+    (("--no-save", "--save-infos"), "--save-infos", "--no-save"),
+    (("--kernel", "off", "--kernel-backend", "triton"), "--kernel-backend", "--kernel off"),
+    (("--no-kernel", "--kernel-backend", "reference"), "--kernel-backend", "--kernel off"),
+])
+def test_options_that_contradict_each_other_are_exit_2_naming_both(repo, args, flag, other):
+    # was: exit 0, one of them quietly ignored
+    done = _stagecheck(repo, "diff", "legacy", "single-loop", *BUDGET, *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"option {flag}: {flag} contradicts {other}: " in done.stderr
+    assert done.stdout == "" and _untracked(repo) == ""
+
+
+def test_a_project_setting_yields_to_a_contradicting_command_line(repo):
+    (repo / "pyproject.toml").write_text('[tool.stagecheck]\nkernel-backend = "reference"\n')
+    done = _stagecheck(repo, "diff", "legacy", "single-loop", *BUDGET, "--no-kernel",
+                       "--no-save")
+    assert done.returncode == 0, done.stdout + done.stderr
