@@ -19,7 +19,10 @@ TARGET_FILE_MISSING = ("file {path!r} in {value!r} does not exist",
 TARGET_FILE_SYNTAX = ("{path!r} in {value!r} is not valid Python ({error})",
                       "fix the file or point at another revision")
 TARGET_FUNCTION_MISSING = ("{path!r} has no module-level function {name!r} (in {value!r})",
-                           "functions there: {available}")
+                           "functions there: {available}{classes}")
+#: ... where the file holds classes: a class is what a protocol drives
+TARGET_CLASSES_THERE = ("; classes there: {classes} (a class, or Class.method, is checked "
+                        "through a protocol: --protocol NAME|FILE, docs/protocols.md)")
 TARGET_CLASS_MISSING = ("{path!r} has no module-level class {name!r} (in {value!r})",
                         "classes there: {available}")
 TARGET_METHOD_MISSING = ("class {name!r} in {path!r} has no method {method!r} (in {value!r})",
@@ -89,6 +92,9 @@ SCHEMA_FILE_MISSING = ("schema file {path!r} (in {value!r}) does not exist",
 SCHEMA_IMPORT = ("schema file {path!r} failed to import ({error})", "fix the file")
 SCHEMA_NOT_FOUND = ("{path!r} has no StagingSchema named {name!r}",
                     "give 'path.py:NAME' with one of: {found}")
+SCHEMA_IS_PROTOCOL = ("{path!r} declares a protocol ({names}), not a StagingSchema",
+                      "check it with: stagecheck protocol check {value}; run it with "
+                      "--protocol {value}")
 SCHEMA_INVALID = ("schema {value!r} is not right: {problems}{more}",
                   "fix the schema; 'stagecheck schema check {value}' lists every problem")
 SCHEMA_NONE_FOR = ("no built-in schema describes function {name!r} of {value!r}",

@@ -31,6 +31,7 @@ from stagecheck.oracles.targets import remember_schema_spec
 from stagecheck.oracles.text import exception_text, printable
 from stagecheck.spec.invariants import (column_disagreement, column_values, expected_inputs_after,
                                          expected_value)
+from stagecheck.spec.protocol import Protocol
 from stagecheck.spec.scenario import MISSING
 from stagecheck.spec.schema import (FLAG, ID_SET, MAY_MISS, NUMBER, OPTIONAL, PER_REQUEST,
                                     PER_SLOT, REQUIRED, Call, StagingSchema)
@@ -71,6 +72,10 @@ def load_schema(spec: str, checked: bool = True, guarded: bool = False) -> Stagi
     schema = getattr(module, attribute, None)
     if not isinstance(schema, StagingSchema):
         found = sorted(k for k, v in vars(module).items() if isinstance(v, StagingSchema))
+        protocols = sorted(k for k, v in vars(module).items() if isinstance(v, Protocol))
+        if not found and protocols:       # a protocol file given where a schema goes
+            raise SchemaError.of(messages.SCHEMA_IS_PROTOCOL, spec, path=path,
+                                 names=", ".join(protocols))
         raise SchemaError.of(messages.SCHEMA_NOT_FOUND, spec, path=path, name=attribute,
                              found=", ".join(found) or "none")
     if guarded:

@@ -86,7 +86,8 @@ def generate_mutants(source: str, filename: str, function: str, profile=None,
     scope = Scope.of(functions_in_scope(tree, function), profile)
     if function not in scope.functions:
         raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, function, path=filename,
-                                 name=function, available=", ".join(scope.functions) or "none")
+                                 name=function, available=", ".join(scope.functions) or "none",
+                                 classes="")
     original = ast.unparse(tree)
     chosen = [OPERATORS[name] for name in operators] if operators else list(CATALOG)
     out: list[Mutant] = []

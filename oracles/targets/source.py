@@ -277,8 +277,11 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
         if isinstance(node, ast.ClassDef):
             raise TargetLoadError.of(messages.TARGET_NOT_FUNCTION, spec, name=name, kind="class")
         available = sorted(n for n, d in defs.items() if isinstance(d, ast.FunctionDef))
+        classes = sorted(n for n, d in defs.items() if isinstance(d, ast.ClassDef))
         raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, spec, path=filename, name=name,
-                                 available=", ".join(available) or "none")
+                                 available=", ".join(available) or "none",
+                                 classes=messages.TARGET_CLASSES_THERE.format(
+                                     classes=", ".join(classes)) if classes else "")
 
     # a user's shim replaces any module-level name the function uses (its own
     # definitions, private ones included, and its imports), never the function itself

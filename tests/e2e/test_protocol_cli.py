@@ -164,6 +164,25 @@ def test_a_builtin_staging_function_given_to_a_component_protocol_says_what_it_n
         value="legacy", component="GPUModelRunner") in proc.stderr
 
 
+def test_a_missing_function_in_a_file_of_classes_points_at_protocols():
+    (fixed,) = fixtures("valid-count-readback", "fixed")
+    proc = run_cli("diff", "legacy", f"{fixed}::nosuch")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert messages.TARGET_CLASSES_THERE.format(
+        classes="CachedRequestState, GPUModelRunner") in proc.stderr
+
+
+def test_a_protocol_file_given_as_a_schema_says_it_is_a_protocol():
+    protocol_file = os.path.join(ROOT, "tests", "targets", "protocols", "_reuse",
+                                 "scratch_protocol.py")
+    for argv in (("schema", "check", protocol_file),
+                 ("diff", "legacy", "single-loop", "--schema", protocol_file)):
+        proc = run_cli(*argv)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert "declares a protocol (PROTOCOL), not a StagingSchema" in proc.stderr
+        assert f"stagecheck protocol check {protocol_file}" in proc.stderr
+
+
 def test_protocol_check_passes_a_good_file_and_the_builtins():
     proc = run_cli("protocol", "check", EXAMPLE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
