@@ -95,8 +95,9 @@ def check_expected_outcome(s, o, p):
                          extra={"kind": "crash"})]
     if p.first_missing(s) is None and not o.returned:
         return [_finding("expected_outcome",
-                         f"raised {o.exception_type}: {o.exception_message} on an input where "
-                         "every live request has every input it needs",
+                         f"raised {o.exception_type}"
+                         f"{': ' + o.exception_message if o.exception_message else ''} on an "
+                         "input where every live request has every input it needs",
                          extra={"kind": "unexpected-exception"})]
     return []
 

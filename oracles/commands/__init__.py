@@ -73,11 +73,13 @@ COMMANDS: dict[str, CommandSpec] = {c.name: c for c in (
           "survivors (a non-equivalent mutant no stagecheck oracle killed)", "",
           "stagecheck mutants single-loop --oracles spec,differential --budget 100"),
     _spec("schema", "staging schemas: list the built-in ones, show one, or check a schema "
-          "file and the scenario space it induces", [], "(never)",
+          "file and the scenario space it induces", [],
+          "is not used (a listing or a check: no verdict)",
           "; a schema with problems (check)", "stagecheck schema check mamba-postprocess"),
     _spec("protocol", "staging protocols (step sequences across engine steps): list the "
           "built-in ones, or check a protocol file (docs/protocols.md); run one with "
-          "diff/spec --protocol", [], "(never)", "; a protocol with problems (check)",
+          "diff/spec --protocol", [], "is not used (a listing or a check: no verdict)",
+          "; a protocol with problems (check)",
           "stagecheck protocol check path/to/protocol.py"),
 )}
 
