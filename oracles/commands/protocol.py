@@ -258,7 +258,7 @@ class ProtocolCampaignCommand(Command):
                 {"baseline": run.baseline, "candidate": run.candidate, "protocol": spec},
                 verdict, infos=run.save_infos, write=lambda kept: save_protocol_findings(
                     result, outputs.save_dir, spec, run.config.shims, kept))) or ({}, None)
-        files = {"--json": lambda: render_protocol_json(result, saved)}
+        files = {"--json": lambda: render_protocol_json(result, saved, run.strict)}
         if result.interrupted:
             where = ", ".join(shown(p) for p in saved.values())
             return Outcome(verdict, 0, result, files, interrupted=(

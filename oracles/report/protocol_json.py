@@ -25,18 +25,19 @@ def protocol_settings(config) -> dict:
     return out
 
 
-def protocol_json_document(result, saved: dict | None = None) -> dict:
-    """The verdict, what was tried and every finding (with its step sequence, its table,
+def protocol_json_document(result, saved: dict | None = None, strict: bool = False) -> dict:
+    """The verdict (info findings count with ``strict``, as the exit code and the text say),
+    what was tried and every finding (with its step sequence, its table,
     the replay file it was saved to and ``group``: the id of its error's head), and the
     error findings grouped by cause (``error_groups``, as the text report groups them)."""
-    verdict = "interrupted" if result.interrupted else result.verdict()
+    verdict = "interrupted" if result.interrupted else result.verdict(strict)
     groups = protocol_error_groups(result.errors)
     group_of = {f.id: g.id for g in groups for f in g.findings}
     return {
         "stagecheck_protocol": PROTOCOL_JSON_VERSION,
         "protocol": result.protocol, "baseline": result.baseline,
         "candidate": result.candidate, "targets": result.targets, "verdict": verdict,
-        "device": result.config.device, "seed": result.config.seed,
+        "device": result.config.device, "seed": result.config.seed, "strict": strict,
         "settings": protocol_settings(result.config),
         "sequences": {"budget": result.config.sequences, "run": result.sequences_run,
                       "shrinking": getattr(result, "shrink_evaluations", 0)},
@@ -54,5 +55,5 @@ def protocol_json_document(result, saved: dict | None = None) -> dict:
     }
 
 
-def render_protocol_json(result, saved: dict | None = None) -> str:
-    return json.dumps(protocol_json_document(result, saved), indent=1, sort_keys=True)
+def render_protocol_json(result, saved: dict | None = None, strict: bool = False) -> str:
+    return json.dumps(protocol_json_document(result, saved, strict), indent=1, sort_keys=True)

@@ -1,6 +1,7 @@
-"""Runs whose gates the CUDA backend's watchdog opened are counted and reported
-(``oracles/device/gate.py``): such a run's copies completed earlier than the latest point,
-so a clean verdict there is weaker, and the report says where the host waited unseen."""
+"""What a protocol report says beside its findings: runs whose gates the CUDA backend's
+watchdog opened are counted and reported (``oracles/device/gate.py``: such a run's copies
+completed earlier than the latest point, so a clean verdict there is weaker, and the report
+says where the host waited unseen), and the JSON verdict agrees with the exit code."""
 
 import json
 
@@ -54,3 +55,13 @@ def test_the_reports_say_how_many_runs_were_forced_and_where():
     assert text.index(note) < text.index("verdict:")       # read before the verdict
     document = json.loads(json.dumps(protocol_json_document(result)))
     assert document["gates_forced"] == {"runs": 1, "where": ["step (scratch.py:21)"]}
+
+
+def test_the_json_verdict_counts_info_findings_with_strict_as_the_exit_code_does():
+    from stagecheck.spec.findings import Finding
+    result = _result()
+    result.findings = [Finding("no_copy_hazard", "info", "a race with no effect",
+                               side="candidate")]
+    assert protocol_json_document(result)["verdict"] == "equivalent"
+    strict = protocol_json_document(result, strict=True)
+    assert (strict["verdict"], strict["strict"], strict["infos"]) == ("different", True, 1)
