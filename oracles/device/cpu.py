@@ -31,7 +31,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from stagecheck.oracles.device import standins
-from stagecheck.oracles.device.intercept import DeviceMode
+from stagecheck.oracles.device.intercept import DeviceMode, basic_index
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
 from stagecheck.oracles.device.spans import address_of
 from stagecheck.oracles.device.torchload import import_torch
@@ -58,14 +58,33 @@ def device_tensor_class():
 
     plain = torch._C.DisableTorchFunctionSubclass
     base = torch.Tensor
+    disabled = torch._C.DisableTorchFunction
+    getitem = base.__getitem__
+    shape_of = torch._C.TensorBase.shape.__get__
 
     class DeviceTensor(torch.Tensor):
         """A tensor in the CPU model's device memory (a CPU tensor that says cuda:0):
-        what torch makes from one (a view, a result) is one too."""
+        what torch makes from one (a view, a result) is one too.
+
+        Its shape and its views by a basic index (``t[:n]``, ``t[i]``), the most common
+        calls on it, are made here with torch function handling off: the interception
+        mode would only pass them through (``intercept.py``: a view or metadata), at the
+        cost of a dispatch each; any other index goes through torch as before."""
 
         @classmethod
         def __torch_function__(cls, func, types, args=(), kwargs=None):
             return call(func, args, kwargs)
+
+        def __getitem__(self, key):
+            if basic_index(key):
+                with disabled():
+                    return getitem(self, key).as_subclass(DeviceTensor)
+            return getitem(self, key)
+
+        @property
+        def shape(self):
+            with disabled():
+                return shape_of(self)
 
         @property
         def device(self):

@@ -29,7 +29,7 @@ from __future__ import annotations
 from stagecheck.oracles.device.spans import span_of
 from stagecheck.oracles.device.torchload import import_torch
 
-__all__ = ["DeviceMode", "is_device_spec"]
+__all__ = ["DeviceMode", "basic_index", "is_device_spec"]
 
 #: calls that neither read nor write the elements of a tensor (views and metadata)
 VIEWS = frozenset({
@@ -81,13 +81,16 @@ def _tensors(values, out: list) -> list:
 _BASIC = (int, slice, type(None), type(Ellipsis), bool)
 
 
-def _basic_index(key) -> bool:
+def basic_index(key) -> bool:
     """Whether indexing with ``key`` makes a view (no tensor or list inside)."""
     if type(key) in _BASIC:
         return True
     if type(key) is tuple:
         return all(type(k) in _BASIC for k in key)
     return False
+
+
+_basic_index = basic_index
 
 
 def _view(t, key):
