@@ -20,7 +20,7 @@ class Op:
                  "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
                  "what", "where", "reported", "event", "intents", "seen", "location",
                  "device_owned", "touched", "reading", "fast", "bounds", "stale", "fed",
-                 "unordered", "forced", "described")
+                 "unordered", "forced", "described", "quiet")
 
     def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
                  ) -> None:
@@ -64,6 +64,10 @@ class Op:
         #: device work: ``(lo, hi)`` around every argument of ``reading`` when launched
         self.bounds: tuple = (0, 0)
         self.described: str | None = None     # ``describe``'s text, once made
+        #: an upload whose pinned source differs from what it held at issue only where a
+        #: download may write (no race): ``(the source's bytes, len(device_owned))`` then,
+        #: so that a sweep finding the same bytes need not compare them again
+        self.quiet: tuple | None = None
 
     def describe(self) -> str:
         """The operation in words; made once (what it is made of does not change after
