@@ -156,11 +156,15 @@ class Regions:
         k = bisect.bisect_right(self._starts, region.lo)
         self._starts.insert(k, region.lo)
         self._regions.insert(k, region)
-        reach = self._reach[k - 1] if k else 0
-        self._reach[k:] = []
-        for r in self._regions[k:]:
-            reach = max(reach, r.hi)
-            self._reach.append(reach)
+        # ``_reach`` is a running maximum: the regions after ``k`` keep theirs, raised to
+        # the new region's end where it was below it (only up to the first that reaches
+        # as far already: from there on every one does)
+        reach, hi = self._reach, region.hi
+        reach.insert(k, max(reach[k - 1], hi) if k else hi)
+        for j in range(k + 1, len(reach)):
+            if reach[j] >= hi:
+                break
+            reach[j] = hi
         return region
 
     def at(self, address: int) -> Region | None:
