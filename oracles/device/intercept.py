@@ -19,9 +19,11 @@ function and tensor method call (``torch.zeros``, ``t.copy_``, ``t[...] = v``, `
 - an operation on host tensors is run, and its reads and in-place writes of host memory
   are reported (``host_read`` / ``host_write``: a race with a pending copy is a hazard).
 
-View and metadata calls (slicing, ``view``, ``shape``, ``data_ptr``...) pass through. The
-model's own torch work runs with torch function handling off, and device work the model
-runs (``model.inside``) passes through untouched.
+View and metadata calls (slicing, ``view``, ``shape``, ``data_ptr``...) pass through (the
+CPU model's device tensors make their shape and their views by a basic index themselves,
+without reaching the mode: ``cpu.device_tensor_class``). The model's own torch work runs
+with torch function handling off, and device work the model runs (``model.inside``)
+passes through untouched.
 """
 
 from __future__ import annotations
