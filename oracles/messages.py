@@ -22,7 +22,8 @@ TARGET_FUNCTION_MISSING = ("{path!r} has no module-level function {name!r} (in {
                            "functions there: {available}{classes}")
 #: ... where the file holds classes: a class is what a protocol drives
 TARGET_CLASSES_THERE = ("; classes there: {classes} (a class, or Class.method, is checked "
-                        "through a protocol: --protocol NAME|FILE, docs/protocols.md)")
+                        "across engine steps by diff or spec with --protocol NAME|FILE, "
+                        "docs/protocols.md)")
 TARGET_CLASS_MISSING = ("{path!r} has no module-level class {name!r} (in {value!r})",
                         "classes there: {available}")
 TARGET_METHOD_MISSING = ("class {name!r} in {path!r} has no method {method!r} (in {value!r})",
@@ -93,8 +94,8 @@ SCHEMA_IMPORT = ("schema file {path!r} failed to import ({error})", "fix the fil
 SCHEMA_NOT_FOUND = ("{path!r} has no StagingSchema named {name!r}",
                     "give 'path.py:NAME' with one of: {found}")
 SCHEMA_IS_PROTOCOL = ("{path!r} declares a protocol ({names}), not a StagingSchema",
-                      "check it with: stagecheck protocol check {value}; run it with "
-                      "--protocol {value}")
+                      "check it with: stagecheck protocol check {protocol}; run it with "
+                      "diff or spec --protocol {protocol}")
 SCHEMA_INVALID = ("schema {value!r} is not right: {problems}{more}",
                   "fix the schema; 'stagecheck schema check {value}' lists every problem")
 SCHEMA_NONE_FOR = ("no built-in schema describes function {name!r} of {value!r}",

@@ -75,7 +75,9 @@ def load_schema(spec: str, checked: bool = True, guarded: bool = False) -> Stagi
         protocols = sorted(k for k, v in vars(module).items() if isinstance(v, Protocol))
         if not found and protocols:       # a protocol file given where a schema goes
             raise SchemaError.of(messages.SCHEMA_IS_PROTOCOL, spec, path=path,
-                                 names=", ".join(protocols))
+                                 names=", ".join(protocols),
+                                 protocol=path if "PROTOCOL" in protocols
+                                 else f"{path}:{protocols[0]}")
         raise SchemaError.of(messages.SCHEMA_NOT_FOUND, spec, path=path, name=attribute,
                              found=", ".join(found) or "none")
     if guarded:

@@ -56,25 +56,30 @@ class Outcome:
                                      # verdict_said), for messages about its files
 
 
-#: options that contradict each other when both are set on the command line: per option,
-#: ``(flag as said, its values key, whether it is set)``, then why they contradict
+#: options that contradict each other: per option, ``(flag as said, its values key, whether
+#: it is set, its value when it yields)``, then why they contradict
 CONTRADICTIONS = (
-    (("--save-infos", "save_infos", bool), ("--no-save", "no_save", bool),
+    (("--save-infos", "save_infos", bool, False), ("--no-save", "no_save", bool, False),
      "--no-save writes no replay file, so no info finding would be saved"),
-    (("--kernel-backend", "kernel_backend", lambda v: v is not None),
-     ("--kernel off", "kernel", lambda v: v == "off"),
+    (("--kernel-backend", "kernel_backend", lambda v: v is not None, None),
+     ("--kernel off (--no-kernel)", "kernel", lambda v: v == "off", "auto"),
      "with --kernel off no kernel runs, so no backend would be used"),
 )
 
 
 def refuse_contradictions(values: dict, from_config=frozenset()) -> None:
     """Two options that contradict each other, both given on the command line, are exit 2
-    naming them, never a run that quietly honours one (``from_config``: the keys that
-    ``[tool.stagecheck]`` set, which the command line may override either way)."""
+    naming them, never a run that quietly honours one. Where ``[tool.stagecheck]`` set one
+    of them (``from_config``: the keys it set) and the command line the other, the command
+    line wins: the file's value yields (``kernel = "off"`` and ``--kernel-backend triton``
+    run the kernel on Triton)."""
     for one, other, why in CONTRADICTIONS:
-        if any(key in from_config for _, key, _ in (one, other)):
+        if not all(is_set(values.get(key)) for _, key, is_set, _ in (one, other)):
             continue
-        if all(is_set(values.get(key)) for _, key, is_set in (one, other)):
+        configured = [option for option in (one, other) if option[1] in from_config]
+        if len(configured) == 1:           # the file's setting yields to the command line
+            values[configured[0][1]] = configured[0][3]
+        elif not configured:
             raise UsageError.of(messages.OPTIONS_CONTRADICT, one[0], other=other[0],
                                 why=why).located(f"option {one[0]}")
 

@@ -301,13 +301,12 @@ def note_forced(result: ProtocolResult, sides) -> None:
     the CUDA backend's watchdog opened the gates, and keep the first places the host was
     (``Trace.forced``): a run there was checked with copies completing earlier than the
     latest point, so a race it holds may have gone unseen."""
-    for side in sides:
-        for wire in side:
-            trace = Trace.from_wire(wire)
-            if trace.forced_count:
-                result.gates_forced += 1
-                result.stalls += [w for w in trace.forced if w not in result.stalls]
-                del result.stalls[STALLS_KEPT:]
+    for _, wire in sides:    # the scheduled run: a run as meant closes no gate (and a
+        trace = Trace.from_wire(wire)     # race-free sequence sends its one run twice)
+        if trace.forced_count:
+            result.gates_forced += 1
+            result.stalls += [w for w in trace.forced if w not in result.stalls]
+            del result.stalls[STALLS_KEPT:]
 
 
 def _without_shadowed(findings: list[Finding]) -> list[Finding]:

@@ -155,8 +155,8 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
     device = "the CPU model of the device" if c.device == "cpu" else "CUDA"
     lines = [f"stagecheck protocol {escape(result.protocol)}: {escape(what)} on {device}",
              *(f"  {label}: {escape(t['spec'])} = commit {t['sha']}"
-               for label, t in zip(("baseline", "candidate")[-len(result.targets):],
-                                   result.targets) if t.get("sha")),
+               for label, t in zip(("baseline", "candidate") if result.baseline
+                                   else ("target",), result.targets) if t.get("sha")),
              f"tried {tried_sequences(result)}, each run per target under its completion "
              "schedule and, unless that run raced with nothing, again with every operation "
              f"completing when issued, in {result.seconds:.1f} s"

@@ -176,11 +176,15 @@ def test_a_protocol_file_given_as_a_schema_says_it_is_a_protocol():
     protocol_file = os.path.join(ROOT, "tests", "targets", "protocols", "_reuse",
                                  "scratch_protocol.py")
     for argv in (("schema", "check", protocol_file),
-                 ("diff", "legacy", "single-loop", "--schema", protocol_file)):
+                 ("diff", "legacy", "single-loop", "--schema", protocol_file),
+                 ("diff", "legacy", "single-loop", "--schema", protocol_file + ":OTHER")):
         proc = run_cli(*argv)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert "declares a protocol (PROTOCOL), not a StagingSchema" in proc.stderr
-        assert f"stagecheck protocol check {protocol_file}" in proc.stderr
+        # the fix names the protocol the file declares (not a :NAME it does not have)
+        assert f"stagecheck protocol check {protocol_file}; " in proc.stderr
+        check = run_cli("protocol", "check", protocol_file)
+        assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_protocol_check_passes_a_good_file_and_the_builtins():

@@ -5,11 +5,14 @@ option, not on the replay file."""
 from __future__ import annotations
 
 import glob
+import os
+import subprocess
+import sys
 
 import pytest
 
 from stagecheck.oracles import messages
-from tests.helpers import assert_outcome, run_stagecheck
+from tests.helpers import ROOT, assert_outcome, run_stagecheck
 
 PROTOCOL_CANDIDATE = ("tests/targets/protocols/input-prep-event/buggy_narrow_event_window.py"
                       "::GPUModelRunner")
@@ -54,3 +57,15 @@ def test_a_missing_target_given_to_a_protocol_replay_is_that_arguments(saved, fl
     protocol_file, _ = saved
     _refused(run_stagecheck("replay", protocol_file, flag, "nosuch.py::X"),
              f"argument {flag}", "'nosuch.py'")
+
+
+def test_a_schema_the_project_sets_is_left_out_of_a_protocol_replay(saved, tmp_path):
+    # was: exit 2 ("--schema ... does not apply"), with no way to leave it out
+    protocol_file, _ = saved
+    (tmp_path / "pyproject.toml").write_text('[tool.stagecheck]\nschema = "mamba-postprocess"\n')
+    proc = subprocess.run([sys.executable, "-m", "stagecheck", "replay", protocol_file,
+                           "--candidate", os.path.join(ROOT, PROTOCOL_CANDIDATE)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "still" in proc.stdout and "does not apply" not in proc.stderr

@@ -86,8 +86,10 @@ def test_json_to_stdout_leaves_the_text_report_to_stderr(repo):
 
 @pytest.mark.parametrize("args,flag,other", [
     (("--no-save", "--save-infos"), "--save-infos", "--no-save"),
-    (("--kernel", "off", "--kernel-backend", "triton"), "--kernel-backend", "--kernel off"),
-    (("--no-kernel", "--kernel-backend", "reference"), "--kernel-backend", "--kernel off"),
+    (("--kernel", "off", "--kernel-backend", "triton"), "--kernel-backend",
+     "--kernel off (--no-kernel)"),
+    (("--no-kernel", "--kernel-backend", "reference"), "--kernel-backend",
+     "--kernel off (--no-kernel)"),
 ])
 def test_options_that_contradict_each_other_are_exit_2_naming_both(repo, args, flag, other):
     # was: exit 0, one of them quietly ignored
@@ -97,8 +99,16 @@ def test_options_that_contradict_each_other_are_exit_2_naming_both(repo, args, f
     assert done.stdout == "" and _untracked(repo) == ""
 
 
-def test_a_project_setting_yields_to_a_contradicting_command_line(repo):
-    (repo / "pyproject.toml").write_text('[tool.stagecheck]\nkernel-backend = "reference"\n')
-    done = _stagecheck(repo, "diff", "legacy", "single-loop", *BUDGET, "--no-kernel",
-                       "--no-save")
+@pytest.mark.parametrize("setting,args,kernel,backend", [
+    ('kernel-backend = "reference"', ("--no-kernel",), "off", None),
+    ('kernel = "off"', ("--kernel-backend", "reference"), "auto", "reference"),
+])
+def test_a_project_setting_yields_to_a_contradicting_command_line(repo, setting, args, kernel,
+                                                                   backend):
+    # was: kernel = "off" in the file silently dropped --kernel-backend given on the line
+    (repo / "pyproject.toml").write_text(f"[tool.stagecheck]\n{setting}\n")
+    done = _stagecheck(repo, "diff", "legacy", "single-loop", *BUDGET, *args, "--no-save",
+                       "--json", "-")
     assert done.returncode == 0, done.stdout + done.stderr
+    settings = json.loads(done.stdout)["settings"]
+    assert (settings["kernel"], settings["kernel_backend"]) == (kernel, backend)

@@ -79,6 +79,25 @@ def test_every_upload_form_is_a_copy_that_reads_the_host_when_it_runs(form):
             assert model.hazards[0].slots == (0,)
 
 
+@pytest.mark.parametrize("index", [slice(0, 4), slice(None), (slice(0, 4),), Ellipsis])
+def test_an_assignment_into_a_basic_view_of_device_memory_is_ordered_after_a_pending_upload(
+        index):
+    # dev[0:4] = host is a blocking upload on the current stream: it runs after the
+    # pending one, as on CUDA (the view was once a plain tensor, its assignment a host
+    # write that the pending upload then overwrote: [1, 1, 1, 1])
+    model = device_model()                   # lazy
+    with model.activate():
+        first, second = pinned([1, 1, 1, 1]), pinned([2, 2, 2, 2])
+        dev = torch.zeros(4, dtype=torch.int32, device=CUDA)
+        dev.copy_(first, non_blocking=True)
+        view = dev[index]
+        assert model.memory(view) == "device" and view.device.type == "cuda"
+        dev[index] = second
+        torch.cuda.synchronize()
+        assert dev.tolist() == [2, 2, 2, 2]
+        assert kinds(model) == []
+
+
 def test_eager_completion_runs_everything_when_issued():
     model = device_model(completion="eager")
     with model.activate():

@@ -42,6 +42,14 @@ def test_runs_with_forced_gates_are_counted_and_their_places_kept_once_and_cappe
     assert result.stalls[:2] == ["a", "b"]
 
 
+def test_a_race_free_sequence_whose_one_run_is_sent_twice_counts_once():
+    # a race-free scheduled run is sent as both runs of its sequence: was counted twice
+    result = _result()
+    forced = Trace(forced=["a"], forced_count=1)
+    note_forced(result, [(forced.to_wire(), forced.to_wire())])
+    assert result.gates_forced == 1
+
+
 def test_the_reports_say_how_many_runs_were_forced_and_where():
     result = _result()
     clean = render_protocol(result)
