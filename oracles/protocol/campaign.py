@@ -447,6 +447,7 @@ class _Search:
         def still_fails(candidates: list[StepSequence]) -> int | None:
             answer = self.runner.run(list(enumerate(candidates)))
             for position, sides in sorted(answer, key=lambda a: a[0]):
+                note_forced(self.result, sides)        # the note counts every run
                 if any(f.key in keys for f in self.judged(candidates[position], sides)):
                     return position
             return None
@@ -457,6 +458,7 @@ class _Search:
                                           batch_size=1 if stopped else 8)
         self.result.shrink_evaluations += spent
         ((_, sides),) = self.runner.run([(0, smallest)])
+        note_forced(self.result, sides)
         final = [f for f in self.judged(smallest, sides) if f.key in keys]
         self.keep(final, smallest, final=True)
         return {f.key for f in final}
