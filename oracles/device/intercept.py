@@ -92,9 +92,6 @@ def basic_index(key) -> bool:
     return False
 
 
-_basic_index = basic_index
-
-
 def _view(t, key):
     with _torch._C.DisableTorchFunction():
         return t[key]
@@ -146,7 +143,7 @@ def _mode_class():
                     if running.reading:     # an argument of it not read whole yet
                         reads = how[1]
                         if reads is _INDEX:     # ``t[key]``: a view reads nothing
-                            if len(args) < 2 or not _basic_index(args[1]):
+                            if len(args) < 2 or not basic_index(args[1]):
                                 model.read_by_work(_tensors(args, []))
                         elif reads is not _NO_READ:
                             model.read_by_work(_tensors(args[reads], []))
@@ -158,7 +155,7 @@ def _mode_class():
                 name = _NAMES[func] = getattr(func, "__name__", "")
                 what = _BY_FUNC[func] = _DISPATCH.get(name, _OTHER)
             if what is _PASS or what is _getitem and len(args) > 1 \
-                    and _basic_index(args[1]):          # a view or metadata: as it is
+                    and basic_index(args[1]):          # a view or metadata: as it is
                 if types and (types == self.own or what is _getitem and self.own
                               and type(args[0]) is self.own[0]):
                     return self.call(func, args, kwargs)
@@ -226,7 +223,7 @@ def _note_work_write(model, how, args, kwargs) -> None:
         if isinstance(out, _Tensor):
             target = out
     if target is not None and isinstance(target, _Tensor):
-        view = _view(target, args[1]) if writes == "setitem" and _basic_index(args[1]) \
+        view = _view(target, args[1]) if writes == "setitem" and basic_index(args[1]) \
             else target
         model.wrote(view)
 
@@ -291,7 +288,7 @@ def _setitem(model, func, args, kwargs):
     to = model.memory(dst)
     value_is_tensor = isinstance(value, torch.Tensor)
     frm = model.memory(value) if value_is_tensor else "host value"
-    if value_is_tensor and (to == "device") != (frm == "device") and _basic_index(key) \
+    if value_is_tensor and (to == "device") != (frm == "device") and basic_index(key) \
             and value.dim() > 0:
         model.copy(_view(dst, key), value, False)       # blocking, as torch's assignment
         return None
@@ -300,7 +297,7 @@ def _setitem(model, func, args, kwargs):
     if model._open and model.host_pending():
         if value_is_tensor:
             model.host_read(span_of(value), "torch __setitem__")
-        target = _view(dst, key) if _basic_index(key) else dst
+        target = _view(dst, key) if basic_index(key) else dst
         model.host_write(span_of(target), "torch __setitem__")
     return func(*args, **kwargs)
 
@@ -347,7 +344,7 @@ def _record_stream(model, func, args, kwargs):
 
 
 def _getitem(model, func, args, kwargs):
-    if len(args) > 1 and _basic_index(args[1]):     # a view
+    if len(args) > 1 and basic_index(args[1]):     # a view
         device = model._device_type()
         if device is not None and type(args[0]) is device:
             return device._stagecheck_call(func, args, kwargs)   # its own handling
