@@ -84,9 +84,11 @@ def chosen_protocol(values: dict, baseline: str | None, candidate: str,
             continue                # a staging function: one call per example
         if protocol is not None:
             found[side] = (protocol.name, name)
-        elif len(protocols_driving(name)) > 1:
+            continue
+        driving = protocols_driving(name)
+        if len(driving) > 1:
             error = UsageError.of(messages.PROTOCOL_TARGET_AMBIGUOUS, target, name=name,
-                                  protocols=", ".join(protocols_driving(name)))
+                                  protocols=", ".join(driving))
             if command is not None:
                 error.located("argument " + ("TARGET" if command == "spec" else side.upper()))
             raise error
