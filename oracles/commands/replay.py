@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, Command, Outcome,
                                               open_targets, schema_of)
@@ -24,15 +22,14 @@ class ReplayCommand(Command):
     name = "replay"
 
     def configure(self, args, values: dict) -> ReplayConfig:
-        # a schema [tool.stagecheck] sets is the project's one-call schema: a protocol
-        # finding's replay leaves it out instead of refusing it (as a protocol run does)
-        self.schema_from_config = "schema" in getattr(args, "from_config", ())
+        if "schema" in getattr(args, "from_config", ()) and is_protocol_replay(args.file):
+            # the project's one-call schema ([tool.stagecheck]): a protocol finding's
+            # replay leaves it out instead of refusing it (as a protocol run does)
+            values = {**values, "schema": None}
         return build(ReplayConfig, self.name, {**values, "file": args.file})
 
     def run(self, config: ReplayConfig, values: dict, outputs: Outputs) -> Outcome:
         if is_protocol_replay(config.file):      # a protocol finding: its step sequence
-            if getattr(self, "schema_from_config", False):
-                config = replace(config, schema=None)
             _refuse_unused("--schema", config.schema, config.file,
                            messages.REPLAY_HOLDS_SEQUENCE, messages.REPLAY_SCHEMA_ALTERNATIVE)
             return replay_protocol_outcome(config)
