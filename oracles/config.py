@@ -169,17 +169,12 @@ def _refuse_wrong_type(spec: Key, raw_key: str, value: Any) -> None:
         given = f"a TOML {'string' if isinstance(value, str) else type(value).__name__} " \
             f"({value!r})"
         shown = getattr(spec.check, "example", "1")
-        if isinstance(value, (str, float)) and types != (list,):     # the number it meant
-            try:
-                number = float(value)
-                if not math.isfinite(number):
-                    pass
-                elif number.is_integer():
-                    shown = str(int(number))
-                elif float in types:
-                    shown = str(number)
-            except (TypeError, ValueError, OverflowError):
-                pass
+        try:                # the number it meant ('50', 50.0), where it is one of the type
+            number = float(value) if isinstance(value, (str, float)) else math.nan
+        except ValueError:
+            number = math.nan
+        if math.isfinite(number) and (number.is_integer() or float in types):
+            shown = str(int(number)) if number.is_integer() else str(number)
         raise ConfigError.of(messages.CONFIG_WRONG_TYPE, raw_key, raw_key, given=given,
                              wanted=wanted, example=example.format(key=raw_key,
                                                                    example=shown))
