@@ -203,14 +203,16 @@ SPEC_VERDICT = {"EQUIVALENT": "CONFORMS", "DIFFERENT": "VIOLATES"}
 PROTOCOL_SPEC_VERDICT = {"EQUIVALENT": "HOLDS THE PROTOCOL",
                          "DIFFERENT": "VIOLATES THE PROTOCOL"}
 #: a protocol report's note: runs on CUDA whose gates the watchdog opened (``gate.py``)
-PROTOCOL_GATES_FORCED = ("note: in {runs} run(s) the host waited for the device where "
-                         "stagecheck does not see it (at {where}); after {seconds:g} s the "
-                         "watchdog opened every gate, so copies there completed earlier than "
-                         "the latest point (a race they hold may have gone unseen), and what "
-                         "that wait ordered is not ordered to stagecheck (a race reported "
-                         "after it may be one the wait prevents): wait with "
-                         "torch.cuda.synchronize, Stream.synchronize or Event.synchronize "
-                         "(seen), or check the protocol on the CPU model (--device cpu)")
+PROTOCOL_GATES_FORCED = ("note: in {runs} run(s) copies completed earlier than the latest "
+                         "point (at {where}): the host waited for the device where stagecheck "
+                         "does not see it, and after {seconds:g} s the watchdog opened every "
+                         "gate, or the protocol's observe read device memory, which on CUDA "
+                         "waits for the current stream; a race those copies hold may have "
+                         "gone unseen, and what such a wait ordered is not ordered to "
+                         "stagecheck (a race reported after it may be one the wait prevents): "
+                         "wait with torch.cuda.synchronize, Stream.synchronize or "
+                         "Event.synchronize (seen), read device values back in an operation, "
+                         "or check the protocol on the CPU model (--device cpu)")
 #: two options given together that contradict each other
 OPTIONS_CONTRADICT = ("{value} contradicts {other}: {why}", "leave one of them out")
 #: ``replay``: an option that the kind of finding the file holds does not read

@@ -27,13 +27,14 @@ run ends.
 
 from __future__ import annotations
 
+import sys
 import time
 from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
 
 from stagecheck.oracles.device.cpu import QUERIES_BEFORE_PROGRESS, poison
-from stagecheck.oracles.device.gate import StreamGates
-from stagecheck.oracles.device.intercept import DeviceMode
+from stagecheck.oracles.device.gate import StreamGates, where_in
+from stagecheck.oracles.device.intercept import HOST_READS, DeviceMode
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
 from stagecheck.oracles.device.order import covers
 from stagecheck.oracles.device.torchload import import_torch
@@ -45,12 +46,15 @@ _EMPTY = ("empty", "empty_like", "empty_strided")
 _NO_HOST_DATA = frozenset(_EMPTY + ("zeros", "zeros_like", "ones", "ones_like", "full",
                                     "full_like", "arange", "eye", "linspace", "randint",
                                     "rand", "randn", "randperm"))
+#: calls that copy a device tensor to the host, besides the reads of ``HOST_READS``
+_DOWNLOADS = frozenset({"cpu", "to", "copy_", "numpy"})
 
 
 class CudaDevice(DeviceModel):
     """The device model on a real CUDA device (see the module doc)."""
 
     kind = "cuda"
+    reads_wait = True
 
     def __init__(self, completion: str = "lazy", busy_cycles: int = 0) -> None:
         super().__init__()
@@ -146,6 +150,10 @@ class CudaDevice(DeviceModel):
     def open_clock(self, clock: dict) -> None:
         """Open the gates in front of every operation ``clock`` covers (the host waits
         for them), and no other."""
+        self.gates.open(self._gates_upto(clock))
+
+    def _gates_upto(self, clock: dict) -> dict:
+        """The gate number, by stream handle, of the last operation ``clock`` covers."""
         upto = {}
         for stream_id, seq in clock.items():
             gated = self._gates_at.get(stream_id)
@@ -154,7 +162,24 @@ class CudaDevice(DeviceModel):
                 last = bisect_right(seqs, seq)
                 if last:
                     upto[handle] = numbers[last - 1]
-        self.gates.open(upto)
+        return upto
+
+    def checker_read(self, func, args) -> None:
+        """The checker's own read of device memory (a protocol's ``observe`` calling
+        ``t.tolist()``): on CUDA it waits for the current stream, so the gates of what
+        that stream was issued open first, at once (not after the watchdog's stall), and
+        are counted as opened early (``gates.forced``), where the read is. The model's
+        order is not changed: the host program learnt nothing."""
+        name = getattr(func, "__name__", "")
+        if name not in HOST_READS and name not in _DOWNLOADS:
+            return
+        if not any(self.memory(t) == "device" for t in args
+                   if isinstance(t, self._torch.Tensor)):
+            return
+        frame = sys._getframe(2)          # past the interception: the caller's read
+        self.gates.opened_early(self._gates_upto(self.current().clock),
+                                f"a read of device memory by the checker's call at "
+                                f"{where_in(frame, 3)}")
 
     def _held(self, op: Op) -> bool:
         """Whether ``op`` still waits behind its gate (False: it had none)."""

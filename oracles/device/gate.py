@@ -178,9 +178,26 @@ class StreamGates:
         with self._lock:
             self._thread = None
 
+    def opened_early(self, upto: dict, why: str) -> None:
+        """Open the gates ``upto`` gives (as ``open``) for a read the checker itself makes
+        of device memory (``why``: where), counted with the watchdog's openings: copies
+        there complete earlier than the latest point, without a stall."""
+        with self._lock:
+            closed = any(upto.get(handle, 0) > c.opened for handle, c in self._counters.items())
+        if closed:
+            self.forced += 1
+            if len(self.stalls) < STALLS_KEPT and why not in self.stalls:
+                self.stalls.append(why)
+            self.open(upto)
+
     def _where_host_waits(self) -> str:
         frame = sys._current_frames().get(self._host_thread)
         if frame is None:
             return "unknown"
-        return " <- ".join(f"{f.name} ({f.filename.rsplit('/', 1)[-1]}:{f.lineno})"
-                           for f in reversed(traceback.extract_stack(frame)[-4:]))
+        return where_in(frame)
+
+
+def where_in(frame, depth: int = 4) -> str:
+    """The last ``depth`` calls of the stack ending at ``frame``, innermost first."""
+    return " <- ".join(f"{f.name} ({f.filename.rsplit('/', 1)[-1]}:{f.lineno})"
+                       for f in reversed(traceback.extract_stack(frame)[-depth:]))

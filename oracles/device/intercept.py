@@ -147,6 +147,8 @@ def _mode_class():
                                 model.read_by_work(_tensors(args, []))
                         elif reads is not _NO_READ:
                             model.read_by_work(_tensors(args[reads], []))
+                elif model.checking:       # the checker's own read (CUDA: may wait)
+                    model.checker_read(func, args)
                 if types == self.own and types:
                     return self.call(func, args, kwargs)
                 return func(*args, **kwargs) if kwargs else func(*args)

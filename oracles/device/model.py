@@ -68,6 +68,9 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         self._paired = False
         self.inside = False               # the model's own work runs: torch calls pass through
         self.running: Op | None = None    # device work being run (its writes are recorded)
+        #: in a ``passthrough`` block of a model whose own reads of device memory must let
+        #: held work run first (``reads_wait``): each torch call goes to ``checker_read``
+        self.checking = False
         self.mismatches: list[dict] = []  # device work that read other than the host meant
         self.stale_reads: list[dict] = []  # host reads of pinned memory a download changed
         #: downloads into pinned memory as they landed (the CPU model): (op, values written)
@@ -412,10 +415,17 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
             self.pairs.made_from(dst, src)    # a device tensor made from a host range
 
     # ---------------------------------------------------------------- torch helpers
+    #: whether the checker's own read of device memory waits for work the model holds
+    #: back (the CUDA backend's gates); the CPU model reads its memory as it is
+    reads_wait = False
+
     def passthrough(self):
         """A block whose torch calls the model neither sees nor orders (the checker's own
         reads of the state)."""
         return _Passthrough(self)
+
+    def checker_read(self, func, args) -> None:
+        """A torch call in a ``passthrough`` block, where ``reads_wait``."""
 
     def _run_now(self, op: Op, run: Callable[[], Any]):
         raise NotImplementedError
@@ -446,12 +456,13 @@ class _Passthrough:
         self.model, self.saved = model, None
 
     def __enter__(self):
-        self.saved = (self.model.inside, self.model.running)
-        self.model.inside, self.model.running = True, None
-        return self.model
+        model = self.model
+        self.saved = (model.inside, model.running, model.checking)
+        model.inside, model.running, model.checking = True, None, model.reads_wait
+        return model
 
     def __exit__(self, *exc) -> None:
-        self.model.inside, self.model.running = self.saved
+        self.model.inside, self.model.running, self.model.checking = self.saved
 
 
 _disabled = None

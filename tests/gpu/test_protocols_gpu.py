@@ -307,3 +307,7 @@ def test_host_issued_operations_get_the_cpu_models_verdict_on_cuda(name, compone
     assert bool(result.errors) == errors, [f.message for f in result.errors]
     if not errors:
         assert not result.infos, [f.message for f in result.infos]
+    # the protocol's observe reads result.out on the device: its gates open at once
+    # (counted, where the read is), never through the watchdog's 0.25 s stall
+    assert all(w.startswith("a read of device memory by the checker's call")
+               for w in result.stalls), result.stalls

@@ -444,6 +444,60 @@ def test_the_cuda_model_opens_the_gates_in_front_of_what_a_clock_covers_and_no_o
     model.gates.close()
 
 
+def test_a_read_of_device_memory_by_the_checker_opens_its_streams_gates_at_once():
+    # a protocol's observe calling out.tolist() waits for the current stream on CUDA: held
+    # behind closed gates it stalled until the watchdog (0.25 s a step, 38 s for 40
+    # sequences of positions_event_window.py on an H100); now the gates of what that
+    # stream was issued open at once, counted as opened early, where the read is
+    import torch
+
+    from stagecheck.oracles.device.cuda import CudaDevice
+    from stagecheck.oracles.device.ops import StreamState
+    model = CudaDevice.__new__(CudaDevice)          # its gates only: no CUDA here
+    model._torch = torch
+    model.gates, _ = _HandMadeGates.make()
+    for handle in (7, 7, 9):
+        model.gates.hold(handle)
+    model._gates_at = {0: (7, [1, 3], [1, 2]), 1: (9, [1], [1])}
+    stream = StreamState(0)
+    stream.clock = {0: 3}
+    model.current = lambda: stream
+    model.memory = lambda t: "device"
+
+    def intercepted(func, args):        # as __torch_function__ calls it: the read is above
+        model.checker_read(func, args)
+    intercepted(torch.Tensor.add, (torch.zeros(2), 1))     # not a read: nothing
+    assert model.gates.forced == 0 and model.gates._counters[7].opened == 0
+    intercepted(torch.Tensor.tolist, (torch.zeros(2),))
+    assert (model.gates._counters[7].opened, model.gates._counters[9].opened) == (2, 0)
+    assert model.gates.forced == 1
+    assert model.gates.stalls[0].startswith("a read of device memory by the checker's call")
+    assert "test_device_protocol_parts.py" in model.gates.stalls[0]
+    model.checker_read(torch.Tensor.tolist, (torch.zeros(2),))    # nothing closed: no count
+    assert model.gates.forced == 1
+    model.memory = lambda t: "pinned"
+    stream.clock = {0: 3, 1: 1}
+    model.checker_read(torch.Tensor.tolist, (torch.zeros(2),))    # host memory: no wait
+    assert model.gates.forced == 1 and model.gates._counters[9].opened == 0
+    model.gates.close()
+
+
+def test_only_a_model_whose_reads_wait_sends_the_checkers_calls_to_it():
+    from stagecheck.oracles.device.cpu import CpuDevice
+    from stagecheck.oracles.device.cuda import CudaDevice
+    model = CpuDevice()
+    with model.passthrough():
+        assert model.inside and not model.checking
+    assert CudaDevice.reads_wait and not CpuDevice.reads_wait
+    model.reads_wait = True
+    with model.passthrough():
+        assert model.checking
+        with model.passthrough():
+            assert model.checking
+        assert model.checking
+    assert not model.checking and not model.inside
+
+
 def test_the_routine_cache_of_the_state_walk_holds_a_bounded_number_of_classes():
     # classes of code loaded again and again (mutants, fresh fixtures) are let go
     from stagecheck.oracles.protocol import context
