@@ -69,6 +69,7 @@ class CudaDevice(DeviceModel):
                       "default_stream": torch.cuda.default_stream,
                       "synchronize": torch.cuda.synchronize}
         self._pending_reads: list[tuple[str, str, dict]] = []
+        self._picked_later: list[tuple] = []     # ``_picked``: (op, lo, item, positions)
         self.gates = StreamGates(torch)
         #: stream id -> (its driver handle, the sequence numbers of the operations a gate
         #: was put in front of, those gates' numbers), both growing
@@ -312,9 +313,20 @@ class CudaDevice(DeviceModel):
                 self.open_before(state)
         return self.query_event(state, done)
 
+    def _positions_on(self, t):
+        return t.device
+
+    def _picked(self, op: Op, lo: int, item: int, positions) -> None:
+        """The positions an advanced index picked are computed on the device, behind the
+        gates: they are noted when the run finishes."""
+        self._picked_later.append((op, lo, item, positions))
+
     def finish(self) -> None:
         self.sync_all()
         with self._torch._C.DisableTorchFunction():
+            for op, lo, item, positions in self._picked_later:
+                super()._picked(op, lo, item, positions.cpu())
+            self._picked_later.clear()
             for where, name, scalars, op in self._pending_reads:
                 op.seen = {k: t.cpu().tolist() for k, t in op.seen.items()}
                 self._only_touched(op, op.seen)

@@ -143,8 +143,10 @@ def _mode_class():
                     if running.reading:     # an argument of it not read whole yet
                         reads = how[1]
                         if reads is _INDEX:     # ``t[key]``: a view reads nothing
-                            if len(args) < 2 or not basic_index(args[1]):
+                            if len(args) < 2:
                                 model.read_by_work(_tensors(args, []))
+                            elif not basic_index(args[1]):    # what the key picks
+                                model.read_picked(args[0], args[1])
                         elif reads is not _NO_READ:
                             model.read_by_work(_tensors(args[reads], []))
                 elif model.checking:       # the checker's own read (CUDA: may wait)

@@ -280,9 +280,8 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
                 if numel and t.is_contiguous():     # its span, as ``_span`` gives it
                     item, lo = t.element_size(), t.data_ptr()
                     span = Span(lo, lo + numel * item, item)
-                    if t.dim() == 1:
-                        seen: set = set()
-                        touched[label], reading[label] = (span, seen), (span, seen, numel)
+                    if t.dim():       # its elements read are noted, flat (row-major)
+                        touched[label] = reading[label] = (span, set(), numel)
                         low, high = min(low, lo), max(high, span.hi)
                     shape = (True, numel, item, t.untyped_storage().data_ptr())
                 else:

@@ -56,10 +56,11 @@ class Op:
         self.forced = ""
         self.intents: dict = {}               # device work: what the host meant it to read
         self.seen: dict = {}                  # device work: what it read
-        #: device work: for each 1-D argument, its span and the elements its operations read
+        #: device work: for each contiguous argument (of one dimension or more), its span,
+        #: the elements its operations read (flat, row-major) and its element count
         self.touched: dict = {}
-        #: device work: the 1-D arguments of ``touched`` not read whole yet, with their
-        #: element counts (once every one is, the work's further reads need no noting)
+        #: device work: the arguments of ``touched`` not read whole yet (once every one
+        #: is, the work's further reads need no noting)
         self.reading: dict = {}
         #: device work: ``(lo, hi)`` around every argument of ``reading`` when launched
         self.bounds: tuple = (0, 0)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from stagecheck.oracles.device.ops import Op
 from stagecheck.oracles.device.spans import _span, span_of
 
-__all__ = ["DeviceWork", "bytes_view", "take_torch"]
+__all__ = ["PICKED_MAX", "DeviceWork", "bytes_view", "take_torch"]
 
 #: torch's ``DisableTorchFunction`` (set by ``take_torch`` when the first model is made)
 _disabled = None
@@ -20,10 +20,18 @@ _disabled = None
 _EXACT: frozenset = frozenset()
 
 
+#: ``torch.Tensor`` and ``torch.arange`` (``take_torch``)
+_Tensor = _arange = None
+#: the most elements a tensor may span for the elements an advanced index picks of it to
+#: be found one by one (``read_picked``); a larger one is read whole
+PICKED_MAX = 1 << 20
+
+
 def take_torch(torch) -> None:
     """Keep what the methods below need of torch (called once, by ``model._take_torch``)."""
-    global _disabled, _EXACT
+    global _disabled, _EXACT, _Tensor, _arange
     _disabled = torch._C.DisableTorchFunction
+    _Tensor, _arange = torch.Tensor, torch.arange
     _EXACT = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
                         torch.int64})
 
@@ -84,14 +92,12 @@ class DeviceWork:
         return run
 
     def read_by_work(self, tensors: list) -> None:
-        """Device work being run read ``tensors``: the elements of its 1-D arguments they
-        cover are noted (``op.touched``), so that what it read is compared only there.
+        """Device work being run read ``tensors``: the elements of its contiguous arguments
+        they cover are noted (``op.touched``), so that what it read is compared only there.
         An argument read whole leaves ``op.reading`` (nothing more to note of it)."""
         op = self.running
         if op is None or not op.reading:
             return
-        reading = op.reading
-        low, high = op.bounds
         with _disabled():       # metadata only
             for t in tensors:
                 if t.is_contiguous():       # its span, as ``span_of`` gives it
@@ -105,32 +111,59 @@ class DeviceWork:
                     lo, hi, elements = span.lo, span.hi, span.elements
                     if hi <= lo:
                         continue
-                if hi <= low or high <= lo:
-                    continue                # outside every argument (a temporary)
-                for label, (arg, seen, count) in list(reading.items()):
-                    if hi <= arg.lo or arg.hi <= lo:
-                        continue            # no byte shared
-                    item = arg.item
-                    if elements is not None:    # only the elements inside the argument
-                        seen.update((a - arg.lo) // item for a in elements
-                                    if arg.lo <= a < arg.hi)
-                    elif lo <= arg.lo and hi >= arg.hi:
-                        seen.update(range(count))           # all of it
-                    else:
-                        seen.update(range((max(lo, arg.lo) - arg.lo) // item,
-                                          (min(hi, arg.hi) - arg.lo + item - 1) // item))
-                    if len(seen) >= count:
-                        del reading[label]
-                if not reading:
+                if not _note_read(op, lo, hi, elements):
                     return
 
+    def read_picked(self, t, key) -> None:
+        """``t[key]`` in device work, ``key`` holding tensors (an advanced index, a block
+        table indexed by request and block): the key's tensors are read whole, and of
+        ``t`` only the elements the key picks, found by indexing the positions of ``t``'s
+        elements with the same key (``_picked``)."""
+        keys = key if type(key) in (tuple, list) else (key,)
+        self.read_by_work([k for k in keys if isinstance(k, _Tensor)])
+        op = self.running
+        if op is None or not op.reading:
+            return
+        with _disabled():
+            shape, strides = t.shape, t.stride()
+            extent = 1 + sum((n - 1) * k for n, k in zip(shape, strides))  # elements spanned
+            if not t.numel() or extent > PICKED_MAX:
+                positions = None
+            else:
+                try:        # the offset of each element of ``t`` from its first, as ``t``
+                    positions = _arange(extent, device=self._positions_on(t)).as_strided(
+                        shape, strides)[key]
+                except Exception:       # a key torch refuses (it raises for the code too)
+                    positions = None
+            lo, item = t.data_ptr(), t.element_size()
+        if positions is None:
+            self.read_by_work([t])
+        else:
+            self._picked(op, lo, item, positions)
+
+    def _positions_on(self, t):
+        """The device ``read_picked`` finds ``t``'s elements on (the CPU model's device
+        memory is host memory)."""
+        return None
+
+    def _picked(self, op: Op, lo: int, item: int, positions) -> None:
+        """Note the elements at ``positions`` (a tensor of element offsets from ``lo``) as
+        read by ``op`` (the CUDA backend, whose positions are computed on the device
+        later, notes them when the run finishes)."""
+        with _disabled():
+            found = sorted(set(positions.reshape(-1).tolist()))
+        if found:
+            _note_read(op, lo + found[0] * item, lo + found[-1] * item + item,
+                       tuple(lo + p * item for p in found))
+
     def _only_touched(self, op: Op, values: dict) -> None:
-        """In ``values`` (``{label: list}``), the elements of each 1-D argument that the
-        work never read become None: what it did not read is not what it read."""
-        for label, (_, seen) in op.touched.items():
+        """In ``values`` (``{label: list}``, nested for more dimensions), the elements of
+        each argument that the work never read become None: what it did not read is not
+        what it read (a stale row of a block table the work does not index)."""
+        for label, (_, seen, numel) in op.touched.items():
             listed = values.get(label)
-            if isinstance(listed, list) and len(seen) < len(listed):
-                values[label] = [v if i in seen else None for i, v in enumerate(listed)]
+            if isinstance(listed, list) and len(seen) < numel:
+                values[label] = _blanked(listed, seen, [0])
 
     def wrote(self, t) -> None:
         """Device work being run wrote tensor ``t`` in place (seen while it runs): device
@@ -158,6 +191,39 @@ class DeviceWork:
             op.dev_writes.append(span)
             if op not in self._writers:
                 self._writers.append(op)
+
+
+def _note_read(op: Op, lo: int, hi: int, elements) -> bool:
+    """Note bytes ``[lo, hi)`` (``elements``: each element's start address, where not
+    every byte is read) as read by ``op``; whether an argument is still not read whole."""
+    reading = op.reading
+    low, high = op.bounds
+    if hi <= low or high <= lo:
+        return True                 # outside every argument (a temporary)
+    for label, (arg, seen, count) in list(reading.items()):
+        if hi <= arg.lo or arg.hi <= lo:
+            continue            # no byte shared
+        item = arg.item
+        if elements is not None:    # only the elements inside the argument
+            seen.update((a - arg.lo) // item for a in elements if arg.lo <= a < arg.hi)
+        elif lo <= arg.lo and hi >= arg.hi:
+            seen.update(range(count))           # all of it
+        else:
+            seen.update(range((max(lo, arg.lo) - arg.lo) // item,
+                              (min(hi, arg.hi) - arg.lo + item - 1) // item))
+        if len(seen) >= count:
+            del reading[label]
+    return bool(reading)
+
+
+def _blanked(listed: list, seen: set, at: list) -> list:
+    """``listed`` (nested lists in row-major order) with each element whose flat index
+    (``at[0]`` onwards) is not in ``seen`` replaced by None."""
+    if listed and type(listed[0]) is list:
+        return [_blanked(row, seen, at) for row in listed]
+    start = at[0]
+    at[0] = start + len(listed)
+    return [v if start + i in seen else None for i, v in enumerate(listed)]
 
 
 def bytes_view(now):

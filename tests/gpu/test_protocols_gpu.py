@@ -311,3 +311,23 @@ def test_host_issued_operations_get_the_cpu_models_verdict_on_cuda(name, compone
     # (counted, where the read is), never through the watchdog's 0.25 s stall
     assert all(w.startswith("a read of device memory by the checker's call")
                for w in result.stalls), result.stalls
+
+
+# ------------------ device work that indexes part of a table (tests/targets/protocols/_tables)
+
+
+@pytest.mark.parametrize("name,errors", [("block_table_fixed.py", False),
+                                         ("block_table_buggy.py", True)])
+def test_a_kernel_indexing_a_block_table_gets_the_cpu_models_verdict_on_cuda(name, errors):
+    # the elements an advanced index picks are computed on the device behind the gates and
+    # noted when the run finishes: stale rows the kernel never reads are not compared
+    import os
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "targets", "protocols", "_tables")
+    result = run_protocol_campaign(None, f"{os.path.join(here, name)}::BlockTableRunner",
+                                   os.path.join(here, "block_table_protocol.py"),
+                                   ProtocolConfig(sequences=60, **CUDA))
+    assert bool(result.errors) == errors, [f.message for f in result.errors]
+    assert result.gates_forced == 0, result.stalls
+    for finding in result.errors:
+        assert "block_table[(1" not in finding.message, finding.message

@@ -395,6 +395,37 @@ def test_device_work_is_compared_only_where_it_reads():
     assert model.mismatches == []
 
 
+@pytest.mark.parametrize("kernel,read,index", [
+    # a block table given whole, of which the work reads row 0 by a basic index, or by
+    # request and block (an advanced index, vLLM's slot mapping): row 1 is a stale row of
+    # a finished request, cleared on the host, never uploaded again
+    (lambda tab, idx: tab[0:1, 0] * 2, [[1, None], [None, None]], [None]),
+    (lambda tab, idx: tab[idx, idx + 1] * 2, [[None, 2], [None, None]], [0]),
+    (lambda tab, idx: tab[idx] * 2, [[1, 2], [None, None]], [0]),
+    (lambda tab, idx: tab[:, 0][idx] + 0, [[1, None], [None, None]], [0]),
+    (lambda tab, idx: tab[1 - idx, 1] + 0, [[None, None], [None, 4]], [0]),
+    (lambda tab, idx: tab[tab[:, 0] > 0, 1] + 0, [[1, 2], [3, 4]], [None]),  # the mask: all
+])
+def test_device_work_on_a_table_is_compared_only_at_the_elements_it_reads(kernel, read,
+                                                                          index):
+    model = device_model("cpu")
+    with model.activate():
+        host = torch.tensor([[1, 2], [3, 4]], dtype=torch.int32).pin_memory()
+        dev = torch.zeros(2, 2, dtype=torch.int32, device="cuda")
+        idx_host = torch.zeros(1, dtype=torch.int64).pin_memory()
+        idx = torch.zeros(1, dtype=torch.int64, device="cuda")
+        dev.copy_(host, non_blocking=True)
+        idx.copy_(idx_host, non_blocking=True)
+        torch.cuda.synchronize()
+        host.numpy()[1, 0] = 9                     # row 1 no longer live: cleared, not sent
+        model.launch("kernel", lambda: kernel(dev, idx), {"tab": dev, "idx": idx})
+        torch.cuda.synchronize()
+        model.finish()
+    assert model.reads_log[0][2]["tab"] == read
+    assert model.reads_log[0][2]["idx"] == index
+    assert model.mismatches == []
+
+
 def test_numpy_of_a_pending_download_is_a_view_not_a_read():
     """vLLM's ``async_copy_to_np``: ``x.to("cpu", non_blocking=True).numpy()`` makes a view
     of pinned memory a download still writes; read after the copy's event it is correct
