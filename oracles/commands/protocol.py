@@ -435,7 +435,11 @@ def _summary(protocol: Protocol, where: str, target: str | None = None) -> list[
         lines.append(f"  steps per sequence {space.steps[0]}..{space.steps[1]}, batch of "
                      f"{space.capacity[0]}..{space.capacity[1]} request(s), drafts up to "
                      f"{space.max_drafts}, dummy steps {'on' if space.dummy else 'off'}, "
-                     f"preemption {'on' if space.preemption else 'off'}")
+                     f"preemption {'on' if space.preemption else 'off'}, prompts up to "
+                     f"{space.max_prompt} token(s), temperatures "
+                     f"{', '.join(f'{t:g}' for t in space.temperatures)}"
+                     + "".join(f", {name} in {', '.join(map(repr, values))}"
+                               for name, values in space.params.items()))
     if protocol.device_work:
         lines.append(f"  device work: {', '.join(protocol.device_work)}")
     if protocol.checks:

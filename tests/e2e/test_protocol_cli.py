@@ -193,6 +193,14 @@ def test_protocol_check_passes_a_good_file_and_the_builtins():
     assert "the declaration is right" in proc.stdout and "one step: stage" in proc.stdout
     for name in BUILTIN:
         assert run_cli("protocol", "check", name).returncode == 0
+    # the whole step space is shown, its parameters included
+    tables = os.path.join(ROOT, "tests", "targets", "protocols", "_tables",
+                          "block_table_protocol.py")
+    shown = run_cli("protocol", "check", tables)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert ("steps per sequence 1..6, batch of 1..4 request(s), drafts up to 0, dummy steps "
+            "off, preemption on, prompts up to 8 token(s), temperatures 0, 0.5, 0.7, 1, "
+            "block_size in 2, 4") in shown.stdout
     listed = run_cli("protocol", "list")
     assert listed.returncode == 0 and all(name in listed.stdout for name in BUILTIN)
 
