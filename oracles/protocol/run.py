@@ -362,13 +362,14 @@ def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> l
             # one that changes them (``when`` clearing ``step.scheduled``) changes only its
             # own run, not the next target's
             meant = _warm_up(code, protocol, seq, options)
-            seen = run_sequence(code, protocol, seq, "seen", options)
-            if seen.race_free or (seen.failed() or {}).get("outcome") == "hung" \
-                    or seen.stopped:
+            if meant is not None and (_hung(meant) or meant.stopped):
+                traces = (meant, meant)     # it hangs with nothing held back: once is enough
+            elif _hung(seen := run_sequence(code, protocol, seq, "seen", options)) \
+                    or seen.race_free or seen.stopped:
                 traces = (seen, seen)       # schedule-independent, or it hangs: once is enough
             else:
                 traces = (meant or run_sequence(code, protocol, seq, "meant", options), seen)
-            hung |= any((t.failed() or {}).get("outcome") == "hung" for t in traces)
+            hung |= any(_hung(t) for t in traces)
             # processes the sequence's code left running (ended), and threads it started
             # that still run (a thread cannot be ended: the worker is, after this answer)
             left = list(end_left_running()) + [
@@ -386,6 +387,10 @@ def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> l
             out.append(RESTART)     # time charged to its sequences
             break
     return out
+
+
+def _hung(trace: Trace) -> bool:
+    return (trace.failed() or {}).get("outcome") == "hung"
 
 
 #: the targets (by id of their ``Code``) whose first sequence on CUDA ran as meant first

@@ -505,3 +505,25 @@ def test_the_routine_cache_of_the_state_walk_holds_a_bounded_number_of_classes()
         assert context._routine(type(f"Made{i}", (), {})()) is False
     assert 0 < len(context._ROUTINES) <= context._ROUTINES_HELD
     assert context._routine(len) is True
+
+
+def test_a_warm_up_run_that_hangs_is_the_sequences_only_run(monkeypatch):
+    # on CUDA a target's first sequence runs as meant first; when that run hangs, the
+    # scheduled run would wait out the time limit again: the hang is both sides at once
+    from stagecheck.oracles.protocol import run
+    from stagecheck.spec.protocol import Trace
+    hung = Trace(ops=[{"step": 0, "op": "step", "completion": "", "outcome": "hung",
+                       "in_flight": 0, "hazards": [], "result": None}])
+    ran = []
+    monkeypatch.setattr(run, "_warm_up", lambda *a: hung)
+    monkeypatch.setattr(run, "run_sequence", lambda *a: ran.append(a[3]) or Trace())
+    monkeypatch.setattr(run, "end_left_running", lambda: [])
+    monkeypatch.setattr(run, "_freeze_once", lambda: None)
+    seq = {"capacity": 1, "steps": []}
+    monkeypatch.setattr(run.StepSequence, "from_dict", staticmethod(lambda data: data))
+    (index, sides), = run._run_batch(None, [object()], [(0, seq)], {"device": "cuda"})
+    assert ran == [] and index == 0
+    assert [Trace.from_wire(w).failed()["outcome"] for w in sides[0]] == ["hung", "hung"]
+    monkeypatch.setattr(run, "_warm_up", lambda *a: None)       # not warmed: run as always
+    run._run_batch(None, [object()], [(1, seq)], {"device": "cuda"})
+    assert ran == ["seen"]
