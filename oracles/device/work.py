@@ -22,6 +22,8 @@ _EXACT: frozenset = frozenset()
 
 #: ``torch.Tensor`` and ``torch.arange`` (``take_torch``)
 _Tensor = _arange = None
+#: the dtypes of an index that is a mask (``take_torch``)
+_MASKS: frozenset = frozenset()
 #: the most elements a tensor may span for the elements an advanced index picks of it to
 #: be found one by one (``read_picked``); a larger one is read whole
 PICKED_MAX = 1 << 20
@@ -29,9 +31,10 @@ PICKED_MAX = 1 << 20
 
 def take_torch(torch) -> None:
     """Keep what the methods below need of torch (called once, by ``model._take_torch``)."""
-    global _disabled, _EXACT, _Tensor, _arange
+    global _disabled, _EXACT, _Tensor, _arange, _MASKS
     _disabled = torch._C.DisableTorchFunction
     _Tensor, _arange = torch.Tensor, torch.arange
+    _MASKS = frozenset({torch.bool, torch.uint8})
     _EXACT = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
                         torch.int64})
 
@@ -120,14 +123,16 @@ class DeviceWork:
         ``t`` only the elements the key picks, found by indexing the positions of ``t``'s
         elements with the same key (``_picked``)."""
         keys = key if type(key) in (tuple, list) else (key,)
-        self.read_by_work([k for k in keys if isinstance(k, _Tensor)])
+        tensors = [k for k in keys if isinstance(k, _Tensor)]
+        self.read_by_work(tensors)
         op = self.running
         if op is None or not op.reading:
             return
         with _disabled():
             shape, strides = t.shape, t.stride()
             extent = 1 + sum((n - 1) * k for n, k in zip(shape, strides))  # elements spanned
-            if not t.numel() or extent > PICKED_MAX:
+            # a mask: read whole (on CUDA what it picks is known only by waiting for it)
+            if not t.numel() or extent > PICKED_MAX or any(k.dtype in _MASKS for k in tensors):
                 positions = None
             else:
                 try:        # the offset of each element of ``t`` from its first, as ``t``

@@ -405,6 +405,8 @@ def test_device_work_is_compared_only_where_it_reads():
     (lambda tab, idx: tab[:, 0][idx] + 0, [[1, None], [None, None]], [0]),
     (lambda tab, idx: tab[1 - idx, 1] + 0, [[None, None], [None, 4]], [0]),
     (lambda tab, idx: tab[tab[:, 0] > 0, 1] + 0, [[1, 2], [3, 4]], [None]),  # the mask: all
+    (lambda tab, idx: tab[0][torch.cat([idx == 0, idx == 1])] + 0, [[1, 2], [None, None]],
+     [0]),                  # a mask made of something else: what it selects from, all
 ])
 def test_device_work_on_a_table_is_compared_only_at_the_elements_it_reads(kernel, read,
                                                                           index):
