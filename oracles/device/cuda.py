@@ -346,7 +346,8 @@ class CudaDevice(DeviceModel):
 
 @contextmanager
 def _wrapped(model: CudaDevice):
-    """``torch.cuda``'s event, stream and synchronization calls, seen by ``model``."""
+    """``torch.cuda``'s event, stream and synchronization calls (and ``torch.Event``,
+    ``torch.Stream``), seen by ``model``."""
     torch = model._torch
     real = model._real
     RealEvent, RealStream = real["Event"], real["Stream"]
@@ -408,6 +409,16 @@ def _wrapped(model: CudaDevice):
                 model.open_clock(model._state_of(self).clock)     # a polling loop ends
             return done
 
+    class TrackedAcceleratorEvent(TrackedEvent):
+        """``torch.Event()`` (device-generic: the device comes first) as a tracked CUDA
+        event."""
+
+        def __new__(cls, device=None, **kwargs):
+            return super().__new__(cls, **kwargs)
+
+        def __init__(self, device=None, **kwargs):
+            pass
+
     def tracked(stream):
         return TrackedStream(stream_id=stream.stream_id, device_index=stream.device_index,
                              device_type=stream.device_type)
@@ -422,11 +433,17 @@ def _wrapped(model: CudaDevice):
              "current_stream": lambda device=None: tracked(real["current_stream"](device)),
              "default_stream": lambda device=None: tracked(real["default_stream"](device)),
              "synchronize": synchronize}
-    saved = {name: getattr(torch.cuda, name) for name in names}
-    for name, value in names.items():
-        setattr(torch.cuda, name, value)
+    generic = {"Event": TrackedAcceleratorEvent, "Stream": TrackedStream}
+    places = [(torch.cuda, names), (torch, {name: value for name, value in generic.items()
+                                            if hasattr(torch, name)})]
+    saved = [(place, {name: getattr(place, name) for name in table})
+             for place, table in places]
+    for place, table in places:
+        for name, value in table.items():
+            setattr(place, name, value)
     try:
         yield model
     finally:
-        for name, value in saved.items():
-            setattr(torch.cuda, name, value)
+        for place, values in saved:
+            for name, value in values.items():
+                setattr(place, name, value)

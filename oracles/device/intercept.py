@@ -327,11 +327,19 @@ def _numpy(model, func, args, kwargs):
     #                                    is seen in its values: readback_as_written)
 
 
+#: torch's legacy tensor type names, by dtype (its messages name a tensor by them)
+_TYPE_NAMES = {"torch.float32": "FloatTensor", "torch.float64": "DoubleTensor",
+               "torch.float16": "HalfTensor", "torch.bfloat16": "BFloat16Tensor",
+               "torch.int64": "LongTensor", "torch.int32": "IntTensor",
+               "torch.int16": "ShortTensor", "torch.int8": "CharTensor",
+               "torch.uint8": "ByteTensor", "torch.bool": "BoolTensor"}
+
+
 def _pin_memory(model, func, args, kwargs):
     t = args[0]
     if model.memory(t) == "device":
-        raise RuntimeError("cannot pin 'torch.cuda.IntTensor' only dense CPU tensors can be "
-                           "pinned")
+        raise RuntimeError(f"cannot pin 'torch.cuda.{_TYPE_NAMES.get(str(t.dtype), 'Tensor')}' "
+                           "only dense CPU tensors can be pinned")
     if model.memory(t) == "pinned":
         return t
     if model._open and model.host_pending():
@@ -366,6 +374,11 @@ _HANDLERS = {
 
 # ============================================================================ the rest
 
+#: factories of a tensor shaped like their first argument, which read no value of it
+_LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "full_like", "rand_like",
+                   "randn_like", "randint_like"})
+
+
 def _factory(model, func, args, kwargs):
     kw = dict(kwargs)
     device = kw.pop("device", None)
@@ -374,6 +387,12 @@ def _factory(model, func, args, kwargs):
     if not on_device and device is not None:
         kw["device"] = device
     if not on_device and not pin:
+        if device is not None and getattr(func, "__name__", "") in _LIKE and args \
+                and model.memory(args[0]) == "device":
+            # ``empty_like(dev, device="cpu")``: host memory shaped like a device tensor
+            # (such a factory reads its metadata only)
+            with _torch._C.DisableTorchFunction():
+                return func(*args, **kw)
         return _generic(model, func, getattr(func, "__name__", ""), args, kw)
     if on_device:
         return model.make_device(func, args, kw)

@@ -2,7 +2,8 @@
 
 A CPU build of torch has no CUDA: its ``torch.cuda.Event`` and ``Stream`` cannot be made
 and ``current_stream`` raises. While a ``CpuDevice`` is active (``installed``), these names
-of ``torch.cuda`` are the model's, looked up where code calls them (``torch.cuda.Event()``
+of ``torch.cuda`` are the model's (and ``torch.Event``, ``torch.Stream``, the
+device-generic classes engines now make), looked up where code calls them (``torch.cuda.Event()``
 at call time; a name imported with ``from torch.cuda import Event`` before the model was
 active keeps torch's):
 
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 from stagecheck.oracles.device.model import EventState
 from stagecheck.oracles.device.torchload import import_torch
 
-__all__ = ["ModelEvent", "ModelStream", "installed"]
+__all__ = ["ModelAcceleratorEvent", "ModelEvent", "ModelStream", "installed"]
 
 _ACTIVE: list = []      # the active CPU models, innermost last
 
@@ -127,6 +128,15 @@ class ModelEvent:
         return "<stagecheck model event>"
 
 
+class ModelAcceleratorEvent(ModelEvent):
+    """``torch.Event`` (the device-generic event vLLM makes: ``torch.Event()``) of the CPU
+    model: its first argument is the device."""
+
+    def __init__(self, device=None, *, enable_timing: bool = False, blocking: bool = False,
+                 interprocess: bool = False) -> None:
+        super().__init__(enable_timing, blocking, interprocess)
+
+
 class _StreamContext:
     def __init__(self, stream) -> None:
         self.stream, self._previous = stream, None
@@ -170,24 +180,32 @@ _NAMES = {
 }
 
 
+#: the device-generic names of ``torch`` itself that are the model's too
+_TORCH_NAMES = {"Event": ModelAcceleratorEvent, "Stream": ModelStream}
+
+
 @contextmanager
 def installed(model):
-    """``torch.cuda``'s names are ``model``'s while the block runs."""
+    """``torch.cuda``'s names (and ``torch.Event``, ``torch.Stream``) are ``model``'s while
+    the block runs."""
     torch = import_torch()
-    cuda = torch.cuda
     missing = object()
-    saved = {name: getattr(cuda, name, missing) for name in _NAMES}
+    places = [(torch.cuda, _NAMES), (torch, _TORCH_NAMES)]
+    saved = [(place, {name: getattr(place, name, missing) for name in names})
+             for place, names in places]
     _ACTIVE.append(model)
-    for name, value in _NAMES.items():
-        setattr(cuda, name, value)
+    for place, names in places:
+        for name, value in names.items():
+            setattr(place, name, value)
     try:
         yield model
     finally:
         _ACTIVE.remove(model)
-        for name, value in saved.items():
-            if _ACTIVE:
-                continue          # an outer model is still active: its names stay
-            if value is missing:
-                delattr(cuda, name)
-            else:
-                setattr(cuda, name, value)
+        for place, values in saved:
+            for name, value in values.items():
+                if _ACTIVE:
+                    continue          # an outer model is still active: its names stay
+                if value is missing:
+                    delattr(place, name)
+                else:
+                    setattr(place, name, value)

@@ -128,6 +128,44 @@ def test_waiting_on_an_event_makes_the_reuse_safe():
         assert dev.tolist() == [1, 2]
 
 
+@pytest.mark.parametrize("made", ["torch.Event", "torch.cuda.Event"])
+def test_the_device_generic_event_and_stream_are_the_models(made):
+    # vLLM makes its events with torch.Event() now: on a CPU build torch's raises "cpu
+    # backend doesn't support events" (a false step_outcome finding before)
+    model = device_model()
+    with model.activate():
+        host = pinned([1, 2])
+        dev = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        side = torch.Stream()
+        done = torch.Event() if made == "torch.Event" else torch.cuda.Event()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            dev.copy_(host, non_blocking=True)
+            done.record()
+        host[0] = 5                          # before the wait: a race
+        assert kinds(model) == [HOST_WRITE_PENDING_UPLOAD]
+        done.synchronize()
+        host[1] = 6                          # after it: safe
+        assert len(model.hazards) == 1
+    assert not isinstance(torch.Event, type) or "stagecheck" not in torch.Event.__module__
+
+
+def test_a_like_factory_asked_for_host_memory_gives_host_memory():
+    # torch.empty_like(dev, device="cpu").pin_memory(): a pinned buffer shaped like a
+    # device tensor (before, the model kept it a device tensor and pin_memory raised)
+    model = device_model()
+    with model.activate():
+        dev = torch.zeros(2, 3, dtype=torch.int64, device=CUDA)
+        for host in (torch.empty_like(dev, device="cpu"), torch.zeros_like(dev, device="cpu"),
+                     torch.full_like(dev, 4, device=torch.device("cpu"))):
+            assert model.memory(host) == "pageable" and host.device.type == "cpu"
+            assert host.shape == (2, 3) and host.dtype == torch.int64
+            assert model.memory(host.pin_memory()) == "pinned"
+        assert model.memory(torch.empty_like(dev)) == "device"
+        with pytest.raises(RuntimeError, match="cannot pin 'torch.cuda.LongTensor'"):
+            dev.pin_memory()
+
+
 def test_a_write_of_nothing_is_not_a_hazard():
     model = device_model()
     with model.activate():
