@@ -74,6 +74,27 @@ def test_the_cuda_backend_sees_a_read_of_a_pending_download_and_an_event_makes_i
         assert out.tolist() == [0, 1, 2, 3] and len(model.hazards) == 1
 
 
+def test_the_device_generic_event_and_stream_are_tracked_on_cuda():
+    # torch.Event() / torch.Stream() (vLLM's runner makes torch.Event() now) as the CUDA
+    # backend's tracked event and stream: the wait they give is seen
+    model = device_model("cuda", busy_cycles=BUSY)
+    with model.activate():
+        dev = torch.arange(4, dtype=torch.int32, device="cuda")
+        out = torch.zeros(4, dtype=torch.int32, pin_memory=True)
+        side = torch.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        torch.cuda._sleep(50 * BUSY)
+        with torch.cuda.stream(side):
+            out.copy_(dev, non_blocking=True)
+            landed = torch.Event()
+            landed.record()
+        assert out.tolist() == [0, 0, 0, 0]           # not landed yet
+        assert kinds(model) == [HOST_TOUCH_PENDING_DOWNLOAD]
+        landed.synchronize()
+        assert out.tolist() == [0, 1, 2, 3] and len(model.hazards) == 1
+    assert not model.gates.forced
+
+
 def test_the_cuda_backend_sees_a_consumer_on_another_stream_without_a_wait():
     model = device_model("cuda", busy_cycles=BUSY)
     with model.activate():
