@@ -559,13 +559,11 @@ PROTOCOL_CHECK_OK = ("protocol {name!r} ({where}): the declaration is right, and
                      "step sequence(s) unfold and choose their operations (each 'when' "
                      "answered)")
 #: ``protocol check`` without a target: what was not run
-PROTOCOL_CHECK_NOT_RUN = ("  not run: build, the operations' run and observe (they need the "
-                          "component); dry-run them too: stagecheck protocol check {where} "
+PROTOCOL_CHECK_NOT_RUN = ("  not run: {parts} (they need the component); dry-run them too: stagecheck protocol check {where} "
                           "path/to/file.py::{component}")
 #: ``protocol check FILE TARGET``: the dry run through the target
-PROTOCOL_CHECK_DRY_RUN = ("  dry run through {target}: {count} step sequence(s) ran build, every "
-                          "operation, observe and the protocol's checks without a mistake of "
-                          "the protocol")
+PROTOCOL_CHECK_DRY_RUN = ("  dry run through {target}: {count} step sequence(s) ran {parts} "
+                          "without a mistake of the protocol")
 PROTOCOL_CHECK_DRY_FINDINGS = ("  (the code under test showed {count} finding(s) on them; "
                                "stagecheck spec {target} --protocol {where} reports them)")
 #: ``--json`` and ``--junit-xml``/``--markdown`` of a protocol run

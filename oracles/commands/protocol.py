@@ -375,15 +375,24 @@ class ProtocolCommand(Command):
         lines = _summary(protocol, where, target)
         if ran is None:
             lines.insert(1, messages.PROTOCOL_CHECK_NOT_RUN.format(
-                where=shlex.quote(where), component=protocol.component or "Class"))
+                where=shlex.quote(where), component=protocol.component or "Class",
+                parts=_listed(["build", "the operations' run"]
+                              + ["observe"] * bool(protocol.observe))))
         else:
             lines.insert(1, messages.PROTOCOL_CHECK_DRY_RUN.format(
-                target=target, count=ran.sequences_run))
+                target=target, count=ran.sequences_run,
+                parts=_listed(["build", "every operation"] + ["observe"] * bool(protocol.observe)
+                              + ["the protocol's checks"] * bool(protocol.checks))))
             if ran.findings:
                 lines.insert(2, messages.PROTOCOL_CHECK_DRY_FINDINGS.format(
                     count=len(ran.findings), target=shlex.quote(target),
                     where=shlex.quote(where)))
         return Outcome("checked", EXIT_CLEAN, protocol, text="\n".join(lines))
+
+
+def _listed(parts: list[str]) -> str:
+    """``a, b and c``: the parts of a protocol a dry run ran (those it declares)."""
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 #: step sequences ``protocol check FILE TARGET`` runs through the target

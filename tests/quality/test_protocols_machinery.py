@@ -219,6 +219,9 @@ def test_protocol_check_with_a_target_dry_runs_build_operations_and_observe(caps
     out = capsys.readouterr().out
     assert messages.PROTOCOL_CHECK_DRY_RUN.split("{")[0].strip() in out
     assert "finding(s) on them" not in out
+    # only the parts the protocol declares are said to have run (it has no observe, no
+    # checks of its own)
+    assert "step sequence(s) ran build and every operation without a mistake" in out
     # the target is checked as a protocol run checks it
     assert main(["protocol", "check", EXAMPLE, toy("fixed_token_stager") + ".nope"]) == 2
     assert "argument TARGET: " in capsys.readouterr().err
