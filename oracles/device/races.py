@@ -144,9 +144,11 @@ class RaceDetection:
             return [int(i) for i in torch.nonzero(differs.reshape(-1)).reshape(-1).tolist()]
 
     def unlanded(self) -> tuple[str, ...]:
-        """The downloads into pinned memory the host has not seen land (described)."""
+        """The downloads into pinned memory the host has not seen land (described); one
+        of nothing (an empty batch's) changes nothing there and is left out."""
         return tuple(op.describe() for op in self._still_open()
-                     if op.kind == "d2h" and op.host_writes)
+                     if op.kind == "d2h" and op.host_writes
+                     and not all(span.empty for span in op.host_writes))
 
     def host_pending(self) -> bool:
         """Whether a copy the host has not seen complete reads or writes pinned memory (an

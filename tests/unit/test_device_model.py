@@ -592,3 +592,19 @@ def test_part_of_the_rows_of_a_2d_tensor_is_named_by_row_and_column():
         assert model._name(host[:, :1]) == "pos_cpu[(0, 0), (1, 0), (2, 0)]"
         assert model._name(host[1, 1:3]) == "pos_cpu[(1, 1), (1, 2)]"
         assert model._name(host[1:]) == "pos_cpu[4:12]"          # whole rows: a range
+
+
+def test_a_pending_download_of_nothing_is_not_named_as_unlanded():
+    # an empty batch's download wrote nothing: a report's "possibly a read before a
+    # download landed" named it as "pinned tensor 1[] -> pinned tensor 1[]"
+    model = device_model()
+    with model.activate():
+        dev = torch.arange(4, dtype=torch.int32, device=CUDA)
+        out = torch.zeros(4, dtype=torch.int32).pin_memory()
+        out[:0].copy_(dev[:0], non_blocking=True)
+        assert model.unlanded() == ()
+        out[:2].copy_(dev[:2], non_blocking=True)
+        (named,) = model.unlanded()
+        assert "[0:2]" in named
+        torch.cuda.synchronize()
+        assert model.unlanded() == ()
