@@ -739,6 +739,10 @@ FIXTURE_NOT_A_TARGET = ("{value} is not a staging target (it is {kind})",
 #: the fixture's line under a failure: where its error findings were saved
 FIXTURE_SAVED = ("{count} finding(s) saved under {path}; each runs again with its "
                  "'stagecheck replay FILE' line above")
+#: the fixture's ``reproduce:`` line, where the test ran the hypothesis engine (its default)
+FIXTURE_REPRODUCE_ENGINE = (" (the command line searches with its batched engine: the same "
+                            "settings, other examples; each replay line above, where there is "
+                            "one, runs an error finding's own example again)")
 FIXTURE_NOT_ISOLABLE = ("{value!r} cannot be loaded in a worker process (it is a "
                         "lambda, a function defined inside another function, or has no "
                         "source file), and stagecheck runs code under test only there",

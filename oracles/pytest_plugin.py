@@ -265,7 +265,7 @@ class StagecheckFixture:
         shown.baseline = _portable(result.baseline) if result.baseline else None
         shown.candidate = _portable(result.candidate)
         message = render_campaign(shown, strict, saved)
-        hint = _reproduce_hint(result, given, options)
+        hint = _reproduce_hint(result, given, options, strict)
         for line in (note, hint):
             if line:
                 message += "\n" + line
@@ -312,18 +312,19 @@ class StagecheckFixture:
                 messages.FIXTURE_SAVED.format(count=len(saved), path=self.save_dir))
 
 
-def _reproduce_hint(result, given: tuple, options: dict) -> str:
+def _reproduce_hint(result, given: tuple, options: dict, strict: bool = False) -> str:
     """The CLI command that re-runs this campaign, when both targets were given as specs:
     the flags of ``options.TABLE`` for every value that is not the command line's default
-    (examples and seed always); a value the command line has no flag for is named after."""
+    (examples and seed always, ``--strict`` where the test asked for it); a value the
+    command line has no flag for is named after."""
     baseline, candidate = given
     if not isinstance(candidate, str) or not (baseline is None or isinstance(baseline, str)):
         return ""
     command = "diff" if baseline is not None else "spec"
     c = result.config
-    values = {**flat(c), "shims": tuple(options.get("shims") or ())}
+    values = {**flat(c), "shims": tuple(options.get("shims") or ()), "strict": strict}
     # the command line's defaults; the busy cycles default differs per device
-    defaults = {**flat(CampaignConfig()), "shims": (),
+    defaults = {**flat(CampaignConfig()), "shims": (), "strict": False,
                 "gpu_busy_cycles": RunOptions(device=c.run.device).gpu_busy_cycles}
     defaults.update({k: values[k] for k in ("database", "derandomize", "engine")
                      if k not in options})     # the fixture's own choices, not the test's
@@ -333,6 +334,8 @@ def _reproduce_hint(result, given: tuple, options: dict) -> str:
         shlex.quote(w) for w in words)
     if left:
         hint += " (this test also set " + ", ".join(f"{k}={v!r}" for k, v in left.items()) + ")"
+    if c.engine == "hypothesis" and "engine" not in options:
+        hint += messages.FIXTURE_REPRODUCE_ENGINE
     return hint
 
 

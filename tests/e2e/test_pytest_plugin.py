@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from stagecheck.oracles import messages
 from stagecheck.oracles.errors import TargetLoadError, UsageError
 from stagecheck.oracles.pytest_plugin import StagecheckFixture, as_target
 from stagecheck.oracles.targets import Target, load_target, target_from_callable
@@ -173,6 +174,12 @@ def test_user_suite_asserts_equivalence_and_fails_on_findings(pytester):
     assert "_ test_info_findings_fail_only_with_strict _" in strict_failure
     assert "INFO (failure-path" in strict_failure and "(--strict: info counts)" in strict_failure
     assert "slot_alignment" not in strict_failure
+    # its reproduce line asks for --strict too (without it the command line said
+    # EQUIVALENT, exit 0), and says the command line's search draws other examples
+    (line,) = {ln.strip() for ln in strict_failure.splitlines() if "reproduce: " in ln}
+    assert line.startswith("reproduce: stagecheck diff legacy single-loop --examples 60 "
+                           "--seed 0 ") and " --strict" in line, line
+    assert line.endswith(messages.FIXTURE_REPRODUCE_ENGINE), line
     # the buggy target: the finding and its slot table are the failure message
     assert "verdict: DIFFERENT" in buggy_failure
     assert "ERRORS (spec violations" in buggy_failure and "slot_alignment" in buggy_failure
