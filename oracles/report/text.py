@@ -170,7 +170,8 @@ def render_symbolic(result, strict: bool = False, verbose: bool = False) -> str:
             candidate=result.candidate))
     else:
         lines.append(f"verdict: {verdict.upper()} — {findings_count(errors, infos)} on the "
-                     "paths explored")
+                     "paths explored" + messages.SYMBOLIC_BOUND.format(
+                         capacity=getattr(result, "max_capacity", 4)))
     for g in error_groups(errors):
         lines += ["  " + line for line in finding_lines(g.head)]
         lines.append(f"    input: {json.dumps(g.head.scenario, sort_keys=True)}")

@@ -358,6 +358,8 @@ def test_a_symbolic_path_budget_explores_the_same_paths_every_time(tmp_path):
         assert proc.returncode == 0, proc.stdout + proc.stderr
         runs.append(json.loads(out.read_text()))
     first, second = runs
+    # the verdict says which batch sizes its paths cover, and how to search larger ones
+    assert messages.SYMBOLIC_BOUND.format(capacity=4) in proc.stdout, proc.stdout
     assert first["paths_attempted"] == second["paths_attempted"] == 120
     for key in ("paths_explored", "paths_with_difference", "paths_ignored"):
         assert first[key] == second[key], key
