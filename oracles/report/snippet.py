@@ -62,7 +62,8 @@ def pytest_example(f: Finding, baseline: str | None, candidate: str,
         f"def test_{name}(scenario):\n"
         f"    findings = evaluate({base}, load_target({candidate!r}{loads}), scenario"
         f"{', OPTIONS' if options else ''}).findings\n"
-        "    assert not [f for f in findings if f.severity == 'error'], findings\n")
+        "    errors = [f for f in findings if f.severity == 'error']\n"
+        "    assert not errors, '\\n'.join(f'[{f.id}] {f.message}' for f in errors)\n")
 
 
 def _run_options(run) -> str:
