@@ -130,7 +130,7 @@ class StagecheckFixture:
         if unknown:     # one clean message, outside any except block (nothing chained)
             pytest.fail("stagecheck: " + str(UsageError.of(
                 messages.FIXTURE_UNKNOWN_OPTIONS, ", ".join(f"{k}=" for k in unknown),
-                known=", ".join(f"{k}=" for k in known),
+                known=", ".join(f"{k}=" for k in sorted({*known, "shims", "strict"})),
                 hint=did_you_mean(unknown[0], known))), pytrace=False)
         defaults = profile_defaults()
         if examples is None:

@@ -145,3 +145,30 @@ def test_docs_pytest_md_lists_exactly_the_keywords_assert_protocol_takes():
     section = page.split("### Protocols: `assert_protocol`")[1].split("\n## ")[0]
     listed = section.split("`protocol_fixture_options()`):")[1].split(". They are")[0]
     assert sorted(re.findall(r"`([a-z_]+)`", listed)) == protocol_fixture_options()
+
+
+def test_docs_pytest_md_lists_exactly_the_campaign_keywords_the_fixture_takes():
+    # max_drafts was taken but not listed (an audit found it by the unknown-keyword message)
+    import pathlib
+    import re
+
+    from stagecheck.oracles.options import fixture_options
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "pytest.md").read_text()
+    own, _, rest = page.split("The keywords `assert_equivalent`, `assert_conforms` and `run` "
+                              "take besides their own (")[1].partition(")")
+    listed = rest.split("`fixture_options()`):")[1].split(". A bad value")[0]
+    own_names = re.findall(r"`([a-z_]+)`", own)
+    assert sorted(set(own_names) | set(re.findall(r"`([a-z_]+)`", listed))) == \
+        sorted(set(fixture_options()) | {"strict", "shims"})
+
+
+def test_the_fixtures_unknown_keyword_message_lists_its_own_keywords_too():
+    import pytest
+
+    from stagecheck.oracles.pytest_plugin import StagecheckFixture
+    with pytest.raises(pytest.fail.Exception) as failed:
+        StagecheckFixture().config(exampels=3)
+    message = str(failed.value)
+    assert "unknown option(s) exampels= (did you mean examples?)" in message
+    for keyword in ("strict=", "shims=", "max_drafts=", "examples="):
+        assert keyword in message, keyword
