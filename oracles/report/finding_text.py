@@ -20,7 +20,7 @@ from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 
 __all__ = ["InfoGroup", "error_group_lines", "finding_lines", "findings_count", "findings_sections",
-           "info_group_line", "info_groups", "slot_table", "verdict_said"]
+           "group_slot_table", "info_group_line", "info_groups", "slot_table", "verdict_said"]
 
 
 def _cell(v) -> str:
@@ -122,6 +122,13 @@ def slot_table(f: Finding, schema=None, max_rows: int = 12, values=None) -> list
     if previous < s.capacity - 1:
         rows.append(f"  ... {s.capacity - 1 - previous} more slot(s)")
     return rows
+
+
+def group_slot_table(head: Finding, members: list, schema) -> list[str]:
+    """The slot table of an error group, as the text report shows it under its head (the
+    values of both sides, taken from a member where the head lacks them)."""
+    source, values = _table_source(head, members, schema)
+    return slot_table(source, schema, values=values)
 
 
 def _table_source(head: Finding, members: list, schema) -> tuple[Finding, tuple]:

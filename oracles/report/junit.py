@@ -128,7 +128,7 @@ def unfailable(result, strict: bool = False) -> dict[str, str]:
 def _group_text(g, saved: dict | None, schema) -> str:
     """One error group as the text report shows it: the head with its slot table and
     replay command, then every member."""
-    lines = finding_lines(g.head, saved, schema)
+    lines = finding_lines(g.head, saved, schema, g.members)
     if g.members:
         lines.append("  " + messages.GROUP_MEMBERS.format(count=len(g.members), cause=g.cause))
         lines += [f"    [{escape(f.id)}] {escape(f.message)}" for f in g.members]

@@ -17,7 +17,8 @@ from stagecheck import __version__
 from stagecheck.oracles import messages
 from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
-from stagecheck.oracles.report.finding_text import findings_count, info_groups, slot_table
+from stagecheck.oracles.report.finding_text import (findings_count, group_slot_table,
+                                                     info_groups)
 from stagecheck.oracles.report.json import campaign_settings
 from stagecheck.oracles.report.snippet import pytest_example, snippet_setting
 from stagecheck.oracles.report.text import tried_examples
@@ -93,7 +94,7 @@ def render_markdown(result, strict: bool = False, targets: dict | None = None,
             lines.append(f"  - {_cell(statement(f.invariant))}")
             if saved and f.id in saved:
                 lines.append(f"  - replay: {_code('stagecheck replay ' + saved[f.id])}")
-            table = slot_table(f, result.schema)
+            table = group_slot_table(f, g.members, result.schema)
             if table:
                 lines += ["", "  ```text", *("  " + row for row in table), "  ```"]
             if g.members:

@@ -112,6 +112,24 @@ def test_markdown_of_a_buggy_target_has_errors_slot_tables_and_the_test(tmp_path
     assert "replay: `stagecheck replay " in summary
 
 
+def test_markdown_and_junit_slot_tables_are_the_text_reports(tmp_path):
+    # an off-by-one's group head is a spec finding of the candidate alone: the text report
+    # fills the baseline column from the group's difference; markdown and JUnit showed "-"
+    buggy = ROOT / "tests" / "targets" / "buggy_loop_one_slot_short.py"
+    md, xml = tmp_path / "pr.md", tmp_path / "junit.xml"
+    proc = stagecheck("diff", "legacy", f"{buggy}::{FUNC}", "--examples", "50",
+                      "--markdown", md, "--junit-xml", xml, "--save-dir", tmp_path / "found")
+    assert proc.returncode == 1, proc.stderr
+
+    def rows(text):
+        return [r.strip() for r in text.splitlines() if re.match(r"\s+\d+  req-", r)]
+    shown = rows(proc.stdout)
+    assert shown and any(r.split()[5] != "-" for r in shown), proc.stdout   # baseline values
+    assert rows(md.read_text()) == shown
+    import html
+    assert rows(html.unescape(xml.read_text())) == shown
+
+
 def test_markdown_path_is_probed_and_must_differ_from_the_others(tmp_path):
     same = stagecheck("diff", "legacy", "single-loop", "--json", tmp_path / "x",
                       "--markdown", tmp_path / "x")
