@@ -66,7 +66,14 @@ def functions_in_scope(tree: ast.Module, name: str) -> tuple[str, ...]:
 
 
 def _with_prelude(tree: ast.Module, prelude: str) -> ast.Module:
+    """``tree`` with the operator's ``prelude`` (helpers it calls) after the docstring and
+    ``__future__`` imports, where the mutation uses a name the prelude defines."""
     if not prelude:
+        return tree
+    defined = {node.name for node in ast.parse(prelude).body
+               if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    if defined and not any(isinstance(node, ast.Name) and node.id in defined
+                           for node in ast.walk(tree)):
         return tree
     at = 0
     for k, node in enumerate(tree.body):
@@ -109,8 +116,9 @@ def generate_mutants(source: str, filename: str, function: str, profile=None,
             loc = site.location
             reason = site.equivalent_reason
             mid = f"m{len(out) + 1:02d}"
-            diff = "".join(difflib.unified_diff(
-                original.splitlines(True), text.splitlines(True),
+            diff = "".join(difflib.unified_diff(      # every line ends with its newline
+                (original.rstrip("\n") + "\n").splitlines(True),
+                (text.rstrip("\n") + "\n").splitlines(True),
                 fromfile=f"{os.path.basename(filename)}", tofile=f"{mid}", n=2))
             out.append(Mutant(mid, op_class.name, loc, site.description, text, diff, filename,
                               function, reason))

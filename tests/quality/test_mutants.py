@@ -104,6 +104,20 @@ def test_file_and_git_targets_are_mutated_from_their_source():
     assert filename == "git:HEAD:impl/staging_legacy.py" and "_stage_token_counts_to_gpu" in src
 
 
+def test_a_mutants_diff_shows_only_what_it_changed_one_line_each():
+    # a raw copy_ toggled to blocking needs no helper, and a file without a final newline
+    # gave the diff '-old)+new' on one line (an audit's report)
+    src = ("import numpy as np\n\n\ndef stage(ctx, scheduler_output, req_ids, num_reqs, "
+           "requests, mamba_state_idx):\n    b = ctx.num_draft_tokens_buf\n"
+           "    b.gpu[:num_reqs].copy_(b.cpu[:num_reqs], non_blocking=True)")
+    (mutant,) = generate_mutants(src, "f.py", "stage", operators=["non_blocking_toggled"])
+    assert "_stagecheck_blocking_copy" not in mutant.source
+    changed = [line for line in mutant.diff.splitlines()
+               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert changed == ["-    b.gpu[:num_reqs].copy_(b.cpu[:num_reqs], non_blocking=True)",
+                       "+    b.gpu[:num_reqs].copy_(b.cpu[:num_reqs], non_blocking=False)"]
+
+
 # ------------------------------------------------------------------- the upstream tests
 
 @pytest.mark.parametrize("target", ["legacy", "single-loop", "prefix-migration"]
