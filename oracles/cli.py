@@ -69,6 +69,11 @@ class _Parser(argparse.ArgumentParser):
                      if not a.option_strings}
             return "missing argument(s): " + ", ".join(
                 names.get(n.strip(), n.strip()) for n in missing.group(1).split(","))
+        choice = re.fullmatch(r"argument (\w+): invalid choice: '?(.*?)'? \(choose from (.*)\)",
+                              message)
+        if choice and choice.group(1) in ("COMMAND", "SUBCOMMAND"):     # a misspelt command
+            return message + did_you_mean(choice.group(2), [
+                c.strip(" '") for c in choice.group(3).split(",")])
         return message
 
     def _check_value(self, action, value):

@@ -140,6 +140,8 @@ BAD = [
     (["bench", "legacy", "single-loop", "--device", "gpu"], "is not a device"),
     (["mutants", "legacy", "--budget", "none"], "option --budget"),
     (["frobnicate"], "invalid choice"),
+    (["dif", "legacy", "single-loop"], "(did you mean diff?)"),
+    (["protocol", "chek", "x.py"], "(did you mean check?)"),
     (["mutants", "legacy", "--oracles", ","], "option --oracles"),
     ([], None),
 ]
