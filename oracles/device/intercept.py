@@ -327,19 +327,13 @@ def _numpy(model, func, args, kwargs):
     #                                    is seen in its values: readback_as_written)
 
 
-#: torch's legacy tensor type names, by dtype (its messages name a tensor by them)
-_TYPE_NAMES = {"torch.float32": "FloatTensor", "torch.float64": "DoubleTensor",
-               "torch.float16": "HalfTensor", "torch.bfloat16": "BFloat16Tensor",
-               "torch.int64": "LongTensor", "torch.int32": "IntTensor",
-               "torch.int16": "ShortTensor", "torch.int8": "CharTensor",
-               "torch.uint8": "ByteTensor", "torch.bool": "BoolTensor"}
-
-
 def _pin_memory(model, func, args, kwargs):
     t = args[0]
     if model.memory(t) == "device":
-        raise RuntimeError(f"cannot pin 'torch.cuda.{_TYPE_NAMES.get(str(t.dtype), 'Tensor')}' "
-                           "only dense CPU tensors can be pinned")
+        with _torch._C.DisableTorchFunction():      # torch's name of it: LongTensor...
+            kind = t.type().rsplit(".", 1)[-1]
+        raise RuntimeError(f"cannot pin 'torch.cuda.{kind}' only dense CPU tensors can be "
+                           "pinned")
     if model.memory(t) == "pinned":
         return t
     if model._open and model.host_pending():
