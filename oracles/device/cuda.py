@@ -37,6 +37,7 @@ from stagecheck.oracles.device.gate import StreamGates, where_in
 from stagecheck.oracles.device.intercept import HOST_READS, DeviceMode
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
 from stagecheck.oracles.device.order import covers
+from stagecheck.oracles.device.standins import restore_names, swap_names
 from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["CudaDevice"]
@@ -434,16 +435,9 @@ def _wrapped(model: CudaDevice):
              "default_stream": lambda device=None: tracked(real["default_stream"](device)),
              "synchronize": synchronize}
     generic = {"Event": TrackedAcceleratorEvent, "Stream": TrackedStream}
-    places = [(torch.cuda, names), (torch, {name: value for name, value in generic.items()
-                                            if hasattr(torch, name)})]
-    saved = [(place, {name: getattr(place, name) for name in table})
-             for place, table in places]
-    for place, table in places:
-        for name, value in table.items():
-            setattr(place, name, value)
+    saved = swap_names([(torch.cuda, names), (torch, {name: value for name, value
+                                                      in generic.items() if hasattr(torch, name)})])
     try:
         yield model
     finally:
-        for place, values in saved:
-            for name, value in values.items():
-                setattr(place, name, value)
+        restore_names(saved)

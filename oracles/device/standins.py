@@ -22,7 +22,8 @@ from contextlib import contextmanager
 from stagecheck.oracles.device.model import EventState
 from stagecheck.oracles.device.torchload import import_torch
 
-__all__ = ["ModelAcceleratorEvent", "ModelEvent", "ModelStream", "installed"]
+__all__ = ["ModelAcceleratorEvent", "ModelEvent", "ModelStream", "installed",
+           "restore_names", "swap_names"]
 
 _ACTIVE: list = []      # the active CPU models, innermost last
 
@@ -184,28 +185,41 @@ _NAMES = {
 _TORCH_NAMES = {"Event": ModelAcceleratorEvent, "Stream": ModelStream}
 
 
+#: ``swap_names``: a name the place did not have
+_MISSING = object()
+
+
+def swap_names(places: list) -> list:
+    """Set each ``(place, {name: value})`` of ``places`` (a module such as ``torch.cuda``);
+    what they held before, for ``restore_names``."""
+    saved = [(place, {name: getattr(place, name, _MISSING) for name in table})
+             for place, table in places]
+    for place, table in places:
+        for name, value in table.items():
+            setattr(place, name, value)
+    return saved
+
+
+def restore_names(saved: list) -> None:
+    """Put back what ``swap_names`` replaced (a name it added is removed)."""
+    for place, values in saved:
+        for name, value in values.items():
+            if value is _MISSING:
+                delattr(place, name)
+            else:
+                setattr(place, name, value)
+
+
 @contextmanager
 def installed(model):
     """``torch.cuda``'s names (and ``torch.Event``, ``torch.Stream``) are ``model``'s while
     the block runs."""
     torch = import_torch()
-    missing = object()
-    places = [(torch.cuda, _NAMES), (torch, _TORCH_NAMES)]
-    saved = [(place, {name: getattr(place, name, missing) for name in names})
-             for place, names in places]
     _ACTIVE.append(model)
-    for place, names in places:
-        for name, value in names.items():
-            setattr(place, name, value)
+    saved = swap_names([(torch.cuda, _NAMES), (torch, _TORCH_NAMES)])
     try:
         yield model
     finally:
         _ACTIVE.remove(model)
-        for place, values in saved:
-            for name, value in values.items():
-                if _ACTIVE:
-                    continue          # an outer model is still active: its names stay
-                if value is missing:
-                    delattr(place, name)
-                else:
-                    setattr(place, name, value)
+        if not _ACTIVE:         # an outer model still active: its names stay
+            restore_names(saved)
