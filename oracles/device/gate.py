@@ -30,7 +30,6 @@ import functools
 import sys
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 
 __all__ = ["STALLS_KEPT", "STALL_S", "StreamGates"]
@@ -171,10 +170,11 @@ class StreamGates:
                     self._thread = None
                     return
             if time.monotonic() - self.last_call > STALL_S:
+                where = self._where_host_waits() if len(self.stalls) < STALLS_KEPT else None
+                self.open()           # first: nothing between the stall and the opening
                 self.forced += 1
-                if len(self.stalls) < STALLS_KEPT:
-                    self.stalls.append(self._where_host_waits())
-                self.open()
+                if where is not None:
+                    self.stalls.append(where)
         with self._lock:
             self._thread = None
 
@@ -198,6 +198,15 @@ class StreamGates:
 
 
 def where_in(frame, depth: int = 4) -> str:
-    """The last ``depth`` calls of the stack ending at ``frame``, innermost first."""
-    return " <- ".join(f"{f.name} ({f.filename.rsplit('/', 1)[-1]}:{f.lineno})"
-                       for f in reversed(traceback.extract_stack(frame)[-depth:]))
+    """The last ``depth`` calls of the stack ending at ``frame``, innermost first.
+
+    Read from the frames alone (no source lines, no file system): the watchdog calls it
+    while the host is stalled, and a call that lets go of the interpreter lock there (as
+    ``traceback``'s look-up of source files does) could leave the watchdog waiting for
+    the lock behind a host that waits for the gate it is about to open."""
+    calls = []
+    while frame is not None and len(calls) < depth:
+        code = frame.f_code
+        calls.append(f"{code.co_name} ({code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno})")
+        frame = frame.f_back
+    return " <- ".join(calls)
