@@ -741,8 +741,9 @@ FIXTURE_SAVED = ("{count} finding(s) saved under {path}; each runs again with it
                  "'stagecheck replay FILE' line above")
 #: ``symbolic``: the batch sizes its paths cover, after its verdict
 SYMBOLIC_BOUND = (", batches of at most {capacity} request(s) (code that runs only for "
-                  "larger batches, a fast path for num_reqs >= 12, was not explored: "
-                  "--max-capacity N, or stagecheck diff, which draws batches up to 1,024)")
+                  "larger batches, such as a fast path for num_reqs > {capacity}, was not "
+                  "explored: --max-capacity N, or stagecheck diff, which draws batches up "
+                  "to 1,024)")
 #: the fixture's ``reproduce:`` line, where the test ran the hypothesis engine (its default)
 FIXTURE_REPRODUCE_ENGINE = (" (the command line searches with its batched engine: the same "
                             "settings, other examples; each replay line above, where there is "

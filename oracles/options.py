@@ -486,12 +486,14 @@ TABLE: tuple[Option, ...] = (
            "reproduction tests", CAMPAIGN, OutputPath("summary.md"), metavar="PATH", key=None,
            setting=None),
     Option("save_dir", "where replay files of findings go, with a manifest per run under runs/ "
-           "(the last 20 runs are kept)", CAMPAIGN, OutputPath(".stagecheck/findings"),
+           "(the last 20 runs are kept)", CAMPAIGN + ("symbolic",),
+           OutputPath(".stagecheck/findings"),
            DEFAULT_SAVE_DIR, path=True,
            setting=None),
     Option("save_infos", "save info findings as replay files too (error findings always are)",
            CAMPAIGN, Switch(), False, action="switch", key=None, setting=None),
-    Option("no_save", "write no replay file and no run manifest", CAMPAIGN, Switch(), False,
+    Option("no_save", "write no replay file and no run manifest", CAMPAIGN + ("symbolic",),
+           Switch(), False,
            action="switch", key=None, setting=None),
     Option("verbose", "list every info finding in full (default: one line per reason, with a "
            "count and one example)", CAMPAIGN + ("symbolic",), Switch(), False,

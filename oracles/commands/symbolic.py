@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from stagecheck.oracles.commands.base import (VERDICT_EXIT, Command, Outcome, open_targets,
-                                              schema_of)
+                                              replay_flags, schema_of)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import progress_of
-from stagecheck.oracles.options import SymbolicConfig, build
+from stagecheck.oracles.options import RunOptions, SymbolicConfig, build
 from stagecheck.oracles.report import json_document, render_json, render_symbolic
 from stagecheck.oracles.report.json import symbolic_settings
+from stagecheck.oracles.report.replay import kept_findings, new_run_id, save_run
+from stagecheck.oracles.stdio import shown as shown_path
+from stagecheck.oracles.targets import schema_spec
 
 __all__ = ["COMMANDS", "SymbolicCommand"]
 
@@ -28,6 +32,7 @@ class SymbolicRun:
     shims: tuple[str, ...]
     strict: bool
     verbose: bool
+    save: bool = True           # --no-save: no replay file, no manifest
 
 
 class SymbolicCommand(Command):
@@ -38,7 +43,7 @@ class SymbolicCommand(Command):
     def configure(self, args, values: dict) -> SymbolicRun:
         return SymbolicRun(args.baseline, args.candidate, build(SymbolicConfig, self.name, values),
                            schema_of(values["schema"]), values["schema"], values["shims"],
-                           values["strict"], values["verbose"])
+                           values["strict"], values["verbose"], not values.get("no_save"))
 
     def run(self, run: SymbolicRun, values: dict, outputs: Outputs) -> Outcome:
         # the symbolic oracle imports CrossHair: only for the command that runs it
@@ -57,14 +62,32 @@ class SymbolicCommand(Command):
         verdict = "interrupted" if result.interrupted else result.verdict(run.strict)
         targets = {"baseline": runner.targets[0].record(),
                    "candidate": runner.targets[1].record()}
+        # every error finding is saved (never lost), replayable as a diff's is: the
+        # torch replay of its concrete scenario, the one the report shows
+        saved, manifest = {}, None
+        if run.save and kept_findings(result):
+            spec = schema_spec(run.schema)
+            kept = SimpleNamespace(
+                findings=result.findings, baseline=run.baseline, candidate=run.candidate,
+                config=SimpleNamespace(run=RunOptions()), schema=runner.targets[1].schema,
+                schema_spec=spec, interrupted=result.interrupted)
+            saved, manifest = outputs.attempt("--save-dir", outputs.save_dir, lambda: save_run(
+                kept, outputs.save_dir, new_run_id(), self.name, targets, verdict,
+                *runner.targets, run.shims)) or ({}, None)
+            flags = replay_flags(*runner.targets, run.shims, spec)
+            saved = {k: shown_path(v) + flags for k, v in saved.items()}
+        where = shown_path(manifest) if manifest else None
         files = {"--json": lambda: render_json(json_document(
             self.name, result.to_dict(), verdict, targets=targets,
             settings=symbolic_settings(result, run.strict, run.schema_given, run.shims)))}
         if result.interrupted:
             return Outcome(verdict, 0, result, files, interrupted=(
-                result.paths_attempted, result.findings, "symbolic path(s)", ""))
+                result.paths_attempted, result.findings, "symbolic path(s)",
+                f"; saved: {where}" if where else ""), saved=where)
         return Outcome(verdict, VERDICT_EXIT[verdict], result, files,
-                       render_symbolic(result, run.strict, verbose=run.verbose))
+                       render_symbolic(result, run.strict, verbose=run.verbose, saved=saved,
+                                       schema=runner.targets[1].schema, manifest=where),
+                       saved=where)
 
 
 COMMANDS = {"symbolic": SymbolicCommand()}

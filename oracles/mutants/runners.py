@@ -167,7 +167,7 @@ def _run_symbolic(original: Target, mutant: Target, config: MutantsConfig,
         result = run_symbolic(original, mutant, timeout=config.symbolic_timeout,
                               max_paths=config.symbolic_paths,
                               max_capacity=SYMBOLIC_MAX_CAPACITY, stop_at_first_error=True,
-                              runner=runner)
+                              runner=runner, shrink=False)
     except SymbolicInconclusive as exc:
         result = exc.result
         note = str(exc)[:200]

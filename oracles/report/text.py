@@ -146,9 +146,12 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     return "\n".join(lines)
 
 
-def render_symbolic(result, strict: bool = False, verbose: bool = False) -> str:
-    """``symbolic``: paths explored and lost, the verdict, the findings with their inputs
-    (the info findings one line per reason unless ``verbose``)."""
+def render_symbolic(result, strict: bool = False, verbose: bool = False,
+                    saved: dict | None = None, schema=None, manifest: str | None = None
+                    ) -> str:
+    """``symbolic``: paths explored and lost, the verdict, the findings (an error with its
+    slot table where ``schema`` is given, else its input; its replay command where
+    ``saved`` has it), the info findings one line per reason unless ``verbose``."""
     budget = (f" (path budget {result.max_paths}: {result.paths_attempted} attempted)"
               if getattr(result, "max_paths", None) else "")
     lines = [f"symbolic diff {escape(result.baseline)} -> {escape(result.candidate)}: "
@@ -173,8 +176,9 @@ def render_symbolic(result, strict: bool = False, verbose: bool = False) -> str:
                      "paths explored" + messages.SYMBOLIC_BOUND.format(
                          capacity=getattr(result, "max_capacity", 4)))
     for g in error_groups(errors):
-        lines += ["  " + line for line in finding_lines(g.head)]
-        lines.append(f"    input: {json.dumps(g.head.scenario, sort_keys=True)}")
+        lines += ["  " + line for line in finding_lines(g.head, saved, schema, g.members)]
+        if schema is None:
+            lines.append(f"    input: {json.dumps(g.head.scenario, sort_keys=True)}")
         if g.members:
             lines.append(f"    {messages.GROUP_MEMBERS.format(count=len(g.members), cause=g.cause)}")
             lines += [f"      [{escape(f.id)}] {escape(f.message)}" for f in g.members]
@@ -186,6 +190,8 @@ def render_symbolic(result, strict: bool = False, verbose: bool = False) -> str:
         lines.append("  " + messages.INFO_GROUPED.format(findings=len(infos),
                                                          reasons=len(groups)))
         lines += ["    " + info_group_line(g) for g in groups]
+    if manifest:
+        lines += ["", messages.MANIFEST_LINE.format(count=len(saved or {}), path=manifest)]
     return "\n".join(lines)
 
 

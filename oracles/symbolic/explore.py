@@ -45,6 +45,8 @@ from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.symbolic import _crosshair as ch
 from stagecheck.oracles.symbolic.result import LostPath, SymbolicResult, raise_if_inconclusive
 from stagecheck.oracles.symbolic.scenario import symbolic_scenario
+from stagecheck.oracles.symbolic.shrinking import (probe_kernel_impact,
+                                                 shrink_symbolic_errors)
 from stagecheck.oracles.targets import Target
 from stagecheck.oracles.worker import WorkerEnded, target_arg
 from stagecheck.spec.findings import ERROR
@@ -290,7 +292,8 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
                  max_capacity: int = 4, *, max_paths: int | None = None,
                  stop_at_first_error: bool = False,
                  per_path_timeout: float | None = None, replay_timeout: float = 5.0,
-                 strict: bool = True, runner=None, progress=None) -> SymbolicResult:
+                 strict: bool = True, runner=None, progress=None,
+                 shrink: bool = True) -> SymbolicResult:
     """Explore both targets symbolically for ``timeout`` seconds (wall clock), or for
     ``max_paths`` paths (a path budget: two runs with the same budget explore the same
     paths; ``timeout`` None then means no wall-clock limit but the longest a run may take).
@@ -306,7 +309,10 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
     hears of the whole run as one count of paths: the paths explored so far while the
     worker explores (read from a ``PathCounter`` every quarter second; the total is the
     path budget, else the time budget's end is ``ends_at``), then of the paths judged
-    here, one by one.
+    here, one by one. ``shrink`` (the default): each error finding's example shrunk,
+    and the kernel impact of an error looked for on every example that showed it
+    (``shrinking.py``); off, each finding keeps its path's example (mutants: a kill
+    needs no smaller one).
     """
     max_capacity = whole("max_capacity", max_capacity, 1, "4")
     if max_paths is not None:
@@ -361,8 +367,6 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
             if result.first_counterexample_seconds is None and any(
                     f.severity == ERROR for f in findings):
                 result.first_counterexample_seconds = record.seconds
-        if progress is not None:
-            progress(explored, explored, phase="", judged=result.paths_explored)
         result.lost = found.lost
         result.paths_timed_out, result.paths_unsupported = found.timed_out, found.unsupported
         result.paths_ignored, result.exhausted = found.ignored, found.exhausted
@@ -370,6 +374,15 @@ def run_symbolic(baseline: Target, candidate: Target, timeout: float | None = 30
         result.seconds = found.seconds
         if interrupt.requested():
             result.interrupted = interrupt.signal_name(interrupt.requested())
+        if shrink and not result.interrupted:   # each counterexample at its smallest
+            if progress is not None and any(f.severity == ERROR for f in collector.findings()):
+                progress(explored, explored, phase="shrinking", judged=result.paths_explored)
+            shrink_symbolic_errors(baseline, candidate, collector, replay_timeout, runner)
+            probe_kernel_impact(baseline, candidate, collector, replay_timeout, runner)
+            if interrupt.requested():   # a signal while shrinking: what it reached stays
+                result.interrupted = interrupt.signal_name(interrupt.requested())
+        if progress is not None:
+            progress(explored, explored, phase="", judged=result.paths_explored)
         result.findings = collector.findings() if result.interrupted else _with_kernel_impact(
             baseline, candidate, collector.findings(), replay_timeout, runner)
     finally:

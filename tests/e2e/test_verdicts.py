@@ -349,6 +349,33 @@ def test_symbolic_values_made_concrete_give_undecided_not_equivalent(tmp_path):
     assert fuzzed.returncode == 1 and "verdict: DIFFERENT" in fuzzed.stdout, fuzzed.stdout
 
 
+def test_a_symbolic_counterexample_is_shrunk_saved_and_replayable(tmp_path):
+    """The solver's input for a fast path behind ``num_reqs >= 12`` (any size up to the
+    capacity, any values) is shrunk to the threshold, shown as a slot table, saved, and
+    its replay line shows it again; --no-save saves nothing."""
+    target = f"{ROOT}/tests/targets/buggy_fast_path_12_forgets_drafts.py::" \
+             "stage_postprocess_inputs_to_gpu"
+    proc = stagecheck("symbolic", "single-loop", target, "--max-capacity", "16",
+                      "--max-paths", "10", "--json", tmp_path / "s.json", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    head = next(f for f in json.loads((tmp_path / "s.json").read_text())["findings"]
+                if f["invariant"] == "slot_alignment")
+    assert (head["scenario"]["num_reqs"], head["scenario"]["capacity"]) == (12, 12)
+    assert head["kernel_impact"] is True
+    assert re.search(r"^ +\d+ +req-\d+ +yes .*<$", proc.stdout, re.M), proc.stdout
+    (line,) = [ln.split("replay: ", 1)[1] for ln in proc.stdout.splitlines()
+               if "replay: stagecheck replay" in ln and "slot_alignment" in ln]
+    assert "this run saved 3 replay file(s)" in proc.stdout
+    again = stagecheck(*shlex.split(line)[1:], cwd=tmp_path)
+    assert again.returncode == 1 and "still shows" in again.stdout, again.stdout + again.stderr
+    none = tmp_path / "none"
+    none.mkdir()
+    quiet = stagecheck("symbolic", "single-loop", target, "--max-capacity", "16",
+                       "--max-paths", "10", "--no-save", cwd=none)
+    assert quiet.returncode == 1 and not (none / ".stagecheck").exists(), quiet.stdout
+    assert "replay:" not in quiet.stdout
+
+
 def test_a_symbolic_path_budget_explores_the_same_paths_every_time(tmp_path):
     runs = []
     for k in range(2):

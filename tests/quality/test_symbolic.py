@@ -165,3 +165,20 @@ def test_paths_lost_to_unsupported_operations_are_inconclusive(tmp_path):
 def test_no_time_at_all_is_inconclusive():
     with pytest.raises(SymbolicInconclusive, match="explored no path"):
         run_symbolic(load_target("legacy"), load_target("single-loop"), timeout=1e-9)
+
+
+def test_a_counterexample_is_shrunk_to_the_threshold_with_its_kernel_impact():
+    """The solver picks any input that takes the fast path (up to 16 requests, values up
+    to its bounds): each error is shrunk as the fuzzer's are, to the threshold, and
+    the difference is seen to reach the kernel (as ``diff`` says of it)."""
+    path = TARGETS / "buggy_fast_path_12_forgets_drafts.py"
+    result = run_symbolic(load_target("single-loop"), _target(path), timeout=30 * SCALE,
+                          max_capacity=16, stop_at_first_error=True)
+    errors = [f for f in result.findings if f.severity == ERROR]
+    assert errors, result.summary()
+    for f in errors:
+        assert (f.scenario["num_reqs"], f.scenario["capacity"]) == (12, 12), f.scenario
+        assert f.kernel_impact is True, f
+        again = evaluate(load_target("single-loop"), _target(path),
+                         StagingScenario.from_dict(f.scenario), RunOptions(kernel="off"))
+        assert f.key in {g.key for g in again.findings}
