@@ -24,11 +24,14 @@ from stagecheck.oracles.shrink import shrink
 from stagecheck.oracles.targets import Target
 from stagecheck.spec import ERROR, StagingScenario
 
-__all__ = ["SHRINK_EVALUATIONS", "SHRINK_SECONDS", "probe_kernel_impact",
+__all__ = ["SHRINK_EVALUATIONS", "SHRINK_SECONDS", "SHRINK_TOTAL_SECONDS",
+           "probe_kernel_impact",
            "shrink_symbolic_errors"]
 
 #: seconds the shrinking of one counterexample may take (its error findings together)
 SHRINK_SECONDS = 20.0
+#: seconds the shrinking of all of a run's counterexamples may take
+SHRINK_TOTAL_SECONDS = 40.0
 #: most candidates tried for one counterexample
 SHRINK_EVALUATIONS = 600
 
@@ -47,11 +50,12 @@ def shrink_symbolic_errors(baseline: Target, candidate: Target,
     quick = RunOptions(timeout=timeout, kernel="off")
     final = RunOptions(timeout=timeout, kernel="auto")
     smaller = 0
+    ends = time.monotonic() + SHRINK_TOTAL_SECONDS
     for data, keys in groups.items():
-        if interrupt.requested():
+        if interrupt.requested() or time.monotonic() > ends:
             break
         s = StagingScenario.from_dict(json.loads(data))
-        until = time.monotonic() + SHRINK_SECONDS
+        until = min(ends, time.monotonic() + SHRINK_SECONDS)
 
         def still_fails(candidates: list, keys=frozenset(keys)) -> int | None:
             answers = runner.observe(sides, list(enumerate(candidates)), quick,
