@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.device.gate import STALLS_KEPT
-from stagecheck.oracles.errors import SchemaError
+from stagecheck.oracles.errors import SchemaError, TargetLoadError
 from stagecheck.oracles.options import ProtocolConfig
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.protocol.judge import judge_sequence
@@ -30,6 +30,7 @@ from stagecheck.oracles.protocol.shrink import shrink_sequence
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target, target_ref
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool
+from stagecheck.oracles.worker.deadlines import load_deadline
 from stagecheck.oracles.worker.protocol import BUSY, RESTART
 from stagecheck.spec.findings import ERROR, Finding, FindingsResult, sort_key
 from stagecheck.spec.protocol import Protocol, Trace
@@ -42,8 +43,6 @@ RUN_MODULE = "stagecheck.oracles.protocol.run"
 #: seconds each operation of a worker call gets on top of its limit (--timeout): stagecheck's
 #: own work between two operations (the model's, the trace's) is counted in it
 GRACE_SECONDS = 2.0
-#: seconds loading a target's code may take in a worker (torch's import included)
-LOAD_SECONDS = 120.0
 
 
 @dataclass
@@ -142,8 +141,19 @@ class _Runner:
         return answers
 
     def _load(self, pool: WorkerPool, ref) -> Any:
-        (answer,) = pool.call(RUN_MODULE, "load_targets", self.spec, [ref], self.options,
-                              deadline=LOAD_SECONDS)
+        """``ref`` loaded in ``pool``'s worker, under the loading deadline (torch's import
+        included); a load that ends the worker or hangs is the target's load error, as
+        a staging run's is (``WorkerPool.load``)."""
+        limit = load_deadline()
+        try:
+            (answer,) = pool.call(RUN_MODULE, "load_targets", self.spec, [ref],
+                                  self.options, deadline=limit.cpu)
+        except WorkerEnded as ended:
+            if ended.hung:
+                raise TargetLoadError.of(messages.TARGET_LOAD_HUNG, ref.spec, cpu=limit.cpu,
+                                         wall=limit.wall) from None
+            raise TargetLoadError.of(messages.TARGET_LOAD_ENDED, ref.spec,
+                                     what=ended.what) from None
         return answer
 
     def _steps(self, count: int, refs: int) -> int:

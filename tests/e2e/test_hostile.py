@@ -455,6 +455,19 @@ PROTOCOL_FILES = [
                   r"its own code called os\._exit\(0\) at \S+protocol_build_exit\.py:\d+",
                   "a --protocol file whose own build calls os._exit(0) in the worker (was: "
                   "a step_outcome finding against the code, exit 1)"),
+    Case("protocol-target-load-exit", ("spec", "{H}/stager_class_body_exits.py::TokenStager",
+                                       "--protocol", f"{ROOT}/docs/examples/token_stager_protocol.py",
+                                       "--examples", "5", "--quiet"), 2,
+         r"argument TARGET: loading '\S+stager_class_body_exits\.py::TokenStager' ended the "
+         r"worker process: exited the interpreter with code 0",
+         "a protocol run's component whose class body calls os._exit(0) at load (was: exit 3, "
+         "an internal error)"),
+    Case("protocol-target-load-hang", ("spec", "{H}/stager_class_body_loops.py::TokenStager",
+                                       "--protocol", f"{ROOT}/docs/examples/token_stager_protocol.py",
+                                       "--examples", "5", "--quiet"), 2,
+         r"argument TARGET: loading '\S+stager_class_body_loops\.py::TokenStager' did not "
+         r"finish within 2 s of CPU time", "a protocol run's component whose class body loops "
+         "for ever at load (was: exit 3 after 2 minutes, an internal error)", env=LOAD_ENV),
     Case("protocol-double-sigterm", ("spec", "{H}/slow_stager.py::TokenStager", "--protocol",
                                      f"{ROOT}/docs/examples/token_stager_protocol.py",
                                      "--examples", "200", "--quiet"), 143,
