@@ -430,14 +430,16 @@ def component_note(protocol: Protocol, target: str | None) -> str | None:
 
 
 def _summary(protocol: Protocol, where: str, target: str | None = None) -> list[str]:
+    # what the protocol file wrote (names, summary, parameters) is escaped as a report's
+    # text is: a name holding a newline or a terminal escape shows as written, inert
     space = protocol.space
-    lines = [messages.PROTOCOL_CHECK_OK.format(name=protocol.name, where=where,
+    lines = [messages.PROTOCOL_CHECK_OK.format(name=escape(protocol.name), where=escape(where),
                                                count=CHECK_SEQUENCES),
-             f"  summary: {protocol.summary}",
-             f"  drives: {', '.join(protocol.functions)}"
-             + (f" (component {protocol.component})" if protocol.component else ""),
+             f"  summary: {escape(protocol.summary)}",
+             f"  drives: {escape(', '.join(protocol.functions))}"
+             + (f" (component {escape(protocol.component)})" if protocol.component else ""),
              *(["  note: " + said] if (said := component_note(protocol, target)) else []),
-             "  one step: " + " -> ".join(op.name for op in protocol.operations)]
+             "  one step: " + " -> ".join(escape(op.name) for op in protocol.operations)]
     if protocol.staging:
         lines.append(f"  one staging call of schema {protocol.staging} per sequence")
     else:
@@ -447,10 +449,10 @@ def _summary(protocol: Protocol, where: str, target: str | None = None) -> list[
                      f"preemption {'on' if space.preemption else 'off'}, prompts up to "
                      f"{space.max_prompt} token(s), temperatures "
                      f"{', '.join(f'{t:g}' for t in space.temperatures)}"
-                     + "".join(f", {name} in {', '.join(map(repr, values))}"
+                     + "".join(f", {escape(name)} in {escape(', '.join(map(repr, values)))}"
                                for name, values in space.params.items()))
     if protocol.device_work:
-        lines.append(f"  device work: {', '.join(protocol.device_work)}")
+        lines.append(f"  device work: {escape(', '.join(protocol.device_work))}")
     if protocol.checks:
         lines.append("  its own checks: " + ", ".join(c.id for c in protocol.checks))
     target = shlex.quote(target) if target else \

@@ -389,3 +389,16 @@ def test_a_protocol_run_keeps_its_findings_as_every_run_does(tmp_path):
                             capture_output=True, text=True, check=True).stdout
     assert status == ""
     assert messages.MANIFEST_LINE.split("{")[0] in proc.stdout
+
+
+def test_protocol_check_shows_what_the_file_named_escaped(tmp_path):
+    # an operation named with a newline and a terminal escape once reached the terminal raw
+    source = open(EXAMPLE, encoding="utf-8").read().replace(
+        'Operation("stage", stage,', 'Operation("sta\\nge\\x1b[31m", stage,')
+    assert source != open(EXAMPLE, encoding="utf-8").read()
+    path = tmp_path / "named.py"
+    path.write_text(source)
+    proc = run_cli("protocol", "check", str(path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("  one step: ")]
+    assert line == "  one step: sta\\nge\\x1b[31m" and "\x1b" not in proc.stdout
