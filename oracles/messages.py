@@ -740,6 +740,8 @@ FIXTURE_NOT_A_TARGET = ("{value} is not a staging target (it is {kind})",
 FIXTURE_SAVED = ("{count} finding(s) saved under {path}; each runs again with its "
                  "'stagecheck replay FILE' line above")
 #: ``symbolic``: the batch sizes its paths cover, after its verdict
+#: what a progress line says while an error finding is shrunk (no example runs meanwhile)
+PROGRESS_SHRINKING = "shrinking an error finding:"
 SYMBOLIC_BOUND = (", batches of at most {capacity} request(s) (code that runs only for "
                   "larger batches, such as a fast path for num_reqs > {capacity}, was not "
                   "explored: --max-capacity N, or stagecheck diff, which draws batches up "

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from stagecheck.oracles import interrupt
+from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.options import CampaignConfig
 from stagecheck.oracles.campaign import progress_plan
 from stagecheck.oracles.progress import PartsCount, Progress
@@ -21,7 +21,7 @@ def progress_of(values: dict, label: str, unit: str, total: int | None = None,
 
 #: what the progress line says while the campaign does work other than examples (no time
 #: left then: the examples' rate says nothing of how long it takes)
-DOING = {"shrink": "shrinking an error finding:",
+DOING = {"shrink": messages.PROGRESS_SHRINKING,
          "kernel impact": "running the findings through the kernel:"}
 
 

@@ -330,6 +330,9 @@ def _without_shadowed(findings: list[Finding]) -> list[Finding]:
     return sorted(kept, key=sort_key)
 
 
+#: seconds one shrink of a sequence may take (each round of ``SHRINK_ROUNDS``): the
+#: smallest sequence that still fails by then is kept
+SHRINK_SECONDS = 60.0
 #: shrinks of one error's findings: a finding the first smallest sequence no longer shows
 #: is shrunk on its own, then one more time
 SHRINK_ROUNDS = 3
@@ -441,6 +444,10 @@ class _Search:
         steps) is shrunk again on its own, up to ``SHRINK_ROUNDS`` rounds."""
         remaining = {f.key for f in findings if f.severity == ERROR}
         stopped = any(f.extra.get("kind") in ("hang", "crash") for f in findings)
+        if self.progress is not None:      # the line says so: no sequence runs meanwhile
+            self.progress(self.result.sequences_run, self.config.sequences,
+                          findings=len(self.kept), phase=messages.PROGRESS_SHRINKING,
+                          estimate=False)
         for _ in range(1 if stopped else SHRINK_ROUNDS):
             if not remaining or interrupt.requested():
                 break
@@ -450,6 +457,9 @@ class _Search:
             remaining -= shown
         if remaining:         # unshrunk: each keeps the sequence that found it
             self.keep([f for f in findings if f.key in remaining], seq, final=True)
+        if self.progress is not None:
+            self.progress(self.result.sequences_run, self.config.sequences,
+                          findings=len(self.kept), phase="", estimate=True)
 
     def _shrink_for(self, seq: StepSequence, keys: set, stopped: bool) -> set:
         """Shrink ``seq`` while a finding of ``keys`` shows; keep those the smallest
@@ -462,10 +472,14 @@ class _Search:
                     return position
             return None
 
+        until = time.perf_counter() + SHRINK_SECONDS
+
+        def stop() -> bool:
+            return bool(interrupt.requested()) or time.perf_counter() > until
+
         smallest, spent = shrink_sequence(self.protocol, seq, still_fails,
                                           max_evaluations=4 if stopped else 400,
-                                          stop=interrupt.requested,
-                                          batch_size=1 if stopped else 8)
+                                          stop=stop, batch_size=1 if stopped else 8)
         self.result.shrink_evaluations += spent
         ((_, sides),) = self.runner.run([(0, smallest)])
         note_forced(self.result, sides)

@@ -4,7 +4,9 @@ Greedy passes, each proposing smaller variants of the current sequence; the firs
 that still fails (``still_fails``, which the caller evaluates, in batches) is kept and the
 passes start again, until none makes progress:
 
-1. steps: drop the last step, then any one step, then any two consecutive steps;
+1. steps: keep only the first 1, 2, 4, ... steps and drop blocks of a half, a quarter, ...
+   of them (a long sequence whose race shows early loses most of its steps in a few
+   rounds), then drop the last step, then any one step, then any two consecutive steps;
 2. requests: remove one request (its join and every decision about it);
 3. the completion schedule: every operation ``lazy``, then one at a time;
 4. decisions: a finish, a preemption, a resumption, a chunk, drafts, acceptance
@@ -35,6 +37,8 @@ __all__ = ["MAX_EVALUATIONS", "shrink_sequence"]
 MAX_EVALUATIONS = 400
 #: variants evaluated per batch
 BATCH = 8
+#: sequences of more steps than this lose prefixes and blocks of steps first (``_steps``)
+BLOCKS_FROM = 8
 
 
 def shrink_sequence(protocol: Protocol, seq: StepSequence,
@@ -88,10 +92,28 @@ def _tidy(seq: StepSequence) -> StepSequence:
 
 
 def _steps(seq: StepSequence) -> Iterator[StepSequence]:
-    """Without one step (the last first), then without two consecutive steps: an
-    operation whose ``when`` depends on the step's parity runs at the same steps again
-    only when an even number of steps before it goes. One step stays at least, as the
-    generator draws it (``spec.steps.BOUNDS``)."""
+    """Only the first 1, 2, 4, ... steps (of more than ``BLOCKS_FROM``), then without a
+    block of a half, a quarter, ... of them (of even length: an operation whose ``when``
+    depends on the step's parity runs at the same steps again only when an even number
+    of steps before it goes); then without one step (the last first), then without two
+    consecutive steps. One step stays at least, as the generator draws it
+    (``spec.steps.BOUNDS``)."""
+    n = len(seq.steps)
+    if n > BLOCKS_FROM:
+        k = 1
+        while k < n:
+            out = copy.deepcopy(seq)
+            del out.steps[k:]
+            yield out
+            k *= 2
+        block = n // 2
+        while block > 2:
+            block -= block % 2
+            for start in range(0, n - block + 1, block):
+                out = copy.deepcopy(seq)
+                del out.steps[start:start + block]
+                yield out
+            block //= 2
     for k in range(len(seq.steps) - 1, -1, -1) if len(seq.steps) > 1 else ():
         out = copy.deepcopy(seq)
         del out.steps[k]

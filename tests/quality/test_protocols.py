@@ -71,3 +71,18 @@ def test_an_upstream_restaging_race_without_effect_is_info():
     assert result.errors == []
     hazards = [f for f in result.infos if f.invariant == "no_copy_hazard"]
     assert hazards and all(f.extra.get("context") for f in hazards)
+
+
+def test_the_progress_line_says_when_an_error_finding_is_shrunk():
+    # an audit's progress line read '0/1 sequences, 0 findings' through 140 s of shrinking
+    from stagecheck.oracles import messages
+    calls = []
+    (path,) = fixtures("input-prep-event", "buggy")[:1]
+    result = run_protocol_campaign(None, target(path), "input-prep-event",
+                                   ProtocolConfig(sequences=50),
+                                   progress=lambda *a, **kw: calls.append(kw))
+    assert any(f.severity == "error" for f in result.findings)
+    phases = [kw.get("phase") for kw in calls if "phase" in kw]
+    assert phases[:1] == [messages.PROGRESS_SHRINKING] and phases[-1] == ""
+    shrinking = next(kw for kw in calls if kw.get("phase") == messages.PROGRESS_SHRINKING)
+    assert shrinking["findings"] >= 1 and shrinking["estimate"] is False
