@@ -34,7 +34,8 @@ from stagecheck.oracles.commands.crash import is_internal, report_internal
 from stagecheck.oracles.config import load_config
 from stagecheck.oracles.text import did_you_mean
 from stagecheck.oracles.errors import StagecheckError, UsageError
-from stagecheck.oracles.options import Option, flag_of, options_of, save_folder, validated
+from stagecheck.oracles.options import (OPTIONS, PROTOCOL_FIELDS, Option, flag_of, options_of,
+                                        save_folder, validated)
 from stagecheck.oracles.paths import require_file
 
 __all__ = ["build_parser", "entry_point", "main"]
@@ -105,11 +106,19 @@ class _Parser(argparse.ArgumentParser):
         hint = ""
         for word in extras:
             if word.startswith("--"):
-                hint = did_you_mean(word.split("=")[0], known)
+                hint = did_you_mean(word.split("=")[0], known) or _field_flag(word, known)
                 if hint:
                     break
         return UsageError.of(messages.USAGE, message=f"unrecognized arguments: "
                              f"{' '.join(extras)}{hint}", prog=parser.prog)
+
+
+def _field_flag(word: str, known: list[str]) -> str:
+    """`` (did you mean --examples?)`` for ``--sequences``: an option spelt as the
+    ``ProtocolConfig`` field it sets (the name the library and the fixture use)."""
+    option = OPTIONS.get(PROTOCOL_FIELDS.get(word[2:].split("=")[0].replace("-", "_"), ""))
+    flag = option.flag if option is not None else None
+    return messages.DID_YOU_MEAN.format(option=flag) if flag in known else ""
 
 
 def _epilog(name: str, example: str | None = None) -> str:

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import UsageError
-from stagecheck.oracles.options import (PROTOCOL_FIXTURE_OWN, PROTOCOL_LIBRARY_FIELDS,
-                                        ProtocolConfig, fixture_options, option_for,
+from stagecheck.oracles.options import (PROTOCOL_FIELDS, PROTOCOL_FIXTURE_OWN,
+                                        PROTOCOL_LIBRARY_FIELDS, ProtocolConfig, fixture_options, option_for,
                                         protocol_fixture_options, validated)
 from stagecheck.oracles.text import did_you_mean
 
@@ -52,7 +52,9 @@ def protocol_keyword_problems(options: dict, protocol, loaded=None) -> list[str]
                 protocol=name, flag=option.flag if option and option.flag else f"{key}=",
                 known=shown_known).located(f"keyword {key}")))
         else:
-            hint = did_you_mean(key, [*known, *PROTOCOL_FIXTURE_OWN])
+            hint = did_you_mean(key, [*known, *PROTOCOL_FIXTURE_OWN]) or (
+                messages.DID_YOU_MEAN.format(option=PROTOCOL_FIELDS[key] + "=")
+                if PROTOCOL_FIELDS.get(key) in PROTOCOL_FIXTURE_OWN else "")
             problems.append(str(UsageError.of(messages.FIXTURE_PROTOCOL_UNKNOWN, key,
                                               known=shown_known, hint=hint
                                               ).located(f"keyword {key}")))

@@ -121,6 +121,7 @@ TOO_MANY_SECONDS = ("{value!r} seconds is more than {limit}, the most this optio
 BAD_SWITCH = ("{value!r} is not true or false", "write true or false (TOML booleans; in "
               "Python True or False)")
 BAD_TEXT = ("{value!r} is not a text", "write a quoted path or name")
+EMPTY_TEXT = ("{value!r} is empty", "give {what}")
 BAD_TEXTS = ("{value!r} is not a list of paths", "write e.g. [\"shims/vllm_helpers.py\"]")
 BAD_NAMES = ("{value!r} is not a list of names", "write them comma-separated, e.g. "
              "spec,differential")
@@ -317,6 +318,12 @@ PROTOCOL_EMPTY = ("no protocol given ({value!r})",
                   "path/to/protocol.py declaring PROTOCOL")
 PROTOCOL_UNKNOWN = ("{value!r} is neither a built-in protocol nor a protocol file",
                     "give one of {builtins}, 'single-call:SCHEMA', or path/to/protocol.py[:NAME]")
+PROTOCOL_NO_NAME = ("{value!r} ends with ':' and names no protocol after it",
+                    "write path/to/protocol.py:NAME, or leave ':NAME' out for the file's "
+                    "PROTOCOL")
+PROTOCOL_NO_SCHEMA = ("{value!r} names no schema after 'single-call:'",
+                      "write single-call:SCHEMA with a built-in schema ({schemas}) or "
+                      "path/to/schema.py[:NAME]")
 PROTOCOL_FOLDER = ("{value!r} is a folder, not a protocol file",
                    "give the path of the Python file in it that declares PROTOCOL = "
                    "Protocol(...), or one of {builtins}")

@@ -178,10 +178,15 @@ class Switch:
 
 @dataclass(frozen=True)
 class Text:
-    """A non-empty text: a path, a name, a comma-separated list."""
+    """A non-empty text: a path, a name, a comma-separated list (``what``: what to give,
+    for the message that refuses an empty one)."""
+
+    what: str = "a quoted path or name"
 
     def __call__(self, option: str, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
+        if isinstance(value, str) and not value.strip():
+            raise UsageError.of(messages.EMPTY_TEXT, value, option, what=self.what)
+        if not isinstance(value, str):
             raise UsageError.of(messages.BAD_TEXT, value, option)
         return value
 
@@ -367,7 +372,9 @@ TABLE: tuple[Option, ...] = (
     Option("protocol", "check step sequences of a staging protocol instead of one call per "
            "example: a built-in protocol, 'single-call:SCHEMA' or 'path/to/protocol.py[:NAME]' "
            "(docs/protocols.md); the targets are the component class or method it drives",
-           CAMPAIGN, Text(), None, metavar="NAME|FILE", key=None, setting=None,
+           CAMPAIGN, Text("a built-in protocol (stagecheck protocol list), "
+                          "'single-call:SCHEMA' or path/to/protocol.py[:NAME]"), None,
+           metavar="NAME|FILE", key=None, setting=None,
            shown_default="the built-in protocol that drives the target's class or method, "
            "where exactly one does and no staging schema describes it"),
     Option("replay_protocol", "run a saved protocol finding under this protocol instead (a "

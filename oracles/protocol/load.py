@@ -40,6 +40,7 @@ from stagecheck.oracles.worker import WorkerEnded, WorkerPool
 from stagecheck.oracles.worker.deadlines import probe_seconds
 from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, Trace
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocol_for_function, single_call
+from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 
 __all__ = ["PROTOCOL_SECONDS", "is_protocol_file", "load_protocol", "load_protocol_guarded",
            "load_protocol_isolated", "probe_protocol", "protocol_for_target", "protocol_spec",
@@ -81,6 +82,9 @@ def load_protocol(spec: Any, checked: bool = True) -> Protocol:
     if spec in BUILTIN_PROTOCOLS:
         return BUILTIN_PROTOCOLS[spec]
     if spec.startswith(SINGLE_CALL):
+        if not spec[len(SINGLE_CALL):].strip():
+            raise SchemaError.of(messages.PROTOCOL_NO_SCHEMA, spec,
+                                 schemas=", ".join(BUILTIN_SCHEMAS))
         protocol = single_call(_schema(spec[len(SINGLE_CALL):]))
         _SPECS[id(protocol)] = spec
         return protocol
@@ -165,6 +169,8 @@ def _schema(spec: str):
 
 def _load_file(spec: str, checked: bool, guarded: bool) -> Protocol:
     path, _, name = spec.partition(":") if not spec.endswith(".py") else (spec, "", "")
+    if path.endswith(".py") and spec.endswith(":"):
+        raise SchemaError.of(messages.PROTOCOL_NO_NAME, spec)
     if not path.endswith(".py"):
         if os.path.isdir(spec):
             raise SchemaError.of(messages.PROTOCOL_FOLDER, spec,

@@ -180,7 +180,7 @@ def drawable(protocol: Protocol) -> Protocol:
 def when_problem(k: int, op: Operation, answer: Any, step: int) -> str:
     """The problem of operation ``k``'s ``when``, which raised or returned ``answer`` (not
     a bool) on step ``step``."""
-    error = (f"raised {type(answer).__name__}: {answer}" if isinstance(answer, Exception)
+    error = (f"raised {type(answer).__name__}: {answer}" if isinstance(answer, BaseException)
              else f"returned {short_text(answer, 60)} (not a bool)")
     return messages.PROTOCOL_CHECK_WHEN.format(k=k, name=op.name, error=error, step=step)
 

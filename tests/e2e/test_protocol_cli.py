@@ -402,3 +402,25 @@ def test_protocol_check_shows_what_the_file_named_escaped(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("  one step: ")]
     assert line == "  one step: sta\\nge\\x1b[31m" and "\x1b" not in proc.stdout
+
+
+@pytest.mark.parametrize("value,extra,said", [
+    ("", (), "option --protocol: '' is empty; give a built-in protocol"),
+    (f"{EXAMPLE}:", (), "ends with ':' and names no protocol after it"),
+    ("single-call:", (), "'single-call:' names no schema after 'single-call:'"),
+    ("input-prep-event", ("--sequences", "4"), "--sequences 4 (did you mean --examples?)"),
+])
+def test_a_protocol_spec_with_nothing_where_a_name_goes_is_exit_2_saying_so(value, extra, said,
+                                                                             tmp_path):
+    # an audit's 'FILE:' ran the file's PROTOCOL; '' was 'not a text'; 'single-call:' named
+    # '' alone; --sequences (ProtocolConfig's and the fixture's word) had no hint
+    proc = run_cli("spec", f"{ROOT}/tests/targets/protocols/_machinery/fixed_token_stager.py"
+                   "::TokenStager", "--protocol", value, *extra, cwd=tmp_path)
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_fixtures_sequences_keyword_points_to_examples():
+    from stagecheck.oracles.fixture_protocol import protocol_keyword_problems
+    (said,) = protocol_keyword_problems({"sequences": 5}, "input-prep-event")
+    assert "unknown keyword sequences= (did you mean examples=?)" in said

@@ -546,3 +546,10 @@ def test_a_warm_up_run_that_hangs_is_the_sequences_only_run(monkeypatch):
     monkeypatch.setattr(run, "_warm_up", lambda *a: None)       # not warmed: run as always
     run._run_batch(None, [object()], [(1, seq)], {"device": "cuda"})
     assert ran == ["seen"]
+
+
+def test_a_when_that_exits_is_said_to_raise_not_to_return():
+    from stagecheck.oracles.protocol.problems import when_problem
+    said = when_problem(1, Operation("get", print), SystemExit(0), 0)
+    assert "raised SystemExit: 0" in said and "not a bool" not in said
+    assert "returned 3 (not a bool)" in when_problem(1, Operation("get", print), 3, 0)
