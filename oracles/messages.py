@@ -571,8 +571,10 @@ PROTOCOL_CHECK_NOT_RUN = ("  not run: {parts} (they need the component); dry-run
 #: ``protocol check FILE TARGET``: the dry run through the target
 PROTOCOL_CHECK_DRY_RUN = ("  dry run through {target}: {count} step sequence(s) ran {parts} "
                           "without a mistake of the protocol")
-PROTOCOL_CHECK_DRY_FINDINGS = ("  (the code under test showed {count} finding(s) on them; "
-                               "stagecheck spec {target} --protocol {where} reports them)")
+PROTOCOL_CHECK_DRY_FINDINGS = ("  (the code under test showed {count} finding(s) on them, "
+                               "not judged here: protocol check judges the protocol, not the "
+                               "code; stagecheck spec {target} --protocol {where} reports "
+                               "them)")
 #: ``--json`` and ``--junit-xml``/``--markdown`` of a protocol run
 PROTOCOL_REPORT_UNSUPPORTED = ("{flag} is not written for a protocol run",
                                "use --json PATH (the verdict, every finding, its step sequence "
