@@ -353,6 +353,10 @@ PROTOCOL_STARTS_PROCESSES = ("protocol file {value!r} left process(es) running w
 PROTOCOL_CODE_EXITED = ("protocol {value!r}: its own code called {error} at {where}, not the "
                         "code under test", "a protocol's functions return (or raise); fix the "
                         "protocol's code there")
+PROTOCOL_CODE_STARTED = ("protocol {value!r}: its own code started a process ({error}) at "
+                         "{where}, not the code under test", "a protocol's functions start no "
+                         "process (one left running would be charged to the code under "
+                         "test); fix the protocol's code there")
 PROTOCOL_BUILD_MISMATCH = ("protocol {value!r} cannot build {component}: {error}, raised where "
                            "the protocol calls it ({where}), before any of its code ran",
                            "fix the protocol's build (what it passes to ctx.component), or "

@@ -2,12 +2,13 @@
 code under test's (an observed outcome, a finding). A run's ``build``, operations and
 ``observe`` are protocol functions calling the component; these helpers tell the two
 apart by the frames an exception passed (``protocol_mistake``), by what a refused call's
-``TypeError`` names (``call_refused``), and by the line that called ``os._exit``
-(``own_exits_refused``)."""
+``TypeError`` names (``call_refused``), and by the line that called ``os._exit`` or
+started a process (``own_exits_refused``)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import traceback
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from stagecheck.oracles.protocol.context import RunContext
 from stagecheck.oracles.text import type_name
 from stagecheck.spec.protocol import Protocol
 
-__all__ = ["ProtocolExited", "built_class", "call_refused", "own_exits_refused",
+__all__ = ["ProtocolExited", "ProtocolStartedProcess", "built_class", "call_refused", "own_exits_refused",
            "protocol_mistake", "refuse_own_hang"]
 
 
@@ -35,12 +36,21 @@ class ProtocolExited(BaseException):
         return f"os._exit({self.status!r})"
 
 
+class ProtocolStartedProcess(ProtocolExited):
+    """A process started by a user protocol's own code (``subprocess``, ``os.fork``,
+    ``os.posix_spawn``): its mistake, refused before the process exists (what a run
+    leaves running is otherwise charged to the code under test, ``no_process_left``)."""
+
+    def __str__(self) -> str:
+        return str(self.status)
+
+
 @contextmanager
 def own_exits_refused(protocol: Protocol, code):
     """While a sequence runs: ``os._exit`` called from a line of the user protocol's own
-    file raises ``ProtocolExited`` (said as the protocol's mistake, exit 2); called from
-    anywhere else (the code under test) it ends the process as before (an observed
-    end). Nothing changes for a built-in protocol, or one in the target's own file."""
+    file raises ``ProtocolExited`` (said as the protocol's mistake, exit 2), a process
+    started there ``ProtocolStartedProcess``; called from anywhere else (the code under
+    test) they do as before (an observed end, a process the run may leave). Nothing changes for a built-in protocol, or one in the target's own file."""
     own = getattr(getattr(protocol.build, "__code__", None), "co_filename", None)
     if not own or own.startswith(_NEUTRAL) or protocol_mistake(protocol.build, None, code,
                                                                  own_only=True) is None:
@@ -57,13 +67,42 @@ def own_exits_refused(protocol: Protocol, code):
             raise ProtocolExited(status, f"{frame.f_code.co_filename}:{frame.f_lineno}")
         previous[0](status, *args, **kwargs)
 
+    def caller() -> tuple[str, int]:
+        """The innermost frame outside subprocess and os that led to the call."""
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename in _SPAWNERS:
+            frame = frame.f_back
+        return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("", 0)
+
+    def refusing(name: str, real):
+        def start(*args, **kwargs):
+            path, line = caller()
+            if path and os.path.realpath(path) == own:
+                raise ProtocolStartedProcess(name, f"{path}:{line}")
+            return real(*args, **kwargs)
+        return start
+
+    spawners = [(m, name) for m, name in ((subprocess.Popen, "__init__"), (os, "fork"),
+                                          (os, "posix_spawn"), (os, "posix_spawnp"),
+                                          (os, "system"))
+                if hasattr(m, name)]
+    started = [getattr(m, name) for m, name in spawners]
     for m in holders:
         m._exit = exit_refused
+    for (m, name), real in zip(spawners, started):
+        label = "subprocess.Popen" if m is subprocess.Popen else f"os.{name}"
+        setattr(m, name, refusing(label, real))
     try:
         yield
     finally:
         for m, real in zip(holders, previous):
             m._exit = real
+        for (m, name), real in zip(spawners, started):
+            setattr(m, name, real)
+
+
+#: the files whose frames lie between a protocol's line and the start of a process
+_SPAWNERS = frozenset(f for f in (subprocess.__file__, os.__file__) if f)
 
 
 #: frames of these folders are neither the protocol's nor the target's (torch, stagecheck,

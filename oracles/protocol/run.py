@@ -29,7 +29,8 @@ from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, prepare_state,
                                                  release_state)
 from stagecheck.oracles.protocol.load import load_protocol, refuse_patches
-from stagecheck.oracles.protocol.own_code import (ProtocolExited, built_class, call_refused,
+from stagecheck.oracles.protocol.own_code import (ProtocolExited, ProtocolStartedProcess,
+                                                  built_class, call_refused,
                                                   own_exits_refused, protocol_mistake,
                                                   refuse_own_hang)
 from stagecheck.oracles.protocol.problems import when_problem
@@ -64,8 +65,9 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
         with own_exits_refused(protocol, code):
             trace = _run(model, ctx, protocol, seq, meant, options, views, made, code)
     except ProtocolExited as exc:      # the protocol's own build (run, observe: said there)
-        raise SchemaError.of(messages.PROTOCOL_CODE_EXITED, protocol.name,
-                             error=str(exc), where=exc.where) from None
+        said = messages.PROTOCOL_CODE_STARTED if isinstance(exc, ProtocolStartedProcess) \
+            else messages.PROTOCOL_CODE_EXITED
+        raise SchemaError.of(said, protocol.name, error=str(exc), where=exc.where) from None
     finally:        # the run's objects freed now, not by the garbage collector
         release_state(made)
         model.release()

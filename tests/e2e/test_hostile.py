@@ -451,6 +451,11 @@ PROTOCOL_FILES = [
                   r"protocol_run_exit\.py:\d+, not the code under test",
                   "a --protocol file whose own operation calls os._exit(0) in the worker "
                   "(was: a step_outcome finding against the code, exit 1)"),
+    protocol_case("protocol-build-starts-process", "protocol_build_starts_process", 2,
+                  r"its own code started a process \(subprocess\.Popen\) at "
+                  r"\S+protocol_build_starts_process\.py:\d+, not the code under test",
+                  "a --protocol file whose own build starts a process in a session of its own "
+                  "(was: a no_process_left finding against the code under test)"),
     protocol_case("protocol-build-exit", "protocol_build_exit", 2,
                   r"its own code called os\._exit\(0\) at \S+protocol_build_exit\.py:\d+",
                   "a --protocol file whose own build calls os._exit(0) in the worker (was: "
