@@ -45,7 +45,7 @@ from stagecheck.oracles.report.protocol_text import protocol_finding_lines, rend
 from stagecheck.oracles.report.replay import new_run_id, save_run, untrusted_parts
 from stagecheck.oracles.report.text import replay_verdict, verdict_said
 from stagecheck.oracles.stdio import note, shown
-from stagecheck.oracles.targets import is_file_spec
+from stagecheck.oracles.targets import is_file_spec, trusted_path
 from stagecheck.oracles.text import did_you_mean
 from stagecheck.spec.protocol import Protocol
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocols_driving
@@ -158,9 +158,10 @@ def protocol_replay_flags(baseline: str | None, candidate: str, shims: tuple[str
     targets, shims and protocol file outside the repository (a replay file runs only
     code the user chose)."""
     file = protocol.rpartition(":")[0] if ".py:" in protocol else protocol
-    parts, _ = untrusted_parts({"baseline": baseline, "candidate": candidate,
-                                "shims": list(shims),
-                                "schema": file if file.endswith(".py") else None})
+    parts, top = untrusted_parts({"baseline": baseline, "candidate": candidate,
+                                  "shims": list(shims)})
+    if file.endswith(".py") and not trusted_path(file, top):   # as replay's check_trusted
+        parts["schema"] = file
     words = []
     if "baseline" in parts or "candidate" in parts:
         if baseline is not None:

@@ -364,3 +364,17 @@ def test_a_replayed_info_finding_says_whether_it_still_shows(tmp_path):
         assert again.returncode == 0, again.stdout + again.stderr
         assert f"the saved info finding [no_process_left-" in again.stdout
         assert said in again.stdout.splitlines()[-1], again.stdout
+
+
+def test_a_protocol_file_inside_the_folder_is_not_added_to_the_replay_line(tmp_path):
+    # the printed line once added '--protocol ABS_PATH' for a file the replay trusts anyway
+    shutil.copy(f"{MACHINERY}/buggy_token_stager.py", tmp_path / "stager.py")
+    shutil.copy(EXAMPLE, tmp_path / "protocol.py")
+    found = run_cli("spec", "stager.py::TokenStager", "--protocol", "protocol.py",
+                    "--examples", "50", "-q", cwd=tmp_path)
+    assert found.returncode == 1, found.stdout + found.stderr
+    printed = next(x for x in found.stdout.splitlines() if "replay: stagecheck replay" in x)
+    words = shlex.split(printed.split("replay: ", 1)[1])
+    assert "--protocol" not in words and "--candidate" not in words, printed
+    again = run_cli(*words[1:], cwd=tmp_path)
+    assert again.returncode == 1, again.stdout + again.stderr     # runs as printed
