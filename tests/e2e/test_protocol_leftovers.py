@@ -362,7 +362,7 @@ def test_a_replayed_info_finding_says_whether_it_still_shows(tmp_path):
     for candidate, said in ((target, "still shows"), (fixed, "no longer shows")):
         again = run_cli("replay", str(saved), "--candidate", candidate, "--protocol", EXAMPLE)
         assert again.returncode == 0, again.stdout + again.stderr
-        assert f"the saved info finding [no_process_left-" in again.stdout
+        assert "the saved info finding [no_process_left-" in again.stdout
         assert said in again.stdout.splitlines()[-1], again.stdout
 
 
