@@ -316,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
             # the line of an interrupted run lives with the commands (imported late: it
             # brings the report stage, which --help and usage errors never need)
             from stagecheck.oracles.commands.base import interrupted_line
-            code = interrupted_line(0)
+            protocol = values.get("protocol") if isinstance(values, dict) else None
+            code = interrupted_line(0, unit="step sequence(s)" if protocol else "example(s)")
         if interrupt.requested() and code != interrupt.exit_code():
             # the flag decides: a signal that came while files were written, or one an
             # exception handler swallowed, still ends the run as interrupted

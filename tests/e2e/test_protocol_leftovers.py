@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -378,3 +379,17 @@ def test_a_protocol_file_inside_the_folder_is_not_added_to_the_replay_line(tmp_p
     assert "--protocol" not in words and "--candidate" not in words, printed
     again = run_cli(*words[1:], cwd=tmp_path)
     assert again.returncode == 1, again.stdout + again.stderr     # runs as printed
+
+
+def test_a_signal_while_the_protocol_file_loads_counts_step_sequences(tmp_path):
+    # the interrupted line said 'after 0 example(s)' of a protocol run stopped at loading
+    target = f"{MACHINERY}/fixed_token_stager.py::TokenStager"
+    proc = subprocess.Popen([sys.executable, "-m", "stagecheck", "spec", target, "--protocol",
+                             os.path.join(HOSTILE, "protocol_loads_slowly.py"), "-q"],
+                            cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted by SIGINT after 0 step sequence(s)" in err, err
