@@ -67,18 +67,32 @@ def own_exits_refused(protocol: Protocol, code):
             raise ProtocolExited(status, f"{frame.f_code.co_filename}:{frame.f_lineno}")
         previous[0](status, *args, **kwargs)
 
-    def caller() -> tuple[str, int]:
-        """The innermost frame outside subprocess and os that led to the call."""
+    targets = _target_files(code)
+
+    def protocols_line() -> str | None:
+        """``file:line`` of the protocol's own code that led to the start of a process:
+        outward from the call, past the standard library (``subprocess``,
+        ``multiprocessing``, a frozen ``os``), stagecheck and installed packages, and past
+        modules of neither side (a helper the protocol imports), the first frame of the
+        protocol's file; None where the code under test's comes first (or neither)."""
         frame = sys._getframe(2)
-        while frame is not None and frame.f_code.co_filename in _SPAWNERS:
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if not (name.startswith("<") or name.startswith(_NEUTRAL)
+                    or "site-packages" in name):
+                path = os.path.realpath(name)
+                if path in targets:
+                    return None
+                if path == own:
+                    return f"{name}:{frame.f_lineno}"
             frame = frame.f_back
-        return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("", 0)
+        return None
 
     def refusing(name: str, real):
         def start(*args, **kwargs):
-            path, line = caller()
-            if path and os.path.realpath(path) == own:
-                raise ProtocolStartedProcess(name, f"{path}:{line}")
+            where = protocols_line()
+            if where is not None:
+                raise ProtocolStartedProcess(name, where)
             return real(*args, **kwargs)
         return start
 
@@ -101,8 +115,12 @@ def own_exits_refused(protocol: Protocol, code):
             setattr(m, name, real)
 
 
-#: the files whose frames lie between a protocol's line and the start of a process
-_SPAWNERS = frozenset(f for f in (subprocess.__file__, os.__file__) if f)
+def _target_files(code) -> set[str]:
+    """The files of the code under test (its target's file, as ``protocol_mistake`` names
+    them)."""
+    ref = getattr(code, "ref", None)
+    return {os.path.realpath(p) for p in (getattr(ref, "filename", None),
+                                          str(getattr(ref, "spec", "")).split("::")[0]) if p}
 
 
 #: frames of these folders are neither the protocol's nor the target's (torch, stagecheck,
@@ -122,11 +140,7 @@ def protocol_mistake(run, exc: BaseException | None, code,
     own = getattr(getattr(run, "__code__", None), "co_filename", None)
     if not own or own.startswith(_NEUTRAL):
         return None                          # a built-in protocol: its code is stagecheck's
-    ref = getattr(code, "ref", None)
-    targets = {os.path.realpath(p) for p in (getattr(ref, "filename", None),
-                                             str(getattr(ref, "spec", "")).split("::")[0])
-               if p}
-    if os.path.realpath(own) in targets:
+    if os.path.realpath(own) in _target_files(code):
         return None                          # one file holds both: the target's, to be safe
     if own_only:
         return own

@@ -393,3 +393,34 @@ def test_a_signal_while_the_protocol_file_loads_counts_step_sequences(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "interrupted by SIGINT after 0 step sequence(s)" in err, err
+
+
+@pytest.mark.parametrize("start,helper", [
+    ("os.popen('sleep 101')", False),
+    ("multiprocessing.Process(target=time.sleep, args=(102,)).start()", False),
+    ("started()", True),
+])
+def test_a_process_the_protocols_own_code_starts_any_way_is_its_mistake(start, helper,
+                                                                          tmp_path):
+    # os.popen (a frozen os), multiprocessing and a helper module of the protocol's once
+    # passed the check and were charged to the code under test (no_process_left)
+    if helper:
+        (tmp_path / "protocol_helper.py").write_text(
+            "import subprocess, sys\n\n\ndef started():\n    subprocess.Popen([sys.executable, "
+            "'-c', 'import time; time.sleep(103)'], start_new_session=True)\n")
+    source = open(os.path.join(HOSTILE, "protocol_build_starts_process.py")).read()
+    source = source.replace("import subprocess\n", "import multiprocessing\nimport os\n"
+                            "import subprocess\nimport time\n\nsys_path = __import__('sys')."
+                            f"path.insert(0, {str(tmp_path)!r})\n"
+                            "from protocol_helper import started\n" if helper else
+                            "import multiprocessing\nimport os\nimport subprocess\nimport time\n")
+    source = source.replace('    subprocess.Popen([sys.executable, "-c", "import time; '
+                            'time.sleep(103)"],\n                     start_new_session=True)\n',
+                            f"    {start}\n")
+    assert start in source
+    (tmp_path / "protocol.py").write_text(source)
+    proc = run_cli("spec", f"{MACHINERY}/fixed_token_stager.py::TokenStager", "--protocol",
+                   str(tmp_path / "protocol.py"), "--examples", "5", "-q", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "its own code started a process" in proc.stderr
+    assert f"{tmp_path / 'protocol.py'}:" in proc.stderr
