@@ -47,7 +47,7 @@ class SymbolicCommand(Command):
 
     def run(self, run: SymbolicRun, values: dict, outputs: Outputs) -> Outcome:
         # the symbolic oracle imports CrossHair: only for the command that runs it
-        from stagecheck.oracles.symbolic import run_symbolic
+        from stagecheck.oracles.symbolic import raise_if_inconclusive, run_symbolic
         shown = progress_of(values, self.name, "paths")
         try:
             with open_targets([(run.baseline, "BASELINE"), (run.candidate, "CANDIDATE")],
@@ -55,10 +55,14 @@ class SymbolicCommand(Command):
                 result = run_symbolic(*runner.targets, timeout=run.config.timeout,
                                       max_capacity=run.config.max_capacity,
                                       max_paths=run.config.max_paths, runner=runner,
-                                      progress=shown.update if shown else None)
+                                      progress=shown.update if shown else None, strict=False)
         finally:
             if shown:
                 shown.close()
+        # paths lost (or none explored) leave no verdict to vouch for, unless an error
+        # finding was seen: the torch replay confirmed it, and it is reported and saved
+        if not result.interrupted and not result.errors:
+            raise_if_inconclusive(result)
         verdict = "interrupted" if result.interrupted else result.verdict(run.strict)
         targets = {"baseline": runner.targets[0].record(),
                    "candidate": runner.targets[1].record()}
@@ -78,7 +82,7 @@ class SymbolicCommand(Command):
             saved = {k: shown_path(v) + flags for k, v in saved.items()}
         where = shown_path(manifest) if manifest else None
         files = {"--json": lambda: render_json(json_document(
-            self.name, result.to_dict(), verdict, targets=targets,
+            self.name, {**result.to_dict(), "manifest": manifest}, verdict, targets=targets,
             settings=symbolic_settings(result, run.strict, run.schema_given, run.shims)))}
         if result.interrupted:
             return Outcome(verdict, 0, result, files, interrupted=(

@@ -376,6 +376,41 @@ def test_a_symbolic_counterexample_is_shrunk_saved_and_replayable(tmp_path):
     assert "replay:" not in quiet.stdout
 
 
+MIXED = textwrap.dedent("""
+    def stage(ctx, scheduler_output, req_ids, num_reqs, requests, mamba_state_idx):
+        spec_tokens = scheduler_output.scheduled_spec_decode_tokens
+        for i, req_id in enumerate(req_ids[:num_reqs]):
+            assert req_id in mamba_state_idx, f"missing state index of {req_id!r}"
+            ctx.mamba_state_idx_buf.np[i] = mamba_state_idx[req_id] + (num_reqs == 1)
+            ctx.num_scheduled_tokens_buf.np[i] = scheduler_output.num_scheduled_tokens[req_id]
+            ctx.num_computed_tokens_buf.np[i] = requests[req_id].num_computed_tokens
+            ctx.num_draft_tokens_buf.np[i] = len(spec_tokens.get(req_id, ()))
+        if num_reqs >= 3:   # a torch in-place op: outside the list model
+            ctx.num_draft_tokens_buf.cpu[:num_reqs].clamp_(min=0)
+        for buf in (ctx.mamba_state_idx_buf, ctx.num_scheduled_tokens_buf,
+                    ctx.num_computed_tokens_buf, ctx.num_draft_tokens_buf):
+            buf.copy_to_gpu(num_reqs)
+""")
+
+
+def test_symbolic_error_findings_stand_and_are_saved_when_other_paths_are_lost(tmp_path):
+    """Paths lost to an operation the list model cannot take (``clamp_`` at 3 requests or
+    more) leave no verdict to vouch for, but an error the torch replay confirmed on
+    another path (a state index off by one for a batch of one) is reported and saved: it
+    was once lost with the run (exit 2, nothing saved)."""
+    (tmp_path / "mixed.py").write_text(MIXED)
+    proc = stagecheck("symbolic", "single-loop", "mixed.py::stage", "--max-capacity", "4",
+                      "--max-paths", "60", "--json", "s.json", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    document = json.loads((tmp_path / "s.json").read_text())
+    assert document["paths_unsupported"] > 0 and document["verdict"] == "different"
+    manifest = json.loads(Path(document["manifest"]).read_text())
+    saved = [f["file"] for f in manifest["findings"] if f["severity"] == "error"]
+    assert saved and all(Path(f).exists() for f in saved)
+    again = stagecheck("replay", saved[0], cwd=tmp_path)
+    assert again.returncode == 1, again.stdout + again.stderr
+
+
 def test_a_symbolic_path_budget_explores_the_same_paths_every_time(tmp_path):
     runs = []
     for k in range(2):
