@@ -78,8 +78,7 @@ def own_exits_refused(protocol: Protocol, code):
         frame = sys._getframe(2)
         while frame is not None:
             name = frame.f_code.co_filename
-            if not (name.startswith("<") or name.startswith(_NEUTRAL)
-                    or "site-packages" in name):
+            if not _neutral(name):
                 path = os.path.realpath(name)
                 if path in targets:
                     return None
@@ -131,6 +130,13 @@ _NEUTRAL = tuple(os.path.dirname(os.path.abspath(f)) + os.sep for f in (
     sys.modules[Protocol.__module__].__file__))    # stagecheck's spec (built-in protocols)
 
 
+def _neutral(filename: str) -> bool:
+    """Whether a frame of ``filename`` is neither side's: frozen or generated code, the
+    ``_NEUTRAL`` folders, an installed package."""
+    return filename.startswith("<") or filename.startswith(_NEUTRAL) \
+        or "site-packages" in filename
+
+
 def protocol_mistake(run, exc: BaseException | None, code,
                       own_only: bool = False) -> str | None:
     """``file:line`` where a user protocol's own function raised ``exc`` (its innermost
@@ -146,7 +152,7 @@ def protocol_mistake(run, exc: BaseException | None, code,
         return own
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         name = frame.filename
-        if name.startswith("<") or name.startswith(_NEUTRAL) or "site-packages" in name:
+        if _neutral(name):
             continue
         return f"{name}:{frame.lineno}" if os.path.realpath(name) == os.path.realpath(own) \
             else None
