@@ -100,8 +100,10 @@ def _steps(seq: StepSequence) -> Iterator[StepSequence]:
     (``spec.steps.BOUNDS``)."""
     n = len(seq.steps)
     if n > BLOCKS_FROM:
+        prefixes = []
         k = 1
         while k < n:
+            prefixes.append(k)
             out = copy.deepcopy(seq)
             del out.steps[k:]
             yield out
@@ -110,6 +112,8 @@ def _steps(seq: StepSequence) -> Iterator[StepSequence]:
         while block > 2:
             block -= block % 2
             for start in range(0, n - block + 1, block):
+                if start + block == n and start in prefixes:
+                    continue          # the prefix of ``start`` steps, proposed above
                 out = copy.deepcopy(seq)
                 del out.steps[start:start + block]
                 yield out
