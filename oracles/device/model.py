@@ -82,6 +82,9 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         self._issued: list[Op] = []       # every copy and device work, in issue order
         self._work_ops: list[Op] = []     # device work launched, in launch order
         self._keep: list = []         # every allocation of the run stays alive until it ends
+        #: ids of the tensors named after a path of the state (``name_region``): alive
+        #: until the run ends (``_keep``), so an id names one tensor
+        self.named_objects: set[int] = set()
         self._pinned_count = 0
         self.pinned_downloads = 0     # downloads into pinned memory issued
 
@@ -126,11 +129,13 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         region = self.regions.add(Region(name, kind, span.lo, max(span.hi, span.lo + 1),
                                          span.item, owner, row))
         self._keep.append(t)
+        self.named_objects.add(id(t))
         return region
 
     def _new_pinned_region(self, t) -> None:
         self._pinned_count += 1
         self.name_region(t, f"pinned tensor {self._pinned_count}")
+        self.named_objects.discard(id(t))     # named by the counter, not after a path
 
     def describe(self, span: Span) -> tuple[str, tuple[int, ...]]:
         return self.describe_in_rows(span)[:2]
@@ -374,6 +379,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         self._open, self._issued, self._writers, self._work_ops = [], [], [], []
         self._uploads = {}
         self._keep = []
+        self.named_objects = set()
         self.regions = Regions()
         self.pairs = Pairs(self.regions)
         self.running = None

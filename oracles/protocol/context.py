@@ -16,6 +16,7 @@ from typing import Any
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.device.spans import _span
+from stagecheck.oracles.device.standins import ModelAcceleratorEvent, ModelEvent, ModelStream
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.observe import observe
@@ -23,6 +24,7 @@ from stagecheck.oracles.observe.instrumented import InstrumentedBackend
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.text import did_you_mean
 from stagecheck.spec.scenario import StagingScenario
+from stagecheck.spec.protocols import vllm
 from stagecheck.spec.schema import StandInUnsupported
 
 __all__ = ["RunContext", "prepare_state", "release_state"]
@@ -327,6 +329,8 @@ def _name_all(model, state, only_unnamed: bool, Tensor) -> None:
                 if type(value) in _LEAVES:      # no tensor, nothing to look into
                     continue
                 if isinstance(value, Tensor):
+                    if only_unnamed and id(value) in model.named_objects:
+                        continue        # this very tensor was named after its path
                     kind = model.memory(value)
                     if kind != "pageable" and value.numel() and (
                             not only_unnamed or _unnamed_here(model, value)):
@@ -374,8 +378,13 @@ def _routine(value) -> bool:
 
 
 #: ``_name_tensors``: values of these exact types are neither tensors nor looked into (plain
-#: values and sets have no ``__dict__``; functions and methods are routines)
+#: values and sets have no ``__dict__``; functions and methods are routines; the device
+#: model's streams and events and the scheduler output of vLLM's built-in protocols hold
+#: no memory of the state)
 _LEAVES = frozenset({int, float, bool, str, bytes, complex, type(None), set, frozenset,
-                     types.FunctionType, types.MethodType, types.BuiltinFunctionType})
+                     types.FunctionType, types.MethodType, types.BuiltinFunctionType,
+                     ModelStream, ModelEvent, ModelAcceleratorEvent,
+                     vllm.SchedulerOutput, vllm.NewRequestData, vllm.SamplingParams,
+                     vllm.CachedRequestData})
 #: ``_name_tensors``: how a value's path is written (``.name``, ``[k]``, ``[repr(key)]``)
 _ATTRIBUTE, _ITEM, _KEY = "attribute", "item", "key"
