@@ -39,6 +39,7 @@ from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState,
 from stagecheck.oracles.device.order import covers
 from stagecheck.oracles.device.standins import restore_names, swap_names
 from stagecheck.oracles.device.torchload import import_torch
+from stagecheck.oracles.device.work import _logged
 
 __all__ = ["CudaDevice"]
 
@@ -69,7 +70,7 @@ class CudaDevice(DeviceModel):
                       "current_stream": torch.cuda.current_stream,
                       "default_stream": torch.cuda.default_stream,
                       "synchronize": torch.cuda.synchronize}
-        self._pending_reads: list[tuple[str, str, dict]] = []
+        self._pending_reads: list[tuple] = []
         self._picked_later: list[tuple] = []     # ``_picked``: (op, lo, item, positions)
         self.gates = StreamGates(torch)
         #: stream id -> (its driver handle, the sequence numbers of the operations a gate
@@ -288,11 +289,12 @@ class CudaDevice(DeviceModel):
         finally:
             self.inside = False
 
-    def _work(self, op: Op, name: str, fn, reads: dict, where: tuple, scalars: dict):
+    def _work(self, op: Op, name: str, fn, reads: dict, where: tuple, scalars: dict,
+              held: tuple = ()):
         def run():
             with self._torch._C.DisableTorchFunction():
                 op.seen = {k: t.detach().clone() for k, t in reads.items()}
-            self._pending_reads.append((where, name, scalars, op))
+            self._pending_reads.append((where, name, scalars, op, held))
             fn()
         return run
 
@@ -328,10 +330,10 @@ class CudaDevice(DeviceModel):
             for op, lo, item, positions in self._picked_later:
                 super()._picked(op, lo, item, positions.cpu())
             self._picked_later.clear()
-            for where, name, scalars, op in self._pending_reads:
+            for where, name, scalars, op, held in self._pending_reads:
                 op.seen = {k: t.cpu().tolist() for k, t in op.seen.items()}
                 self._only_touched(op, op.seen)
-                self.reads_log.append((where, name, {**scalars, **op.seen}))
+                self.reads_log.append((where, name, {**scalars, **_logged(op.seen, held)}))
         self._pending_reads.clear()
         self.check_intents()
 

@@ -99,6 +99,20 @@ class HostIntent:
                 left = _take(values, sources, held, p0, p1, up.index, left, count)
             return values, sources, lo, item, alternates
 
+    def _held_by_state(self, reads: dict, spans: list) -> dict:
+        """Device memory of the state that device work may read without being given it
+        (``self.block_table.gpu`` in a method of the block table): each tensor named
+        after a path of the state whose memory uploads wrote, and that no argument
+        (``spans``) overlaps, by its name; what the work reads of it is compared with what
+        the host meant, as for an argument."""
+        held: dict = {}
+        uploads = self._uploads
+        for (lo, hi), (name, t, storage) in self._state_device.items():
+            if storage in uploads and name not in reads and t.dim() and t.is_contiguous() \
+                    and not any(s.lo < hi and lo < s.hi for s in spans):
+                held[name] = t
+        return held
+
     def _device_delivered(self, up, q0: int, held: list, item: int) -> list:
         """``held`` (the values upload ``up``'s host source is taken to hold, from its
         element ``q0``) with ``FROM_DEVICE`` where a download the device orders before

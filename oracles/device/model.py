@@ -85,6 +85,9 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         #: ids of the tensors named after a path of the state (``name_region``): alive
         #: until the run ends (``_keep``), so an id names one tensor
         self.named_objects: set[int] = set()
+        #: device memory named after a path of the state, by its bounds: ``(name, tensor,
+        #: storage address)``; what device work may read besides its arguments (``launch``)
+        self._state_device: dict[tuple[int, int], tuple] = {}
         self._pinned_count = 0
         self.pinned_downloads = 0     # downloads into pinned memory issued
 
@@ -130,6 +133,10 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
                                          span.item, owner, row))
         self._keep.append(t)
         self.named_objects.add(id(t))
+        if kind == "device" and span.elements is None and region.hi > region.lo:
+            with _disabled():
+                self._state_device[(region.lo, region.hi)] = (
+                    name, t, t.untyped_storage().data_ptr())
         return region
 
     def _new_pinned_region(self, t) -> None:
@@ -294,12 +301,21 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
                     shape = (t.is_contiguous(), numel, span.item, None)
                 spans.append(span)
                 intents[label] = self._intent(t, index, shape)
+            held = self._held_by_state(reads, spans)
+            for label, t in held.items():      # compared where read, never logged
+                numel, item, lo = t.numel(), t.element_size(), t.data_ptr()
+                span = Span(lo, lo + numel * item, item)
+                touched[label] = reading[label] = (span, set(), numel)
+                low, high = min(low, lo), max(high, span.hi)
+                intents[label] = self._intent(
+                    t, index, (True, numel, item, t.untyped_storage().data_ptr()))
         op.dev_reads = spans
         op.dev_writes = [span_of(t) for t in writes] if writes else []
         op.intents, op.touched, op.reading = intents, touched, reading
         if touched:
             op.bounds = (low, high)
-        op.action = self._work(op, name, fn, reads, self.location, dict(scalars or {}))
+        op.action = self._work(op, name, fn, {**reads, **held} if held else reads,
+                               self.location, dict(scalars or {}), tuple(held))
         self._work_ops.append(op)
         self._start(op)
         return op
@@ -380,6 +396,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         self._uploads = {}
         self._keep = []
         self.named_objects = set()
+        self._state_device = {}
         self.regions = Regions()
         self.pairs = Pairs(self.regions)
         self.running = None

@@ -83,15 +83,18 @@ class DeviceWork:
         op.action = _nothing
         self._start(op)
 
-    def _work(self, op: Op, name: str, fn, reads: dict, where: tuple, scalars: dict):
+    def _work(self, op: Op, name: str, fn, reads: dict, where: tuple, scalars: dict,
+              held: tuple = ()):
+        """The action of device work ``op``: ``reads`` its arguments and the state's
+        memory it may read (``held``: their labels, compared but not logged)."""
         def run():
             with _disabled():
                 op.seen = {k: t.tolist() for k, t in reads.items()}   # host memory here
-            entry = {**scalars, **op.seen}
+            entry = {**scalars, **_logged(op.seen, held)}
             self.reads_log.append((where, name, entry))
             fn()
             self._only_touched(op, op.seen)
-            entry.update(op.seen)
+            entry.update(_logged(op.seen, held))
         return run
 
     def read_by_work(self, tensors: list) -> None:
@@ -196,6 +199,13 @@ class DeviceWork:
             op.dev_writes.append(span)
             if op not in self._writers:
                 self._writers.append(op)
+
+
+def _logged(seen: dict, held: tuple) -> dict:
+    """What device work read of its arguments: ``seen`` without the state's memory it
+    was not given (``held``), which is compared with what the host meant, not logged
+    (two targets may name it differently)."""
+    return {k: v for k, v in seen.items() if k not in held} if held else seen
 
 
 def _note_read(op: Op, lo: int, hi: int, elements) -> bool:

@@ -66,6 +66,30 @@ def test_the_worked_example_finds_the_planted_race_and_passes_the_fix():
     assert fixed.errors == [] and fixed.findings == []
 
 
+def test_device_work_reading_the_state_through_self_is_compared_with_what_the_host_meant(
+        tmp_path):
+    """An audit's upstream BlockTable: ``compute_slot_mapping`` hands its kernel
+    ``self.block_table.gpu``, not an argument, and the race on its pinned rows passed as
+    info ("no effect on what the device work read")."""
+    buggy = run_protocol_campaign(None, toy("buggy_self_read_token_stager"), EXAMPLE,
+                                  ProtocolConfig(sequences=100))
+    read = [f for f in buggy.errors if f.invariant == "device_read_as_meant"]
+    assert read and "ids_gpu" in read[0].message, [f.message for f in buggy.findings]
+    assert any(f.invariant == "no_copy_hazard" for f in buggy.errors)
+    fixed = run_protocol_campaign(None, toy("fixed_self_read_token_stager"), EXAMPLE,
+                                  ProtocolConfig(sequences=100))
+    assert fixed.findings == [], [f.message for f in fixed.findings]
+    # what it reads through self is compared, not logged: a refactor that renames the
+    # mirror is the same code
+    renamed = tmp_path / "renamed_self_read_token_stager.py"
+    renamed.write_text((TOY / "fixed_self_read_token_stager.py").read_text()
+                       .replace("ids_gpu", "token_ids_gpu"))
+    same = run_protocol_campaign(toy("fixed_self_read_token_stager"),
+                                 f"{renamed}::TokenStager", EXAMPLE,
+                                 ProtocolConfig(sequences=60))
+    assert same.verdict() == "equivalent", [f.message for f in same.findings]
+
+
 def test_work_run_inside_a_synchronous_copy_is_seen_reading_what_it_read():
     """Queued device work that a synchronous (pageable) upload waits for runs inside the
     copy's handling; its reads are still seen (they were None, a false
