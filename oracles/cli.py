@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  epilog=_epilog(name))
         for argument, text in spec.arguments:
             command.add_argument(argument, help=text)
-        for option in options_of(name):
+        for option in options_of(name) if name != "protocol" else ():   # its 'check''s
             _add_option(command, option)
     schema_sub = _subparsers(parser)["schema"].add_subparsers(
         dest="schema_command", parser_class=_Parser, metavar="SUBCOMMAND")
@@ -196,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the component to dry-run the protocol on "
                             "('path/to/file.py::Class'): a few step sequences run through "
                             "build, every operation, observe and the protocol's checks")
+    for option in options_of("protocol"):       # what the dry run loads the target with
+        _add_option(check, option)
     return parser
 
 

@@ -382,7 +382,8 @@ TABLE: tuple[Option, ...] = (
            field="protocol", metavar="NAME|FILE", key=None, setting=None,
            shown_default="the saved protocol"),
     Option("shim", "a module whose top-level names file targets may use where their imports "
-           "cannot be honoured (e.g. def cdiv(a, b): ...); repeatable", TARGETS, Texts(), (),
+           "cannot be honoured (e.g. def cdiv(a, b): ...); repeatable", TARGETS + ("protocol",),
+           Texts(), (),
            flag="--shim", field="shims", dest="shim", action="append", metavar="PATH.py",
            key="shims",
            path=True, shown_default="none"),

@@ -336,7 +336,7 @@ class ProtocolCommand(Command):
     def configure(self, args, values: dict):
         what = getattr(args, "protocol_command", None) or "list"
         if what == "list":
-            return what, None, None, None
+            return what, None, None, None, ()
         target = getattr(args, "target", None)
         try:        # the declaration as it is: 'check' lists every problem itself
             protocol = load_protocol(args.protocol, checked=False)
@@ -344,10 +344,10 @@ class ProtocolCommand(Command):
             raise exc.located("argument PROTOCOL") from None
         if target is not None and isinstance(protocol, Protocol):
             _refuse_bare_file(target, protocol, "TARGET")
-        return what, protocol, args.protocol, target
+        return what, protocol, args.protocol, target, tuple(values.get("shims") or ())
 
     def run(self, config, values: dict, outputs: Outputs) -> Outcome:
-        what, protocol, where, target = config
+        what, protocol, where, target, shims = config
         if what == "list":
             return Outcome("listed", EXIT_CLEAN, text="\n".join(
                 f"{name}: {', '.join(p.functions)} — {p.summary}"
@@ -359,7 +359,7 @@ class ProtocolCommand(Command):
         ran = None
         if not problems and target is not None:
             try:
-                ran = _dry_run(where, target)
+                ran = _dry_run(where, target, shims)
             except SchemaError as exc:      # a mistake of the protocol the run showed
                 if getattr(exc, "target_index", None) is not None:
                     raise exc.located("argument TARGET") from None
@@ -373,7 +373,7 @@ class ProtocolCommand(Command):
             note("stagecheck: error: " + messages.PROTOCOL_CHECK_FAILED.format(
                 name=name, where=where, count=len(problems)))
             return Outcome("problems", EXIT_USAGE, problems)
-        lines = _summary(protocol, where, target)
+        lines = _summary(protocol, where, target, shims)
         if ran is None:
             lines.insert(1, messages.PROTOCOL_CHECK_NOT_RUN.format(
                 where=shlex.quote(where), component=protocol.component or "Class",
@@ -400,13 +400,13 @@ def _listed(parts: list[str]) -> str:
 DRY_RUN_SEQUENCES = 10
 
 
-def _dry_run(spec: str, target: str):
+def _dry_run(spec: str, target: str, shims: tuple[str, ...] = ()):
     """``spec``'s build, operations, observe and checks run on ``DRY_RUN_SEQUENCES`` step
     sequences through ``target`` on the CPU model (the campaign's own runs, unshrunk): a
     mistake of the protocol is the ``SchemaError`` the run raises; what the code under
     test shows is counted, not judged here."""
     return run_protocol_campaign(None, target, spec, ProtocolConfig(
-        sequences=DRY_RUN_SEQUENCES, device="cpu", jobs=1, shrink=False))
+        sequences=DRY_RUN_SEQUENCES, device="cpu", jobs=1, shrink=False, shims=shims))
 
 
 def component_note(protocol: Protocol, target: str | None) -> str | None:
@@ -430,7 +430,8 @@ def component_note(protocol: Protocol, target: str | None) -> str | None:
         guess=did_you_mean(protocol.component, classes))
 
 
-def _summary(protocol: Protocol, where: str, target: str | None = None) -> list[str]:
+def _summary(protocol: Protocol, where: str, target: str | None = None,
+             shims: tuple[str, ...] = ()) -> list[str]:
     # what the protocol file wrote (names, summary, parameters) is escaped as a report's
     # text is: a name holding a newline or a terminal escape shows as written, inert
     space = protocol.space
@@ -458,7 +459,8 @@ def _summary(protocol: Protocol, where: str, target: str | None = None) -> list[
         lines.append("  its own checks: " + ", ".join(c.id for c in protocol.checks))
     target = shlex.quote(target) if target else \
         f"path/to/component.py::{protocol.component or 'function'}"
-    lines.append(f"  run it: stagecheck spec {target} --protocol {shlex.quote(where)}")
+    lines.append(f"  run it: stagecheck spec {target} --protocol {shlex.quote(where)}"
+                 + "".join(f" --shim {shlex.quote(shown(s))}" for s in shims))
     return lines
 
 

@@ -205,6 +205,24 @@ def test_protocol_check_passes_a_good_file_and_the_builtins():
     assert listed.returncode == 0 and all(name in listed.stdout for name in BUILTIN)
 
 
+def test_protocol_check_dry_runs_a_target_that_needs_a_shim(tmp_path):
+    """An audit: the dry run's load error said 'give each name with --shim FILE.py', and
+    'protocol check' refused --shim."""
+    stager = (ROOT + "/tests/targets/protocols/_machinery/fixed_token_stager.py")
+    source = open(stager).read().replace(
+        "import torch\n", "import torch\nfrom vllm.config import tokens_per_row\n").replace(
+        "n = len(token_ids)", "n = tokens_per_row(len(token_ids))")
+    (tmp_path / "stager.py").write_text(source)
+    (tmp_path / "shims.py").write_text("def tokens_per_row(n):\n    return n\n")
+    without = run_cli("protocol", "check", EXAMPLE, "stager.py::TokenStager", cwd=tmp_path)
+    assert without.returncode == 2 and "--shim" in without.stderr, without.stderr
+    shimmed = run_cli("protocol", "check", EXAMPLE, "stager.py::TokenStager",
+                      "--shim", "shims.py", cwd=tmp_path)
+    assert shimmed.returncode == 0, shimmed.stdout + shimmed.stderr
+    assert "dry run through stager.py::TokenStager" in shimmed.stdout
+    assert "--protocol " + EXAMPLE + " --shim shims.py" in shimmed.stdout
+
+
 BAD = {
     "empty_name": ("PROTOCOL = Protocol(name='', summary='s', functions=('A',), "
                    "build=lambda c: None, component='A', operations=(Operation('a', run),))",
