@@ -189,6 +189,13 @@ def _first_difference(a, b, path: str = "") -> tuple[str, object, object] | None
     return path, a, b
 
 
+def _observed(path: str) -> str:
+    """Where ``observe``'s result differs (``_first_difference``'s path), as an
+    expression: ``observe()['computed']['req-1']``, ``observe()[0][1]``."""
+    head, bracket, rest = path.partition("[")
+    return "observe()" + (f"[{head!r}]" if head else "") + bracket + rest
+
+
 def _outcome(trace: Trace, side: str) -> list[Finding]:
     failed = trace.failed()
     if failed is None:
@@ -269,7 +276,7 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
             path, x, y = _first_difference(a, b)
             xs, ys = _shown(x, y, 160)
             return [_finding("readback_as_written",
-                             f"after step {k} the host holds {path or 'its state'} = "
+                             f"after step {k} the host holds {_observed(path)} = "
                              f"{ys} under this completion schedule, {xs} when "
                              "every copy and kernel completes when issued", side,
                              # one identity for the state, whichever item differs: the
@@ -468,7 +475,8 @@ def compare_runs(protocol: Protocol, seq: StepSequence, a: Trace, b: Trace) -> l
         if x != y:
             path, u, v = _first_difference(x, y)
             base, cand = _shown(u, v, 160)
-            return diff(f"after step {k} the host holds {path or 'its state'} = {cand} "
+            return diff(f"after step {k} the host holds {_observed(path)} = "
+                        f"{cand} "
                         f"(candidate), {base} (baseline)", field=path or "state",
                         baseline=u, candidate=v, extra={"kind": "state", "step": k})
     for x, y in zip(a.ops, b.ops):

@@ -12,6 +12,9 @@ from stagecheck.oracles.protocol.campaign import ProtocolResult, note_forced
 from stagecheck.oracles.report.protocol_json import protocol_json_document
 from stagecheck.oracles.report.protocol_text import render_protocol
 from stagecheck.spec.protocol import Trace
+from stagecheck.spec.protocol_invariants import compare_runs
+from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
+from stagecheck.spec.steps import StepSequence
 
 
 def _result() -> ProtocolResult:
@@ -73,3 +76,18 @@ def test_the_json_verdict_counts_info_findings_with_strict_as_the_exit_code_does
     assert protocol_json_document(result)["verdict"] == "equivalent"
     strict = protocol_json_document(result, strict=True)
     assert (strict["verdict"], strict["strict"], strict["infos"]) == ("different", True, 1)
+
+
+def test_a_state_difference_names_where_in_what_observe_returns():
+    """An audit: 'after step 1 the host holds [0][0][1] = -7777' did not say that the path
+    is one into what the protocol's observe returned."""
+    protocol = BUILTIN_PROTOCOLS["input-prep-event"]
+    seq = StepSequence(protocol.name, 2, [])
+    a, b = Trace(), Trace()
+    a.states, b.states = [{"computed": {"req-1": 3}}], [{"computed": {"req-1": 4}}]
+    (finding,) = compare_runs(protocol, seq, a, b)
+    assert "after step 0 the host holds observe()['computed']['req-1'] = 4 (candidate), " \
+           "3 (baseline)" in finding.message, finding.message
+    a.states, b.states = [[[0, 1]]], [[[0, -7777]]]
+    (finding,) = compare_runs(protocol, seq, a, b)
+    assert "the host holds observe()[0][1] = -7777" in finding.message, finding.message
