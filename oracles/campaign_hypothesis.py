@@ -99,6 +99,18 @@ class HypothesisStream:
             pass
         except interrupt.Interrupted:  # what the stream recorded so far stays
             pass
-        except Flaky:       # a call that hung or was killed, then passed when replayed: the
-            pass            # finding the stream recorded stays
+        except Flaky as exc:    # a call that hung or was killed, then passed when replayed:
+            failed = _other_failure(exc, _ErrorFound)  # the finding the stream recorded
+            if failed is not None:      # stays; anything else that failed once (stagecheck
+                raise failed from None  # itself, broken by the code) is not a pass
         return counter[0]
+
+
+def _other_failure(flaky: BaseException, found: type) -> BaseException | None:
+    """The first exception that made hypothesis call the stream ``flaky`` other than a
+    ``found`` error finding (which the stream recorded before raising it): hypothesis
+    groups them in ``exceptions`` (``FlakyFailure``), or chains one as the cause."""
+    for failure in list(getattr(flaky, "exceptions", None) or ()) + [flaky.__cause__]:
+        if failure is not None and not isinstance(failure, found):
+            return failure
+    return None

@@ -49,8 +49,15 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
     try:
         fill()
         while pending:
+            pool, payload = pending[0]
             answer = _next_answer(pending)
-            stopped = stopped or _ends_stopped(answer)
+            if _ends_stopped(answer):
+                stopped = True
+                rest = _unanswered(payload, answer)
+                if rest:        # the examples after the call that stopped: asked again
+                    again = (payload[0], rest, *payload[2:])
+                    pool.post(again)
+                    pending.append((pool, again))
             fill()
             yield _pumping(answer, [pool for pool, _ in pending])
     finally:
@@ -83,6 +90,13 @@ def _pumping(answer: list, pools: list[WorkerPool]):
         for pool in pools:
             pool.pump()
         yield item
+
+
+def _unanswered(payload: tuple, answer: list) -> list:
+    """The examples of ``payload``'s batch that ``answer`` (cut short by a call that hung
+    or ended its process) holds no observations of."""
+    answered = {index for index, _ in answer}
+    return [(index, s) for index, s in payload[1] if index not in answered]
 
 
 def _ends_stopped(answer: list) -> bool:
