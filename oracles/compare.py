@@ -15,6 +15,16 @@ from operator import ne
 from stagecheck.spec import ERROR, INFO, Finding, Observation, StagingScenario, TargetProfile
 from stagecheck.spec.invariants import input_difference
 
+
+class _Absent:
+    """A slot past the end of a view one side left shorter."""
+
+    def __repr__(self) -> str:
+        return "absent (its view is shorter)"
+
+
+ABSENT = _Absent()
+
 __all__ = ["compare", "outcome"]
 
 
@@ -75,12 +85,16 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
             if stopped or va is None or vb is None or va == vb:
                 continue
             slots = list(compress(count(), map(ne, va, vb)))    # one C loop
+            # a view one side left shorter (an array it put in place of the buffer's):
+            # its slots past the shorter one differ too
+            slots += range(min(len(va), len(vb)), max(len(va), len(vb)))
             i = slots[0]
             where = "live" if i < s.num_reqs else "tail"
-            add("same_buffers", f"{view} {name}[{i}] ({where}): baseline {va[i]!r}, candidate "
-                f"{vb[i]!r}", strict_state, field=name, slot=i, view=view, baseline=va[i],
-                candidate=vb[i], extra={"slots": slots, "baseline_values": va,
-                                        "candidate_values": vb})
+            x, y = (va[i] if i < len(va) else ABSENT), (vb[i] if i < len(vb) else ABSENT)
+            add("same_buffers", f"{view} {name}[{i}] ({where}): baseline {x!r}, candidate "
+                f"{y!r}", strict_state, field=name, slot=i, view=view, baseline=x,
+                candidate=y, extra={"slots": slots, "baseline_values": va,
+                                    "candidate_values": vb})
         ra, rb = _copy_ranges(a, buffer), _copy_ranges(b, buffer)
         if ra != rb and not stopped:
             add("same_copies", f"{name} copied over {ra} by the baseline, {rb} by the candidate",

@@ -107,3 +107,15 @@ def test_a_buffer_difference_names_the_first_slot_and_keeps_every_slot():
     assert (f.slot, f.view, f.baseline, f.candidate) == (1, "cpu", 7, 8)
     assert f.extra["slots"] == [1, 4]
     assert "computed[1] (live)" in f.message
+
+
+def test_a_view_one_side_left_shorter_is_a_difference_not_a_crash():
+    """An audit: a candidate that put a 3-element array in place of a buffer's ``np``
+    left a shorter view, and the compare stage raised IndexError (exit 3)."""
+    s = scenario()
+    b = run()
+    b.cpu[FOUR[3]] = b.cpu[FOUR[3]][:3]         # the live slots agree, the tail is gone
+    (f,) = compare(s, run(), b, OLD, OLD)
+    assert (f.invariant, f.slot, f.view, f.baseline) == ("same_buffers", 3, "cpu", -1)
+    assert f.extra["slots"] == [3, 4, 5]
+    assert "draft[3] (tail): baseline -1, candidate absent (its view is shorter)" in f.message
