@@ -41,9 +41,11 @@ def save_protocol_findings(result, directory: str, protocol_spec: str,
     os.makedirs(directory, exist_ok=True)
     saved = {}
     baseline, candidate = result.pinned()     # they load from any folder, at any commit
+    run = saved_run(result.config, PROTOCOL_RUN_FIELDS)
     for f in result.findings if findings is None else findings:
+        # the run's settings too: a run under another --timeout never shares a file
         key = json.dumps([protocol_spec, baseline, candidate,
-                          result.config.device, f.scenario], sort_keys=True, default=repr)
+                          result.config.device, f.scenario, run], sort_keys=True, default=repr)
         rid = f"{f.id}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
         path = os.path.join(directory, f"{rid}.json")
         write_atomic(path, json.dumps(
@@ -51,7 +53,7 @@ def save_protocol_findings(result, directory: str, protocol_spec: str,
              "protocol": protocol_spec, "baseline": baseline,
              "candidate": candidate, "device": result.config.device,
              "shims": list(shims), "finding": f.to_dict(),
-             "run": saved_run(result.config, PROTOCOL_RUN_FIELDS)}, indent=1, sort_keys=True),
+             "run": run}, indent=1, sort_keys=True),
             inside=directory)
         saved[f.id] = path
     return saved

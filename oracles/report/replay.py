@@ -60,12 +60,14 @@ GITIGNORE = "# Created by stagecheck: its replay files and run manifests stay lo
 
 
 def replay_id(finding, baseline: str | None, candidate: str, device: str,
-              schema: list | None = None) -> str:
+              schema: list | None = None, run: dict | None = None) -> str:
     """The file id of ``finding`` as shown by this pair on this device: its bug id and a
     digest of the pinned targets, the device, the schema (``[spec, name]``: the pinned
-    ``--schema`` or None, and the name of the schema the run used) and the scenario."""
-    key = json.dumps([baseline, candidate, device, schema, finding.scenario], sort_keys=True,
-                     default=repr)
+    ``--schema`` or None, and the name of the schema the run used), the run's settings a
+    replay uses (``saved_run``: a ``--deferred-copies`` run never shares a file with one
+    without) and the scenario."""
+    key = json.dumps([baseline, candidate, device, schema, finding.scenario]
+                     + ([run] if run else []), sort_keys=True, default=repr)
     return f"{finding.id}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
 
@@ -96,15 +98,16 @@ def save_findings(result, directory: str, baseline=None, candidate=None,
     used = getattr(result, "schema", None)
     schema = [getattr(result, "schema_spec", None), used.name if used is not None else None]
     saved = {}
+    run = saved_run(result.config.run)
     for f in result.findings if findings is None else findings:
-        rid = replay_id(f, base, cand, device, schema)
+        rid = replay_id(f, base, cand, device, schema, run)
         path = os.path.join(directory, f"{rid}.json")
         write_atomic(path, json.dumps(
             {"stagecheck_replay": REPLAY_VERSION, "replay_id": rid, "baseline": base,
              "candidate": cand, "given": {"baseline": result.baseline,
                                           "candidate": result.candidate},
              "device": device, "schema": result.schema_spec, "shims": list(shims),
-             "run": saved_run(result.config.run), "finding": f.to_dict()},
+             "run": run, "finding": f.to_dict()},
             indent=1, sort_keys=True), inside=directory)
         saved[f.id] = path
     return saved

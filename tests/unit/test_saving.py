@@ -51,6 +51,21 @@ def test_every_error_is_saved_and_the_manifest_lists_every_finding(tmp_path):
     assert (tmp_path / ".stagecheck" / ".gitignore").read_text() == GITIGNORE
 
 
+def test_a_run_under_other_settings_never_replaces_a_replay_file(tmp_path):
+    """An audit: the same pair's finding under --deferred-copies was saved over the one of
+    the run without it, and the first run's manifest then named the second's file."""
+    folder = tmp_path / ".stagecheck" / "findings"
+    error = _finding("copy_discipline", ERROR)
+    plain, _ = _save(folder, _result(error), run="plain")
+    deferred = CampaignResult("legacy", "single-loop",
+                              CampaignConfig.from_options(deferred_copies=True),
+                              findings=[error], examples_in_contract=10)
+    later, _ = _save(folder, deferred, run="deferred")
+    assert plain[error.id] != later[error.id]
+    assert json.loads(open(plain[error.id]).read())["run"]["deferred_copies"] is False
+    assert json.loads(open(later[error.id]).read())["run"]["deferred_copies"] is True
+
+
 def test_the_gitignore_goes_to_the_stagecheck_folder_only_and_is_never_replaced(tmp_path):
     own = tmp_path / ".stagecheck" / "findings" / "deep"
     own.mkdir(parents=True)
