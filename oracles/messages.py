@@ -59,6 +59,13 @@ TARGET_UNRESOLVED = ("{value!r} uses {count} global name(s) stagecheck cannot pr
                      "-(a // -b)'; a module object: name it in the shim's __all__; "
                      "repeatable), or load the function as 'package.module:{function}' where "
                      "its package is installed")
+TARGET_IMPORTS_WHEN_CALLED = ("{value!r} imports {module!r} when it is called ({where}), and "
+                              "no module of that name can be imported here",
+                              "stagecheck does not import engine modules, and a --shim gives "
+                              "names to a file's module-level imports only: move the import "
+                              "to the top of the file so that --shim FILE.py can give the "
+                              "names it takes, or load the function as "
+                              "'package.module:function' where its package is installed")
 SHIM_MISSING = ("shim {value!r} does not exist (or is a folder)", "give the path of a Python "
                 "file (relative paths are taken from {cwd})")
 SHIM_BROKEN = ("shim {value!r} cannot be imported ({error})", "fix the file: a shim is a plain "

@@ -7,13 +7,15 @@ target (``options.steps`` times), and reads back the buffers, the copy log, the 
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 import threading
 import time
+import traceback
 from contextlib import contextmanager, nullcontext
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.errors import SchemaError, StagecheckError, UsageError
+from stagecheck.oracles.errors import SchemaError, StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.guard import exits_refused, thread_waited
 from stagecheck.oracles.observe.backends import make_backend, torch_module
 from stagecheck.oracles.observe.build import Backend, build_inputs
@@ -298,6 +300,10 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         if backend.passes_through(exc) or (exits_are_observations and
                                            isinstance(exc, MemoryError)):
             raise                     # a worker ends itself: the checker says "exceeded"
+        where = _absent_import(exc)
+        if where is not None:         # an engine module imported in the call: a limit of
+            raise TargetLoadError.of(messages.TARGET_IMPORTS_WHEN_CALLED, target.spec,
+                                     module=exc.name, where=where) from None   # the loader
         if _FIRED != fired:           # the time limit, surfacing as another exception
             timed_out, exc_type = True, "CallTimedOut"
         else:
@@ -319,6 +325,25 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         events=list(inputs.events), req_ids_reads=list(inputs.reads),
         inputs_after=after, timed_out=timed_out, exception_mro=mro,
         last_step_start=last_step_start)
+
+
+def _absent_import(exc: BaseException) -> str | None:
+    """Where the call imported a module that cannot be imported here (``line N of
+    FILE``, the innermost frame outside the import machinery), for a
+    ``ModuleNotFoundError`` of such a module; None for any other exception."""
+    if type(exc) is not ModuleNotFoundError or not isinstance(exc.name, str) or not exc.name:
+        return None
+    try:
+        if importlib.util.find_spec(exc.name.partition(".")[0]) is not None:
+            return None             # the package is there: the code's own failure
+    except (ImportError, ValueError):
+        pass
+    where = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        name = frame.f_code.co_filename
+        if not name.startswith("<frozen importlib"):
+            where = f"line {line} of {name}"
+    return where or "in its code"
 
 
 #: what a call whose buffers or inputs cannot be read back was seen to do

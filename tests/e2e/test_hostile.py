@@ -153,6 +153,9 @@ LOAD = [
          "a constant's initialiser calls os._exit(0) at load"),
     spec("load_time_default_arg", 2, "raised SystemExit: 5",
          "a default argument calls sys.exit(5) at load"),
+    spec("imports_engine_when_called", 2, fragment(messages.TARGET_IMPORTS_WHEN_CALLED),
+         "an engine module imported inside the function (was: both sides raised "
+         "ModuleNotFoundError, a finding, exit 1)"),
     spec("latin1_declared", 0, CONFORMS, "a PEP 263 Latin-1 file"),
     spec("utf8_bom", 0, CONFORMS, "a file starting with a UTF-8 BOM"),
     Case("target-fifo", ("spec", f"{{T}}/fifo.py::{FUNC}", *QUICK), 2,
