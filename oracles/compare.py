@@ -53,7 +53,7 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
         level = severity(strict)
         extra = dict(extra or {})
         if level == INFO and not context:
-            context.append(_context(s, pa, pb, in_contract, contracts_differ))
+            context.append(_context(s, pa, pb, in_contract, contracts_differ, a, b))
         if level == INFO and context[0]:
             extra["context"] = context[0]
         out.append(Finding(inv, level, message, side="both", in_contract=in_contract,
@@ -115,7 +115,7 @@ def _flags(p: TargetProfile, s: StagingScenario) -> str:
 
 
 def _context(s: StagingScenario, pa: TargetProfile, pb: TargetProfile, in_contract: bool,
-             contracts_differ) -> str:
+             contracts_differ, a: Observation, b: Observation) -> str:
     """Why a difference on this scenario is allowed (info), in one line."""
     missing = pa.first_missing(s) or pb.first_missing(s)
     failure = "" if not missing else (
@@ -129,7 +129,10 @@ def _context(s: StagingScenario, pa: TargetProfile, pb: TargetProfile, in_contra
     if contracts_differ:
         return (f"the two contracts differ{_flags(pa, s)}: only one side needs "
                 f"{missing[2].missing.input}")
-    return failure
+    if failure or (a.returned and b.returned):
+        return failure
+    return (f"baseline {outcome(a)}, candidate {outcome(b)}: what a call that did not return "
+            "left staged is not held to the other's (the outcome is the finding)")
 
 
 def outcome(o: Observation) -> str:
