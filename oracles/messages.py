@@ -59,6 +59,10 @@ TARGET_UNRESOLVED = ("{value!r} uses {count} global name(s) stagecheck cannot pr
                      "-(a // -b)'; a module object: name it in the shim's __all__; "
                      "repeatable), or load the function as 'package.module:{function}' where "
                      "its package is installed")
+#: under a pair's DIFFERENT verdict where every error is a spec violation of both sides alike
+BOTH_VIOLATE_ALIKE = ("  both targets violate the spec alike (the same invariants on the same "
+                      "fields), and no difference between them was seen: the errors are the "
+                      "baseline's as much as the candidate's")
 TARGET_IMPORTS_WHEN_CALLED = ("{value!r} imports {module!r} when it is called ({where}), and "
                               "no module of that name can be imported here",
                               "stagecheck does not import engine modules, and a --shim gives "

@@ -118,6 +118,8 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
     verdict = verdict_said(result, strict)
     lines.append(f"verdict: {verdict} — {findings_count(errors, infos)}"
                  + (" (--strict: info counts)" if strict else ""))
+    if result.baseline and alike(errors):
+        lines.append(messages.BOTH_VIOLATE_ALIKE)
     lines += findings_sections(errors, infos, saved, result.schema, verbose)
     if manifest:
         lines += ["", messages.MANIFEST_LINE.format(count=len(saved or {}), path=manifest)]
@@ -229,6 +231,15 @@ def render_replay(path: str, saved: dict, baseline: str | None, candidate: str, 
     errors = sum(1 for f in findings if f.severity == "error")
     lines.append(replay_verdict(errors, baseline is None, "example"))
     return "\n".join(lines)
+
+
+def alike(errors: list) -> bool:
+    """Whether a pair's error findings are spec violations both sides show alike (the
+    same invariants on the same fields), with no difference between the two."""
+    keys = {side: {(f.invariant, f.field) for f in errors if f.side == side}
+            for side in ("baseline", "candidate", "both")}
+    return bool(keys["baseline"]) and keys["baseline"] == keys["candidate"] \
+        and not keys["both"]
 
 
 def replay_verdict(errors: int, one_target: bool, what: str, protocol: bool = False) -> str:

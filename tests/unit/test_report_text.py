@@ -115,3 +115,16 @@ def test_spec_says_conforms_or_violates_not_equivalent():
     broken = replace(alone, findings=[Finding("tail_policy", ERROR, "tail written")])
     assert "verdict: VIOLATES" in render_campaign(broken)
     assert "verdict: EQUIVALENT" in render_campaign(replace(result(), findings=[]))
+
+
+def test_a_pair_whose_errors_both_sides_show_alike_says_so():
+    """An audit: 'diff X X' of a buggy X said DIFFERENT with nothing to tell that the two
+    behave alike (each violates the spec the same way)."""
+    r = result()
+    error = r.errors[0]
+    alike = replace(r, findings=[replace(error, side="baseline"), error])
+    assert messages.BOTH_VIOLATE_ALIKE in render_campaign(alike)
+    assert messages.BOTH_VIOLATE_ALIKE not in render_campaign(r)     # the candidate's only
+    both = replace(error, invariant="same_buffers", side="both")
+    differing = replace(r, findings=[replace(error, side="baseline"), error, both])
+    assert messages.BOTH_VIOLATE_ALIKE not in render_campaign(differing)
