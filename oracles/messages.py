@@ -157,6 +157,15 @@ FIXTURE_UNKNOWN_OPTIONS = ("unknown option(s) {value}{hint}", "the fixture takes
 BAD_ORACLES = ("{value} is not an oracle", "choose from {choices} (comma-separated, e.g. "
                "--oracles spec,differential)")
 BAD_OPERATORS = ("{value} is not an operator", "choose from {choices}")
+#: ``mutants`` whose operators make no mutant of the target: nothing would be checked
+NO_MUTANTS_OF_OPERATORS = ("no operator of {value} applies to {target}: 0 mutants, nothing "
+                           "would be checked", "{fix}")
+NO_MUTANTS_OTHERS = ("the operators that apply to it are {others}: give --operators some of "
+                     "them, or leave --operators out")
+NO_MUTANTS_NONE = ("no operator of the catalog applies to it either: give a staging "
+                   "function with copies, loops, asserts or lookups to mutate")
+NO_MUTANTS = ("no mutation operator applies to {value}: 0 mutants, nothing would be checked",
+              "give a staging function with copies, loops, asserts or lookups to mutate")
 REPLAY_UNREADABLE = ("cannot read {value!r} ({error})", "give a replay file written by "
                      "'stagecheck diff'")
 REPLAY_MALFORMED = ("{value!r} is not a stagecheck replay file ({error})",

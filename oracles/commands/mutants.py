@@ -9,7 +9,7 @@ from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, Command
                                               open_targets, schema_of, shim_option)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import MutantProgress, progress_of
-from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.kernel import use_interpreter_without_gpu
 from stagecheck.oracles.mutants import MutantsConfig, list_mutants, run_mutants
 from stagecheck.oracles.options import build
@@ -61,6 +61,8 @@ class MutantsCommand(Command):
         try:
             report = run_mutants(run.target, config, MutantProgress(shown),
                                  schema=run.pinned_schema, original=original)
+        except UsageError as exc:       # no mutant: --operators's, else the target's
+            raise (exc if exc.option else exc.located("argument TARGET")) from None
         finally:
             if shown:
                 shown.close()

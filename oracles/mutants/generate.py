@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.errors import TargetLoadError
+from stagecheck.oracles.errors import TargetLoadError, UsageError
 from stagecheck.oracles.mutants.catalog import CATALOG, OPERATORS
 from stagecheck.oracles.mutants.mutation import Location, Scope
 from stagecheck.oracles.targets import load_function_from_source
 
-__all__ = ["Mutant", "functions_in_scope", "generate_mutants"]
+__all__ = ["Mutant", "functions_in_scope", "generate_mutants", "require_mutants"]
 
 
 @dataclass
@@ -123,3 +123,20 @@ def generate_mutants(source: str, filename: str, function: str, profile=None,
             out.append(Mutant(mid, op_class.name, loc, site.description, text, diff, filename,
                               function, reason))
     return out
+
+
+def require_mutants(mutants: list[Mutant], target: str, operators: Sequence[str] | None,
+                    every: Callable[[], list[Mutant]]) -> None:
+    """A ``UsageError`` when ``mutants`` is empty: a run of no mutant checks nothing, never
+    a clean verdict. With ``operators`` it names them and the operators that would apply
+    (``every``: the mutants of the whole catalog), said of ``--operators``; without, of
+    the target."""
+    if mutants:
+        return
+    if not operators:
+        raise UsageError.of(messages.NO_MUTANTS, target)
+    others = list(dict.fromkeys(m.operator for m in every()))
+    fix = (messages.NO_MUTANTS_OTHERS.format(others=", ".join(others)) if others
+           else messages.NO_MUTANTS_NONE)
+    raise UsageError.of(messages.NO_MUTANTS_OF_OPERATORS, ", ".join(operators), "operators",
+                        target=target, fix=fix)

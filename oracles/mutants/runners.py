@@ -31,7 +31,7 @@ from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.campaign import run_campaign
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.mutants.catalog import OPERATORS
-from stagecheck.oracles.mutants.generate import Mutant, generate_mutants
+from stagecheck.oracles.mutants.generate import Mutant, generate_mutants, require_mutants
 from stagecheck.oracles.mutants.matrix import ORACLES, MutantResult, MutationReport, OracleOutcome
 from stagecheck.oracles.mutants.upstream import UPSTREAM_TESTS
 from stagecheck.oracles.options import OPTIONS, CampaignConfig, RunOptions, check_fields
@@ -426,6 +426,8 @@ def run_mutants(target_spec: str, config: MutantsConfig = MutantsConfig(),
     # the text read once from here on: a git revision is resolved to its commit once
     source, filename, function = _source(original, target_spec)
     mutants = generate_mutants(source, filename, function, original.profile, config.operators)
+    require_mutants(mutants, target_spec, config.operators,
+                    lambda: generate_mutants(source, filename, function, original.profile))
     report = MutationReport(target_spec, filename, function, list(config.oracles),
                             config.budget, config.symbolic_timeout, config.symbolic_paths)
     report.unavailable.update(_unavailable(config, original))

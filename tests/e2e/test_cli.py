@@ -262,3 +262,19 @@ def test_every_parser_refuses_abbreviations():
                 todo.extend(action.choices.values())
     assert seen == 15          # stagecheck, its 9 commands, schema list|show|check,
     #                            protocol list|check
+
+
+# ------------------------------------------------------------------ an audit's findings
+
+def test_mutants_with_no_mutant_is_exit_2_naming_the_target_and_the_operators():
+    # was: "0 mutant(s) ... 0/0" and exit 0, nothing checked
+    target = "tests/targets/hostile/chdir.py::stage_postprocess_inputs_to_gpu"
+    proc = run_cli("mutants", target, "--oracles", "spec", "--budget", "10", "--operators",
+                   "swapped_views", "-q", "--jobs", "1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("stagecheck: error: option --operators: no operator of "
+                           f"swapped_views applies to {target}: 0 mutants")
+    assert "the operators that apply to it are full_req_ids, " in line
+    assert "swapped_views" not in line.split("apply to it are")[1]
+    assert proc.stdout == ""
