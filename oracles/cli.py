@@ -54,6 +54,14 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def print_help(self, file=None) -> None:
+        """``--help`` on stdout through ``emit``: help that cannot be written (``>/dev/full``,
+        ``>&-``) is exit 2, as ``--version`` is (``entry_point``), never lost at exit 0."""
+        if file is not None:
+            super().print_help(file)
+        else:
+            emit(self.format_help().rstrip("\n"))
+
     def error(self, message: str):  # never exit from inside argparse
         raise UsageError.of(messages.USAGE, message=self._reworded(message), prog=self.prog)
 
@@ -289,8 +297,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             stdio.check_working_folder()
-            args = _parse(parser, argv)
-            if args.version:
+            try:
+                args = _parse(parser, argv)
+            except SystemExit as exit_:     # --help, shown: entry_point judges stdout
+                args, code = None, exit_.code or EXIT_CLEAN
+            if args is None:
+                pass
+            elif args.version:
                 emit(f"stagecheck {__version__}")
                 code = EXIT_CLEAN
             elif args.command is None:

@@ -64,6 +64,25 @@ def test_version_prints_the_package_version(capsys):
     assert proc.returncode == 0 and proc.stdout.strip() == f"stagecheck {stagecheck.__version__}"
 
 
+@pytest.mark.parametrize("argv", [["--help"], ["diff", "--help"], ["schema", "check", "--help"],
+                                  ["--version"]])
+@pytest.mark.parametrize("redirect", [">&-", ">/dev/full"])
+def test_help_or_version_that_cannot_be_written_is_exit_2(argv, redirect):
+    # --help was exit 0 with its text lost (an audit's finding); --version was exit 2 already
+    if redirect == ">/dev/full" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    command = f"{shlex.quote(sys.executable)} -m stagecheck {shlex.join(argv)} {redirect}"
+    proc = subprocess.run(command, shell=True, cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert messages.STDOUT_LOST in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_still_answers_exit_0_in_process(capsys):
+    assert main(["diff", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: stagecheck diff")
+
+
 # ------------------------------------------------------------------------------ options
 
 def test_every_device_option_has_the_choices_cpu_and_cuda():
