@@ -213,6 +213,11 @@ class Texts:
     def __call__(self, option: str, value: Any) -> tuple[str, ...]:
         if isinstance(value, str):
             value = [value]
+        blank = next((v for v in value if isinstance(v, str) and not v.strip()), None) \
+            if isinstance(value, (list, tuple)) else None
+        if blank is not None:       # ``--shim ''``: that value, not the list it is in
+            raise UsageError.of(messages.EMPTY_TEXT, blank, option,
+                                what="the path of a Python file, e.g. shims/vllm_helpers.py")
         if not isinstance(value, (list, tuple)) or not all(
                 isinstance(v, str) and v.strip() for v in value):
             raise UsageError.of(messages.BAD_TEXTS, value, option)
