@@ -95,6 +95,11 @@ def did_you_mean(word: str, known) -> str:
     """`` (did you mean CLOSEST?)`` for a misspelt ``word`` (an option, a key, a builtin
     target's name), the closest of ``known`` (``difflib``); '' when none is close. The
     command line's unknown options, ``[tool.stagecheck]``'s unknown keys and unknown
-    builtin targets all say it."""
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    builtin targets all say it. A prefix of exactly one of ``known`` names that one first
+    (``--ex``: ``--examples``, not the closer-spelt ``--seed``; it is still refused)."""
+    known = list(known)
+    longer = [k for k in known if k.startswith(word) and k != word]
+    if len(longer) == 1 and word.strip("-"):
+        return messages.DID_YOU_MEAN.format(option=longer[0])
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
     return messages.DID_YOU_MEAN.format(option=close[0]) if close else ""

@@ -214,6 +214,7 @@ MISSPELT = [
     (["symbolic", "legacy", "single-loop", "--max-path", "3"], "symbolic", "--max-paths"),
     (["replay", "x.json", "--candidat", "legacy"], "replay", "--candidate"),
     (["schema", "check", "x", "--frobnicate"], "schema check", None),
+    (["spec", "legacy", "--ex", "5"], "spec", "--examples"),     # a prefix of one: was --seed
 ]
 
 
