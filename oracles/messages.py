@@ -156,7 +156,7 @@ FIXTURE_UNKNOWN_OPTIONS = ("unknown option(s) {value}{hint}", "the fixture takes
                            "profile: --hypothesis-profile)")
 BAD_ORACLES = ("{value} is not an oracle", "choose from {choices} (comma-separated, e.g. "
                "--oracles spec,differential)")
-BAD_OPERATORS = ("{value} is not an operator", "choose from {choices}")
+BAD_OPERATORS = ("{value} is not an operator{hint}", "choose from {choices}")
 #: ``mutants`` whose operators make no mutant of the target: nothing would be checked
 NO_MUTANTS_OF_OPERATORS = ("no operator of {value} applies to {target}: 0 mutants, nothing "
                            "would be checked", "{fix}")

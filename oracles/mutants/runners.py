@@ -38,6 +38,7 @@ from stagecheck.oracles.options import OPTIONS, CampaignConfig, RunOptions, chec
 from stagecheck.oracles.runner import load_isolated, side_of
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target, TargetRef, target_ref, target_source
+from stagecheck.oracles.text import did_you_mean
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool, kill_all, target_arg
 
 __all__ = ["DEFAULT_BUDGET", "DEFAULT_SYMBOLIC_PATHS", "DEFAULT_SYMBOLIC_TIMEOUT",
@@ -92,7 +93,8 @@ class MutantsConfig:
             wrong = [o for o in operators if o not in OPERATORS]
             if wrong or not operators:
                 raise UsageError.of(messages.BAD_OPERATORS, ", ".join(wrong) or "(empty)",
-                                    "operators", choices=", ".join(OPERATORS))
+                                    "operators", choices=", ".join(OPERATORS),
+                                    hint=did_you_mean(wrong[0], OPERATORS) if wrong else "")
             object.__setattr__(self, "operators", operators)
         if not isinstance(self.run, RunOptions):
             raise TypeError(f"run must be RunOptions, got {type(self.run).__name__}")

@@ -143,6 +143,8 @@ BAD = [
     (["dif", "legacy", "single-loop"], "(did you mean diff?)"),
     (["protocol", "chek", "x.py"], "(did you mean check?)"),
     (["mutants", "legacy", "--oracles", ","], "option --oracles"),
+    (["mutants", "legacy", "--operators", "swapped_view"],
+     "option --operators: swapped_view is not an operator (did you mean swapped_views?); "),
     (["spec", "legacy", "--shim", ""], "option --shim: '' is empty; give the path of a Python "
      "file, e.g. shims/vllm_helpers.py"),          # was: [''] is not a list of paths
     ([], None),
