@@ -95,6 +95,28 @@ class _Parser(argparse.ArgumentParser):
                 raise exc.located(f"option {option.flag}") from None
         super()._check_value(action, value)
 
+    def parse_known_args(self, args=None, namespace=None):
+        return super().parse_known_args(self._joined(args), namespace)
+
+    def _joined(self, args):
+        """``--timeout -inf`` as ``--timeout=-inf``: a value that starts with '-' and reads
+        as a number (-1e5, -inf, -nan) is argparse's "expected one argument" otherwise, with
+        no value and no fix; joined, the option's own check refuses it by name."""
+        if args is None:
+            args = sys.argv[1:]
+        args = list(args)
+        out: list[str] = []
+        for k, word in enumerate(args):
+            if word == "--":
+                return out + args[k:]
+            action = self._option_string_actions.get(out[-1]) if out else None
+            if (action is not None and action.nargs is None and word.startswith("-")
+                    and _numeric(word)):
+                out[-1] = f"{out[-1]}={word}"
+            else:
+                out.append(word)
+        return out
+
     def parse_args(self, args=None, namespace=None):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
@@ -119,6 +141,15 @@ class _Parser(argparse.ArgumentParser):
                     break
         return UsageError.of(messages.USAGE, message=f"unrecognized arguments: "
                              f"{' '.join(extras)}{hint}", prog=parser.prog)
+
+
+def _numeric(word: str) -> bool:
+    """Whether ``word`` reads as a number to ``float`` (``-1e5``, ``-inf``, ``-nan``)."""
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
 
 
 def _field_flag(word: str, known: list[str]) -> str:

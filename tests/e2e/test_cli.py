@@ -145,6 +145,12 @@ BAD = [
     (["mutants", "legacy", "--oracles", ","], "option --oracles"),
     (["mutants", "legacy", "--operators", "swapped_view"],
      "option --operators: swapped_view is not an operator (did you mean swapped_views?); "),
+    # a value that starts with '-' and reads as a number was argparse's "expected one argument"
+    (["spec", "legacy", "--timeout", "-inf"],
+     "option --timeout: '-inf' is not a positive number of seconds; give e.g. 5"),
+    (["spec", "legacy", "--timeout", "-nan"], "option --timeout: '-nan' is not a positive"),
+    (["diff", "legacy", "single-loop", "--examples", "-1e5"],
+     "option --examples: '-1e5' is not a whole number >= 1"),
     (["spec", "legacy", "--shim", ""], "option --shim: '' is empty; give the path of a Python "
      "file, e.g. shims/vllm_helpers.py"),          # was: [''] is not a list of paths
     ([], None),
