@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -60,17 +61,22 @@ TARGETS = ("diff", "spec", "symbolic", "bench", "mutants", "replay")
 
 # ---------------------------------------------------------------------------- checks
 
+#: a whole number as text: ASCII digits only (``int`` takes '١٢', '1_000' and ' 5' too)
+_DECIMAL = re.compile(r"-?[0-9]+")
+#: a number of seconds as text, likewise: 5, 0.5, .5, 1e-3 (and signs, refused later)
+_NUMBER = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
+
+
 def whole(option: str, value: Any, minimum: int = 1, example: str = "1",
           limit: int | None = None, reason: str | None = None) -> int:
     """``value`` as an int >= ``minimum`` and at most ``limit`` (default: the table's
     limit for ``option``), else a ``UsageError`` naming ``option``."""
     given = value
     if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
+        if not _DECIMAL.fullmatch(value):
             raise UsageError.of(messages.BAD_WHOLE, given, option, minimum=minimum,
-                                example=example) from None
+                                example=example)
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise UsageError.of(messages.BAD_WHOLE, given, option, minimum=minimum, example=example)
     limit = LIMITS.get(option) if limit is None else limit
@@ -84,10 +90,9 @@ def whole(option: str, value: Any, minimum: int = 1, example: str = "1",
 def integer(option: str, value: Any, example: str = "0") -> int:
     """Any whole number (a seed), else a ``UsageError``."""
     if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise UsageError.of(messages.BAD_INTEGER, value, option, example=example) from None
+        if not _DECIMAL.fullmatch(value):
+            raise UsageError.of(messages.BAD_INTEGER, value, option, example=example)
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise UsageError.of(messages.BAD_INTEGER, value, option, example=example)
     return value
@@ -97,8 +102,10 @@ def seconds(option: str, value: Any, example: str = "5", limit: float | None = N
             reason: str | None = None) -> float:
     """A finite number of seconds > 0, at most ``limit`` (default: the table's limit for
     ``option``), else a ``UsageError``."""
+    if isinstance(value, str) and not _NUMBER.fullmatch(value):
+        raise UsageError.of(messages.BAD_SECONDS, value, option, example=example)
     try:
-        number = float(value.strip() if isinstance(value, str) else value)
+        number = float(value)
     except (TypeError, ValueError, OverflowError):      # 10**400 too: not a float
         raise UsageError.of(messages.BAD_SECONDS, value, option, example=example) from None
     if isinstance(value, bool) or not math.isfinite(number) or number <= 0:

@@ -181,3 +181,23 @@ def test_a_number_of_seconds_too_large_for_a_float_is_a_usage_error():
     from stagecheck.oracles.options import seconds
     with pytest.raises(UsageError):
         seconds("timeout", 10 ** 400)
+
+
+@pytest.mark.parametrize("name,value", [
+    ("examples", "١٢"), ("examples", "1_000"), ("examples", " 5"), ("examples", "5 "),
+    ("examples", "+5"), ("seed", "١٢"), ("seed", "1_0"), ("seed", " 5"),
+    ("timeout", "١٢"), ("timeout", "1_0"), ("timeout", " 5"),
+])
+def test_numbers_are_plain_ascii_text(name, value):
+    # int() and float() take Arabic-Indic digits, '_' and spaces: an audit's finding
+    with pytest.raises(UsageError, match="is not a") as raised:
+        OPTIONS[name].check(name, value)
+    assert raised.value.value == value
+
+
+@pytest.mark.parametrize("name,value,expected", [
+    ("examples", "500", 500), ("seed", "-7", -7), ("timeout", "5", 5.0),
+    ("timeout", ".5", 0.5), ("timeout", "5.", 5.0), ("timeout", "1e1", 10.0),
+])
+def test_plain_numbers_still_pass(name, value, expected):
+    assert OPTIONS[name].check(name, value) == expected
