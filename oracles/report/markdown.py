@@ -18,7 +18,7 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.finding_text import (findings_count, group_slot_table,
-                                                     info_groups)
+                                                     info_groups, verdict_said)
 from stagecheck.oracles.report.json import campaign_settings
 from stagecheck.oracles.report.snippet import pytest_example, snippet_setting
 from stagecheck.oracles.report.text import tried_examples
@@ -47,7 +47,7 @@ def render_markdown(result, strict: bool = False, targets: dict | None = None,
     run's, for the pasted tests)."""
     command = command or ("diff" if result.baseline else "spec")
     interrupted = getattr(result, "interrupted", None)
-    verdict = "interrupted" if interrupted else result.verdict(strict)
+    verdict = "interrupted" if interrupted else verdict_said(result, strict)   # as text says
     errors, infos = result.errors, result.infos
     what = (f"{_code(result.baseline)} vs {_code(result.candidate)}" if result.baseline
             else f"spec of {_code(result.candidate)}")

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from stagecheck.oracles.report.markdown import render_markdown
 from stagecheck.oracles.report.snippet import pytest_example, snippet_setting
+from stagecheck.oracles.report.text import render_campaign
 from tests.unit.test_report import result
 from tests.unit.test_report_text import infos
 
@@ -50,3 +51,13 @@ def test_clean_summary_and_table_cells_are_safe():
     clean = render_markdown(replace(result(), findings=[]))
     assert "**Verdict: EQUIVALENT**" in clean and "No error finding." in clean
     assert "### Errors" not in clean and "### Reproduce" not in clean
+
+
+def test_a_spec_summary_says_the_verdict_in_the_text_reports_words():
+    # was "Verdict: EQUIVALENT" / "DIFFERENT" where the text report says CONFORMS / VIOLATES
+    clean = replace(result(), baseline=None, findings=[])
+    assert "**Verdict: CONFORMS**" in render_markdown(clean)
+    assert "verdict: CONFORMS" in render_campaign(clean)
+    violates = replace(result(), baseline=None)
+    assert "**Verdict: VIOLATES**" in render_markdown(violates)
+    assert render_markdown(clean).startswith("## stagecheck spec: spec of `file.py::stage`")
