@@ -709,6 +709,11 @@ REPORT_WOULD_OVERWRITE = ("{value!r} exists and is not a stagecheck report ({wha
                           "wrote; delete the file first if it is yours to lose")
 CWD_GONE = ("the current folder {value!r} no longer exists ({error})",
             "change to a folder that exists (cd) and run the command again")
+#: a path that is a symbolic link loop (``paths.refuse_loop``): named as one, not missing
+LINK_LOOP = ("{path!r} is a symbolic link loop ({error})", "give the path of the {what} itself, "
+             "or mend the link")
+#: ... as a report or the save folder says why it cannot be written (``report/files.py``)
+LINK_LOOP_WHY = "it is a symbolic link loop ({error})"
 NOT_A_REGULAR_FILE = ("{path!r} is {kind}, not a file: stagecheck reads a {what} from a "
                       "regular file only (reading this one could wait for ever)",
                       "give the path of the {what} itself")

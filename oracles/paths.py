@@ -8,13 +8,15 @@ library only.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import StagecheckError
 
-__all__ = ["read_regular", "refuse_special", "require_file", "special_kind"]
+__all__ = ["link_loop", "read_regular", "refuse_loop", "refuse_special", "require_file",
+           "special_kind"]
 
 
 def _kind_of(mode: int) -> str | None:
@@ -40,9 +42,33 @@ def special_kind(path) -> str | None:
         return None
 
 
+def link_loop(path) -> str | None:
+    """The system's words for a symbolic link loop ("Too many levels of symbolic links")
+    when ``path`` is one (or leads through one); None otherwise. ``replay`` says it from
+    the failed read; every other path stagecheck reads or writes says it from here."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return (exc.strerror or "Too many levels of symbolic links") \
+            if exc.errno == errno.ELOOP else None
+    except (ValueError, TypeError):
+        return None
+    return None
+
+
+def refuse_loop(path, value, what: str, error: type = StagecheckError) -> None:
+    """Raise ``error`` (exit 2) naming ``path`` as a symbolic link loop when it is one,
+    never "does not exist"."""
+    why = link_loop(path)
+    if why is not None:
+        raise error.of(messages.LINK_LOOP, value, path=path, error=why, what=what)
+
+
 def refuse_special(path, value, what: str, error: type = StagecheckError) -> None:
     """Raise ``error`` (exit 2) naming ``path`` as a FIFO, a device or a socket when it is
-    one: ``what`` says what stagecheck wanted there (a target file, a shim, ...)."""
+    one, or as a symbolic link loop: ``what`` says what stagecheck wanted there (a target
+    file, a shim, ...)."""
+    refuse_loop(path, value, what, error)
     kind = special_kind(path)
     if kind is not None:
         raise error.of(messages.NOT_A_REGULAR_FILE, value, path=path, kind=kind, what=what)

@@ -25,7 +25,7 @@ from stagecheck.oracles.observe import Builder, make_backend
 from stagecheck.oracles.observe.build import BuilderRefused
 from stagecheck.oracles.observe.listmodel import ListBackend, ModelUnsupported
 from stagecheck.oracles.options import RunOptions
-from stagecheck.oracles.paths import refuse_special
+from stagecheck.oracles.paths import refuse_loop, refuse_special
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.targets import remember_schema_spec
 from stagecheck.oracles.text import exception_text, printable
@@ -60,6 +60,7 @@ def load_schema(spec: str, checked: bool = True, guarded: bool = False) -> Stagi
     path, sep, name = spec.rpartition(":") if spec.count(":") and not spec.endswith(".py") \
         else (spec, "", "")
     if not path.endswith(".py"):
+        refuse_loop(spec, spec, "schema file", SchemaError)
         raise SchemaError.of(messages.SCHEMA_UNKNOWN, spec, builtins=", ".join(BUILTIN_SCHEMAS))
     refuse_special(path, spec, "schema file", SchemaError)
     if not os.path.isfile(path):

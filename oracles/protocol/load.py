@@ -30,7 +30,7 @@ from typing import Any
 from stagecheck.oracles import guard, messages
 from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.errors import SchemaError
-from stagecheck.oracles.paths import require_file
+from stagecheck.oracles.paths import refuse_loop, require_file
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.protocol.problems import check_protocol, drawable, dry_run_problems
 from stagecheck.oracles.runner import load_schema_isolated
@@ -175,6 +175,7 @@ def _load_file(spec: str, checked: bool, guarded: bool) -> Protocol:
         if os.path.isdir(spec):
             raise SchemaError.of(messages.PROTOCOL_FOLDER, spec,
                                  builtins=", ".join(BUILTIN_PROTOCOLS))
+        refuse_loop(spec, spec, "protocol file", SchemaError)
         raise SchemaError.of(messages.PROTOCOL_UNKNOWN, spec,
                              builtins=", ".join(BUILTIN_PROTOCOLS))
     require_file(path, "protocol file", messages.PROTOCOL_FILE_MISSING, SchemaError, spec,

@@ -33,7 +33,7 @@ import time
 
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import UsageError
-from stagecheck.oracles.paths import special_kind
+from stagecheck.oracles.paths import link_loop, special_kind
 
 __all__ = ["FIFO_SECONDS", "check_outputs", "is_report", "make_folder", "probe_file",
            "probe_folder", "special_kind", "write_atomic"]   # special_kind: oracles/paths.py
@@ -131,6 +131,9 @@ def _probe_create(folder: str) -> None:
 
 def probe_file(path: str) -> str | None:
     """Why ``path`` cannot be written as a report, or None when it can. Changes nothing."""
+    loop = link_loop(path)
+    if loop is not None:        # writing would replace the link: refused, as read paths are
+        return messages.LINK_LOOP_WHY.format(error=loop)
     real = os.path.realpath(path)
     if os.path.isdir(real):
         return "it is a folder"
@@ -175,6 +178,9 @@ def probe_folder(folder: str) -> str | None:
     folder that is a symbolic link to nothing is refused. The folder (or that ancestor)
     is opened now, once: later writes under ``folder`` go through this descriptor.
     """
+    loop = link_loop(folder)
+    if loop is not None:
+        return messages.LINK_LOOP_WHY.format(error=loop)
     if os.path.islink(folder) and not os.path.exists(folder):
         return f"it is a symbolic link to {os.path.realpath(folder)!r}, which does not exist"
     path = os.path.realpath(folder)

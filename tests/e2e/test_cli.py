@@ -289,3 +289,30 @@ def test_mutants_with_no_mutant_is_exit_2_naming_the_target_and_the_operators():
     assert "the operators that apply to it are full_req_ids, " in line
     assert "swapped_views" not in line.split("apply to it are")[1]
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("argv,where", [
+    (["spec", "LOOP.py::f"], "argument TARGET"),
+    (["spec", "LOOP::f"], "argument TARGET"),
+    (["spec", "legacy", "--shim", "LOOP.py"], "option --shim"),
+    (["spec", "legacy", "--schema", "LOOP.py"], "option --schema"),
+    (["spec", "legacy", "--schema", "LOOP"], "option --schema"),
+    (["spec", "legacy", "--protocol", "LOOP.py"], "option --protocol"),
+    (["spec", "legacy", "--protocol", "LOOP"], "option --protocol"),
+    (["spec", "legacy", "--examples", "5", "--save-dir", "LOOP"], "option --save-dir"),
+    (["spec", "legacy", "--examples", "5", "--json", "LOOP"], "option --json"),
+    (["spec", "legacy", "--examples", "5", "--markdown", "LOOP"], "option --markdown"),
+])
+def test_a_symbolic_link_loop_is_named_as_one_and_refused(argv, where, tmp_path, monkeypatch,
+                                                          capsys):
+    # was "does not exist", "a symbolic link to ..., which does not exist", or for --json
+    # and --markdown the loop replaced by the report at exit 0 (an audit's finding)
+    monkeypatch.chdir(tmp_path)
+    for name in ("LOOP", "LOOP.py"):
+        os.symlink(name, tmp_path / name)
+    assert main([*argv, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"stagecheck: error: {where}: ") and "Traceback" not in err
+    assert "is a symbolic link loop (Too many levels of symbolic links)" in err
+    assert "does not exist" not in err
+    assert os.path.islink(tmp_path / "LOOP") and os.path.islink(tmp_path / "LOOP.py")
