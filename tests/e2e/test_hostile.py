@@ -249,7 +249,7 @@ TARGETS = [
          "(--timeout 1 counts CPU time)"),
     Case("mutants-system-exit", ("mutants", target("system_exit"), "--oracles",
                                  "spec,differential", "--budget", "10", "--operators",
-                                 "swapped_views", "--quiet"), 1,
+                                 "copy_dropped", "--quiet"), 1,
          r"control \(the unmutated source.*: spec 1 error finding",
          "mutants of a target that raises SystemExit (was: exit 0; kills by oracles that "
          "fail on the unmutated source prove nothing)"),
@@ -332,7 +332,7 @@ LEAKS = [
                   "--quiet"],
          env=(("STAGECHECK_MEMORY_MIB", "1024"), ("HOSTILE_SHARED_MIB", "1536"))),
     Case("mutants-daemonizes", ("mutants", target("daemonizes"), "--oracles", "spec",
-                                "--budget", "5", "--operators", "swapped_views", "--quiet"),
+                                "--budget", "5", "--operators", "copy_dropped", "--quiet"),
          0, "killed", "mutants of a daemonizing target (was: about 6,000 processes left)"),
     Case("mutants-kill-9", ("mutants", "legacy", "--jobs", "2", "--budget", "300",
                             "--oracles", "spec,differential"), -9, "",
