@@ -765,6 +765,11 @@ SCHEMA_CODE_FORKED = ("{value} called os.fork(), which the checker refuses: the 
 SCHEMA_PATCHES = ("schema file {value!r} changed stagecheck's own code when it ran ({names})",
                   "a schema declares inputs, fields and policies; it must not replace "
                   "stagecheck's functions or builtins")
+SCHEMA_CHANGES_PROCESS = ("schema file {path!r} changed the process that imported it in a "
+                          "way stagecheck cannot undo: {changes}",
+                          "a schema declares inputs, fields and policies; remove what changes "
+                          "the process (a resource limit, the working folder) from its "
+                          "module-level code")
 SCHEMA_ENDED = ("schema file {value!r} ended the process that loaded it and dry-ran it: {what}",
                 "module-level code and the functions of a schema must not exit; fix the file")
 SCHEMA_HUNG = ("schema file {value!r} did not finish loading and its dry run within "

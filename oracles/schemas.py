@@ -26,6 +26,7 @@ from stagecheck.oracles.observe.build import BuilderRefused
 from stagecheck.oracles.observe.listmodel import ListBackend, ModelUnsupported
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.paths import refuse_loop, refuse_special
+from stagecheck.oracles.process_state import state_kept
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.targets import remember_schema_spec
 from stagecheck.oracles.text import exception_text, printable
@@ -125,18 +126,25 @@ def _import_file(path: str, spec: str, guarded: bool = False):
     sys.modules[module_name] = module
     before = guard.snapshot() if guarded else None
     try:
-        if guarded:
-            guard.guarded_call(f"schema file {path!r} (its module-level code)",
-                               loader_spec.loader.exec_module, module)
-        else:
-            loader_spec.loader.exec_module(module)
+        # its working folder, umask and resource limits put back, what it writes to fd 1
+        # sent to stderr (stdout holds the report)
+        with state_kept() as lost:
+            if guarded:
+                guard.guarded_call(f"schema file {path!r} (its module-level code)",
+                                   loader_spec.loader.exec_module, module)
+            else:
+                loader_spec.loader.exec_module(module)
     except SchemaError:
         del sys.modules[module_name]
         raise
-    except (Exception, SystemExit, KeyboardInterrupt) as exc:   # the user's file failed:
-        del sys.modules[module_name]                             # say where, no traceback
+    except BaseException as exc:    # the user's file failed (its own BaseException
+        del sys.modules[module_name]     # too): say where, no traceback
         raise SchemaError.of(messages.SCHEMA_IMPORT, spec, path=path,
                              error=exception_text(exc, type(exc))) from None
+    if lost:
+        del sys.modules[module_name]
+        raise SchemaError.of(messages.SCHEMA_CHANGES_PROCESS, spec, path=path,
+                             changes="; ".join(lost))
     if before is not None:
         try:
             _refuse_patches(before, spec)

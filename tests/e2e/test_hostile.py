@@ -382,6 +382,30 @@ SCHEMAS = [
           ("build-exits", "build_exits_rarely",
            r"schema 'attention-lengths': build raised os\._exit\(0\)",
            "build calls os._exit(0)"))],
+    schema_case("schema-umask", "schema_umask", 0, CONFORMS, "a --schema file that sets the "
+                "umask to 0o777 when imported (was: every output written with mode 000)"),
+    Case("schema-chdir", ("spec", "target.py::stage_attention_lengths", "--schema",
+                          "{H}/schema_chdir.py", *QUICK), 0, CONFORMS,
+         "a --schema file that changes the working folder to / when imported, a relative "
+         "target (was: exit 2 blaming the target, 'relative paths are taken from /')",
+         prepare="user_target"),
+    schema_case("schema-nofile", "schema_nofile", 2,
+                "changed the process that imported it.*RLIMIT_NOFILE lowered to 12",
+                "a --schema file that lowers the limit of open files to 12 when imported "
+                "(was: exit 3, 'Too many open files')"),
+    Case("schema-check-nofile", ("schema", "check", "{H}/schema_nofile.py"), 2,
+         "RLIMIT_NOFILE lowered to 12", "schema check of a file that lowers the limit of "
+         "open files to 12 (was: exit 0)"),
+    Case("schema-writes-fd1", ("spec", USER, "--schema", "{H}/schema_writes_fd1.py", *QUICK,
+                               "--json", "-"), 0, CONFORMS,
+         "a --schema file that writes a JSON verdict to fd 1 (os.write, C's printf) when "
+         "imported, under --json - (was: a stray document before the real one)"),
+    schema_case("schema-base-exception", "schema_base_exception", 2,
+                r"failed to import \(Boom: schema boom\)", "a --schema file that raises its "
+                "own BaseException subclass (was: a 21-line worker traceback)"),
+    Case("schema-check-base-exception", ("schema", "check", "{H}/schema_base_exception.py"),
+         2, r"failed to import \(Boom: schema boom\)", "schema check of a file that raises "
+         "its own BaseException subclass (was: a 21-line worker traceback)"),
     Case("schema-check-import-loop", ("schema", "check", "{H}/schema_import_loop.py"), 2,
          fragment(messages.SCHEMA_HUNG), "schema check of a file that loops when imported "
          "(was: a run that never ends)", env=LOAD_ENV),
@@ -843,6 +867,8 @@ PREPARE = {
     "dev_link": lambda case, tmp: (tmp / "dev.py").symlink_to("/dev/zero"),
     "ansi_name": lambda case, tmp: shutil.copy(HOSTILE / "chdir.py", tmp / "evil\x1b[31m.py"),
     "target_copy": lambda case, tmp: shutil.copy(HOSTILE / "chdir.py", tmp / "target.py"),
+    "user_target": lambda case, tmp: shutil.copy(ROOT / "tests" / "user_schema" /
+                                                 "attention_lengths.py", tmp / "target.py"),
     "notes": lambda case, tmp: (tmp / "notes.txt").write_text("my notes, not a report\n"),
     "dangling": lambda case, tmp: (tmp / "dangling").symlink_to(tmp / "nowhere"),
     "save_dir": lambda case, tmp: (tmp / "found").mkdir(),
@@ -1142,6 +1168,12 @@ def _check_row_specifics(case: Case, tmp: Path, seen: dict, stdout: str) -> None
     if case.id == "save-dir-swapped":
         assert list((tmp / "found-moved").glob("*.json")), "the findings were not saved"
         assert not list((tmp / "found-elsewhere").iterdir()), "written through the link"
+    if case.id == "schema-umask":      # the schema's umask is not the outputs' mode
+        assert os.stat(tmp / "report.json").st_mode & 0o600 == 0o600
+    if case.id == "schema-chdir":      # written where asked, by this run
+        assert json.loads((tmp / "report.json").read_text())["verdict"] == "equivalent"
+    if case.id == "schema-writes-fd1":     # stdout holds the document alone
+        assert json.loads(stdout)["verdict"] == "equivalent"
     if case.id == "killed-from-outside":
         assert "no error finding" in stdout.lower() or EQUIVALENT in stdout
 

@@ -45,7 +45,7 @@ FLOORS: list[tuple[str, list[str]]] = [
                 "stagecheck.oracles.results", "stagecheck.oracles._preload",
                 "stagecheck.oracles.stdio", "stagecheck.oracles.paths",
                 "stagecheck.oracles.guard", "stagecheck.oracles.gcpause",
-                "stagecheck.oracles.memory",
+                "stagecheck.oracles.memory", "stagecheck.oracles.process_state",
                 # how Triton runs, decided before triton is first imported: by the kernel
                 # oracles and by the loader of a file target that imports triton
                 "stagecheck.oracles.kernel"]),

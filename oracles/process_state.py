@@ -1,0 +1,123 @@
+"""What a user's file, imported into a stagecheck process, may change in it: put back.
+
+A schema file's module-level code runs in the checker itself (after a worker loaded it
+first: ``runner.load_schema_isolated``), and in every worker that loads targets for it.
+Besides stagecheck's own code (``guard`` refuses that), it can change what the process
+relies on: the working folder (every relative path of a target, a shim or an output is
+taken from it), the umask (the mode of every file the run writes), a resource limit (12
+open files left the checker unable to open its workers' pipes: exit 3), and fd 1 (stdout
+carries the report, ``--json -`` the JSON document alone). ``state_kept`` runs the import
+with fd 1 pointed at fd 2 (what it writes there, from Python or from C, goes to stderr),
+then puts back the working folder, the umask and every resource limit. A limit it cannot
+put back (a hard limit lowered, which an unprivileged process cannot raise again) is
+named in the list the context gives, for the caller to refuse the file. Standard
+library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import sys
+from contextlib import contextmanager
+
+__all__ = ["state_kept"]
+
+#: every resource limit of the platform, by name
+_LIMITS = tuple({getattr(resource, name): name for name in sorted(dir(resource), reverse=True)
+                 if name.startswith("RLIMIT_")}.items())
+
+
+def _flush_python() -> None:
+    for stream in {id(s): s for s in (sys.stdout, sys.__stdout__, sys.stderr)
+                   if s is not None}.values():
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def _flush_c() -> None:
+    """What C code wrote through its own buffered stdout (``printf``): out now, while
+    fd 1 is still stderr."""
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):
+        pass
+
+
+def _limits() -> dict[str, tuple[int, int]]:
+    out = {}
+    for number, name in _LIMITS:
+        try:
+            out[name] = resource.getrlimit(number)
+        except (ValueError, OSError):
+            pass
+    return out
+
+
+def _shown(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+
+def _put_back_limits(before: dict[str, tuple[int, int]]) -> list[str]:
+    lost = []
+    for number, name in _LIMITS:
+        if name not in before:
+            continue
+        try:
+            now = resource.getrlimit(number)
+        except (ValueError, OSError):
+            continue
+        if now == before[name]:
+            continue
+        try:
+            resource.setrlimit(number, before[name])
+        except (ValueError, OSError):
+            soft, hard = before[name]
+            lost.append(f"{name} lowered to {_shown(now[0])} (hard {_shown(now[1])}; was "
+                        f"{_shown(soft)}, hard {_shown(hard)})")
+    return lost
+
+
+@contextmanager
+def state_kept():
+    """Run the body (a user's import) with fd 1 on fd 2; then put back the working
+    folder, the umask and the resource limits. Yields a list that names, once the body
+    ended, what could not be put back (empty: everything was)."""
+    lost: list[str] = []
+    try:
+        folder = os.open(".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        folder = None
+    mask = os.umask(0o022)
+    os.umask(mask)
+    limits = _limits()
+    _flush_python()           # stagecheck's own output first, where it belongs
+    try:
+        saved_stdout = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:
+        saved_stdout = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield lost
+    finally:
+        _flush_python()
+        _flush_c()
+        lost.extend(_put_back_limits(limits))       # open files first: fds are needed
+        if saved_stdout is not None:
+            try:
+                os.dup2(saved_stdout, 1)
+            finally:
+                os.close(saved_stdout)
+        os.umask(mask)
+        if folder is not None:
+            try:
+                os.fchdir(folder)
+            except OSError as exc:
+                lost.append(f"the working folder (changed; cannot go back: {exc.strerror})")
+            finally:
+                os.close(folder)
