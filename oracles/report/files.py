@@ -23,6 +23,7 @@ run is not followed.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -36,7 +37,8 @@ from stagecheck.oracles.errors import UsageError
 from stagecheck.oracles.paths import link_loop, special_kind
 
 __all__ = ["FIFO_SECONDS", "check_outputs", "is_report", "make_folder", "probe_file",
-           "probe_folder", "special_kind", "write_atomic"]   # special_kind: oracles/paths.py
+           "probe_folder", "special_kind", "start_umask",
+           "write_atomic"]   # special_kind: oracles/paths.py
 
 #: seconds a FIFO (or a device) named as a report may take to get a reader and take the
 #: report; then the write fails (and says so) instead of waiting for ever
@@ -52,6 +54,25 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+#: the umask stagecheck started with (this module is imported before any user code
+#: runs in the checker): the mode of every file and folder written, whatever code run
+#: since (a schema's) made of the umask
+_START_UMASK = _umask()
+#: the mode of a file written: the one ``open`` gives under that umask
+FILE_MODE = 0o666 & ~_START_UMASK
+_FOLDER_MODE = 0o777 & ~_START_UMASK
+
+
+@contextlib.contextmanager
+def start_umask():
+    """The umask stagecheck started with, while the body runs (``os.makedirs``)."""
+    mask = os.umask(_START_UMASK)
+    try:
+        yield
+    finally:
+        os.umask(mask)
 
 
 def _special(path: str) -> bool:
@@ -216,13 +237,18 @@ def probe_folder(folder: str) -> str | None:
 
 def _open_child(fd: int, name: str, create: bool) -> int:
     """The folder ``name`` in folder ``fd`` (made when ``create``), never through a link."""
+    made = False
     if create:
         try:
-            os.mkdir(name, 0o777, dir_fd=fd)
+            os.mkdir(name, _FOLDER_MODE, dir_fd=fd)
+            made = True
         except FileExistsError:
             pass
     try:
-        return os.open(name, _DIRECTORY | _NOFOLLOW, dir_fd=fd)
+        opened = os.open(name, _DIRECTORY | _NOFOLLOW, dir_fd=fd)
+        if made:                # the mode asked, not what the umask now leaves of it
+            os.fchmod(opened, _FOLDER_MODE)
+        return opened
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise OSError(exc.errno, f"{name!r} leads out of the save folder through a "
@@ -333,7 +359,7 @@ def _replace(folder_fd: int, name: str, text: str) -> None:
         tmp = f".{name}.{os.urandom(4).hex()}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW,
-                         0o666 & ~_umask(), dir_fd=folder_fd)
+                         FILE_MODE, dir_fd=folder_fd)
             break
         except FileExistsError:
             continue
@@ -341,6 +367,7 @@ def _replace(folder_fd: int, name: str, text: str) -> None:
         raise OSError(errno.EEXIST, "no temporary file name was free")
     try:
         try:
+            os.fchmod(fd, FILE_MODE)    # the mode asked, not what the umask now leaves
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]

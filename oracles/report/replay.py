@@ -35,7 +35,7 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, UsageError
 from stagecheck.oracles.options import LIMITS
 from stagecheck.oracles.paths import read_regular
-from stagecheck.oracles.report.files import make_folder, write_atomic
+from stagecheck.oracles.report.files import make_folder, start_umask, write_atomic
 from stagecheck.oracles.targets import repository_root, trusted_path, trusted_spec
 from stagecheck.oracles.text import printable, short_text
 from stagecheck.spec import StagingScenario
@@ -176,7 +176,8 @@ def save_run(result, directory: str, run_id: str, command: str, targets: dict, v
     kept = kept_findings(result, infos)
     if not kept:
         return {}, None
-    os.makedirs(directory, exist_ok=True)
+    with start_umask():        # its mode from the umask stagecheck started with
+        os.makedirs(directory, exist_ok=True)
     mark_ignored(directory)
     saved = write(kept) if write is not None else \
         save_findings(result, directory, baseline, candidate, shims, kept)

@@ -29,6 +29,22 @@ def test_write_atomic_gives_the_mode_open_would(tmp_path):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~mask
 
 
+def test_a_umask_changed_during_the_run_leaves_the_modes_as_at_the_start(tmp_path):
+    # a schema's code set the umask to 0o777: every output was written with mode 000
+    start = os.umask(0o777)
+    try:
+        files.make_folder(str(tmp_path / "found" / "run"))
+        write_atomic(str(tmp_path / "found" / "run" / "f.json"), "{}")
+        write_atomic(str(tmp_path / "r.json"), "{}")
+    finally:
+        os.umask(start)
+    assert stat.S_IMODE(os.stat(tmp_path / "r.json").st_mode) == 0o666 & ~start
+    assert stat.S_IMODE(os.stat(tmp_path / "found" / "run" / "f.json").st_mode) == \
+        0o666 & ~start
+    for folder in (tmp_path / "found", tmp_path / "found" / "run"):
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o777 & ~start
+
+
 def test_a_write_that_fails_half_way_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
     path = tmp_path / "report.json"
     path.write_text("the old report")
