@@ -765,6 +765,10 @@ SCHEMA_CODE_FORKED = ("{value} called os.fork(), which the checker refuses: the 
 SCHEMA_PATCHES = ("schema file {value!r} changed stagecheck's own code when it ran ({names})",
                   "a schema declares inputs, fields and policies; it must not replace "
                   "stagecheck's functions or builtins")
+#: how a worker ended whose code under test removed or replaced, in ``sys.modules``, the
+#: modules of stagecheck, torch or numpy its own code runs on (``worker/modules.py``)
+BROKE_WORKER_MODULES = ("broke its worker: removed or replaced modules of stagecheck, torch "
+                        "or numpy in sys.modules, which the worker's own code runs on")
 SCHEMA_CHANGES_PROCESS = ("schema file {path!r} changed the process that imported it in a "
                           "way stagecheck cannot undo: {changes}",
                           "a schema declares inputs, fields and policies; remove what changes "

@@ -38,6 +38,7 @@ from stagecheck.oracles.targets import (TargetRef, load_function_from_source, lo
                                         load_target, target_from_callable)
 from stagecheck.oracles.text import exception_text, printable
 from stagecheck.oracles.worker import keeper
+from stagecheck.oracles.worker.modules import Modules
 from stagecheck.oracles.worker.protocol import (BUSY, IDLE, MEMORY_EXIT, TIMED, UNTIMED,
                                                 SharedPosition, held_targets, hold_ender,
                                                 hold_position, observing)
@@ -65,6 +66,7 @@ class _Worker:
         self._builtins = dict(vars(builtins))
         self._builtin_names = list(self._builtins)
         self._builtin_values = list(self._builtins.values())
+        self.modules = Modules()    # what a call may break of the modules it runs on
 
     def _restore_builtins(self) -> None:
         """Undo what code under test did to ``builtins`` (``enumerate = ...``): this
@@ -109,6 +111,7 @@ class _Worker:
         answer is a ``TargetLoadError`` naming the names (never a ``NameError`` in a run).
         """
         self.counter.value = BUSY   # loading runs target code: under the parent's deadline
+        self.modules.remember()
         out = []
         self.targets = []
         for ref in refs:
@@ -137,6 +140,7 @@ class _Worker:
             self.targets.append(target)
             out.append(("target", target.schema.name, sorted(target.profile.keywords),
                         target.origin, tuple(target.shimmed), target.profile.parameters))
+        self.modules.end_if_broken()     # a file's load-time code broke them: its error
         if any(_names_torch(ref, target) for ref, target in zip(refs, self.targets)
                if target is not None):
             # torch now, under the deadline of loading: the targets' own ``import torch``
@@ -147,6 +151,7 @@ class _Worker:
             import_torch()
         self._restore_builtins()
         self._left_running()       # what loading started ends here (no call to blame)
+        self.modules.remember()
         self.counter.value = IDLE
         return out
 
@@ -169,6 +174,7 @@ class _Worker:
         # the fast buffers queue no device work ahead of their copies (hazards are the
         # instrumented runs' to see)
         quick = replace(options, gpu_busy_cycles=0) if kind == "fast" else options
+        self.modules.remember()     # the backends' modules too
         out = []
         for position, (index, scenario) in enumerate(batch):
             sampled = sample_every and index % sample_every == 0
@@ -182,6 +188,8 @@ class _Worker:
                                backend, exits_are_observations=True)
                 if os.getpid() != self.pid:     # a child the target forked: never answer
                     os._exit(0)
+                # the position still names this call: the checker blames it
+                self.modules.end_if_broken()
                 self._restore_builtins()
                 stopped = stopped or seen.timed_out
                 left = self._left_running(every_thread=False)
@@ -234,6 +242,7 @@ class _Worker:
         interrupt.reset()           # the checker forwards its interrupt while it waits
         self.counter.value = BUSY
         func = getattr(importlib.import_module(module), name)
+        self.modules.remember()
         left: tuple = ()
         try:
             result = func(*args)
@@ -245,6 +254,7 @@ class _Worker:
         finally:
             if os.getpid() != self.pid:     # a child the target forked: never answer
                 os._exit(0)
+            self.modules.end_if_broken()    # what failed then is the code's doing
             self._restore_builtins()
             left = self._left_running()
             self.counter.value = IDLE
@@ -338,6 +348,7 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
             send.send(("usage", (type(exc).__name__, exc.problem, exc.fix, repr(exc.value))))
             continue
         except BaseException:      # stagecheck's machinery failed: tell the parent
+            worker.modules.end_if_broken()     # unless code under test broke it
             send.send(("error", traceback.format_exc(limit=8)))
             continue
         try:

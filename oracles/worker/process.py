@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 
-from stagecheck.oracles import interrupt
+from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.stdio import ensure_standard_fds
 from stagecheck.oracles.worker import keeper
-from stagecheck.oracles.worker.protocol import MEMORY_EXIT, SharedPosition, default_memory_mib
+from stagecheck.oracles.worker.protocol import (BROKEN_EXIT, MEMORY_EXIT, SharedPosition,
+                                                default_memory_mib)
 
 __all__ = ["Ended", "MAX_ANSWER_BYTES", "Usage", "WorkerProcess", "discard_spare", "kill_all",
            "prestart", "take_spare", "watch_parent"]
@@ -367,6 +368,8 @@ class WorkerProcess:
         code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else raw
         if code == MEMORY_EXIT:
             return f"exceeded {memory_mib} MiB"
+        if code == BROKEN_EXIT:
+            return messages.BROKE_WORKER_MODULES
         return f"exited the interpreter with code {code}"
 
     def __del__(self) -> None:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 # oracles/memory.py, which the checker's guard reads too)
 from stagecheck.oracles.memory import DEFAULT_MEMORY_MIB, default_memory_mib
 
-__all__ = ["BUSY", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "RESTART", "SIDES_PER_EXAMPLE",
-           "SharedPosition", "TIMED", "TargetArg", "UNTIMED", "default_memory_mib", "held_targets",
+__all__ = ["BROKEN_EXIT", "BUSY", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "RESTART",
+           "SIDES_PER_EXAMPLE", "SharedPosition", "TIMED", "TargetArg", "UNTIMED", "default_memory_mib", "held_targets",
            "end_left_running", "hold_ender", "hold_position", "next_position", "observed",
            "observing", "target_arg"]
 
@@ -93,6 +93,9 @@ def observed(position: int) -> tuple[int, int] | None:
 
 #: the exit code a worker uses when it ran out of memory (so the parent can say so)
 MEMORY_EXIT = 86
+#: ... and when code under test removed or replaced modules its own code runs on
+#: (``modules.py``)
+BROKEN_EXIT = 87
 class SharedPosition:
     """Two int64s in shared memory: where the worker is (``IDLE``: between requests), and
     whether the worker's own one-time work runs inside a call (``pause``)."""

@@ -247,6 +247,21 @@ TARGETS = [
     spec("kills_parent", 0, CONFORMS, "sends SIGTERM to its parent (the keeper ignores it)"),
     spec("cpu_heavy", 0, CONFORMS, "a correct target that burns 50 ms of CPU per call "
          "(--timeout 1 counts CPU time)"),
+    *[spec(name, 1, "the call never returned: " + fragment(messages.BROKE_WORKER_MODULES),
+           f"{what} (was: exit 3, a worker traceback)", options=[
+               "--examples", "20", "--timeout", "1", "--no-out-of-contract", "--no-kernel",
+               "--quiet"])
+      for name, what in (("deletes_modules", "deletes the modules of stagecheck, torch and "
+                          "numpy from sys.modules, then stages"),
+                         ("stagecheck_modules_none", "sets the modules of stagecheck in "
+                          "sys.modules to None, then stages"))],
+    Case("bench-deletes-modules", ("bench", "single-loop", target("deletes_modules")), 2,
+         r"a target ended the bench's worker \(broke its worker",
+         "bench of a target that deletes modules from sys.modules (was: exit 3)"),
+    Case("symbolic-deletes-modules", ("symbolic", "single-loop", target("deletes_modules"),
+                                      "--max-paths", "20", "--quiet"), 2,
+         r"ended the exploration's worker \(broke its worker",
+         "symbolic: a target that deletes modules from sys.modules (was: exit 3)"),
     Case("mutants-system-exit", ("mutants", target("system_exit"), "--oracles",
                                  "spec,differential", "--budget", "10", "--operators",
                                  "copy_dropped", "--quiet"), 1,
