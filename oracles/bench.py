@@ -51,6 +51,7 @@ from stagecheck.oracles.options import DEVICES, choice
 from stagecheck.oracles.results import TargetPair
 from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.targets import Target
+from stagecheck.oracles.text import exception_text, type_name
 from stagecheck.oracles.worker import WorkerEnded, target_arg
 
 __all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "run_bench"]
@@ -156,24 +157,37 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
     return q1, q3
 
 
+def _raised(side: str, target: Target, num_reqs: int, exc: BaseException) -> StagecheckError:
+    """The error of a bench whose ``side`` raised ``exc`` (any exception of its own, a
+    ``BaseException`` subclass too): it cannot be timed, exit 2."""
+    return StagecheckError(
+        f"the {side} {target.spec!r} raised {type_name(type(exc))}: {exception_text(exc)} "
+        f"on an in-contract input with num_reqs={num_reqs}, so it cannot be timed",
+        "run 'stagecheck diff' to see why", value=target.spec)
+
+
 def _bench_size(baseline: Target, candidate: Target, num_reqs: int, device: str,
                 repeats: int, min_time: float, sync) -> BenchRow:
     calls = {}
-    for side, target in (("baseline", baseline), ("candidate", candidate)):
-        call = _caller(target, build_bench_inputs(target, num_reqs, device))
-        try:
+    targets = {"baseline": baseline, "candidate": candidate}
+    side = "baseline"           # the side whose calls run (named when one raises)
+    try:
+        for side, target in targets.items():
+            call = _caller(target, build_bench_inputs(target, num_reqs, device))
             for _ in range(_WARMUP_CALLS):
                 call()
             if sync is not None:
                 sync()
-        except Exception as exc:
-            raise StagecheckError(
-                f"the {side} {target.spec!r} raised {type(exc).__name__}: {exc} on an "
-                f"in-contract input with num_reqs={num_reqs}, so it cannot be timed",
-                "run 'stagecheck diff' to see why", value=target.spec) from None
-        calls[side] = call
-    # calibration: a batch of the slower side lasts min_time / (2 * repeats), at most 1 ms
-    per_call = max(_time_batch(calls[s], _WARMUP_CALLS, sync) / _WARMUP_CALLS for s in calls)
+            calls[side] = call
+        # calibration: a batch of the slower side lasts min_time / (2 * repeats), at most 1 ms
+        per_call = 0.0
+        for side in calls:
+            per_call = max(per_call, _time_batch(calls[side], _WARMUP_CALLS, sync)
+                           / _WARMUP_CALLS)
+    except (SystemExit, KeyboardInterrupt):
+        raise                   # the worker ends: "a target ended the bench's worker"
+    except BaseException as exc:    # its own BaseException subclass too
+        raise _raised(side, targets[side], num_reqs, exc) from None
     target_batch_ns = min(min_time * 1e9 / (2 * repeats), _MAX_BATCH_NS)
     n = max(1, int(target_batch_ns // max(per_call, 1.0)))
 
@@ -188,11 +202,17 @@ def _bench_size(baseline: Target, candidate: Target, num_reqs: int, device: str,
         while rounds < repeats or (time.perf_counter() - started < min_time
                                    and rounds < _MAX_ROUNDS):
             order = ("baseline", "candidate") if rounds % 2 == 0 else ("candidate", "baseline")
-            took = {side: _time_batch(calls[side], n, sync) for side in order}
+            took = {}
+            for side in order:
+                took[side] = _time_batch(calls[side], n, sync)
             base_ns.append(took["baseline"] / n)
             cand_ns.append(took["candidate"] / n)
             ratios.append(took["candidate"] / max(took["baseline"], 1))
             rounds += 1
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:    # a target that raises only after its first calls
+        raise _raised(side, targets[side], num_reqs, exc) from None
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -255,6 +255,11 @@ TARGETS = [
                           "numpy from sys.modules, then stages"),
                          ("stagecheck_modules_none", "sets the modules of stagecheck in "
                           "sys.modules to None, then stages"))],
+    Case("bench-own-base-exception", ("bench", "single-loop",
+                                      target("raises_own_base_exception")), 2,
+         r"the candidate .* raised Boom: boom on an in-contract input with num_reqs=1, so it "
+         "cannot be timed", "bench of a target that raises its own BaseException subclass "
+         "(was: exit 3, a worker traceback)"),
     Case("bench-deletes-modules", ("bench", "single-loop", target("deletes_modules")), 2,
          r"a target ended the bench's worker \(broke its worker",
          "bench of a target that deletes modules from sys.modules (was: exit 3)"),
