@@ -774,6 +774,10 @@ SCHEMA_CHANGES_PROCESS = ("schema file {path!r} changed the process that importe
                           "a schema declares inputs, fields and policies; remove what changes "
                           "the process (a resource limit, the working folder) from its "
                           "module-level code")
+PROTOCOL_CHANGES_PROCESS = ("protocol file {path!r} changed the process that imported it in "
+                            "a way stagecheck cannot undo: {changes}",
+                            "a protocol declares its state, operations and checks; remove what "
+                            "changes the process (a resource limit) from its module-level code")
 SCHEMA_ENDED = ("schema file {value!r} ended the process that loaded it and dry-ran it: {what}",
                 "module-level code and the functions of a schema must not exit; fix the file")
 SCHEMA_HUNG = ("schema file {value!r} did not finish loading and its dry run within "

@@ -31,6 +31,7 @@ from stagecheck.oracles import guard, messages
 from stagecheck.oracles._preload import preload_project_modules
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.paths import refuse_loop, require_file
+from stagecheck.oracles.process_state import state_kept
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.protocol.problems import check_protocol, drawable, dry_run_problems
 from stagecheck.oracles.runner import load_schema_isolated
@@ -207,11 +208,14 @@ def _import(path: str, spec: str, guarded: bool = False):
     try:
         loader_spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(loader_spec)
-        if guarded:
-            _guarded(f"protocol file {path!r} (its module-level code)",
-                     loader_spec.loader.exec_module, module)
-        else:
-            loader_spec.loader.exec_module(module)
+        # its working folder, umask and resource limits put back, what it writes to fd 1
+        # sent to stderr (stdout holds the report), as for a schema file
+        with state_kept() as lost:
+            if guarded:
+                _guarded(f"protocol file {path!r} (its module-level code)",
+                         loader_spec.loader.exec_module, module)
+            else:
+                loader_spec.loader.exec_module(module)
     except SchemaError:
         raise
     except BaseException as exc:     # the user's file failed to import: say so, exit 2
@@ -219,6 +223,9 @@ def _import(path: str, spec: str, guarded: bool = False):
         raise SchemaError.of(messages.PROTOCOL_IMPORT, spec,
                              error=f"{type(exc).__name__}: {exc}",
                              line=f" at line {lines[-1]}" if lines else "") from None
+    if lost:
+        raise SchemaError.of(messages.PROTOCOL_CHANGES_PROCESS, spec, path=path,
+                             changes="; ".join(lost))
     return module
 
 

@@ -454,6 +454,11 @@ def protocol_case(id_, protocol, code, expect, what, **kw):
 
 
 PROTOCOL_FILES = [
+    Case("protocol-chdir", ("spec", "stager.py::TokenStager", "--protocol",
+                            "{H}/protocol_chdir.py", "--examples", "5"), 0,
+         "verdict: HOLDS THE PROTOCOL", "a --protocol file that changes the working folder "
+         "when imported, the target given relative to it (was: exit 2, 'the target does not "
+         "exist')", prepare="stager"),
     protocol_case("protocol-os-exit", "protocol_os_exit", 2,
                   "option --protocol: protocol file .*ended the process that loaded it and "
                   "dry-ran it: exited the interpreter with code 0", "a --protocol file that "
@@ -889,6 +894,7 @@ PREPARE = {
     "target_copy": lambda case, tmp: shutil.copy(HOSTILE / "chdir.py", tmp / "target.py"),
     "user_target": lambda case, tmp: shutil.copy(ROOT / "tests" / "user_schema" /
                                                  "attention_lengths.py", tmp / "target.py"),
+    "stager": lambda case, tmp: shutil.copy(STAGER.partition("::")[0], tmp / "stager.py"),
     "notes": lambda case, tmp: (tmp / "notes.txt").write_text("my notes, not a report\n"),
     "dangling": lambda case, tmp: (tmp / "dangling").symlink_to(tmp / "nowhere"),
     "save_dir": lambda case, tmp: (tmp / "found").mkdir(),
