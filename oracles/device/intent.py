@@ -102,14 +102,19 @@ class HostIntent:
     def _held_by_state(self, reads: dict, spans: list) -> dict:
         """Device memory of the state that device work may read without being given it
         (``self.block_table.gpu`` in a method of the block table): each tensor named
-        after a path of the state whose memory uploads wrote, and that no argument
-        (``spans``) overlaps, by its name; what the work reads of it is compared with what
-        the host meant, as for an argument."""
+        after a path of the state that an upload the host has not seen complete writes,
+        and that no argument (``spans``) overlaps, by its name; what the work reads of it
+        is compared with what the host meant, as for an argument. (Memory whose uploads
+        the host knows complete at the launch is left out, for speed: an upload issued
+        later that overwrites it before the work runs is seen only where the work was
+        given the memory.)"""
         held: dict = {}
         uploads = self._uploads
         for (lo, hi), (name, t, storage) in self._state_device.items():
-            if storage in uploads and name not in reads and t.dim() and t.is_contiguous() \
-                    and not any(s.lo < hi and lo < s.hi for s in spans):
+            into = uploads.get(storage)
+            if into and name not in reads and t.dim() and t.is_contiguous() \
+                    and not any(s.lo < hi and lo < s.hi for s in spans) \
+                    and not all(map(self._known, into)):
                 held[name] = t
         return held
 
