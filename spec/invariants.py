@@ -330,13 +330,16 @@ def check_mirror_consistency(s, o, p):
         if f.buffer not in o.cpu or f.buffer not in o.gpu:
             continue
         n = _mirrored(f, s)
-        bad = _diff(o.gpu[f.buffer][:n], o.cpu[f.buffer][:n])
+        gpu, cpu = o.gpu[f.buffer], o.cpu[f.buffer]
+        # and the slots a mirror the code resized (gpu.resize_(0)) no longer has
+        bad = _diff(gpu[:n], cpu[:n]) + list(range(min(len(gpu), n), min(len(cpu), n)))
         if bad:
             i = bad[0]
+            held = repr(gpu[i]) if i < len(gpu) else f"absent (the mirror has {len(gpu)} slots)"
             out.append(_finding("mirror_consistency",
-                                f"gpu {f.name}[{i}] = {o.gpu[f.buffer][i]!r} but cpu holds "
-                                f"{o.cpu[f.buffer][i]!r}", field=f.name, slot=i, view="gpu",
-                                expected=o.cpu[f.buffer][i], candidate=o.gpu[f.buffer][i],
+                                f"gpu {f.name}[{i}] = {held} but cpu holds {cpu[i]!r}",
+                                field=f.name, slot=i, view="gpu", expected=cpu[i],
+                                candidate=gpu[i] if i < len(gpu) else None,
                                 extra={"slots": bad}))
     return out
 

@@ -163,7 +163,18 @@ class FastBuffer:
         return self.np.tolist()
 
     def final_gpu(self) -> list:
+        gpu = self._gpu
+        if gpu is not None and tuple(gpu.shape) != self.mirror.shape:
+            return _as_left(gpu)        # the code resized its mirror: what it holds now
         return self.mirror.tolist()
+
+
+def _as_left(t) -> list:
+    """The values of a buffer's tensor view the code resized (``gpu.resize_(0)``), as a
+    later reader of the attribute would see them."""
+    torch = import_torch()
+    with torch._C.DisableTorchFunctionSubclass():
+        return t.reshape(-1).tolist()
 
 
 class FastBackend:

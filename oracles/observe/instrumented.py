@@ -35,7 +35,7 @@ from stagecheck.oracles.device.forms import Pairs, mirror_copy
 from stagecheck.oracles.device.intercept import is_device_spec
 from stagecheck.oracles.device.spans import Span, span_of
 from stagecheck.oracles.device.torchload import import_torch
-from stagecheck.oracles.observe.fast import _LazyTensor
+from stagecheck.oracles.observe.fast import _as_left, _LazyTensor
 from stagecheck.spec.observation import Copy, HostWrite, StaleTransfer
 
 __all__ = ["InstrumentedBackend", "InstrumentedBuffer", "RecordingArray"]
@@ -446,6 +446,9 @@ class InstrumentedBuffer:
         return self._raw.tolist()
 
     def final_gpu(self) -> list:
+        view = self._gpu_view
+        if view is not None and view.numel() != self._raw.shape[0]:
+            return _as_left(view.cpu() if self.cuda else view)   # resized by the code
         if self._mirror is not None:
             return self._mirror.tolist()
         return self._gpu.cpu().tolist()
