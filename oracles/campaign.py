@@ -166,6 +166,7 @@ class _Search(ProgressTelling, Shrinking, HypothesisStream, KernelImpactProbe):
         self.sides = [side_of(runner, t) for t in (baseline, candidate) if t is not None]
         self.collector = FindingsCollector()
         self.examples = 0
+        self.running: tuple[str, str] | None = None     # (phase, stream) being run
         self.started = time.perf_counter()
         self.fast = RunOptions(**{**config.run.__dict__, "kernel": "off"})
         # --kernel always: the kernel oracle judges every example, not only kept findings
@@ -370,6 +371,7 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
     """Both streams, the edge-case stream, the kernel-impact probe."""
     streams = STREAMS if config.out_of_contract else STREAMS[:1]
     for stream in streams:
+        search.running = ("random", stream)
         if config.engine == "hypothesis":
             done = search.hypothesis_stream(stream, config.examples, config.database,
                                             config.derandomize, "hypothesis")
@@ -391,6 +393,7 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
             # cases would cost the same
             if edge and not any(f.severity == ERROR for f in search.collector.findings()) \
                     and stream not in result.stream_notes:
+                search.running = ("edge", stream)
                 result.examples_edge += search.hypothesis_stream(
                     stream, edge, None, True, "hypothesis")
     if not any(f.severity == ERROR for f in search.collector.findings()):
@@ -465,5 +468,24 @@ def run_campaign(baseline: Target | str | Callable | None, candidate: Target | s
     result.seconds = time.perf_counter() - search.started
     if interrupt.requested():   # the flag decides, whether or not an exception got through
         result.interrupted = interrupt.signal_name(interrupt.requested())
+        _count_cut_stream(search, result)
     return result
+
+
+def _count_cut_stream(search: _Search, result: CampaignResult) -> None:
+    """The examples judged by the stream a signal cut short, which never returned its
+    count: an interrupted run says how far it got (was: 'after 0 example(s), 1
+    finding(s)')."""
+    counted = (result.examples_in_contract + result.examples_out_of_contract
+               + result.examples_edge)
+    left = search.examples - counted
+    if left <= 0 or search.running is None:
+        return
+    phase, stream = search.running
+    if phase == "edge":
+        result.examples_edge += left
+    elif stream == "in":
+        result.examples_in_contract += left
+    else:
+        result.examples_out_of_contract += left
 

@@ -304,6 +304,12 @@ HANGS = [
     Case("bench-sigterm", ("bench", "single-loop", target("sleeps")), 143,
          "interrupted by SIGTERM", "one SIGTERM to bench while a call sleeps (was: survived "
          "timeout for 15 minutes)", during="sigterm", env=(("HOSTILE_MARK", "{T}/called"),)),
+    Case("diff-sigterm-counts", ("diff", "single-loop", target("slow_counted"), "--examples",
+                                 "200", "--quiet"), 143,
+         r"interrupted by SIGTERM after (1[6-9]|[2-9]\d|\d{3}) example\(s\)",
+         "one SIGTERM once the first batch (16 examples) was answered: the examples the cut "
+         "stream judged are counted (was: 'after 0 example(s), 1 finding(s)')",
+         during="sigterm_after_batch", env=(("HOSTILE_MARK", "{T}/calls"),)),
     Case("diff-double-sigterm", ("diff", "single-loop", target("slow_correct"), "--examples",
                                  "200", "--quiet"), 143, "interrupted by SIGTERM",
          "two SIGTERMs in a row: the second loses nothing (the partial report is written)",
@@ -971,6 +977,15 @@ def _during_sigterm(proc, tmp: Path, seen: dict) -> None:
     proc.send_signal(signal.SIGTERM)
 
 
+def _during_sigterm_after_batch(proc, tmp: Path, seen: dict) -> None:
+    def second_batch():
+        """the target's 18th call: the first batch (16 examples) was answered"""
+        calls = tmp / "calls"
+        return calls.exists() and calls.read_text().count("call") >= 18
+    _wait_for(second_batch)
+    proc.send_signal(signal.SIGTERM)
+
+
 def _during_double_sigterm(proc, tmp: Path, seen: dict) -> None:
     _wait_for(_called(tmp))
     proc.send_signal(signal.SIGTERM)
@@ -997,6 +1012,7 @@ def _during_kill9(proc, tmp: Path, seen: dict) -> None:
 
 
 DURING = {"sigterm": _during_sigterm, "double_sigterm": _during_double_sigterm,
+          "sigterm_after_batch": _during_sigterm_after_batch,
           "kill_worker": _during_kill_worker, "kill9": _during_kill9}
 
 
