@@ -20,6 +20,7 @@ import builtins
 import copy
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import linecache
@@ -111,7 +112,10 @@ def load_shims(paths) -> dict[str, Shim]:
         require_file(path, "shim", messages.SHIM_MISSING, ShimError, cwd=os.getcwd())
         path = os.path.abspath(path)
         digest = hashlib.sha1(path.encode()).hexdigest()[:12]
-        spec = importlib.util.spec_from_file_location(f"stagecheck_shim_{digest}", path)
+        name = f"stagecheck_shim_{digest}"
+        # its loader given: a shim file whose name does not end in .py is read as Python too
+        spec = importlib.util.spec_from_file_location(
+            name, path, loader=importlib.machinery.SourceFileLoader(name, path))
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)

@@ -209,3 +209,11 @@ def test_a_triton_kernel_keeps_its_decorator_and_constexpr_annotations(imports):
     assert kernel.fn.__annotations__ == {"BLOCK": triton.language.constexpr}
     assert f.__stagecheck_shimmed__ == ()      # triton is honoured, not a shim
     assert triton.__name__ == "triton"
+
+
+def test_a_shim_file_whose_name_does_not_end_in_py_is_read_as_python(tmp_path):
+    """An audit: a shim named without '.py' passed the command line's check and then
+    failed inside the worker ('NoneType' object has no attribute 'loader', exit 3)."""
+    shim = tmp_path / "vllm_helpers"
+    shim.write_text("def cdiv(a, b):\n    return -(a // -b)\n")
+    assert load_shims([str(shim)])["cdiv"].value(7, 2) == 4
