@@ -329,7 +329,12 @@ class _Search(ProgressTelling, Shrinking, HypothesisStream, KernelImpactProbe):
                     break
                 waited = time.perf_counter()
         finally:
-            answers.close()      # the workers finish what they hold, then are free again
+            try:
+                answers.close()  # the workers finish what they hold, then are free again
+            except interrupt.Interrupted:   # a signal while they finish: the error found
+                if flagged is not None:     # stays
+                    self.record(flagged[1], flagged[0], "random")
+                raise
         if flagged is not None:
             s, findings, instrumented = flagged
             kind = self.last_stopped
@@ -340,7 +345,11 @@ class _Search(ProgressTelling, Shrinking, HypothesisStream, KernelImpactProbe):
             elif backend == "fast" and not instrumented:
                 # the instrumented run sees the order of writes: it has the final word
                 self.result.examples_instrumented += 1
-                findings = self.evaluate(s, kernel=self.kernel_every) or findings
+                try:
+                    findings = self.evaluate(s, kernel=self.kernel_every) or findings
+                except interrupt.Interrupted:   # a signal cut that run short: what the
+                    self.record(findings, s, "random")   # fast run found is kept
+                    raise
             self.record(findings, s, "random")
             self.tick(stream, done, total)
             self.shrink(s, findings)

@@ -310,6 +310,12 @@ HANGS = [
          "one SIGTERM once the first batch (16 examples) was answered: the examples the cut "
          "stream judged are counted (was: 'after 0 example(s), 1 finding(s)')",
          during="sigterm_after_batch", env=(("HOSTILE_MARK", "{T}/calls"),)),
+    Case("diff-sigterm-keeps-finding", ("diff", "single-loop", target("slow_counted_buggy"),
+                                        "--examples", "200", "--quiet"), 143,
+         r"interrupted by SIGTERM after \d+ example\(s\), [1-9]\d* finding",
+         "one SIGTERM once the first batch, which holds an error, was answered, while the "
+         "checker waits for the batch in hand (was: the error found was lost: '0 finding(s)')",
+         during="sigterm_after_batch", env=(("HOSTILE_MARK", "{T}/calls"),)),
     Case("diff-double-sigterm", ("diff", "single-loop", target("slow_correct"), "--examples",
                                  "200", "--quiet"), 143, "interrupted by SIGTERM",
          "two SIGTERMs in a row: the second loses nothing (the partial report is written)",
