@@ -331,14 +331,19 @@ def check_mirror_consistency(s, o, p):
             continue
         n = _mirrored(f, s)
         gpu, cpu = o.gpu[f.buffer], o.cpu[f.buffer]
-        # and the slots a mirror the code resized (gpu.resize_(0)) no longer has
+        # and the slots a mirror the code resized (gpu.resize_(0)) no longer has, or the
+        # first past the buffer's end of one it made longer
         bad = _diff(gpu[:n], cpu[:n]) + list(range(min(len(gpu), n), min(len(cpu), n)))
+        if not bad and len(gpu) > len(cpu):
+            bad = [len(cpu)]
         if bad:
             i = bad[0]
             held = repr(gpu[i]) if i < len(gpu) else f"absent (the mirror has {len(gpu)} slots)"
+            want = repr(cpu[i]) if i < len(cpu) else f"no such slot (the buffer has {len(cpu)})"
             out.append(_finding("mirror_consistency",
-                                f"gpu {f.name}[{i}] = {held} but cpu holds {cpu[i]!r}",
-                                field=f.name, slot=i, view="gpu", expected=cpu[i],
+                                f"gpu {f.name}[{i}] = {held} but cpu holds {want}",
+                                field=f.name, slot=i, view="gpu",
+                                expected=cpu[i] if i < len(cpu) else None,
                                 candidate=gpu[i] if i < len(gpu) else None,
                                 extra={"slots": bad}))
     return out

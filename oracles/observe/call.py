@@ -8,7 +8,10 @@ target (``options.steps`` times), and reads back the buffers, the copy log, the 
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
+import site
+import sys
 import threading
 import time
 import traceback
@@ -341,9 +344,14 @@ def _absent_import(exc: BaseException) -> str | None:
     where = None
     for frame, line in traceback.walk_tb(exc.__traceback__):
         name = frame.f_code.co_filename
-        if not name.startswith("<frozen importlib"):
-            where = f"line {line} of {name}"
-    return where or "in its code"
+        if not name.startswith("<frozen") and not name.startswith(_INSTALLED):
+            where = f"line {line} of {name}"     # the innermost of the user's code (not
+    return where or "in its code"                # importlib's, nor a package's)
+
+
+#: where the interpreter's own modules and installed packages live
+_INSTALLED = tuple({os.path.dirname(os.__file__), sys.prefix, sys.base_prefix,
+                    *site.getsitepackages()} - {""})
 
 
 #: what a call whose buffers or inputs cannot be read back was seen to do

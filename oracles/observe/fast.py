@@ -171,9 +171,16 @@ class FastBuffer:
 
 def _as_left(t) -> list:
     """The values of a buffer's tensor view the code resized (``gpu.resize_(0)``), as a
-    later reader of the attribute would see them."""
+    later reader of the attribute would see them; a view that claims more elements than
+    its memory holds (a failed ``resize_`` whose error the code swallowed leaves the new
+    size) reads as what its memory holds and one slot of None past it: never read past
+    the memory."""
     torch = import_torch()
     with torch._C.DisableTorchFunctionSubclass():
+        held = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+        if t.numel() > held:
+            return t.reshape(-1)[:0].tolist() if held <= 0 else \
+                t.as_strided((held,), (1,)).tolist() + [None]
         return t.reshape(-1).tolist()
 
 

@@ -448,7 +448,7 @@ class InstrumentedBuffer:
     def final_gpu(self) -> list:
         view = self._gpu_view
         if view is not None and view.numel() != self._raw.shape[0]:
-            return _as_left(view.cpu() if self.cuda else view)   # resized by the code
+            return _as_left(view)       # resized by the code
         if self._mirror is not None:
             return self._mirror.tolist()
         return self._gpu.cpu().tolist()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
 from stagecheck.oracles.compare import compare
+from stagecheck.oracles.observe.fast import _as_left
 from stagecheck.spec import DEFAULT_SCHEMA, ERROR, INFO, Copy, Observation
+from stagecheck.spec.invariants import check_mirror_consistency
 from tests.helpers import scenario
 
 FOUR = ("mamba_state_idx_buf", "num_scheduled_tokens_buf", "num_computed_tokens_buf",
@@ -123,3 +127,26 @@ def test_a_view_one_side_left_shorter_is_a_difference_not_a_crash():
     assert (f.invariant, f.slot, f.view, f.baseline) == ("same_buffers", 3, "cpu", -1)
     assert f.extra["slots"] == [3, 4, 5]
     assert "draft[3] (tail): baseline -1, candidate absent (its view is shorter)" in f.message
+
+
+def test_a_mirror_longer_than_its_buffer_violates_mirror_consistency():
+    """An audit: a failed gpu.resize_(5000) whose RuntimeError the code swallowed left a
+    mirror that claims 5000 slots; spec passed it."""
+    s = scenario()
+    o = run()
+    o.gpu[FOUR[3]] = o.gpu[FOUR[3]] + [None]       # what the worker reads of such a view
+    (f,) = check_mirror_consistency(s, o, OLD)
+    assert (f.invariant, f.slot) == ("mirror_consistency", 6)
+    assert "no such slot (the buffer has 6)" in f.message
+
+
+def test_a_view_resized_past_its_memory_is_read_within_its_memory():
+    """The same audit: resize_(10**8) whose error was swallowed; reading the view whole
+    read past its memory and killed the worker (SIGSEGV), blamed on the call."""
+    view = torch.from_numpy(np.arange(4, dtype=np.int32))
+    try:
+        view.resize_(10**8)
+    except RuntimeError:
+        pass
+    assert view.numel() == 10**8                  # the new size stayed
+    assert _as_left(view) == [0, 1, 2, 3, None]
