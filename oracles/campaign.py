@@ -166,7 +166,7 @@ class _Search(ProgressTelling, Shrinking, HypothesisStream, KernelImpactProbe):
         self.sides = [side_of(runner, t) for t in (baseline, candidate) if t is not None]
         self.collector = FindingsCollector()
         self.examples = 0
-        self.running: tuple[str, str] | None = None     # (phase, stream) being run
+        self.stream: str | None = None      # the stream being run (of ``phase``)
         self.started = time.perf_counter()
         self.fast = RunOptions(**{**config.run.__dict__, "kernel": "off"})
         # --kernel always: the kernel oracle judges every example, not only kept findings
@@ -380,7 +380,7 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
     """Both streams, the edge-case stream, the kernel-impact probe."""
     streams = STREAMS if config.out_of_contract else STREAMS[:1]
     for stream in streams:
-        search.running = ("random", stream)
+        search.stream = stream
         if config.engine == "hypothesis":
             done = search.hypothesis_stream(stream, config.examples, config.database,
                                             config.derandomize, "hypothesis")
@@ -402,7 +402,7 @@ def _search(search: _Search, config: CampaignConfig, result: CampaignResult) -> 
             # cases would cost the same
             if edge and not any(f.severity == ERROR for f in search.collector.findings()) \
                     and stream not in result.stream_notes:
-                search.running = ("edge", stream)
+                search.stream = stream
                 result.examples_edge += search.hypothesis_stream(
                     stream, edge, None, True, "hypothesis")
     if not any(f.severity == ERROR for f in search.collector.findings()):
@@ -488,12 +488,11 @@ def _count_cut_stream(search: _Search, result: CampaignResult) -> None:
     counted = (result.examples_in_contract + result.examples_out_of_contract
                + result.examples_edge)
     left = search.examples - counted
-    if left <= 0 or search.running is None:
+    if left <= 0 or search.stream is None:
         return
-    phase, stream = search.running
-    if phase == "edge":
+    if search.phase == "edge":
         result.examples_edge += left
-    elif stream == "in":
+    elif search.stream == "in":
         result.examples_in_contract += left
     else:
         result.examples_out_of_contract += left

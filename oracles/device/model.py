@@ -285,30 +285,31 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         for t in pinned:           # pinned host memory it reads in place (UVA)
             self._read_directly(t, name)
         op = self._issue("kernel", name)
-        spans, touched, reading, intents, index, low, high = [], {}, {}, {}, op.index, 2**64, 0
+        touched, reading, intents, index, low, high = {}, {}, {}, op.index, 2**64, 0
+
+        def note(label: str, t) -> Span:
+            """What the work may read of ``t``: its span, where its reads are noted, and
+            what the host meant it to hold."""
+            nonlocal low, high
+            numel = t.numel()
+            if numel and t.is_contiguous():     # its span, as ``_span`` gives it
+                item, lo = t.element_size(), t.data_ptr()
+                span = Span(lo, lo + numel * item, item)
+                if t.dim():       # its elements read are noted, flat (row-major)
+                    touched[label] = reading[label] = (span, set(), numel)
+                    low, high = min(low, lo), max(high, span.hi)
+                shape = (True, numel, item, t.untyped_storage().data_ptr())
+            else:
+                span = _span(t)
+                shape = (t.is_contiguous(), numel, span.item, None)
+            intents[label] = self._intent(t, index, shape)
+            return span
+
         with _disabled():       # each argument's metadata, read once
-            for label, t in reads.items():
-                numel = t.numel()
-                if numel and t.is_contiguous():     # its span, as ``_span`` gives it
-                    item, lo = t.element_size(), t.data_ptr()
-                    span = Span(lo, lo + numel * item, item)
-                    if t.dim():       # its elements read are noted, flat (row-major)
-                        touched[label] = reading[label] = (span, set(), numel)
-                        low, high = min(low, lo), max(high, span.hi)
-                    shape = (True, numel, item, t.untyped_storage().data_ptr())
-                else:
-                    span = _span(t)
-                    shape = (t.is_contiguous(), numel, span.item, None)
-                spans.append(span)
-                intents[label] = self._intent(t, index, shape)
+            spans = [note(label, t) for label, t in reads.items()]
             held = self._held_by_state(reads, spans)
             for label, t in held.items():      # compared where read, never logged
-                numel, item, lo = t.numel(), t.element_size(), t.data_ptr()
-                span = Span(lo, lo + numel * item, item)
-                touched[label] = reading[label] = (span, set(), numel)
-                low, high = min(low, lo), max(high, span.hi)
-                intents[label] = self._intent(
-                    t, index, (True, numel, item, t.untyped_storage().data_ptr()))
+                note(label, t)
         op.dev_reads = spans
         op.dev_writes = [span_of(t) for t in writes] if writes else []
         op.intents, op.touched, op.reading = intents, touched, reading
