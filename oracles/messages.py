@@ -251,6 +251,11 @@ REPLAY_PAIR_NOW = "verdict: {verdict} — the saved {what} shows no error findin
 REPLAY_SPEC_STILL = ("verdict: {verdict} — the saved {what} still fails {against}: {count} "
                      "error finding(s)")
 REPLAY_SPEC_NOW = "verdict: {verdict} — the saved {what} passes {against} now"
+VIEW_REBOUND = ("target {value!r} rebinds .{view} of a paired buffer ({where}): stagecheck "
+                "observes the views it made, so what the target does with a new object is "
+                "not seen; this is a limit of stagecheck, not a difference in the code",
+                "write into the view the buffer has (buf.{view}[:n] = ...) instead of "
+                "assigning a new object to buf.{view}")
 STAND_IN_UNSUPPORTED = (
     "target {value!r} asked the {stand_in} that schema {schema!r} passes it for {operation}, "
     "which the stand-in does not model: this is a limit of the schema, not a difference in "

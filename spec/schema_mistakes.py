@@ -1,7 +1,9 @@
 """What is a schema's mistake, never a finding against the code under test: its own code
 raised while the checker judged (``SchemaCodeFailed``), or a target asked one of its
 stand-ins for something the stand-in does not model (``StandIn``, which raises
-``StandInUnsupported``). The command line answers both with exit 2.
+``StandInUnsupported``), or a target rebound a view of a paired buffer stagecheck passed
+it (``ViewRebound``: stagecheck observes the views it made). The command line answers
+each with exit 2.
 
 User schemas derive their stand-ins from ``stagecheck.spec.schema.StandIn`` (the schema
 module names both stand-in classes in its ``__all__``).
@@ -14,7 +16,7 @@ import sys
 import traceback
 import types
 
-__all__ = ["SchemaCodeFailed", "StandIn", "StandInUnsupported"]
+__all__ = ["SchemaCodeFailed", "StandIn", "StandInUnsupported", "ViewRebound", "ViewsKept"]
 
 
 class SchemaCodeFailed(Exception):
@@ -121,3 +123,52 @@ class StandIn:
         locals()[f"__{_op}__"] = _unsupported(f"comparison ({_op})")
     __neg__ = _unsupported("arithmetic (neg)")
     del _op
+
+
+class ViewRebound(StandInUnsupported):
+    """A target assigned (or deleted) ``.cpu``, ``.gpu`` or ``.np`` of a paired buffer
+    stagecheck made: the checker observes the views it made, so what the target does with
+    the new object would go unseen (or, on a property, fail as stagecheck's own
+    AttributeError); a limit of stagecheck's buffers, never a finding (exit 2)."""
+
+    def __init__(self, view: str, where: str) -> None:
+        super().__init__("paired buffer", f"rebinding .{view}")
+        self.view, self.where = view, where
+
+
+#: the views of a paired buffer a target may write into but not rebind
+VIEWS = frozenset(("cpu", "gpu", "np"))
+
+
+class ViewsKept:
+    """Mixin of stagecheck's paired buffers: ``buf.gpu = ...`` (and ``del buf.gpu``) of a
+    view already made raises ``ViewRebound`` naming the target's line."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in VIEWS and _made(self, name):
+            raise ViewRebound(name, _caller())
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in VIEWS:
+            raise ViewRebound(name, _caller())
+        object.__delattr__(self, name)
+
+
+def _made(buffer, name: str) -> bool:
+    """Whether ``buffer``'s view ``name`` is already there (a property always is)."""
+    if isinstance(getattr(type(buffer), name, None), property):
+        return True
+    try:
+        object.__getattribute__(buffer, name)
+    except AttributeError:
+        return False
+    return True
+
+
+def _caller() -> str:
+    """``file:line`` of the code that rebinds the view (two frames up)."""
+    frame = sys._getframe(2)
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"

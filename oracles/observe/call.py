@@ -27,7 +27,7 @@ from stagecheck.oracles.targets import Target
 from stagecheck.oracles.text import exception_text, type_name
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
-from stagecheck.spec.schema_mistakes import SchemaCodeFailed, StandInUnsupported
+from stagecheck.spec.schema_mistakes import SchemaCodeFailed, StandInUnsupported, ViewRebound
 
 __all__ = ["CallTimedOut", "TIMEOUT_FLOOR", "UNREADABLE", "WALL_FACTOR", "call_limits",
            "keep_alarm_handler", "observe", "queue_gpu_work", "require_device", "time_limit"]
@@ -295,6 +295,9 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         if not exits_are_observations:
             raise
         exc_type, exc_msg, mro = "KeyboardInterrupt", "", ("KeyboardInterrupt", "BaseException")
+    except ViewRebound as exc:          # stagecheck's limit: it observes its own views
+        raise TargetLoadError.of(messages.VIEW_REBOUND, target.spec, view=exc.view,
+                                 where=exc.where) from None
     except StandInUnsupported as exc:   # the schema's limit, not the target's behaviour
         raise SchemaError.of(messages.STAND_IN_UNSUPPORTED, target.spec,
                              stand_in=exc.stand_in, operation=exc.operation,

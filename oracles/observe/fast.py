@@ -27,6 +27,7 @@ from stagecheck.oracles.device.spans import span_of
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.observe.build import keep
 from stagecheck.spec.observation import Copy
+from stagecheck.spec.schema_mistakes import ViewsKept
 
 __all__ = ["FastBackend", "FastBuffer", "FastCudaBackend", "FastCudaBuffer"]
 
@@ -106,7 +107,7 @@ class _LazyTensor:
         return repr(self._tensor())
 
 
-class FastBuffer:
+class FastBuffer(ViewsKept):
     """A ``CpuGpuBuffer`` of given contents for a CPU run, cheap to make and to read."""
 
     __slots__ = ("name", "np", "mirror", "events", "_cpu", "_gpu")
@@ -224,7 +225,7 @@ class _Pinned:
         self.gpu = torch.zeros(size, dtype=dtype, device="cuda")
 
 
-class FastCudaBuffer:
+class FastCudaBuffer(ViewsKept):
     """A ``CpuGpuBuffer`` on CUDA with given contents: pinned host memory, non-blocking
     copies on the current stream, reused from call to call (a call ends with a device
     synchronization, so nothing of the previous call is in flight). Host writes are not

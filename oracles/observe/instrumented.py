@@ -37,6 +37,7 @@ from stagecheck.oracles.device.spans import Span, span_of
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.observe.fast import _as_left, _LazyTensor
 from stagecheck.spec.observation import Copy, HostWrite, StaleTransfer
+from stagecheck.spec.schema_mistakes import ViewsKept
 
 __all__ = ["InstrumentedBackend", "InstrumentedBuffer", "RecordingArray"]
 
@@ -249,7 +250,7 @@ def _recording_classes():
     return _TENSOR_CLASSES
 
 
-class InstrumentedBuffer:
+class InstrumentedBuffer(ViewsKept):
     """A paired buffer with given initial contents whose host writes and copies are logged.
 
     ``deferred=True`` (or a CUDA device) makes copies asynchronous through a device model

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from stagecheck.spec.observation import Copy, HostWrite
 from stagecheck.spec.schema import INT32_MAX, INT32_MIN
+from stagecheck.spec.schema_mistakes import ViewsKept
 
 __all__ = ["ListBackend", "ListBuffer", "ListView", "ModelUnsupported"]
 
@@ -161,7 +162,7 @@ class ListView:
         return items
 
 
-class ListBuffer:
+class ListBuffer(ViewsKept):
     """A ``CpuGpuBuffer`` over two plain lists, logging host writes and copies."""
 
     def __init__(self, name: str, dtype: str, initial_cpu: list, initial_gpu: list,

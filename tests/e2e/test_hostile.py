@@ -156,6 +156,13 @@ LOAD = [
     spec("imports_engine_when_called", 2, fragment(messages.TARGET_IMPORTS_WHEN_CALLED),
          "an engine module imported inside the function (was: both sides raised "
          "ModuleNotFoundError, a finding, exit 1)"),
+    spec("rebinds_gpu_view", 2, fragment(messages.VIEW_REBOUND),
+         "a target assigns buf.gpu (was: stagecheck's own AttributeError 'no setter' "
+         "reported as the target raising, DIFFERENT, exit 1)"),
+    diff("rebinds_np_view", 2, fragment(messages.VIEW_REBOUND),
+         "a target assigns a new array to buf.np, then writes into it (was: judged as if "
+         "the new array were the memory .cpu and copy_to_gpu use; a real CpuGpuBuffer "
+         "keeps the old one)"),
     spec("latin1_declared", 0, CONFORMS, "a PEP 263 Latin-1 file"),
     spec("utf8_bom", 0, CONFORMS, "a file starting with a UTF-8 BOM"),
     Case("target-fifo", ("spec", f"{{T}}/fifo.py::{FUNC}", *QUICK), 2,
