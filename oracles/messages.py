@@ -595,6 +595,12 @@ PROTOCOL_CHECK_OK = ("protocol {name!r} ({where}): the declaration is right, and
                      "step sequence(s) unfold and choose their operations (each 'when' "
                      "answered)")
 #: ``protocol check`` without a target: what was not run
+#: ``protocol check FILE --shim S`` without a TARGET: nothing would read the shim
+PROTOCOL_CHECK_SHIM_UNUSED = ("{value!r} is a shim for a dry run through a target, and no TARGET "
+                              "is given: protocol check FILE alone validates the declaration "
+                              "and runs no code under test",
+                              "give the target after the protocol (stagecheck protocol check "
+                              "{protocol} path/to/file.py::Class --shim {value}), or drop --shim")
 PROTOCOL_CHECK_NOT_RUN = ("  not run: {parts} (they need the component); dry-run them too: stagecheck protocol check {where} "
                           "path/to/file.py::{component}")
 #: ``protocol check FILE TARGET``: the dry run through the target

@@ -344,7 +344,11 @@ class ProtocolCommand(Command):
             raise exc.located("argument PROTOCOL") from None
         if target is not None and isinstance(protocol, Protocol):
             _refuse_bare_file(target, protocol, "TARGET")
-        return what, protocol, args.protocol, target, tuple(values.get("shims") or ())
+        shims = tuple(values.get("shims") or ())
+        if target is None and shims:
+            raise UsageError.of(messages.PROTOCOL_CHECK_SHIM_UNUSED, shims[0],
+                                protocol=shlex.quote(args.protocol)).located("option --shim")
+        return what, protocol, args.protocol, target, shims
 
     def run(self, config, values: dict, outputs: Outputs) -> Outcome:
         what, protocol, where, target, shims = config

@@ -221,6 +221,11 @@ def test_protocol_check_dry_runs_a_target_that_needs_a_shim(tmp_path):
     assert shimmed.returncode == 0, shimmed.stdout + shimmed.stderr
     assert "dry run through stager.py::TokenStager" in shimmed.stdout
     assert "--protocol " + EXAMPLE + " --shim shims.py" in shimmed.stdout
+    # a shim with nothing to read it (no TARGET) is refused, never silently unused
+    alone = run_cli("protocol", "check", EXAMPLE, "--shim", "shims.py", cwd=tmp_path)
+    assert alone.returncode == 2, alone.stdout + alone.stderr
+    assert "option --shim: " + messages.PROTOCOL_CHECK_SHIM_UNUSED[0].format(
+        value=str(tmp_path / "shims.py")) in alone.stderr
 
 
 BAD = {
