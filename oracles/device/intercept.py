@@ -227,9 +227,12 @@ def _note_work_write(model, how, args, kwargs) -> None:
         if isinstance(out, _Tensor):
             target = out
     if target is not None and isinstance(target, _Tensor):
-        view = _view(target, args[1]) if writes == "setitem" and basic_index(args[1]) \
-            else target
-        model.wrote(view)
+        if writes != "setitem":
+            model.wrote(target)
+        elif basic_index(args[1]):
+            model.wrote(_view(target, args[1]))
+        else:                   # ``t[blocks, offsets] = v``: only what the key picks
+            model.wrote_picked(target, args[1])
 
 
 # ============================================================================ handlers

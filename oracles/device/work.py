@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from stagecheck.oracles.device.ops import Op
-from stagecheck.oracles.device.spans import _span, span_of
+from stagecheck.oracles.device.spans import Span, _span, span_of
 
 __all__ = ["PICKED_MAX", "DeviceWork", "bytes_view", "take_torch"]
 
@@ -131,23 +131,33 @@ class DeviceWork:
         op = self.running
         if op is None or not op.reading:
             return
-        with _disabled():
-            shape, strides = t.shape, t.stride()
-            extent = 1 + sum((n - 1) * k for n, k in zip(shape, strides))  # elements spanned
-            # a mask: read whole (on CUDA what it picks is known only by waiting for it)
-            if not t.numel() or extent > PICKED_MAX or any(k.dtype in _MASKS for k in tensors):
-                positions = None
-            else:
-                try:        # the offset of each element of ``t`` from its first, as ``t``
-                    positions = _arange(extent, device=self._positions_on(t)).as_strided(
-                        shape, strides)[key]
-                except Exception:       # a key torch refuses (it raises for the code too)
-                    positions = None
-            lo, item = t.data_ptr(), t.element_size()
+        positions = _positions(t, key, tensors, self._positions_on(t))
         if positions is None:
             self.read_by_work([t])
         else:
+            with _disabled():
+                lo, item = t.data_ptr(), t.element_size()
             self._picked(op, lo, item, positions)
+
+    def wrote_picked(self, t, key) -> None:
+        """``t[key] = value`` in device work, ``key`` holding tensors (a scatter into a KV
+        cache by block and offset): only the elements the key picks are written, found as
+        ``read_picked`` finds those it reads; a mask, a key torch refuses, or the CUDA
+        backend (where the positions are known only by waiting for the device) note ``t``
+        whole."""
+        keys = key if type(key) in (tuple, list) else (key,)
+        tensors = [k for k in keys if isinstance(k, _Tensor)]
+        where = self._positions_on(t)
+        positions = None if where is not None else _positions(t, key, tensors, where)
+        if positions is None:
+            self.wrote(t)
+            return
+        with _disabled():
+            found = sorted(set(positions.reshape(-1).tolist()))
+            lo, item = t.data_ptr(), t.element_size()
+        if found:
+            self.wrote(t, Span(lo + found[0] * item, lo + found[-1] * item + item, item,
+                               tuple(lo + p * item for p in found)))
 
     def _positions_on(self, t):
         """The device ``read_picked`` finds ``t``'s elements on (the CPU model's device
@@ -173,9 +183,10 @@ class DeviceWork:
             if isinstance(listed, list) and len(seen) < numel:
                 values[label] = _blanked(listed, seen, [0])
 
-    def wrote(self, t) -> None:
+    def wrote(self, t, span: Span | None = None) -> None:
         """Device work being run wrote tensor ``t`` in place (seen while it runs): device
-        memory (one of its arguments, or any device tensor) is noted as written by it."""
+        memory (one of its arguments, or any device tensor) is noted as written by it
+        (``span``: the elements of ``t`` written, where not all of them)."""
         op = self.running
         if op is not None:
             plain = type(t) is not self._device_type()
@@ -187,7 +198,7 @@ class DeviceWork:
                 else:
                     if self.memory(t) != "device":
                         return
-            span = span_of(t)
+            span = span or span_of(t)
             if span.empty:
                 return
             for r in op.dev_reads:
@@ -199,6 +210,22 @@ class DeviceWork:
             op.dev_writes.append(span)
             if op not in self._writers:
                 self._writers.append(op)
+
+
+def _positions(t, key, tensors: list, device):
+    """The offset from ``t``'s first element of each element ``t[key]`` picks (a tensor on
+    ``device``, shaped as ``t[key]``), or None where they are not found one by one: a mask
+    (on CUDA what it picks is known only by waiting for it), a tensor spanning more than
+    ``PICKED_MAX`` elements, a key torch refuses (it raises for the code too)."""
+    with _disabled():
+        shape, strides = t.shape, t.stride()
+        extent = 1 + sum((n - 1) * k for n, k in zip(shape, strides))  # elements spanned
+        if not t.numel() or extent > PICKED_MAX or any(k.dtype in _MASKS for k in tensors):
+            return None
+        try:
+            return _arange(extent, device=device).as_strided(shape, strides)[key]
+        except Exception:
+            return None
 
 
 def _logged(seen: dict, held: tuple) -> dict:

@@ -568,6 +568,38 @@ def test_device_work_that_overwrites_what_a_pending_download_reads_races_with_it
         assert "device work sample" in h.by and h.by.endswith("overwrites it")
 
 
+@pytest.mark.parametrize("row", [0, 2])
+def test_device_work_scattering_by_tensor_index_writes_only_what_the_index_picks(row):
+    # ``kv[blocks, offsets] = values`` (a KV-cache write by block and offset) was noted as
+    # a write of all of ``kv``: a pending download of another block was said to race with
+    # it (an info finding that failed --strict on correct code; found writing a protocol
+    # for vLLM's CPU KV offloading worker)
+    model = device_model()
+    with model.activate():
+        kv = torch.arange(8, dtype=torch.int32, device=CUDA).reshape(4, 2)
+        back = pinned([0, 0])
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            back.copy_(kv[0], non_blocking=True)          # block 0 offloaded
+        blocks = torch.tensor([row], device=CUDA)
+        offsets = torch.tensor([1], device=CUDA)
+        values = torch.tensor([9], dtype=torch.int32, device=CUDA)
+
+        def forward():
+            kv[blocks, offsets] = values
+
+        model.launch("forward", forward, {"kv": kv, "blocks": blocks, "offsets": offsets,
+                                          "values": values})
+        torch.cuda.synchronize()
+    if row:
+        assert model.hazards == []
+    else:
+        (h,) = model.hazards
+        assert (h.kind, h.slots) == (DEVICE_READ_PENDING_WRITE, (1,))
+        assert h.by.endswith("overwrites it")
+
+
 def test_a_float_download_into_fresh_pinned_memory_is_no_host_write():
     # fresh pinned memory is poisoned with NaN: a sweep before the download landed saw
     # NaN where NaN was, which torch.equal calls a change (an info race after a full
