@@ -13,9 +13,9 @@ The checks compare what each run was seen to do (``spec.protocol.Trace``):
   when issued;
 - ``readback_as_written``: what the host holds after each step (``Protocol.observe``,
   and what each operation returned) and what each download wrote into pinned memory do
-  not depend on when copies completed, and no host
-  read of pinned memory sees a value that a download into it, not yet landed, then
-  changes (the CPU model: whether or not the protocol observes what was read);
+  not depend on when copies completed, and no host read of pinned memory sees a value
+  that a download into it, not yet landed, then changes (the CPU model: whether or not
+  the protocol observes what was read);
 - ``no_copy_hazard`` (``spec/invariants.py``): no access races with a copy or device work
   the host had not seen complete. A race whose effect this sequence does not show (the
   same bytes written again, a later upload that covers every slot before any device work
@@ -81,7 +81,6 @@ PROTOCOL_DIFFERENCES: dict[str, str] = {
 NO_EFFECT = ("a race without an effect on what the device work read or the host read back "
              "in this step sequence (the same bytes, or a later copy that covers them before "
              "any reader): harmless here, fragile under change")
-
 
 #: why a race with an upload that a torch operation the host issued read is an error
 #: whatever it changed (the CPU model ran the upload early; on CUDA the operation's result
@@ -207,6 +206,15 @@ def _outcome(trace: Trace, side: str) -> list[Finding]:
                                                 "operation": failed["op"]})]
 
 
+#: device work's reads under the drawn schedule against the meant run's (None: not read)
+READ_SCHEDULE = ("{where}: {work} read {what} = {seen} under this completion schedule, "
+                 "{meant} when every copy and kernel completes when issued")
+UNREAD_SCHEDULE = ("{where}: {work} did not read {what} under this completion schedule, "
+                   "but {meant} when every copy and kernel completes when issued")
+UNREAD_MEANT = ("{where}: {work} read {what} = {seen} under this completion schedule, "
+                "and not at all when every copy and kernel completes when issued")
+
+
 def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
     out = []
     for m in seen.meant[:1] or meant.meant[:1]:
@@ -215,8 +223,7 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
         out.append(_finding(
             "device_read_as_meant",
             f"{_where(m)}: {m['work']} read {m['arg']}{slot_text(slots, m.get('row', 0))} "
-            f"= {read}, but "
-            f"the host held {held} for it at the launch (the last copies into "
+            f"= {read}, but the host held {held} for it at the launch (the last copies into "
             "those slots read that host memory)", side, field=f"{m['work']}({m['arg']})",
             slot=slots[0] if slots else None, expected=m["meant"], candidate=m["read"],
             extra={"kind": "host-intent", "step": m["step"], "operation": m["op"],
@@ -225,11 +232,11 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
         if a["values"] != b["values"]:
             path, x, y = _first_difference(a["values"], b["values"])
             xs, ys = _shown(x, y, 120)
+            form = UNREAD_SCHEDULE if y is None else UNREAD_MEANT if x is None else READ_SCHEDULE
             out.append(_finding(
-                "device_read_as_meant",
-                f"{_where(b)}: {b['work']} read {path or 'its arguments'} = {ys} "
-                f"under this completion schedule, {xs} when every copy and kernel "
-                "completes when issued", side, field=f"{b['work']}", expected=x, candidate=y,
+                "device_read_as_meant", form.format(
+                    where=_where(b), work=b["work"], what=path or "its arguments",
+                    seen=ys, meant=xs), side, field=f"{b['work']}", expected=x, candidate=y,
                 extra={"kind": "schedule", "step": b["step"], "operation": b["op"],
                        "launch": k}))
             break

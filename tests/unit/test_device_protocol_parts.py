@@ -553,3 +553,25 @@ def test_a_when_that_exits_is_said_to_raise_not_to_return():
     said = when_problem(1, Operation("get", print), SystemExit(0), 0)
     assert "raised SystemExit: 0" in said and "not a bool" not in said
     assert "returned 3 (not a bool)" in when_problem(1, Operation("get", print), 3, 0)
+
+
+@pytest.mark.parametrize("meant, seen, said", [
+    ([1, 2], [1, None], "did not read contents[1] under this completion schedule, but 2 "
+                        "when every copy and kernel completes when issued"),
+    ([1, None], [1, 5], "read contents[1] = 5 under this completion schedule, and not at "
+                        "all when every copy and kernel completes when issued"),
+    ([1, 2], [1, 3], "read contents[1] = 3 under this completion schedule, 2 when"),
+])
+def test_an_element_device_work_did_not_read_is_not_said_to_read_none(meant, seen, said):
+    # device work whose earlier reads (a cumulative length overwritten while the work was
+    # pending) decided how much of an argument it read: "read contents[1] = None under
+    # this completion schedule, 1 when ..." (found writing a protocol for vLLM's model
+    # runner v2 StagedWriteTensor)
+    from stagecheck.spec.protocol import Trace
+    from stagecheck.spec.protocol_invariants import _reads
+    read = {"step": 0, "op": "execute", "work": "apply_write"}
+    (f,) = _reads(Trace(reads=[dict(read, values={"contents": meant})]),
+                  Trace(reads=[dict(read, values={"contents": seen})]), "candidate")
+    assert f.message == "step 0 (execute): apply_write " + said if said.endswith("issued") \
+        else f.message.startswith("step 0 (execute): apply_write " + said), f.message
+    assert "None" not in f.message
