@@ -309,9 +309,12 @@ def _name_tensors(model, state, only_unnamed: bool = False) -> None:
 
 def _name_all(model, state, only_unnamed: bool, Tensor) -> None:
     seen: set[int] = set()
+    # memory named at a shallower depth keeps that name: of two paths to one tensor the
+    # shortest names it (``gpu_kv``, not ``load.dst_tensor`` of a handler holding it)
+    named: set[tuple[int, int]] = set()
     queue = [(state, "")]
     for depth in range(NAME_DEPTH):
-        following = []
+        following, here = [], []
         for obj, path in queue:
             if id(obj) in seen:
                 continue
@@ -334,11 +337,15 @@ def _name_all(model, state, only_unnamed: bool, Tensor) -> None:
                     kind = model.memory(value)
                     if kind != "pageable" and value.numel() and (
                             not only_unnamed or _unnamed_here(model, value)):
-                        model.name_region(value, _path(path, key, form), kind=kind)
+                        span = _span(value)
+                        if (span.lo, span.hi) not in named:
+                            here.append((span.lo, span.hi))
+                            model.name_region(value, _path(path, key, form), kind=kind)
                 elif isinstance(value, (list, tuple, dict)) or (
                         hasattr(value, "__dict__") and not _routine(value)
                         and not isinstance(value, (type, types.ModuleType))):
                     following.append((value, _path(path, key, form)))
+        named.update(here)
         queue = following
 
 

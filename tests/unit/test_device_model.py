@@ -528,6 +528,25 @@ def test_a_pool_of_pinned_buffers_in_a_list_or_dict_is_named_by_its_items():
         assert model.describe(span_of(state.by_kind["ids"]))[0] == "by_kind['ids']"
 
 
+def test_memory_reached_by_two_paths_is_named_by_the_shortest():
+    # a handler holding the runner's KV caches (``store.src_tensor``, ``load.dst_tensor``)
+    # renamed ``gpu_kv`` after the deeper path: a store's download was said as
+    # "download load.dst_tensor[0:2] -> load.src_tensor[0:2]" (found writing a protocol
+    # for vLLM's CPU KV offloading worker)
+    from types import SimpleNamespace
+    from stagecheck.oracles.protocol.context import _name_tensors
+    model = device_model()
+    with model.activate():
+        cpu_kv = torch.zeros(4, 2, dtype=torch.int32, pin_memory=True)
+        gpu_kv = torch.zeros(4, 2, dtype=torch.int32, device=CUDA)
+        state = SimpleNamespace(gpu_kv=gpu_kv, cpu_kv=cpu_kv,
+                                store=SimpleNamespace(src_tensor=gpu_kv, dst_tensor=cpu_kv),
+                                load=SimpleNamespace(src_tensor=cpu_kv, dst_tensor=gpu_kv[:]))
+        _name_tensors(model, state)
+        assert model.describe(span_of(cpu_kv))[0] == "cpu_kv"
+        assert model.describe(span_of(gpu_kv))[0] == "gpu_kv"
+
+
 def test_a_race_in_a_two_dimensional_tensor_is_said_by_row_and_column():
     from stagecheck.spec.protocol_invariants import _hazard_message
     model = device_model()
