@@ -30,7 +30,8 @@ from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schema_mistakes import SchemaCodeFailed, StandInUnsupported, ViewRebound
 
 __all__ = ["CallTimedOut", "TIMEOUT_FLOOR", "UNREADABLE", "WALL_FACTOR", "call_limits",
-           "keep_alarm_handler", "observe", "queue_gpu_work", "require_device", "time_limit"]
+           "fired_count", "keep_alarm_handler", "observe", "queue_gpu_work", "raise_if_fired",
+           "require_device", "time_limit"]
 
 
 class CallTimedOut(BaseException):
@@ -85,6 +86,20 @@ def _wall_left() -> bool:
 #: out, whatever exception reached the call's end (inside C code the interruption may
 #: surface as a SystemError or an exception of the code's own)
 _FIRED = 0
+
+
+def fired_count() -> int:
+    """How many times a time limit fired in this process so far (``raise_if_fired``)."""
+    return _FIRED
+
+
+def raise_if_fired(before: int) -> None:
+    """Raise ``CallTimedOut`` where a time limit fired since ``fired_count()`` was
+    ``before``: code that caught the interruption (a bare ``except``, an ``except
+    BaseException``, a ``__del__``, where Python only prints it) and then returned still
+    ran past its limit, a hang, never a call that returned in time."""
+    if _FIRED != before:
+        raise CallTimedOut()
 
 
 #: a call may take this many times its time limit on the wall clock (a call that sleeps
@@ -283,6 +298,7 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
                 last_step_start = len(inputs.events)
                 queue_gpu_work(options.gpu_busy_cycles)
                 target.func(*call.args, **call.kwargs)
+        raise_if_fired(fired)
     except CallTimedOut:
         timed_out = True
         exc_type = "CallTimedOut"

@@ -24,7 +24,7 @@ from stagecheck.oracles.device import device_model
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.gcpause import fewer_collections
-from stagecheck.oracles.observe.call import CallTimedOut, time_limit
+from stagecheck.oracles.observe.call import CallTimedOut, fired_count, raise_if_fired, time_limit
 from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, prepare_state,
                                                  release_state)
@@ -85,8 +85,10 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
         try:
             try:
                 next_position()
+                fired = fired_count()
                 with time_limit(limit):
                     ctx.state = protocol.build(ctx)
+                raise_if_fired(fired)       # the limit fired and the code swallowed it
                 with model.passthrough():
                     made += prepare_state(model, ctx.state, protocol)
                 # every pinned tensor the state holds is named now: the first step's
@@ -135,6 +137,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     outcome, result, unlanded = None, None, ()
                     try:
                         next_position()
+                        fired = fired_count()
                         with time_limit(limit):
                             # queued device work the completion runs now hangs within
                             # the limit of the operation it runs before
@@ -142,6 +145,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                             if model.pinned_downloads and not meant:
                                 unlanded = model.unlanded()
                             result = op.run(ctx)
+                        raise_if_fired(fired)
                     except CallTimedOut as exc:
                         refuse_own_hang(protocol, op.run, exc, code,
                                          f"code for operation {op.name!r}", limit)
@@ -173,8 +177,10 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     with model.passthrough():
                         try:
                             next_position()
+                            fired = fired_count()
                             with time_limit(limit):
                                 observed = protocol.observe(ctx)
+                            raise_if_fired(fired)
                         except CallTimedOut as exc:
                             refuse_own_hang(protocol, protocol.observe, exc, code,
                                              f"observe after step {view.index}", limit)
@@ -229,8 +235,10 @@ def _finish(model, trace: Trace, ctx) -> Trace:
     before = len(model.hazards)
     try:
         next_position()
+        fired = fired_count()
         with time_limit(_call_limit(ctx.protocol, ctx.options)):
             model.finish()
+        raise_if_fired(fired)
     except CallTimedOut:                  # queued device work the end of the run ran
         if trace.failed() is None and trace.stopped is None:
             trace.stopped = "hung at the end of the run (queued device work)"

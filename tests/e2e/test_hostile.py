@@ -304,6 +304,12 @@ HANGS = [
     hang("setprofile_block", "installs a profile hook that blocks every later call"),
     hang("setprofile_spin", "installs a profile hook that spins on every later call"),
     hang("gc_callback_block", "registers a gc callback that blocks, and collects"),
+    hang("swallows_the_limit", "sleeps for an hour, catches the time limit's interruption "
+         "(except BaseException), then stages correctly (was: CONFORMS, each call taking its "
+         "whole deadline)"),
+    hang("result_del_hangs", "stages correctly and returns an object whose __del__ sleeps for "
+         "an hour: the interruption raised there is only printed (was: CONFORMS, each call "
+         "taking its whole deadline)"),
     Case("diff-sigterm", ("diff", "single-loop", target("sleeps"), "--timeout", "60",
                           "--quiet"), 143, "interrupted by SIGTERM",
          "one SIGTERM while a call sleeps with --timeout 60: the run ends within the grace "
@@ -569,6 +575,14 @@ PROTOCOL_FILES = [
          r"process\(es\) \(sleep[, sleep]*\), which stagecheck ended",
          "a component whose every step starts a process of its own session and leaves it "
          "(was: no finding, up to 38 processes alive at once); info, so --strict fails"),
+    Case("protocol-swallows-the-limit", ("spec", "{H}/swallowing_stager.py::TokenStager",
+                                         "--protocol",
+                                         f"{ROOT}/docs/examples/token_stager_protocol.py",
+                                         "--examples", "3", "--timeout", "0.3", "--quiet"), 1,
+         r"\[step_outcome-\w+\] \(candidate\) step 0 \(stage\) hung",
+         "a component whose every step sleeps for an hour and catches the time limit's "
+         "interruption (except BaseException) (was: HOLDS THE PROTOCOL, each step taking its "
+         "whole deadline)"),
     Case("protocol-leaves-threads", ("spec", "{H}/thread_stager.py::TokenStager", "--protocol",
                                      f"{ROOT}/docs/examples/token_stager_protocol.py",
                                      "--examples", "2", "--timeout", "1", "--quiet"), 0,
