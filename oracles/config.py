@@ -111,8 +111,11 @@ def load_config(start: str | None = None) -> Config:
     try:
         with open(path, "rb") as handle:
             document = toml.load(handle)
-    except (OSError, toml.TOMLDecodeError) as exc:
+    except (OSError, ValueError) as exc:    # TOMLDecodeError; UnicodeDecodeError: not UTF-8
         raise ConfigError.of(messages.CONFIG_UNREADABLE, path, error=str(exc)) from None
+    except RecursionError:                  # arrays or tables nested thousands deep
+        raise ConfigError.of(messages.CONFIG_UNREADABLE, path,
+                             error=messages.CONFIG_TOO_DEEP) from None
     table = document.get("tool", {}).get("stagecheck") if isinstance(
         document.get("tool"), dict) else None
     if table is None:

@@ -280,6 +280,8 @@ CONFIG_UNKNOWN_KEY = ("{value!r} is not a key of [tool.stagecheck] (in {path}){h
                       "remove it or use one of: {known}")
 CONFIG_UNREADABLE = ("cannot read {value!r} ({error})", "fix the TOML; stagecheck reads its "
                      "[tool.stagecheck] table")
+#: why a pyproject.toml nested too deeply for the TOML reader cannot be read
+CONFIG_TOO_DEEP = "it is nested too deeply to be read"
 CONFIG_NOT_TABLE = ("[tool.stagecheck] in {value!r} is not a table",
                     "write it as a [tool.stagecheck] section of keys")
 CONFIG_TWICE = ("[tool.stagecheck] in {path} sets {value!r} twice ({first!r} and {second!r}: "

@@ -699,6 +699,14 @@ OPTIONS = [
     Case("symbolic-timeout-huge", ("mutants", "single-loop", "--symbolic-timeout", "1e99"), 2,
          "option --symbolic-timeout: '1e99' seconds is more than 3600",
          "--symbolic-timeout 1e99 (was: accepted, a search without end)"),
+    Case("config-not-utf8", ("spec", "legacy", "--examples", "5", "--quiet"), 2,
+         r"cannot read '.*pyproject\.toml' \('utf-8' codec can't decode",
+         "a pyproject.toml written in Latin-1, not UTF-8 (was: exit 3, an internal error)",
+         prepare="config_latin1"),
+    Case("config-nested-deep", ("spec", "legacy", "--examples", "5", "--quiet"), 2,
+         r"cannot read '.*pyproject\.toml' \(" + re.escape(messages.CONFIG_TOO_DEEP),
+         "a pyproject.toml whose [tool.stagecheck] value nests 5,000 arrays (was: exit 3, a "
+         "RecursionError)", prepare="config_deep"),
     Case("gpu-busy-cycles-on-cpu", ("spec", "legacy", "--gpu-busy-cycles", "5"), 2,
          "option --gpu-busy-cycles: 5 queues device work on a GPU, and the run is on "
          "device 'cpu'", "--gpu-busy-cycles 5 on the cpu (was: ignored, and shown in the "
@@ -929,6 +937,10 @@ PREPARE = {
                                                  "attention_lengths.py", tmp / "target.py"),
     "stager": lambda case, tmp: shutil.copy(STAGER.partition("::")[0], tmp / "stager.py"),
     "notes": lambda case, tmp: (tmp / "notes.txt").write_text("my notes, not a report\n"),
+    "config_latin1": lambda case, tmp: (tmp / "pyproject.toml").write_bytes(
+        "[tool.stagecheck]\nexamples = 10  # r\u00e9sum\u00e9\n".encode("latin-1")),
+    "config_deep": lambda case, tmp: (tmp / "pyproject.toml").write_text(
+        "[tool.stagecheck]\nexamples = " + "[" * 5000 + "]" * 5000 + "\n"),
     "dangling": lambda case, tmp: (tmp / "dangling").symlink_to(tmp / "nowhere"),
     "save_dir": lambda case, tmp: (tmp / "found").mkdir(),
     "cwd_gone": lambda case, tmp: (tmp / "gone").mkdir(),
