@@ -16,7 +16,7 @@ from stagecheck.oracles.mutants.catalog import CATALOG, OPERATORS
 from stagecheck.oracles.mutants.mutation import Location, Scope
 from stagecheck.oracles.targets import load_function_from_source
 
-__all__ = ["Mutant", "functions_in_scope", "generate_mutants", "require_mutants"]
+__all__ = ["Mutant", "functions_in_scope", "generate_mutants", "method_node", "require_mutants"]
 
 
 @dataclass
@@ -50,9 +50,24 @@ class Mutant:
         return data
 
 
+def method_node(tree: ast.Module, dotted: str) -> ast.FunctionDef | None:
+    """The method ``Class.method`` of ``tree``'s module-level class, or None."""
+    owner, _, method = dotted.partition(".")
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == owner:
+            return next((item for item in node.body
+                         if isinstance(item, ast.FunctionDef) and item.name == method), None)
+    return None
+
+
 def functions_in_scope(tree: ast.Module, name: str) -> tuple[str, ...]:
-    """``name`` and the module-level functions it calls, transitively (source order)."""
-    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    """``name`` and the module-level functions it calls, transitively (source order);
+    ``name`` may be a method, ``Class.method`` (a method target)."""
+    defs: dict[str, ast.FunctionDef] = {n.name: n for n in tree.body
+                                        if isinstance(n, ast.FunctionDef)}
+    method = method_node(tree, name) if "." in name else None
+    if method is not None:
+        defs[name] = method
     seen, queue = set(), [name]
     while queue:
         current = queue.pop()
@@ -62,7 +77,10 @@ def functions_in_scope(tree: ast.Module, name: str) -> tuple[str, ...]:
         for node in ast.walk(defs[current]):
             if isinstance(node, ast.Name) and node.id in defs:
                 queue.append(node.id)
-    return tuple(n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in seen)
+    owner = name.partition(".")[0] if method is not None else None
+    return tuple(name if isinstance(n, ast.ClassDef) else n.name for n in tree.body
+                 if (isinstance(n, ast.FunctionDef) and n.name in seen)
+                 or (isinstance(n, ast.ClassDef) and n.name == owner))
 
 
 def _with_prelude(tree: ast.Module, prelude: str) -> ast.Module:

@@ -103,10 +103,18 @@ class MutationOperator(ast.NodeTransformer):
     def run(self, tree: ast.Module) -> ast.Module:
         for k, node in enumerate(tree.body):
             if isinstance(node, ast.FunctionDef) and node.name in self.scope.functions:
-                self.fn = node
-                self.index_names = index_names(node)
-                tree.body[k] = self.visit(node)
+                tree.body[k] = self._visit_function(node)
+            elif isinstance(node, ast.ClassDef):     # a method target: Class.method
+                for j, item in enumerate(node.body):
+                    if isinstance(item, ast.FunctionDef) \
+                            and f"{node.name}.{item.name}" in self.scope.functions:
+                        node.body[j] = self._visit_function(item)
         return tree
+
+    def _visit_function(self, node: ast.FunctionDef) -> ast.AST:
+        self.fn = node
+        self.index_names = index_names(node)
+        return self.visit(node)
 
     def hit(self, node: ast.AST, description: str, equivalent: str | None = None) -> bool:
         """Count one site; True when it is the one to apply."""
