@@ -43,7 +43,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 
-from stagecheck.oracles import interrupt
+from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.observe import build_inputs, require_device
 from stagecheck.oracles.observe.backends import torch_module
@@ -54,7 +54,8 @@ from stagecheck.oracles.targets import Target
 from stagecheck.oracles.text import exception_text, type_name
 from stagecheck.oracles.worker import WorkerEnded, target_arg
 
-__all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "run_bench"]
+__all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "require_bench_scenario",
+           "run_bench"]
 
 DEFAULT_SIZES = (1, 8, 64, 256, 1024)
 _WARMUP_CALLS = 3
@@ -115,6 +116,18 @@ class BenchResult(TargetPair):
                 "median baseline time; ratio = median of the per-round ratios (q1..q3: "
                 "their interquartile range)",
                 "rows": [r.to_dict() for r in self.rows]}
+
+
+def require_bench_scenario(targets) -> None:
+    """``StagecheckError`` (``BENCH_NO_SCENARIO``, its ``target_index`` set) for the first
+    of ``targets`` whose schema declares no ``bench`` scenario: checked before any timing,
+    never reported as an exception of the target's own."""
+    for index, target in enumerate(targets):
+        if target.schema.bench is None:
+            error = StagecheckError.of(messages.BENCH_NO_SCENARIO, target.spec,
+                                       schema=target.schema.name)
+            error.target_index = index
+            raise error
 
 
 def build_bench_inputs(target: Target, num_reqs: int, device: str = "cpu") -> SimpleNamespace:
@@ -240,6 +253,7 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
     if not sizes or any(not isinstance(s, int) or s < 1 for s in sizes):
         raise ValueError(f"run_bench: sizes must be whole numbers >= 1, got {sizes!r}")
     choice("device", device, DEVICES)
+    require_bench_scenario((baseline, candidate))
     require_device(device)
     own = runner is None
     if own:

@@ -271,6 +271,12 @@ BENCH_RATIOS = ("ratio = the candidate's median / the baseline's median (the two
                 "ratios of rounds that ran both sides back to back (robust to drift, so it "
                 "can differ a little from the ratio of medians); a ratio < 1: the candidate "
                 "is faster")
+#: bench of a target whose schema has no ``bench`` hook: no inputs to time it on
+BENCH_NO_SCENARIO = ("schema {schema!r} of {value!r} declares no bench scenario, so bench has "
+                     "no inputs to time it on",
+                     "give the schema a bench hook, bench(n): a deterministic in-contract "
+                     "scenario with n live requests (docs/schemas.md, 'Hooks'); 'stagecheck "
+                     "diff' and 'spec' check the target without one")
 SAME_REPORT_PATHS = ("{options} name the same path {value!r}", "give each report its own path")
 
 # --------------------------------------------------------------------------- issue 13

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stagecheck.oracles.bench import run_bench
+from stagecheck.oracles.bench import require_bench_scenario, run_bench
 from stagecheck.oracles.commands.base import EXIT_CLEAN, Command, Outcome, open_targets, schema_of
 from stagecheck.oracles.commands.outputs import Outputs
+from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.options import BenchConfig, build
 from stagecheck.oracles.report import json_document, render_bench, render_json
 from stagecheck.oracles.report.json import bench_settings
@@ -37,6 +38,12 @@ class BenchCommand(Command):
     def run(self, run: BenchRun, values: dict, outputs: Outputs) -> Outcome:
         with open_targets([(run.baseline, "BASELINE"), (run.candidate, "CANDIDATE")],
                           run.schema, run.shims) as runner:
+            try:
+                require_bench_scenario(runner.targets)
+            except StagecheckError as exc:
+                raise exc.located("option --schema" if run.schema_given else
+                                  ("argument BASELINE", "argument CANDIDATE")[exc.target_index]
+                                  ) from None
             result = run_bench(*runner.targets, device=run.config.device, runner=runner)
         targets = {"baseline": runner.targets[0].record(),
                    "candidate": runner.targets[1].record()}

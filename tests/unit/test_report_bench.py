@@ -3,11 +3,15 @@ in its own, labelled column."""
 
 from __future__ import annotations
 
+import pathlib
 import re
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.bench import BenchResult, BenchRow
+from stagecheck.oracles.cli import main
 from stagecheck.oracles.report import render_bench
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "docs" / "examples"
 
 
 def bench() -> BenchResult:
@@ -47,3 +51,18 @@ def test_the_report_says_how_each_ratio_is_computed():
     assert data["rows"][1]["ratio_of_medians"] == 15.23e-6 / 15.14e-6
     assert data["rows"][1]["ratio"] == 0.956
     assert "ratio_of_medians" in data["ratio"]
+
+
+def test_a_schema_without_a_bench_scenario_is_named_before_any_timing(capsys):
+    # an audit: bench of the docs' worked example said "the baseline ... raised
+    # StagecheckError: schema ... declares no bench scenario ... run 'stagecheck diff' to
+    # see why", as if the staging function had raised
+    target = f"{EXAMPLES}/sample_positions.py::stage_sample_positions"
+    code = main(["bench", "--schema", f"{EXAMPLES}/sample_positions_schema.py", target,
+                 target])
+    err = capsys.readouterr().err
+    assert code == 2
+    problem, fix = messages.BENCH_NO_SCENARIO
+    assert "option --schema: " + problem.format(schema="sample-positions",
+                                                value=target) in err
+    assert fix in err and "raised" not in err
