@@ -371,6 +371,9 @@ PROTOCOL_INVALID = ("protocol {value!r} has {count} problem(s): {problems}",
                     "fix each part named (docs/protocols.md says what each one declares)")
 PROTOCOL_NOT_LOADABLE = ("protocol {value!r} was not loaded from a file, so a worker process "
                          "cannot load it", "declare it in a file and give that file")
+#: after an outcome "raised E: ...": the exception came from queued device work, which
+#: the device ran inside a later call (a synchronization, a blocking read)
+PROTOCOL_WORK_RAISED = " (raised by device work {work}, launched at {where})"
 PROTOCOL_CODE_RAISED = ("protocol {value!r}: its own code for operation {operation!r} raised "
                         "{error} at {where}, not the code under test",
                         "fix the protocol's function there ('stagecheck protocol check "

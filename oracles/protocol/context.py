@@ -27,7 +27,7 @@ from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.protocols import vllm
 from stagecheck.spec.schema import StandInUnsupported
 
-__all__ = ["RunContext", "prepare_state", "release_state"]
+__all__ = ["RunContext", "prepare_state", "raised_by_work", "release_state"]
 
 #: how deep ``prepare_state`` looks for tensors in the state's attributes (vLLM's model
 #: runner holds pinned buffers six attributes down: ``block_tables.tables[0].buf.cpu``...)
@@ -220,6 +220,24 @@ class NoResult:
     __hash__ = object.__hash__
 
 
+#: the attribute of an exception device work raised: (its path, the model's location at
+#: its launch), for ``raised_by_work``
+WORK_RAISED = "_stagecheck_device_work"
+
+
+def raised_by_work(exc: BaseException) -> str:
+    """`` (raised by device work W, launched at step 1 (execute))`` for an exception queued
+    device work raised (it ends the operation that made the device run it, often a later
+    one: a synchronization), '' for any other."""
+    work = getattr(exc, WORK_RAISED, None)
+    if not (isinstance(work, tuple) and len(work) == 2):
+        return ""
+    label, location = work
+    where = f"step {location[0]} ({location[1]})" if len(location) == 2 and \
+        isinstance(location[0], int) else "the state's build"
+    return messages.PROTOCOL_WORK_RAISED.format(work=label, where=where)
+
+
 def _device_work(model, label: str, original):
     """``original`` made device work: a call is queued on the current stream, and runs
     when the device runs it; its tensor arguments on the device are what it reads, and
@@ -240,9 +258,20 @@ def _device_work(model, label: str, original):
                     pinned.append(value)
             elif isinstance(value, (int, float, bool, str)) or value is None:
                 scalars[name] = value
-        model.launch(label, lambda: original(*_plain(args), **_plain(kwargs))
-                     if kwargs else original(*_plain(args)), reads, scalars=scalars,
-                     pinned=pinned)
+        launched = model.location
+
+        def run():
+            try:
+                return original(*_plain(args), **_plain(kwargs)) if kwargs else \
+                    original(*_plain(args))
+            except Exception as exc:    # said where it ran: name the work and its launch
+                if not hasattr(exc, WORK_RAISED):
+                    try:
+                        setattr(exc, WORK_RAISED, (label, launched))
+                    except Exception:   # noqa: BLE001 (an exception without attributes)
+                        pass
+                raise
+        model.launch(label, run, reads, scalars=scalars, pinned=pinned)
         return NoResult(label)
 
     queued.__name__ = getattr(original, "__name__", label)

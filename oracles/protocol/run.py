@@ -27,7 +27,7 @@ from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.observe.call import CallTimedOut, fired_count, raise_if_fired, time_limit
 from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, prepare_state,
-                                                 release_state)
+                                                 raised_by_work, release_state)
 from stagecheck.oracles.protocol.load import load_protocol, refuse_patches
 from stagecheck.oracles.protocol.own_code import (ProtocolExited, ProtocolStartedProcess,
                                                   built_class, call_refused,
@@ -160,7 +160,8 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                             raise SchemaError.of(messages.PROTOCOL_CODE_RAISED, protocol.name,
                                                  operation=op.name, where=mistake,
                                                  error=exception_text(exc, type(exc))) from None
-                        outcome = "raised " + exception_text(exc, type(exc))
+                        outcome = "raised " + exception_text(exc, type(exc)) + \
+                            raised_by_work(exc)
                     model.sweep()        # host writes of this operation into pending copies
                     if outcome is None and result is not None:
                         refuse_device_values(model, protocol, result,
@@ -246,7 +247,8 @@ def _finish(model, trace: Trace, ctx) -> Trace:
         raise _limit(ctx.protocol, exc) from None
     except BaseException as exc:      # device work the end of the run ran raised
         if trace.failed() is None and trace.stopped is None:
-            trace.stopped = "raised at the end of the run: " + exception_text(exc, type(exc))
+            trace.stopped = "raised at the end of the run: " + exception_text(
+                exc, type(exc)) + raised_by_work(exc)
     if len(model.hazards) > before:   # races seen when the last queued work ran
         last = trace.ops[-1]["step"] if trace.ops else 0
         trace.ops.append(_record(last, END, "", None, model, before, None))

@@ -575,3 +575,28 @@ def test_an_element_device_work_did_not_read_is_not_said_to_read_none(meant, see
     assert f.message == "step 0 (execute): apply_write " + said if said.endswith("issued") \
         else f.message.startswith("step 0 (execute): apply_write " + said), f.message
     assert "None" not in f.message
+
+
+def test_an_exception_of_queued_device_work_names_the_work_and_its_launch():
+    # device work launched at step 0 ran when step 1's get_output synchronized, and its
+    # exception read as get_output's own: "step 1 (get_output) raised RuntimeError: The
+    # expanded size of the tensor (3) must match ..." with nothing naming the kernel
+    # (found writing a protocol for vLLM's model runner v2 staged writes)
+    import torch
+    from stagecheck.oracles.device import device_model
+    from stagecheck.oracles.protocol.context import _device_work, raised_by_work
+
+    def apply_write(out):
+        raise RuntimeError("The expanded size of the tensor (3) must match")
+
+    model = device_model()
+    with model.activate():
+        model.location = (0, "execute")
+        out = torch.zeros(2, dtype=torch.int32, device="cuda")
+        _device_work(model, "table._apply_write_kernel", apply_write)(out)
+        model.location = (1, "get_output")
+        with pytest.raises(RuntimeError) as caught:
+            torch.cuda.synchronize()
+    assert raised_by_work(caught.value) == messages.PROTOCOL_WORK_RAISED.format(
+        work="table._apply_write_kernel", where="step 0 (execute)")
+    assert raised_by_work(RuntimeError("host code")) == ""
