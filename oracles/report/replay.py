@@ -322,9 +322,17 @@ def _escaped(value, depth: int = 0):
         return [_escaped(v, depth + 1) for v in value]
     if isinstance(value, dict):
         return {(printable(k) if isinstance(k, str) else k):
-                (v if k == "scenario" and depth == 1 else _escaped(v, depth + 1))
+                (v if (k == "scenario" and depth == 1) or (k in _PATHS and depth == 0)
+                 else _escaped(v, depth + 1))
                 for k, v in value.items()}
     return value
+
+
+#: the fields that name files to run (target specs, shims, a schema, a protocol), kept as they
+#: were saved: a path whose name holds a byte that is not UTF-8 or a control character is a
+#: real file the run that saved it ran; escaped, it named no file, and the finding could
+#: not be replayed. Every report and error escapes them where they are shown.
+_PATHS = frozenset(("baseline", "candidate", "shims", "schema", "protocol"))
 
 
 #: the fields of a replay file outside its finding, and what each may hold

@@ -805,7 +805,9 @@ def _replay(name: str) -> Case:
 
 
 #: replay rows that do not exit 2: the file is fine, only its text is hostile
-REPLAY_CODE = {"ansi-id": 0}
+REPLAY_CODE = {"ansi-id": 0, "ansi-named-target": 1, "non-utf8-named-target": 1}
+#: replay rows whose candidate is a copy of BUGGY under a hostile name, in the row's folder
+REPLAY_NAMED = {"ansi-named-target": "evil\x1b[31m.py", "non-utf8-named-target": "b\udcfe.py"}
 REPLAY_ABSENT = {"schema-inside": "schema-ran.txt"}
 REPLAY_EXPECT = {
     "missing": "cannot read", "outside-target": "--baseline BASELINE --candidate CANDIDATE",
@@ -824,6 +826,10 @@ REPLAY_EXPECT = {
     "schema-inside": "runs none that a replay file names.*--schema",
     "fifo": r"is a FIFO \(named pipe\), not a file",
     "dev-zero": "is a character device, not a file",
+    "ansi-named-target": re.escape(r"evil\x1b[31m.py::") + ".*" + re.escape(
+        "verdict: DIFFERENT"),
+    "non-utf8-named-target": re.escape(r"b\udcfe.py::") + ".*" + re.escape(
+        "verdict: DIFFERENT"),
 }
 #: replay files: name -> (change to a valid file's fields, or raw text), what
 REPLAY_FILES = {
@@ -864,6 +870,12 @@ REPLAY_FILES = {
                       "checker unless --schema names it (was: run)"),
     "fifo": (None, None, "a FIFO given as the replay file (was: blocked for 14 minutes)"),
     "dev-zero": (None, None, "a replay file linked to /dev/zero (was: a traceback)"),
+    "ansi-named-target": ({"__candidate__": f"{{T}}/evil{{ESC}}[31m.py::{FUNC}"}, None,
+                          "saved by a run on a target file whose name holds an ANSI escape "
+                          "(was: the name was escaped when read, 'does not exist', exit 2)"),
+    "non-utf8-named-target": ({"__candidate__": f"{{T}}/b\udcfe.py::{FUNC}"}, None,
+                              "saved by a run on a target file whose name holds a byte that is "
+                              "not UTF-8 (was: escaped when read, 'does not exist', exit 2)"),
 }
 REPLAYS = [_replay(name) for name in REPLAY_FILES]
 CASES = (LOAD + TARGETS + HANGS + LEAKS + SCHEMAS + PROTOCOL_FILES + OPTIONS + OUTPUTS +
@@ -890,6 +902,8 @@ def _prepare_replay(case: Case, tmp: Path) -> None:
         path.symlink_to("/dev/zero")
     elif name == "schema-inside":
         shutil.copy(HOSTILE / "schema_marks.py", tmp / "schema_marks.py")
+    elif name in REPLAY_NAMED:
+        shutil.copy(BUGGY.partition("::")[0], tmp / REPLAY_NAMED[name])
     if text is not None:
         path.write_bytes(text if isinstance(text, bytes) else text.encode())
     elif change is not None:

@@ -102,7 +102,22 @@ def test_a_schema_file_a_replay_file_names_runs_only_when_the_command_line_names
 
 
 def test_text_outside_the_scenario_is_escaped_when_loaded(tmp_path):
-    path = _write(tmp_path, scenario().to_dict(), candidate="single-loop\x1b[31m")
-    saved, _ = load_replay(path)
-    assert saved["candidate"] == "single-loop\\x1b[31m"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"baseline": "legacy", "candidate": "single-loop",
+                                "finding": {"scenario": scenario().to_dict(),
+                                            "id": "x\x1b[31m", "message": "m\x1b]0;t\x07"}}))
+    saved, _ = load_replay(str(path))
+    assert saved["finding"]["id"] == "x\\x1b[31m"
+    assert saved["finding"]["message"] == "m\\x1b]0;t\\x07"
     assert saved["finding"]["scenario"]["req_ids"] == scenario().req_ids
+
+
+def test_the_paths_a_replay_file_runs_are_kept_as_saved(tmp_path):
+    # a target file named with an escape or a byte that is not UTF-8 is a real file the
+    # saving run ran: escaped when read, the finding named no file and could not be replayed
+    named = ("evil\x1b[31m.py::f", "b\udcfe.py::f")
+    path = _write(tmp_path, scenario().to_dict(), baseline=named[0], candidate=named[1],
+                  shims=["s\x1b.py"], schema="k\udcff.py")
+    saved, _ = load_replay(path)
+    assert (saved["baseline"], saved["candidate"]) == named
+    assert saved["shims"] == ["s\x1b.py"] and saved["schema"] == "k\udcff.py"
