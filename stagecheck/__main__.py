@@ -1,6 +1,7 @@
 """``python -m stagecheck`` and the ``stagecheck`` command: the command line."""
 
-import sys      # loaded with the interpreter: nothing to import before run() catches
+import os       # loaded with the interpreter, as sys is: nothing to import before run() catches
+import sys
 
 #: what an interrupt during the command line's own imports prints (exit 130): before
 #: ``oracles/interrupt.py`` takes the signals over, Ctrl-C raises inside an import
@@ -20,5 +21,16 @@ def run() -> None:
     entry_point()
 
 
+def _cwd_last() -> None:
+    """``python -m stagecheck`` puts the current folder first on ``sys.path``: a file of the
+    user's project named like a module stagecheck runs on (``numpy.py``, ``torch.py``,
+    ``hypothesis.py``) was imported in its place, an internal error (exit 3) blaming
+    stagecheck. The folder stays on the path, last (a module target there still imports),
+    as it is absent from the ``stagecheck`` command's."""
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        sys.path.append(sys.path.pop(0))
+
+
 if __name__ == "__main__":
+    _cwd_last()
     run()

@@ -699,6 +699,10 @@ OPTIONS = [
     Case("symbolic-timeout-huge", ("mutants", "single-loop", "--symbolic-timeout", "1e99"), 2,
          "option --symbolic-timeout: '1e99' seconds is more than 3600",
          "--symbolic-timeout 1e99 (was: accepted, a search without end)"),
+    Case("cwd-shadows-modules", ("diff", "legacy", "single-loop", *QUICK), 0, EQUIVALENT,
+         "python -m stagecheck run in a folder holding numpy.py, torch.py and hypothesis.py "
+         "of the user's own (was: exit 3, an internal error: -m put the folder first on "
+         "sys.path)", prepare="shadows"),
     Case("config-not-utf8", ("spec", "legacy", "--examples", "5", "--quiet"), 2,
          r"cannot read '.*pyproject\.toml' \('utf-8' codec can't decode",
          "a pyproject.toml written in Latin-1, not UTF-8 (was: exit 3, an internal error)",
@@ -951,6 +955,9 @@ PREPARE = {
                                                  "attention_lengths.py", tmp / "target.py"),
     "stager": lambda case, tmp: shutil.copy(STAGER.partition("::")[0], tmp / "stager.py"),
     "notes": lambda case, tmp: (tmp / "notes.txt").write_text("my notes, not a report\n"),
+    "shadows": lambda case, tmp: [(tmp / f"{name}.py").write_text(
+        f"raise RuntimeError('the {name}.py of the current folder was imported')\n")
+        for name in ("numpy", "torch", "hypothesis")],
     "config_latin1": lambda case, tmp: (tmp / "pyproject.toml").write_bytes(
         "[tool.stagecheck]\nexamples = 10  # r\u00e9sum\u00e9\n".encode("latin-1")),
     "config_deep": lambda case, tmp: (tmp / "pyproject.toml").write_text(
