@@ -43,6 +43,7 @@ class Scope:
                                       # state-index buffer with its flag False)
     complete: dict[str, str] = field(default_factory=dict)   # dicts the contract fills
                                       # for every live request: name -> how to say it
+    whole_batch: bool = False         # num_reqs is len(req_ids) (no padded ids drawn)
 
     @classmethod
     def of(cls, functions: tuple[str, ...], profile) -> "Scope":
@@ -54,7 +55,7 @@ class Scope:
             if inp.kind == PER_REQUEST and inp.presence == REQUIRED:
                 complete[inp.group or inp.name] = inp.group or inp.name
         nullable = any(f.nullable(profile) for f in profile.schema.fields)
-        return cls(functions, nullable, complete)
+        return cls(functions, nullable, complete, profile.schema.num_reqs_is_len)
 
 
 def index_names(fn: ast.FunctionDef) -> set[str]:

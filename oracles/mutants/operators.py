@@ -49,6 +49,9 @@ REASON_COMPLETE_DICT = (
     "equivalent within the contract: every live request is in {what} on an input that can "
     "happen, so the lookup never misses; it differs only on inputs that should not happen "
     "(a request missing from {what}), where a difference is an info finding")
+REASON_WHOLE_BATCH = (
+    "equivalent within the contract: the schema's num_reqs is len(req_ids) (no padded ids), "
+    "so {sliced} is the whole list and {mutated} takes the same entries")
 REASON_GUARDED = (
     "equivalent: the assertion '{guard}' at line {line} runs first in the same iteration, "
     "so a missing key never reaches this lookup")
@@ -103,6 +106,15 @@ def _prefix_slice(node: ast.AST) -> bool:
             and isinstance(node.value, (ast.Name, ast.Attribute)))
 
 
+def _whole_batch(scope, node: ast.Subscript, mutated: ast.AST) -> str | None:
+    """The reason a change of the bound of ``req_ids[:E]`` (to ``mutated``, which takes no
+    fewer entries) is equivalent, where the schema makes num_reqs the length of req_ids."""
+    names = node.value.attr if isinstance(node.value, ast.Attribute) else node.value.id
+    if not (scope.whole_batch and names.endswith("req_ids")):
+        return None
+    return REASON_WHOLE_BATCH.format(sliced=_src(node), mutated=_src(mutated))
+
+
 def _range_call(node: ast.AST) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
             and node.func.id == "range" and len(node.args) == 1 and not node.keywords)
@@ -125,7 +137,8 @@ class FullReqIds(MutationOperator):
     def visit_Subscript(self, node):
         self.generic_visit(node)
         if _prefix_slice(node) and self.hit(
-                node, f"iterates over all of {_src(node.value)} instead of {_src(node)}"):
+                node, f"iterates over all of {_src(node.value)} instead of {_src(node)}",
+                _whole_batch(self.scope, node, node.value)):
             return node.value
         return node
 
@@ -146,7 +159,12 @@ class LoopBoundOffByOne(MutationOperator):
     def _bound(self, node: ast.AST, get, put) -> ast.AST:
         for delta in (-1, +1):
             new = _shift(get(), delta)
-            if self.hit(node, f"loop bound {_src(get())} becomes {_src(new)} in {_src(node)}"):
+            longer = None
+            if delta > 0 and isinstance(node, ast.Subscript):
+                longer = _whole_batch(self.scope, node, ast.Subscript(
+                    node.value, ast.Slice(None, new, None), ast.Load()))
+            if self.hit(node, f"loop bound {_src(get())} becomes {_src(new)} in {_src(node)}",
+                        longer):
                 put(new)
                 return node
         return node

@@ -77,7 +77,7 @@ def test_legacy_helpers_are_mutated(catalog):
 def test_equivalence_reasons_come_only_from_the_operators_that_know_them(catalog):
     operators = {m.operator for ms in catalog.values() for m in ms if m.equivalent_reason}
     assert operators <= {"assert_dropped", "index_to_get", "dtype_narrowing",
-                         "non_blocking_toggled"}
+                         "non_blocking_toggled", "full_req_ids", "loop_bound_off_by_one"}
     for ms in catalog.values():
         for m in ms:
             if m.operator == "assert_dropped" and m.equivalent_reason:

@@ -3,9 +3,12 @@ mutants load through the loader's method form (an audit: ``stagecheck mutants`` 
 method said the file had 'no module-level function' and exited 2)."""
 
 import ast
+import dataclasses
 
 from stagecheck.oracles.cli import main
 from stagecheck.oracles.mutants.generate import functions_in_scope, generate_mutants
+from stagecheck.oracles.schemas import load_schema
+from stagecheck.spec.schema import TargetProfile
 
 SOURCE = '''
 import numpy as np
@@ -48,3 +51,41 @@ def test_mutants_list_of_a_method_target_exits_0(capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "prepare_next_token_ids_padded:" in out and "no module-level function" not in err
+
+
+WHOLE_BATCH = '''
+from types import SimpleNamespace
+
+from stagecheck.spec.schema import Call, Field, Input, StagingSchema
+
+
+def build(b, profile):
+    return Call((SimpleNamespace(req_ids=b.req_ids(), table=b.table("v"),
+                                 buf=b.buffer("buf")), b.scenario.num_reqs))
+
+
+SCHEMA = StagingSchema(name="whole", summary="s", functions=("stage",),
+                       parameters=("self", "num_reqs"), num_reqs_is_len=True,
+                       inputs=(Input("v"),), fields=(Field("v", "buf", "int32",
+                                                           lambda q: q.v, "v[r]"),),
+                       build=build)
+'''
+WHOLE_SOURCE = SOURCE.replace("self.table.get(r, _minus_one())", "self.table[r]")
+
+
+def test_a_longer_req_ids_slice_is_equivalent_only_where_num_reqs_is_len(tmp_path):
+    # an audit: under a num_reqs_is_len schema, req_ids and req_ids[:num_reqs + 1] are
+    # req_ids[:num_reqs]; the report said 'NOT EQUIVALENT (no reason): a gap'
+    (tmp_path / "whole_schema.py").write_text(WHOLE_BATCH)
+    schema = load_schema(str(tmp_path / "whole_schema.py"))
+    for whole in (True, False):
+        s = schema if whole else dataclasses.replace(schema, num_reqs_is_len=False)
+        mutants = generate_mutants(WHOLE_SOURCE, "r.py", "Runner.stage", TargetProfile(s))
+        labeled = {m.description for m in mutants
+                   if m.equivalent_reason and m.operator != "non_blocking_toggled"}
+        longer = {m.description for m in mutants
+                  if m.operator == "full_req_ids" and "self.req_ids" in m.description
+                  or m.operator == "loop_bound_off_by_one" and "num_reqs + 1 in self.req_ids"
+                  in m.description}
+        assert len(longer) == 2
+        assert (labeled == longer) if whole else not labeled
