@@ -121,7 +121,8 @@ def check_missing_input(s, o, p):
                             + (f" ({o.exception_type}: {o.exception_message})"
                                if o.exception_message else ""), slot=slot, field=f.name,
                             expected=policy.exception, extra={"kind": "wrong-type"}))
-    elif policy.kind == "assertion" and not names_request(o.exception_message or "", req_id):
+    elif policy.kind == "assertion" and not any(
+            names_request(o.exception_message or "", r) for r in _asserted_ids(s, p, req_id)):
         out.append(_finding("missing_input",
                             f"{policy.exception} message {o.exception_message!r} does not name "
                             f"the request id {req_id!r}", slot=slot, field=f.name,
@@ -132,6 +133,16 @@ def check_missing_input(s, o, p):
                             f"{policy.exception} for {req_id!r} was raised", field=f.name,
                             slot=slot, extra={"kind": "copied-before-raise"}))
     return out
+
+
+def _asserted_ids(s: StagingScenario, p: TargetProfile, first: str) -> list[str]:
+    """The live requests an assertion's message may name: ``first`` (the first live
+    request a missing-input policy applies to) and every other live request an assertion
+    policy applies to (with several, the code may check them in any order)."""
+    policed = [f for f in p.staged_fields(s) if f.missing is not None
+               and f.missing.kind == "assertion"]
+    return [first] + [r for i, r in enumerate(s.live_ids) if r != first
+                      and any(f.missing.applies_to(s, i, r) for f in policed)]
 
 
 def expected_column(p: TargetProfile, s: StagingScenario, f) -> list:
@@ -600,8 +611,9 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("missing_input",
               "A live request that lacks an input a staged field needs gets that field's "
               "missing-input policy: the declared exception (an AssertionError naming the "
-              "request id, where the policy is an assertion), raised before any copy of the "
-              "field's buffer.", check_missing_input),
+              "request id, where the policy is an assertion; with several such requests, the "
+              "id of any of them), raised before any copy of the field's buffer.",
+              check_missing_input),
     Invariant("expected_outcome",
               "On an in-contract input where every live request has every input it needs, the "
               "call returns normally (no exception, no hang).", check_expected_outcome),

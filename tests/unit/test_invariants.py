@@ -94,6 +94,18 @@ def test_missing_input_type_message_and_copy():
     assert "missing_input" in ids(check(s, returned, PROFILE))
 
 
+def test_missing_input_message_may_name_any_live_request_that_lacks_the_input():
+    # an audit: with req-a and req-c both lacking a state index, a refactor that checks
+    # the batch in another order named req-c and was an error ('does not name req-a')
+    s = scenario(mamba_state_idx={"req-b": 0, "req-p": 6})
+    o = observe(load_target("single-loop"), s)
+    assert "'req-a'" in o.exception_message and check(s, o, PROFILE) == []
+    for named, ok in (("req-c", True), ("req-b", False), ("req-p", False)):
+        other = dataclasses.replace(o, exception_message=o.exception_message.replace(
+            "'req-a'", repr(named)))
+        assert (ids(check(s, other, PROFILE)) == set()) is ok, named
+
+
 def test_expected_outcome_and_hang(good):
     s, o = good
     raised = dataclasses.replace(o, exception_type="KeyError", exception_message="'req-b'")
