@@ -693,6 +693,16 @@ SCHEMA_INPUT_UNSEEN = ("build: input {name!r} reached none of the {calls} drawn 
 SCHEMA_RAW_INPUT = ("build: input {name!r} reaches the call as the scenario's own object "
                     "(b.scenario.inputs[{name!r}]), so what the call does to it would go "
                     "unseen and change the scenario; make it with {right}")
+SCHEMA_DERIVE_UNFIT = ("field {name!r}: derive gives {value!r} for slot {slot} of a drawn "
+                       "in-contract scenario, which {dtype} cannot hold, so every correct "
+                       "function would fail there (expected_outcome); narrow the values of "
+                       "the inputs it reads (Values(low, high)) until it fits")
+# problems with the declarations (oracles/schemas.py check_declarations)
+SCHEMA_LENGTH_BAD = ("input {name!r}: length {length!r} must be (shortest, longest) with "
+                     "0 <= shortest <= longest")
+SCHEMA_MAX_CAPACITY_BAD = ("max_capacity {value!r}: the largest batch drawn must be a whole "
+                           "number of slots from 1 to {limit:,} (the most --max-capacity "
+                           "takes); vLLM's largest max_num_seqs is 1,024")
 SCHEMA_LIST_MODEL = ("build: {error} ({where}); 'stagecheck symbolic' builds every call on that "
                      "list model, which offers a buffer's .np, .cpu and .gpu views (indexing, "
                      "slicing, len, iteration, fill) and copy_to_gpu only, so it would lose "

@@ -43,7 +43,7 @@ from stagecheck.oracles.errors import UsageError
 #: that, not the code under test, and call every correct call a hang
 TIMEOUT_FLOOR = 0.1
 
-__all__ = ["BenchConfig", "COLOR_CHOICES", "CampaignConfig", "DEVICES", "KERNEL_BACKENDS",
+__all__ = ["BenchConfig", "CAPACITY_LIMIT", "COLOR_CHOICES", "CampaignConfig", "DEVICES", "KERNEL_BACKENDS",
            "KERNEL_MODES", "KernelConfig", "LIMITS", "OPTIONS", "Option", "PROTOCOL_FIELDS",
            "PROTOCOL_FIXTURE_OWN", "PROTOCOL_LIBRARY_FIELDS", "protocol_fixture_options",
            "ProtocolConfig", "ReplayConfig", "RunOptions", "SymbolicConfig", "TABLE",
@@ -359,7 +359,7 @@ _JOBS_LIMIT = 64
 _JOBS_REASON = ("each job holds worker processes of up to 4 GiB address space; at most the "
                 "CPU count run at once anyway")
 _TIMEOUT_LIMIT = 3600.0
-_CAPACITY_LIMIT = 4096
+_CAPACITY_LIMIT = CAPACITY_LIMIT = 4096   # also the most a schema's max_capacity may be
 _CAPACITY_REASON = ("vLLM batches hold at most a few thousand requests, and every buffer and "
                     "drawn scenario grows with the capacity")
 

@@ -24,7 +24,7 @@ from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.observe import Builder, make_backend
 from stagecheck.oracles.observe.build import BuilderRefused
 from stagecheck.oracles.observe.listmodel import ListBackend, ModelUnsupported
-from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.options import CAPACITY_LIMIT, RunOptions
 from stagecheck.oracles.paths import refuse_loop, refuse_special
 from stagecheck.oracles.process_state import state_kept
 from stagecheck.oracles.sample import sample_breach, sample_scenario
@@ -177,6 +177,11 @@ def check_declarations(schema: StagingSchema) -> list[str]:
         out.append("parameters: list the positional parameters of the staging function")
     if not callable(schema.build):
         out.append("build: must be a function (builder, profile) -> Call")
+    capacity = schema.max_capacity
+    if isinstance(capacity, bool) or not isinstance(capacity, int) \
+            or not 1 <= capacity <= CAPACITY_LIMIT:
+        out.append(messages.SCHEMA_MAX_CAPACITY_BAD.format(value=capacity,
+                                                           limit=CAPACITY_LIMIT))
     names = [i.name for i in schema.inputs]
     by_name = {i.name: i for i in schema.inputs}
     for dup in sorted({n for n in names if names.count(n) > 1}):
@@ -192,6 +197,11 @@ def check_declarations(schema: StagingSchema) -> list[str]:
         if i.presence not in _PRESENCES:
             out.append(f"{where}: presence {i.presence!r} is not one of "
                        f"{', '.join(_PRESENCES)}")
+        low_high = i.length if isinstance(i.length, tuple) and len(i.length) == 2 else None
+        if i.dtype == "int-list" and (low_high is None or not all(
+                isinstance(n, int) and not isinstance(n, bool) for n in low_high)
+                or not 0 <= low_high[0] <= low_high[1]):
+            out.append(messages.SCHEMA_LENGTH_BAD.format(name=i.name, length=i.length))
         if i.values.low > i.values.high:
             out.append(f"{where}: values.low {i.values.low} is above values.high "
                        f"{i.values.high}; swap them")
@@ -351,8 +361,13 @@ def check_schema(schema: StagingSchema, samples: int = 30, list_model: bool = Tr
                 for i, r in enumerate(s.live_ids):
                     lives[f.name] = lives.get(f.name, 0) + 1
                     try:
-                        if expected_value(s, f, i, r) is not MISSING:
+                        value = expected_value(s, f, i, r)
+                        if value is not MISSING:
                             valued.add(f.name)
+                        if value is not MISSING and f.dtype != "bool" and isinstance(
+                                value, int) and not _fits(int(value), f.dtype):
+                            return [messages.SCHEMA_DERIVE_UNFIT.format(
+                                name=f.name, value=value, slot=i, dtype=f.dtype)]
                     except Exception as exc:
                         error = exc.error if isinstance(exc, SchemaCodeFailed) else \
                             f"{type(exc).__name__}: {exc}"

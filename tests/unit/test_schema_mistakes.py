@@ -8,6 +8,8 @@ import types
 
 import pytest
 
+from stagecheck.oracles import messages
+from stagecheck.oracles.options import CAPACITY_LIMIT
 from stagecheck.oracles.schemas import check_schema
 from stagecheck.spec.scenario import RequestView, StagingScenario, UnknownInput
 from stagecheck.spec.schema_mistakes import StandIn, StandInUnsupported
@@ -126,3 +128,31 @@ def test_a_column_without_derive_or_not_callable_is_refused():
     not_callable = (field, field + ", column=3")
     problems = check_schema(_schema(not_callable))
     assert problems and "column must be a function" in problems[0]
+
+
+# an audit, writing schemas from docs/schemas.md alone: three declarations that schema
+# check passed (exit 0), each of which made every later run wrong or stuck
+
+def test_a_field_whose_derived_values_do_not_fit_its_dtype_is_named():
+    # values up to 2**40 staged as int32: every correct function 'raised OverflowError'
+    problems = check_schema(_schema(('Input("num_scheduled_tokens", values=Values(1, 2**20))',
+                                     'Input("num_scheduled_tokens", values=Values(1, 2**40))')))
+    head = messages.SCHEMA_DERIVE_UNFIT.split("{value!r}")[0].format(name="sample_pos")
+    assert problems and problems[0].startswith(head) and "int32 cannot hold" in problems[0]
+
+
+def test_a_list_length_with_the_bounds_swapped_is_named():
+    # was: 'generate: drawing a scenario raised ValueError: low > high; fix the generate
+    # hook', for a schema with no generate hook
+    problems = check_schema(_schema(('dtype="int-list"', 'dtype="int-list", length=(5, 2)')))
+    assert problems == [messages.SCHEMA_LENGTH_BAD.format(name="spec_decode_tokens",
+                                                          length=(5, 2))]
+
+
+@pytest.mark.parametrize("capacity", [0, CAPACITY_LIMIT + 1])
+def test_a_max_capacity_outside_what_the_option_takes_is_named(capacity):
+    # 0 ran as 1; 10**7 was 'did not finish loading and its dry run ... (a hang)'
+    problems = check_schema(_schema(("inputs=INPUTS,", f"max_capacity={capacity}, "
+                                                       "inputs=INPUTS,")))
+    assert problems == [messages.SCHEMA_MAX_CAPACITY_BAD.format(value=capacity,
+                                                                limit=CAPACITY_LIMIT)]
