@@ -34,7 +34,8 @@ from stagecheck.spec.scenario import RequestView, StagingScenario
 from stagecheck.spec.schema_mistakes import StandIn, StandInUnsupported
 
 __all__ = [
-    "COPY_LIVE", "COPY_NONE", "COPY_WHOLE", "Consumer", "CopyPolicy", "Field", "FLAG", "ID_SET",
+    "COPY_LIVE", "COPY_NONE", "COPY_WHOLE", "Call", "Consumer", "CopyPolicy", "Field", "FLAG",
+    "ID_SET",
     "INT32_MAX", "INT32_MIN", "Input", "MAY_MISS", "MissingPolicy", "NUMBER", "OPTIONAL",
     "PER_REQUEST", "PER_SLOT", "REQUIRED", "Signature", "StagingSchema", "StandIn",
     "StandInUnsupported",
