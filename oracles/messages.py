@@ -203,7 +203,7 @@ SYMBOLIC_UNDECIDED = ("verdict: UNDECIDED on {paths} path(s) — no error findin
                       "finding(s) on the paths explored, but on {paths} of them numpy made the "
                       "symbolic values concrete, so value-level differences there were sampled, "
                       "not searched. For a verdict run the fuzzer: stagecheck diff {baseline} "
-                      "{candidate}")
+                      "{candidate}{flags}")
 INTERRUPTED = ("stagecheck: interrupted by {signal} after {examples} {unit}, {findings} "
                "finding(s) so far ({errors} error, {infos} info){saved}; no verdict: interrupted")
 REPORT_NOT_WRITTEN = ("cannot write {value!r} ({error})", "the verdict was {verdict}, but a "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -9,7 +10,7 @@ from stagecheck.oracles.commands.base import (VERDICT_EXIT, Command, Outcome, op
                                               replay_flags, schema_of)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import progress_of
-from stagecheck.oracles.options import RunOptions, SymbolicConfig, build
+from stagecheck.oracles.options import RunOptions, SymbolicConfig, build, flag_of
 from stagecheck.oracles.report import json_document, render_json, render_symbolic
 from stagecheck.oracles.report.json import symbolic_settings
 from stagecheck.oracles.report.replay import kept_findings, new_run_id, save_run
@@ -90,8 +91,17 @@ class SymbolicCommand(Command):
                 f"; saved: {where}" if where else ""), saved=where)
         return Outcome(verdict, VERDICT_EXIT[verdict], result, files,
                        render_symbolic(result, run.strict, verbose=run.verbose, saved=saved,
-                                       schema=runner.targets[1].schema, manifest=where),
+                                       schema=runner.targets[1].schema, manifest=where,
+                                       flags=diff_flags(run.schema_given, run.shims)),
                        saved=where)
+
+
+def diff_flags(schema: str | None, shims) -> str:
+    """The options a printed ``stagecheck diff`` of the same targets needs to load them as
+    this run did: its ``--schema`` and ``--shim`` values."""
+    out = [f"{flag_of('diff', 'schema')} {shlex.quote(schema)}"] if schema else []
+    out += [f"{flag_of('diff', 'shims')} {shlex.quote(s)}" for s in shims]
+    return "".join(" " + part for part in out)
 
 
 COMMANDS = {"symbolic": SymbolicCommand()}

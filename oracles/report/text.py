@@ -149,11 +149,13 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
 
 
 def render_symbolic(result, strict: bool = False, verbose: bool = False,
-                    saved: dict | None = None, schema=None, manifest: str | None = None
-                    ) -> str:
+                    saved: dict | None = None, schema=None, manifest: str | None = None,
+                    flags: str = "") -> str:
     """``symbolic``: paths explored and lost, the verdict, the findings (an error with its
     slot table where ``schema`` is given, else its input; its replay command where
-    ``saved`` has it), the info findings one line per reason unless ``verbose``."""
+    ``saved`` has it), the info findings one line per reason unless ``verbose``.
+    ``flags``: what the suggested ``stagecheck diff`` needs to run as printed (the
+    run's ``--schema`` and ``--shim`` options)."""
     budget = (f" (path budget {result.max_paths}: {result.paths_attempted} attempted)"
               if getattr(result, "max_paths", None) else "")
     lines = [f"symbolic diff {escape(result.baseline)} -> {escape(result.candidate)}: "
@@ -172,7 +174,7 @@ def render_symbolic(result, strict: bool = False, verbose: bool = False,
     if verdict == "undecided":
         lines.append(messages.SYMBOLIC_UNDECIDED.format(
             paths=result.paths_concretized, infos=len(infos), baseline=result.baseline,
-            candidate=result.candidate))
+            candidate=result.candidate, flags=flags))
     else:
         lines.append(f"verdict: {verdict.upper()} — {findings_count(errors, infos)} on the "
                      "paths explored" + messages.SYMBOLIC_BOUND.format(
