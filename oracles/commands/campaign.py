@@ -18,6 +18,7 @@ from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import CampaignProgress, progress_of
 from stagecheck.oracles.commands.protocol import COMMANDS as PROTOCOL_COMMANDS
 from stagecheck.oracles.commands.protocol import chosen_protocol
+from stagecheck.oracles.errors import UsageError
 from stagecheck.oracles.kernel import require_kernel_backend
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import CampaignConfig, build
@@ -48,6 +49,7 @@ class CampaignRun:
     verbose: bool
     save: bool = True           # --no-save: no replay file, no manifest
     save_infos: bool = False    # --save-infos: info findings saved too
+    kernel_always: bool = False  # --kernel always given on the command line
 
 
 def kernel_backend(values: dict) -> str | None:
@@ -92,7 +94,9 @@ class CampaignCommand(Command):
         candidate = args.candidate if self.name == "diff" else args.target
         return CampaignRun(baseline, candidate, config, schema_of(values["schema"]),
                            values["shims"], values["strict"], values["verbose"],
-                           not values.get("no_save"), bool(values.get("save_infos")))
+                           not values.get("no_save"), bool(values.get("save_infos")),
+                           values.get("kernel") == "always"
+                           and "kernel" not in getattr(args, "from_config", ()))
 
     def run(self, run: CampaignRun, values: dict, outputs: Outputs) -> Outcome:
         pairs = ([(run.baseline, "BASELINE")] if run.baseline else []) + \
@@ -103,6 +107,10 @@ class CampaignCommand(Command):
             with open_targets(pairs, run.schema, run.shims) as runner:   # workers end here
                 baseline = runner.targets[0] if run.baseline else None
                 candidate = runner.targets[-1]
+                if run.kernel_always and candidate.schema.consumer is None:
+                    raise UsageError.of(messages.KERNEL_ALWAYS_NO_CONSUMER, "always",
+                                        schema=candidate.schema.name
+                                        ).located("option --kernel")
                 try:
                     result = run_campaign(baseline, candidate, run.config, progress,
                                           runner=runner)
