@@ -197,10 +197,10 @@ CLEAN_RUN_HINT = ("No error finding. To search harder: --examples {more} (now {e
 KERNEL_CLEAN_HINT = ("No difference. To search harder: --examples {more} (now {examples}) or "
                      "another --seed (now {seed}); on a GPU, --device cuda runs the compiled "
                      "kernel.")
-KERNEL_ALWAYS_NO_CONSUMER = ("{value!r} runs the schema's consumer kernel on every "
-                             "example, but schema {schema!r} declares none, so there is no "
-                             "kernel to run", "leave --kernel at auto (or give off); a schema "
-                             "names its kernel with consumer= (docs/schemas.md, 'Hooks')")
+KERNEL_ALWAYS_NO_CONSUMER = ("{value!r} is about the schema's consumer kernel, but schema "
+                             "{schema!r} declares none, so there is no kernel to run",
+                             "leave the option out; a schema names its kernel with "
+                             "consumer= (docs/schemas.md, 'Hooks')")
 HANG = "the call did not return within the time limit (hang)"
 MANIFEST_LINE = "this run saved {count} replay file(s); its manifest lists them: {path}"
 SYMBOLIC_UNDECIDED = ("verdict: UNDECIDED on {paths} path(s) — no error finding, {infos} info "

@@ -49,7 +49,9 @@ class CampaignRun:
     verbose: bool
     save: bool = True           # --no-save: no replay file, no manifest
     save_infos: bool = False    # --save-infos: info findings saved too
-    kernel_always: bool = False  # --kernel always given on the command line
+    kernel_asked: str | None = None  # the kernel option given on the command line that
+                                     # needs a consumer kernel: '--kernel always' or
+                                     # '--kernel-backend NAME'
 
 
 def kernel_backend(values: dict) -> str | None:
@@ -67,6 +69,18 @@ def kernel_backend(values: dict) -> str | None:
             note(messages.TRITON_FALLBACK)
         return "reference"
     return backend
+
+
+def kernel_asked(values: dict, from_config) -> str | None:
+    """The kernel option the command line gave that only a schema with a consumer kernel
+    can honour ('--kernel always', '--kernel-backend NAME'); None where there is none (a
+    ``[tool.stagecheck]`` setting applies where it can)."""
+    if values.get("kernel") == "always" and "kernel" not in from_config:
+        return "--kernel always"
+    backend = values.get("kernel_backend")
+    if backend and values.get("kernel") != "off" and "kernel_backend" not in from_config:
+        return f"--kernel-backend {backend}"
+    return None
 
 
 class CampaignCommand(Command):
@@ -95,8 +109,7 @@ class CampaignCommand(Command):
         return CampaignRun(baseline, candidate, config, schema_of(values["schema"]),
                            values["shims"], values["strict"], values["verbose"],
                            not values.get("no_save"), bool(values.get("save_infos")),
-                           values.get("kernel") == "always"
-                           and "kernel" not in getattr(args, "from_config", ()))
+                           kernel_asked(values, getattr(args, "from_config", ())))
 
     def run(self, run: CampaignRun, values: dict, outputs: Outputs) -> Outcome:
         pairs = ([(run.baseline, "BASELINE")] if run.baseline else []) + \
@@ -107,10 +120,11 @@ class CampaignCommand(Command):
             with open_targets(pairs, run.schema, run.shims) as runner:   # workers end here
                 baseline = runner.targets[0] if run.baseline else None
                 candidate = runner.targets[-1]
-                if run.kernel_always and candidate.schema.consumer is None:
-                    raise UsageError.of(messages.KERNEL_ALWAYS_NO_CONSUMER, "always",
+                if run.kernel_asked and candidate.schema.consumer is None:
+                    flag, _, value = run.kernel_asked.partition(" ")
+                    raise UsageError.of(messages.KERNEL_ALWAYS_NO_CONSUMER, value,
                                         schema=candidate.schema.name
-                                        ).located("option --kernel")
+                                        ).located(f"option {flag}")
                 try:
                     result = run_campaign(baseline, candidate, run.config, progress,
                                           runner=runner)

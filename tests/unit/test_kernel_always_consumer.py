@@ -1,8 +1,10 @@
-"""``--kernel always`` with a schema that declares no consumer kernel is exit 2 naming the
-option and the schema (an audit: the run ignored it silently, exit 0, while README says
-always 'says how many and how long')."""
+"""``--kernel always`` or ``--kernel-backend`` with a schema that declares no consumer kernel
+is exit 2 naming the option and the schema (an audit: the run ignored them silently, exit 0,
+while README says always 'says how many and how long')."""
 
 import pathlib
+
+import pytest
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.cli import main
@@ -12,14 +14,15 @@ TARGET = f"{EXAMPLES}/sample_positions.py::stage_sample_positions"
 SCHEMA = f"{EXAMPLES}/sample_positions_schema.py"
 
 
-def test_kernel_always_without_a_consumer_is_refused(capsys, tmp_path):
-    code = main(["diff", "--schema", SCHEMA, TARGET, TARGET, "--kernel", "always",
+@pytest.mark.parametrize("option", [("--kernel", "always"), ("--kernel-backend", "reference")])
+def test_a_kernel_option_without_a_consumer_is_refused(capsys, tmp_path, option):
+    code = main(["diff", "--schema", SCHEMA, TARGET, TARGET, *option,
                  "--examples", "5", "--save-dir", str(tmp_path)])
     err = capsys.readouterr().err
     problem, fix = messages.KERNEL_ALWAYS_NO_CONSUMER
     assert code == 2
-    assert "option --kernel: " + problem.format(value="always",
-                                                schema="sample-positions") in err
+    assert f"option {option[0]}: " + problem.format(value=option[1],
+                                                    schema="sample-positions") in err
     assert fix in err and not list(tmp_path.iterdir())
 
 
