@@ -59,7 +59,10 @@ def backup_token(q) -> int:
     """``get_token_id(num_tokens_no_spec[i] - 1)`` of the request in slot ``i``."""
     idx = _position(q)
     if idx < q.num_prompt_tokens:
-        return q.prompt_token_ids[idx]         # KeyError for an embeddings prompt
+        prompt = q.prompt_token_ids            # KeyError for an embeddings prompt
+        if not -len(prompt) <= idx < len(prompt):   # a prompt shorter than num_prompt_tokens
+            raise KeyError(idx)    # (out of contract): no value to expect, as for a missing input
+        return prompt[idx]
     outputs, k = q.output_token_ids, idx - q.num_prompt_tokens
     return outputs[k] if k < len(outputs) else -1
 
