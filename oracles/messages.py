@@ -701,6 +701,10 @@ SCHEMA_DERIVE_UNFIT = ("field {name!r}: derive gives {value!r} for slot {slot} o
                        "in-contract scenario, which {dtype} cannot hold, so every correct "
                        "function would fail there (expected_outcome); narrow the values of "
                        "the inputs it reads (Values(low, high)) until it fits")
+SCHEMA_DERIVE_BREACH = ("field {name!r}: derive raised {error} for slot {slot} of a drawn "
+                        "out-of-contract scenario ({breach}); there too a derive may raise "
+                        "KeyError only (no value to expect), or every run that draws it "
+                        "stops (exit 2)")
 # problems with the declarations (oracles/schemas.py check_declarations)
 SCHEMA_LENGTH_BAD = ("input {name!r}: length {length!r} must be (shortest, longest) with "
                      "0 <= shortest <= longest")

@@ -395,9 +395,16 @@ def check_schema(schema: StagingSchema, samples: int = 30, list_model: bool = Tr
             if not isinstance(after, dict):
                 return ["mutations: must return the inputs as a dict"]
         try:
-            sample_breach(schema, 0, k)
+            breach, b = sample_breach(schema, 0, k)
         except Exception as exc:
             return [f"the out-of-contract stream: drawing raised {type(exc).__name__}: {exc}"]
+        for f, (i, r) in ((f, p) for f in schema.fields if f.derive is not None
+                          for p in enumerate(b.req_ids[:b.num_reqs])):
+            try:
+                expected_value(b, f, i, r)
+            except SchemaCodeFailed as exc:     # the run would stop there (exit 2)
+                return [messages.SCHEMA_DERIVE_BREACH.format(name=f.name, error=exc.error,
+                                                             slot=i, breach=breach)]
     unseen = [i.name for i in schema.inputs if i.kind not in (FLAG, NUMBER)
               and i.name not in reached]
     if unseen:

@@ -156,3 +156,14 @@ def test_a_max_capacity_outside_what_the_option_takes_is_named(capacity):
                                                        "inputs=INPUTS,")))
     assert problems == [messages.SCHEMA_MAX_CAPACITY_BAD.format(value=capacity,
                                                                 limit=CAPACITY_LIMIT)]
+
+
+def test_a_derive_that_raises_on_an_out_of_contract_scenario_is_named():
+    # an audit: the built-in specdec-backup-tokens derive raised IndexError on a breach
+    # only, which schema check (in-contract dry run) passed and every run then stopped on
+    problems = check_schema(_schema((
+        "lambda q: len(q.get(\"spec_decode_tokens\", []))",
+        "lambda q: len(q.get(\"spec_decode_tokens\", [])) + [0][q.num_scheduled_tokens "
+        "> 2**20]")))
+    head = messages.SCHEMA_DERIVE_BREACH.split("{error}")[0].format(name="num_drafts")
+    assert problems and problems[0].startswith(head) and "IndexError" in problems[0]
