@@ -326,6 +326,10 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         if where is not None:         # an engine module imported in the call: a limit of
             raise TargetLoadError.of(messages.TARGET_IMPORTS_WHEN_CALLED, target.spec,
                                      module=exc.name, where=where) from None   # the loader
+        where = _pinning_refused(exc)
+        if where is not None:         # pinned memory on a torch without an accelerator:
+            raise TargetLoadError.of(messages.TARGET_PINS_WITHOUT_DEVICE, target.spec,
+                                     where=where, error=exception_text(exc)) from None
         if _FIRED != fired:           # the time limit, surfacing as another exception
             timed_out, exc_type = True, "CallTimedOut"
         else:
@@ -366,6 +370,34 @@ def _absent_import(exc: BaseException) -> str | None:
         if not name.startswith("<frozen") and not name.startswith(_INSTALLED):
             where = f"line {line} of {name}"     # the innermost of the user's code (not
     return where or "in its code"                # importlib's, nor a package's)
+
+
+#: what torch without an accelerator raises for ``.pin_memory()`` and ``pin_memory=True``
+#: (torch 2.x); the run's own device model, not the code, lacks pinned memory then
+_NO_PINNED_MEMORY = ("Cannot access accelerator device when none is available",
+                     "no pinned memory allocator is available")
+
+
+def _pinning_refused(exc: BaseException) -> str | None:
+    """Where the call pinned host memory that this torch cannot pin (no accelerator): the
+    innermost frame of the user's code; None for any other exception (and where CUDA is
+    there, when pinning failed for another reason)."""
+    if type(exc) is not RuntimeError or not any(t in str(exc) for t in _NO_PINNED_MEMORY):
+        return None
+    torch = sys.modules.get("torch")
+    if torch is None or torch.cuda.is_available():
+        return None
+    where = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        name = frame.f_code.co_filename
+        if not name.startswith("<frozen") and not name.startswith(_INSTALLED) \
+                and not name.startswith(_OWN):
+            where = f"line {line} of {name}"
+    return where or "in its code"
+
+
+#: the checker's own modules (a frame there is stagecheck's, not the code's)
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 #: where the interpreter's own modules and installed packages live

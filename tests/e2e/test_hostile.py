@@ -163,6 +163,9 @@ LOAD = [
          "a target assigns a new array to buf.np, then writes into it (was: judged as if "
          "the new array were the memory .cpu and copy_to_gpu use; a real CpuGpuBuffer "
          "keeps the old one)"),
+    spec("pins_host_memory", 2, fragment(messages.TARGET_PINS_WITHOUT_DEVICE),
+         "a target pins a staging copy on a CPU-only torch (was: 'raised RuntimeError: "
+         "Cannot access accelerator device', DIFFERENT, exit 1, for code fine on CUDA)"),
     spec("latin1_declared", 0, CONFORMS, "a PEP 263 Latin-1 file"),
     spec("utf8_bom", 0, CONFORMS, "a file starting with a UTF-8 BOM"),
     Case("target-fifo", ("spec", f"{{T}}/fifo.py::{FUNC}", *QUICK), 2,
