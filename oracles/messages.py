@@ -495,8 +495,8 @@ PROTOCOL_TARGET_AMBIGUOUS = ("{value!r} names {name!r}, which several built-in p
 PROTOCOL_BUILD_NONE = ("the build of protocol {value!r} returned None",
                        "return the state the steps work on: the component object "
                        "(ctx.component(...)) or an object holding it")
-PROTOCOL_DEVICE_WORK_MISSING = ("protocol {protocol!r} declares device work {value!r}, which "
-                                "the state it built ({kind}) does not have",
+PROTOCOL_DEVICE_WORK_MISSING = ("protocol {protocol!r} declares device work {value!r}{guess}, "
+                                "which the state it built ({kind}) does not have",
                                 "name methods the component has, as dotted paths from the "
                                 "state (e.g. '_model_forward', 'align_ctx.run_fused_precopy')")
 PROTOCOL_TARGET_IMPORT = ("importing module {module!r} of target {value!r} raised {error}",

@@ -13,8 +13,8 @@ import difflib
 
 from stagecheck.oracles import messages
 
-__all__ = ["MAX_EXCEPTION_TEXT", "did_you_mean", "exception_text", "printable", "short_text",
-           "type_name"]
+__all__ = ["MAX_EXCEPTION_TEXT", "closest", "did_you_mean", "exception_text", "printable",
+           "short_text", "type_name"]
 
 
 #: longest exception text kept (a target may raise a message of any size)
@@ -97,9 +97,15 @@ def did_you_mean(word: str, known) -> str:
     command line's unknown options, ``[tool.stagecheck]``'s unknown keys and unknown
     builtin targets all say it. A prefix of exactly one of ``known`` names that one first
     (``--ex``: ``--examples``, not the closer-spelt ``--seed``; it is still refused)."""
+    close = closest(word, known)
+    return messages.DID_YOU_MEAN.format(option=close) if close is not None else ""
+
+
+def closest(word: str, known) -> str | None:
+    """The one of ``known`` that ``did_you_mean`` names for ``word``, or None."""
     known = list(known)
     longer = [k for k in known if k.startswith(word) and k != word]
     if len(longer) == 1 and word.strip("-"):
-        return messages.DID_YOU_MEAN.format(option=longer[0])
+        return longer[0]
     close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
-    return messages.DID_YOU_MEAN.format(option=close[0]) if close else ""
+    return close[0] if close else None

@@ -22,7 +22,7 @@ from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.observe import observe
 from stagecheck.oracles.observe.instrumented import InstrumentedBackend
 from stagecheck.oracles.options import RunOptions
-from stagecheck.oracles.text import did_you_mean
+from stagecheck.oracles.text import closest, did_you_mean
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.protocols import vllm
 from stagecheck.spec.schema import StandInUnsupported
@@ -118,13 +118,20 @@ def prepare_state(model, state, protocol) -> list:
     for path in protocol.device_work:
         owner = state
         *parents, method = path.split(".")
+        parts = parents + [method]
         try:
-            for part in parents:
-                owner = getattr(owner, part)
-            original = getattr(owner, method)
-        except AttributeError:
+            for k, part in enumerate(parts):    # the last: the method
+                found = getattr(owner, part)
+                if k < len(parents):
+                    owner = found
+            original = found
+        except AttributeError:      # the closest name of the object the path stopped at
+            close = closest(part, [n for n in dir(owner) if not n.startswith("__")])
+            guess = "" if close is None else messages.DID_YOU_MEAN.format(
+                option=".".join(parts[:k] + [close] + parts[k + 1:]))
             raise SchemaError.of(messages.PROTOCOL_DEVICE_WORK_MISSING, path,
-                                 protocol=protocol.name, kind=type(state).__name__) from None
+                                 protocol=protocol.name, kind=type(state).__name__,
+                                 guess=guess) from None
         if not callable(original) or isinstance(original, type):
             raise SchemaError.of(messages.PROTOCOL_DEVICE_WORK_NOT_METHOD, path,
                                  protocol=protocol.name, kind=type(state).__name__,

@@ -505,3 +505,19 @@ def test_two_checks_with_one_id_are_refused_naming_the_id():
               ProtocolCheck("mine", "holds too", lambda seq, trace: []))
     assert _checked(checks=checks) == [messages.PROTOCOL_PROBLEM_CHECK_TWICE.format(
         ids="'mine'")]
+
+
+@pytest.mark.parametrize("path, guess", [("embd", "embed"), ("_embed", "embed"),
+                                         ("nothing_like_it", None)])
+def test_a_misspelt_device_work_path_says_the_closest_name(tmp_path, path, guess):
+    # 'prefill_token_ids.apply_write_kernel' for '_apply_write_kernel' said only that the
+    # state lacks it (found writing a protocol for vLLM's model runner v2 staged writes)
+    source = (MISTAKES / "device_work_names_tensor.py").read_text()
+    protocol = tmp_path / "misspelt_device_work.py"
+    protocol.write_text(source.replace('device_work=("embed", "ids_gpu")',
+                                       f'device_work=("{path}",)'))
+    with pytest.raises(SchemaError) as raised:
+        _run(_protocol(protocol))
+    assert re.fullmatch(_pattern(messages.PROTOCOL_DEVICE_WORK_MISSING), raised.value.problem)
+    said = messages.DID_YOU_MEAN.format(option=guess) if guess else "(did you mean"
+    assert (said in raised.value.problem) == bool(guess), raised.value.problem
