@@ -118,6 +118,8 @@ def device_tensor_class():
 class CpuDevice(DeviceModel):
     """The deterministic CPU model (see the module doc)."""
 
+    judges_reads_when_run = True     # it runs device work itself: its reads are known then
+
     kind = "cpu-model"
 
     def __init__(self, completion: str = "lazy") -> None:

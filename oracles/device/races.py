@@ -291,8 +291,9 @@ class RaceDetection:
                                        name + " reads it")
             if dev_writes and (old.dev_writes or old.dev_reads):
                 name = name or new.describe()
+                held = old.dev_writes + self._reads_so_far(old)
                 for written in dev_writes:
-                    for other in old.dev_writes + old.dev_reads:
+                    for other in held:
                         if other.lo < written.hi and written.lo < other.hi:
                             self._race(old, DEVICE_READ_PENDING_WRITE, other, written,
                                        name + " overwrites it")
@@ -350,10 +351,33 @@ class RaceDetection:
                         self._race(old, DEVICE_READ_PENDING_WRITE, other, written,
                                    name + " overwrites it", op.location)
 
+    #: whether device work's reads of its arguments, once it ran, stand for the whole
+    #: arguments in races with what was issued after its launch (the CPU model, which
+    #: runs the work itself; the CUDA backend learns them only when the run ends)
+    judges_reads_when_run = False
+
+    def _reads_so_far(self, op: Op) -> list[Span]:
+        """What device work ``op`` reads, for a race with a write issued after its
+        launch: its arguments' spans (what it may read), or, where the model judges reads
+        when the work ran, the elements it read of each argument whose reads it notes
+        (none yet if it has not run: ``_after_work`` judges them then)."""
+        if not (self.judges_reads_when_run and op.kind == "kernel" and op.touched):
+            return op.dev_reads
+        noted = {id(span): (span, seen) for span, seen, _ in op.touched.values()}
+        out = []
+        for span in op.dev_reads:
+            if id(span) not in noted:
+                out.append(span)
+            elif op.done and noted[id(span)][1]:
+                out.append(_elements(*noted[id(span)]))
+        return out
+
     def _after_work(self, op: Op) -> None:
-        """Device work ``op`` ran: what it wrote against operations issued after it that
-        are not ordered after it and touch the same device memory (a race, whichever ran
-        first)."""
+        """Device work ``op`` ran: what it wrote, and the elements it read of arguments
+        whose reads it notes, against operations issued after it that are not ordered
+        after it and touch the same device memory (a race, whichever ran first)."""
+        read = [_elements(span, seen) for span, seen, _ in op.touched.values() if seen] \
+            if self.judges_reads_when_run else []
         for later in self._issued:
             # issued after ``op`` ran or not: the host had not seen ``op`` complete then
             if later.index <= op.index or covers(later.clock, op.stream.id, op.seq):
@@ -363,3 +387,17 @@ class RaceDetection:
                     self._race(op, DEVICE_READ_PENDING_WRITE, written, other,
                                later.describe() + (" reads it" if other in later.dev_reads
                                                    else " overwrites it"), later.location)
+            for other in later.dev_writes if read else ():
+                for span in read:
+                    self._race(op, DEVICE_READ_PENDING_WRITE, span, other,
+                               later.describe() + " overwrites it", later.location)
+
+
+def _elements(span: Span, seen: set) -> Span:
+    """The elements (flat indices ``seen``) of contiguous argument ``span`` as a span."""
+    item, lo = span.item, span.lo
+    if len(seen) * item >= span.hi - lo:
+        return span
+    at = sorted(seen)
+    return Span(lo + at[0] * item, lo + at[-1] * item + item, item,
+                tuple(lo + k * item for k in at))

@@ -619,6 +619,32 @@ def test_device_work_scattering_by_tensor_index_writes_only_what_the_index_picks
         assert h.by.endswith("overwrites it")
 
 
+@pytest.mark.parametrize("row", [0, 2])
+def test_an_upload_after_a_launch_races_only_with_what_the_work_read(row):
+    # device work given a whole KV table reads one block of it; a later upload of a
+    # resumed request's KV into another block, on a stream not ordered after the work,
+    # was said to race with it (the table was taken as read whole: an info finding that
+    # failed --strict on correct code; found writing a protocol for vLLM's CPU KV
+    # offloading worker)
+    model = device_model()
+    with model.activate():
+        kv = torch.arange(8, dtype=torch.int32, device=CUDA).reshape(4, 2)
+        model.name_region(kv, "kv")
+        out = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        model.launch("attend", lambda: out.copy_(kv[2] + 1), {"kv": kv, "out": out})
+        host = pinned([5, 6])
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            kv[row].copy_(host, non_blocking=True)        # a load into block ``row``
+        torch.cuda.synchronize()
+    if row != 2:
+        assert model.hazards == []
+    else:
+        (h,) = model.hazards
+        assert (h.kind, h.slots) == (DEVICE_READ_PENDING_WRITE, (4, 5))
+        assert h.by.endswith("overwrites it")
+
+
 def test_a_float_download_into_fresh_pinned_memory_is_no_host_write():
     # fresh pinned memory is poisoned with NaN: a sweep before the download landed saw
     # NaN where NaN was, which torch.equal calls a change (an info race after a full
