@@ -367,7 +367,7 @@ class ProtocolCommand(Command):
             except SchemaError as exc:      # a mistake of the protocol the run showed
                 if getattr(exc, "target_index", None) is not None:
                     raise exc.located("argument TARGET") from None
-                problems.append(str(exc))
+                problems.append(_unprefixed(str(exc), name))
             except StagecheckError as exc:
                 raise exc.located(shim_option(exc) or "argument TARGET") from None
         if problems:
@@ -393,6 +393,15 @@ class ProtocolCommand(Command):
                     count=len(ran.findings), target=shlex.quote(target),
                     where=shlex.quote(where)))
         return Outcome("checked", EXIT_CLEAN, protocol, text="\n".join(lines))
+
+
+def _unprefixed(problem: str, name: str) -> str:
+    """A dry run's error without the ``protocol 'NAME'`` it starts with: the problem line
+    (``PROTOCOL_CHECK_PROBLEM``) names the protocol already."""
+    for head in (f"protocol {name!r}: ", f"protocol {name!r} "):
+        if problem.startswith(head):
+            return problem[len(head):]
+    return problem
 
 
 def _listed(parts: list[str]) -> str:

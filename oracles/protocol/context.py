@@ -36,6 +36,11 @@ NAME_DEPTH = 6
 NAME_ITEMS = 64
 
 
+
+#: the dtypes staging code holds (what ``ctx.tensor``'s guess for a misspelt name tries first)
+_COMMON_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "bool", "float16", "bfloat16",
+                  "float32", "float64")
+
 class RunContext:
     """The ``spec.protocol.StepContext`` of one run (see the module doc)."""
 
@@ -88,8 +93,11 @@ class RunContext:
         if not isinstance(kind, torch.dtype):
             names = sorted(n for n in dir(torch) if isinstance(getattr(torch, n, None),
                                                                torch.dtype))
+            # the dtypes staging code uses are guessed first ('int23': int32, not the
+            # closer-spelt int3 of torch's sub-byte integers)
+            guess = did_you_mean(str(dtype), _COMMON_DTYPES) or did_you_mean(str(dtype), names)
             raise SchemaError.of(messages.PROTOCOL_TENSOR_DTYPE, self.protocol.name,
-                                 dtype=dtype, guess=did_you_mean(str(dtype), names),
+                                 dtype=dtype, guess=guess,
                                  names=", ".join(repr(n) for n in (
                                      "int32", "int64", "bool", "float32")))
         return torch.tensor(values, dtype=kind, device=self.device)

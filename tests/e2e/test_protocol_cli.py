@@ -263,6 +263,23 @@ def test_protocol_check_names_the_part_the_value_and_the_fix(name, tmp_path):
     assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
+def test_a_dry_run_mistake_names_the_protocol_once_and_guesses_a_common_dtype(tmp_path):
+    """An audit: the problem line said "protocol 'X' (file): protocol 'X': ctx.tensor got
+    dtype 'int23' (did you mean int3?)": the name twice, and torch's sub-byte int3 guessed
+    before int32."""
+    source = open(EXAMPLE).read().replace(
+        "    return ctx.component(4 * ctx.sequence.capacity, ctx.device, pin_memory=True)",
+        "    ctx.tensor([0], 'int23')\n"
+        "    return ctx.component(4 * ctx.sequence.capacity, ctx.device, pin_memory=True)")
+    (tmp_path / "typo.py").write_text(source)
+    stager = ROOT + "/tests/targets/protocols/_machinery/fixed_token_stager.py::TokenStager"
+    proc = run_cli("protocol", "check", "typo.py", stager, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = proc.stderr.splitlines()[0]
+    assert "ctx.tensor got dtype 'int23' (did you mean int32?)" in line, line
+    assert line.count("protocol 'token-stager'") == 1, line
+
+
 def test_protocol_check_of_files_that_cannot_be_loaded_is_exit_2(tmp_path):
     raising = tmp_path / "raising.py"
     raising.write_text("raise ValueError('broken on purpose')\n")
