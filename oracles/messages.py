@@ -104,6 +104,10 @@ SCHEMA_FILE_MISSING = ("schema file {path!r} (in {value!r}) does not exist",
 SCHEMA_IMPORT = ("schema file {path!r} failed to import ({error})", "fix the file")
 SCHEMA_NOT_FOUND = ("{path!r} has no StagingSchema named {name!r}",
                     "give 'path.py:NAME' with one of: {found}")
+#: the file defines nothing that is a StagingSchema; ``{what}``: what the name holds
+SCHEMA_NONE_IN_FILE = ("{path!r} defines no StagingSchema ({name} {what})",
+                       "assign one: {name} = StagingSchema(...) (docs/schemas.md, 'A worked "
+                       "example')")
 SCHEMA_IS_PROTOCOL = ("{path!r} declares a protocol ({names}), not a StagingSchema",
                       "check it with: stagecheck protocol check {protocol}; run it with "
                       "diff or spec --protocol {protocol}")

@@ -29,7 +29,7 @@ from stagecheck.oracles.paths import refuse_loop, refuse_special
 from stagecheck.oracles.process_state import state_kept
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.targets import remember_schema_spec
-from stagecheck.oracles.text import exception_text, printable
+from stagecheck.oracles.text import exception_text, printable, type_name
 from stagecheck.spec.invariants import (column_disagreement, column_values, expected_inputs_after,
                                          expected_value)
 from stagecheck.spec.protocol import Protocol
@@ -46,6 +46,7 @@ _KINDS = (PER_REQUEST, PER_SLOT, ID_SET, FLAG, NUMBER)
 _PRESENCES = (REQUIRED, OPTIONAL, MAY_MISS)
 _INPUT_DTYPES = ("int", "int-list", "bool")
 _FIELD_DTYPES = ("int32", "int64", "bool")
+_ABSENT = object()      # what ``getattr`` gives for a name the file does not define
 
 
 def load_schema(spec: str, checked: bool = True, guarded: bool = False) -> StagingSchema:
@@ -80,8 +81,13 @@ def load_schema(spec: str, checked: bool = True, guarded: bool = False) -> Stagi
                                  names=", ".join(protocols),
                                  protocol=path if "PROTOCOL" in protocols
                                  else f"{path}:{protocols[0]}")
+        if not found:
+            held = getattr(module, attribute, _ABSENT)
+            raise SchemaError.of(messages.SCHEMA_NONE_IN_FILE, spec, path=path, name=attribute,
+                                 what="is not defined" if held is _ABSENT else
+                                 f"is of type {type_name(type(held))}")
         raise SchemaError.of(messages.SCHEMA_NOT_FOUND, spec, path=path, name=attribute,
-                             found=", ".join(found) or "none")
+                             found=", ".join(found))
     if guarded:
         guard.guard_schema(schema, printable(str(schema.name)))
     problems = check_schema(schema, list_model=False) if checked else []

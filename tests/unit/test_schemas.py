@@ -111,6 +111,16 @@ def test_a_schema_file_loads_by_path_and_name(tmp_path):
         load_schema(f"{path}:BROKEN")
     assert "dtype 'int16' is not one of int32, int64, bool" in str(info.value)
     assert f"stagecheck schema check {path}:BROKEN" in str(info.value)
+    # a file that defines no schema at all says what the name holds (was: "with one of:
+    # none")
+    (tmp_path / "five.py").write_text("SCHEMA = 5\n")
+    with pytest.raises(SchemaError) as info:
+        load_schema(str(tmp_path / "five.py"))
+    assert "defines no StagingSchema (SCHEMA is of type int)" in str(info.value)
+    assert "assign one: SCHEMA = StagingSchema(...)" in str(info.value)
+    with pytest.raises(SchemaError) as info:
+        load_schema(f"{tmp_path / 'five.py'}:OTHER")
+    assert "(OTHER is not defined)" in str(info.value)
 
 
 MANY_PROBLEMS = SCHEMA_FILE + '''
