@@ -8,10 +8,11 @@ taken from it), the umask (the mode of every file the run writes), a resource li
 open files left the checker unable to open its workers' pipes: exit 3), and fd 1 (stdout
 carries the report, ``--json -`` the JSON document alone). ``state_kept`` runs the import
 with fd 1 pointed at fd 2 (what it writes there, from Python or from C, goes to stderr),
-then puts back the working folder, the umask and every resource limit. A limit it cannot
-put back (a hard limit lowered, which an unprivileged process cannot raise again) is
-named in the list the context gives, for the caller to refuse the file. Standard
-library only.
+then puts back the working folder, the umask, every resource limit, the signal handlers
+Python installed, the interval timers that were not armed (disarmed) and the recursion
+limit. A limit it cannot put back (a hard limit lowered, which an unprivileged process
+cannot raise again) is named in the list the context gives, for the caller to refuse the
+file. Standard library only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import contextlib
 import ctypes
 import os
 import resource
+import signal
 import sys
 from contextlib import contextmanager
 
@@ -56,6 +58,40 @@ def _limits() -> dict[str, tuple[int, int]]:
         except (ValueError, OSError):
             pass
     return out
+
+
+#: the interval timers a user's import may arm (``ITIMER_REAL``: SIGALRM ended the checker)
+_TIMERS = tuple(getattr(signal, name) for name in ("ITIMER_REAL", "ITIMER_VIRTUAL",
+                                                   "ITIMER_PROF") if hasattr(signal, name))
+
+
+def _handlers() -> dict:
+    """The Python-level handler of every signal that has one (``getsignal``: None where C
+    code installed it, which Python cannot put back)."""
+    out = {}
+    for number in signal.valid_signals():
+        try:
+            handler = signal.getsignal(number)
+        except (ValueError, OSError):
+            continue
+        if handler is not None:
+            out[number] = handler
+    return out
+
+
+def _put_back_signals(handlers: dict, timers: dict) -> None:
+    """The handlers as they were (an import that set SIGTERM or SIGINT to SIG_IGN, as a
+    library may, left a run that one signal no longer stopped), and the interval timers
+    that were not armed disarmed (an armed ITIMER_REAL ended the checker with SIGALRM)."""
+    for number, handler in handlers.items():
+        try:
+            if signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
+        except (ValueError, OSError, TypeError):
+            pass
+    for which, before in timers.items():
+        if not before[0] and signal.getitimer(which)[0]:
+            signal.setitimer(which, 0)
 
 
 def _shown(value: int) -> str:
@@ -95,6 +131,8 @@ def state_kept():
     mask = os.umask(0o022)
     os.umask(mask)
     limits = _limits()
+    handlers, recursion = _handlers(), sys.getrecursionlimit()
+    timers = {which: signal.getitimer(which) for which in _TIMERS}
     _flush_python()           # stagecheck's own output first, where it belongs
     try:
         saved_stdout = os.dup(1)
@@ -108,6 +146,8 @@ def state_kept():
         _flush_python()
         _flush_c()
         lost.extend(_put_back_limits(limits))       # open files first: fds are needed
+        _put_back_signals(handlers, timers)
+        sys.setrecursionlimit(recursion)
         if saved_stdout is not None:
             try:
                 os.dup2(saved_stdout, 1)

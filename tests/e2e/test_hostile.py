@@ -448,6 +448,13 @@ SCHEMAS = [
                                "--json", "-"), 0, CONFORMS,
          "a --schema file that writes a JSON verdict to fd 1 (os.write, C's printf) when "
          "imported, under --json - (was: a stray document before the real one)"),
+    Case("schema-takes-signals", ("spec", USER, "--schema", "{H}/schema_takes_signals.py",
+                                  "--examples", "1000000", "--timeout", "1", "--quiet"), 143,
+         "interrupted by SIGTERM", "a --schema file that sets SIGINT and SIGTERM to SIG_IGN, "
+         "arms ITIMER_REAL and lowers the recursion limit to 80 when imported; one SIGTERM "
+         "once its derive ran in the checker (was: the signal ignored, a run of a million "
+         "examples went on; the timer's SIGALRM ended the checker, exit 142, no output)",
+         during="sigterm_when_derived"),
     schema_case("schema-base-exception", "schema_base_exception", 2,
                 r"failed to import \(Boom: schema boom\)", "a --schema file that raises its "
                 "own BaseException subclass (was: a 21-line worker traceback)"),
@@ -1056,6 +1063,14 @@ def _during_double_sigterm(proc, tmp: Path, seen: dict) -> None:
     proc.send_signal(signal.SIGTERM)
 
 
+def _during_sigterm_when_derived(proc, tmp: Path, seen: dict) -> None:
+    def derived():
+        """the schema's derive ran in the checker (its mark file names the checker's pid)"""
+        return (tmp / f"derived-{proc.pid}").exists()
+    _wait_for(derived)
+    proc.send_signal(signal.SIGTERM)
+
+
 def _during_kill_worker(proc, tmp: Path, seen: dict) -> None:
     _wait_for(_called(tmp))             # the worker is inside a call (it sleeps 0.3 s)
     for pid in _workers(proc):
@@ -1076,7 +1091,8 @@ def _during_kill9(proc, tmp: Path, seen: dict) -> None:
 
 DURING = {"sigterm": _during_sigterm, "double_sigterm": _during_double_sigterm,
           "sigterm_after_batch": _during_sigterm_after_batch,
-          "kill_worker": _during_kill_worker, "kill9": _during_kill9}
+          "kill_worker": _during_kill_worker, "kill9": _during_kill9,
+          "sigterm_when_derived": _during_sigterm_when_derived}
 
 
 # ------------------------------------------------------------------------------ the rows
