@@ -54,6 +54,7 @@ from contextlib import contextmanager
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.memory import default_memory_mib
+from stagecheck.oracles.process_state import keep_signals
 
 __all__ = ["CPU_SECONDS", "WALL_SECONDS", "closing", "exits_refused", "guard_schema",
            "guarded_call", "patched", "seconds_given", "snapshot", "thread_waited"]
@@ -195,6 +196,13 @@ def _install_exit_refusal() -> None:
             m._exit = _exit_refused
         for (m, name), real in _FORKS.items():
             setattr(m, name, _refusing_fork(real))
+        keep_signals(_refused_here, interrupt.SIGNALS)
+
+
+def _refused_here() -> bool:
+    """Schema code runs, in the command line's checker (its interrupts installed): it
+    keeps SIGINT and SIGTERM the run's and arms no ITIMER_REAL (``keep_signals``)."""
+    return _STATE.refusing > 0 and interrupt.installed()
 
 
 @contextmanager

@@ -25,7 +25,7 @@ import signal
 import sys
 from contextlib import contextmanager
 
-__all__ = ["state_kept"]
+__all__ = ["keep_signals", "state_kept"]
 
 #: every resource limit of the platform, by name
 _LIMITS = tuple({getattr(resource, name): name for name in sorted(dir(resource), reverse=True)
@@ -92,6 +92,40 @@ def _put_back_signals(handlers: dict, timers: dict) -> None:
     for which, before in timers.items():
         if not before[0] and signal.getitimer(which)[0]:
             signal.setitimer(which, 0)
+
+
+#: the real ``signal.signal``, ``setitimer`` and ``alarm``, once ``keep_signals`` stood in
+_REAL: dict = {}
+
+
+def keep_signals(refused, kept: tuple) -> None:
+    """From now on, while ``refused()`` (schema code runs in the checker: a derive, a
+    protocol's check), ``signal.signal`` leaves the signals ``kept`` as they are (a derive
+    that set SIGTERM to SIG_IGN: the run's one signal was lost) and ``signal.setitimer`` and
+    ``signal.alarm`` arm no ITIMER_REAL (SIGALRM's default action ended the checker, exit
+    142, no output). Installed once; nothing per call."""
+    if _REAL:
+        return
+    _REAL.update((name, getattr(signal, name)) for name in ("signal", "setitimer", "alarm")
+                 if hasattr(signal, name))
+
+    def signal_kept(signum, handler):
+        if signum in kept and refused():
+            return signal.getsignal(signum)
+        return _REAL["signal"](signum, handler)
+
+    def setitimer_kept(which, seconds, interval=0.0):
+        if which == signal.ITIMER_REAL and refused():
+            return signal.getitimer(which)
+        return _REAL["setitimer"](which, seconds, interval)
+
+    def alarm_kept(seconds):
+        return 0 if refused() else _REAL["alarm"](seconds)
+
+    for name, kept_call in (("signal", signal_kept), ("setitimer", setitimer_kept),
+                            ("alarm", alarm_kept)):
+        if name in _REAL:
+            setattr(signal, name, kept_call)
 
 
 def _shown(value: int) -> str:

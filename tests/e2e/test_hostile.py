@@ -455,6 +455,13 @@ SCHEMAS = [
          "once its derive ran in the checker (was: the signal ignored, a run of a million "
          "examples went on; the timer's SIGALRM ended the checker, exit 142, no output)",
          during="sigterm_when_derived"),
+    Case("schema-derive-takes-signals", ("spec", USER, "--schema",
+                                         "{H}/schema_derive_takes_signals.py", "--examples",
+                                         "1000000", "--timeout", "1", "--quiet"), 143,
+         "interrupted by SIGTERM", "a --schema file whose derive, run in the checker, sets "
+         "SIGINT and SIGTERM to SIG_IGN and arms ITIMER_REAL on every call; one SIGTERM once "
+         "it ran (was: the signal ignored, a run of a million examples went on)",
+         during="sigterm_when_derived"),
     schema_case("schema-base-exception", "schema_base_exception", 2,
                 r"failed to import \(Boom: schema boom\)", "a --schema file that raises its "
                 "own BaseException subclass (was: a 21-line worker traceback)"),
