@@ -307,6 +307,10 @@ HANGS = [
     hang("setprofile_block", "installs a profile hook that blocks every later call"),
     hang("setprofile_spin", "installs a profile hook that spins on every later call"),
     hang("gc_callback_block", "registers a gc callback that blocks, and collects"),
+    Case("trace-hangs-fifo", ("spec", target("stops_itself"), *HANGY), 1, HANG,
+         "STAGECHECK_TRACE_HANGS naming a FIFO no process reads, on a target the checker "
+         "must end at its deadline (was: the checker blocked for ever opening it, SIGTERM "
+         "too)", env=(("STAGECHECK_TRACE_HANGS", "{T}/trace.fifo"),), prepare="fifo_trace"),
     hang("swallows_the_limit", "sleeps for an hour, catches the time limit's interruption "
          "(except BaseException), then stages correctly (was: CONFORMS, each call taking its "
          "whole deadline)"),
@@ -965,6 +969,7 @@ PREPARE = {
         "# padding\n" * 500_000 + f"def {FUNC}():\n    pass\n"),
     "fifo": lambda case, tmp: os.mkfifo(tmp / "fifo.py"),
     "fifo_json": lambda case, tmp: os.mkfifo(tmp / "fifo.json"),
+    "fifo_trace": lambda case, tmp: os.mkfifo(tmp / "trace.fifo"),
     "dev_link": lambda case, tmp: (tmp / "dev.py").symlink_to("/dev/zero"),
     "ansi_name": lambda case, tmp: shutil.copy(HOSTILE / "chdir.py", tmp / "evil\x1b[31m.py"),
     "target_copy": lambda case, tmp: shutil.copy(HOSTILE / "chdir.py", tmp / "target.py"),
