@@ -27,7 +27,11 @@ def _cwd_last() -> None:
     ``hypothesis.py``) was imported in its place, an internal error (exit 3) blaming
     stagecheck. The folder stays on the path, last (a module target there still imports),
     as it is absent from the ``stagecheck`` command's."""
-    if sys.path and sys.path[0] in ("", os.getcwd()):
+    try:
+        here = os.getcwd()
+    except OSError:     # a deleted folder: the command line says so (stdio.CWD_GONE)
+        return
+    if sys.path and sys.path[0] in ("", here):
         sys.path.append(sys.path.pop(0))
 
 
