@@ -141,13 +141,17 @@ VIEWS = frozenset(("cpu", "gpu", "np"))
 
 
 class ViewsKept:
-    """Mixin of stagecheck's paired buffers: ``buf.gpu = ...`` (and ``del buf.gpu``) of a
-    view already made raises ``ViewRebound`` naming the target's line."""
+    """Mixin of stagecheck's paired buffers: ``buf.gpu = tensor`` (an array or a tensor
+    assigned to a view already made) and ``del buf.gpu`` raise ``ViewRebound`` naming the
+    target's line."""
 
     __slots__ = ()
 
     def __setattr__(self, name: str, value) -> None:
-        if name in VIEWS and _made(self, name):
+        # an array or a tensor: a view the real buffer would follow, which stagecheck
+        # cannot; anything else breaks the buffer, as it would the real one (a finding)
+        if name in VIEWS and _made(self, name) and (
+                hasattr(value, "data_ptr") or hasattr(value, "__array_interface__")):
             raise ViewRebound(name, _caller())
         object.__setattr__(self, name, value)
 
