@@ -155,13 +155,18 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     except (SchemaError, MemoryError):
                         raise
                     except BaseException as exc:    # the code under test failed: observed
-                        mistake = protocol_mistake(op.run, exc, code)
-                        if mistake is not None:     # the protocol's own code: never a finding
+                        if fired_count() != fired:  # its time limit, surfacing as another
+                            refuse_own_hang(protocol, op.run, exc, code,    # exception
+                                             f"code for operation {op.name!r}", limit)
+                            outcome = "hung"
+                        elif (mistake := protocol_mistake(op.run, exc, code)) is not None:
+                            # the protocol's own code: never a finding
                             raise SchemaError.of(messages.PROTOCOL_CODE_RAISED, protocol.name,
                                                  operation=op.name, where=mistake,
                                                  error=exception_text(exc, type(exc))) from None
-                        outcome = "raised " + exception_text(exc, type(exc)) + \
-                            raised_by_work(exc)
+                        else:
+                            outcome = "raised " + exception_text(exc, type(exc)) + \
+                                raised_by_work(exc)
                     model.sweep()        # host writes of this operation into pending copies
                     if outcome is None and result is not None:
                         refuse_device_values(model, protocol, result,

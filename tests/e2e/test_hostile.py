@@ -604,6 +604,13 @@ PROTOCOL_FILES = [
          "a component whose every step sleeps for an hour and catches the time limit's "
          "interruption (except BaseException) (was: HOLDS THE PROTOCOL, each step taking its "
          "whole deadline)"),
+    Case("protocol-converts-the-limit", ("spec", "{H}/converting_stager.py::TokenStager",
+                                         "--protocol",
+                                         f"{ROOT}/docs/examples/token_stager_protocol.py",
+                                         "--examples", "3", "--timeout", "0.3", "--quiet"), 1,
+         r"\[step_outcome-\w+\] \(candidate\) step 0 \(stage\) hung",
+         "a component whose every step sleeps for an hour and turns the time limit's "
+         "interruption into a RuntimeError of its own (was: 'raised RuntimeError', not a hang)"),
     Case("protocol-leaves-threads", ("spec", "{H}/thread_stager.py::TokenStager", "--protocol",
                                      f"{ROOT}/docs/examples/token_stager_protocol.py",
                                      "--examples", "2", "--timeout", "1", "--quiet"), 0,
