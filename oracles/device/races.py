@@ -395,9 +395,6 @@ class RaceDetection:
 
 def _elements(span: Span, seen: set) -> Span:
     """The elements (flat indices ``seen``) of contiguous argument ``span`` as a span."""
-    item, lo = span.item, span.lo
-    if len(seen) * item >= span.hi - lo:
+    if len(seen) * span.item >= span.hi - span.lo:
         return span
-    at = sorted(seen)
-    return Span(lo + at[0] * item, lo + at[-1] * item + item, item,
-                tuple(lo + k * item for k in at))
+    return Span.of_elements(span.lo, span.item, sorted(seen))

@@ -31,6 +31,12 @@ class Span(NamedTuple):
     item: int
     elements: tuple[int, ...] | None = None
 
+    @classmethod
+    def of_elements(cls, lo: int, item: int, offsets) -> "Span":
+        """The elements at sorted, distinct element ``offsets`` (non-empty) from ``lo``."""
+        return cls(lo + offsets[0] * item, lo + offsets[-1] * item + item, item,
+                   tuple(lo + k * item for k in offsets))
+
     @property
     def empty(self) -> bool:
         return self.hi <= self.lo

@@ -156,8 +156,7 @@ class DeviceWork:
             found = sorted(set(positions.reshape(-1).tolist()))
             lo, item = t.data_ptr(), t.element_size()
         if found:
-            self.wrote(t, Span(lo + found[0] * item, lo + found[-1] * item + item, item,
-                               tuple(lo + p * item for p in found)))
+            self.wrote(t, Span.of_elements(lo, item, found))
 
     def _positions_on(self, t):
         """The device ``read_picked`` finds ``t``'s elements on (the CPU model's device
@@ -171,8 +170,8 @@ class DeviceWork:
         with _disabled():
             found = sorted(set(positions.reshape(-1).tolist()))
         if found:
-            _note_read(op, lo + found[0] * item, lo + found[-1] * item + item,
-                       tuple(lo + p * item for p in found))
+            read = Span.of_elements(lo, item, found)
+            _note_read(op, read.lo, read.hi, read.elements)
 
     def _only_touched(self, op: Op, values: dict) -> None:
         """In ``values`` (``{label: list}``, nested for more dimensions), the elements of

@@ -364,12 +364,7 @@ def _absent_import(exc: BaseException) -> str | None:
             return None             # the package is there: the code's own failure
     except (ImportError, ValueError):
         pass
-    where = None
-    for frame, line in traceback.walk_tb(exc.__traceback__):
-        name = frame.f_code.co_filename
-        if not name.startswith("<frozen") and not name.startswith(_INSTALLED):
-            where = f"line {line} of {name}"     # the innermost of the user's code (not
-    return where or "in its code"                # importlib's, nor a package's)
+    return _user_line(exc, _INSTALLED)      # not importlib's, nor a package's
 
 
 #: what torch without an accelerator raises for ``.pin_memory()`` and ``pin_memory=True``
@@ -387,11 +382,16 @@ def _pinning_refused(exc: BaseException) -> str | None:
     torch = sys.modules.get("torch")
     if torch is None or torch.cuda.is_available():
         return None
+    return _user_line(exc, _INSTALLED + (_OWN,))     # nor stagecheck's hooked tensors
+
+
+def _user_line(exc: BaseException, skipped: tuple) -> str:
+    """``line N of FILE``: the innermost frame of ``exc``'s traceback outside Python's
+    frozen modules and the folders ``skipped``; 'in its code' where there is none."""
     where = None
     for frame, line in traceback.walk_tb(exc.__traceback__):
         name = frame.f_code.co_filename
-        if not name.startswith("<frozen") and not name.startswith(_INSTALLED) \
-                and not name.startswith(_OWN):
+        if not name.startswith("<frozen") and not name.startswith(skipped):
             where = f"line {line} of {name}"
     return where or "in its code"
 

@@ -34,12 +34,10 @@ __all__ = ["RunContext", "prepare_state", "raised_by_work", "release_state"]
 NAME_DEPTH = 6
 #: how many items of a list, tuple or dict of the state (a pool of pinned buffers) it names
 NAME_ITEMS = 64
-
-
-
 #: the dtypes staging code holds (what ``ctx.tensor``'s guess for a misspelt name tries first)
 _COMMON_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "bool", "float16", "bfloat16",
                   "float32", "float64")
+
 
 class RunContext:
     """The ``spec.protocol.StepContext`` of one run (see the module doc)."""
