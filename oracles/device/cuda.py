@@ -22,7 +22,8 @@ streams and events (``order.py``), snapshots of uploaded host ranges taken at is
 compared at every later call (a host write no interception saw), and for each copy a CUDA
 event recorded after it, whose ``query`` says whether it is still in flight.
 What device work read is cloned on its stream when it is launched, and read back when the
-run ends.
+run ends; so are the elements an index by tensors picks, and a race that depends on them is
+judged then (``races_at_end.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from stagecheck.oracles.device.gate import StreamGates, where_in
 from stagecheck.oracles.device.intercept import HOST_READS, DeviceMode
 from stagecheck.oracles.device.model import COPY_KINDS, DeviceModel, EventState, Op
 from stagecheck.oracles.device.order import covers
+from stagecheck.oracles.device.races_at_end import RacesAtEnd
 from stagecheck.oracles.device.standins import restore_names, swap_names
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.device.work import _logged
@@ -52,7 +54,7 @@ _NO_HOST_DATA = frozenset(_EMPTY + ("zeros", "zeros_like", "ones", "ones_like", 
 _DOWNLOADS = frozenset({"cpu", "to", "copy_", "numpy"})
 
 
-class CudaDevice(DeviceModel):
+class CudaDevice(RacesAtEnd, DeviceModel):
     """The device model on a real CUDA device (see the module doc)."""
 
     kind = "cuda"
@@ -77,6 +79,7 @@ class CudaDevice(DeviceModel):
         #: was put in front of, those gates' numbers), both growing
         self._gates_at: dict[int, tuple[int, list[int], list[int]]] = {}
         self._queries: dict[int, int] = {}          # record op index -> unfinished queries
+        self._hold_races()
 
     # ---------------------------------------------------------------- memory
     def memory(self, t) -> str:
@@ -334,6 +337,7 @@ class CudaDevice(DeviceModel):
                 op.seen = {k: t.cpu().tolist() for k, t in op.seen.items()}
                 self._only_touched(op, op.seen)
                 self.reads_log.append((where, name, {**scalars, **_logged(op.seen, held)}))
+            self._judge_held_races()
         self._pending_reads.clear()
         self.check_intents()
 

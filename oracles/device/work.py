@@ -142,16 +142,20 @@ class DeviceWork:
     def wrote_picked(self, t, key) -> None:
         """``t[key] = value`` in device work, ``key`` holding tensors (a scatter into a KV
         cache by block and offset): only the elements the key picks are written, found as
-        ``read_picked`` finds those it reads; a mask, a key torch refuses, or the CUDA
-        backend (where the positions are known only by waiting for the device) note ``t``
-        whole."""
+        ``read_picked`` finds those it reads (``_wrote_at``); a mask or a key torch refuses
+        notes ``t`` whole."""
         keys = key if type(key) in (tuple, list) else (key,)
         tensors = [k for k in keys if isinstance(k, _Tensor)]
-        where = self._positions_on(t)
-        positions = None if where is not None else _positions(t, key, tensors, where)
+        positions = _positions(t, key, tensors, self._positions_on(t))
         if positions is None:
             self.wrote(t)
-            return
+        else:
+            self._wrote_at(t, positions)
+
+    def _wrote_at(self, t, positions) -> None:
+        """Device work wrote the elements of ``t`` at ``positions`` (a tensor of element
+        offsets from its first; the CUDA backend, whose positions are computed on the
+        device, judges them when the run finishes: ``races_at_end.py``)."""
         with _disabled():
             found = sorted(set(positions.reshape(-1).tolist()))
             lo, item = t.data_ptr(), t.element_size()

@@ -352,3 +352,64 @@ def test_a_kernel_indexing_a_block_table_gets_the_cpu_models_verdict_on_cuda(nam
     assert result.gates_forced == 0, result.stalls
     for finding in result.errors:
         assert "block_table[(1" not in finding.message, finding.message
+
+
+# ------------- device work judged by the elements it read and wrote (races_at_end.py)
+
+@pytest.mark.parametrize("row", [0, 2])
+def test_a_scatter_into_another_block_than_a_pending_download_reads_is_no_race_on_cuda(row):
+    # the CUDA backend took ``kv[blocks, offsets] = values`` as a write of all of kv: a
+    # pending download of another block raced with it (--strict failed correct code on
+    # the GPU, not on the CPU model); the positions are now judged when the run ends
+    model = device_model("cuda", busy_cycles=BUSY)
+    with model.activate():
+        kv = torch.arange(8, dtype=torch.int32, device="cuda").reshape(4, 2)
+        back = torch.zeros(2, dtype=torch.int32).pin_memory()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50 * BUSY)
+            back.copy_(kv[0], non_blocking=True)          # block 0 offloaded
+        blocks = torch.tensor([row], device="cuda")
+        offsets = torch.tensor([1], device="cuda")
+        values = torch.tensor([9], dtype=torch.int32, device="cuda")
+
+        def forward():
+            kv[blocks, offsets] = values
+
+        model.launch("forward", forward, {"kv": kv, "blocks": blocks, "offsets": offsets,
+                                          "values": values})
+        torch.cuda.synchronize()
+        model.finish()
+    if row:
+        assert model.hazards == []
+    else:
+        (h,) = model.hazards
+        assert (h.kind, h.slots) == (DEVICE_READ_PENDING_WRITE, (1,))
+        assert h.by.endswith("overwrites it")
+
+
+@pytest.mark.parametrize("row", [0, 2])
+def test_an_upload_after_a_launch_races_only_with_what_the_work_read_on_cuda(row):
+    # device work given a whole KV table reads one block of it; an upload into another
+    # block after the launch, on a stream not ordered after it, was a race on CUDA only
+    model = device_model("cuda", busy_cycles=BUSY)
+    with model.activate():
+        kv = torch.arange(8, dtype=torch.int32, device="cuda").reshape(4, 2)
+        model.name_region(kv, "kv")
+        out = torch.zeros(2, dtype=torch.int32, device="cuda")
+        rows = torch.tensor([2], device="cuda")
+        model.launch("attend", lambda: out.copy_(kv[rows].reshape(-1) + 1),
+                     {"kv": kv, "rows": rows, "out": out})
+        host = torch.tensor([5, 6], dtype=torch.int32).pin_memory()
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            kv[row].copy_(host, non_blocking=True)        # a load into block ``row``
+        torch.cuda.synchronize()
+        model.finish()
+    if row != 2:
+        assert model.hazards == []
+    else:
+        (h,) = model.hazards
+        assert (h.kind, h.slots) == (DEVICE_READ_PENDING_WRITE, (4, 5))
+        assert h.by.endswith("overwrites it")
