@@ -272,7 +272,7 @@ class RaceDetection:
     def _race_at_issue(self, new: Op) -> None:
         """``new`` against every open operation not ordered before it."""
         clock, name = new.clock, None
-        dev_reads, dev_writes = new.dev_reads, new.dev_writes
+        dev_reads, dev_writes = self._reads_at_issue(new), new.dev_writes
         host_reads, host_writes = new.host_reads, new.host_writes
         work = new.kind == "kernel"
         for old in self._still_open():
@@ -372,12 +372,28 @@ class RaceDetection:
                 out.append(_elements(*noted[id(span)]))
         return out
 
+    def _reads_at_issue(self, op: Op) -> list[Span]:
+        """What ``op`` reads of device memory, against the writes open at its issue: its
+        spans, less, of device work, the arguments whose reads it notes where the model
+        judges reads when the work ran (``_after_work`` judges the elements it read
+        against ``Op.unordered`` then: a load still pending into a block the work never
+        indexes is no race)."""
+        if not (self.judges_reads_when_run and op.kind == "kernel" and op.touched):
+            return op.dev_reads
+        noted = {id(span) for span, _, _ in op.touched.values()}
+        return [span for span in op.dev_reads if id(span) not in noted]
+
     def _after_work(self, op: Op) -> None:
         """Device work ``op`` ran: what it wrote, and the elements it read of arguments
         whose reads it notes, against operations issued after it that are not ordered
         after it and touch the same device memory (a race, whichever ran first)."""
         read = [_elements(span, seen) for span, seen, _ in op.touched.values() if seen] \
             if self.judges_reads_when_run else []
+        for old in op.unordered if read else ():      # writes open and unordered at issue
+            for written in old.dev_writes:
+                for span in read:
+                    self._race(old, DEVICE_READ_PENDING_WRITE, written, span,
+                               op.describe() + " reads it", op.location)
         for later in self._issued:
             # issued after ``op`` ran or not: the host had not seen ``op`` complete then
             if later.index <= op.index or covers(later.clock, op.stream.id, op.seq):

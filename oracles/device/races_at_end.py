@@ -36,8 +36,9 @@ class RacesAtEnd:
 
     def _reads_so_far(self, op: Op) -> list[Span]:
         """What device work ``op`` may read, for a race with a write issued after its
-        launch: its arguments' spans, those whose reads it notes by element standing for
-        the elements it read (copies of the spans, judged at the end)."""
+        launch (and, as ``_reads_at_issue``, with one open at it): its arguments' spans,
+        those whose reads it notes by element standing for the elements it read (copies
+        of the spans, judged at the end)."""
         if op.kind != "kernel" or not op.touched:
             return op.dev_reads
         out = self._reads_of.get(op.index)
@@ -51,6 +52,8 @@ class RacesAtEnd:
                     span = copy
                 out.append(span)
         return out
+
+    _reads_at_issue = _reads_so_far      # the same elements, in the other direction
 
     def _wrote_at(self, t, positions) -> None:
         with self._torch._C.DisableTorchFunction():

@@ -413,3 +413,30 @@ def test_an_upload_after_a_launch_races_only_with_what_the_work_read_on_cuda(row
         (h,) = model.hazards
         assert (h.kind, h.slots) == (DEVICE_READ_PENDING_WRITE, (4, 5))
         assert h.by.endswith("overwrites it")
+
+
+@pytest.mark.parametrize("row", [0, 2])
+def test_a_load_pending_at_a_launch_races_only_with_what_the_work_reads_on_cuda(row):
+    # a load into block ``row`` still pending at the launch of work given the whole KV
+    # table, unordered with it, was a race whatever the work indexed (both backends)
+    model = device_model("cuda", busy_cycles=BUSY)
+    with model.activate():
+        kv = torch.arange(8, dtype=torch.int32, device="cuda").reshape(4, 2)
+        model.name_region(kv, "kv")
+        host = torch.tensor([5, 6], dtype=torch.int32).pin_memory()
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50 * BUSY)
+            kv[row].copy_(host, non_blocking=True)        # a load into block ``row``
+        out = torch.zeros(2, dtype=torch.int32, device="cuda")
+        rows = torch.tensor([2], device="cuda")
+        model.launch("attend", lambda: out.copy_(kv[rows].reshape(-1) + 1),
+                     {"kv": kv, "rows": rows, "out": out})
+        torch.cuda.synchronize()
+        model.finish()
+    if row != 2:
+        assert model.hazards == []
+    else:
+        (h,) = model.hazards
+        assert (h.kind, h.region, h.slots) == (DEVICE_READ_PENDING_WRITE, "kv", (4, 5))
+        assert h.by.endswith("reads it")

@@ -620,6 +620,30 @@ def test_device_work_scattering_by_tensor_index_writes_only_what_the_index_picks
 
 
 @pytest.mark.parametrize("row", [0, 2])
+def test_a_load_pending_at_a_launch_races_only_with_what_the_work_reads(row):
+    # the other direction: a load into block ``row`` still pending when device work given
+    # the whole KV table is launched, unordered with it, was a race whatever the work
+    # indexed (the table taken as read whole at the launch); the work reads block 2 only
+    model = device_model()
+    with model.activate():
+        kv = torch.arange(8, dtype=torch.int32, device=CUDA).reshape(4, 2)
+        model.name_region(kv, "kv")
+        host = pinned([5, 6])
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            kv[row].copy_(host, non_blocking=True)        # a load into block ``row``
+        out = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        model.launch("attend", lambda: out.copy_(kv[2] + 1), {"kv": kv, "out": out})
+        torch.cuda.synchronize()
+    if row != 2:
+        assert model.hazards == []
+    else:
+        (h,) = model.hazards
+        assert (h.kind, h.region, h.slots) == (DEVICE_READ_PENDING_WRITE, "kv", (4, 5))
+        assert h.by.endswith("reads it")
+
+
+@pytest.mark.parametrize("row", [0, 2])
 def test_an_upload_after_a_launch_races_only_with_what_the_work_read(row):
     # device work given a whole KV table reads one block of it; a later upload of a
     # resumed request's KV into another block, on a stream not ordered after the work,
