@@ -93,6 +93,11 @@ GIT_PATH_MISSING = ("{path!r} does not exist at revision {rev!r} (in {value!r})"
                     "paths are taken relative to the current folder ({cwd}), as for a file "
                     "target, so this is {rel!r} from the repository root {top}; list that "
                     "folder with 'git ls-tree --name-only {rev} -- {folder}/'")
+GIT_HUNG = ("'{command}' did not end within {seconds} s (for {value!r}): git hangs here (a "
+            "hook, a credential prompt, a lock, or a 'git' earlier on PATH that is not git); "
+            "stagecheck ended it",
+            "run that command in the repository to see where it waits, and fix that; a slow "
+            "file system may need more time: {env}=SECONDS")
 GIT_PATH_OUTSIDE = ("{path!r} in {value!r} is outside the git repository at {top}",
                     "paths are taken relative to the current folder, as for a file target")
 

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from stagecheck.oracles.errors import TargetLoadError
-from stagecheck.oracles.targets.git import run_git
+from stagecheck.oracles.targets.git import GitHung, run_git
 from stagecheck.oracles.targets.target import (BUILTINS, is_file_spec, is_module_spec,
                                                split_file_spec, split_git_spec)
 
@@ -25,6 +25,8 @@ def repository_root(folder: str | None = None) -> str:
     try:
         top = run_git("rev-parse", "--show-toplevel", cwd=folder)
     except OSError:           # no git on this machine
+        return folder
+    except GitHung:           # the narrower root: trusts less; a git target says why
         return folder
     return os.path.realpath(top.stdout.strip()) if top.returncode == 0 and \
         top.stdout.strip() else folder

@@ -145,6 +145,11 @@ LOAD = [
          "is a folder \\(a git tree\\)", "a git tree given as a file target"),
     Case("git-bad-revision", ("spec", f"git:no-such-rev-11:{ROOT}/impl/staging_legacy.py::{FUNC}"),
          2, "no-such-rev-11", "an unknown git revision"),
+    Case("git-hangs", ("spec", f"git:HEAD:{ROOT}/impl/staging_legacy.py::{FUNC}"), 2,
+         "argument TARGET: 'git rev-parse --show-toplevel' did not end within 1 s .*"
+         + fragment(messages.GIT_HUNG[1]), "a 'git' earlier on PATH that sleeps for ever "
+         "(was: a run that never ends)", prepare="hanging_git",
+         env=(("STAGECHECK_GIT_SECONDS", "1"), ("PATH", "{T}/bin:" + os.environ["PATH"]))),
     Case("missing-module", ("spec", "no_such_module_11:f"), 2, "no_such_module_11",
          "a module that does not exist"),
     Case("bad-spec", ("spec", f"{{H}}/empty.py::1bad"), 2, "neither a Python identifier",
@@ -970,10 +975,18 @@ def _busy_cpus(case: Case, tmp: Path) -> None:
         _BUSY.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
 
 
+def _hanging_git(case: Case, tmp: Path) -> None:
+    """A 'git' earlier on PATH that never answers (a wrapper, a hook that waits)."""
+    (tmp / "bin").mkdir()
+    (tmp / "bin" / "git").write_text("#!/bin/sh\nsleep 1000\n")
+    (tmp / "bin" / "git").chmod(0o755)
+
+
 PREPARE = {
     "busy_cpus": _busy_cpus,
     "huge": lambda case, tmp: (tmp / "huge.py").write_text(
         "# padding\n" * 500_000 + f"def {FUNC}():\n    pass\n"),
+    "hanging_git": _hanging_git,
     "fifo": lambda case, tmp: os.mkfifo(tmp / "fifo.py"),
     "fifo_json": lambda case, tmp: os.mkfifo(tmp / "fifo.json"),
     "fifo_trace": lambda case, tmp: os.mkfifo(tmp / "trace.fifo"),
