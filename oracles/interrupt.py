@@ -19,8 +19,8 @@ checker stuck in its own code), and not once the run is writing its files (``set
 Without ``install`` (the library API, the pytest fixture) nothing changes: Ctrl-C
 raises ``KeyboardInterrupt`` as usual.
 
-Worker processes (``oracles/worker/``) ignore SIGINT and run in a session of their
-own; a loop that runs inside a worker (the symbolic exploration) is told to stop by
+Worker processes (``oracles/worker/``) run in a session of their own (a SIGINT there
+comes from the code under test, and raises ``KeyboardInterrupt`` in it); a loop that runs inside a worker (the symbolic exploration) is told to stop by
 the checker, which sends ``FORWARDED`` (SIGUSR1) while it waits for the answer: the
 worker's handler sets the worker's own flag (``request``), which the loop polls.
 """
@@ -36,7 +36,8 @@ __all__ = ["FORWARDED", "Interrupted", "check", "exit_code", "install", "install
 
 _state: dict = {"signum": None, "count": 0, "previous": {}, "at": None, "settled": False}
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-#: what the checker sends a worker to pass its interrupt on (workers ignore SIGINT)
+#: what the checker sends a worker to pass its interrupt on (a worker's SIGINT is
+#: its code's own)
 FORWARDED = getattr(signal, "SIGUSR1", None)
 
 

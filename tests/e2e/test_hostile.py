@@ -216,6 +216,12 @@ TARGETS = [
          "sys.exit(3) (was: exit 3)", crashy=True),
     spec("keyboard_interrupt", 1, "raised KeyboardInterrupt",
          "raise KeyboardInterrupt (was: exit 130 and a traceback)", crashy=True),
+    spec("sigint_self", 1, r"\(candidate, in contract.*raised KeyboardInterrupt",
+         "sends its own process SIGINT with os.kill, then stages (was: ignored, CONFORMS, "
+         "exit 0)", crashy=True),
+    diff("raises_sigint", 1, "baseline returned, candidate raised KeyboardInterrupt",
+         "signal.raise_signal(SIGINT), then stages (was: ignored, EQUIVALENT, exit 0)",
+         crashy=True),
     spec("memory_loop", 1, CRASH + r"exceeded \d+ MiB", "allocates in a loop", crashy=True),
     hang("ignores_sigalrm", "ignores SIGALRM and spins"),
     hang("catches_base_exception", "catches BaseException in an endless loop"),
