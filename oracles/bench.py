@@ -17,7 +17,11 @@ a calibration that picks ``calls`` per batch so the slower side's batch lasts ab
 short batches are rarely hit by a preemption, and many rounds make the median
 robust to those that are; then rounds of one batch per side, the order alternating
 each round (AB, BA, ...) so that drift (frequency scaling, a noisy neighbour) hits
-both sides alike. Rounds continue until there are at least ``repeats`` of them and
+both sides alike. Every warm-up call and every batch has the time limit of one call
+(``--timeout``, as ``diff`` has: its CPU time, 3 times that on the wall clock), which the
+worker's pool enforces: the worker marks each one (``next_position``) and the clock
+starts again at each mark, so a target that hangs is reported after one limit
+(``messages.BENCH_HUNG``, naming the side), not after the whole bench's. Rounds continue until there are at least ``repeats`` of them and
 ``min_time`` has elapsed (at most 10000). Batches are timed with
 ``time.perf_counter_ns`` with the garbage collector off; on CUDA the stream is
 synchronized at the end of each batch (the copies are non-blocking). Per round the
@@ -47,12 +51,13 @@ from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.observe import build_inputs, require_device
 from stagecheck.oracles.observe.backends import torch_module
-from stagecheck.oracles.options import DEVICES, choice
+from stagecheck.oracles.options import DEVICES, RunOptions, choice
 from stagecheck.oracles.results import TargetPair
 from stagecheck.oracles.runner import runner_for, side_of
 from stagecheck.oracles.targets import Target
 from stagecheck.oracles.text import exception_text, type_name
 from stagecheck.oracles.worker import WorkerEnded, target_arg
+from stagecheck.oracles.worker.protocol import BUSY, next_position
 
 __all__ = ["DEFAULT_SIZES", "BenchResult", "BenchRow", "build_bench_inputs", "require_bench_scenario",
            "run_bench"]
@@ -61,6 +66,10 @@ DEFAULT_SIZES = (1, 8, 64, 256, 1024)
 _WARMUP_CALLS = 3
 _MAX_BATCH_NS = 1_000_000
 _MAX_ROUNDS = 10_000
+_SIDES = ("baseline", "candidate")
+#: the units of one size the worker marks (``next_position``), in this order: each side's
+#: warm-up calls, each side's calibration batch, then two batches per round
+_UNITS = 2 * _WARMUP_CALLS + 2 + 2 * _MAX_ROUNDS
 
 
 @dataclass
@@ -153,8 +162,23 @@ def _caller(target: Target, inputs: SimpleNamespace):
     return lambda: func(*args)
 
 
+def _side_at(unit: int) -> str | None:
+    """The side whose calls ran in ``unit`` (1 for the first one marked; ``_UNITS``), or
+    None before the first: the order ``_bench_size`` marks them in."""
+    if unit < 1:
+        return None
+    if unit <= 2 * _WARMUP_CALLS:
+        return _SIDES[(unit - 1) // _WARMUP_CALLS]
+    if unit <= 2 * _WARMUP_CALLS + 2:
+        return _SIDES[unit - 2 * _WARMUP_CALLS - 1]
+    rounds, second = divmod(unit - 2 * _WARMUP_CALLS - 3, 2)
+    return _SIDES[second ^ (rounds % 2)]      # AB, BA, ... (``_bench_size``)
+
+
 def _time_batch(call, calls: int, sync) -> int:
-    """Nanoseconds for ``calls`` calls (and the device synchronization after them)."""
+    """Nanoseconds for ``calls`` calls (and the device synchronization after them); one
+    unit of the call's time limit (marked before the clock starts)."""
+    next_position()
     start = time.perf_counter_ns()
     for _ in range(calls):
         call()
@@ -188,6 +212,7 @@ def _bench_size(baseline: Target, candidate: Target, num_reqs: int, device: str,
         for side, target in targets.items():
             call = _caller(target, build_bench_inputs(target, num_reqs, device))
             for _ in range(_WARMUP_CALLS):
+                next_position()         # each warm-up call has the limit of one call
                 call()
             if sync is not None:
                 sync()
@@ -238,14 +263,15 @@ def _bench_size(baseline: Target, candidate: Target, num_reqs: int, device: str,
 
 def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
               sizes=DEFAULT_SIZES, repeats: int = 20, min_time: float = 0.5,
-              runner=None) -> BenchResult:
+              runner=None, timeout: float = RunOptions.timeout) -> BenchResult:
     """Per-call cost of both targets for each ``num_reqs`` in ``sizes``.
 
     ``repeats`` is the least number of rounds per size, ``min_time`` the least
     seconds spent per size (both sides together). The timing runs in the worker that
     holds the targets (``runner``; by default a fresh one), never in the checker's
     process. Raises ``StagecheckError`` when a target raises on the in-contract
-    inputs, or when CUDA is asked for and absent.
+    inputs or hangs (a warm-up call or a batch past ``timeout``), or when CUDA is asked
+    for and absent.
     """
     if repeats < 1 or not min_time > 0:
         raise ValueError("run_bench: repeats must be >= 1 and min_time > 0")
@@ -262,15 +288,22 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
     seconds = 0.0
     try:
         sides = [side_of(runner, t) for t in (baseline, candidate)]
-        deadline = 60.0 + min_time * 20 + 30
         for num_reqs in sizes:
             # one size per call to the worker: a signal stops the bench between sizes
             interrupt.check()
             try:
                 more, took = runner.call("stagecheck.oracles.bench", "bench_here",
                                          target_arg(sides[0]), target_arg(sides[1]), device,
-                                         (num_reqs,), repeats, min_time, deadline=deadline)
+                                         (num_reqs,), repeats, min_time, deadline=timeout,
+                                         steps=_UNITS)
             except WorkerEnded as ended:
+                if ended.hung:
+                    side = _side_at(ended.position - BUSY)
+                    target = {"baseline": baseline, "candidate": candidate}.get(side)
+                    raise StagecheckError.of(
+                        messages.BENCH_HUNG, target.spec if target else candidate.spec,
+                        side=f"the {side} {target.spec!r}" if target else "a target",
+                        num_reqs=num_reqs, timeout=f"{timeout:g}") from None
                 raise StagecheckError(f"a target ended the bench's worker ({ended.what})",
                                       "run 'stagecheck diff' on the two targets to see where",
                                       value=candidate.spec) from None

@@ -93,6 +93,12 @@ GIT_PATH_MISSING = ("{path!r} does not exist at revision {rev!r} (in {value!r})"
                     "paths are taken relative to the current folder ({cwd}), as for a file "
                     "target, so this is {rel!r} from the repository root {top}; list that "
                     "folder with 'git ls-tree --name-only {rev} -- {folder}/'")
+BENCH_HUNG = ("{side} did not return within the time limit (hang) on an in-contract input "
+              "with num_reqs={num_reqs}, so it cannot be timed (--timeout {timeout}: seconds "
+              "of CPU time for one call or one batch of calls, 3 times that on the wall "
+              "clock)",
+              "run 'stagecheck diff' on the two targets to see where; a target that is only "
+              "slow needs a larger --timeout")
 GIT_HUNG = ("'{command}' did not end within {seconds} s (for {value!r}): git hangs here (a "
             "hook, a credential prompt, a lock, or a 'git' earlier on PATH that is not git); "
             "stagecheck ended it",

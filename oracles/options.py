@@ -418,7 +418,7 @@ TABLE: tuple[Option, ...] = (
     Option("timeout", "seconds per staging call, as CPU time of its worker (a smaller value "
            "than 0.1 s runs as 0.1 s: CPU time is counted in 10 ms ticks and a call's own "
            "setup takes milliseconds; 3 times as much on the wall clock), before it is a "
-           "hang", CAMPAIGN,
+           "hang", CAMPAIGN + ("bench",),
            Seconds("5", _TIMEOUT_LIMIT, "a call that takes an hour is a hang",
                    floor=TIMEOUT_FLOOR), 5.0),
     Option("steps", "staging calls per example on the same buffers, each after the previous "
@@ -772,9 +772,11 @@ class KernelConfig:
 
 @dataclass(frozen=True)
 class BenchConfig:
-    """``bench``: where the buffers live."""
+    """``bench``: where the buffers live, and how long one call may take (a warm-up
+    call, or a timed batch of calls) before it is a hang."""
 
     device: str = _default("device")
+    timeout: float = _default("timeout")
 
     def __post_init__(self) -> None:
         check_fields(self, "bench")

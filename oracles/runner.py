@@ -48,7 +48,8 @@ class Runner(Protocol):
     def stream(self, sides: list[int], batches, options: RunOptions, backend: str = "fast",
                sample_every: int = 0, jobs: int = 1): ...
 
-    def call(self, module: str, name: str, *args, deadline: float | None = None): ...
+    def call(self, module: str, name: str, *args, deadline: float | None = None,
+             steps: int | None = None): ...
 
     def close(self) -> None: ...
 
@@ -85,7 +86,8 @@ class InProcessRunner:
         for batch in batches:
             yield self.observe(sides, batch, options, backend, sample_every)
 
-    def call(self, module: str, name: str, *args, deadline: float | None = None):
+    def call(self, module: str, name: str, *args, deadline: float | None = None,
+             steps: int | None = None):
         """``module.name(*args)`` here; ``target_arg(i)`` stands for target ``i``."""
 
         args = held_targets(args, self.targets)
@@ -123,10 +125,12 @@ class _IsolatedRunner:
         return stream_batches(pools, sides, batches, options, backend_kind(backend, options),
                               sample_every)
 
-    def call(self, module: str, name: str, *args, deadline: float | None = None):
+    def call(self, module: str, name: str, *args, deadline: float | None = None,
+             steps: int | None = None):
         """``module.name(*args)`` in the worker; ``target_arg(i)`` stands for target ``i``.
-        A worker that ends or passes ``deadline`` raises ``WorkerEnded``."""
-        return self.pool.call(module, name, *args, deadline=deadline)
+        A worker that ends or passes ``deadline`` (with ``steps``: per unit the call
+        marks, ``WorkerPool.call``) raises ``WorkerEnded``."""
+        return self.pool.call(module, name, *args, deadline=deadline, steps=steps)
 
     def close(self) -> None:
         for pool in self._more:

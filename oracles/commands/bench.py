@@ -44,7 +44,8 @@ class BenchCommand(Command):
                 raise exc.located("option --schema" if run.schema_given else
                                   ("argument BASELINE", "argument CANDIDATE")[exc.target_index]
                                   ) from None
-            result = run_bench(*runner.targets, device=run.config.device, runner=runner)
+            result = run_bench(*runner.targets, device=run.config.device, runner=runner,
+                               timeout=run.config.timeout)
         targets = {"baseline": runner.targets[0].record(),
                    "candidate": runner.targets[1].record()}
         files = {"--json": lambda: render_json(json_document(

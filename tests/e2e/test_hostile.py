@@ -294,6 +294,16 @@ TARGETS = [
          r"control \(the unmutated source.*: spec 1 error finding",
          "mutants of a target that raises SystemExit (was: exit 0; kills by oracles that "
          "fail on the unmutated source prove nothing)"),
+    Case("bench-hangs", ("bench", "single-loop", target("sleeps"), "--timeout", "0.5"), 2,
+         r"the candidate .*sleeps\.py::\w+' did not return within the time limit \(hang\) "
+         r"on an in-contract input with num_reqs=1", "bench of a target that sleeps: ended at "
+         "the per-call limit (was: about 100 s per size, 300 s on the wall clock)"),
+    Case("bench-baseline-spins", ("bench", target("spins_from_3_reqs"), "single-loop",
+                                  "--timeout", "0.5"), 2,
+         r"the baseline .*spins_from_3_reqs\.py::\w+' did not return within the time limit "
+         r"\(hang\) on an in-contract input with num_reqs=8", "bench of a baseline that spins "
+         "from 3 live requests on: the per-call limit, the hang blamed on the baseline (was: "
+         "100 s of CPU time per size)"),
     Case("bench-os-exit", ("bench", "single-loop", target("os_exit_0")), 2,
          r"a target ended the bench's worker \(exited the interpreter with code 0\)",
          "bench of a target that calls os._exit(0)"),

@@ -100,3 +100,33 @@ def test_cuda_requested_without_a_device_is_a_stagecheck_error():
         pytest.skip("a CUDA device is present")
     with pytest.raises(StagecheckError, match="no CUDA device"):
         run_bench(load_target("legacy"), load_target("legacy"), device="cuda", **QUICK)
+
+
+def test_each_call_runs_under_the_unit_its_side_is_blamed_for():
+    """The worker marks each warm-up call and each batch (``next_position``), and a hang is
+    blamed on the side ``_side_at`` names for the last unit marked: every call of each
+    side, warm-up, calibration and the alternating rounds, runs in a unit of that side."""
+    from types import SimpleNamespace
+
+    from stagecheck.oracles.bench import _UNITS, _side_at, bench_here
+    from stagecheck.oracles.worker.protocol import BUSY, hold_position
+    position = SimpleNamespace(value=BUSY)
+    seen: list[tuple[str | None, str]] = []
+    targets = []
+    for side in ("baseline", "candidate"):
+        target = load_target("legacy")
+        staged = target.func
+
+        def recording(*args, _side=side, _staged=staged, **kwargs):
+            seen.append((_side_at(position.value - BUSY), _side))
+            return _staged(*args, **kwargs)
+        target.func = recording
+        targets.append(target)
+    hold_position(position)
+    try:
+        bench_here(*targets, "cpu", (8,), 5, 0.01)
+    finally:
+        hold_position(None)
+    assert len(seen) > 20 and {side for _, side in seen} == {"baseline", "candidate"}
+    assert all(blamed == side for blamed, side in seen), seen[:12]
+    assert position.value - BUSY <= _UNITS
