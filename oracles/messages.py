@@ -93,6 +93,14 @@ GIT_PATH_MISSING = ("{path!r} does not exist at revision {rev!r} (in {value!r})"
                     "paths are taken relative to the current folder ({cwd}), as for a file "
                     "target, so this is {rel!r} from the repository root {top}; list that "
                     "folder with 'git ls-tree --name-only {rev} -- {folder}/'")
+WORKER_DIED_BETWEEN_CALLS = (
+    "a worker ended {during} ({what}), {after}: something {who} left behind ended it (a "
+    "thread or a threading.Timer that exits, faulthandler.dump_traceback_later(..., "
+    "exit=True), a signal sent later); no call's outcome in that worker can be trusted, so "
+    "there is no verdict",
+    "end what the code starts before it returns (cancel timers, join threads, "
+    "faulthandler.cancel_dump_traceback_later()); 'stagecheck spec TARGET' on each target "
+    "alone shows which")
 BENCH_HUNG = ("{side} did not return within the time limit (hang) on an in-contract input "
               "with num_reqs={num_reqs}, so it cannot be timed (--timeout {timeout}: seconds "
               "of CPU time for one call or one batch of calls, 3 times that on the wall "

@@ -22,6 +22,7 @@ from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool, stream_batches
+from stagecheck.oracles.worker.blame import WorkerDied
 from stagecheck.oracles.worker.deadlines import probe_seconds
 from stagecheck.oracles.worker.protocol import held_targets
 from stagecheck.spec.observation import Observation
@@ -133,9 +134,15 @@ class _IsolatedRunner:
         return self.pool.call(module, name, *args, deadline=deadline, steps=steps)
 
     def close(self) -> None:
-        for pool in self._more:
-            pool.close()
-        self.pool.close()
+        """Close every pool, then raise the first one's ``WorkerDied`` (if any)."""
+        died = None
+        for pool in [*self._more, self.pool]:
+            try:
+                pool.close()
+            except WorkerDied as exc:
+                died = died or exc
+        if died is not None:
+            raise died
 
     def __enter__(self):
         return self

@@ -3,7 +3,8 @@
 ``WorkerPool`` sends the worker its commands and waits for the answers under the
 parent's deadlines; a call that ends its worker or hangs is that call's observation
 (``Observation.of_crash`` / ``of_hang``), or ``WorkerEnded`` for a ``call``. When and
-how a worker is replaced is decided in one place, ``WorkerPool.restart``.
+how a worker is replaced is decided in one place, ``WorkerPool.restart``; what a worker's
+end is blamed on, and the runs again that decide it, in ``blame.py`` (``Recovery``).
 """
 
 from __future__ import annotations
@@ -14,29 +15,29 @@ from stagecheck.oracles import errors, interrupt, messages
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.schemas import load_schema
-from stagecheck.oracles.stdio import note
 from stagecheck.oracles.targets import Target, TargetRef
 from stagecheck.oracles.text import printable
 # Deadline, GRACE_SECONDS, LOAD_SECONDS and load_deadline: named in __all__ (their home is
 # deadlines.py; protocol campaigns take load_deadline from here)
+from stagecheck.oracles.worker.blame import (Recovery, WorkerDied, decoded, died,
+                                             last_position, top_of)
 from stagecheck.oracles.worker.deadlines import (GRACE_SECONDS, LOAD_SECONDS, Deadline,
                                                  batch_deadline, load_deadline, trace_hang)
 from stagecheck.oracles.worker.process import Ended, WorkerProcess, take_spare
 from stagecheck.oracles.worker.protocol import (BUSY, DEFAULT_MEMORY_MIB, TIMED, UNTIMED,
-                                                default_memory_mib, observed, observing)
+                                                default_memory_mib)
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 
 __all__ = ["DEFAULT_MEMORY_MIB", "Deadline", "GRACE_SECONDS", "INTERRUPT_GRACE", "LOAD_SECONDS",
-           "WorkerEnded", "WorkerError", "WorkerPool", "default_memory_mib", "load_deadline"]
+           "WorkerDied", "WorkerEnded", "WorkerError", "WorkerPool", "default_memory_mib",
+           "load_deadline"]
 
 #: seconds a wait on a worker goes on after a signal asked the run to stop (SIGINT,
 #: SIGTERM): then the worker is killed and the run ends as interrupted
 INTERRUPT_GRACE = 4.5
 _POLL = 0.02
-#: how a worker killed from outside ends (a fault such as SIGSEGV is the process's own)
-_OUTSIDE = frozenset(f"killed by {name}" for name in ("SIGKILL", "SIGTERM", "SIGHUP", "SIGQUIT"))
 #: seconds a worker whose pipe broke may take to end before it counts as alive (then what
 #: broke the pipe was bytes a target wrote into it)
 _ENDING = 0.5
@@ -58,7 +59,7 @@ class WorkerEnded(Exception):
         self.what, self.hung, self.position = what, hung, position
 
 
-class WorkerPool:
+class WorkerPool(Recovery):
     """Workers that run the code under test for the parent (the checker).
 
     ``load`` loads the targets in a worker and gives the parent ``Target``s without
@@ -71,6 +72,8 @@ class WorkerPool:
         self._process: WorkerProcess | None = None
         self._refs: list[TargetRef] = []
         self.restarts = 0
+        #: the sides whose calls returned in the current worker (``blame.py``)
+        self._ran: set[int] = set()
         #: the device each fresh worker makes its first use of when it starts (``_warm``)
         self.device: str | None = None
 
@@ -80,7 +83,9 @@ class WorkerPool:
 
         The restart policy, all of it: a worker whose call ended its process, hung
         (killed at its deadline) or wrote into the pipe is replaced here before the
-        pool's next request, and so is one found dead when a request is due (``_live``).
+        pool's next request, and so is one the parent ended (an interrupt); one found dead
+        on its own when a request is due is ``WorkerDied``, never replaced in silence
+        (``_live``: something a call left behind ended it).
         The call that ended it is answered as what it did (``Observation.of_crash`` or
         ``of_hang`` in a batch, ``WorkerEnded`` for a ``call``, ``TargetLoadError`` for a
         ``load``); the rest of a batch runs on in the fresh worker (``_recover``).
@@ -92,6 +97,7 @@ class WorkerPool:
             self.restarts += 1
         # a worker started ahead (``process.prestart``) is this one, if it fits
         self._process = take_spare(self.memory_mib) or WorkerProcess(self.memory_mib)
+        self._ran = set()
         if self._refs:
             self._request("load", self._refs, deadline=load_deadline())
         if self.device is not None:
@@ -117,8 +123,12 @@ class WorkerPool:
                                  cpu=seconds.cpu, wall=seconds.wall) from None
 
     def _live(self) -> WorkerProcess:
-        if self._process is None or not self._process.is_alive():
+        """The worker, or a fresh one where there is none or the parent ended it; one that
+        ended on its own while no call ran is ``WorkerDied`` (``blame.py``)."""
+        if self._process is None or self._process.killed:
             return self.restart()
+        if not self._process.is_alive():
+            raise self._died(self._process.ended(self.memory_mib), self._ran)
         return self._process
 
     def discard(self) -> None:
@@ -128,13 +138,20 @@ class WorkerPool:
             self._process = None
 
     def close(self) -> None:
-        if self._process is not None:
-            try:
-                self._process.send(("stop", None))
-            except OSError:
-                pass
-            self._process.kill()
-            self._process = None
+        """End the worker. One that ended on its own after calls returned in it, and
+        before the pool was done with it, is ``WorkerDied`` (raised once it is ended)."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        gone = self._ran and not process.killed and not process.is_alive()
+        what = process.ended(self.memory_mib) if gone else ""
+        try:
+            process.send(("stop", None))
+        except OSError:
+            pass
+        process.kill()
+        if gone:
+            raise died(what, [self._refs[s].spec for s in sorted(self._ran)], ran=True)
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -194,13 +211,13 @@ class WorkerPool:
                 raise
             except Exception:      # the worker ended, or a target wrote into the pipe
                 if process.ends_within(_ENDING):
-                    raise Ended(process.ended(self.memory_mib), _last_position(process, best, top)) \
+                    raise Ended(process.ended(self.memory_mib), last_position(process, best, top)) \
                         from None
                 process.kill()         # alive: what was read was not its answer
                 raise Ended("wrote into stagecheck's pipe",
-                            _last_position(process, best, top)) from None
+                            last_position(process, best, top)) from None
             if not process.is_alive():
-                raise Ended(process.ended(self.memory_mib), _last_position(process, best, top))
+                raise Ended(process.ended(self.memory_mib), last_position(process, best, top))
             now = time.monotonic()
             used = process.usage()
             if since_waited is None and used is not None:
@@ -314,85 +331,17 @@ class WorkerPool:
             self._live()
             payload = (sides, todo, options, backend, sample_every)
             try:
-                answer = _decoded(self._request("observe", payload, batch_deadline(options),
-                                                top=_top(payload)), todo)
+                answer = decoded(self._request("observe", payload, batch_deadline(options),
+                                                top=top_of(payload)), todo)
             except Ended as ended:
                 return out + self._recover(ended, payload)
+            self._ran.update(sides)
             out += answer
             # the worker ends its answer after a call it stopped at the time limit
             # (``_Worker._observe_batch``): the rest of the batch runs in a request of
             # its own
             todo = todo[len(answer):] if answer else []
         return out
-
-    def _recover(self, ended: "Ended", payload, stop: bool = False
-                 ) -> list[tuple[int, list[Observation]]]:
-        """The answer to batch ``payload`` whose worker ended at ``ended.position``.
-
-        ``stop``: the answer ends with the example whose call hung or ended its process
-        (a search that stops at its first error needs nothing after it, and a target
-        that ends every call would otherwise cost a new worker per example)."""
-        sides, todo, options, backend, sample_every = payload
-        deadline = batch_deadline(options)
-        out: list = []
-        while True:
-            at = observed(ended.position)
-            if at is None or at[0] >= len(todo) or at[1] not in sides:
-                # before the first call, or a position no batch has: a target wrote into
-                # the counter (its file stays open in the worker): blame the first example
-                at = (0, sides[0])
-            k, side_at = at
-            self.restart()
-            try:
-                if k:   # the examples before the failing one ran fine: again, in one batch
-                    again = (sides, todo[:k], options, backend, sample_every)
-                    out += self._request("observe", again, deadline, top=_top(again))
-                index, scenario = todo[k]
-                kind = ("instrumented" if backend == "fast" and sample_every
-                        and index % sample_every == 0 else backend)
-                failed = self._failed(ended, side_at, index, scenario, options, kind, deadline)
-                out.append((index, [failed if side == side_at else
-                                    self._single(side, index, scenario, options, kind, deadline)
-                                    for side in sides]))
-                todo = todo[k + 1:]
-                while todo and not stop:
-                    self._live()
-                    rest = (sides, todo, options, backend, sample_every)
-                    answer = self._request("observe", rest, deadline, top=_top(rest))
-                    out += answer
-                    # an answer the worker ended at a call it stopped (see ``observe``)
-                    todo = todo[len(answer):] if answer else []
-                return _decoded(out, payload[1])
-            except Ended as again:
-                ended = again
-
-    def _failed(self, ended: Ended, side: int, index: int, scenario: StagingScenario,
-                options: RunOptions, backend: str, deadline: Deadline) -> Observation:
-        """What the call that ended its worker did. A worker killed by a signal that comes
-        from outside a process (``_OUTSIDE``: ``kill -9``, the out-of-memory killer,
-        ``timeout``) may not have been the code's doing: the call runs again, alone, in a
-        fresh worker, and what it does there is its observation; when it returns there,
-        the first end is said to have come from outside (no finding against the code)."""
-        if ended.hung:
-            return Observation.of_hang()
-        if ended.what not in _OUTSIDE:
-            return Observation.of_crash(ended.what)
-        again = self._single(side, index, scenario, options, backend, deadline)
-        if again.crashed is None and not again.timed_out:
-            note(messages.KILLED_FROM_OUTSIDE.format(what=ended.what, index=index))
-        return again
-
-    def _single(self, side: int, index: int, scenario: StagingScenario, options: RunOptions,
-                backend: str, deadline: Deadline) -> Observation:
-        self._live()
-        try:
-            ((_, (observation,)),) = self._request(
-                "observe", ([side], [(index, scenario)], options, backend, 0), deadline,
-                top=observing(0, side))
-            return Observation.from_wire(observation, scenario)
-        except Ended as ended:
-            self.restart()
-            return Observation.of_hang() if ended.hung else Observation.of_crash(ended.what)
 
     # ---------------------------------------------------------------- pipelined batches
     def post(self, payload) -> None:
@@ -415,10 +364,12 @@ class WorkerPool:
         """The answer to the oldest batch posted, ``payload``; it ends with an example
         whose call hung or ended its process (``_recover``'s ``stop``)."""
         try:
-            return _decoded(self._answer(batch_deadline(payload[2]), top=_top(payload)),
-                            payload[1])
+            answer = decoded(self._answer(batch_deadline(payload[2]), top=top_of(payload)),
+                              payload[1])
         except Ended as ended:
             return self._recover(ended, payload, stop=True)
+        self._ran.update(payload[0])
+        return answer
 
     def clone(self) -> "WorkerPool":
         """Another pool with the same targets loaded in a worker of its own."""
@@ -448,20 +399,6 @@ class WorkerPool:
             raise WorkerEnded(ended.what, hung=ended.hung, position=ended.position) from None
 
 
-def _top(payload) -> int:
-    """The last position batch ``payload`` has (its last example's last side)."""
-    sides, batch = payload[0], payload[1]
-    return observing(max(len(batch) - 1, 0), max(sides)) if sides else BUSY
-
-
-def _last_position(process: WorkerProcess, best: int, top: int) -> int:
-    """The position of the call a worker ended in: the counter as it ended (the worker
-    may have run several calls since the last poll read it), where it lies ahead of
-    ``best`` and within the request (``top``); else ``best``."""
-    position = process.position
-    return position if best < position <= top else best
-
-
 def _stop_if_interrupted(process: WorkerProcess) -> None:
     """A signal asked the run to stop and its grace is over (or a second signal came):
     kill the worker and raise ``Interrupted``; the next request gets a fresh worker."""
@@ -472,22 +409,3 @@ def _stop_if_interrupted(process: WorkerProcess) -> None:
     if interrupt.urgent() or (at is not None and time.monotonic() - at > INTERRUPT_GRACE):
         process.kill()
         raise interrupt.Interrupted(signum)
-
-
-def _decoded(answer: list, batch: list[tuple[int, StagingScenario]]
-             ) -> list[tuple[int, list[Observation]]]:
-    """Observations from the worker's answer to ``batch``; a side sent as None saw
-    exactly what the first side saw, and gets the same ``Observation`` object; the inputs
-    a call left as given come back from the batch's scenario (``Observation.to_wire``)."""
-    scenarios = dict(batch)
-    out = []
-    for index, wires in answer:
-        observations: list[Observation] = []
-        for wire in wires:
-            if wire is None:
-                observations.append(observations[0])
-            else:
-                observations.append(wire if isinstance(wire, Observation)
-                                    else Observation.from_wire(wire, scenarios.get(index)))
-        out.append((index, observations))
-    return out

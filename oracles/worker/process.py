@@ -108,6 +108,8 @@ class WorkerProcess:
         self._said = ""              # what the keeper wrote so far
         self._pid: int | None = None
         self._exit: int | None = None
+        #: the parent ended it (``kill``): an end found later is not the code's doing
+        self.killed = False
         _LIVE.add(self)
 
     # ---------------------------------------------------------------- the keeper's lines
@@ -319,6 +321,7 @@ class WorkerProcess:
     def kill(self) -> None:
         """End the worker and everything it started (its keeper sweeps), now."""
         _LIVE.discard(self)
+        self.killed = True
         self.position      # noqa: B018  (keep the last position readable after the kill)
         if self.process.poll() is None:
             pid = self._pid

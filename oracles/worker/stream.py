@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 
 from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.worker.blame import WorkerDied
 from stagecheck.oracles.worker.pool import WorkerPool
 from stagecheck.spec.observation import Observation
 
@@ -68,15 +69,19 @@ def stream_batches(pools: list[WorkerPool], sides: list[int], batches, options: 
             for pool in {id(pool): pool for pool, _ in pending}.values():
                 pool.discard()
             pending.clear()
+        lost = None     # a worker that ended between calls: no verdict (``blame.py``)
         while pending:
             pool = pending[0][0]
             try:
                 _next_answer(pending)     # dropped answers
-            except Exception:           # its worker is beyond use: the next request starts one
+            except Exception as exc:    # its worker is beyond use: the next request starts one
+                lost = lost or (exc if isinstance(exc, WorkerDied) else None)
                 pool.discard()
                 for k in range(len(pending) - 1, -1, -1):
                     if pending[k][0] is pool:
                         del pending[k]
+        if lost is not None:
+            raise lost
 
 
 def _pumping(answer: list, pools: list[WorkerPool]):

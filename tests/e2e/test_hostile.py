@@ -216,6 +216,18 @@ TARGETS = [
          "sys.exit(3) (was: exit 3)", crashy=True),
     spec("keyboard_interrupt", 1, "raised KeyboardInterrupt",
          "raise KeyboardInterrupt (was: exit 130 and a traceback)", crashy=True),
+    # 100 examples: the worker's calls span more than the 50 ms (a death after the run's
+    # last request is not seen: docs/reliability.md, "A worker that ends between calls")
+    *[diff(name, 2, "a worker ended .*" + fragment(messages.WORKER_DIED_BETWEEN_CALLS),
+           what, options=["--examples", "100", "--timeout", "1", "--quiet"])
+      for name, what in (
+        ("timer_exits_after", "stages, then starts a threading.Timer that calls os._exit(0) "
+         "50 ms later: the worker ends in a later call of either side or between calls (was: "
+         "'baseline ended its process', DIFFERENT, exit 1, blaming the baseline; with 10 "
+         "examples a fresh worker in silence, EQUIVALENT, exit 0)"),
+        ("faulthandler_exits_after", "stages, then arms faulthandler.dump_traceback_later("
+         "0.05, exit=True) (was: 'baseline ended its process (exited the interpreter with "
+         "code 1)', an info finding blamed on the baseline, exit 0)"))],
     spec("sigint_self", 1, r"\(candidate, in contract.*raised KeyboardInterrupt",
          "sends its own process SIGINT with os.kill, then stages (was: ignored, CONFORMS, "
          "exit 0)", crashy=True),
