@@ -2,12 +2,11 @@
 
 ``python -m stagecheck.oracles.worker`` runs ``worker_main``: it runs in a session of its
 own, so a terminal's Ctrl-C never reaches it (the checker owns interrupts and passes them
-on with ``interrupt.FORWARDED``), and keeps Python's SIGINT handler: a SIGINT the code
-under test sends its own process (``os.kill(os.getpid(), SIGINT)``,
-``signal.raise_signal``) raises ``KeyboardInterrupt`` where that code runs, as it would
-in the engine, and is observed as the call's outcome; one that comes between calls ends
-the worker (``_INTERRUPTED_EXIT``), a death the checker reports. It sends what targets
-print nowhere, limits its own memory, and
+on with ``interrupt.FORWARDED``): a SIGINT here comes from the code under test
+(``os.kill(os.getpid(), SIGINT)``, ``signal.raise_signal``, a timer's thread), and takes
+its default action, ending the worker ("killed by SIGINT"), an end the checker blames on
+the call that sent it (``blame.py``: one sent by an earlier call is not blamed on the call
+it lands in). It sends what targets print nowhere, limits its own memory, and
 answers the parent's commands (``load``, ``observe``, ``call``, ``stop``) one after the
 other, writing its position (``protocol.py``) before each call of target code.
 """
@@ -55,9 +54,6 @@ __all__ = ["worker_main"]
 #: seconds a copy of the worker that a call forked gets to end itself (it does so on its
 #: way back to stagecheck's code, in milliseconds); one still running is left running
 _COPY_GRACE = 0.5
-#: how a worker ends on a ``KeyboardInterrupt`` that is not a call's outcome (a ``call``'s,
-#: or a SIGINT that came between calls): as a shell reports an interrupted process
-_INTERRUPTED_EXIT = 128 + signal.SIGINT
 
 
 class _Worker:
@@ -258,8 +254,8 @@ class _Worker:
         except SystemExit as exc:   # only code under test exits: it ends this worker
             os._exit(exc.code if isinstance(exc.code, int) and 0 <= exc.code < 256 else
                      0 if exc.code is None else 1)
-        except KeyboardInterrupt:   # the code under test raised it, or sent SIGINT
-            os._exit(_INTERRUPTED_EXIT)
+        except KeyboardInterrupt:   # only the code under test raises it
+            os._exit(128 + signal.SIGINT)
         finally:
             if os.getpid() != self.pid:     # a child the target forked: never answer
                 os._exit(0)
@@ -327,9 +323,9 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
                 path: list[str]) -> None:
     """The worker process: answer the parent's commands until told to stop."""
     # a SIGINT here comes from the code under test (the worker's session is its own): it
-    # raises KeyboardInterrupt in that code (was: ignored, so a target that interrupted
+    # ends the worker, blamed like any end (was: ignored, so a target that interrupted
     # itself went on and passed)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if interrupt.FORWARDED is not None:   # ... which it passes on during a ``call``
         signal.signal(interrupt.FORWARDED, lambda signum, frame: interrupt.request())
@@ -350,16 +346,12 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
             command, payload = requests.get()
         except (EOFError, OSError):
             return
-        except KeyboardInterrupt:      # a SIGINT a thread of the code under test sent
-            os._exit(_INTERRUPTED_EXIT)
         if command == "stop":
             return
         try:
             result = getattr(worker, command)(payload)
         except MemoryError:
             os._exit(MEMORY_EXIT)
-        except KeyboardInterrupt:      # ... that came while stagecheck's own code ran
-            os._exit(_INTERRUPTED_EXIT)
         except StagecheckError as exc:    # a usage problem found here: the parent says it
             send.send(("usage", (type(exc).__name__, exc.problem, exc.fix, repr(exc.value))))
             continue

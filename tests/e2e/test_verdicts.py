@@ -231,16 +231,16 @@ def test_an_interrupt_the_target_swallows_still_ends_the_run_as_interrupted(tmp_
 
 def test_a_signal_a_target_sends_its_own_process_is_not_an_interrupt_of_the_run(tmp_path):
     """Interrupts of the run are stagecheck's and reach it, not the worker (a session of its
-    own): a target that sends SIGINT to its own process raises KeyboardInterrupt there, as
-    it would in the engine; that is the target's outcome, a finding, and the run ends with
-    its verdict (was: the worker ignored SIGINT, and the run was EQUIVALENT, exit 0)."""
+    own): a target that sends SIGINT to its own process ends its worker; that is the
+    target's crash, a finding, and the run ends with its verdict, not as interrupted (was:
+    the worker ignored SIGINT, and the run was EQUIVALENT, exit 0)."""
     target = staging_file(tmp_path / "self.py", "import os\nimport signal\n",
                           "os.kill(os.getpid(), signal.SIGINT)")
     proc = stagecheck("diff", "single-loop", target, "--examples", "100", "--json",
                       tmp_path / "r.json", "--save-dir", tmp_path / "found", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "different"
-    assert "candidate raised KeyboardInterrupt" in proc.stdout
+    assert "candidate ended its process (killed by SIGINT)" in proc.stdout
     assert "interrupted" not in proc.stderr
 
 
