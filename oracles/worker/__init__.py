@@ -23,8 +23,9 @@ The package, by side of the pipe: ``child.py`` (the worker process;
 (what both sides share: the position encoding, the memory exit code, target arguments),
 ``process.py`` (one worker process seen from the parent), ``deadlines.py`` (how long a
 call, a batch and loading may take), ``pool.py`` (the parent's pool: requests, the
-deadlines enforced, the restart policy) and ``stream.py`` (batches spread over pools,
-answered in order). This face only names what they offer.
+deadlines enforced, the restart policy), ``blame.py`` (which call a worker's end is
+blamed on: the runs again of an ended batch, and ``WorkerDied`` for an end between calls)
+and ``stream.py`` (batches spread over pools, answered in order). This face only names what they offer.
 """
 
 from __future__ import annotations
