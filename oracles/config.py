@@ -80,16 +80,31 @@ class Config:
 
 
 def find_pyproject(start: str | None = None) -> str | None:
-    """The first ``pyproject.toml`` from ``start`` (the current folder) upwards."""
+    """The first ``pyproject.toml`` from ``start`` (the current folder) upwards. The
+    search stops at the first entry of that name: one that is not a regular file (a
+    folder, a FIFO, a link to nothing) is a ``ConfigError``, never passed over for a
+    file further up nor opened (a FIFO would block)."""
     folder = os.path.abspath(start or os.getcwd())
     while True:
         candidate = os.path.join(folder, "pyproject.toml")
-        if os.path.isfile(candidate):
-            return candidate
+        if os.path.lexists(candidate):
+            if os.path.isfile(candidate):
+                return candidate
+            raise ConfigError.of(messages.CONFIG_NOT_FILE, candidate,
+                                 what=_not_a_file(candidate))
         parent = os.path.dirname(folder)
         if parent == folder:
             return None
         folder = parent
+
+
+def _not_a_file(path: str) -> str:
+    """What ``path`` is, said of an entry that is not a regular file."""
+    if os.path.isdir(path):
+        return "a folder"
+    if not os.path.exists(path):
+        return "a link to nothing"
+    return "a FIFO, socket or device"
 
 
 def _toml():

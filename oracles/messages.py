@@ -321,6 +321,10 @@ CONFIG_UNREADABLE = ("cannot read {value!r} ({error})", "fix the TOML; stagechec
                      "[tool.stagecheck] table")
 #: why a pyproject.toml nested too deeply for the TOML reader cannot be read
 CONFIG_TOO_DEEP = "it is nested too deeply to be read"
+#: a pyproject.toml the search for [tool.stagecheck] stops at that is not a regular file
+CONFIG_NOT_FILE = ("{value!r} is {what}, not a file (stagecheck reads the first "
+                   "pyproject.toml from the working folder upwards and stops there)",
+                   "remove it or rename it, or run from another folder")
 CONFIG_NOT_TABLE = ("[tool.stagecheck] in {value!r} is not a table",
                     "write it as a [tool.stagecheck] section of keys")
 CONFIG_TWICE = ("[tool.stagecheck] in {path} sets {value!r} twice ({first!r} and {second!r}: "

@@ -771,6 +771,14 @@ OPTIONS = [
          r"cannot read '.*pyproject\.toml' \(" + re.escape(messages.CONFIG_TOO_DEEP),
          "a pyproject.toml whose [tool.stagecheck] value nests 5,000 arrays (was: exit 3, a "
          "RecursionError)", prepare="config_deep"),
+    Case("config-fifo", ("spec", "legacy", "--examples", "5", "--quiet"), 2,
+         r"'.*pyproject\.toml' is a FIFO, socket or device, not a file",
+         "a FIFO named pyproject.toml in the working folder (was: passed over for the next "
+         "pyproject.toml upwards, which the docs say is never read)", prepare="config_fifo"),
+    Case("config-folder", ("spec", "legacy", "--examples", "5", "--quiet"), 2,
+         r"'.*pyproject\.toml' is a folder, not a file",
+         "a folder named pyproject.toml in the working folder (was: passed over)",
+         prepare="config_folder"),
     Case("gpu-busy-cycles-on-cpu", ("spec", "legacy", "--gpu-busy-cycles", "5"), 2,
          "option --gpu-busy-cycles: 5 queues device work on a GPU, and the run is on "
          "device 'cpu'", "--gpu-busy-cycles 5 on the cpu (was: ignored, and shown in the "
@@ -1031,6 +1039,8 @@ PREPARE = {
         "[tool.stagecheck]\nexamples = 10  # r\u00e9sum\u00e9\n".encode("latin-1")),
     "config_deep": lambda case, tmp: (tmp / "pyproject.toml").write_text(
         "[tool.stagecheck]\nexamples = " + "[" * 5000 + "]" * 5000 + "\n"),
+    "config_fifo": lambda case, tmp: os.mkfifo(tmp / "pyproject.toml"),
+    "config_folder": lambda case, tmp: (tmp / "pyproject.toml").mkdir(),
     "dangling": lambda case, tmp: (tmp / "dangling").symlink_to(tmp / "nowhere"),
     "save_dir": lambda case, tmp: (tmp / "found").mkdir(),
     "cwd_gone": lambda case, tmp: (tmp / "gone").mkdir(),
