@@ -152,7 +152,7 @@ LOAD = [
          env=(("STAGECHECK_GIT_SECONDS", "1"), ("PATH", "{T}/bin:" + os.environ["PATH"]))),
     Case("missing-module", ("spec", "no_such_module_11:f"), 2, "no_such_module_11",
          "a module that does not exist"),
-    Case("bad-spec", ("spec", f"{{H}}/empty.py::1bad"), 2, "neither a Python identifier",
+    Case("bad-spec", ("spec", "{H}/empty.py::1bad"), 2, "neither a Python identifier",
          "a function name that is not an identifier"),
     spec("load_time_exit", 2, "ended the worker process: exited the interpreter with code 0",
          "a constant's initialiser calls os._exit(0) at load"),
