@@ -86,7 +86,7 @@ class HostIntent:
                     # (a host write between was a hazard, reported as such), and the host
                     # may have reused the memory since; what it holds now is kept beside,
                     # meant instead where the next upload delivers it (``check_intents``)
-                    issued = self._snapshot(up).reshape(-1)[q0:q0 + (p1 - p0)].tolist()
+                    issued = self._issued_values(up, q0, p1 - p0)
                     if issued != held:
                         base = up.snapshot[1].data_ptr() + q0 * item
                         for j, (a, b) in enumerate(zip(issued, held)):
@@ -112,11 +112,39 @@ class HostIntent:
         uploads = self._uploads
         for (lo, hi), (name, t, storage) in self._state_device.items():
             into = uploads.get(storage)
-            if into and name not in reads and t.dim() and t.is_contiguous() \
-                    and not any(s.lo < hi and lo < s.hi for s in spans) \
-                    and not all(map(self._known, into)):
+            if into and name not in reads and not self._all_known(storage, into) \
+                    and t.dim() and t.is_contiguous() \
+                    and not any(s.lo < hi and lo < s.hi for s in spans):
                 held[name] = t
         return held
+
+    def _all_known(self, storage: int, into: list) -> bool:
+        """Whether the host knows every upload of ``into`` (those into ``storage``, in
+        issue order) complete. What the host knows only grows (its clock never goes
+        back), so the uploads found known at the head of the list are not asked again at
+        the next launch: ``_known_lead`` keeps how many, per storage (and list: a run
+        released starts new lists)."""
+        lead = self.__dict__.setdefault("_known_lead", {})
+        kept = lead.get(storage)
+        n = kept[1] if kept is not None and kept[0] is into else 0
+        count, known = len(into), self._known
+        while n < count and known(into[n]):
+            n += 1
+        lead[storage] = (into, n)
+        return n == count
+
+    def _issued_values(self, up, q0: int, n: int) -> list:
+        """The ``n`` values from ``q0`` on that upload ``up``'s host source held when it
+        was issued (``_snapshot``); of integer memory, listed from its bytes at issue
+        once per upload (``Op.issued``: they never change)."""
+        fast = up.fast
+        if fast is None:
+            return self._snapshot(up).reshape(-1)[q0:q0 + n].tolist()
+        issued = up.issued
+        if issued is None:      # a numpy array over the bytes kept (``ndarray``'s own type)
+            view = fast[2]
+            issued = up.issued = type(view)(view.shape, view.dtype, fast[1]).tolist()
+        return issued[q0:q0 + n]
 
     def _device_delivered(self, up, q0: int, held: list, item: int) -> list:
         """``held`` (the values upload ``up``'s host source is taken to hold, from its

@@ -20,7 +20,7 @@ class Op:
                  "host_reads", "host_writes", "action", "done", "snapshot", "waits_for",
                  "what", "where", "reported", "event", "intents", "seen", "location",
                  "device_owned", "touched", "reading", "fast", "bounds", "stale", "fed",
-                 "unordered", "forced", "described", "quiet")
+                 "unordered", "forced", "described", "quiet", "issued")
 
     def __init__(self, index: int, kind: str, stream: "StreamState", what: str, where: str
                  ) -> None:
@@ -38,6 +38,8 @@ class Op:
         #: where ``snapshot`` compares by bytes (integer and bool memory): (key of the
         #: memory, its bytes as ``snapshot`` holds them, a numpy view of the memory)
         self.fast = None
+        #: ``fast``'s bytes at issue as a flat list of values, made once when first needed
+        self.issued: list | None = None
         #: a download into pinned memory: host reads of its destination before it landed,
         #: ``(location, region, slots, positions, values read)``
         self.stale: list = []
