@@ -15,7 +15,6 @@ and read bytes the host wrote after the launch).
 from __future__ import annotations
 
 from stagecheck.oracles.device.spans import Span
-from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["HostIntent"]
 
@@ -34,70 +33,58 @@ class _FromDevice:
 
 
 FROM_DEVICE = _FromDevice()
-_DISABLED = None
 
 
 class HostIntent:
     """Mixin of ``DeviceModel``: what the host meant (module doc)."""
 
-    def _intent(self, t, before: int, shape: tuple | None = None):
-        """For each element of device tensor ``t`` (contiguous): the value of the host
-        memory that the last upload into it, issued before op ``before``, reads, and that
-        upload's index (None, None where no upload wrote it). ``shape``: ``(contiguous,
-        numel, element size, storage address)`` of ``t``, where the caller read them."""
-        global _DISABLED
-        if _DISABLED is None:
-            _DISABLED = import_torch()._C.DisableTorchFunction
-        with _DISABLED():
-            if shape is None:
-                contiguous, count = t.is_contiguous(), t.numel()
-                storage = t.untyped_storage().data_ptr() if contiguous and count else None
-                shape = (contiguous, count, t.element_size(), storage)
-            contiguous, count, item, storage = shape
-            if not contiguous or count == 0:
-                return None
-            uploads = self._uploads.get(storage)
-            lo = t.data_ptr()
-            values: list = [None] * count
-            sources: list = [None] * count
-            alternates: dict = {}
-            if not uploads:
-                return values, sources, lo, item, alternates
-            left = count
-            end = lo + count * item
-            for up in reversed(uploads):
-                if left == 0:
-                    break
-                if up.index >= before:
-                    continue
-                dst = up.dev_writes[0]
-                first, last = max(dst.lo, lo), min(dst.hi, end)
-                if first >= last or dst.elements is not None or dst.item != item:
-                    continue
-                p0, p1 = (first - lo) // item, (last - lo) // item
-                if left < count and None not in sources[p0:p1]:
-                    continue            # a later upload wrote each of them: nothing to take
-                q0 = (first - dst.lo) // item
-                held = _held_now(up, q0, p1 - p0)
-                if held is None:
-                    continue
-                if self._known(up):
-                    # the host knew it complete: it read what the memory held at its issue
-                    # (a host write between was a hazard, reported as such), and the host
-                    # may have reused the memory since; what it holds now is kept beside,
-                    # meant instead where the next upload delivers it (``check_intents``)
-                    issued = self._issued_values(up, q0, p1 - p0)
-                    if issued != held:
-                        base = up.snapshot[1].data_ptr() + q0 * item
-                        for j, (a, b) in enumerate(zip(issued, held)):
-                            if a != b and sources[p0 + j] is None and not \
-                                    self._downloaded_into(base + j * item, item, up.index):
-                                alternates[p0 + j] = b
-                    held = issued
-                if up.fed:
-                    held = self._device_delivered(up, q0, held, item)
-                left = _take(values, sources, held, p0, p1, up.index, left, count)
+    def _intent(self, before: int, count: int, item: int, lo: int, storage: int):
+        """For each of the ``count`` elements (of ``item`` bytes) of a contiguous device
+        tensor from address ``lo`` on (in ``storage``): the value of the host memory that
+        the last upload into it, issued before op ``before``, reads, and that upload's
+        index (None, None where no upload wrote it). The caller (``launch``, which read
+        the tensor's metadata) has torch function handling off."""
+        values: list = [None] * count
+        sources: list = [None] * count
+        alternates: dict = {}
+        uploads = self._uploads.get(storage)
+        if not uploads:
             return values, sources, lo, item, alternates
+        left = count
+        end = lo + count * item
+        for up in reversed(uploads):
+            if left == 0:
+                break
+            if up.index >= before:
+                continue
+            dst = up.dev_writes[0]
+            first, last = max(dst.lo, lo), min(dst.hi, end)
+            if first >= last or dst.elements is not None or dst.item != item:
+                continue
+            p0, p1 = (first - lo) // item, (last - lo) // item
+            if left < count and None not in sources[p0:p1]:
+                continue            # a later upload wrote each of them: nothing to take
+            q0 = (first - dst.lo) // item
+            held = _held_now(up, q0, p1 - p0)
+            if held is None:
+                continue
+            if self._known(up):
+                # the host knew it complete: it read what the memory held at its issue
+                # (a host write between was a hazard, reported as such), and the host
+                # may have reused the memory since; what it holds now is kept beside,
+                # meant instead where the next upload delivers it (``check_intents``)
+                issued = self._issued_values(up, q0, p1 - p0)
+                if issued != held:
+                    base = up.snapshot[1].data_ptr() + q0 * item
+                    for j, (a, b) in enumerate(zip(issued, held)):
+                        if a != b and sources[p0 + j] is None and not \
+                                self._downloaded_into(base + j * item, item, up.index):
+                            alternates[p0 + j] = b
+                held = issued
+            if up.fed:
+                held = self._device_delivered(up, q0, held, item)
+            left = _take(values, sources, held, p0, p1, up.index, left, count)
+        return values, sources, lo, item, alternates
 
     def _held_by_state(self, reads: dict, spans: list) -> dict:
         """Device memory of the state that device work may read without being given it

@@ -298,11 +298,10 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
                 if t.dim():       # its elements read are noted, flat (row-major)
                     touched[label] = reading[label] = (span, set(), numel)
                     low, high = min(low, lo), max(high, span.hi)
-                shape = (True, numel, item, t.untyped_storage().data_ptr())
-            else:
-                span = _span(t)
-                shape = (t.is_contiguous(), numel, span.item, None)
-            intents[label] = self._intent(t, index, shape)
+                intents[label] = self._intent(index, numel, item, lo,
+                                              t.untyped_storage().data_ptr())
+            else:       # empty or not contiguous: nothing meant is noted
+                span, intents[label] = _span(t), None
             return span
 
         with _disabled():       # each argument's metadata, read once
