@@ -96,29 +96,15 @@ class HostIntent:
         later that overwrites it before the work runs is seen only where the work was
         given the memory.)"""
         held: dict = {}
-        uploads = self._uploads
+        uploads, known = self._uploads, self._known
         for (lo, hi), (name, t, storage) in self._state_device.items():
             into = uploads.get(storage)
-            if into and name not in reads and not self._all_known(storage, into) \
-                    and t.dim() and t.is_contiguous() \
-                    and not any(s.lo < hi and lo < s.hi for s in spans):
+            # an argument's memory (the usual case) is passed over before any torch call
+            if into and name not in reads \
+                    and not any(s.lo < hi and lo < s.hi for s in spans) \
+                    and t.dim() and t.is_contiguous() and not all(map(known, into)):
                 held[name] = t
         return held
-
-    def _all_known(self, storage: int, into: list) -> bool:
-        """Whether the host knows every upload of ``into`` (those into ``storage``, in
-        issue order) complete. What the host knows only grows (its clock never goes
-        back), so the uploads found known at the head of the list are not asked again at
-        the next launch: ``_known_lead`` keeps how many, per storage (and list: a run
-        released starts new lists)."""
-        lead = self.__dict__.setdefault("_known_lead", {})
-        kept = lead.get(storage)
-        n = kept[1] if kept is not None and kept[0] is into else 0
-        count, known = len(into), self._known
-        while n < count and known(into[n]):
-            n += 1
-        lead[storage] = (into, n)
-        return n == count
 
     def _issued_values(self, up, q0: int, n: int) -> list:
         """The ``n`` values from ``q0`` on that upload ``up``'s host source held when it
