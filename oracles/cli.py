@@ -31,7 +31,7 @@ from stagecheck.oracles import interrupt, messages, stdio
 from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands import COMMANDS, load, release
 from stagecheck.oracles.commands.crash import is_internal, report_internal
-from stagecheck.oracles.config import load_config
+from stagecheck.oracles.config import KEYS, load_config
 from stagecheck.oracles.text import did_you_mean
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.options import (OPTIONS, PROTOCOL_FIELDS, Option, flag_of, options_of,
@@ -247,6 +247,23 @@ def _located(error: UsageError, command: str | None) -> UsageError:
     return error
 
 
+def _said_of_config(error: StagecheckError, command: str | None, args) -> None:
+    """An error said of an option (``option --schema``) whose value this run took from
+    ``[tool.stagecheck]`` (``args.from_config``) is said of the key and the file that gave
+    it instead, as a value the table itself refuses is: the command line never held it."""
+    from_config = getattr(args, "from_config", None)
+    path = getattr(args, "config_path", None)
+    if not from_config or path is None or not (error.where or "").startswith("option "):
+        return
+    flag = error.where[len("option "):]
+    for option in options_of(command):
+        if option.flag == flag and option.dest in from_config:
+            key = next((k for k, spec in KEYS.items() if spec.dest == option.dest), None)
+            if key is not None:
+                error.where = messages.CONFIG_WHERE.format(key=key, path=path)
+            return
+
+
 def _values(args) -> dict:
     """The options of ``args.command`` by field, each checked by its option's check
     (``options.TABLE``): a bad value is exit 2 naming the option, before the command's
@@ -274,7 +291,7 @@ def _shim_files(shims, config_path: str | None) -> None:
         except UsageError as exc:
             exc.option = "shims"
             if config_path is not None:
-                exc.located(f"[tool.stagecheck] shims in {config_path}")
+                exc.located(messages.CONFIG_WHERE.format(key="shims", path=config_path))
             raise
 
 
@@ -306,6 +323,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None):
     given = args
     args = parser.parse_args(argv)
     # the options whose value is the file's (the command line did not set them)
+    args.config_path = config.path
     args.from_config = {dest for dest, value in defaults.items()
                         if getattr(args, dest, None) == value
                         and getattr(given, dest, None) != value}
@@ -352,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 if isinstance(exc, UsageError):
                     _located(exc, getattr(args, "command", None))
+                _said_of_config(exc, getattr(args, "command", None), args)
                 note(f"stagecheck: error: {exc}")
                 code = EXIT_USAGE
         except Exception as exc:       # an internal error: never a verdict

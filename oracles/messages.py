@@ -331,6 +331,9 @@ CONFIG_TWICE = ("[tool.stagecheck] in {path} sets {value!r} twice ({first!r} and
                 "one key, spelt with dashes or underscores)", "keep one of them")
 CONFIG_WRONG_TYPE = ("{value!r} is {given}, not {wanted}", "write it as {example}")
 CONFIG_USED = "stagecheck: settings from [tool.stagecheck] in {path}: {values}"
+#: where a value of the file that a command refuses came from (as a value the table
+#: itself refuses is located): the key, not the option the command line never held
+CONFIG_WHERE = "[tool.stagecheck] {key} in {path}"
 # optional dependencies
 KERNEL_EXTRA = "pip install 'stagecheck[kernel]'"
 TRITON_EXTRA_MISSING = ("{what} needs triton, which is not installed ({error})",
