@@ -27,7 +27,7 @@ from stagecheck.oracles.report.json import campaign_body, campaign_settings
 from stagecheck.oracles.report.markdown import render_markdown
 from stagecheck.oracles.report.replay import kept_findings, new_run_id, save_run
 from stagecheck.oracles.report.text import examples_tried, verdict_said
-from stagecheck.oracles.targets import schema_spec
+from stagecheck.oracles.targets import is_file_spec, schema_spec
 
 __all__ = ["CampaignCommand", "COMMANDS"]
 
@@ -83,6 +83,19 @@ def kernel_asked(values: dict, from_config) -> str | None:
     return None
 
 
+def refuse_unread_shims(shims, targets, args) -> None:
+    """``--shim`` on the command line where no target is a file: a built-in or module
+    target reads no shim, so the file would not even be imported (a broken one passed
+    unseen, exit 0) -- exit 2, as ``protocol check FILE --shim`` without a target is.
+    Shims of ``[tool.stagecheck]`` are the project's, for whichever command reads them."""
+    if not shims or getattr(args, "shims_from", None) is not None:
+        return
+    if any(is_file_spec(t) for t in targets if t):
+        return
+    raise UsageError.of(messages.SHIM_UNREAD, shims[0],
+                        command=args.command).located("option --shim")
+
+
 class CampaignCommand(Command):
     reports = ("json", "junit_xml", "markdown")
     colored = True
@@ -106,6 +119,7 @@ class CampaignCommand(Command):
         require_device(config.run.device)
         baseline = args.baseline if self.name == "diff" else None
         candidate = args.candidate if self.name == "diff" else args.target
+        refuse_unread_shims(values["shims"], (baseline, candidate), args)
         return CampaignRun(baseline, candidate, config, schema_of(values["schema"]),
                            values["shims"], values["strict"], values["verbose"],
                            not values.get("no_save"), bool(values.get("save_infos")),

@@ -317,3 +317,24 @@ def test_a_protocol_replay_file_too_large_or_unreadable_fails_as_a_staging_one(t
     assert fifo.returncode == 2 and "is a FIFO (named pipe), not a file" in fifo.stderr
     assert messages.NOT_A_REGULAR_FILE[1].format(what="replay file") in fifo.stderr
     assert "Traceback" not in proc.stderr + fifo.stderr
+
+
+@pytest.mark.parametrize("command", [("diff", "legacy", "single-loop"), ("spec", "legacy")])
+def test_a_shim_no_target_reads_is_exit_2_not_ignored(command, tmp_path):
+    """Was: exit 0 with a shim that does not even parse, for it was never imported (a file
+    target, or a protocol run, imports it and says so)."""
+    (tmp_path / "shim.py").write_text("def (:\n")
+    proc = run_cli(*command, *QUICK, "--no-save", "--shim", "shim.py", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = proc.stderr.strip()
+    assert line.startswith("stagecheck: error: option --shim: "), line
+    assert messages.SHIM_UNREAD[1] in line and "is not even imported" in line
+    assert proc.stdout == ""
+
+
+def test_shims_of_the_project_file_may_go_unread_by_a_builtin_run(tmp_path):
+    (tmp_path / "shim.py").write_text("def helper():\n    return 1\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.stagecheck]\nshims = ["shim.py"]\n')
+    proc = run_cli("diff", "legacy", "single-loop", "--examples", "5", "-q", "--no-save",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
