@@ -21,6 +21,10 @@ TARGET_FILE_SYNTAX = ("{path!r} in {value!r} is not valid Python ({error})",
 TARGET_FUNCTION_MISSING = ("{path!r} has no module-level function {name!r} (in {value!r})",
                            "functions there: {available}{classes}")
 #: ... where the file holds classes: a class is what a protocol drives
+#: a target name the file binds by assignment (an alias, a lambda), not by def
+TARGET_ASSIGNED = ("{path!r} binds {name!r} by assignment at line {line} ({name} = {bound}), "
+                   "not by a def (in {value!r}); stagecheck loads a function from its def")
+TARGET_ASSIGNED_FIX_ALIAS = "it is an alias of {refers!r}: name that def, '{file}::{refers}'"
 TARGET_CLASSES_THERE = ("; classes there: {classes} (a class, or Class.method, is checked "
                         "across engine steps by diff or spec with --protocol NAME|FILE, "
                         "docs/protocols.md)")

@@ -281,6 +281,8 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
         if isinstance(node, ast.ClassDef):
             raise TargetLoadError.of(messages.TARGET_NOT_FUNCTION, spec, name=name, kind="class")
         available = sorted(n for n, d in defs.items() if isinstance(d, ast.FunctionDef))
+        if node is not None:        # an alias or a lambda: 'stage = _impl'
+            raise _assigned(node, name, spec, filename, defs, available)
         classes = sorted(n for n, d in defs.items() if isinstance(d, ast.ClassDef))
         raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, spec, path=filename, name=name,
                                  available=", ".join(available) or "none",
@@ -392,6 +394,23 @@ def _failing_statement(exc: BaseException, filename: str, body: list[ast.stmt]) 
         if names and lines and stmt.lineno <= lines[0] <= (stmt.end_lineno or stmt.lineno):
             return f"the module-level statement of {names[0]!r}"
     return "a module-level statement"
+
+
+def _assigned(node: ast.stmt, name: str, spec: str, filename: str, defs: dict,
+              available: list[str]) -> TargetLoadError:
+    """The error for a target name the file binds by assignment, not by ``def``: what it
+    is bound to, and the function of the file to name instead where it is one."""
+    value = node.value
+    refers = value.id if isinstance(value, ast.Name) and isinstance(
+        defs.get(value.id), ast.FunctionDef) else None
+    fix = (messages.TARGET_ASSIGNED_FIX_ALIAS.format(value=spec, refers=refers,
+                                                    file=spec.rpartition("::")[0])
+           if refers else messages.TARGET_FUNCTION_MISSING[1].format(
+               available=", ".join(available) or "none", classes=""))
+    problem = messages.TARGET_ASSIGNED.format(
+        path=filename, name=name, value=spec, line=node.lineno,
+        bound=ast.unparse(value)[:80])
+    return TargetLoadError(problem, fix, value=spec)
 
 
 def _method_as_function(defs: dict, dotted: str, filename: str, spec: str) -> str:

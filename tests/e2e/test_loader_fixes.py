@@ -185,3 +185,20 @@ def test_the_module_function_form_the_fix_names_works_where_the_package_is_insta
                        "--examples", "20", "--quiet", "--save-dir", str(tmp_path / "f"),
                        env=_env(PYTHONPATH=str(tmp_path)))
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_alias_target_names_its_def_and_that_def_loads(tmp_path):
+    """The fix the message gives works when followed."""
+    target = tmp_path / "stager.py"
+    source = (ROOT / "impl" / "staging_single_loop.py").read_text()
+    source = source.replace("def stage_postprocess_inputs_to_gpu(", "def _stage(")
+    target.write_text(source + "\n\nstage_postprocess_inputs_to_gpu = _stage\n")
+    aliased = _stagecheck("diff", "single-loop", f"{target}::stage_postprocess_inputs_to_gpu",
+                          "--examples", "5", "--quiet", "--no-save")
+    assert aliased.returncode == 2, aliased.stdout + aliased.stderr
+    fix = messages.TARGET_ASSIGNED_FIX_ALIAS.format(
+        value=f"{target}::stage_postprocess_inputs_to_gpu", refers="_stage", file=str(target))
+    assert fix in aliased.stderr, aliased.stderr
+    followed = _stagecheck("diff", "single-loop", f"{target}::_stage", "--examples", "5",
+                           "--quiet", "--no-save")
+    assert followed.returncode == 0, followed.stdout + followed.stderr
