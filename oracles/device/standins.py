@@ -12,7 +12,8 @@ active keeps torch's):
 ``stream(s)`` (a context that makes ``s`` current), ``current_stream``, ``default_stream``,
 ``set_stream``, ``synchronize``, ``is_available`` (True), ``device_count`` (1),
 ``current_device`` (0), ``_sleep`` (queues nothing: the model decides when work runs),
-``empty_cache``. Leaving restores every name.
+``empty_cache``; and ``Tensor.record_stream`` takes the model's streams (a no-op).
+Leaving restores every name.
 """
 
 from __future__ import annotations
@@ -210,16 +211,42 @@ def restore_names(saved: list) -> None:
                 setattr(place, name, value)
 
 
+def _record_stream_of(torch_record_stream):
+    """``Tensor.record_stream`` taking the model's streams: torch's own parses its argument
+    as a ``torch.Stream`` before any override sees the call, so it raised "unknown
+    parameter type" for a ``ModelStream`` (a step_outcome finding against code such as an
+    offloading worker's ``t.record_stream(side)``). On the model it is a no-op: every
+    allocation of a run stays alive until the run ends (docs/protocols.md)."""
+    def record_stream(self, stream):
+        if isinstance(stream, ModelStream):
+            return None
+        return torch_record_stream(self, stream)
+    return record_stream
+
+
 @contextmanager
 def installed(model):
     """``torch.cuda``'s names (and ``torch.Event``, ``torch.Stream``) are ``model``'s while
-    the block runs."""
+    the block runs, and ``Tensor.record_stream`` takes the model's streams."""
     torch = import_torch()
     _ACTIVE.append(model)
     saved = swap_names([(torch.cuda, _NAMES), (torch, _TORCH_NAMES)])
+    tensor = torch.Tensor
+    own = vars(tensor).get("record_stream", _MISSING)    # torch's is inherited
+    if not _is_model_record_stream(own):
+        tensor.record_stream = _record_stream_of(tensor.record_stream)
     try:
         yield model
     finally:
         _ACTIVE.remove(model)
         if not _ACTIVE:         # an outer model still active: its names stay
             restore_names(saved)
+            if own is _MISSING:
+                del tensor.record_stream
+            else:
+                tensor.record_stream = own
+
+
+def _is_model_record_stream(method) -> bool:
+    """Whether ``method`` is already the model's ``record_stream`` (an outer model's)."""
+    return getattr(method, "__qualname__", "").startswith("_record_stream_of.")

@@ -7,6 +7,9 @@ changes what was read, even where the protocol observes nothing."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -99,3 +102,52 @@ def test_ctx_tensor_takes_a_dtype_name_with_or_without_torch_or_the_dtype(dtype,
         assert "ctx.tensor got dtype 'int46'" in proc.stderr
         assert "give a torch dtype's name ('int32', 'int64'" in proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_record_stream_of_a_side_stream_copy_is_no_finding(tmp_path):
+    """vLLM-style async output: the sampled ids are downloaded on a side stream after
+    ``record_stream`` keeps them alive for it (was: step_outcome 'raised RuntimeError:
+    unknown parameter type', exit 1, on correct code)."""
+    (tmp_path / "runner.py").write_text(textwrap.dedent('''
+        import torch
+
+        class Runner:
+            def __init__(self, max_reqs, device):
+                self.device, self.side, self.pending = device, torch.cuda.Stream(), None
+
+            def _forward(self, logits, out):
+                out.copy_(logits * 2)
+
+            def execute(self, logits):
+                out = torch.empty_like(logits)
+                self._forward(logits, out)
+                self.side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(self.side):
+                    out.record_stream(self.side)
+                    host = out.to("cpu", non_blocking=True)
+                    done = torch.cuda.Event()
+                    done.record()
+                previous, self.pending = self.pending, (host, done)
+                if previous is None:
+                    return []
+                previous[1].synchronize()
+                return previous[0].tolist()
+    '''))
+    (tmp_path / "protocol.py").write_text(textwrap.dedent('''
+        from stagecheck.spec import Operation, Protocol, StepSpace
+
+        def execute(ctx):
+            if ctx.step.batch:
+                return ctx.state.execute(ctx.tensor([len(r) for r in ctx.step.batch], "int64"))
+
+        PROTOCOL = Protocol(name="side-copy", summary="a side-stream download kept alive",
+                            functions=("Runner",), component="Runner",
+                            build=lambda ctx: ctx.component(ctx.sequence.capacity, ctx.device),
+                            operations=(Operation("execute", execute),),
+                            device_work=("_forward",), space=StepSpace(steps=(1, 4)))
+    '''))
+    proc = subprocess.run([sys.executable, "-m", "stagecheck", "spec", "runner.py::Runner",
+                           "--protocol", "protocol.py", "--examples", "30", "-q", "--no-save"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "HOLDS THE PROTOCOL" in proc.stdout
