@@ -12,13 +12,16 @@ active keeps torch's):
 ``stream(s)`` (a context that makes ``s`` current), ``current_stream``, ``default_stream``,
 ``set_stream``, ``synchronize``, ``is_available`` (True), ``device_count`` (1),
 ``current_device`` (0), ``_sleep`` (queues nothing: the model decides when work runs),
-``empty_cache``; and ``Tensor.record_stream`` takes the model's streams (a no-op).
+``empty_cache``; a ``Stream`` is a context (``with stream:``) too; ``torch.accelerator``'s
+``current_stream``, ``set_stream``, ``synchronize`` and the like are the model's, and
+``torch.cuda.nvtx``'s ranges do nothing; and ``Tensor.record_stream`` takes the model's
+streams (a no-op).
 Leaving restores every name.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from stagecheck.oracles.device.model import EventState
 from stagecheck.oracles.device.torchload import import_torch
@@ -85,6 +88,15 @@ class ModelStream:
             model._learn(self._state.clock)
             return True
         return False
+
+    def __enter__(self):
+        """``with stream:`` makes it current, as a ``torch.Stream`` does."""
+        context = _StreamContext(self)
+        self.__dict__.setdefault("_contexts", []).append(context)
+        return context.__enter__()
+
+    def __exit__(self, *exc) -> None:
+        self._contexts.pop().__exit__(*exc)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, ModelStream) and other._state is self._state
@@ -186,6 +198,29 @@ _NAMES = {
 _TORCH_NAMES = {"Event": ModelAcceleratorEvent, "Stream": ModelStream}
 
 
+def _accelerator():
+    return import_torch().device("cuda", 0)
+
+
+#: ``torch.accelerator``, the device-generic face of the current stream (torch's raised
+#: "Cannot access accelerator device when none is available" on a CPU build)
+_ACCELERATOR_NAMES = {
+    "current_stream": _current_stream, "set_stream": _set_stream,
+    "synchronize": _synchronize, "is_available": lambda: True, "device_count": lambda: 1,
+    "current_device_index": lambda: 0, "current_device_idx": lambda: 0,
+    "current_accelerator": lambda check_available=False: _accelerator(),
+    "empty_cache": lambda: None,
+}
+
+#: ``torch.cuda.nvtx``: profiler ranges, which mean nothing to the model (torch's raised
+#: "NVTX functions not installed" on a CPU build)
+_NVTX_NAMES = {
+    "range_push": lambda msg: 0, "range_pop": lambda: 0, "range_start": lambda msg: 0,
+    "range_end": lambda range_id: None, "mark": lambda msg: None,
+    "range": lambda msg, *args, **kwargs: nullcontext(),
+}
+
+
 #: ``swap_names``: a name the place did not have
 _MISSING = object()
 
@@ -230,7 +265,9 @@ def installed(model):
     the block runs, and ``Tensor.record_stream`` takes the model's streams."""
     torch = import_torch()
     _ACTIVE.append(model)
-    saved = swap_names([(torch.cuda, _NAMES), (torch, _TORCH_NAMES)])
+    saved = swap_names([(torch.cuda, _NAMES), (torch, _TORCH_NAMES),
+                        (torch.accelerator, _ACCELERATOR_NAMES),
+                        (torch.cuda.nvtx, _NVTX_NAMES)])
     tensor = torch.Tensor
     own = vars(tensor).get("record_stream", _MISSING)    # torch's is inherited
     if not _is_model_record_stream(own):

@@ -151,3 +151,63 @@ def test_record_stream_of_a_side_stream_copy_is_no_finding(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "HOLDS THE PROTOCOL" in proc.stdout
+
+
+GENERIC_RUNNER = '''
+import torch
+
+class Runner:
+    def __init__(self, max_reqs, device):
+        self.side = torch.Stream()
+        self.ids_cpu = torch.zeros(max_reqs, dtype=torch.int64, pin_memory=True)
+        self.ids_gpu = torch.zeros(max_reqs, dtype=torch.int64, device=device)
+        self.out = torch.zeros(max_reqs, dtype=torch.int64, device=device)
+        self.ready = torch.Event()
+
+    def _forward(self, ids, out):
+        out.copy_(ids * 2)
+
+    def execute(self, ids):
+        n = len(ids)
+        torch.cuda.nvtx.range_push("prepare")
+        self.ready.synchronize()
+        self.ids_cpu[:n] = torch.tensor(ids)
+        self.side.wait_stream(torch.accelerator.current_stream())
+        with self.side:
+            self.ids_gpu[:n].copy_(self.ids_cpu[:n], non_blocking=True)
+            self.ready.record()
+        WAIT
+        torch.cuda.nvtx.range_pop()
+        self._forward(self.ids_gpu[:n], self.out[:n])
+        return self.out[:n].tolist()
+'''
+
+GENERIC_PROTOCOL = '''
+from stagecheck.spec import Operation, Protocol, StepSpace
+
+def execute(ctx):
+    if ctx.step.batch:
+        return ctx.state.execute([ctx.step.scheduled[r] for r in ctx.step.batch])
+
+PROTOCOL = Protocol(name="generic-streams", summary="an upload on a side stream",
+                    functions=("Runner",), component="Runner",
+                    build=lambda ctx: ctx.component(ctx.sequence.capacity, ctx.device),
+                    operations=(Operation("execute", execute),),
+                    device_work=("_forward",), space=StepSpace(steps=(1, 4)))
+'''
+
+
+@pytest.mark.parametrize("wait, code, said", [
+    ("torch.accelerator.current_stream().wait_stream(self.side)", 0, "HOLDS THE PROTOCOL"),
+    ("pass", 1, "device-read-pending-write")])
+def test_the_device_generic_stream_api_is_modelled(tmp_path, wait, code, said):
+    """torch.accelerator, 'with stream:' and NVTX ranges (was: step_outcome findings,
+    'Cannot access accelerator device when none is available', on correct code); a
+    consumer that forgets to wait for the side stream is still found."""
+    (tmp_path / "runner.py").write_text(GENERIC_RUNNER.replace("WAIT", wait))
+    (tmp_path / "protocol.py").write_text(GENERIC_PROTOCOL)
+    proc = subprocess.run([sys.executable, "-m", "stagecheck", "spec", "runner.py::Runner",
+                           "--protocol", "protocol.py", "--examples", "30", "-q", "--no-save"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert said in proc.stdout, proc.stdout
