@@ -95,8 +95,12 @@ def device_tensor_class():
             return True
 
         def __repr__(self, *args, **kwargs):
+            # a host read, as torch's repr of a CUDA tensor is (a blocking download): the
+            # interception waits for what writes it (was: read with torch function off,
+            # so str(t) of a pending upload's mirror showed the poison, f"{t}" the values)
+            values = self.tolist()
             with torch._C.DisableTorchFunction():
-                return f"DeviceTensor({self.tolist()!r}, dtype={self.dtype})"
+                return f"DeviceTensor({values!r}, dtype={self.dtype})"
 
     def call(func, args, kwargs):
         """``func`` on arguments among which device tensors are the only tensors of a
