@@ -11,7 +11,8 @@ active keeps torch's):
 (``wait_event``, ``wait_stream``, ``record_event``, ``synchronize``, ``query``),
 ``stream(s)`` (a context that makes ``s`` current), ``current_stream``, ``default_stream``,
 ``set_stream``, ``synchronize``, ``is_available`` (True), ``device_count`` (1),
-``current_device`` (0), ``_sleep`` (queues nothing: the model decides when work runs),
+``current_device`` (0), ``device(d)`` and ``set_device`` (one device: nothing to
+select), ``_sleep`` (queues nothing: the model decides when work runs),
 ``empty_cache``; a ``Stream`` is a context (``with stream:``) too; ``torch.accelerator``'s
 ``current_stream``, ``set_stream``, ``synchronize`` and the like are the model's, and
 ``torch.cuda.nvtx``'s ranges do nothing; and ``Tensor.record_stream`` takes the model's
@@ -167,6 +168,20 @@ class _StreamContext:
             _model().set_current(self._previous)
 
 
+class _DeviceContext:
+    """``torch.cuda.device(d)``: the model has one device, so selecting it changes nothing
+    (torch's raised "PyTorch was compiled without CUDA support" on a CPU build)."""
+
+    def __init__(self, device=None) -> None:
+        self.idx = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
 def _current_stream(device=None):
     return _model().current().handle
 
@@ -191,6 +206,7 @@ _NAMES = {
     "synchronize": _synchronize, "is_available": lambda: True, "device_count": lambda: 1,
     "current_device": lambda: 0, "_sleep": lambda cycles: None, "empty_cache": lambda: None,
     "is_initialized": lambda: True, "init": lambda: None,
+    "device": _DeviceContext, "set_device": lambda device: None,
 }
 
 

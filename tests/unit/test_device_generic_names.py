@@ -36,3 +36,15 @@ def test_nvtx_ranges_do_nothing_on_the_model():
         with torch.cuda.nvtx.range("forward"):
             pass
     assert torch.cuda.nvtx.range_push is torch_push
+
+
+def test_selecting_the_one_device_changes_nothing():
+    """``with torch.cuda.device(d):`` and ``set_device`` (engine code pins its device so):
+    torch's raised "PyTorch was compiled without CUDA support" on a CPU build."""
+    with device_model("cpu").activate():
+        torch.cuda.set_device(0)
+        with torch.cuda.device(torch.device("cuda", 0)):
+            side = torch.cuda.Stream()
+            with torch.cuda.stream(side):
+                assert torch.cuda.current_stream() == side
+    assert torch.cuda.device.__module__.startswith("torch")
