@@ -395,6 +395,9 @@ PROTOCOL_EMPTY = ("no protocol given ({value!r})",
                   "path/to/protocol.py declaring PROTOCOL")
 PROTOCOL_UNKNOWN = ("{value!r} is neither a built-in protocol nor a protocol file",
                     "give one of {builtins}, 'single-call:SCHEMA', or path/to/protocol.py[:NAME]")
+#: 'schema.py:' (as a protocol's 'protocol.py:' is refused): a NAME left out
+SCHEMA_NO_NAME = ("{value!r} ends with ':' and names no schema after it",
+                  "write path/to/schema.py:NAME, or leave ':NAME' out for the file's SCHEMA")
 PROTOCOL_NO_NAME = ("{value!r} ends with ':' and names no protocol after it",
                     "write path/to/protocol.py:NAME, or leave ':NAME' out for the file's "
                     "PROTOCOL")

@@ -53,14 +53,14 @@ def load_schema(spec: str, checked: bool = True, guarded: bool = False) -> Stagi
     """A built-in schema by name, or ``path.py[:NAME]``; with ``checked``, a schema file's
     schema passes ``check_schema`` (``SchemaError`` naming its first problems if not).
 
-    ``guarded`` (the checker, after a worker loaded the file first: ``runner.
-    load_schema_isolated``): the file's code runs under ``guard``: its import and every
-    call of its functions under a deadline, an exit is a ``SchemaError``, and a file that
-    changes stagecheck's own code or ``builtins`` is refused."""
+    ``guarded`` (the checker, once a worker loaded the file: ``runner.load_schema_isolated``):
+    its import and every call of its functions run under ``guard`` (a deadline; an exit is
+    a ``SchemaError``; a file that changes stagecheck's code or ``builtins`` is refused)."""
     if spec in BUILTIN_SCHEMAS:
         return BUILTIN_SCHEMAS[spec]
-    path, sep, name = spec.rpartition(":") if spec.count(":") and not spec.endswith(".py") \
-        else (spec, "", "")
+    path, sep, name = (spec, "", "") if spec.endswith(".py") or ":" not in spec else spec.rpartition(":")
+    if sep and not name and path.endswith(".py"):     # 'file.py:': a NAME left out
+        raise SchemaError.of(messages.SCHEMA_NO_NAME, spec)
     if not path.endswith(".py"):
         refuse_loop(spec, spec, "schema file", SchemaError)
         raise SchemaError.of(messages.SCHEMA_UNKNOWN, spec, builtins=", ".join(BUILTIN_SCHEMAS))

@@ -35,3 +35,15 @@ def test_a_stand_in_limit_is_exit_2_not_a_difference(argv, tmp_path):
     assert "indexing" in done.stderr and "Traceback" not in done.stderr + done.stdout
     assert "DIFFERENT" not in done.stdout
     assert not (tmp_path / "findings").exists() or not any((tmp_path / "findings").iterdir())
+
+
+@pytest.mark.parametrize("argv", [("schema", "check"), ("diff", "legacy", "single-loop",
+                                                       "--examples", "5", "--schema")])
+def test_a_schema_file_with_a_colon_and_no_name_is_refused_as_a_protocol_s_is(argv):
+    """'schema.py:' (a NAME left out) was taken silently as the file's SCHEMA, while
+    'protocol.py:' is exit 2 (PROTOCOL_NO_NAME); both say so now."""
+    spec = str(ROOT / "tests" / "user_schema" / "forget_finished_schema.py") + ":"
+    proc = _stagecheck(*argv, spec)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    problem, fix = messages.SCHEMA_NO_NAME
+    assert problem.format(value=spec) in proc.stderr and fix in proc.stderr
