@@ -25,6 +25,12 @@ TARGET_FUNCTION_MISSING = ("{path!r} has no module-level function {name!r} (in {
 TARGET_ASSIGNED = ("{path!r} binds {name!r} by assignment at line {line} ({name} = {bound}), "
                    "not by a def (in {value!r}); stagecheck loads a function from its def")
 TARGET_ASSIGNED_FIX_ALIAS = "it is an alias of {refers!r}: name that def, '{file}::{refers}'"
+#: mutants of an async def: the file has it, but its calls run none of its body
+MUTANTS_ASYNC_TARGET = ("{path!r} defines {value!r} with async def: a call of it returns a "
+                        "coroutine and runs none of its body, so no mutant of it could be "
+                        "told from it",
+                        "mutate the plain function that does the staging; 'stagecheck spec' "
+                        "reports what the async one stages")
 TARGET_CLASSES_THERE = ("; classes there: {classes} (a class, or Class.method, is checked "
                         "across engine steps by diff or spec with --protocol NAME|FILE, "
                         "docs/protocols.md)")

@@ -104,11 +104,22 @@ def _with_prelude(tree: ast.Module, prelude: str) -> ast.Module:
     return tree
 
 
+def _is_async(tree: ast.Module, name: str) -> bool:
+    """Whether ``name`` (``f`` or ``Class.method``) is an ``async def`` of ``tree``."""
+    owner, _, method = name.rpartition(".")
+    body = next((n.body for n in tree.body if isinstance(n, ast.ClassDef)
+                 and n.name == owner), []) if owner else tree.body
+    return any(isinstance(n, ast.AsyncFunctionDef) and n.name == (method or name)
+               for n in body)
+
+
 def generate_mutants(source: str, filename: str, function: str, profile=None,
                      operators: Sequence[str] | None = None) -> list[Mutant]:
     """Every mutant of ``function`` (and its helpers) in ``source``, catalog order."""
     tree = ast.parse(source, filename)
     scope = Scope.of(functions_in_scope(tree, function), profile)
+    if function not in scope.functions and _is_async(tree, function):
+        raise TargetLoadError.of(messages.MUTANTS_ASYNC_TARGET, function, path=filename)
     if function not in scope.functions:
         raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, function, path=filename,
                                  name=function, available=", ".join(scope.functions) or "none",

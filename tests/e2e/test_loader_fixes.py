@@ -202,3 +202,13 @@ def test_an_alias_target_names_its_def_and_that_def_loads(tmp_path):
     followed = _stagecheck("diff", "single-loop", f"{target}::_stage", "--examples", "5",
                            "--quiet", "--no-save")
     assert followed.returncode == 0, followed.stdout + followed.stderr
+
+
+def test_mutants_of_an_async_target_say_it_is_one(tmp_path):
+    target = tmp_path / "stager.py"
+    source = (ROOT / "impl" / "staging_single_loop.py").read_text()
+    target.write_text(source.replace("def stage_postprocess_inputs_to_gpu(",
+                                     "async def stage_postprocess_inputs_to_gpu("))
+    proc = _stagecheck("mutants", f"{target}::stage_postprocess_inputs_to_gpu", "--list")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "with async def" in proc.stderr and messages.MUTANTS_ASYNC_TARGET[1] in proc.stderr
