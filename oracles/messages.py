@@ -659,12 +659,13 @@ PROTOCOL_CHECK_OK = ("protocol {name!r} ({where}): the declaration is right, and
                      "step sequence(s) unfold and choose their operations (each 'when' "
                      "answered)")
 #: ``protocol check`` without a target: what was not run
-#: ``protocol check FILE --shim S`` without a TARGET: nothing would read the shim
-#: --shim on the command line of a diff or spec whose targets are all built-in or modules
-SHIM_UNREAD = ("{value!r} is a shim for file targets, and no target of this {command} is a "
-               "file: a built-in or 'module:function' target reads no shim, so the file is "
-               "not even imported",
+#: --shim on the command line of a run whose targets are all built-in or modules (diff,
+#: spec, bench, symbolic, mutants)
+SHIM_UNREAD = ("{value!r} is a shim for file targets, and no target of this '{command}' run "
+               "is a file: a built-in or 'module:function' target reads no shim, so the file "
+               "is not even imported",
                "drop --shim, or name a target 'path/to/file.py::function' that uses it")
+#: ``protocol check FILE --shim S`` without a TARGET: nothing would read the shim
 PROTOCOL_CHECK_SHIM_UNUSED = ("{value!r} is a shim for a dry run through a target, and no TARGET "
                               "is given: protocol check FILE alone validates the declaration "
                               "and runs no code under test",

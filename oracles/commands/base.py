@@ -26,7 +26,7 @@ from stagecheck.oracles.options import flag_of, save_folder
 from stagecheck.oracles.report.replay import untrusted_parts
 from stagecheck.oracles.report.style import colorize, use_color
 from stagecheck.oracles.runner import load_isolated, load_schema_isolated
-from stagecheck.oracles.targets import schema_spec, target_ref
+from stagecheck.oracles.targets import is_file_spec, schema_spec, target_ref
 from stagecheck.oracles.worker import WorkerError
 from stagecheck.spec.schema_mistakes import SchemaCodeFailed
 
@@ -215,6 +215,19 @@ def open_targets(pairs: list[tuple[str, str]], schema=None, shims=(),
         index = getattr(exc, "target_index", None)
         raise exc.located(shim_option(exc, shims_from) or (
             f"argument {pairs[index][1]}" if index is not None else "arguments")) from None
+
+
+def refuse_unread_shims(shims, targets, args) -> None:
+    """``--shim`` on the command line where no target is a file (diff, spec, bench,
+    symbolic, mutants): a built-in or module target reads no shim, so the file would not even be imported (a broken one passed
+    unseen, exit 0) -- exit 2, as ``protocol check FILE --shim`` without a target is.
+    Shims of ``[tool.stagecheck]`` are the project's, for whichever command reads them."""
+    if not shims or getattr(args, "shims_from", None) is not None:
+        return
+    if any(is_file_spec(t) for t in targets if t):
+        return
+    raise UsageError.of(messages.SHIM_UNREAD, shims[0],
+                        command=args.command).located("option --shim")
 
 
 def shim_option(exc: BaseException, shims_from: str | None = None) -> str | None:

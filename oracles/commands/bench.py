@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stagecheck.oracles.bench import require_bench_scenario, run_bench
-from stagecheck.oracles.commands.base import EXIT_CLEAN, Command, Outcome, open_targets, schema_of
+from stagecheck.oracles.commands.base import (EXIT_CLEAN, Command, Outcome, open_targets,
+                                              refuse_unread_shims, schema_of)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.options import BenchConfig, build
@@ -32,6 +33,7 @@ class BenchCommand(Command):
     reports = ("json",)
 
     def configure(self, args, values: dict) -> BenchRun:
+        refuse_unread_shims(values["shims"], (args.baseline, args.candidate), args)
         return BenchRun(args.baseline, args.candidate, build(BenchConfig, self.name, values),
                         schema_of(values["schema"]), values["schema"], values["shims"])
 

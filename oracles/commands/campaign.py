@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from stagecheck.oracles import messages
 from stagecheck.oracles.campaign import run_campaign
 from stagecheck.oracles.commands.base import (VERDICT_EXIT, Command, Outcome, internal,
-                                              open_targets, replay_flags, require_triton,
-                                              schema_of, triton_available)
+                                              open_targets, refuse_unread_shims, replay_flags,
+                                              require_triton, schema_of, triton_available)
 from stagecheck.oracles.stdio import note, shown
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import CampaignProgress, progress_of
@@ -27,7 +27,7 @@ from stagecheck.oracles.report.json import campaign_body, campaign_settings
 from stagecheck.oracles.report.markdown import render_markdown
 from stagecheck.oracles.report.replay import kept_findings, new_run_id, save_run
 from stagecheck.oracles.report.text import examples_tried, verdict_said
-from stagecheck.oracles.targets import is_file_spec, schema_spec
+from stagecheck.oracles.targets import schema_spec
 
 __all__ = ["CampaignCommand", "COMMANDS"]
 
@@ -81,19 +81,6 @@ def kernel_asked(values: dict, from_config) -> str | None:
     if backend and values.get("kernel") != "off" and "kernel_backend" not in from_config:
         return f"--kernel-backend {backend}"
     return None
-
-
-def refuse_unread_shims(shims, targets, args) -> None:
-    """``--shim`` on the command line where no target is a file: a built-in or module
-    target reads no shim, so the file would not even be imported (a broken one passed
-    unseen, exit 0) -- exit 2, as ``protocol check FILE --shim`` without a target is.
-    Shims of ``[tool.stagecheck]`` are the project's, for whichever command reads them."""
-    if not shims or getattr(args, "shims_from", None) is not None:
-        return
-    if any(is_file_spec(t) for t in targets if t):
-        return
-    raise UsageError.of(messages.SHIM_UNREAD, shims[0],
-                        command=args.command).located("option --shim")
 
 
 class CampaignCommand(Command):

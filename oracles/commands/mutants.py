@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, Command, Outcome,
-                                              open_targets, schema_of, shim_option)
+                                              open_targets, refuse_unread_shims, schema_of,
+                                              shim_option)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import MutantProgress, progress_of
 from stagecheck.oracles.errors import StagecheckError, UsageError
@@ -38,6 +39,7 @@ class MutantsCommand(Command):
 
     def configure(self, args, values: dict) -> MutantsRun:
         config = build(MutantsConfig, self.name, values)
+        refuse_unread_shims(values["shims"], (args.target,), args)
         schema = schema_of(values["schema"])
         return MutantsRun(args.target, config, schema, schema_spec(schema), values["list"])
 

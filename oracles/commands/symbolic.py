@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from stagecheck.oracles.commands.base import (VERDICT_EXIT, Command, Outcome, open_targets,
-                                              replay_flags, schema_of)
+                                              refuse_unread_shims, replay_flags, schema_of)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import progress_of
 from stagecheck.oracles.options import RunOptions, SymbolicConfig, build, flag_of
@@ -42,6 +42,7 @@ class SymbolicCommand(Command):
     colored = True
 
     def configure(self, args, values: dict) -> SymbolicRun:
+        refuse_unread_shims(values["shims"], (args.baseline, args.candidate), args)
         return SymbolicRun(args.baseline, args.candidate, build(SymbolicConfig, self.name, values),
                            schema_of(values["schema"]), values["schema"], values["shims"],
                            values["strict"], values["verbose"], not values.get("no_save"))

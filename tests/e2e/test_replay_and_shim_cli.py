@@ -319,12 +319,15 @@ def test_a_protocol_replay_file_too_large_or_unreadable_fails_as_a_staging_one(t
     assert "Traceback" not in proc.stderr + fifo.stderr
 
 
-@pytest.mark.parametrize("command", [("diff", "legacy", "single-loop"), ("spec", "legacy")])
+@pytest.mark.parametrize("command", [
+    ("diff", "legacy", "single-loop", *QUICK, "--no-save"), ("spec", "legacy", *QUICK, "--no-save"),
+    ("bench", "legacy", "single-loop"), ("symbolic", "legacy", "single-loop"), ("mutants", "legacy")],
+    ids=lambda command: command[0])
 def test_a_shim_no_target_reads_is_exit_2_not_ignored(command, tmp_path):
     """Was: exit 0 with a shim that does not even parse, for it was never imported (a file
     target, or a protocol run, imports it and says so)."""
     (tmp_path / "shim.py").write_text("def (:\n")
-    proc = run_cli(*command, *QUICK, "--no-save", "--shim", "shim.py", cwd=tmp_path)
+    proc = run_cli(*command, "--shim", "shim.py", cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = proc.stderr.strip()
     assert line.startswith("stagecheck: error: option --shim: "), line
