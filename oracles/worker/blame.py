@@ -31,10 +31,14 @@ from stagecheck.oracles.worker.protocol import BUSY, observed, observing
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["OUTSIDE", "Recovery", "WorkerDied", "decoded", "died", "last_position", "top_of"]
+__all__ = ["OUTSIDE", "Recovery", "WROTE_PIPE", "WorkerDied", "decoded", "died", "last_position", "top_of"]
 
 #: how a worker killed from outside ends (a fault such as SIGSEGV is the process's own)
 OUTSIDE = frozenset(f"killed by {name}" for name in ("SIGKILL", "SIGTERM", "SIGHUP", "SIGQUIT"))
+#: what ended a worker the parent killed, alive, for bytes a call wrote into its pipe
+#: (the call's doing whatever the position then reads: a target that writes into every
+#: descriptor writes into the counter's too)
+WROTE_PIPE = "wrote into stagecheck's pipe"
 
 
 class WorkerDied(StagecheckError):
@@ -101,7 +105,7 @@ class Recovery:
         out: list = []
         while True:
             at = observed(ended.position)
-            if at is None and not ended.hung and ended.what not in OUTSIDE:
+            if at is None and not ended.hung and ended.what not in OUTSIDE | {WROTE_PIPE}:
                 # before the request's first call: no call of it ran (a position no batch
                 # has, written by a target, is blamed on the first example below)
                 raise self._died(ended.what, self._ran) from None

@@ -19,8 +19,8 @@ from stagecheck.oracles.targets import Target, TargetRef
 from stagecheck.oracles.text import printable
 # Deadline, GRACE_SECONDS, LOAD_SECONDS and load_deadline: named in __all__ (their home is
 # deadlines.py; protocol campaigns take load_deadline from here)
-from stagecheck.oracles.worker.blame import (Recovery, WorkerDied, decoded, died,
-                                             last_position, top_of)
+from stagecheck.oracles.worker.blame import (WROTE_PIPE, Recovery, WorkerDied, decoded,
+                                             died, last_position, top_of)
 from stagecheck.oracles.worker.deadlines import (GRACE_SECONDS, LOAD_SECONDS, Deadline,
                                                  batch_deadline, load_deadline, trace_hang)
 from stagecheck.oracles.worker.process import Ended, WorkerProcess, take_spare
@@ -214,7 +214,7 @@ class WorkerPool(Recovery):
                     raise Ended(process.ended(self.memory_mib), last_position(process, best, top)) \
                         from None
                 process.kill()         # alive: what was read was not its answer
-                raise Ended("wrote into stagecheck's pipe",
+                raise Ended(WROTE_PIPE,
                             last_position(process, best, top)) from None
             if not process.is_alive():
                 raise Ended(process.ended(self.memory_mib), last_position(process, best, top))
