@@ -135,7 +135,7 @@ LOAD = [
          "a 5 MB file", prepare="huge"),
     spec("syntax_error", 2, "is not valid Python", "a syntax error"),
     spec("wrong_signature", 2, "cannot take the arguments of schema", "too few parameters"),
-    spec("not_a_function", 2, fragment(messages.TARGET_FUNCTION_MISSING),
+    spec("not_a_function", 2, fragment(messages.TARGET_ASSIGNED),
          "the name is a constant"),
     spec("undeclared_latin1", 2, "cannot be read as Python source",
          "Latin-1 bytes without a coding declaration"),
