@@ -381,7 +381,7 @@ def _stages_run(capacity: int, examples: int) -> dict:
     from stagecheck.oracles.sample import RandomDraw
     from stagecheck.oracles.targets import load_target
     from stagecheck.oracles.worker.child import _Worker
-    from stagecheck.oracles.worker.pool import _decoded
+    from stagecheck.oracles.worker.blame import decoded as _decoded
     from stagecheck.spec.space import draw_scenario
     legacy, single = load_target("legacy"), load_target("single-loop")
     worker = _Worker(type("Counter", (), {"value": 0})(), 4096)
