@@ -32,7 +32,7 @@ class RacesAtEnd:
         #: op index -> what ``_reads_so_far`` gives for it (made once)
         self._reads_of: dict[int, list] = {}
         #: (pending op, kind, held span, touched span, by, where it was seen)
-        self._held: list[tuple] = []
+        self._races_held: list[tuple] = []
 
     def _reads_so_far(self, op: Op) -> list[Span]:
         """What device work ``op`` may read, for a race with a write issued after its
@@ -66,7 +66,7 @@ class RacesAtEnd:
         by_element = self._by_element
         if by_element and (id(held) in by_element or id(touched) in by_element):
             if held.overlaps(touched):
-                self._held.append((pending, kind, held, touched, by,
+                self._races_held.append((pending, kind, held, touched, by,
                                    tuple(at) or tuple(self.location)))
             return
         super()._race(pending, kind, held, touched, by, at)
@@ -74,7 +74,7 @@ class RacesAtEnd:
     def _judge_held_races(self) -> None:
         """The run has ended and the device is idle (torch function handling off): each
         held race, judged against the elements now known (none shared: no race)."""
-        held, by_element, exact = self._held, self._by_element, {}
+        held, by_element, exact = self._races_held, self._by_element, {}
         self._hold_races()
         for pending, kind, span, touched, by, at in held:
             span, touched = _exact(by_element, exact, span), _exact(by_element, exact, touched)
