@@ -219,8 +219,9 @@ def open_targets(pairs: list[tuple[str, str]], schema=None, shims=(),
 
 def refuse_unread_shims(shims, targets, args) -> None:
     """``--shim`` on the command line where no target is a file (diff, spec, bench,
-    symbolic, mutants): a built-in or module target reads no shim, so the file would not even be imported (a broken one passed
-    unseen, exit 0) -- exit 2, as ``protocol check FILE --shim`` without a target is.
+    symbolic, mutants): a built-in or module target reads no shim, so the file would not
+    even be imported (a broken one passed unseen, exit 0) -- exit 2, as ``protocol check
+    FILE --shim`` without a target is.
     Shims of ``[tool.stagecheck]`` are the project's, for whichever command reads them."""
     if not shims or getattr(args, "shims_from", None) is not None:
         return

@@ -16,6 +16,7 @@ from __future__ import annotations
 from stagecheck.oracles.device.ops import Op
 from stagecheck.oracles.device.races import _elements
 from stagecheck.oracles.device.spans import Span, span_of
+from stagecheck.oracles.device.work import offsets_of
 
 __all__ = ["RacesAtEnd"]
 
@@ -67,7 +68,7 @@ class RacesAtEnd:
         if by_element and (id(held) in by_element or id(touched) in by_element):
             if held.overlaps(touched):
                 self._races_held.append((pending, kind, held, touched, by,
-                                   tuple(at) or tuple(self.location)))
+                                         tuple(at) or tuple(self.location)))
             return
         super()._race(pending, kind, held, touched, by, at)
 
@@ -98,6 +99,6 @@ def _exact(by_element: dict, exact: dict, span: Span) -> Span | None:
             exact[key] = span if seen is None else _elements(span, seen) if seen else None
         else:
             lo, item, positions = what
-            found = sorted(set(positions.cpu().reshape(-1).tolist()))
+            found = offsets_of(positions.cpu())
             exact[key] = Span.of_elements(lo, item, found) if found else None
     return exact[key]

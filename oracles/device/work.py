@@ -12,7 +12,7 @@ from typing import Any, Callable
 from stagecheck.oracles.device.ops import Op
 from stagecheck.oracles.device.spans import Span, _span, span_of
 
-__all__ = ["PICKED_MAX", "DeviceWork", "bytes_view", "take_torch"]
+__all__ = ["PICKED_MAX", "DeviceWork", "bytes_view", "offsets_of", "take_torch"]
 
 #: torch's ``DisableTorchFunction`` (set by ``take_torch`` when the first model is made)
 _disabled = None
@@ -157,7 +157,7 @@ class DeviceWork:
         offsets from its first; the CUDA backend, whose positions are computed on the
         device, judges them when the run finishes: ``races_at_end.py``)."""
         with _disabled():
-            found = sorted(set(positions.reshape(-1).tolist()))
+            found = offsets_of(positions)
             lo, item = t.data_ptr(), t.element_size()
         if found:
             self.wrote(t, Span.of_elements(lo, item, found))
@@ -172,7 +172,7 @@ class DeviceWork:
         read by ``op`` (the CUDA backend, whose positions are computed on the device
         later, notes them when the run finishes)."""
         with _disabled():
-            found = sorted(set(positions.reshape(-1).tolist()))
+            found = offsets_of(positions)
         if found:
             read = Span.of_elements(lo, item, found)
             _note_read(op, read.lo, read.hi, read.elements)
@@ -229,6 +229,12 @@ def _positions(t, key, tensors: list, device):
             return _arange(extent, device=device).as_strided(shape, strides)[key]
         except Exception:
             return None
+
+
+def offsets_of(positions) -> list[int]:
+    """The distinct element offsets a tensor of positions (``_positions``) holds, sorted:
+    on the host (torch function handling off in the caller)."""
+    return sorted(set(positions.reshape(-1).tolist()))
 
 
 def _logged(seen: dict, held: tuple) -> dict:
