@@ -21,11 +21,11 @@ both sides alike. Every warm-up call and every batch has the time limit of one c
 (``--timeout``, as ``diff`` has: its CPU time, 3 times that on the wall clock), which the
 worker's pool enforces: the worker marks each one (``next_position``) and the clock
 starts again at each mark, so a target that hangs is reported after one limit
-(``messages.BENCH_HUNG``, naming the side), not after the whole bench's. Rounds continue until there are at least ``repeats`` of them and
-``min_time`` has elapsed (at most 10000). Batches are timed with
-``time.perf_counter_ns`` with the garbage collector off; on CUDA the stream is
-synchronized at the end of each batch (the copies are non-blocking). Per round the
-ratio is candidate / baseline per-call time.
+(``messages.BENCH_HUNG``, naming the side), not after the whole bench's. Rounds continue
+until there are at least ``repeats`` of them and ``min_time`` has elapsed (at most
+10000). Batches are timed with ``time.perf_counter_ns`` with the garbage collector off;
+on CUDA the stream is synchronized at the end of each batch (the copies are
+non-blocking). Per round the ratio is candidate / baseline per-call time.
 
 Two ratios come out of that, and the report labels both:
 

@@ -20,8 +20,8 @@ Without ``install`` (the library API, the pytest fixture) nothing changes: Ctrl-
 raises ``KeyboardInterrupt`` as usual.
 
 Worker processes (``oracles/worker/``) run in a session of their own (a SIGINT there
-comes from the code under test, and ends the worker: a crash blamed on that code); a loop that runs inside a worker (the symbolic exploration) is told to stop by
-the checker, which sends ``FORWARDED`` (SIGUSR1) while it waits for the answer: the
+comes from the code under test, and ends the worker: a crash blamed on that code); a
+loop that runs inside a worker (the symbolic exploration) is told to stop by the checker, which sends ``FORWARDED`` (SIGUSR1) while it waits for the answer: the
 worker's handler sets the worker's own flag (``request``), which the loop polls.
 """
 

@@ -25,7 +25,8 @@ The package, by side of the pipe: ``child.py`` (the worker process;
 call, a batch and loading may take), ``pool.py`` (the parent's pool: requests, the
 deadlines enforced, the restart policy), ``blame.py`` (which call a worker's end is
 blamed on: the runs again of an ended batch, and ``WorkerDied`` for an end between calls)
-and ``stream.py`` (batches spread over pools, answered in order). This face only names what they offer.
+and ``stream.py`` (batches spread over pools, answered in order). This face only names
+what they offer.
 """
 
 from __future__ import annotations

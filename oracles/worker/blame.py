@@ -31,7 +31,8 @@ from stagecheck.oracles.worker.protocol import BUSY, observed, observing
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["OUTSIDE", "Recovery", "WROTE_PIPE", "WorkerDied", "decoded", "died", "last_position", "top_of"]
+__all__ = ["OUTSIDE", "Recovery", "WROTE_PIPE", "WorkerDied", "decoded", "died", "last_position",
+           "top_of"]
 
 #: how a worker killed from outside ends (a fault such as SIGSEGV is the process's own)
 OUTSIDE = frozenset(f"killed by {name}" for name in ("SIGKILL", "SIGTERM", "SIGHUP", "SIGQUIT"))

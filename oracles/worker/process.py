@@ -310,7 +310,8 @@ class WorkerProcess:
         return True
 
     def tell_interrupt(self) -> None:
-        """Pass the checker's interrupt on (no SIGINT reaches the worker: its session is its own)."""
+        """Pass the checker's interrupt on (no SIGINT reaches the worker: its session is
+        its own)."""
         pid = self._pid
         if interrupt.FORWARDED is not None and pid is not None and self.process.poll() is None:
             try:
