@@ -20,7 +20,7 @@ from stagecheck.oracles.text import printable
 # Deadline, GRACE_SECONDS, LOAD_SECONDS and load_deadline: named in __all__ (their home is
 # deadlines.py; protocol campaigns take load_deadline from here)
 from stagecheck.oracles.worker.blame import (WROTE_PIPE, Recovery, WorkerDied, decoded,
-                                             died, last_position, top_of)
+                                             last_position, top_of)
 from stagecheck.oracles.worker.deadlines import (GRACE_SECONDS, LOAD_SECONDS, Deadline,
                                                  batch_deadline, load_deadline, trace_hang)
 from stagecheck.oracles.worker.process import Ended, WorkerProcess, take_spare
@@ -151,7 +151,7 @@ class WorkerPool(Recovery):
             pass
         process.kill()
         if gone:
-            raise died(what, [self._refs[s].spec for s in sorted(self._ran)], ran=True)
+            raise self._died(what, self._ran)
 
     def __enter__(self) -> "WorkerPool":
         return self
