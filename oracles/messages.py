@@ -291,9 +291,11 @@ REPLAY_SPEC_NOW = "verdict: {verdict} — the saved {what} passes {against} now"
 TARGET_PINS_WITHOUT_DEVICE = ("{value!r} pins host memory ({where}: {error}), and this torch "
                               "has no accelerator to pin it: a limit of a CPU-only run, not a "
                               "difference in the code",
-                              "run it where CUDA is (--device cuda), or pin as vLLM does only "
-                              "where pinned memory is available (pin_memory=is_pin_memory_"
-                              "available(), a flag the function is given)")
+                              "check it on the CPU model of the device, which models pinned "
+                              "memory (--protocol single-call:{schema}), run it where CUDA is "
+                              "(--device cuda), or pin as vLLM does only where pinned memory "
+                              "is available (pin_memory=is_pin_memory_available(), a flag the "
+                              "function is given)")
 VIEW_REBOUND = ("target {value!r} rebinds .{view} of a paired buffer ({where}): stagecheck "
                 "observes the views it made, so what the target does with a new object is "
                 "not seen; this is a limit of stagecheck, not a difference in the code",

@@ -329,7 +329,8 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         where = _pinning_refused(exc)
         if where is not None:         # pinned memory on a torch without an accelerator:
             raise TargetLoadError.of(messages.TARGET_PINS_WITHOUT_DEVICE, target.spec,
-                                     where=where, error=exception_text(exc)) from None
+                                     where=where, error=exception_text(exc),
+                                     schema=target.profile.schema.name) from None
         if _FIRED != fired:           # the time limit, surfacing as another exception
             timed_out, exc_type = True, "CallTimedOut"
         else:

@@ -424,3 +424,19 @@ def test_a_process_the_protocols_own_code_starts_any_way_is_its_mistake(start, h
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "its own code started a process" in proc.stderr
     assert f"{tmp_path / 'protocol.py'}:" in proc.stderr
+
+
+# ------------------------------------------------ a pinning target: the fix the message gives
+
+def test_a_target_that_pins_on_a_cpu_only_torch_is_told_a_fix_that_runs_here():
+    """On a CPU-only torch, ``pin_memory()`` in the target is exit 2 (a limit of the run);
+    the message's first fix, the one-step protocol of the target's schema on the CPU model
+    of the device (which models pinned memory), runs here and gives a verdict."""
+    target = os.path.join(HOSTILE, "pins_host_memory.py") + "::stage_postprocess_inputs_to_gpu"
+    refused = run_cli("spec", target, "--examples", "5", "--quiet")
+    assert refused.returncode == 2, refused.stderr
+    fix = re.search(r"\(--protocol (single-call:[\w-]+)\)", refused.stderr)
+    assert fix and fix.group(1) == "single-call:mamba-postprocess", refused.stderr
+    checked = run_cli("spec", target, "--protocol", fix.group(1), "--examples", "20")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "HOLDS THE PROTOCOL" in checked.stdout
