@@ -41,7 +41,8 @@ from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.protocol_json import render_protocol_json
 from stagecheck.oracles.report.protocol_replay import (load_protocol_replay, replay_protocol,
                                                        save_protocol_findings)
-from stagecheck.oracles.report.protocol_text import protocol_finding_lines, render_protocol
+from stagecheck.oracles.report.protocol_text import (protocol_finding_lines, render_protocol,
+                                                      sequence_table)
 from stagecheck.oracles.report.replay import new_run_id, save_run, untrusted_parts
 from stagecheck.oracles.report.text import replay_verdict, verdict_said
 from stagecheck.oracles.stdio import note, shown
@@ -319,9 +320,14 @@ def replay_protocol_outcome(config: ReplayConfig) -> Outcome:
              f"{escape(str(before.get('message')))}"]
     lines.append(replay_verdict(len(errors), not base, "step sequence", protocol=True))
     for f in errors:
+        lines += protocol_finding_lines(f, table=False)
+    again = [f for f in findings if f.id == before.get("id") and f.severity != "error"]
+    for f in again:                 # the saved info finding, as it shows now
         lines += protocol_finding_lines(f)
+    shown_by = errors[:1] or again[:1]
+    if shown_by:                    # the sequence replayed, and the run that showed it
+        lines += ["  shown by:", *("    " + row for row in sequence_table(shown_by[0]))]
     if before.get("severity") != "error":     # an info finding's file: does it still show?
-        again = [f for f in findings if f.id == before.get("id")]
         lines.append(messages.REPLAY_INFO_STILL.format(id=before.get("id"))
                      if again else messages.REPLAY_INFO_GONE.format(id=before.get("id")))
     return Outcome("different" if errors else "equivalent",

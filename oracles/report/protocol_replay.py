@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shlex
+from dataclasses import replace
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ScenarioError, SchemaError, UsageError
@@ -140,8 +141,10 @@ def replay_protocol(path: str, baseline: str | None = None, candidate: str | Non
                   protocol=untrusted)
     base = baseline if baseline is not None else saved.get("baseline")
     cand = candidate if candidate is not None else saved["candidate"]
-    return check_sequence(base, cand, spec, seq,
-                          _config(saved, device, tuple(shims or saved.get("shims") or ())))
+    found = check_sequence(base, cand, spec, seq,
+                           _config(saved, device, tuple(shims or saved.get("shims") or ())))
+    # each with the sequence it ran, so that a report shows its step table
+    return [f if f.scenario else replace(f, scenario=seq.to_dict()) for f in found]
 
 
 def _require_saved_protocol(spec: str, path: str) -> None:

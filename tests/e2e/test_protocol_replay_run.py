@@ -79,3 +79,29 @@ def test_replaying_on_cuda_without_a_cuda_device_is_exit_2_as_spec_says_it(hang)
     assert kept.returncode == 2, kept.stdout + kept.stderr
     assert "argument FILE (its field 'device'): 'cuda' was asked for" in kept.stderr
     assert "Traceback" not in given.stderr + kept.stderr
+
+
+BUGGY = os.path.join(ROOT, "tests", "targets", "protocols", "_machinery", "buggy_token_stager.py")
+DAEMON = os.path.join(ROOT, "tests", "targets", "hostile", "daemon_stager.py")
+
+
+@pytest.mark.parametrize("source, flags, still", [
+    (BUGGY, (), "VIOLATES THE PROTOCOL"),
+    (DAEMON, ("--save-infos",), "still shows"),
+], ids=["error", "info"])
+def test_a_replay_shows_the_step_table_of_the_sequence_it_ran(tmp_path, source, flags, still):
+    """A replay, of an error or of an info finding that still shows, prints the step
+    sequence it ran and the run's table (step, operation, completion, copies in flight,
+    hazard), as the report that found it did (was: only the findings' headlines)."""
+    shutil.copy(PROTOCOL, tmp_path / "proto.py")
+    shutil.copy(source, tmp_path / "stager.py")
+    found = run_cli("spec", "stager.py::TokenStager", "--protocol", "proto.py",
+                    "--examples", "20", "-q", *flags, cwd=tmp_path)
+    assert found.returncode in (0, 1), found.stdout + found.stderr
+    saved = sorted((tmp_path / ".stagecheck" / "findings").glob("*.json"))
+    assert saved, found.stdout
+    again = run_cli("replay", str(saved[0]), cwd=tmp_path)
+    assert still in again.stdout, again.stdout + again.stderr
+    table = again.stdout.split("  shown by:\n", 1)
+    assert len(table) == 2, again.stdout
+    assert "step(s), capacity" in table[1] and "hazard / outcome" in table[1], again.stdout
