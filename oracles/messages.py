@@ -227,6 +227,8 @@ CROSSHAIR_TOO_OLD = ("crosshair-tool {found} is installed; the symbolic oracle n
 # --------------------------------------------------------------------------- reports
 CLEAN_RUN_HINT = ("No error finding. To search harder: --examples {more} (now {examples}), "
                   "another --seed (now {seed}), or a larger --max-capacity (now {capacity}).")
+PROTOCOL_CLEAN_HINT = ("No error finding. To search harder: --examples {more} (now {examples}) "
+                       "step sequences, or another --seed (now {seed}){device}.")
 KERNEL_CLEAN_HINT = ("No difference. To search harder: --examples {more} (now {examples}) or "
                      "another --seed (now {seed}); on a GPU, --device cuda runs the compiled "
                      "kernel.")

@@ -197,6 +197,11 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
         lines += ["", f"INFO ({len(infos)})"]
         for f in infos:
             lines += protocol_finding_lines(f, saved)
+    if not errors and not result.interrupted:
+        lines += ["", messages.PROTOCOL_CLEAN_HINT.format(
+            more=c.sequences * 10, examples=c.sequences, seed=c.seed,
+            device="; on a GPU, --device cuda runs it on the device" if c.device == "cpu"
+            else "")]
     if errors and show_tests:
         distinct = {json.dumps(g.head.scenario, sort_keys=True): g.head for g in groups}
         lines += ["", f"REPRODUCE: {len(distinct)} shrunk step sequence(s) as pytest tests "

@@ -60,6 +60,10 @@ def test_each_builtin_protocols_fixed_fixture_exits_0(protocol, tmp_path):
                    "--save-dir", str(tmp_path / "found"), "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "verdict: HOLDS THE PROTOCOL — 0 error finding(s)" in proc.stdout
+    # a clean run says how to try harder, with the budget it had
+    assert messages.PROTOCOL_CLEAN_HINT.format(
+        more=600, examples=60, seed=0,
+        device="; on a GPU, --device cuda runs it on the device") in proc.stdout
 
 
 def test_diff_of_fixed_and_buggy_exits_1_and_fixed_and_equivalent_exit_0(tmp_path):
