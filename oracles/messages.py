@@ -111,6 +111,18 @@ WORKER_DIED_BETWEEN_CALLS = (
     "end what the code starts before it returns (cancel timers, join threads, "
     "faulthandler.cancel_dump_traceback_later()); 'stagecheck spec TARGET' on each target "
     "alone shows which")
+WORKER_LEFT_BEHIND = (
+    "the code under test left in its worker what could end that worker later: {left} "
+    "(found when the run stopped the worker, {after}: {who} left it); a worker that ends "
+    "between calls leaves no call's outcome in it to trust, and whether and when this one "
+    "would end cannot be known, so there is no verdict",
+    "end what the code starts before it returns (cancel timers, join threads, "
+    "faulthandler.cancel_dump_traceback_later()); 'stagecheck spec TARGET' on each target "
+    "alone shows which")
+#: ``what`` of ``WORKER_DIED_BETWEEN_CALLS`` for a worker that did not answer ``stop``
+WORKER_STOP_UNANSWERED = ("it did not answer the checker's last request within {seconds:g} s "
+                          "of CPU time (3 times that on the wall clock): something left "
+                          "behind holds it")
 BENCH_HUNG = ("{side} did not return within the time limit (hang) on an in-contract input "
               "with num_reqs={num_reqs}, so it cannot be timed (--timeout {timeout}: seconds "
               "of CPU time for one call or one batch of calls, 3 times that on the wall "

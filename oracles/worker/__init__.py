@@ -24,8 +24,9 @@ The package, by side of the pipe: ``child.py`` (the worker process;
 ``process.py`` (one worker process seen from the parent), ``deadlines.py`` (how long a
 call, a batch and loading may take), ``pool.py`` (the parent's pool: requests, the
 deadlines enforced, the restart policy), ``blame.py`` (which call a worker's end is
-blamed on: the runs again of an ended batch, and ``WorkerDied`` for an end between calls)
-and ``stream.py`` (batches spread over pools, answered in order). This face only names
+blamed on: the runs again of an ended batch, and ``WorkerDied`` for an end between calls),
+``later.py`` (what the code under test left that could end its worker after the run,
+asked at ``stop``) and ``stream.py`` (batches spread over pools, answered in order). This face only names
 what they offer.
 """
 

@@ -32,7 +32,7 @@ from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
 __all__ = ["OUTSIDE", "Recovery", "WROTE_PIPE", "WorkerDied", "decoded", "died", "last_position",
-           "top_of"]
+           "left_behind", "top_of"]
 
 #: how a worker killed from outside ends (a fault such as SIGSEGV is the process's own)
 OUTSIDE = frozenset(f"killed by {name}" for name in ("SIGKILL", "SIGTERM", "SIGHUP", "SIGQUIT"))
@@ -48,20 +48,34 @@ class WorkerDied(StagecheckError):
     No verdict (exit 2): the run lost a worker and cannot tell which call did it."""
 
 
+def _after(specs: list[str], ran: bool) -> tuple[list[str], str, str]:
+    """``specs`` once each, and the words ``after`` and ``who`` of the messages below."""
+    specs = list(dict.fromkeys(specs))
+    names = " and ".join(repr(spec) for spec in specs) or "no target"
+    if not ran:
+        return specs, f"after {names} had been loaded, before any call", "their loading"
+    return specs, f"after calls of {names} had returned", (
+        f"a call of {names}" if len(specs) == 1 else "one of those calls")
+
+
 def died(what: str, specs: list[str], ran: bool, during: str = "") -> WorkerDied:
     """The error of a worker that ended as ``what`` says after calls of (``ran``), or only
     the loading of (``ran`` False), the targets ``specs``; ``during``: the call it ended
     in, which returns when run alone (else it ended while no call ran)."""
-    specs = list(dict.fromkeys(specs))
-    names = " and ".join(repr(spec) for spec in specs) or "no target"
-    if not ran:
-        after, who = f"after {names} had been loaded, before any call", "their loading"
-    else:
-        after = f"after calls of {names} had returned"
-        who = f"a call of {names}" if len(specs) == 1 else "one of those calls"
+    specs, after, who = _after(specs, ran)
     return WorkerDied.of(messages.WORKER_DIED_BETWEEN_CALLS, specs[0] if specs else None,
                          what=what, after=after, who=who, during=during or
                          "while no call of the code under test was running in it")
+
+
+def left_behind(left: list[str], specs: list[str], ran: bool) -> WorkerDied:
+    """The error of a worker that, asked at ``stop`` (``later.py``), still holds ``left``:
+    what the calls (``ran``) or the loading of the targets ``specs`` left that could end
+    it later. Treated as an end between calls: whether it would end, and when, decided the
+    exit code before (a run that ended first passed)."""
+    specs, after, who = _after(specs, ran)
+    return WorkerDied.of(messages.WORKER_LEFT_BEHIND, specs[0] if specs else None,
+                         left=", ".join(left), after=after, who=who)
 
 
 def top_of(payload) -> int:
@@ -82,17 +96,26 @@ class Recovery:
     """``WorkerPool``'s answer to a batch whose worker ended (``_recover``), and the
     decision of what the call at its position did (``_failed``, ``_single``,
     ``_confirmed``). It uses the pool's ``restart``, ``_live``, ``_request``, ``_refs``,
-    ``_process``, ``memory_mib`` and ``_ran`` (the sides whose calls returned in the
-    current worker)."""
+    ``_process``, ``memory_mib``, ``_ran`` (the sides whose calls returned in the
+    current worker) and ``_earlier`` (the specs of targets loaded before ``_refs`` in the
+    same worker whose calls returned there: ``load(fresh=False)``)."""
 
-    def _died(self, what: str, sides) -> WorkerDied:
-        """``WorkerDied`` of the current worker, whose ``sides`` had calls that returned;
-        it is ended (the next request starts a fresh one)."""
+    _earlier: list[str]
+
+    def _specs(self, sides) -> list[str]:
+        """The specs of the loaded targets ``sides``."""
+        return [self._refs[s].spec for s in sorted(sides)]
+
+    def _died(self, what: str, sides, left: list[str] | None = None) -> WorkerDied:
+        """``WorkerDied`` of the current worker, whose ``sides`` had calls that returned
+        (``left``: it did not end, but holds what could end it later); it is ended (the
+        next request starts a fresh one)."""
         if self._process is not None:
             self._process.kill()
-        sides = sorted(sides)
-        return died(what, [self._refs[s].spec for s in sides or range(len(self._refs))],
-                    ran=bool(sides))
+        specs = [*self._earlier, *self._specs(sides)]
+        ran = bool(specs)
+        specs = specs or [ref.spec for ref in self._refs]
+        return left_behind(left, specs, ran) if left else died(what, specs, ran=ran)
 
     def _recover(self, ended: "Ended", payload, stop: bool = False
                  ) -> list[tuple[int, list[Observation]]]:
@@ -117,6 +140,7 @@ class Recovery:
             k, side_at = at
             # the targets whose calls returned in the worker before this one
             ran = self._ran | set(sides[:sides.index(side_at)] if not k else sides)
+            earlier = self._earlier         # the restart forgets them
             self.restart()
             try:
                 if k:   # the examples before the failing one ran fine: again, in one batch
@@ -127,7 +151,7 @@ class Recovery:
                 kind = ("instrumented" if backend == "fast" and sample_every
                         and index % sample_every == 0 else backend)
                 failed = self._failed(ended, side_at, index, scenario, options, kind, deadline,
-                                      ran)
+                                      ran, earlier)
                 out.append((index, [failed if side == side_at else
                                     self._single(side, index, scenario, options, kind, deadline)
                                     for side in sides]))
@@ -146,20 +170,21 @@ class Recovery:
 
     def _failed(self, ended: Ended, side: int, index: int, scenario: StagingScenario,
                 options: RunOptions, backend: str, deadline: Deadline,
-                ran: set[int]) -> Observation:
+                ran: set[int], earlier: list[str]) -> Observation:
         """What the call that ended its worker did. A worker killed by a signal that comes
         from outside a process (``OUTSIDE``: ``kill -9``, the out-of-memory killer,
         ``timeout``) may not have been the code's doing: the call runs again, alone, in a
         fresh worker, and what it does there is its observation; when it returns there,
         the first end is said to have come from outside (no finding against the code).
         Any other end after calls of other targets returned in that worker (``ran``: the
-        sides whose calls did) is run again alone too (``_confirmed``)."""
+        sides whose calls did; ``earlier``: the specs of targets loaded there before these
+        whose calls did) is run again alone too (``_confirmed``)."""
         if ended.hung:
             return Observation.of_hang()
         if ended.what not in OUTSIDE:
-            if ran - {side}:
-                return self._confirmed(ended.what, ran, side, index, scenario, options,
-                                       backend, deadline)
+            if ran - {side} or earlier:
+                return self._confirmed(ended.what, [*earlier, *self._specs(ran)], side, index,
+                                       scenario, options, backend, deadline)
             return Observation.of_crash(ended.what)
         again = self._single(side, index, scenario, options, backend, deadline)
         if again.crashed is None and not again.timed_out:
@@ -169,7 +194,7 @@ class Recovery:
     def _single(self, side: int, index: int, scenario: StagingScenario, options: RunOptions,
                 backend: str, deadline: Deadline) -> Observation:
         self._live()
-        ran = set(self._ran)
+        ran, earlier = set(self._ran), self._earlier
         try:
             ((_, (observation,)),) = self._request(
                 "observe", ([side], [(index, scenario)], options, backend, 0), deadline,
@@ -177,23 +202,23 @@ class Recovery:
             self._ran.add(side)
             return Observation.from_wire(observation, scenario)
         except Ended as ended:
-            if ended.hung or not ran - {side} or ended.what in OUTSIDE:
+            if ended.hung or not (ran - {side} or earlier) or ended.what in OUTSIDE:
                 self.restart()
                 return Observation.of_hang() if ended.hung else Observation.of_crash(ended.what)
-            return self._confirmed(ended.what, ran, side, index, scenario, options, backend,
-                                   deadline)
+            return self._confirmed(ended.what, [*earlier, *self._specs(ran)], side, index,
+                                   scenario, options, backend, deadline)
 
-    def _confirmed(self, what: str, ran: set[int], side: int, index: int,
+    def _confirmed(self, what: str, specs: list[str], side: int, index: int,
                    scenario: StagingScenario, options: RunOptions, backend: str,
                    deadline: Deadline) -> Observation:
-        """A call of ``side`` ended its worker (``what``) after calls of the sides ``ran``
-        (another among them) had returned there: it runs again alone in a fresh worker.
-        Its end there is its own observation; where it returns, something those calls left
-        behind ended the first worker (``WorkerDied``, naming their targets)."""
+        """A call of ``side`` ended its worker (``what``) after calls of the targets
+        ``specs`` (another among them) had returned there: it runs again alone in a fresh
+        worker. Its end there is its own observation; where it returns, something those
+        calls left behind ended the first worker (``WorkerDied``, naming their targets)."""
         self.restart()
         again = self._single(side, index, scenario, options, backend, deadline)
         if again.crashed is None and not again.timed_out:
-            raise died(what, [self._refs[s].spec for s in sorted(ran)], ran=True,
+            raise died(what, specs, ran=True,
                        during=f"in a call of {self._refs[side].spec!r} that returns when "
                        "run alone in a fresh worker")
         return again

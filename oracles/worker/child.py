@@ -7,8 +7,9 @@ on with ``interrupt.FORWARDED``): a SIGINT here comes from the code under test
 its default action, ending the worker ("killed by SIGINT"), an end the checker blames on
 the call that sent it (``blame.py``: one sent by an earlier call is not blamed on the call
 it lands in). It sends what targets print nowhere, limits its own memory, and
-answers the parent's commands (``load``, ``observe``, ``call``, ``stop``) one after the
-other, writing its position (``protocol.py``) before each call of target code.
+answers the parent's commands (``load``, ``observe``, ``call``, ``stop``: answered, when
+asked, with what the code under test left that could end this worker later, ``later.py``)
+one after the other, writing its position (``protocol.py``) before each call of target code.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import (TargetRef, load_function_from_source, load_shims,
                                         load_target, target_from_callable)
 from stagecheck.oracles.text import exception_text, printable
-from stagecheck.oracles.worker import keeper
+from stagecheck.oracles.worker import keeper, later
 from stagecheck.oracles.worker.modules import Modules
 from stagecheck.oracles.worker.protocol import (BUSY, IDLE, MEMORY_EXIT, TIMED, UNTIMED,
                                                 SharedPosition, held_targets, hold_ender,
@@ -337,6 +338,7 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
     _quiet_stdio()
     _limit_memory(memory_mib)
     keep_alarm_handler()
+    later.watch_faulthandler()    # before any target code: what ``stop`` answers
     # the parent does not time this worker's own import of torch inside a call
     hold_import_mark(lambda running: setattr(counter, "pause", UNTIMED if running else TIMED))
     worker = _Worker(counter, memory_mib)
@@ -347,6 +349,11 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
         except (EOFError, OSError):
             return
         if command == "stop":
+            if payload:      # the pool asks what the code under test left behind
+                try:
+                    send.send(("ok", later.left_behind()))
+                except Exception:       # the pool reads an answer that never came
+                    pass
             return
         try:
             result = getattr(worker, command)(payload)

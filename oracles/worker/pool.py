@@ -43,6 +43,9 @@ _POLL = 0.02
 _ENDING = 0.5
 #: seconds between two reminders of an interrupt to a worker busy with a ``call``
 _FORWARD_EVERY = 0.25
+#: seconds of CPU time a worker may take to answer ``stop`` (``WALL_FACTOR`` times that on
+#: the wall clock): it lists its threads, in a millisecond
+STOP_SECONDS = 2.0
 
 
 class WorkerError(StagecheckError):
@@ -72,8 +75,11 @@ class WorkerPool(Recovery):
         self._process: WorkerProcess | None = None
         self._refs: list[TargetRef] = []
         self.restarts = 0
-        #: the sides whose calls returned in the current worker (``blame.py``)
+        #: the sides whose calls returned in the current worker (``blame.py``), and the
+        #: specs of the targets loaded there before ``_refs`` whose calls returned there
+        #: (``load(fresh=False)``: the sides' indices then name other targets)
         self._ran: set[int] = set()
+        self._earlier: list[str] = []
         #: the device each fresh worker makes its first use of when it starts (``_warm``)
         self.device: str | None = None
 
@@ -97,7 +103,7 @@ class WorkerPool(Recovery):
             self.restarts += 1
         # a worker started ahead (``process.prestart``) is this one, if it fits
         self._process = take_spare(self.memory_mib) or WorkerProcess(self.memory_mib)
-        self._ran = set()
+        self._ran, self._earlier = set(), []
         if self._refs:
             self._request("load", self._refs, deadline=load_deadline())
         if self.device is not None:
@@ -139,19 +145,42 @@ class WorkerPool(Recovery):
 
     def close(self) -> None:
         """End the worker. One that ended on its own after calls returned in it, and
-        before the pool was done with it, is ``WorkerDied`` (raised once it is ended)."""
-        process, self._process = self._process, None
+        before the pool was done with it, is ``WorkerDied`` (raised once it is ended); so is
+        one whose code under test left in it what could end it later (``_left_behind``)."""
+        process = self._process
         if process is None:
             return
-        gone = self._ran and not process.killed and not process.is_alive()
-        what = process.ended(self.memory_mib) if gone else ""
         try:
-            process.send(("stop", None))
-        except OSError:
-            pass
-        process.kill()
-        if gone:
-            raise self._died(what, self._ran)
+            if (self._ran or self._earlier) and not process.killed:
+                self._left_behind()
+        finally:
+            self._process = None
+            try:
+                process.send(("stop", None))
+            except OSError:
+                pass
+            process.kill()
+
+    def _left_behind(self) -> None:
+        """Raise ``WorkerDied`` where the worker, which ran calls, ended on its own or,
+        asked at ``stop``, holds what the code under test left that could end it later
+        (``later.py``: a thread still running, a ``threading.Timer``, a later dump of
+        faulthandler that exits). Not asked while a signal stops the run or a request is
+        in hand (the run did not finish: no verdict either way)."""
+        process = self._process
+        if not process.is_alive():
+            raise self._died(process.ended(self.memory_mib), self._ran)
+        if interrupt.requested() or process.requests != process.answers:
+            return
+        try:
+            left = self._request("stop", True, Deadline.of(STOP_SECONDS))
+        except Ended as ended:       # it ended now, or did not answer: no call was running
+            raise self._died(messages.WORKER_STOP_UNANSWERED.format(seconds=STOP_SECONDS)
+                             if ended.hung else ended.what, self._ran) from None
+        except interrupt.Interrupted:
+            return
+        if left:
+            raise self._died("", self._ran, left=[printable(str(item)) for item in left])
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -281,9 +310,12 @@ class WorkerPool(Recovery):
         ``TargetLoadError`` (or ``SchemaError``) names the target (``target_index``).
         ``fresh=False`` reuses a live worker (mutants of one target, one after another).
         """
-        self._refs = []
         if fresh or self._process is None or not self._process.is_alive():
+            self._refs = []
             self.restart()
+        else:       # the calls of the targets loaded before stay this worker's history
+            self._earlier = [*self._earlier, *self._specs(self._ran)]
+            self._ran, self._refs = set(), []
         try:
             answers = self._request("load", list(refs), deadline=load_deadline())
         except Ended as ended:

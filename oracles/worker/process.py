@@ -110,6 +110,8 @@ class WorkerProcess:
         self._exit: int | None = None
         #: the parent ended it (``kill``): an end found later is not the code's doing
         self.killed = False
+        #: requests sent and answers read: equal while the worker has nothing in hand
+        self.requests = self.answers = 0
         _LIVE.add(self)
 
     # ---------------------------------------------------------------- the keeper's lines
@@ -199,6 +201,7 @@ class WorkerProcess:
         header = struct.pack("!i", len(body)) if len(body) <= 0x7fffffff \
             else struct.pack("!i", -1) + struct.pack("!Q", len(body))
         self._outbox += header + body
+        self.requests += 1
         self.flush(raising=True)
 
     def flush(self, raising: bool = False) -> bool:
@@ -278,7 +281,9 @@ class WorkerProcess:
             (size,) = struct.unpack("!Q", self._read(8, waiting))
         if size < 0 or size > MAX_ANSWER_BYTES:
             raise OSError("bad message length")
-        return pickle.loads(self._read(size, waiting))
+        answer = pickle.loads(self._read(size, waiting))
+        self.answers += 1
+        return answer
 
     def _read(self, size: int, waiting) -> bytes:
         fd = self._recv.fileno()

@@ -121,6 +121,12 @@ HANG = fragment(messages.HANG)
 CRASH = "the call never returned: "
 LEFT = r"left 1 process\(es\) running when it returned \({name}\); stagecheck ended them"
 CONFORMS = "verdict: CONFORMS"
+#: a worker that ended between calls, or that still held, when the run stopped it, what
+#: could end it later (docs/reliability.md, "A worker that ends between calls")
+ENDS_LATER = (f"(?:a worker ended .*{fragment(messages.WORKER_DIED_BETWEEN_CALLS)}"
+              f"|{fragment(messages.WORKER_LEFT_BEHIND)})")
+#: few examples: the run's last request comes before the timer fires
+FEW = ["--examples", "3", "--timeout", "1", "--no-out-of-contract", "--no-kernel", "--quiet"]
 EQUIVALENT = "verdict: EQUIVALENT"
 LOAD_ENV = (("STAGECHECK_LOAD_SECONDS", "2"),)
 #: one call of schema or protocol code in the checker: 1 s of CPU time, 3 s on the wall clock
@@ -216,8 +222,7 @@ TARGETS = [
          "sys.exit(3) (was: exit 3)", crashy=True),
     spec("keyboard_interrupt", 1, "raised KeyboardInterrupt",
          "raise KeyboardInterrupt (was: exit 130 and a traceback)", crashy=True),
-    # 100 examples: the worker's calls span more than the 50 ms (a death after the run's
-    # last request is not seen: docs/reliability.md, "A worker that ends between calls")
+    # 100 examples: the worker's calls span more than the 50 ms, and it ends between them
     *[diff(name, 2, "a worker ended .*" + fragment(messages.WORKER_DIED_BETWEEN_CALLS),
            what, options=["--examples", "100", "--timeout", "1", "--quiet"])
       for name, what in (
@@ -228,6 +233,23 @@ TARGETS = [
         ("faulthandler_exits_after", "stages, then arms faulthandler.dump_traceback_later("
          "0.05, exit=True) (was: 'baseline ended its process (exited the interpreter with "
          "code 1)', an info finding blamed on the baseline, exit 0)"))],
+    # few examples: the run's last request comes before the 50 ms pass; the worker, asked
+    # when the run stops it, names what is left (was: exit 0, the verdict of a run that
+    # ended before the timer fired)
+    *[spec(name, 2, ENDS_LATER, what, options=FEW) for name, what in (
+        ("timer_exits_after", "stages, then starts a threading.Timer that calls os._exit(0) "
+         "50 ms later; 3 examples: the run may end before the timer fires (was: CONFORMS, "
+         "exit 0)"),
+        ("faulthandler_exits_after", "stages, then re-arms faulthandler.dump_traceback_later("
+         "0.05, exit=True) in every call; 3 examples (was: CONFORMS, exit 0, where the calls "
+         "came faster than 50 ms apart until the last)"))],
+    *[Case(f"diff-{name}-few", ("diff", "single-loop", target(name), *FEW), 2, ENDS_LATER,
+           what) for name, what in (
+        ("timer_exits_after", "the threading.Timer target against single-loop with 3 "
+         "examples (was: EQUIVALENT, exit 0, where the run ended before the timer fired)"),
+        ("faulthandler_exits_after", "the faulthandler.dump_traceback_later(0.05, exit=True) "
+         "target against single-loop with 3 examples (was: EQUIVALENT, exit 0, where the "
+         "run ended before the dump fired)"))],
     spec("sigint_self", 1, CRASH + "killed by SIGINT", "sends its own process SIGINT with "
          "os.kill, then stages (was: ignored, CONFORMS, exit 0)", crashy=True),
     diff("raises_sigint", 1, r"baseline returned, candidate ended its process \(killed by "
@@ -238,7 +260,10 @@ TARGETS = [
     hang("catches_base_exception", "catches BaseException in an endless loop"),
     hang("sleeps", "sleeps for an hour"),
     spec("alarm", 1, f"{HANG}|killed by SIGALRM", "arms SIGALRM itself", options=HANGY),
-    spec("nondaemon_thread", 0, CONFORMS, "leaves a non-daemon thread running"),
+    spec("nondaemon_thread", 2, r"could end that worker later: (?:a thread|\d+ threads) "
+         r"running sleep .*" + fragment(messages.WORKER_LEFT_BEHIND),
+         "leaves a non-daemon thread running (sleeping an hour): it could end its worker "
+         "after the run (was: CONFORMS, exit 0)"),
     spec("segfault", 1, CRASH + "killed by SIGSEGV", "ctypes.string_at(0)", crashy=True),
     spec("sigkill_self", 1, CRASH + "killed by SIGKILL", "sends itself SIGKILL (run again "
          "in a fresh worker first: it could have come from outside)", crashy=True),

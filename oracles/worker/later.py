@@ -1,0 +1,120 @@
+"""What code under test left in its worker that could end the worker later (the worker's
+side of ``stop``).
+
+A call may return and leave behind what ends its worker after it: a thread or a
+``threading.Timer`` that calls ``os._exit``, ``faulthandler.dump_traceback_later(...,
+exit=True)``. Where that end comes before the run's last request the pool sees a worker
+that ended between calls (``blame.py``: ``WorkerDied``, no verdict); where it would come
+after, the run used to end first and exit 0. So the pool's last request, ``stop``, asks the
+worker what is still there (``left_behind``), and the checker treats it as it treats such
+an end: the verdict no longer depends on whether the run or the timer ends first.
+
+``watch_faulthandler`` (at the worker's start, before any target code runs) wraps
+``faulthandler.dump_traceback_later`` and ``cancel_dump_traceback_later`` so the worker
+knows whether a later dump that exits is armed (faulthandler does not say). Threads are
+those alive at ``stop`` and not there when the worker started, except stagecheck's own
+(named ``stagecheck-...``) and those of torch and triton (their classes or functions).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import threading
+
+from stagecheck.oracles.text import printable
+
+__all__ = ["left_behind", "watch_faulthandler"]
+
+#: faulthandler's own functions (the wrappers call them)
+_REAL_LATER = faulthandler.dump_traceback_later
+_REAL_CANCEL = faulthandler.cancel_dump_traceback_later
+#: ``[timeout]`` while a later dump that exits the process is armed (else empty)
+_ARMED: list[float] = []
+#: the threads alive when the worker started (its own), by identity
+_KNOWN: set[int] = set()
+#: the top-level packages whose threads are never the code under test's (stagecheck's
+#: own are told by their names: the function a target's thread runs may be stagecheck's,
+#: such as the worker's guard around ``os._exit``)
+_LIBRARIES = ("torch", "triton")
+#: the kinds of thread ``left_behind`` names (the rest are counted)
+_SHOWN = 5
+
+
+def watch_faulthandler() -> None:
+    """Note the worker's own threads, and wrap faulthandler's later dump (once)."""
+    _KNOWN.update(t.ident for t in threading.enumerate() if t.ident is not None)
+    if faulthandler.dump_traceback_later is not _REAL_LATER:
+        return
+
+    def dump_traceback_later(timeout, repeat=False, file=None, exit=False):
+        _REAL_LATER(timeout, repeat=repeat, file=file, exit=exit)
+        # a later dump replaces the one armed before (faulthandler keeps one)
+        _ARMED[:] = [float(timeout)] if exit else []
+
+    def cancel_dump_traceback_later():
+        _REAL_CANCEL()
+        _ARMED.clear()
+
+    dump_traceback_later.__doc__ = _REAL_LATER.__doc__
+    cancel_dump_traceback_later.__doc__ = _REAL_CANCEL.__doc__
+    faulthandler.dump_traceback_later = dump_traceback_later
+    faulthandler.cancel_dump_traceback_later = cancel_dump_traceback_later
+
+
+def _library(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is stagecheck's or a library's it runs on (by name, class or
+    function)."""
+    if thread.name.startswith("stagecheck-"):
+        return True
+    run = getattr(thread, "_target", None) or getattr(thread, "function", None)
+    modules = (type(thread).__module__, getattr(run, "__module__", None) or "")
+    return any(isinstance(m, str) and m.split(".")[0] in _LIBRARIES for m in modules)
+
+
+def _function(run) -> str:
+    """The name of the function a thread runs; ``os._exit`` for the guard stagecheck's
+    worker puts in its place (``guard._exit_refused``: the real one, where no schema code
+    runs)."""
+    name = getattr(run, "__qualname__", None) or type(run).__name__
+    if name == "_exit_refused" and getattr(run, "__module__", "") == "stagecheck.oracles.guard":
+        return "os._exit"
+    return name
+
+
+def _kind(thread: threading.Thread) -> tuple[str, str]:
+    """What ``thread`` is, in words, singular and plural (grouped by what it runs)."""
+    if isinstance(thread, threading.Timer):
+        name = _function(getattr(thread, "function", None))
+        return (f"a threading.Timer that will call {name}",
+                f"threading.Timers that will call {name}")
+    run = getattr(thread, "_target", None)
+    if run is not None:
+        name = _function(run)
+        return f"a thread running {name}", f"threads running {name}"
+    name = type(thread).__qualname__
+    return f"a thread of class {name}", f"threads of class {name}"
+
+
+def left_behind() -> list[str]:
+    """What could end this worker later, in words (empty: nothing): the threads the code
+    under test started that still run (a ``threading.Timer`` not yet fired nor cancelled
+    among them), grouped by what they run, and a later dump of faulthandler that exits,
+    armed."""
+    counts: dict[tuple[str, str], int] = {}
+    main = threading.main_thread()
+    for thread in threading.enumerate():
+        if thread is main or thread.ident in _KNOWN or not thread.is_alive():
+            continue
+        if isinstance(thread, threading.Timer) and thread.finished.is_set():
+            continue        # cancelled (or fired): it ends without running anything
+        if _library(thread):
+            continue
+        kind = _kind(thread)
+        counts[kind] = counts.get(kind, 0) + 1
+    out = [printable(one if n == 1 else f"{n} {many}")[:160]
+           for (one, many), n in sorted(counts.items())]
+    if len(out) > _SHOWN:
+        out[_SHOWN:] = [f"threads of {len(out) - _SHOWN} other kinds"]
+    if _ARMED:
+        out.append(f"faulthandler.dump_traceback_later({_ARMED[0]:g}, exit=True), armed")
+    return out

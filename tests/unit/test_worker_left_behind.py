@@ -1,0 +1,145 @@
+"""What the code under test leaves in its worker that could end it later is found when the
+pool stops the worker (``oracles/worker/later.py``, ``WorkerPool.close``): a thread still
+running, a ``threading.Timer`` not yet fired, a later dump of faulthandler that exits. It
+is ``WorkerDied`` (exit 2, no verdict), as an end between calls is: before, a run whose
+last request came before the timer fired passed (docs/reliability.md, "A worker that ends
+between calls"). And a worker reused for other targets (``load(fresh=False)``: mutants)
+names the targets whose calls ran in it, not the ones loaded now."""
+
+import time
+
+import pytest
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.options import RunOptions
+from stagecheck.oracles.sample import sample_scenario
+from stagecheck.oracles.targets import load_target
+from stagecheck.oracles.worker.blame import WorkerDied
+from stagecheck.oracles.worker.pool import WorkerPool
+
+FUNC = "stage_postprocess_inputs_to_gpu"
+STAGES = f"""
+def {FUNC}(ctx, scheduler_output, req_ids, num_reqs, requests, mamba_state_idx):
+    bufs = (ctx.mamba_state_idx_buf, ctx.num_scheduled_tokens_buf,
+            ctx.num_computed_tokens_buf, ctx.num_draft_tokens_buf)
+    for i, r in enumerate(req_ids[:num_reqs]):
+        assert r in mamba_state_idx, f"no state index for {{r}}"
+        bufs[0].np[i] = mamba_state_idx[r]
+        bufs[1].np[i] = scheduler_output.num_scheduled_tokens[r]
+        bufs[2].np[i] = requests[r].num_computed_tokens
+        bufs[3].np[i] = len(scheduler_output.scheduled_spec_decode_tokens.get(r, []))
+    for b in bufs:
+        b.copy_to_gpu(num_reqs)
+"""
+#: what each target leaves behind after it stages (indented into its body)
+LEAVES = {
+    "timer": ("import os\nimport threading\n",
+              "threading.Timer(60, os._exit, (0,)).start()"),
+    "cancelled_timer": ("import os\nimport threading\n",
+                        "t = threading.Timer(60, os._exit, (0,))\n    t.start()\n    t.cancel()"),
+    "thread": ("import threading\nimport time\n",
+               "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()"),
+    "faulthandler": ("import faulthandler\n",
+                     "faulthandler.dump_traceback_later(60, exit=True)"),
+    "faulthandler_cancelled": (
+        "import faulthandler\n",
+        "faulthandler.dump_traceback_later(60, exit=True)\n"
+        "    faulthandler.cancel_dump_traceback_later()"),
+    "faulthandler_no_exit": ("import faulthandler\n",
+                             "faulthandler.dump_traceback_later(60)"),
+    "joined_thread": ("import threading\n",
+                      "t = threading.Thread(target=len, args=((),))\n    t.start()\n"
+                      "    t.join()"),
+    "torch": ("import torch\n", "torch.ones(4).sum()"),
+    "timer_soon": ("import os\nimport threading\n",
+                   "threading.Timer(2.0, os._exit, (0,)).start()"),
+}
+
+
+def _file(tmp_path, kind: str) -> str:
+    imports, leave = LEAVES[kind]
+    path = tmp_path / f"{kind}.py"
+    path.write_text(imports + STAGES + f"    {leave}\n")
+    return f"{path}::{FUNC}"
+
+
+def _load(pool: WorkerPool, specs: list[str], fresh: bool = True):
+    targets = [load_target(spec) for spec in specs]
+    return pool.load([t.ref for t in targets], {t.ref.schema: t.schema for t in targets},
+                     fresh=fresh)
+
+
+def _run(pool: WorkerPool, targets, count: int = 3) -> None:
+    sides = list(range(len(targets)))
+    batch = [(i, sample_scenario(targets[0].schema, i, 0)) for i in range(count)]
+    answer = pool.observe(sides, batch, RunOptions(timeout=5))
+    assert all(o.crashed is None for _, seen in answer for o in seen)
+
+
+@pytest.mark.parametrize("kind, named", [
+    ("timer", "threading.Timer"),
+    ("thread", "running sleep"),
+    ("faulthandler", "faulthandler.dump_traceback_later(60, exit=True), armed"),
+])
+def test_what_could_end_the_worker_later_is_worker_died_at_close(tmp_path, kind, named):
+    spec = _file(tmp_path, kind)
+    pool = WorkerPool()
+    targets = _load(pool, [spec])
+    _run(pool, targets)
+    with pytest.raises(WorkerDied) as info:
+        pool.close()
+    text = str(info.value)
+    assert named in text and f"a call of {spec!r}" in text
+    assert "will call os._exit" in text or kind != "timer"     # not stagecheck's guard
+    assert messages.WORKER_LEFT_BEHIND[1] in text
+    assert pool._process is None
+
+
+@pytest.mark.parametrize("specs", [
+    ["legacy", "single-loop"],
+    ["cancelled_timer"], ["faulthandler_cancelled"], ["faulthandler_no_exit"],
+    ["joined_thread"], ["torch"],
+])
+def test_nothing_left_behind_closes_quietly(tmp_path, specs):
+    pool = WorkerPool()
+    targets = _load(pool, [s if s in ("legacy", "single-loop") else _file(tmp_path, s)
+                           for s in specs])
+    _run(pool, targets)
+    pool.close()
+    assert pool._process is None
+
+
+def test_a_worker_closed_before_any_call_is_not_asked(tmp_path):
+    pool = WorkerPool()
+    _load(pool, [_file(tmp_path, "timer")])
+    pool.close()        # loading left nothing, and no call ran: nothing to ask
+
+
+def test_a_reused_worker_names_the_targets_whose_calls_ran_in_it(tmp_path):
+    """Mutants load one target after another into one worker (``fresh=False``): a timer
+    the first left ends the worker while the second is loaded; the end names the first
+    (was: the second, whose side index the first's calls had)."""
+    first = _file(tmp_path, "timer_soon")
+    pool = WorkerPool()
+    _run(pool, _load(pool, [first]), count=1)
+    process = pool._process
+    second = _load(pool, ["legacy"], fresh=False)
+    assert pool._process is process          # reused, with its history
+    deadline = time.monotonic() + 30
+    while process.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(WorkerDied) as info:
+        _run(pool, second, count=1)
+    text = str(info.value)
+    assert f"after calls of {first!r} had returned" in text and "'legacy'" not in text
+    pool.close()
+
+
+def test_a_reused_worker_left_behind_names_every_target_that_ran(tmp_path):
+    first = _file(tmp_path, "timer")
+    pool = WorkerPool()
+    _run(pool, _load(pool, [first]), count=1)
+    _run(pool, _load(pool, ["legacy"], fresh=False), count=1)
+    with pytest.raises(WorkerDied) as info:
+        pool.close()
+    assert f"after calls of {first!r} and 'legacy' had returned" in str(info.value)
