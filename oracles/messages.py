@@ -569,6 +569,15 @@ PROTOCOL_NONE_FOR = ("no built-in protocol drives {value!r}",
 # check_protocol's problems: one sentence each, naming the part and the fix
 PROTOCOL_PROBLEM_TYPE = "the declaration is a {kind}, not a Protocol: declare PROTOCOL = Protocol(...)"
 PROTOCOL_PROBLEM_NAME = "name {value!r} is empty: give the protocol a name"
+PROTOCOL_PROBLEM_NAME_CHARS = (
+    "name {value!r} is not a plain name: a protocol's name is made of letters, digits, '-', "
+    "'_', '.' and ':', starts with a letter or a digit, holds no '..' and has at most {most} "
+    "characters (reports, replay files and --protocol carry it; it is never a path): give "
+    "e.g. name='token-stager'")
+PROTOCOL_PROBLEM_FUNCTIONS_EMPTY = (
+    "functions {value!r} names nothing: give the names of the classes, methods or functions "
+    "this protocol drives, e.g. functions=('TokenStager', 'stage') (a target is matched to "
+    "a protocol by them)")
 PROTOCOL_PROBLEM_FUNCTIONS = ("functions {value!r} is not a tuple of names: give the names of "
                               "the classes, methods or functions this protocol drives")
 PROTOCOL_PROBLEM_CALLABLE = "{part} {value!r} is not callable: give a function"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import keyword
+import re
 from typing import Any
 
 from stagecheck.oracles import messages
@@ -20,10 +21,17 @@ from stagecheck.spec.protocol import CHECK_ID, Operation, Protocol, ProtocolChec
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.steps import unfold
 
-__all__ = ["CHECK_SEQUENCES", "check_protocol", "drawable", "dry_run_problems", "when_problem"]
+__all__ = ["CHECK_SEQUENCES", "NAME", "check_protocol", "drawable", "dry_run_problems",
+           "when_problem"]
 
 #: step sequences the dry run draws (``protocol check``, and a file's probe in a worker)
 CHECK_SEQUENCES = 30
+#: what a protocol's name may be (reports, replay files, the pytest fixture's reproduce
+#: line and ``--protocol`` carry it): letters, digits, ``-``, ``_``, ``.`` and ``:``
+#: (``single-call:SCHEMA``), starting with a letter or a digit, no ``..``, at most
+#: ``NAME_CHARS`` characters; never a path
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
+NAME_CHARS = 100
 
 
 def _twice(values, shown=str) -> str:
@@ -48,9 +56,14 @@ def check_protocol(protocol: Any) -> list[str]:
 
     if not isinstance(p.name, str) or not p.name.strip():
         problem(messages.PROTOCOL_PROBLEM_NAME, value=p.name)
+    elif not NAME.fullmatch(p.name) or ".." in p.name or len(p.name) > NAME_CHARS:
+        problem(messages.PROTOCOL_PROBLEM_NAME_CHARS, most=NAME_CHARS, value=p.name if len(
+            p.name) <= NAME_CHARS else p.name[:NAME_CHARS] + "...")
     if not isinstance(p.functions, tuple) or not all(isinstance(f, str) and f
                                                      for f in p.functions):
         problem(messages.PROTOCOL_PROBLEM_FUNCTIONS, value=p.functions)
+    elif not p.functions:
+        problem(messages.PROTOCOL_PROBLEM_FUNCTIONS_EMPTY, value=p.functions)
     if not callable(p.build):
         problem(messages.PROTOCOL_PROBLEM_CALLABLE, part="build", value=p.build)
     if p.observe is not None and not callable(p.observe):

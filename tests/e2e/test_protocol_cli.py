@@ -252,6 +252,13 @@ BAD = {
                     "operations=(Operation('a', run, when=lambda v: v.no_such_field),))",
                     "operations[0] ('a').when raised AttributeError"),
     "not_a_protocol": ("PROTOCOL = 42", "the declaration is a int, not a Protocol"),
+    "path_name": ("PROTOCOL = Protocol(name='../x', summary='s', functions=('A',), "
+                  "build=lambda c: None, component='A', operations=(Operation('a', run),))",
+                  "name '../x' is not a plain name: "),
+    "no_functions": ("PROTOCOL = Protocol(name='p', summary='s', functions=(), "
+                     "build=lambda c: None, component='A', operations=(Operation('a', run),))",
+                     "functions () names nothing: give the names of the classes, methods "
+                     "or functions this protocol drives"),
 }
 
 

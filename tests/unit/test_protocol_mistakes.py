@@ -521,3 +521,26 @@ def test_a_misspelt_device_work_path_says_the_closest_name(tmp_path, path, guess
     assert re.fullmatch(_pattern(messages.PROTOCOL_DEVICE_WORK_MISSING), raised.value.problem)
     said = messages.DID_YOU_MEAN.format(option=guess) if guess else "(did you mean"
     assert (said in raised.value.problem) == bool(guess), raised.value.problem
+
+
+# ------------------------------------------------ the declaration's name and functions
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", "x..y", "-x", "token stager",
+                                  "tok\x1b[31m", "x" * 101, "a\\b"])
+def test_a_name_that_is_not_a_plain_name_is_refused_naming_it(name):
+    shown = name if len(name) <= 100 else name[:100] + "..."
+    assert _checked(name=name) == [messages.PROTOCOL_PROBLEM_NAME_CHARS.format(
+        value=shown, most=100)]
+
+
+@pytest.mark.parametrize("name", ["token-stager", "single-call:specdec-backup-tokens",
+                                  "v2.token_stager", "x" * 100])
+def test_a_plain_name_is_accepted(name):
+    assert _checked(name=name) == []
+
+
+def test_functions_that_name_nothing_are_refused_with_the_fix():
+    problems = _checked(functions=())
+    assert problems == [messages.PROTOCOL_PROBLEM_FUNCTIONS_EMPTY.format(value=())]
+    assert problems[0].startswith("functions () names nothing")
+    assert "functions=('TokenStager', 'stage')" in problems[0]
