@@ -38,8 +38,11 @@ TARGET_CLASS_MISSING = ("{path!r} has no module-level class {name!r} (in {value!
                         "classes there: {available}")
 TARGET_METHOD_MISSING = ("class {name!r} in {path!r} has no method {method!r} (in {value!r})",
                          "its methods: {available}")
-TARGET_METHOD_KIND = ("{name!r} in {value!r} is a static or class method",
-                      "name a plain method (it is loaded as a function taking self)")
+TARGET_METHOD_KIND = ("{name!r} in {value!r} is a class method without a parameter for its "
+                      "class: Python cannot call it",
+                      "give it one (def {method}(cls, ...)): a class method is loaded bound "
+                      "to its class, compiled from the file; a static method as a plain "
+                      "function, a plain method as a function taking self")
 TARGET_NOT_FUNCTION = ("{name!r} in {value!r} is a {kind}, not a function",
                        "name the staging function itself; an engine component class is "
                        "checked step after step with --protocol NAME|FILE ('stagecheck "

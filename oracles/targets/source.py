@@ -28,6 +28,7 @@ import os
 import symtable
 import sys
 import traceback
+import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -133,16 +134,20 @@ def load_shims(paths) -> dict[str, Shim]:
 
 
 class _StripAnnotations(ast.NodeTransformer):
-    """Drop annotations, and the decorators that ``keep`` refuses: they may name engine
-    types we never import (a decorator of an honoured module, ``@triton.jit``, stays)."""
+    """Drop annotations, and the decorators that ``keep`` and ``plain`` refuse: they may
+    name engine types we never import (a decorator of an honoured module, ``@triton.jit``,
+    stays, with the function's annotations; so does a builtin ``@staticmethod`` or
+    ``@classmethod``, ``plain``, without them: a class's method is called as written)."""
 
-    def __init__(self, keep: Callable[[ast.expr], bool] = lambda decorator: False) -> None:
-        self.keep = keep
+    def __init__(self, keep: Callable[[ast.expr], bool] = lambda decorator: False,
+                 plain: Callable[[ast.expr], bool] = lambda decorator: False) -> None:
+        self.keep, self.plain = keep, plain
 
     def visit_FunctionDef(self, node):
         self.generic_visit(node)
-        node.decorator_list = [d for d in node.decorator_list if self.keep(d)]
-        if node.decorator_list:     # a Triton kernel: ``BLOCK: tl.constexpr`` is meaning
+        meaning = [d for d in node.decorator_list if self.keep(d)]
+        node.decorator_list = [d for d in node.decorator_list if self.keep(d) or self.plain(d)]
+        if meaning:     # a Triton kernel: ``BLOCK: tl.constexpr`` is meaning
             return node
         node.returns = None
         for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
@@ -273,9 +278,9 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for alias in node.names:
                 imports[alias.asname or alias.name] = (node.module, alias.name)
-    dotted = name
+    dotted, bound_to = name, None
     if "." in name:
-        name = _method_as_function(defs, name, filename, spec)
+        name, bound_to = _method_as_function(defs, name, filename, spec)
     node = defs.get(name)
     if node is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         if isinstance(node, ast.ClassDef):
@@ -301,11 +306,16 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
         module_name = MODULE_ALIASES.get((module_name, attr), module_name)
         return module_name.split(".")[0] == "triton"
 
-    # the function and, transitively, every module-level definition it reads
-    wanted, queue = set(), [name]
+    def method_kind(decorator: ast.expr) -> bool:
+        return isinstance(decorator, ast.Name) and decorator.id in _METHOD_KINDS and not (
+            decorator.id in imports or decorator.id in defs or decorator.id in replaced)
+
+    # the function and, transitively, every module-level definition it reads (and the
+    # class a class method is bound to)
+    wanted, queue = set(), [name, *([bound_to] if bound_to else [])]
     uses: dict[str, set[str]] = {}        # global name -> the definitions that read it
     stripped: dict[str, ast.stmt] = {}
-    strip = _StripAnnotations(triton_decorator)
+    strip = _StripAnnotations(triton_decorator, method_kind)
     while queue:
         current = queue.pop()
         if current in wanted:
@@ -374,6 +384,8 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
         func.__stagecheck_shimmed__ = tuple(shimmed)
     except AttributeError:
         pass
+    if bound_to is not None:      # a class method: called with the class compiled here
+        func = types.MethodType(func, namespace[bound_to])
     return func
 
 
@@ -413,9 +425,12 @@ def _assigned(node: ast.stmt, name: str, spec: str, filename: str, defs: dict,
     return TargetLoadError(problem, fix, value=spec)
 
 
-def _method_as_function(defs: dict, dotted: str, filename: str, spec: str) -> str:
+def _method_as_function(defs: dict, dotted: str, filename: str, spec: str
+                        ) -> tuple[str, str | None]:
     """Put method ``Class.method`` of ``defs`` among them as a module-level function;
-    return its key. It keeps its name unless a module-level name takes it."""
+    return its key, and the class's name where it is a class method (bound to the class
+    when loaded; a static method is a plain function, a plain method one taking
+    ``self``). It keeps its name unless a module-level name takes it."""
     class_name, _, method = dotted.partition(".")
     owner = defs.get(class_name)
     if not isinstance(owner, ast.ClassDef):
@@ -429,10 +444,18 @@ def _method_as_function(defs: dict, dotted: str, filename: str, spec: str) -> st
                                  name=class_name, method=method,
                                  available=", ".join(sorted(methods)) or "none")
     node = copy.deepcopy(methods[method])
-    if any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
-           for d in node.decorator_list):
-        raise TargetLoadError.of(messages.TARGET_METHOD_KIND, spec, name=dotted)
+    kinds = {d.id for d in node.decorator_list
+             if isinstance(d, ast.Name) and d.id in _METHOD_KINDS}
+    if "classmethod" in kinds and not (node.args.posonlyargs or node.args.args
+                                       or node.args.vararg):
+        raise TargetLoadError.of(messages.TARGET_METHOD_KIND, spec, name=dotted, method=method)
+    node.decorator_list = [d for d in node.decorator_list
+                           if not (isinstance(d, ast.Name) and d.id in _METHOD_KINDS)]
     key = method if method not in defs else f"_stagecheck_method_{method}"
     node.name = key
     defs[key] = node
-    return key
+    return key, class_name if "classmethod" in kinds else None
+
+
+#: the builtin decorators that make a class's function a static or a class method
+_METHOD_KINDS = ("staticmethod", "classmethod")
