@@ -11,6 +11,10 @@ not the instrumented ones of the differential oracles. Inputs are in contract, e
 live request has a state index, capacity equals ``num_reqs``; each side gets its own
 copy of the same inputs, built once per size and reused by every call.
 
+First, each size's input runs once on both sides on instrumented buffers and the two are
+compared (``refuse_different``): a candidate that does not stage what the baseline stages
+is not timed (``BENCH_NOT_EQUIVALENT``, exit 2), since doing less is faster.
+
 Method, per size: a few warm-up calls per side (also checking that neither raises);
 a calibration that picks ``calls`` per batch so the slower side's batch lasts about
 ``min_time / (2 * repeats)``, but at most 1 ms (one call when a call takes longer):
@@ -49,6 +53,7 @@ from types import SimpleNamespace
 
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import StagecheckError
+from stagecheck.oracles.evaluate import judge
 from stagecheck.oracles.observe import build_inputs, require_device
 from stagecheck.oracles.observe.backends import torch_module
 from stagecheck.oracles.options import DEVICES, RunOptions, choice
@@ -288,6 +293,7 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
     seconds = 0.0
     try:
         sides = [side_of(runner, t) for t in (baseline, candidate)]
+        refuse_different(runner, sides, baseline, candidate, sizes, device, timeout)
         for num_reqs in sizes:
             # one size per call to the worker: a signal stops the bench between sizes
             interrupt.check()
@@ -315,6 +321,41 @@ def run_bench(baseline: Target, candidate: Target, device: str = "cpu",
     result = BenchResult(baseline.spec, candidate.spec, device, repeats=repeats,
                          min_time=min_time, rows=rows, seconds=seconds)
     return result
+
+
+def refuse_different(runner, sides: list[int], baseline: Target, candidate: Target, sizes,
+                     device: str, timeout: float) -> None:
+    """Bench times two targets that do the same thing: before any timing, each size's
+    bench input runs once on both sides (instrumented buffers, as ``diff`` runs them) and
+    the two are compared. A difference is ``BENCH_NOT_EQUIVALENT`` (exit 2, nothing
+    timed): a candidate that does less, such as one that stages nothing or returns a
+    generator it never runs, is faster for it, and its ratio would read as a speedup. A
+    call that raised, hung or ended its worker is left to the timing, which says so of
+    its side (``_raised``, ``BENCH_HUNG``)."""
+    batch = [(k, baseline.schema.bench(n)) for k, n in enumerate(sizes)]
+    answer = runner.observe(sides, batch, RunOptions(device=device, timeout=timeout),
+                            "instrumented")
+    for (k, (a, b)), num_reqs in zip(answer, sizes):
+        if not (_returned(a) and _returned(b)):
+            continue        # the timing says it as before: raised, hung, ended its worker
+        differences = [f for f in judge(batch[k][1], baseline, candidate, a, b,
+                                        in_contract=True)
+                       if f.severity == "error" and f.side == "both"]
+        if differences:
+            first = differences[0]
+            where = ", ".join(f"{name} {value}" for name, value in (
+                ("field", first.field), ("slot", first.slot), ("view", first.view))
+                if value is not None)
+            raise StagecheckError.of(
+                messages.BENCH_NOT_EQUIVALENT, candidate.spec, baseline=baseline.spec,
+                candidate=candidate.spec, num_reqs=num_reqs, count=len(differences),
+                finding=f"{first.invariant}{f' ({where})' if where else ''}: "
+                        f"{first.message}"[:300])
+
+
+def _returned(o) -> bool:
+    """Whether the call seen in ``o`` returned (no exception, no hang, its worker alive)."""
+    return o.crashed is None and not o.timed_out and o.exception_type is None
 
 
 def bench_here(baseline: Target, candidate: Target, device: str, sizes, repeats: int,

@@ -126,6 +126,13 @@ WORKER_LEFT_BEHIND = (
 WORKER_STOP_UNANSWERED = ("it did not answer the checker's last request within {seconds:g} s "
                           "of CPU time (3 times that on the wall clock): something left "
                           "behind holds it")
+BENCH_NOT_EQUIVALENT = (
+    "the candidate {candidate!r} does not do what the baseline {baseline!r} does on the "
+    "bench's own in-contract input with num_reqs={num_reqs} ({count} difference(s); the "
+    "first: {finding}), so its time says nothing of the refactor: nothing was timed",
+    "run 'stagecheck diff {baseline} {candidate}' to see the differences; bench times two "
+    "targets that stage the same values (a candidate that does less, or nothing, is "
+    "faster for it)")
 BENCH_HUNG = ("{side} did not return within the time limit (hang) on an in-contract input "
               "with num_reqs={num_reqs}, so it cannot be timed (--timeout {timeout}: seconds "
               "of CPU time for one call or one batch of calls, 3 times that on the wall "

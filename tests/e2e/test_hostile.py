@@ -340,6 +340,12 @@ TARGETS = [
          r"\(hang\) on an in-contract input with num_reqs=8", "bench of a baseline that spins "
          "from 3 live requests on: the per-call limit, the hang blamed on the baseline (was: "
          "100 s of CPU time per size)"),
+    Case("bench-returns-generator", ("bench", "single-loop", target("returns_generator"),
+                                     "--json", "report.json"), 2,
+         fragment(messages.BENCH_NOT_EQUIVALENT) + ".*" + re.escape(
+             "run 'stagecheck diff single-loop "),
+         "bench of a candidate that returns a generator it never runs: it stages nothing "
+         "(was: exit 0, timed as 300 to 600 times faster than the baseline, a speedup)"),
     Case("bench-os-exit", ("bench", "single-loop", target("os_exit_0")), 2,
          r"a target ended the bench's worker \(exited the interpreter with code 0\)",
          "bench of a target that calls os._exit(0)"),

@@ -130,3 +130,28 @@ def test_each_call_runs_under_the_unit_its_side_is_blamed_for():
     assert len(seen) > 20 and {side for _, side in seen} == {"baseline", "candidate"}
     assert all(blamed == side for blamed, side in seen), seen[:12]
     assert position.value - BUSY <= _UNITS
+
+
+DOES_NOTHING = textwrap.dedent('''
+    def stage_postprocess_inputs_to_gpu(ctx, scheduler_output, req_ids, num_reqs, requests,
+                                        mamba_state_idx):
+        for i, r in enumerate(req_ids[:num_reqs]):
+            ctx.mamba_state_idx_buf.np[i] = mamba_state_idx[r]
+            yield
+''')
+
+
+def test_a_candidate_that_does_not_stage_what_the_baseline_stages_is_not_timed(tmp_path):
+    """A candidate that returns a generator it never runs stages nothing, in a fraction of
+    a microsecond: bench timed it as a 300-fold speedup (exit 0). The bench's own inputs
+    run once on both sides first and are compared; a difference is exit 2, nothing timed."""
+    from stagecheck.oracles import messages
+    path = tmp_path / "lazy.py"
+    path.write_text(DOES_NOTHING)
+    lazy = f"{path}::stage_postprocess_inputs_to_gpu"
+    with pytest.raises(StagecheckError) as info:
+        run_bench(load_target("single-loop"), load_target(lazy), **QUICK)
+    text = str(info.value)
+    problem = messages.BENCH_NOT_EQUIVALENT[0]
+    assert problem.split("{")[0] in text and "num_reqs=1" in text and "same_copies" in text
+    assert f"run 'stagecheck diff single-loop {lazy}'" in text
