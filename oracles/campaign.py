@@ -47,7 +47,7 @@ from stagecheck.oracles.evaluate import judge, with_kernel_impact
 from stagecheck.oracles.gcpause import fewer_collections
 from stagecheck.oracles.options import CampaignConfig, RunOptions
 from stagecheck.oracles.results import TargetPair
-from stagecheck.oracles.runner import runner_for, side_of
+from stagecheck.oracles.runner import close_after_campaign, runner_for, side_of
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.targets import Target, load_target, target_from_callable
 from stagecheck.spec import ERROR, Finding, StagingScenario
@@ -465,15 +465,16 @@ def run_campaign(baseline: Target | str | Callable | None, candidate: Target | s
             _search(search, config, result)
     except interrupt.Interrupted:     # a wait on a worker cut short by a signal: what was
         pass                          # found so far stays (``interrupted`` is set below)
-    except Exception as exc:      # stagecheck's own error: what was found so far rides on
-        result.findings = search.collector.findings()    # it, for the caller to save
-        result.seconds = time.perf_counter() - search.started
-        exc.partial_result = result
-        raise
-    finally:
+    except BaseException as exc:  # stagecheck's own error: what was found so far rides on
+        if isinstance(exc, Exception):      # it, for the caller to save
+            result.findings = search.collector.findings()
+            result.seconds, exc.partial_result = time.perf_counter() - search.started, result
         if own:
             runner.close()
+        raise
     result.findings = search.collector.findings()
+    if own:
+        close_after_campaign(runner, bool(result.errors))
     result.seconds = time.perf_counter() - search.started
     if interrupt.requested():   # the flag decides, whether or not an exception got through
         result.interrupted = interrupt.signal_name(interrupt.requested())

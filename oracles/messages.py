@@ -126,6 +126,10 @@ WORKER_LEFT_BEHIND = (
 WORKER_STOP_UNANSWERED = ("it did not answer the checker's last request within {seconds:g} s "
                           "of CPU time (3 times that on the wall clock): something left "
                           "behind holds it")
+#: a line on stderr: a worker held what could end it later (or had ended) when a run that
+#: found errors closed it; the errors stand
+WORKER_DIED_AFTER_ERRORS = "stagecheck: note: {error} (the error findings stand: each was seen "\
+    "in a call before it)"
 BENCH_NOT_EQUIVALENT = (
     "the candidate {candidate!r} does not do what the baseline {baseline!r} does on the "
     "bench's own in-contract input with num_reqs={num_reqs} ({count} difference(s); the "

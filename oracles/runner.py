@@ -20,6 +20,7 @@ from stagecheck.oracles.observe.call import WALL_FACTOR
 from stagecheck.oracles.observe.backends import backend_kind, make_backend
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.stdio import note
 from stagecheck.oracles.targets import Target
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool, stream_batches
 from stagecheck.oracles.worker.blame import WorkerDied
@@ -28,8 +29,8 @@ from stagecheck.oracles.worker.protocol import held_targets
 from stagecheck.spec.observation import Observation
 from stagecheck.spec.scenario import StagingScenario
 
-__all__ = ["InProcessRunner", "Runner", "SCHEMA_SECONDS", "isolated_runner", "load_isolated",
-           "load_schema_isolated", "runner_for", "side_of"]
+__all__ = ["InProcessRunner", "Runner", "SCHEMA_SECONDS", "close_after_campaign",
+           "isolated_runner", "load_isolated", "load_schema_isolated", "runner_for", "side_of"]
 
 #: CPU seconds a worker may take to load a schema file and dry-run it (``WALL_FACTOR``
 #: times that on the wall clock; ``STAGECHECK_LOAD_SECONDS`` lowers it): a schema's code
@@ -149,6 +150,20 @@ class _IsolatedRunner:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def close_after_campaign(runner: Runner, found_errors: bool) -> None:
+    """Close the runner of a campaign that finished. A worker that, at its close, had ended
+    or held what could end it later (``WorkerDied``: after every call the run made) leaves
+    a run that found no error without a verdict (it would have passed); where the run found
+    errors, they stand (each was seen in a call that returned or ended before it: exit 1),
+    and a line on stderr says what the worker held."""
+    try:
+        runner.close()
+    except WorkerDied as died:
+        if not found_errors:
+            raise
+        note(messages.WORKER_DIED_AFTER_ERRORS.format(error=died))
 
 
 def isolated_runner(targets: list[Target], memory_mib: int | None = None) -> _IsolatedRunner:

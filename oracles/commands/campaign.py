@@ -27,6 +27,7 @@ from stagecheck.oracles.report.json import campaign_body, campaign_settings
 from stagecheck.oracles.report.markdown import render_markdown
 from stagecheck.oracles.report.replay import kept_findings, new_run_id, save_run
 from stagecheck.oracles.report.text import examples_tried, verdict_said
+from stagecheck.oracles.runner import close_after_campaign
 from stagecheck.oracles.targets import schema_spec
 
 __all__ = ["CampaignCommand", "COMMANDS"]
@@ -134,6 +135,7 @@ class CampaignCommand(Command):
                     if partial is not None and internal(exc):
                         self.save_partial(run, partial, baseline, candidate, outputs, exc)
                     raise
+                close_after_campaign(runner, bool(result.errors))
         finally:
             if progress:
                 progress.close()

@@ -143,3 +143,24 @@ def test_a_reused_worker_left_behind_names_every_target_that_ran(tmp_path):
     with pytest.raises(WorkerDied) as info:
         pool.close()
     assert f"after calls of {first!r} and 'legacy' had returned" in str(info.value)
+
+
+class _Closing:
+    """A runner whose close finds what a worker left behind."""
+
+    def close(self):
+        from stagecheck.oracles.worker.blame import left_behind
+        raise left_behind(["a threading.Timer that will call os._exit"], ["x.py::f"], True)
+
+
+def test_a_run_without_errors_has_no_verdict_but_errors_found_stand(capsys):
+    """What a worker holds at its close comes after every call of the run: a run that
+    found no error would have passed (no verdict: WorkerDied), one that found errors keeps
+    them (exit 1; was: exit 2 or 1 by the timer's luck, ``stops_after``), said on stderr."""
+    from stagecheck.oracles.runner import close_after_campaign
+    with pytest.raises(WorkerDied):
+        close_after_campaign(_Closing(), found_errors=False)
+    close_after_campaign(_Closing(), found_errors=True)
+    err = capsys.readouterr().err
+    assert err.startswith("stagecheck: note: the code under test left in its worker")
+    assert "the error findings stand" in err
