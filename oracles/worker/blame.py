@@ -13,7 +13,11 @@ So:
   pass, never the next call's crash;
 - a call that ended its worker after another target's calls ran in the same worker is
   run again alone in a fresh one (``Recovery._confirmed``): where it returns there, the
-  end was not its doing, and that is ``WorkerDied`` too.
+  end was not its doing, and that is ``WorkerDied`` too;
+- a worker that, when the pool stops it, still holds what could end it later (``later.py``:
+  a thread, a ``threading.Timer``, faulthandler's later dump with ``exit=True``) is
+  ``WorkerDied`` as well (``left_behind``): the run's end must not decide the verdict by
+  coming before the timer (``WorkerPool.close``).
 
 ``Recovery`` is the part of ``WorkerPool`` that answers a batch whose worker ended: it
 runs the examples again around the call that ended it, and decides what that call did.
