@@ -223,7 +223,8 @@ TARGETS = [
     spec("keyboard_interrupt", 1, "raised KeyboardInterrupt",
          "raise KeyboardInterrupt (was: exit 130 and a traceback)", crashy=True),
     # 100 examples: the worker's calls span more than the 50 ms, and it ends between them
-    *[diff(name, 2, "a worker ended .*" + fragment(messages.WORKER_DIED_BETWEEN_CALLS),
+    # (or, on a busy machine, when the run stops it: it still holds the timer)
+    *[diff(name, 2, ENDS_LATER,
            what, options=["--examples", "100", "--timeout", "1", "--quiet"])
       for name, what in (
         ("timer_exits_after", "stages, then starts a threading.Timer that calls os._exit(0) "
