@@ -14,6 +14,7 @@ from stagecheck.oracles.options import ReplayConfig, RunOptions, build
 from stagecheck.oracles.report import load_replay, render_replay
 from stagecheck.oracles.report.protocol_replay import is_protocol_replay
 from stagecheck.oracles.report.replay import check_trusted, replay_run
+from stagecheck.oracles.runner import close_after_campaign
 
 __all__ = ["COMMANDS", "ReplayCommand"]
 
@@ -59,7 +60,8 @@ class ReplayCommand(Command):
             baseline = runner.targets[0] if base_spec else None
             findings = evaluate(baseline, runner.targets[-1], scenario, options,
                                 runner).findings
-        errors = any(f.severity == "error" for f in findings)
+            errors = any(f.severity == "error" for f in findings)
+            close_after_campaign(runner, errors)    # a worker left ending later: diff's rule
         verdict = "different" if errors else "equivalent"
         if interrupt.requested():
             return Outcome("interrupted", 0, findings, interrupted=(1, findings, "example(s)",
