@@ -582,7 +582,6 @@ PROTOCOL_NONE_FOR = ("no built-in protocol drives {value!r}",
                      "choose one with --protocol NAME|FILE (built-ins: {builtins})")
 # check_protocol's problems: one sentence each, naming the part and the fix
 PROTOCOL_PROBLEM_TYPE = "the declaration is a {kind}, not a Protocol: declare PROTOCOL = Protocol(...)"
-PROTOCOL_PROBLEM_NAME = "name {value!r} is empty: give the protocol a name"
 PROTOCOL_PROBLEM_NAME_CHARS = (
     "name {value!r} is not a plain name: a protocol's name is made of letters, digits, '-', "
     "'_', '.' and ':', starts with a letter or a digit, holds no '..' and has at most {most} "
@@ -592,6 +591,10 @@ PROTOCOL_PROBLEM_FUNCTIONS_EMPTY = (
     "functions {value!r} names nothing: give the names of the classes, methods or functions "
     "this protocol drives, e.g. functions=('TokenStager', 'stage') (a target is matched to "
     "a protocol by them)")
+PROTOCOL_PROBLEM_NAME = ("name {value!r} is not a non-empty text: give the protocol a name "
+                         "(e.g. name='my-protocol')")
+PROTOCOL_PROBLEM_SUMMARY = ("summary {value!r} is not a text: give one line saying what the "
+                            "protocol drives (e.g. summary='rows staged and uploaded each step')")
 PROTOCOL_PROBLEM_FUNCTIONS = ("functions {value!r} is not a tuple of names: give the names of "
                               "the classes, methods or functions this protocol drives")
 PROTOCOL_PROBLEM_CALLABLE = "{part} {value!r} is not callable: give a function"
@@ -626,6 +629,11 @@ PROTOCOL_PROBLEM_PARAM_VALUES = ("space.params[{name!r}] {value!r} is not a non-
 PROTOCOL_PROBLEM_TEMPERATURES = ("space.temperatures {value!r} is not a non-empty tuple of "
                                  "temperatures (finite numbers >= 0) to draw from: give e.g. "
                                  "StepSpace(temperatures=(0.0, 0.7))")
+PROTOCOL_PROBLEM_CHECKS = ("checks {value!r} is not a tuple of ProtocolCheck(id, statement, "
+                           "check): give e.g. checks=(ProtocolCheck('ids-positive', 'Every id "
+                           "is positive.', ids_positive),), or leave it out")
+PROTOCOL_PROBLEM_FLAG = ("space.{part} {value!r} is not True or False: give e.g. "
+                         "StepSpace({part}=True)")
 PROTOCOL_PROBLEM_CHECK = ("checks[{k}] {value!r} is not a ProtocolCheck(id, statement, check) "
                           "with a callable check: write one")
 PROTOCOL_PROBLEM_CHECK_ID = ("checks[{k}].id {value!r} is not an id: its findings' ids and "

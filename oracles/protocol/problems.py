@@ -59,6 +59,8 @@ def check_protocol(protocol: Any) -> list[str]:
     elif not NAME.fullmatch(p.name) or ".." in p.name or len(p.name) > NAME_CHARS:
         problem(messages.PROTOCOL_PROBLEM_NAME_CHARS, most=NAME_CHARS, value=p.name if len(
             p.name) <= NAME_CHARS else p.name[:NAME_CHARS] + "...")
+    if not isinstance(p.summary, str):
+        problem(messages.PROTOCOL_PROBLEM_SUMMARY, value=p.summary)
     if not isinstance(p.functions, tuple) or not all(isinstance(f, str) and f
                                                      for f in p.functions):
         problem(messages.PROTOCOL_PROBLEM_FUNCTIONS, value=p.functions)
@@ -101,7 +103,9 @@ def check_protocol(protocol: Any) -> list[str]:
     if p.row_order and not _identifier_path(p.row_order):
         problem(messages.PROTOCOL_PROBLEM_PATH, part="row_order", value=p.row_order)
     out += _space_problems(p.space)
-    for k, check in enumerate(p.checks if isinstance(p.checks, tuple) else (None,)):
+    if not isinstance(p.checks, tuple):
+        problem(messages.PROTOCOL_PROBLEM_CHECKS, value=p.checks)
+    for k, check in enumerate(p.checks if isinstance(p.checks, tuple) else ()):
         if not isinstance(check, ProtocolCheck) or not callable(check.check) \
                 or not isinstance(check.id, str) or not check.id.strip():
             problem(messages.PROTOCOL_PROBLEM_CHECK, k=k, value=check)
@@ -161,6 +165,10 @@ def _space_problems(space: Any) -> list[str]:
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= 4096:
             out.append(messages.PROTOCOL_PROBLEM_NUMBER.format(part=f"space.{part}",
                                                                value=value, low=low))
+    for part in ("dummy", "preemption"):
+        if not isinstance(getattr(space, part), bool):
+            out.append(messages.PROTOCOL_PROBLEM_FLAG.format(part=part,
+                                                             value=getattr(space, part)))
     if not isinstance(space.params, dict):
         out.append(messages.PROTOCOL_PROBLEM_PARAMS.format(value=space.params))
     else:
