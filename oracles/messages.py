@@ -807,6 +807,18 @@ SCHEMA_DERIVE_BREACH = ("field {name!r}: derive raised {error} for slot {slot} o
                         "out-of-contract scenario ({breach}); there too a derive may raise "
                         "KeyError only (no value to expect), or every run that draws it "
                         "stops (exit 2)")
+# the types of a schema's parts (oracles/schema_types.py type_problems)
+SCHEMA_TYPE_TEXT = "{part} {value!r} is not a text: write it as a string (e.g. 'what it stages')"
+SCHEMA_TYPE_NAMES = ("{part} {value!r} is not a tuple of names: write a tuple of strings, "
+                     "e.g. {part}=('name',) (a trailing comma for one name)")
+SCHEMA_TYPE_TUPLE = ("{part} is a {value}, not a tuple of {kind}: write {part}=({kind}(...), "
+                     "...) (a trailing comma for one)")
+SCHEMA_TYPE_POLICY = ("{where}: {part} {value!r} is not a {kind}: give e.g. {part}={example} "
+                      "(docs/schemas.md)")
+SCHEMA_TYPE_VALUES = ("{where}: values.{part} {value!r} is not a whole number (special: a tuple "
+                      "of them): give e.g. Values(0, 2**20)")
+SCHEMA_TYPE_GROUP = ("{where}: group {value!r} is not a name or None: give e.g. group='requests' "
+                     "(inputs read from one object share a group)")
 # problems with the declarations (oracles/schemas.py check_declarations)
 SCHEMA_LENGTH_BAD = ("input {name!r}: length {length!r} must be (shortest, longest) with "
                      "0 <= shortest <= longest")

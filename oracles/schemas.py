@@ -28,6 +28,7 @@ from stagecheck.oracles.options import CAPACITY_LIMIT, RunOptions
 from stagecheck.oracles.paths import refuse_loop, refuse_special
 from stagecheck.oracles.process_state import state_kept
 from stagecheck.oracles.sample import sample_breach, sample_scenario
+from stagecheck.oracles.schema_types import type_problems
 from stagecheck.oracles.targets import remember_schema_spec
 from stagecheck.oracles.text import exception_text, printable, type_name
 from stagecheck.spec.invariants import (column_disagreement, column_values, expected_inputs_after,
@@ -174,9 +175,8 @@ def _fits(value: Any, dtype: str) -> bool:
 
 def check_declarations(schema: StagingSchema) -> list[str]:
     """Problems with the declarations themselves, each naming the part and the fix."""
-    out: list[str] = []
-    if not schema.name or not isinstance(schema.name, str):
-        out.append("name: give the schema a name")
+    if out := type_problems(schema):     # the checks below read each part as its type
+        return out
     if not schema.functions:
         out.append("functions: name the staging function(s) this schema describes")
     if not schema.parameters:
@@ -256,7 +256,7 @@ def check_declarations(schema: StagingSchema) -> list[str]:
             out.append(f"{where}: tail untouched and copy whole contradict each other (the "
                        "whole copy overwrites the device tail); give tail=TAIL_FREE, or "
                        "tail_fill(value) if the function fills the tail")
-        if f.tail.kind == "fill" and not _fits(f.tail.value, f.dtype):
+        if f.tail.kind == "fill" and f.dtype in _FIELD_DTYPES and not _fits(f.tail.value, f.dtype):
             out.append(f"{where}: the tail fill value {f.tail.value!r} is not a {f.dtype} "
                        "value; give one the buffer can hold")
         policed = by_name.get(f.missing.input) if f.missing is not None else None

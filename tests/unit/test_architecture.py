@@ -54,7 +54,7 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("targets", ["stagecheck.oracles.targets.*"]),
     ("device", ["stagecheck.oracles.device.*"]),   # the device model: observe's copies run on it
     ("observe", ["stagecheck.oracles.observe.*"]),
-    ("schemas", ["stagecheck.oracles.schemas"]),
+    ("schemas", ["stagecheck.oracles.schemas", "stagecheck.oracles.schema_types"]),
     ("run", ["stagecheck.oracles.worker.*", "stagecheck.oracles.runner"]),
     ("compare", ["stagecheck.oracles.compare", "stagecheck.oracles.kernel.scenarios",
                  "stagecheck.oracles.kernel.impact"]),
