@@ -37,7 +37,8 @@ from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.protocol_invariants import END_OF_RUN, compare_runs
 from stagecheck.spec.steps import StepSequence, unfold
 
-__all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "run_protocol_campaign"]
+__all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "run_protocol_campaign",
+           "stopped_step"]
 
 RUN_MODULE = "stagecheck.oracles.protocol.run"
 #: seconds each operation of a worker call gets on top of its limit (--timeout): stagecheck's
@@ -333,6 +334,13 @@ def _without_shadowed(findings: list[Finding]) -> list[Finding]:
 #: seconds one shrink of a sequence may take (each round of ``SHRINK_ROUNDS``): the
 #: smallest sequence that still fails by then is kept
 SHRINK_SECONDS = 60.0
+
+
+def stopped_step(findings: list[Finding]) -> int | None:
+    """The last step at which a run of ``findings``' sequence stopped (hung, or ended its
+    process), where each stopped finding names it; None otherwise (nothing to cut)."""
+    steps = [f.extra.get("step") for f in findings if f.extra.get("kind") in ("hang", "crash")]
+    return max(steps) if steps and all(isinstance(k, int) for k in steps) else None
 #: shrinks of one error's findings: a finding the first smallest sequence no longer shows
 #: is shrunk on its own, then one more time
 SHRINK_ROUNDS = 3
@@ -451,7 +459,7 @@ class _Search:
         for _ in range(1 if stopped else SHRINK_ROUNDS):
             if not remaining or interrupt.requested():
                 break
-            shown = self._shrink_for(seq, remaining, stopped)
+            shown = self._shrink_for(seq, remaining, stopped, stopped_step(findings))
             if not shown:
                 break
             remaining -= shown
@@ -461,7 +469,8 @@ class _Search:
             self.progress(self.result.sequences_run, self.config.sequences,
                           findings=len(self.kept), phase="", estimate=True)
 
-    def _shrink_for(self, seq: StepSequence, keys: set, stopped: bool) -> set:
+    def _shrink_for(self, seq: StepSequence, keys: set, stopped: bool,
+                    reached: int | None = None) -> set:
         """Shrink ``seq`` while a finding of ``keys`` shows; keep those the smallest
         sequence shows; their keys."""
         def still_fails(candidates: list[StepSequence]) -> int | None:
@@ -478,8 +487,8 @@ class _Search:
             return bool(interrupt.requested()) or time.perf_counter() > until
 
         smallest, spent = shrink_sequence(self.protocol, seq, still_fails,
-                                          max_evaluations=4 if stopped else 400,
-                                          stop=stop, batch_size=1 if stopped else 8)
+                                          max_evaluations=4 if stopped else 400, stop=stop,
+                                          batch_size=1 if stopped else 8, reached=reached)
         self.result.shrink_evaluations += spent
         ((_, sides),) = self.runner.run([(0, smallest)])
         note_forced(self.result, sides)

@@ -45,11 +45,23 @@ def shrink_sequence(protocol: Protocol, seq: StepSequence,
                     still_fails: Callable[[list[StepSequence]], int | None],
                     max_evaluations: int = MAX_EVALUATIONS,
                     stop: Callable[[], bool] | None = None,
-                    batch_size: int = BATCH) -> tuple[StepSequence, int]:
-    """A smallest variant of ``seq`` that ``still_fails``; with the evaluations spent."""
+                    batch_size: int = BATCH, reached: int | None = None
+                    ) -> tuple[StepSequence, int]:
+    """A smallest variant of ``seq`` that ``still_fails``; with the evaluations spent.
+
+    ``reached``: the step at which a run of ``seq`` stopped (a hang, an end of its
+    process), so that the steps after it never ran: the first variant tried keeps only
+    the steps up to it (one evaluation, where dropping them one at a time would spend the
+    few a stopped run gets, each up to the per-operation limit)."""
     if protocol.staging:
         return _shrink_scenario(protocol, seq, still_fails, max_evaluations, stop, batch_size)
     current, spent = _tidy(seq), 0
+    if reached is not None and 0 <= reached < len(current.steps) - 1:
+        ran = copy.deepcopy(current)
+        del ran.steps[reached + 1:]
+        spent += 1
+        if still_fails([ran]) is not None:
+            current = ran
     while spent < max_evaluations and not (stop and stop()):
         improved = False
         for propose in _PASSES:
