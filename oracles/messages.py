@@ -807,6 +807,11 @@ SCHEMA_DERIVE_BREACH = ("field {name!r}: derive raised {error} for slot {slot} o
                         "out-of-contract scenario ({breach}); there too a derive may raise "
                         "KeyError only (no value to expect), or every run that draws it "
                         "stops (exit 2)")
+# the fixture's own keywords of the wrong type (oracles/pytest_plugin.py keyword_type_problem)
+FIXTURE_STRICT_TYPE = ("keyword strict: {value!r} is not True or False; give strict=True (info "
+                       "findings fail the test too) or leave it out")
+FIXTURE_SHIMS_TYPE = ("keyword shims: {value!r} is not a list of paths of shim modules; give "
+                      "e.g. shims=['tools/vllm_shims.py'] (a list, even of one path)")
 # the types of a schema's parts (oracles/schema_types.py type_problems)
 SCHEMA_TYPE_TEXT = "{part} {value!r} is not a text: write it as a string (e.g. 'what it stages')"
 SCHEMA_TYPE_NAMES = ("{part} {value!r} is not a tuple of names: write a tuple of strings, "

@@ -97,6 +97,18 @@ def profile_defaults() -> dict:
             "profile": _hsettings.get_current_profile_name()}
 
 
+def keyword_type_problem(strict=False, shims=()) -> str | None:
+    """What is wrong with the type of the fixture's own ``strict`` and ``shims`` (None:
+    nothing): a text for ``strict`` is no bool ("no" would be true), and one path given
+    as a text for ``shims`` would be read letter by letter."""
+    if not isinstance(strict, bool):
+        return "stagecheck: " + messages.FIXTURE_STRICT_TYPE.format(value=strict)
+    if isinstance(shims, (str, bytes)) or not isinstance(shims, (list, tuple)) or not all(
+            isinstance(p, (str, os.PathLike)) for p in shims):
+        return "stagecheck: " + messages.FIXTURE_SHIMS_TYPE.format(value=shims)
+    return None
+
+
 def _resolve_seed(seed, derandomize: bool):
     """The seed of a campaign: given, else ``--hypothesis-seed``, else 0 when
     derandomized (what ``stagecheck diff`` uses), else a fresh one (shown in the report)."""
@@ -154,6 +166,9 @@ class StagecheckFixture:
         ``baseline`` None checks ``candidate`` against the spec alone. ``shims``: paths
         of shim modules whose names file targets may use (the CLI's ``--shim``).
         """
+        problem = keyword_type_problem(shims=shims)
+        if problem:
+            pytest.fail(problem, pytrace=False)
         # the oracles load on the fixture's first use (see as_target)
         from stagecheck.oracles.campaign import run_campaign
         from stagecheck.oracles.observe import require_device
@@ -187,6 +202,8 @@ class StagecheckFixture:
         ``strict`` on info findings too. Returns the ``CampaignResult`` otherwise.
         ``options``: further ``CampaignConfig`` fields (see ``config``).
         """
+        if keyword_type_problem(strict):
+            pytest.fail(keyword_type_problem(strict), pytrace=False)
         result = self.run(baseline, candidate, examples=examples, device=device,
                           max_capacity=max_capacity, seed=seed, **options)
         self._check(result, strict, (baseline, candidate), options)
@@ -196,6 +213,8 @@ class StagecheckFixture:
                         device: str = "cpu", max_capacity: int | None = None, seed=None,
                         **options):
         """Fail the test with the report when ``target`` violates the spec."""
+        if keyword_type_problem(strict):
+            pytest.fail(keyword_type_problem(strict), pytrace=False)
         result = self.run(None, target, examples=examples, device=device,
                           max_capacity=max_capacity, seed=seed, **options)
         self._check(result, strict, (None, target), options)
@@ -219,7 +238,9 @@ class StagecheckFixture:
         from stagecheck.oracles.protocol import (load_protocol, protocol_spec,
                                                  run_protocol_campaign)
         from stagecheck.oracles.report.protocol_text import render_protocol
-        failure = None
+        failure = keyword_type_problem(strict, options.get("shims", ()))
+        if failure:
+            pytest.fail(failure, pytrace=False)
         try:
             if protocol is None:
                 protocol = chosen_protocol({}, baseline, target)[0]
