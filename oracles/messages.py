@@ -227,6 +227,9 @@ NO_MUTANTS = ("no mutation operator applies to {value}: 0 mutants, nothing would
               "give a staging function with copies, loops, asserts or lookups to mutate")
 REPLAY_UNREADABLE = ("cannot read {value!r} ({error})", "give a replay file written by "
                      "'stagecheck diff'")
+REPLAY_IS_MANIFEST = ("{value!r} is the manifest of one run (it lists the {count} replay "
+                      "file(s) that run saved), not a replay file",
+                      "replay one of the files it lists: stagecheck replay {example}")
 REPLAY_MALFORMED = ("{value!r} is not a stagecheck replay file ({error})",
                     "give a file from {save_dir}")
 #: a replay file of a format this stagecheck does not read (``report/replay.py``)

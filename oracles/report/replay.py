@@ -397,12 +397,17 @@ def read_replay_document(path: str):
         if len(data) > MAX_REPLAY_BYTES:
             raise UsageError.of(messages.REPLAY_TOO_LARGE, path, size=os.path.getsize(path),
                                 limit=MAX_REPLAY_BYTES)
-        return json.loads(data.decode("utf-8"))
+        document = json.loads(data.decode("utf-8"))
     except OSError as exc:
         raise UsageError.of(messages.REPLAY_UNREADABLE, path,
                             error=exc.strerror or str(exc)) from None
     except (ValueError, RecursionError) as exc:
         raise _malformed(path, exc) from None
+    listed = document.get("findings") if isinstance(document, dict) else None
+    if isinstance(listed, list) and listed and "stagecheck_run" in document:    # a manifest
+        raise UsageError.of(messages.REPLAY_IS_MANIFEST, path, count=len(listed), example=str(
+            listed[0].get("file") if isinstance(listed[0], dict) else listed[0]))
+    return document
 
 
 def load_replay(path: str) -> tuple[dict, StagingScenario]:

@@ -5,6 +5,7 @@ option, not on the replay file."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -69,3 +70,20 @@ def test_a_schema_the_project_sets_is_left_out_of_a_protocol_replay(saved, tmp_p
                           env={**os.environ, "PYTHONPATH": ROOT})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "still" in proc.stdout and "does not apply" not in proc.stderr
+
+
+def test_a_run_manifest_given_to_replay_names_the_replay_files_it_lists(tmp_path):
+    # a user who follows "its manifest lists them: .stagecheck/findings/runs/RUN.json" and
+    # gives that file to replay was told "not a stagecheck replay file (TypeError: ...)"
+    save = tmp_path / "findings"
+    buggy = "tests/targets/buggy_copy_one_slot_short.py::stage_postprocess_inputs_to_gpu"
+    ran = run_stagecheck("diff", "legacy", buggy, "--examples", "20", "--no-out-of-contract",
+                         "--save-dir", save, "-q", timeout=240)
+    assert ran.returncode == 1, ran.stderr
+    (manifest,) = (save / "runs").glob("*.json")
+    listed = json.loads(manifest.read_text())["findings"][0]["file"]
+    proc = run_stagecheck("replay", manifest, timeout=240)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    said = messages.REPLAY_IS_MANIFEST[0].format(value=str(manifest), count=1)
+    assert said.split("(")[0] in proc.stderr, proc.stderr
+    assert f"stagecheck replay {listed}" in proc.stderr, proc.stderr
