@@ -303,11 +303,14 @@ def render_mutants(report, diffs: bool = True) -> str:
     lines.append(f"stagecheck mutants {report.target}: {n} mutant(s) of {report.function} "
                  f"and its helpers ({os.path.basename(report.filename)}), "
                  f"{len({r.mutant.operator for r in report.results})} operator(s)")
-    lines.append(f"budget {report.budget} examples per stream (spec, differential), "
-                 f"symbolic {report.symbolic_paths} paths per mutant ({EQUIVALENT_PATHS} on one "
-                 f"the catalog shows equivalent; at most {report.symbolic_timeout:g} s; "
-                 f"capacity <= "
-                 f"{SYMBOLIC_MAX_CAPACITY}); {report.seconds:.0f} s in all")
+    streams = [o for o in report.oracles if o in ("spec", "differential")]
+    budgets = ([f"{report.budget} examples per stream ({', '.join(streams)})"] if streams else []
+               ) + ([f"symbolic {report.symbolic_paths} paths per mutant ({EQUIVALENT_PATHS} "
+                     f"on one the catalog shows equivalent; at most "
+                     f"{report.symbolic_timeout:g} s; capacity <= {SYMBOLIC_MAX_CAPACITY})"]
+                    if "symbolic" in report.oracles else [])
+    lines.append(f"budget {', '.join(budgets) or 'the upstream tests'}; "
+                 f"{report.seconds:.0f} s in all")
     for o, why in report.unavailable.items():
         lines.append(f"{o}: n/a ({why})")
     if report.control:
