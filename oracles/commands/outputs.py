@@ -25,7 +25,7 @@ class Outputs:
         check_outputs(reports, save_dir)     # '' paths; a file that is not a report
         self.reports = {opt: p if p == "-" else os.path.abspath(p)
                         for opt, p in reports.items() if p}
-        report_to_stderr(self.reports.get("--json") == "-")
+        report_to_stderr("-" in self.reports.values())     # a document on stdout: alone
         self.save_dir = os.path.abspath(save_dir) if save_dir else None
         self.failed: list[tuple[str, str, str]] = []
         paths = list(self.reports.values())
