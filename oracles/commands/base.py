@@ -64,6 +64,8 @@ CONTRADICTIONS = (
     (("--kernel-backend", "kernel_backend", lambda v: v is not None, None),
      ("--kernel off (--no-kernel)", "kernel", lambda v: v == "off", "auto"),
      "with --kernel off no kernel runs, so no backend would be used"),
+    (("--list", "list", bool, False), ("--json", "json", lambda v: v is not None, None),
+     "--list prints the mutant catalog and runs nothing, so no --json report would be written"),
 )
 
 
