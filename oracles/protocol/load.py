@@ -86,7 +86,12 @@ def load_protocol(spec: Any, checked: bool = True) -> Protocol:
         if not spec[len(SINGLE_CALL):].strip():
             raise SchemaError.of(messages.PROTOCOL_NO_SCHEMA, spec,
                                  schemas=", ".join(BUILTIN_SCHEMAS))
-        protocol = single_call(_schema(spec[len(SINGLE_CALL):]))
+        given = spec[len(SINGLE_CALL):]
+        file = given.endswith(".py") or ".py:" in given     # loaded again by its path
+        if file and not os.path.isabs(given):
+            given = os.path.abspath(given)
+            spec = SINGLE_CALL + given
+        protocol = single_call(_schema(given), given if file else None)
         _SPECS[id(protocol)] = spec
         return protocol
     if is_protocol_file(spec) and not _in_worker():
@@ -296,7 +301,7 @@ def protocol_spec(protocol: Protocol) -> str:
     """How a worker loads ``protocol`` again (a built-in name, or the file it came from)."""
     if BUILTIN_PROTOCOLS.get(protocol.name) is protocol:
         return protocol.name
-    if protocol.staging and protocol.name == f"{SINGLE_CALL}{protocol.staging}":
+    if protocol.staging and protocol.name.startswith(SINGLE_CALL):
         return _SPECS.get(id(protocol), protocol.name)
     spec = _SPECS.get(id(protocol))
     if spec is None:

@@ -133,8 +133,9 @@ def replay_protocol(path: str, baseline: str | None = None, candidate: str | Non
     if protocol is None:
         _require_saved_protocol(str(spec), path)
     untrusted = None        # a protocol file outside the repository that was not given
-    if protocol is None and (str(spec).endswith(".py") or ".py:" in str(spec)):
-        file = str(spec).rpartition(":")[0] if ".py:" in str(spec) else str(spec)
+    named = str(spec).removeprefix("single-call:")     # a protocol file, or a schema file's
+    if protocol is None and (named.endswith(".py") or ".py:" in named):
+        file = named.rpartition(":")[0] if ".py:" in named else named
         if not trusted_path(file, repository_root()):
             untrusted = str(spec)
     check_trusted(saved, path, baseline, candidate, shims_given=bool(shims),
@@ -150,8 +151,8 @@ def replay_protocol(path: str, baseline: str | None = None, candidate: str | Non
 def _require_saved_protocol(spec: str, path: str) -> None:
     """A saved protocol file that no longer exists is a ``SchemaError`` saying to give its
     new path (``--protocol NEWPATH``), not only that the file is missing."""
-    if not (spec.endswith(".py") or ".py:" in spec):
-        return              # a built-in protocol, or single-call:SCHEMA
+    if not (spec.endswith(".py") or ".py:" in spec) or spec.startswith("single-call:"):
+        return              # a built-in protocol, or single-call:SCHEMA (its load says)
     file, _, name = spec.rpartition(":") if ".py:" in spec else (spec, "", "")
     if not os.path.lexists(file):
         raise SchemaError.of(messages.PROTOCOL_REPLAY_MOVED, spec, path=file, file=path,

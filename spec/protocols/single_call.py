@@ -20,8 +20,9 @@ def _stage(ctx):
     return ctx.stage(ctx.sequence.data["scenario"])
 
 
-def single_call(schema: StagingSchema) -> Protocol:
-    """The one-step protocol of ``schema``'s staging function."""
+def single_call(schema: StagingSchema, staging: str | None = None) -> Protocol:
+    """The one-step protocol of ``schema``'s staging function; ``staging``: how a worker
+    loads the schema again (a schema file's path; default: its name, a built-in's)."""
     return Protocol(
         name=f"single-call:{schema.name}",
         summary=f"one call of {', '.join(schema.functions)} on a scenario of schema "
@@ -30,5 +31,5 @@ def single_call(schema: StagingSchema) -> Protocol:
         build=lambda ctx: None,
         operations=(Operation("stage", _stage, doc="the staging call"),),
         space=StepSpace(steps=(1, 1)),
-        staging=schema.name,
+        staging=staging or schema.name,
     )
