@@ -103,9 +103,11 @@ def _stopped_trace(protocol: Protocol | None, seq: StepSequence, position: int,
     k = position - BUSY - 1
     if k < 0:
         return Trace(stopped=what)
-    step, name = labels[k % len(labels)]
-    return Trace(ops=[{"step": step, "op": name, "completion": "", "in_flight": 0,
-                       "hazards": [], "result": None, "outcome": what}])
+    k %= len(labels)        # with the operations of its run before it, which returned
+    return Trace(ops=[{"step": s, "op": n, "completion": "", "in_flight": "?", "hazards": [],
+                       "result": None, "outcome": what if j == k else None}
+                      for j, (s, n) in enumerate(labels[:k + 1])
+                      if j == k or (s >= 0 and n not in ("observe", END_OF_RUN))])
 
 
 class _Runner:

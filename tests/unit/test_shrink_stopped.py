@@ -50,3 +50,25 @@ def test_the_stopping_step_is_the_last_step_a_stopped_finding_names():
     whole = Finding("step_outcome", "error", "the run hung", side="candidate",
                     extra={"kind": "hang"})              # where it stopped is not known
     assert stopped_step([hang, whole]) is None
+
+
+def test_a_process_ended_at_an_operation_lists_the_operations_that_returned_before_it():
+    # an operation that ended its worker process (os._exit, a crash) left a table of one
+    # row: the steps' operations before it, which returned, were missing (a hang's table,
+    # whose worker reports its trace, lists them); their completion and copies in flight
+    # are unknown (the process took them with it): "-" and "?"
+    from stagecheck.oracles.protocol.campaign import BUSY, _stopped_trace
+    from stagecheck.spec.protocol import Operation, Protocol
+    protocol = Protocol(name="p", summary="", functions=("C",), component="C",
+                        build=lambda ctx: None,
+                        operations=(Operation("execute", lambda ctx: None),
+                                    Operation("collect", lambda ctx: None,
+                                              when=lambda step: step.index % 2 == 1)))
+    seq = _sequence(3)
+    # positions: build, (0 execute), (1 execute), (1 collect), (2 execute), end
+    trace = _stopped_trace(protocol, seq, BUSY + 1 + 3, "ended its process (code 7)")
+    assert [(op["step"], op["op"]) for op in trace.ops] == [(0, "execute"), (1, "execute"),
+                                                            (1, "collect")]
+    assert [op["outcome"] for op in trace.ops] == [None, None, "ended its process (code 7)"]
+    assert trace.failed()["op"] == "collect"
+    assert all(op["in_flight"] == "?" for op in trace.ops[:-1])
