@@ -96,6 +96,10 @@ GIT_BAD_REVISION = ("revision {rev!r} in {value!r} is unknown to git{shallow}",
                     "check it with 'git rev-parse {rev}'; a branch of a remote must be fetched "
                     "('git fetch {remote} {rev}:refs/remotes/{remote}/{rev}') and named "
                     "'{remote}/{rev}'")
+GIT_BAD_RELATIVE_REVISION = ("revision {rev!r} in {value!r} is unknown to git{shallow}",
+                             "check it with 'git rev-parse {rev}'; a revision counted back "
+                             "from another (~N, ^N) needs that much history: 'git log "
+                             "--oneline' lists the commits this clone has")
 GIT_REVISION_NOT_FETCHED = (
     "revision {rev!r} in {value!r} is unknown to git: this clone is {kind} (how CI systems "
     "check out a pull request), so branch {rev!r} was never fetched into it",

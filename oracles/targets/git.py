@@ -91,7 +91,8 @@ def _unknown_revision(rev: str, path: str, name: str, spec: str, top: str) -> Ta
         depth = "--depth 1 " if shallow else ""
         return TargetLoadError.of(messages.GIT_REVISION_NOT_FETCHED, spec, rev=rev, kind=kind,
                                   remote=remote, depth=depth, path=path, name=name)
-    return TargetLoadError.of(messages.GIT_BAD_REVISION, spec, rev=rev, remote=remote,
+    return TargetLoadError.of(messages.GIT_BAD_REVISION if branch_like
+                              else messages.GIT_BAD_RELATIVE_REVISION, spec, rev=rev, remote=remote,
                               shallow=" (this clone is shallow: history older than its "
                               "commits is not in it; 'git fetch --unshallow' brings it)"
                               if shallow else "")
