@@ -96,6 +96,10 @@ GIT_BAD_REVISION = ("revision {rev!r} in {value!r} is unknown to git{shallow}",
                     "check it with 'git rev-parse {rev}'; a branch of a remote must be fetched "
                     "('git fetch {remote} {rev}:refs/remotes/{remote}/{rev}') and named "
                     "'{remote}/{rev}'")
+GIT_NO_FUNCTION = ("{value!r} names no function or class: a revision target is "
+                   "'git:REV:path/to/file.py::function'",
+                   "add it after '::': '{value}::NAME' (e.g. "
+                   "'{value}::stage_postprocess_inputs_to_gpu')")
 GIT_BAD_RELATIVE_REVISION = ("revision {rev!r} in {value!r} is unknown to git{shallow}",
                              "check it with 'git rev-parse {rev}'; a revision counted back "
                              "from another (~N, ^N) needs that much history: 'git log "

@@ -265,6 +265,8 @@ def split_file_spec(file_part: str, spec: str) -> tuple[str, str]:
 def split_git_spec(spec: str) -> tuple[str, str, str]:
     rest = spec[len("git:"):]
     rev, sep, file_part = rest.partition(":")
+    if sep and rev and file_part.rstrip(":").endswith(".py") and "::" not in file_part:
+        raise TargetLoadError.of(messages.GIT_NO_FUNCTION, spec.rstrip(":"))
     if not sep or not rev or "::" not in file_part:
         raise TargetLoadError.of(messages.TARGET_BAD_SYNTAX, spec,
                                  why="a revision target is 'git:REV:path/to/file.py::function'")
