@@ -7,8 +7,8 @@ applies to the commands its option in ``options.TABLE`` names, and is validated 
 option's own check, so a bad value reads the same whichever way it came, said of
 ``[tool.stagecheck] KEY in PATH``. An unknown key is an error, never ignored, with the
 closest key (``did_you_mean``, the command line's hint for a misspelt option). The
-command line wins over the file. Relative paths (``save-dir``, ``shims``) are taken
-from the folder of the ``pyproject.toml``.
+command line wins over the file. Relative paths (``save-dir``, ``shims``, a ``schema``
+file) are taken from the folder of the ``pyproject.toml``.
 
 Standard library only (``tomllib``; ``tomli`` on Python 3.10): read before any heavy
 import.
@@ -160,9 +160,9 @@ def load_config(start: str | None = None) -> Config:
             raise error.located(f"[tool.stagecheck] {raw_key} in {path}") from None
         if isinstance(value, tuple):    # a list, as argparse gives a repeatable option
             value = list(value)
-        if spec.path:
+        if spec.path or (key == "schema" and (value.endswith(".py") or ".py:" in value)):
             value = ([os.path.join(folder, v) for v in value] if isinstance(value, list)
-                     else os.path.join(folder, value))
+                     else os.path.join(folder, value))     # a schema file too, not a name
         values[key] = value
     return Config(path=path, values=values)
 
