@@ -1283,14 +1283,32 @@ def _with_json(case: Case, args: list[str]) -> list[str]:
     return args
 
 
-#: the rows that take longest (deadlines on the wall clock, campaigns that are signalled
-#: mid-run): run first, so that under ``-n 2`` neither process is left with them at the end
-SLOW = ("mutants-kill-9", "plugin-xdist-hang-and-daemon", "stops_mid_answer",
-        "catches_base_exception", "gc_callback_block", "shared_memory", "protocol-patches-torch",
-        "load_time_setprofile", "bench-sigterm", "json-fifo", "protocol-check-blocks-in-c",
-        "schema-derive-sleeps", "protocol-leaves-threads", "protocol-takes-the-signal",
-        "protocol-check-hang", "protocol-check-ignores-the-signal", "stops_itself")
-RUN_ORDER = sorted(CASES, key=lambda case: SLOW.index(case.id) if case.id in SLOW else len(SLOW))
+#: the rows that take longest, slowest first (measured with ``--durations=0`` at 3fc13d8:
+#: deadlines on the wall clock, a fresh worker with torch for each crash its shrinking
+#: tries, pytest sessions of the plugin, campaigns that are signalled mid-run): run first,
+#: so that under ``-n 2`` neither process is left with one of them at the end. xdist
+#: (``--dist load``) hands each process a run of consecutive tests at the start, then the
+#: next ones as it needs them: the rest follow in the table's order, its cheapest parts
+#: (options, outputs, standard descriptors, replay files: a usage error or a small run
+#: each) last, so the two processes end within a second or two of each other
+SLOW = ("plugin-os-exit", "deletes_modules", "mutants-kill-9", "protocol-patches-torch",
+        "plugin-xdist-hang-and-daemon", "schema-derive-raises-rarely", "shared_memory",
+        "replay-non-utf8-named-target", "protocol-leaves-threads", "protocol-check-blocks-in-c",
+        "schema-column-wrong-rarely", "protocol-converts-the-limit",
+        "protocol-swallows-the-limit", "mutants-system-exit", "schema-build-exits-rarely",
+        "replay-ansi-named-target", "bench-deletes-modules", "stops_mid_answer",
+        "protocol-takes-the-signal", "bench-sigterm", "pause_spins", "mutants-daemonizes",
+        "timeout-short-first-torch-use", "schema-build-raises-rarely",
+        "protocol-check-ignores-the-signal", "symbolic-deletes-modules",
+        "timeout-short-own-torch-use", "bench-baseline-spins", "protocol-check-hang",
+        "gc_callback_block", "stops_after", "protocol-target-load-exit", "busy-cpus",
+        "diff-raises_sigint", "diff-sigterm-keeps-finding", "diff-timer_exits_after",
+        "bench-hangs", "stops_itself", "catches_base_exception", "json-fifo",
+        "schema-derive-sleeps", "load_time_setprofile")
+#: the table's parts whose rows each take a usage error or a small run (run last)
+CHEAP = {case.id for case in OPTIONS + OUTPUTS + STDIO_CASES + REPLAYS}
+RUN_ORDER = sorted(CASES, key=lambda case: (SLOW.index(case.id) if case.id in SLOW else
+                                            len(SLOW) + (case.id in CHEAP)))
 
 
 def test_sigterm_to_mutants_with_jobs_ends_every_child_and_saves_the_partial_matrix(tmp_path):
@@ -1342,57 +1360,6 @@ def test_sigterm_to_mutants_with_jobs_ends_every_child_and_saves_the_partial_mat
             break
         time.sleep(0.1)
     assert not alive, f"processes outlived the run: {alive}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _bytecode_once():
-    """The project's modules compiled once, into their ``__pycache__`` folders (ignored by
-    git), before the rows run: every row starts two to a dozen Python processes (the
-    command, its workers, a fresh worker after each crash or hang), and under
-    ``PYTHONDONTWRITEBYTECODE=1`` (set on this project's machines) each of them compiled
-    the 35,000 lines it imports again, about 0.3 s of CPU time per process. What a row
-    runs and what it checks are unchanged: Python loads the same source either way."""
-    for folder in ("stagecheck", "oracles", "spec", "impl"):
-        compileall.compile_dir(ROOT / folder, quiet=2)
-
-
-@pytest.mark.parametrize("case", RUN_ORDER, ids=[c.id for c in RUN_ORDER])
-def test_hostile_input(case: Case, tmp_path):
-    if case.prepare:
-        PREPARE[case.prepare](case, tmp_path)
-    (tmp_path / "report.json").write_text(OLD_REPORT)
-    args = _with_json(case, case.args(tmp_path))
-    if case.program == "stagecheck" and args[0] in ("diff", "spec") and "--save-dir" not in args:
-        args += ["--save-dir", str(tmp_path / "found")]
-    marker, seen = uuid.uuid4().hex, {}
-    try:
-        code, stdout, stderr = _run_case(case, tmp_path, args, marker, seen)
-    finally:
-        while _BUSY:
-            busy = _BUSY.pop()
-            busy.kill()
-            busy.wait()
-    out = stdout + stderr
-    assert code == case.code, out[-3000:]
-    assert re.search(case.expect, out, re.S), out[-3000:]
-    assert "Traceback" not in out, out[-3000:]
-    assert len(stdout) < 1_000_000             # nothing a target prints reaches it
-    assert "\x1b" not in out and "\x00" not in out   # what a target chose is escaped
-    report = (tmp_path / "report.json").read_text()
-    if code == 2 and messages.STDOUT_LOST not in out:   # failed (not clean and unheard)
-        assert report == OLD_REPORT, "a failed run touched an earlier report"
-    elif "--json" in args and "report.json" in args:
-        document = json.loads(report)                         # written whole, where asked
-        assert document.get("tool") == "stagecheck" or "stagecheck_protocol" in document
-    if case.absent:
-        assert not list(tmp_path.glob(case.absent)), f"{case.absent} exists"
-    _check_row_specifics(case, tmp_path, seen, stdout)
-    deadline = time.monotonic() + 1.0
-    left = _marked(marker)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = _marked(marker)
-    assert not left, f"processes of the run outlived it by a second: {left}"
 
 
 def _check_row_specifics(case: Case, tmp: Path, seen: dict, stdout: str) -> None:
@@ -1523,3 +1490,56 @@ def test_what_protocol_code_prints_in_the_checker_leaves_the_json_on_stdout_whol
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert json.loads(proc.stdout)["candidate"].endswith("::TokenStager")
     assert "printed at import" in proc.stderr and "printed by the check" in proc.stderr
+
+
+# the table last in the module: the tests above (two of them take seconds) start first, and
+# the cheapest rows end the run (RUN_ORDER)
+@pytest.fixture(scope="module", autouse=True)
+def _bytecode_once():
+    """The project's modules compiled once, into their ``__pycache__`` folders (ignored by
+    git), before the rows run: every row starts two to a dozen Python processes (the
+    command, its workers, a fresh worker after each crash or hang), and under
+    ``PYTHONDONTWRITEBYTECODE=1`` (set on this project's machines) each of them compiled
+    the 35,000 lines it imports again, about 0.3 s of CPU time per process. What a row
+    runs and what it checks are unchanged: Python loads the same source either way."""
+    for folder in ("stagecheck", "oracles", "spec", "impl"):
+        compileall.compile_dir(ROOT / folder, quiet=2)
+
+
+@pytest.mark.parametrize("case", RUN_ORDER, ids=[c.id for c in RUN_ORDER])
+def test_hostile_input(case: Case, tmp_path):
+    if case.prepare:
+        PREPARE[case.prepare](case, tmp_path)
+    (tmp_path / "report.json").write_text(OLD_REPORT)
+    args = _with_json(case, case.args(tmp_path))
+    if case.program == "stagecheck" and args[0] in ("diff", "spec") and "--save-dir" not in args:
+        args += ["--save-dir", str(tmp_path / "found")]
+    marker, seen = uuid.uuid4().hex, {}
+    try:
+        code, stdout, stderr = _run_case(case, tmp_path, args, marker, seen)
+    finally:
+        while _BUSY:
+            busy = _BUSY.pop()
+            busy.kill()
+            busy.wait()
+    out = stdout + stderr
+    assert code == case.code, out[-3000:]
+    assert re.search(case.expect, out, re.S), out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    assert len(stdout) < 1_000_000             # nothing a target prints reaches it
+    assert "\x1b" not in out and "\x00" not in out   # what a target chose is escaped
+    report = (tmp_path / "report.json").read_text()
+    if code == 2 and messages.STDOUT_LOST not in out:   # failed (not clean and unheard)
+        assert report == OLD_REPORT, "a failed run touched an earlier report"
+    elif "--json" in args and "report.json" in args:
+        document = json.loads(report)                         # written whole, where asked
+        assert document.get("tool") == "stagecheck" or "stagecheck_protocol" in document
+    if case.absent:
+        assert not list(tmp_path.glob(case.absent)), f"{case.absent} exists"
+    _check_row_specifics(case, tmp_path, seen, stdout)
+    deadline = time.monotonic() + 1.0
+    left = _marked(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = _marked(marker)
+    assert not left, f"processes of the run outlived it by a second: {left}"
