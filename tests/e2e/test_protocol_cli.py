@@ -235,7 +235,7 @@ def test_protocol_check_dry_runs_a_target_that_needs_a_shim(tmp_path):
 BAD = {
     "empty_name": ("PROTOCOL = Protocol(name='', summary='s', functions=('A',), "
                    "build=lambda c: None, component='A', operations=(Operation('a', run),))",
-                   "name '' is empty: give the protocol a name"),
+                   messages.PROTOCOL_PROBLEM_NAME.format(value="")),
     "duplicate_operations": ("PROTOCOL = Protocol(name='p', summary='s', functions=('A',), "
                              "build=lambda c: None, component='A', "
                              "operations=(Operation('a', run), Operation('a', run)))",
