@@ -116,6 +116,16 @@ def requested() -> int | None:
     return _state["signum"]
 
 
+def awaited(seconds: float) -> int | None:
+    """``requested()``, after waiting up to ``seconds`` for a signal: one sent to the whole
+    process group (``timeout``, a terminal's Ctrl-C) ends child processes at once, and what
+    their end raised here may come before this process's handler has run."""
+    limit = time.monotonic() + seconds
+    while _state["signum"] is None and time.monotonic() < limit:
+        time.sleep(0.02)
+    return _state["signum"]
+
+
 def check() -> None:
     """Raise ``Interrupted`` when a signal asked the run to stop."""
     if _state["signum"] is not None:

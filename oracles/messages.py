@@ -26,6 +26,11 @@ TARGET_ASSIGNED = ("{path!r} binds {name!r} by assignment at line {line} ({name}
                    "not by a def (in {value!r}); stagecheck loads a function from its def")
 TARGET_ASSIGNED_FIX_ALIAS = "it is an alias of {refers!r}: name that def, '{file}::{refers}'"
 #: mutants of an async def: the file has it, but its calls run none of its body
+MUTANTS_POOL_ENDED = ("a process of the mutants pool (--jobs {jobs}) ended abruptly without a "
+                      "signal to stagecheck (killed from outside, or by the system for "
+                      "memory) before its mutant's result came; no verdict",
+                      "run it again; with --jobs 1 the mutants run one after another in "
+                      "this process's own worker")
 MUTANTS_ASYNC_TARGET = ("{path!r} defines {value!r} with async def: a call of it returns a "
                         "coroutine and runs none of its body, so no mutant of it could be "
                         "told from it",

@@ -480,7 +480,9 @@ def _run_parallel(ref: TargetRef, mutants: list[Mutant], config: MutantsConfig,
             if progress:
                 progress(res, k, total)
             interrupt.check()
-    except interrupt.Interrupted:
+    except (interrupt.Interrupted, cf.BrokenExecutor) as stopped:
+        # the pool broke: a signal to the whole process group, or one killed from outside
+        ended = not isinstance(stopped, interrupt.Interrupted) and not interrupt.awaited(1.0)
         processes = list((getattr(pool, "_processes", None) or {}).values())
         for process in processes:
             process.terminate()        # SIGTERM: the process stops its workers, then exits
@@ -490,5 +492,7 @@ def _run_parallel(ref: TargetRef, mutants: list[Mutant], config: MutantsConfig,
             if process.is_alive():
                 process.kill()
                 process.join(timeout=5)
+        if ended:
+            raise StagecheckError.of(messages.MUTANTS_POOL_ENDED, jobs=jobs) from None
     else:
         pool.shutdown()
