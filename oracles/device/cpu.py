@@ -123,6 +123,7 @@ class CpuDevice(DeviceModel):
     """The deterministic CPU model (see the module doc)."""
 
     judges_reads_when_run = True     # it runs device work itself: its reads are known then
+    defers_held = True               # held memory's intents worked out where read (``_Later``)
 
     kind = "cpu-model"
 

@@ -14,6 +14,7 @@ and read bytes the host wrote after the launch).
 
 from __future__ import annotations
 
+from stagecheck.oracles.device.order import covers
 from stagecheck.oracles.device.spans import Span
 
 __all__ = ["HostIntent"]
@@ -35,15 +36,65 @@ class _FromDevice:
 FROM_DEVICE = _FromDevice()
 
 
+class _Later:
+    """What the host meant device work to read of the state's memory it was not given
+    (``launch``'s held memory), kept as what ``_intent`` reads at the launch and worked
+    out only if the work read any of it (most never does): the arguments of ``_intent``,
+    the host's clock then, and the bytes then of the host memory each upload into the
+    storage issued by then reads (``_sources``; none of them changes after its issue)."""
+
+    __slots__ = ("args", "host", "bytes")
+
+    def __init__(self, args: tuple, host: dict, now: dict) -> None:
+        self.args, self.host, self.bytes = args, host, now
+
+
 class HostIntent:
     """Mixin of ``DeviceModel``: what the host meant (module doc)."""
 
-    def _intent(self, before: int, count: int, item: int, lo: int, storage: int):
+    #: whether what the host meant of the state's memory that device work is not given
+    #: is worked out only where the work read it (``_Later``; the CPU model)
+    defers_held = False
+
+    def _note_upload(self, storage: int, op) -> None:
+        """Upload ``op`` into device ``storage`` was issued: listed by that storage, and
+        the host memory it reads (its ``Op.fast`` key and view; None for the storage once
+        one upload into it is not read by its bytes: ``_intent_later`` then works it out
+        at once)."""
+        uploads = self._uploads.get(storage)
+        if uploads is None:
+            self._uploads[storage] = [op]
+            self._sources[storage] = {}
+            self._pending[storage] = [op]
+        else:
+            uploads.append(op)
+            self._pending[storage].append(op)
+        sources = self._sources[storage]
+        if sources is not None:
+            fast = op.fast
+            if fast is None:
+                self._sources[storage] = None
+            else:
+                sources[fast[0]] = fast[2]
+
+    def _intent_later(self, before: int, count: int, item: int, lo: int, storage: int):
+        """``_intent``, or what it needs of this moment to be worked out later
+        (``_Later``); at once where an upload into ``storage`` is not read by its bytes."""
+        sources = self._sources.get(storage, {})
+        if sources is None:
+            return self._intent(before, count, item, lo, storage)
+        return _Later((before, count, item, lo, storage), self._host,
+                      {key: view.tobytes() for key, view in sources.items()})
+
+    def _intent(self, before: int, count: int, item: int, lo: int, storage: int,
+                then: _Later | None = None):
         """For each of the ``count`` elements (of ``item`` bytes) of a contiguous device
         tensor from address ``lo`` on (in ``storage``): the value of the host memory that
         the last upload into it, issued before op ``before``, reads, and that upload's
         index (None, None where no upload wrote it). The caller (``launch``, which read
-        the tensor's metadata) has torch function handling off."""
+        the tensor's metadata) has torch function handling off. ``then``: worked out now
+        as it would have been when ``then`` was taken (the host's clock and the host
+        memory as they were then)."""
         values: list = [None] * count
         sources: list = [None] * count
         alternates: dict = {}
@@ -65,10 +116,12 @@ class HostIntent:
             if left < count and None not in sources[p0:p1]:
                 continue            # a later upload wrote each of them: nothing to take
             q0 = (first - dst.lo) // item
-            held = _held_now(up, q0, p1 - p0)
+            held = _held_now(up, q0, p1 - p0) if then is None else \
+                _held_then(up, q0, p1 - p0, then.bytes)
             if held is None:
                 continue
-            if self._known(up):
+            if self._known(up) if then is None else \
+                    covers(then.host, up.stream.id, up.seq):
                 # the host knew it complete: it read what the memory held at its issue
                 # (a host write between was a hazard, reported as such), and the host
                 # may have reused the memory since; what it holds now is kept beside,
@@ -78,7 +131,8 @@ class HostIntent:
                     base = up.snapshot[1].data_ptr() + q0 * item
                     for j, (a, b) in enumerate(zip(issued, held)):
                         if a != b and sources[p0 + j] is None and not \
-                                self._downloaded_into(base + j * item, item, up.index):
+                                self._downloaded_into(base + j * item, item, up.index,
+                                                      before):
                             alternates[p0 + j] = b
                 held = issued
             if up.fed:
@@ -94,16 +148,22 @@ class HostIntent:
         is compared with what the host meant, as for an argument. (Memory whose uploads
         the host knows complete at the launch is left out, for speed: an upload issued
         later that overwrites it before the work runs is seen only where the work was
-        given the memory.)"""
+        given the memory; the uploads the host knew complete at one launch are dropped
+        from ``_pending`` then, since the host never unlearns.)"""
         held: dict = {}
-        uploads, known = self._uploads, self._known
+        pending, known = self._pending, self._known
         for (lo, hi), (name, t, storage) in self._state_device.items():
-            into = uploads.get(storage)
+            into = pending.get(storage)
             # an argument's memory (the usual case) is passed over before any torch call
             if into and name not in reads \
                     and not any(s.lo < hi and lo < s.hi for s in spans) \
-                    and t.dim() and t.is_contiguous() and not all(map(known, into)):
-                held[name] = t
+                    and t.dim() and t.is_contiguous():
+                # the uploads into it the host has not seen complete (it never unlearns)
+                left = [up for up in into if not known(up)]
+                if len(left) < len(into):
+                    pending[storage] = left
+                if left:
+                    held[name] = t
         return held
 
     def _issued_values(self, up, q0: int, n: int) -> list:
@@ -140,6 +200,8 @@ class HostIntent:
                 seen = op.seen.get(label)
                 if intent is None or seen is None:
                     continue
+                if type(intent) is _Later:      # read (``DeviceWork._work``): work it out
+                    intent = op.intents[label] = self._intent(*intent.args, then=intent)
                 meant, sources, lo, item, alternates = intent
                 flat = _flatten(seen)
                 bad = []
@@ -185,13 +247,15 @@ class HostIntent:
             return q < issued.numel() and issued[q].item() == value
         return False
 
-    def _downloaded_into(self, address: int, item: int, after: int) -> bool:
-        """Whether a download issued after op ``after`` writes host ``address`` (a value
-        there came from the device, not from the host)."""
+    def _downloaded_into(self, address: int, item: int, after: int, before: int) -> bool:
+        """Whether a download issued after op ``after`` and before op ``before`` writes
+        host ``address`` (a value there came from the device, not from the host)."""
         probe = Span(address, address + item, item)
         for op in reversed(self._issued):
             if op.index <= after:
                 return False
+            if op.index >= before:
+                continue
             if op.kind == "d2h" and any(w.overlaps(probe) for w in op.host_writes):
                 return True
         return False
@@ -219,6 +283,13 @@ def _held_now(up, q0: int, n: int) -> list | None:
         return (src.tolist() if src.dim() == 1 else src.reshape(-1).tolist())[q0:q0 + n]
     flat = src if src.dim() == 1 else src.reshape(-1)
     return flat[q0:q0 + n].tolist()
+
+
+def _held_then(up, q0: int, n: int, then: dict) -> list:
+    """``_held_now`` as it was when ``then`` (``_Later.bytes``) was taken: the host memory
+    of integer upload ``up`` (``Op.fast``), read from its bytes then."""
+    key, _, view = up.fast
+    return type(view)(view.shape, view.dtype, then[key]).tolist()[q0:q0 + n]
 
 
 #: the kinds of values a tensor's ``tolist`` gives (and None: an element not read)

@@ -78,6 +78,8 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         #: uploads in issue order, by the storage of the device memory they write (memory
         #: of two storages never overlaps: every allocation lives until the run ends)
         self._uploads: dict[int, list[Op]] = {}
+        self._sources: dict = {}      # of those storages, what the uploads read (``intent``)
+        self._pending: dict = {}      # and the uploads the host may not know complete
         self._writers: list[Op] = []      # ops that wrote device memory, in issue order
         self._issued: list[Op] = []       # every copy and device work, in issue order
         self._work_ops: list[Op] = []     # device work launched, in launch order
@@ -224,11 +226,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
             storage = dst.untyped_storage().data_ptr()
             op.fast = bytes_view(src)
             snapshot = None if pinned and op.fast is not None else src.clone()  # _snapshot
-        uploads = self._uploads.get(storage)
-        if uploads is None:
-            self._uploads[storage] = [op]
-        else:
-            uploads.append(op)
+        self._note_upload(storage, op)
         op.snapshot = (snapshot, src)
         if pinned:
             op.host_reads = [src_span]
@@ -287,9 +285,9 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         op = self._issue("kernel", name)
         touched, reading, intents, index, low, high = {}, {}, {}, op.index, 2**64, 0
 
-        def note(label: str, t) -> Span:
+        def note(label: str, t, later: bool = False) -> Span:
             """What the work may read of ``t``: its span, where its reads are noted, and
-            what the host meant it to hold."""
+            what the host meant it to hold (``later``: worked out only if it reads it)."""
             nonlocal low, high
             numel = t.numel()
             if numel and t.is_contiguous():     # its span, as ``_span`` gives it
@@ -298,8 +296,8 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
                 if t.dim():       # its elements read are noted, flat (row-major)
                     touched[label] = reading[label] = (span, set(), numel)
                     low, high = min(low, lo), max(high, span.hi)
-                intents[label] = self._intent(index, numel, item, lo,
-                                              t.untyped_storage().data_ptr())
+                intents[label] = (self._intent_later if later else self._intent)(
+                    index, numel, item, lo, t.untyped_storage().data_ptr())
             else:       # empty or not contiguous: nothing meant is noted
                 span, intents[label] = _span(t), None
             return span
@@ -308,7 +306,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
             spans = [note(label, t) for label, t in reads.items()]
             held = self._held_by_state(reads, spans)
             for label, t in held.items():      # compared where read, never logged
-                note(label, t)
+                note(label, t, self.defers_held)
         op.dev_reads = spans
         op.dev_writes = [span_of(t) for t in writes] if writes else []
         op.intents, op.touched, op.reading = intents, touched, reading
@@ -393,7 +391,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
             op.action = None
         self._streams = {}
         self._open, self._issued, self._writers, self._work_ops = [], [], [], []
-        self._uploads = {}
+        self._uploads, self._sources, self._pending = {}, {}, {}
         self._keep = []
         self.named_objects = set()
         self._state_device = {}

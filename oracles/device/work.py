@@ -93,6 +93,10 @@ class DeviceWork:
             entry = {**scalars, **_logged(op.seen, held)}
             self.reads_log.append((where, name, entry))
             fn()
+            for label in held:      # the state's memory it never read: nothing to compare
+                noted = op.touched.get(label)
+                if noted is None or not noted[1]:
+                    del op.seen[label]
             self._only_touched(op, op.seen)
             entry.update(_logged(op.seen, held))
         return run
