@@ -158,6 +158,9 @@ class HostIntent:
             if into and name not in reads \
                     and not any(s.lo < hi and lo < s.hi for s in spans) \
                     and t.dim() and t.is_contiguous():
+                if not known(into[-1]):     # the newest not known complete: held
+                    held[name] = t
+                    continue
                 # the uploads into it the host has not seen complete (it never unlearns)
                 left = [up for up in into if not known(up)]
                 if len(left) < len(into):
