@@ -331,14 +331,16 @@ def refuse_different(runner, sides: list[int], baseline: Target, candidate: Targ
     timed): a candidate that does less, such as one that stages nothing or returns a
     generator it never runs, is faster for it, and its ratio would read as a speedup. A
     call that raised, hung or ended its worker is left to the timing, which says so of
-    its side (``_raised``, ``BENCH_HUNG``)."""
-    batch = [(k, baseline.schema.bench(n)) for k, n in enumerate(sizes)]
-    answer = runner.observe(sides, batch, RunOptions(device=device, timeout=timeout),
-                            "instrumented")
-    for (k, (a, b)), num_reqs in zip(answer, sizes):
+    its side (``_raised``, ``BENCH_HUNG``): the sizes run one by one, up to the first such
+    call (a worker that ends at every call is recovered from once, not once per size)."""
+    for num_reqs in sizes:
+        scenario = baseline.schema.bench(num_reqs)
+        ((_, (a, b)),) = runner.observe(sides, [(0, scenario)],
+                                        RunOptions(device=device, timeout=timeout),
+                                        "instrumented")
         if not (_returned(a) and _returned(b)):
-            continue        # the timing says it as before: raised, hung, ended its worker
-        differences = [f for f in judge(batch[k][1], baseline, candidate, a, b,
+            return          # the timing says it as before: raised, hung, ended its worker
+        differences = [f for f in judge(scenario, baseline, candidate, a, b,
                                         in_contract=True)
                        if f.severity == "error" and f.side == "both"]
         if differences:
