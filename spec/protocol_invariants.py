@@ -210,7 +210,7 @@ def _outcome(trace: Trace, side: str) -> list[Finding]:
 READ_SCHEDULE = ("{where}: {work} read {what} = {seen} under this completion schedule, "
                  "{meant} when every copy and kernel completes when issued")
 UNREAD_SCHEDULE = ("{where}: {work} did not read {what} under this completion schedule, "
-                   "but {meant} when every copy and kernel completes when issued")
+                   "but read it = {meant} when every copy and kernel completes when issued")
 UNREAD_MEANT = ("{where}: {work} read {what} = {seen} under this completion schedule, "
                 "and not at all when every copy and kernel completes when issued")
 

@@ -31,11 +31,28 @@ from stagecheck.oracles.worker import WorkerError
 from stagecheck.spec.schema_mistakes import SchemaCodeFailed
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INTERNAL", "EXIT_USAGE", "Command", "Outcome",
-           "VERDICT_EXIT", "interrupted_line", "open_targets", "replay_flags", "schema_of",
+           "VERDICT_EXIT", "file_named", "interrupted_line", "open_targets", "replay_flags", "schema_of",
            "shim_option"]
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 VERDICT_EXIT = {"equivalent": EXIT_CLEAN, "different": EXIT_FINDINGS, "undecided": EXIT_USAGE}
+
+
+def file_named(error: SchemaError, values: dict) -> SchemaError:
+    """``error`` with the ``FILE`` of its fix ('stagecheck schema check FILE') replaced by
+    the protocol or schema file the run was given, where one was; returns ``error``."""
+    if not error.fix:
+        return error
+    if values.get("schema") and not values.get("protocol"):     # the other file: no part
+        error.fix = error.fix.replace(" or 'stagecheck protocol check FILE'", "")
+    if values.get("protocol") and not values.get("schema"):
+        error.fix = error.fix.replace("'stagecheck schema check FILE' or ", "")
+    for command in ("protocol", "schema"):
+        if values.get(command):
+            error.fix = error.fix.replace(
+                f"stagecheck {command} check FILE",
+                f"stagecheck {command} check {shlex.quote(values[command])}")
+    return error
 
 
 @dataclass
@@ -119,10 +136,13 @@ class Command:
             outcome = self.run(config, values, outputs)
         except SchemaCodeFailed as exc:      # the schema's mistake: exit 2, never a verdict
             protocol = str(exc.what).startswith("protocol ")     # a protocol's check
-            raise SchemaError.of(messages.SCHEMA_CODE_RETURNED if exc.returned
-                                 else messages.PROTOCOL_CHECK_RAISED if protocol
-                                 else messages.SCHEMA_CODE_FAILED, exc.what,
-                                 error=exc.error) from None
+            raise file_named(SchemaError.of(
+                messages.SCHEMA_CODE_RETURNED if exc.returned
+                else messages.PROTOCOL_CHECK_RAISED if protocol
+                else messages.SCHEMA_CODE_FAILED, exc.what, error=exc.error),
+                values) from None
+        except SchemaError as exc:
+            raise file_named(exc, values)
         except Exception as exc:
             internal(exc)
             raise

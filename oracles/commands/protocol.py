@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE,
-                                              VERDICT_EXIT, Command, Outcome, shim_option)
+                                              VERDICT_EXIT, Command, Outcome, file_named,
+                                              shim_option)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import progress_of
 from stagecheck.oracles.errors import SchemaError, StagecheckError, TargetLoadError, UsageError
@@ -373,7 +374,7 @@ class ProtocolCommand(Command):
             except SchemaError as exc:      # a mistake of the protocol the run showed
                 if getattr(exc, "target_index", None) is not None:
                     raise exc.located("argument TARGET") from None
-                problems.append(_unprefixed(str(exc), name))
+                problems.append(_unprefixed(str(file_named(exc, {"protocol": where})), name))
             except StagecheckError as exc:
                 raise exc.located(shim_option(exc) or "argument TARGET") from None
         if problems:

@@ -556,8 +556,8 @@ def test_a_when_that_exits_is_said_to_raise_not_to_return():
 
 
 @pytest.mark.parametrize("meant, seen, said", [
-    ([1, 2], [1, None], "did not read contents[1] under this completion schedule, but 2 "
-                        "when every copy and kernel completes when issued"),
+    ([1, 2], [1, None], "did not read contents[1] under this completion schedule, "
+                        "but read it = 2 when every copy and kernel completes when issued"),
     ([1, None], [1, 5], "read contents[1] = 5 under this completion schedule, and not at "
                         "all when every copy and kernel completes when issued"),
     ([1, 2], [1, 3], "read contents[1] = 3 under this completion schedule, 2 when"),
