@@ -50,8 +50,8 @@ TARGET_METHOD_KIND = ("{name!r} in {value!r} is a class method without a paramet
                       "function, a plain method as a function taking self")
 TARGET_NOT_FUNCTION = ("{name!r} in {value!r} is a {kind}, not a function",
                        "name the staging function itself; an engine component class is "
-                       "checked step after step with --protocol NAME|FILE ('stagecheck "
-                       "protocol list')")
+                       "checked step after step by 'stagecheck diff' or 'stagecheck spec' "
+                       "with --protocol NAME|FILE ('stagecheck protocol list')")
 TARGET_BAD_SYNTAX = ("{value!r} is malformed: {why}",
                      "write 'path/to/file.py::function' or 'package.module:function'")
 TARGET_MODULE_MISSING = ("module {module!r} in {value!r} cannot be imported ({error})",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.mutants import ORACLES, STAGECHECK_ORACLES, SYMBOLIC_MAX_CAPACITY
@@ -226,8 +227,24 @@ def render_replay(path: str, saved: dict, baseline: str | None, candidate: str, 
             else f"spec of {escape(candidate)}")
     lines = [f"replay of {escape(finding.get('id'))} ({escape(finding.get('invariant'))}): "
              f"{what} on {escape(device)}"]
+    saved_id = finding.get("id")
+    # every finding of a replay comes from its one saved example: grouped as one example
+    one_example = [replace(f, scenario={"replayed": path}) for f in findings]
+    groups = sorted(error_groups(one_example),   # the saved finding's cause first
+                    key=lambda g: not any(f.id == saved_id for f in g.findings))
+    for group in groups:
+        # the saved finding heads its group where it shows again; its like come after
+        ordered = sorted(group.findings, key=lambda f: f.id != saved_id)
+        head, members = ordered[0], ordered[1:]
+        saved_mark = " (the saved finding)" if head.id == saved_id else ""
+        lines.append(f"  error: {head.invariant} ({head.side}) {escape(head.message)}"
+                     f"{saved_mark}")
+        if members:
+            lines.append(f"    {len(members)} more finding(s) of this error:")
+            lines += [f"      {f.invariant} ({f.side}) {escape(f.message)}" for f in members]
     for f in findings:
-        lines.append(f"  {f.severity}: {f.invariant} ({f.side}) {escape(f.message)}")
+        if f.severity != "error":
+            lines.append(f"  {f.severity}: {f.invariant} ({f.side}) {escape(f.message)}")
     if not findings and baseline is not None:
         lines.append(f"  {messages.REPLAY_NOTHING}")
     errors = sum(1 for f in findings if f.severity == "error")

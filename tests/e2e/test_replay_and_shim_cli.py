@@ -34,6 +34,15 @@ def run_cli(*args, cwd=ROOT):
                           capture_output=True, text=True, timeout=600)
 
 
+def _error_findings(stdout: str) -> int:
+    """The error findings a replay's text lists: each error's head line and the findings
+    of the same cause listed under it ('N more finding(s) of this error:')."""
+    lines = stdout.splitlines()
+    heads = sum(1 for x in lines if x.startswith("  error: "))
+    return heads + sum(int(x.split()[0]) for x in lines
+                       if x.endswith("more finding(s) of this error:"))
+
+
 def _saved_errors(folder) -> list:
     return [f for f in sorted(folder.glob("*.json"))
             if json.loads(f.read_text())["finding"]["severity"] == "error"]
@@ -84,7 +93,7 @@ def test_a_replayed_spec_finding_says_whether_it_still_fails_in_specs_words(spec
     still = run_cli("replay", str(file), cwd=work)
     assert still.returncode == 1, still.stdout + still.stderr
     verdict = next(x for x in still.stdout.splitlines() if x.startswith("verdict: "))
-    errors = sum(1 for x in still.stdout.splitlines() if x.startswith("  error: "))
+    errors = _error_findings(still.stdout)
     assert verdict == messages.REPLAY_SPEC_STILL.format(
         verdict=violates, what="example", against="the spec", count=errors)
     assert errors >= 1
@@ -116,7 +125,7 @@ def test_a_replayed_pair_finding_keeps_a_pairs_words(tmp_path):
     file = _saved_errors(tmp_path / "found")[0]
     still = run_cli("replay", str(file), cwd=tmp_path)
     assert still.returncode == 1, still.stdout + still.stderr
-    errors = sum(1 for x in still.stdout.splitlines() if x.startswith("  error: "))
+    errors = _error_findings(still.stdout)
     assert still.stdout.splitlines()[-1] == messages.REPLAY_PAIR_STILL.format(
         verdict="DIFFERENT", what="example", count=errors)
     fixed = run_cli("replay", str(file), "--candidate", "single-loop", cwd=tmp_path)

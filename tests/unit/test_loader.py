@@ -217,3 +217,14 @@ def test_a_shim_file_whose_name_does_not_end_in_py_is_read_as_python(tmp_path):
     shim = tmp_path / "vllm_helpers"
     shim.write_text("def cdiv(a, b):\n    return -(a // -b)\n")
     assert load_shims([str(shim)])["cdiv"].value(7, 2) == 4
+
+
+def test_a_class_target_names_the_commands_that_drive_a_class(tmp_path):
+    path = tmp_path / "component.py"
+    path.write_text("class Staging:\n    def step(self):\n        pass\n")
+    with pytest.raises(TargetLoadError) as info:
+        load_target(f"{path}::Staging")
+    said = str(info.value)
+    assert "'Staging'" in said and "is a class, not a function" in said
+    # bench, mutants and symbolic take no --protocol: the hint names diff and spec
+    assert "by 'stagecheck diff' or 'stagecheck spec' with --protocol" in said

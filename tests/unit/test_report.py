@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+from dataclasses import replace
 from xml.etree import ElementTree as ET
 
 import pytest
@@ -93,6 +94,26 @@ def test_replay_text():
                                                  "cpu", [f]))
     assert "no longer shows a difference" in render_replay("x.json", saved, "legacy",
                                                            "single-loop", "cpu", [])
+
+
+def test_a_replay_lists_one_cause_once_with_the_saved_finding_first():
+    f = result().findings[0]
+    saved = {"finding": f.to_dict(), "baseline": "legacy", "candidate": "file.py::stage"}
+    same_slot = [Finding("same_buffers", ERROR, f"{view} computed[1] (live): baseline 7, "
+                         "candidate 8", side="both", field="computed", slot=1, view=view)
+                 for view in ("cpu", "gpu")]
+    other = Finding("same_buffers", ERROR, "cpu draft[3] (live): baseline 0, candidate 1",
+                    side="both", field="draft", slot=3, view="cpu")
+    # replayed findings carry no example of their own: they share the saved one
+    lines = render_replay("x.json", saved, "legacy", "file.py::stage", "cpu",
+                          [*same_slot, other, replace(f, scenario=None)]).splitlines()
+    assert lines[1].startswith("  error: slot_alignment (candidate) computed[1] holds 8")
+    assert lines[1].endswith("(the saved finding)")
+    assert lines[2] == "    2 more finding(s) of this error:"
+    assert lines[3:5] == [f"      same_buffers (both) {v} computed[1] (live): baseline 7, "
+                          "candidate 8" for v in ("cpu", "gpu")]
+    assert lines[5].startswith("  error: same_buffers (both) cpu draft[3]")
+    assert lines[-1].endswith("still shows 4 error finding(s)")
 
 
 def test_pytest_example_imports_only_the_public_api_and_runs(tmp_path):
