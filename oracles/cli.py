@@ -136,7 +136,9 @@ class _Parser(argparse.ArgumentParser):
         hint = ""
         for word in extras:
             if word.startswith("--"):
-                hint = did_you_mean(word.split("=")[0], known) or _field_flag(word, known)
+                hint = _time_flag(word, known, parser.prog) \
+                    if word.split("=")[0] in TIME_WORDS else \
+                    did_you_mean(word.split("=")[0], known) or _field_flag(word, known)
                 if hint:
                     break
         return UsageError.of(messages.USAGE, message=f"unrecognized arguments: "
@@ -150,6 +152,25 @@ def _numeric(word: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+#: what users type for a time budget; a command's own one is --budget (mutants) or
+#: --timeout (symbolic: the whole exploration), elsewhere the search counts examples
+TIME_WORDS = frozenset({"--seconds", "--time", "--duration", "--time-budget", "--time-limit",
+                        "--max-time", "--max-seconds", "--deadline"})
+
+
+def _time_flag(word: str, known: list[str], prog: str) -> str:
+    """`` (did you mean --budget?)`` for ``--seconds`` (one of ``TIME_WORDS``) where the
+    command has a time budget, else what sets how long it runs (``NO_TIME_BUDGET``)."""
+    for flag in ("--budget", "--max-paths"):       # mutants; symbolic's --timeout is its own
+        if flag in known:
+            return messages.DID_YOU_MEAN.format(
+                option="--budget" if flag == "--budget" else "--timeout")
+    how = [text for flag, text in (("--examples", messages.NO_TIME_BUDGET_EXAMPLES),
+                                   ("--timeout", messages.NO_TIME_BUDGET_TIMEOUT))
+           if flag in known]
+    return messages.NO_TIME_BUDGET.format(command=prog, how=", ".join(how)) if how else ""
 
 
 def _field_flag(word: str, known: list[str]) -> str:

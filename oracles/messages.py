@@ -213,6 +213,11 @@ USAGE = ("{message}", "run '{prog} --help' for the options")
 SWITCH_VALUE = "option {flag} takes no value, but was given {value}: write {flag} alone"
 #: after "unrecognized arguments: ...": the closest option of the command (difflib)
 DID_YOU_MEAN = " (did you mean {option}?)"
+#: an unknown option that asks for a time budget (--seconds, --time, --duration) of a
+#: command whose search is counted in examples: how long it runs is set otherwise
+NO_TIME_BUDGET = " ({command} has no time budget: {how})"
+NO_TIME_BUDGET_EXAMPLES = "--examples N sets how many examples it tries"
+NO_TIME_BUDGET_TIMEOUT = "--timeout S sets how long one call may run"
 SAME_REPORT_PATH = ("--json and --junit-xml both name {value!r}", "give each report its own "
                     "path")
 UNKNOWN_OPTIONS = ("unknown option(s) {value}", "campaign options are {known}")

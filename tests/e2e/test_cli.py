@@ -316,3 +316,27 @@ def test_a_symbolic_link_loop_is_named_as_one_and_refused(argv, where, tmp_path,
     assert "is a symbolic link loop (Too many levels of symbolic links)" in err
     assert "does not exist" not in err
     assert os.path.islink(tmp_path / "LOOP") and os.path.islink(tmp_path / "LOOP.py")
+
+
+# a time budget asked of a command that has none (was: '--seconds' read as '--seed')
+TIME_ASKED = [
+    (["diff", "legacy", "single-loop", "--seconds", "5"], "diff",
+     messages.NO_TIME_BUDGET.format(command="stagecheck diff", how=", ".join(
+         (messages.NO_TIME_BUDGET_EXAMPLES, messages.NO_TIME_BUDGET_TIMEOUT)))),
+    (["kernel", "--time=5"], "kernel", messages.NO_TIME_BUDGET.format(
+        command="stagecheck kernel", how=messages.NO_TIME_BUDGET_EXAMPLES)),
+    (["mutants", "legacy", "--duration", "5"], "mutants",
+     messages.DID_YOU_MEAN.format(option="--budget")),
+    (["symbolic", "legacy", "single-loop", "--seconds", "5"], "symbolic",
+     messages.DID_YOU_MEAN.format(option="--timeout")),
+]
+
+
+@pytest.mark.parametrize("argv,command,hint", TIME_ASKED, ids=lambda x: " ".join(x)
+                         if isinstance(x, list) else str(x)[:20])
+def test_a_time_budget_option_names_what_sets_how_long_the_command_runs(argv, command, hint):
+    proc = run_cli(*argv)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert hint in line and "--seed" not in line and "--json" not in line
+    assert line.endswith(f"run 'stagecheck {command} --help' for the options")
