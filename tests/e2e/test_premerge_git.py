@@ -89,7 +89,7 @@ def test_premerge_command_planted_bug_gives_exit_1_and_a_replay_file(repo):
     (f"git:no-such-rev:{PATH}::{FUNC}", "is unknown to git"),
     (f"git:main:vllm/missing.py::{FUNC}", "does not exist at revision"),
     (f"git:main:{PATH}::no_such_function", "has no module-level function"),
-    (f"git:main:{PATH}", "is malformed"),
+    (f"git:main:{PATH}", f"'git:main:{PATH}::NAME' (e.g. 'git:main:{PATH}::{FUNC}')"),
 ])
 def test_revision_errors_exit_2(repo, target, needle):
     proc = stagecheck(repo, "diff", "legacy", target)
