@@ -154,6 +154,8 @@ def _numeric(word: str) -> bool:
     return True
 
 
+#: commands that count no examples or step sequences: an interrupted one says no count
+UNCOUNTED = frozenset({"schema", "protocol"})
 #: what users type for a time budget; a command's own one is --budget (mutants) or
 #: --timeout (symbolic: the whole exploration), elsewhere the search counts examples
 TIME_WORDS = frozenset({"--seconds", "--time", "--duration", "--time-budget", "--time-limit",
@@ -403,7 +405,9 @@ def main(argv: list[str] | None = None) -> int:
             # brings the report stage, which --help and usage errors never need)
             from stagecheck.oracles.commands.base import interrupted_line
             protocol = values.get("protocol") if isinstance(values, dict) else None
-            code = interrupted_line(0, unit="step sequence(s)" if protocol else "example(s)")
+            command = getattr(args, "command", None)
+            code = interrupted_line(None) if command in UNCOUNTED else interrupted_line(
+                0, unit="step sequence(s)" if protocol else "example(s)")
         if interrupt.requested() and code != interrupt.exit_code():
             # the flag decides: a signal that came while files were written, or one an
             # exception handler swallowed, still ends the run as interrupted

@@ -292,6 +292,8 @@ SYMBOLIC_UNDECIDED = ("verdict: UNDECIDED on {paths} path(s) — no error findin
                       "{candidate}{flags}")
 INTERRUPTED = ("stagecheck: interrupted by {signal} after {examples} {unit}, {findings} "
                "finding(s) so far ({errors} error, {infos} info){saved}; no verdict: interrupted")
+#: a command that counts no examples (schema check, protocol check, replay), interrupted
+INTERRUPTED_UNCOUNTED = "stagecheck: interrupted by {signal}; no verdict: interrupted"
 REPORT_NOT_WRITTEN = ("cannot write {value!r} ({error})", "the verdict was {verdict}, but a "
                       "requested output is missing, so the exit code is 2, not 0; free space "
                       "or give another path")

@@ -190,10 +190,14 @@ def colored(values: dict, text: str) -> str:
     return colorize(text, use_color(values.get("color") or "never", sys.stdout, os.environ))
 
 
-def interrupted_line(examples: int, findings=(), unit: str = "example(s)",
+def interrupted_line(examples: int | None, findings=(), unit: str = "example(s)",
                      saved: str = "") -> int:
     """The one line of an interrupted run (what ran, what was found so far, where it was
-    saved), and its exit code."""
+    saved), and its exit code; ``examples`` None: a command that counts none."""
+    if examples is None:
+        note(messages.INTERRUPTED_UNCOUNTED.format(
+            signal=interrupt.signal_name(interrupt.requested())))
+        return interrupt.exit_code()
     findings = list(findings)
     errors = sum(1 for f in findings if f.severity == "error")
     note(messages.INTERRUPTED.format(

@@ -395,6 +395,19 @@ def test_a_signal_while_the_protocol_file_loads_counts_step_sequences(tmp_path):
     assert "interrupted by SIGINT after 0 step sequence(s)" in err, err
 
 
+def test_a_signal_while_protocol_check_loads_its_file_counts_nothing(tmp_path):
+    # protocol check runs no examples and no step sequences: was 'after 0 example(s)'
+    proc = subprocess.Popen([sys.executable, "-m", "stagecheck", "protocol", "check",
+                             os.path.join(HOSTILE, "protocol_loads_slowly.py")],
+                            cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.strip() == messages.INTERRUPTED_UNCOUNTED.format(signal="SIGINT"), err
+
+
 @pytest.mark.parametrize("start,helper", [
     ("os.popen('sleep 101')", False),
     ("multiprocessing.Process(target=time.sleep, args=(102,)).start()", False),
