@@ -49,9 +49,14 @@ def test_mutants_with_jobs_stopped_from_outside_is_never_an_internal_error(tmp_p
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")),
-                              daemon=True)
-    reader.start()
+    printed: list[str] = []
+    # each pipe has one reader: communicate() beside a thread that reads stderr takes
+    # some of its lines (the last ones, under load), and the test reads what it lost
+    readers = [threading.Thread(target=lambda stream=stream, into=into: into.extend(
+        iter(stream.readline, "")), daemon=True)
+        for stream, into in ((proc.stderr, lines), (proc.stdout, printed))]
+    for reader in readers:
+        reader.start()
     seen: set[int] = set()
 
     def one_mutant_finished():
@@ -64,9 +69,10 @@ def test_mutants_with_jobs_stopped_from_outside_is_never_an_internal_error(tmp_p
         os.killpg(proc.pid, signal.SIGTERM)
     else:
         os.kill(_pool_processes(proc.pid)[0], signal.SIGKILL)
-    out = proc.communicate(timeout=120)[0]
-    reader.join(timeout=30)
-    err = "".join(lines)
+    proc.wait(timeout=120)
+    for reader in readers:
+        reader.join(timeout=30)
+    out, err = "".join(printed), "".join(lines)
     assert "internal error" not in err and "Traceback" not in out + err, err[-2000:]
     if how == "group-sigterm":
         assert proc.returncode == 143, err[-2000:]
