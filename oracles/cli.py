@@ -165,10 +165,10 @@ TIME_WORDS = frozenset({"--seconds", "--time", "--duration", "--time-budget", "-
 def _time_flag(word: str, known: list[str], prog: str) -> str:
     """`` (did you mean --budget?)`` for ``--seconds`` (one of ``TIME_WORDS``) where the
     command has a time budget, else what sets how long it runs (``NO_TIME_BUDGET``)."""
-    for flag in ("--budget", "--max-paths"):       # mutants; symbolic's --timeout is its own
-        if flag in known:
-            return messages.DID_YOU_MEAN.format(
-                option="--budget" if flag == "--budget" else "--timeout")
+    # mutants' budget; symbolic (the command with --max-paths) caps its run with --timeout
+    for marker, budget in (("--budget", "--budget"), ("--max-paths", "--timeout")):
+        if marker in known:
+            return messages.DID_YOU_MEAN.format(option=budget)
     how = [text for flag, text in (("--examples", messages.NO_TIME_BUDGET_EXAMPLES),
                                    ("--timeout", messages.NO_TIME_BUDGET_TIMEOUT))
            if flag in known]

@@ -1136,6 +1136,32 @@ def _wait_for(condition, seconds: float = 120.0, every: float = 0.05):
     pytest.fail(f"waited {seconds:.0f} s for {condition.__doc__ or condition}")
 
 
+def _read_pipes(proc) -> tuple[list[str], list[str], list[threading.Thread]]:
+    """``(stderr lines, stdout lines, readers)``: one thread per pipe reads it as it comes
+    (a second reader, such as ``communicate()``, would take some of its lines); join the
+    readers after the process ended."""
+    lines: list[str] = []
+    printed: list[str] = []
+    readers = [threading.Thread(target=lambda stream=stream, into=into: into.extend(
+        iter(stream.readline, "")), daemon=True)
+        for stream, into in ((proc.stderr, lines), (proc.stdout, printed))]
+    for reader in readers:
+        reader.start()
+    return lines, printed, readers
+
+
+def _assert_none_outlive(seen: set[int], session: int) -> None:
+    """No process of ``seen`` nor of the run's ``session`` is alive within 10 s."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        alive = [pid for pid, (_, sid) in _processes().items()
+                 if pid in seen or sid == session]
+        if not alive:
+            break
+        time.sleep(0.1)
+    assert not alive, f"processes outlived the run: {alive}"
+
+
 def _workers(proc) -> list[int]:
     return [pid for pid in _descendants(proc.pid)
             if "stagecheck.oracles.worker " in _cmdline(pid) + " "
@@ -1322,16 +1348,7 @@ def test_sigterm_to_mutants_with_jobs_ends_every_child_and_saves_the_partial_mat
                             env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    lines: list[str] = []
-    printed: list[str] = []
-
-    def read(stream, into: list[str]) -> None:
-        for line in iter(stream.readline, ""):
-            into.append(line)
-    readers = [threading.Thread(target=read, args=(proc.stderr, lines), daemon=True),
-               threading.Thread(target=read, args=(proc.stdout, printed), daemon=True)]
-    for reader in readers:
-        reader.start()
+    lines, printed, readers = _read_pipes(proc)
     seen: set[int] = set()
 
     def one_mutant_finished():
@@ -1354,14 +1371,7 @@ def test_sigterm_to_mutants_with_jobs_ends_every_child_and_saves_the_partial_mat
     finished = [line for line in err.splitlines() if re.match(r"\[\d+/\d+\] m\d+ ", line)]
     assert finished, "no mutant finished before the signal"
     assert len(document["results"]) == len(finished)     # the partial matrix, saved
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        alive = [pid for pid, (_, sid) in _processes().items()
-                 if pid in seen or sid == proc.pid]
-        if not alive:
-            break
-        time.sleep(0.1)
-    assert not alive, f"processes outlived the run: {alive}"
+    _assert_none_outlive(seen, proc.pid)
 
 
 def _check_row_specifics(case: Case, tmp: Path, seen: dict, stdout: str) -> None:

@@ -13,13 +13,12 @@ import re
 import signal
 import subprocess
 import sys
-import threading
-import time
 
 import pytest
 
 from stagecheck.oracles import messages
-from tests.e2e.test_hostile import ROOT, _descendants, _processes, _wait_for
+from tests.e2e.test_hostile import (ROOT, _assert_none_outlive, _descendants, _read_pipes,
+                                   _wait_for)
 
 MUTANT_LINE = re.compile(r"\[\d+/\d+\] m\d+ ")
 
@@ -48,15 +47,9 @@ def test_mutants_with_jobs_stopped_from_outside_is_never_an_internal_error(tmp_p
                             env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    lines: list[str] = []
-    printed: list[str] = []
-    # each pipe has one reader: communicate() beside a thread that reads stderr takes
-    # some of its lines (the last ones, under load), and the test reads what it lost
-    readers = [threading.Thread(target=lambda stream=stream, into=into: into.extend(
-        iter(stream.readline, "")), daemon=True)
-        for stream, into in ((proc.stderr, lines), (proc.stdout, printed))]
-    for reader in readers:
-        reader.start()
+    # one reader per pipe: communicate() beside a thread reading stderr took its last
+    # lines under load
+    lines, printed, readers = _read_pipes(proc)
     seen: set[int] = set()
 
     def one_mutant_finished():
@@ -82,11 +75,4 @@ def test_mutants_with_jobs_stopped_from_outside_is_never_an_internal_error(tmp_p
     else:
         assert proc.returncode == 2, err[-2000:]
         assert messages.MUTANTS_POOL_ENDED[0].format(jobs=2) in err
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        alive = [pid for pid, (_, sid) in _processes().items()
-                 if pid in seen or sid == proc.pid]
-        if not alive:
-            break
-        time.sleep(0.1)
-    assert not alive, f"processes outlived the run: {alive}"
+    _assert_none_outlive(seen, proc.pid)

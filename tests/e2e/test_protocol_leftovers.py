@@ -381,23 +381,10 @@ def test_a_protocol_file_inside_the_folder_is_not_added_to_the_replay_line(tmp_p
     assert again.returncode == 1, again.stdout + again.stderr     # runs as printed
 
 
-def test_a_signal_while_the_protocol_file_loads_counts_step_sequences(tmp_path):
-    # the interrupted line said 'after 0 example(s)' of a protocol run stopped at loading
-    target = f"{MACHINERY}/fixed_token_stager.py::TokenStager"
-    proc = subprocess.Popen([sys.executable, "-m", "stagecheck", "spec", target, "--protocol",
-                             os.path.join(HOSTILE, "protocol_loads_slowly.py"), "-q"],
-                            cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    time.sleep(4)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
-    assert "interrupted by SIGINT after 0 step sequence(s)" in err, err
-
-
-def test_a_signal_while_protocol_check_loads_its_file_counts_nothing(tmp_path):
-    # protocol check runs no examples and no step sequences: was 'after 0 example(s)'
-    proc = subprocess.Popen([sys.executable, "-m", "stagecheck", "protocol", "check",
+def _interrupted_while_loading(tmp_path, *args: str) -> str:
+    """stderr of ``stagecheck ARGS`` given SIGINT while it loads the slow protocol file
+    (exit 130)."""
+    proc = subprocess.Popen([sys.executable, "-m", "stagecheck", *args,
                              os.path.join(HOSTILE, "protocol_loads_slowly.py")],
                             cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -405,6 +392,20 @@ def test_a_signal_while_protocol_check_loads_its_file_counts_nothing(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
+    return err
+
+
+def test_a_signal_while_the_protocol_file_loads_counts_step_sequences(tmp_path):
+    # the interrupted line said 'after 0 example(s)' of a protocol run stopped at loading
+    err = _interrupted_while_loading(
+        tmp_path, "spec", f"{MACHINERY}/fixed_token_stager.py::TokenStager", "-q",
+        "--protocol")
+    assert "interrupted by SIGINT after 0 step sequence(s)" in err, err
+
+
+def test_a_signal_while_protocol_check_loads_its_file_counts_nothing(tmp_path):
+    # protocol check runs no examples and no step sequences: was 'after 0 example(s)'
+    err = _interrupted_while_loading(tmp_path, "protocol", "check")
     assert err.strip() == messages.INTERRUPTED_UNCOUNTED.format(signal="SIGINT"), err
 
 
