@@ -34,6 +34,9 @@ GENERATIONS = (staging_legacy.stage_postprocess_inputs_to_gpu,
 CLEAN_BUDGET = float(os.environ.get("STAGECHECK_CROSSHAIR_BUDGET", "2"))
 #: Upper bound on the seconds CrossHair may take to refute one planted violation.
 PLANTED_BUDGET = float(os.environ.get("STAGECHECK_CROSSHAIR_PLANTED_BUDGET", "60"))
+#: Seconds per postcondition for the not-vacuous check: at 2 s the slower CI host
+#: confirmed 2 paths of slot_alignment (this host 3); at 6 s this host confirms 18.
+REACH_BUDGET = max(3 * CLEAN_BUDGET, 6.0)
 
 
 def test_crosshair_check_finds_nothing_on_the_models():
@@ -171,7 +174,7 @@ def test_the_clean_check_is_not_vacuous():
     """The preconditions are satisfiable: CrossHair completes paths on which the
     postconditions are evaluated (a contract nothing can reach would pass trivially)."""
     found = analyze(models.run_single_loop, ["slot_alignment", "missing_input"],
-                    CLEAN_BUDGET)
+                    REACH_BUDGET)
     for name, (messages, confirmed) in found.items():
         assert messages == [], messages
         assert confirmed >= 3, (name, confirmed)
