@@ -77,6 +77,34 @@ def run_sequence(code, protocol: Protocol, seq: StepSequence, run: str,
     return trace
 
 
+class _Limited:
+    """One call of code under test: a new position (the worker's parent sees it start)
+    under its time limit. Leaving the block normally after the limit fired raises
+    ``CallTimedOut``: the code caught the interruption and returned, a hang all the same."""
+
+    __slots__ = ("_timer", "fired")
+
+    def __init__(self, limit: float | None) -> None:
+        self._timer = time_limit(limit)
+
+    def __enter__(self) -> "_Limited":
+        next_position()
+        self.fired = fired_count()
+        self._timer.__enter__()
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if self._timer.__exit__(kind, exc, tb):
+            return True
+        if kind is None:
+            raise_if_fired(self.fired)
+        return False
+
+    def swallowed(self) -> bool:
+        """The limit fired during the block (surfacing as another exception, maybe)."""
+        return fired_count() != self.fired
+
+
 def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options: dict,
          views: list | None, made: list, code) -> Trace:
     trace = Trace()
@@ -84,11 +112,8 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
     with model.activate():
         try:
             try:
-                next_position()
-                fired = fired_count()
-                with time_limit(limit):
+                with _Limited(limit):
                     ctx.state = protocol.build(ctx)
-                raise_if_fired(fired)       # the limit fired and the code swallowed it
                 with model.passthrough():
                     made += prepare_state(model, ctx.state, protocol)
                 # every pinned tensor the state holds is named now: the first step's
@@ -135,17 +160,15 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     model.location = (view.index, op.name)
                     before = len(model.hazards)
                     outcome, result, unlanded = None, None, ()
+                    call = _Limited(limit)
                     try:
-                        next_position()
-                        fired = fired_count()
-                        with time_limit(limit):
+                        with call:
                             # queued device work the completion runs now hangs within
                             # the limit of the operation it runs before
                             model.boundary(completion)
                             if model.pinned_downloads and not meant:
                                 unlanded = model.unlanded()
                             result = op.run(ctx)
-                        raise_if_fired(fired)
                     except CallTimedOut as exc:
                         refuse_own_hang(protocol, op.run, exc, code,
                                          f"code for operation {op.name!r}", limit)
@@ -155,7 +178,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     except (SchemaError, MemoryError):
                         raise
                     except BaseException as exc:    # the code under test failed: observed
-                        if fired_count() != fired:  # its time limit, surfacing as another
+                        if call.swallowed():  # its time limit, surfacing as another
                             refuse_own_hang(protocol, op.run, exc, code,    # exception
                                              f"code for operation {op.name!r}", limit)
                             outcome = "hung"
@@ -182,11 +205,8 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                     before_observe = len(model.hazards)
                     with model.passthrough():
                         try:
-                            next_position()
-                            fired = fired_count()
-                            with time_limit(limit):
+                            with _Limited(limit):
                                 observed = protocol.observe(ctx)
-                            raise_if_fired(fired)
                         except CallTimedOut as exc:
                             refuse_own_hang(protocol, protocol.observe, exc, code,
                                              f"observe after step {view.index}", limit)
@@ -240,11 +260,8 @@ def _finish(model, trace: Trace, ctx) -> Trace:
     """Everything still queued runs (the run's end), then what device work read."""
     before = len(model.hazards)
     try:
-        next_position()
-        fired = fired_count()
-        with time_limit(_call_limit(ctx.protocol, ctx.options)):
+        with _Limited(_call_limit(ctx.protocol, ctx.options)):
             model.finish()
-        raise_if_fired(fired)
     except CallTimedOut:                  # queued device work the end of the run ran
         if trace.failed() is None and trace.stopped is None:
             trace.stopped = "hung at the end of the run (queued device work)"
