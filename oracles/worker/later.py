@@ -13,17 +13,21 @@ an end: the verdict no longer depends on whether the run or the timer ends first
 ``faulthandler.dump_traceback_later`` and ``cancel_dump_traceback_later`` so the worker
 knows whether a later dump that exits is armed (faulthandler does not say). Threads are
 those alive at ``stop`` and not there when the worker started, except stagecheck's own
-(named ``stagecheck-...``) and those of torch and triton (their classes or functions).
+(named ``stagecheck-...``), those of torch and triton (their classes or functions), and
+the idle workers of a ``concurrent.futures.ThreadPoolExecutor`` (``idle_pool_worker``: a
+pool kept for the process's life, as engines keep one, runs only what is submitted to it).
 """
 
 from __future__ import annotations
 
 import faulthandler
+import queue
+import sys
 import threading
 
 from stagecheck.oracles.text import printable
 
-__all__ = ["left_behind", "watch_faulthandler"]
+__all__ = ["idle_pool_worker", "left_behind", "watch_faulthandler"]
 
 #: faulthandler's own functions (the wrappers call them)
 _REAL_LATER = faulthandler.dump_traceback_later
@@ -71,6 +75,27 @@ def _library(thread: threading.Thread) -> bool:
     return any(isinstance(m, str) and m.split(".")[0] in _LIBRARIES for m in modules)
 
 
+def idle_pool_worker(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is a ``ThreadPoolExecutor``'s worker waiting for work, none
+    queued: its own loop is what it runs now (no submitted work is running), and its work
+    queue is empty. Once the calls returned, such a thread runs nothing more, and cannot
+    end its worker; one still running or holding submitted work is counted. A pool
+    whose executor is gone ends its workers: they are given a second to end."""
+    run = getattr(thread, "_target", None)
+    if getattr(run, "__module__", None) != "concurrent.futures.thread" \
+            or getattr(run, "__name__", "") != "_worker":
+        return False
+    args = getattr(thread, "_args", ()) or ()
+    executor = args[0]() if args and callable(args[0]) else None
+    if executor is None:            # collected: its workers are told to end
+        thread.join(1.0)
+        return not thread.is_alive()
+    queues = [a for a in args if isinstance(a, queue.SimpleQueue)]
+    frame = sys._current_frames().get(thread.ident)
+    return bool(queues) and all(q.empty() for q in queues) and frame is not None \
+        and frame.f_code is getattr(run, "__code__", None)
+
+
 def _function(run) -> str:
     """The name of the function a thread runs; ``os._exit`` for the guard stagecheck's
     worker puts in its place (``guard._exit_refused``: the real one, where no schema code
@@ -107,7 +132,7 @@ def left_behind() -> list[str]:
             continue
         if isinstance(thread, threading.Timer) and thread.finished.is_set():
             continue        # cancelled (or fired): it ends without running anything
-        if _library(thread):
+        if _library(thread) or idle_pool_worker(thread):
             continue
         kind = _kind(thread)
         counts[kind] = counts.get(kind, 0) + 1

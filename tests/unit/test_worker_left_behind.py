@@ -53,6 +53,11 @@ LEAVES = {
     "torch": ("import torch\n", "torch.ones(4).sum()"),
     "timer_soon": ("import os\nimport threading\n",
                    "threading.Timer(2.0, os._exit, (0,)).start()"),
+    # a pool kept for the process's life, as engines keep one: idle once a call returns
+    "idle_pool": ("from concurrent.futures import ThreadPoolExecutor\n"
+                  "_POOL = ThreadPoolExecutor(2)\n", "_POOL.submit(len, ()).result()"),
+    "busy_pool": ("import time\nfrom concurrent.futures import ThreadPoolExecutor\n"
+                  "_POOL = ThreadPoolExecutor(2)\n", "_POOL.submit(time.sleep, 60)"),
 }
 
 
@@ -79,6 +84,7 @@ def _run(pool: WorkerPool, targets, count: int = 3) -> None:
 @pytest.mark.parametrize("kind, named", [
     ("timer", "threading.Timer"),
     ("thread", "running sleep"),
+    ("busy_pool", "running _worker"),
     ("faulthandler", "faulthandler.dump_traceback_later(60, exit=True), armed"),
 ])
 def test_what_could_end_the_worker_later_is_worker_died_at_close(tmp_path, kind, named):
@@ -98,7 +104,7 @@ def test_what_could_end_the_worker_later_is_worker_died_at_close(tmp_path, kind,
 @pytest.mark.parametrize("specs", [
     ["legacy", "single-loop"],
     ["cancelled_timer"], ["faulthandler_cancelled"], ["faulthandler_no_exit"],
-    ["joined_thread"], ["torch"],
+    ["joined_thread"], ["torch"], ["idle_pool"],
 ])
 def test_nothing_left_behind_closes_quietly(tmp_path, specs):
     pool = WorkerPool()
@@ -107,6 +113,34 @@ def test_nothing_left_behind_closes_quietly(tmp_path, specs):
     _run(pool, targets)
     pool.close()
     assert pool._process is None
+
+
+def test_an_idle_pool_worker_is_told_from_a_busy_one():
+    """``idle_pool_worker``: waiting on an empty queue is idle; running submitted work, or
+    holding work not yet taken, is not; the workers of a pool shut down end."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from stagecheck.oracles.worker.later import idle_pool_worker
+
+    def workers(pool):
+        return [t for t in threading.enumerate() if t in pool._threads]
+
+    pool = ThreadPoolExecutor(1)
+    pool.submit(len, ()).result()
+    deadline = time.monotonic() + 10
+    while not all(idle_pool_worker(t) for t in workers(pool)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert workers(pool) and all(idle_pool_worker(t) for t in workers(pool))
+    gate = threading.Event()
+    running = pool.submit(gate.wait, 30)
+    queued = pool.submit(len, ())
+    assert not any(idle_pool_worker(t) for t in workers(pool))
+    assert not idle_pool_worker(threading.current_thread())
+    gate.set()
+    running.result(), queued.result()
+    pool.shutdown(wait=True)
+    assert not any(t.is_alive() for t in pool._threads)
 
 
 def test_a_worker_closed_before_any_call_is_not_asked(tmp_path):
