@@ -66,6 +66,16 @@ def test_the_worked_example_finds_the_planted_race_and_passes_the_fix():
     assert fixed.errors == [] and fixed.findings == []
 
 
+def test_a_process_wide_thread_pool_is_not_a_thread_left_running():
+    """A component whose writes run on a module-level ``ThreadPoolExecutor``: its idle
+    threads stay after every sequence, and are not reported as left running (before:
+    an info finding, and a fresh worker after every sequence)."""
+    pooled = run_protocol_campaign(toy("fixed_token_stager"), toy("pooled_token_stager"),
+                                   EXAMPLE, ProtocolConfig(sequences=30))
+    assert pooled.verdict() == "equivalent"
+    assert pooled.findings == [], [f.message for f in pooled.findings]
+
+
 def test_device_work_reading_the_state_through_self_is_compared_with_what_the_host_meant(
         tmp_path):
     """An audit's upstream BlockTable: ``compute_slot_mapping`` hands its kernel
