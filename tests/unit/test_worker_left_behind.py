@@ -6,7 +6,9 @@ last request came before the timer fired passed (docs/reliability.md, "A worker 
 between calls"). And a worker reused for other targets (``load(fresh=False)``: mutants)
 names the targets whose calls ran in it, not the ones loaded now."""
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -15,6 +17,7 @@ from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.sample import sample_scenario
 from stagecheck.oracles.targets import load_target
 from stagecheck.oracles.worker.blame import WorkerDied
+from stagecheck.oracles.worker.later import idle_pool_worker
 from stagecheck.oracles.worker.pool import WorkerPool
 
 FUNC = "stage_postprocess_inputs_to_gpu"
@@ -118,11 +121,6 @@ def test_nothing_left_behind_closes_quietly(tmp_path, specs):
 def test_an_idle_pool_worker_is_told_from_a_busy_one():
     """``idle_pool_worker``: waiting on an empty queue is idle; running submitted work, or
     holding work not yet taken, is not; the workers of a pool shut down end."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    from stagecheck.oracles.worker.later import idle_pool_worker
-
     def workers(pool):
         return [t for t in threading.enumerate() if t in pool._threads]
 
