@@ -320,7 +320,7 @@ def _names_torch(ref: TargetRef, target) -> bool:
         return True
 
 
-def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
+def worker_main(recv_fd: int, send_fd: int, counter_fd: int, memory_mib: int,
                 path: list[str]) -> None:
     """The worker process: answer the parent's commands until told to stop."""
     # a SIGINT here comes from the code under test (the worker's session is its own): it
@@ -333,7 +333,7 @@ def worker_main(recv_fd: int, send_fd: int, counter_path: str, memory_mib: int,
     sys.path[:] = path
     receive = Connection(recv_fd, writable=False)
     send = Connection(send_fd, readable=False)
-    with open(counter_path, "r+b") as fh:
+    with open(counter_fd, "r+b") as fh:       # an unlinked file the parent made
         counter = SharedPosition(mmap.mmap(fh.fileno(), SharedPosition.BYTES))
     _quiet_stdio()
     _limit_memory(memory_mib)

@@ -76,10 +76,12 @@ class WorkerProcess:
 
     def __init__(self, memory_mib: int) -> None:
         ensure_standard_fds()          # no pipe may take the number of a closed fd 0-2
-        fd, self._counter_path = tempfile.mkstemp(prefix="stagecheck-worker-")
-        os.write(fd, bytes(SharedPosition.BYTES))
-        self._memory = mmap.mmap(fd, SharedPosition.BYTES)
-        os.close(fd)
+        # the counter's file is unlinked at once: the worker inherits its descriptor, so
+        # nothing is left in the temporary folder even when the checker is killed
+        counter_fd, counter_path = tempfile.mkstemp(prefix="stagecheck-worker-")
+        os.unlink(counter_path)
+        os.write(counter_fd, bytes(SharedPosition.BYTES))
+        self._memory = mmap.mmap(counter_fd, SharedPosition.BYTES)
         self._view = SharedPosition(self._memory)
         to_child_r, to_child_w = os.pipe()
         _widen(to_child_w)
@@ -89,13 +91,13 @@ class WorkerProcess:
         self._status, status_w = os.pipe()
         os.set_blocking(self._status, False)
         worker = [sys.executable, "-m", "stagecheck.oracles.worker", str(to_child_r),
-                  str(to_parent_w), self._counter_path, str(memory_mib), json.dumps(sys.path)]
+                  str(to_parent_w), str(counter_fd), str(memory_mib), json.dumps(sys.path)]
         self.process = subprocess.Popen(
             [sys.executable, "-I", "-S", KEEPER, str(control_r), str(status_w), "--", *worker],
-            pass_fds=(to_child_r, to_parent_w, control_r, status_w),
+            pass_fds=(to_child_r, to_parent_w, control_r, status_w, counter_fd),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             cwd=os.getcwd(), start_new_session=True)
-        for end in (to_child_r, to_parent_w, control_r, status_w):
+        for end in (to_child_r, to_parent_w, control_r, status_w, counter_fd):
             os.close(end)
         os.set_blocking(to_child_w, False)     # a stopped worker must not hold a send
         self._send = Connection(to_child_w, readable=False)
@@ -355,7 +357,6 @@ class WorkerProcess:
             self._view = None
             try:
                 self._memory.close()
-                os.unlink(self._counter_path)
             except (OSError, BufferError):
                 pass
 

@@ -1,14 +1,17 @@
 # hostile: a default argument zeroes the position counter and spins at load
 import mmap
+import os
 
 def _counter():
-    """The shared position counter the worker maps (found through /proc/self/maps)."""
-    with open("/proc/self/maps") as fh:
-        for line in fh:
-            if "stagecheck-worker-" in line:
-                path = line.split(None, 5)[5].strip()
-                with open(path, "r+b") as f:
-                    return mmap.mmap(f.fileno(), 8)
+    """The shared position counter the worker maps (an unlinked file, found through /proc/self/fd)."""
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            name = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if "stagecheck-worker-" in name:
+            with open(f"/proc/self/fd/{fd}", "r+b") as f:
+                return mmap.mmap(f.fileno(), 8)
     raise RuntimeError("no counter")
 
 
