@@ -27,6 +27,16 @@ class KernelImpactProbe:
             self._kernel_impact()
 
     def _kernel_impact(self) -> None:
+        judged: dict[str, list] = {}    # scenario (JSON) -> its findings with the kernel's
+
+        def judge(s: StagingScenario) -> list:
+            """The example's findings with the kernel oracle's verdict, run once per
+            example (findings of one example, and errors sharing witnesses, share it)."""
+            text = s.to_json()
+            if text not in judged:
+                judged[text] = self.evaluate(s, kernel=True)
+            return judged[text]
+
         for f in self.collector.findings():
             if interrupt.requested():
                 return
@@ -34,15 +44,13 @@ class KernelImpactProbe:
                 continue       # a call that hung or ended its process staged nothing
             if f.kernel_impact is None and f.scenario is not None:
                 s = StagingScenario.from_dict(f.scenario)
-                self.collector.note_impact(g for g in self.evaluate(s, kernel=True)
-                                           if g.key == f.key)
+                self.collector.note_impact(g for g in judge(s) if g.key == f.key)
         pending = self.collector.open_impact() - self.stopped_keys
         for key in [f.key for f in self.collector.findings() if f.key in pending]:
             for s in self.collector.witnesses(key):       # other examples that showed it
                 if key not in self.collector.open_impact() or interrupt.requested():
                     break
-                self.collector.note_impact(g for g in self.evaluate(s, kernel=True)
-                                           if g.key == key)
+                self.collector.note_impact(g for g in judge(s) if g.key == key)
         open_keys = self.collector.open_impact() - self.stopped_keys
         for index in range(IMPACT_PROBE_EXAMPLES):
             if not open_keys & self.collector.open_impact() or interrupt.requested():

@@ -1,9 +1,12 @@
 """Kernel oracle 2: does a staging difference reach the postprocess kernel's results?"""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stagecheck.oracles.campaign import run_campaign
 from stagecheck.oracles.options import CampaignConfig
+from stagecheck.oracles.kernel import impact
 from stagecheck.oracles.kernel.campaign import run_kernel_campaign
 from stagecheck.oracles.kernel.impact import annotate, kernel_impact
 from stagecheck.oracles.observe import observe
@@ -89,3 +92,52 @@ def test_oracle_2_runs_the_triton_kernel_through_the_interpreter():
     b = observe(load_target("single-loop"), s)
     b.gpu["num_computed_tokens_buf"][0] += 1
     assert kernel_impact(s, a, b, PROFILE, backend="triton").impact
+
+
+def _sides():
+    """Two sides' live staged arrays for ``scenario()``'s 3 live requests: b is a copy of a
+    with some counts changed (often keeping computed + scheduled, as a swap does)."""
+    count = st.integers(0, 9)
+    side = st.fixed_dictionaries({k: st.lists(count, min_size=3, max_size=3)
+                                  for k in ("state_idx", "scheduled", "computed", "draft")})
+
+    def changed(a, data):
+        b = {k: list(v) for k, v in a.items()}
+        for _ in range(data.draw(st.integers(1, 3))):
+            i, how = data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))
+            if how == 0:       # a swap that keeps the sum the kernel reads
+                b["scheduled"][i], b["computed"][i] = b["computed"][i], b["scheduled"][i]
+            else:
+                key = data.draw(st.sampled_from(sorted(b)))
+                b[key][i] = data.draw(count)
+        return b
+    return side, changed
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_equal_decisions_skip_the_reference_and_change_no_verdict(data):
+    """The shortcut (both sides decide alike: the reference's results are the same) gives
+    what running the reference on both sides gives, difference for difference."""
+    side, changed = _sides()
+    a = data.draw(side)
+    b = changed(a, data)
+    s = scenario()
+    with_shortcut = impact.mamba_postprocess_results_differ(s, a, b)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(impact, "_same_decisions", lambda *args: False)
+        assert impact.mamba_postprocess_results_differ(s, a, b) == with_shortcut
+
+
+def test_a_swap_the_kernel_cannot_see_runs_no_kernel(monkeypatch):
+    s = scenario()
+    a = {"state_idx": [1, 2, 3], "scheduled": [5, 1, 7], "computed": [100, 7, 3],
+         "draft": [2, 0, 1]}
+    b = {**a, "scheduled": [100, 1, 7], "computed": [5, 7, 3]}
+
+    def no_kernel(*args):
+        raise AssertionError("the kernel ran")
+    monkeypatch.setattr(impact, "_run_side", no_kernel)
+    assert impact.mamba_postprocess_results_differ(s, a, b) == []
+    with pytest.raises(AssertionError, match="the kernel ran"):   # decisions differ: it runs
+        impact.mamba_postprocess_results_differ(s, a, {**a, "computed": [96, 7, 3]})
