@@ -26,8 +26,8 @@ CHECKER = textwrap.dedent("""
 
 def test_a_killed_checker_leaves_no_counter_file(tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", CHECKER, str(tmp_path)], env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", CHECKER, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     # the keeper holds the counter's descriptor (it passes it on to the worker) ...
     # ... yet no file of it is in the folder, during the run (0) or after it

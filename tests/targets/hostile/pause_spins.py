@@ -7,7 +7,8 @@ import signal
 
 
 def _shared():
-    """The file the worker shares with the checker (an unlinked file, found through /proc/self/fd)."""
+    """The file the worker shares with the checker
+    (an unlinked file, found through /proc/self/fd)."""
     for fd in os.listdir("/proc/self/fd"):
         try:
             name = os.readlink(f"/proc/self/fd/{fd}")

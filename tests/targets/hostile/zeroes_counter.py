@@ -3,7 +3,8 @@ import mmap
 import os
 
 def _counter():
-    """The shared position counter the worker maps (an unlinked file, found through /proc/self/fd)."""
+    """The shared position counter the worker maps
+    (an unlinked file, found through /proc/self/fd)."""
     for fd in os.listdir("/proc/self/fd"):
         try:
             name = os.readlink(f"/proc/self/fd/{fd}")
