@@ -69,8 +69,10 @@ class Shrinking:
         runs once (no scenario twice, and the one settled on is not run again to judge
         it), one at a time, under a shorter time limit (``STOPPED_TRY_FRACTION``), within
         ``STOPPED_SHRINK_SECONDS`` in all; the scenario settled on is then run once at the
-        full limit, where its try had a shorter one, and kept only if it still shows the
-        findings there (else ``s`` is, which showed them at the full limit)."""
+        full limit, where its try had a shorter one and hung, and kept only if it still
+        shows the findings there (else ``s`` is, which showed them at the full limit).
+        The sizes go smallest first (``SIZE_PASSES``): a call that fails on every input
+        settles on the empty batch in one try."""
         full = self.config.run
         seconds = min(full.timeout, max(STOPPED_TRY_FLOOR, full.timeout * STOPPED_TRY_FRACTION))
         options = replace(self.fast, timeout=seconds)
@@ -100,8 +102,11 @@ class Shrinking:
         final = [f for f in findings if f.key in keys]
         if smallest is not s:
             found = shown[text(smallest)]
-            if seconds < full.timeout and not interrupt.requested():
-                found = self.evaluate(smallest)        # once, at the full limit
+            # once at the full limit, where the try's hang may be its shorter limit's (a
+            # call that ended its process ended it at any limit: no new worker for that)
+            if (seconds < full.timeout and not interrupt.requested()
+                    and any(f.extra.get("kind") != "crash" for f in found if f.key in keys)):
+                found = self.evaluate(smallest)
             if any(f.key in keys for f in found):
                 final = [f for f in found if f.key in keys]
             else:            # not at the full limit: the example that hung there stays

@@ -356,8 +356,9 @@ def _names(schema: StagingSchema, s: StagingScenario) -> Iterator[StagingScenari
 PASSES = (_padding, _batch, _small_batch, _requests, _capacity, _contents, _values, _names)
 #: the passes that make a scenario smaller (not simpler): what an example on which a call
 #: hangs is shrunk by, each try that still hangs costing a deadline (not the small sizes'
-#: sweep: up to fifteen more tries, one at a time)
-SIZE_PASSES = (_padding, _batch, _requests, _capacity)
+#: sweep: up to fifteen more tries, one at a time); the batch first, smallest first, so a
+#: call that fails on every input settles on the empty batch in one try
+SIZE_PASSES = (_batch, _padding, _requests, _capacity)
 
 
 def _next_batch(candidates: Iterator[StagingScenario], batch_size: int

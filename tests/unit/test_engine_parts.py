@@ -115,3 +115,19 @@ def test_a_breach_of_an_integer_range_is_repaired_into_the_contract_and_no_other
     missing = StagingScenario.from_dict(s.to_dict())
     del missing.inputs["num_scheduled_tokens"][live]
     assert repaired(schema, missing) is None       # a missing request: no range to mend
+
+
+def test_a_call_that_fails_on_every_input_shrinks_by_size_in_one_try():
+    # each try of a hang or crash costs a deadline or a new worker: smallest first (was:
+    # the padding first, then the batch, then the capacity: three workers for a crash)
+    from stagecheck.oracles.shrink import SIZE_PASSES
+    s = next(t for t in (sample_scenario(SCHEMA, 0, i) for i in range(200))
+             if t.num_reqs > 2 and len(t.req_ids) > t.num_reqs)       # padded, 3+ live
+    tried = []
+
+    def always(candidates):
+        tried.extend(candidates)
+        return 0
+    smallest, spent = shrink(SCHEMA, s, always, batch_size=1, passes=SIZE_PASSES)
+    assert (smallest.num_reqs, smallest.req_ids, smallest.capacity) == (0, [], 1)
+    assert spent == 1 and tried == [smallest]
