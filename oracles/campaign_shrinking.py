@@ -72,7 +72,7 @@ class Shrinking:
         full limit, where its try had a shorter one and hung, and kept only if it still
         shows the findings there (else ``s`` is, which showed them at the full limit).
         The sizes go smallest first (``SIZE_PASSES``): a call that fails on every input
-        settles on the empty batch in one try."""
+        settles on the empty batch in one try. The tries run on the search's buffers."""
         full = self.config.run
         seconds = min(full.timeout, max(STOPPED_TRY_FLOOR, full.timeout * STOPPED_TRY_FRACTION))
         options = replace(self.fast, timeout=seconds)
@@ -80,6 +80,9 @@ class Shrinking:
         until = time.perf_counter() + max(STOPPED_SHRINK_SECONDS, STOPPED_SHRINK_TRIES * try_wall)
         tried: dict[str, list[Finding]] = {}
         shown: dict[str, list[Finding]] = {}     # candidates that still failed: findings
+        # the buffers the search found it on: a call that stops stops on them, and each
+        # try may cost a new worker (the instrumented ones load torch in it: seconds)
+        backend = self.backend()
 
         def text(c: StagingScenario) -> str:
             return json.dumps(c.to_dict(), sort_keys=True, default=repr)
@@ -88,7 +91,7 @@ class Shrinking:
             for position, c in enumerate(candidates):
                 key = text(c)
                 if key not in tried:
-                    tried[key] = self.evaluate(c, options=options)
+                    tried[key] = self.evaluate(c, backend, options=options)
                 if any(f.key in keys for f in tried[key]):
                     shown[key] = tried[key]
                     return position
@@ -106,7 +109,7 @@ class Shrinking:
             # call that ended its process ended it at any limit: no new worker for that)
             if (seconds < full.timeout and not interrupt.requested()
                     and any(f.extra.get("kind") != "crash" for f in found if f.key in keys)):
-                found = self.evaluate(smallest)
+                found = self.evaluate(smallest, backend)
             if any(f.key in keys for f in found):
                 final = [f for f in found if f.key in keys]
             else:            # not at the full limit: the example that hung there stays
