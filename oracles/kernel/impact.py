@@ -82,19 +82,19 @@ def _decisions(s: StagingScenario, side: dict, block_size: int, accepted_mode: s
                             side["draft"], _accepted(s, accepted_mode), s.num_reqs, block_size)
 
 
-def _same_decisions(s: StagingScenario, a: dict, b: dict, block_size: int,
-                    accepted_mode: str) -> bool:
-    """Whether both sides decide alike for every live request. The reference does what its
-    decisions say on the tables and states both runs share, so the same decisions write
-    the same results (a swap of two counts that keeps their sum, say) and it need not run.
-    With equal arrays (``--kernel always``) it runs anyway, as asked."""
-    return _decisions(s, a, block_size, accepted_mode) == _decisions(s, b, block_size,
-                                                                     accepted_mode)
+def _settled_without_running(backend: str, a: dict, b: dict, decided: list[list]) -> bool:
+    """Whether both sides' decisions (``decided``) are alike, so that the reference need
+    not run: it does what its decisions say on the tables and states both runs share, so
+    the same decisions write the same results (a swap of two counts that keeps their sum,
+    say). With equal arrays (``--kernel always``) it runs anyway, as asked; the Triton
+    backend always runs."""
+    return backend == "reference" and a != b and decided[0] == decided[1]
 
 
-def _context(s: StagingScenario, sides: list[dict], block_size: int,
+def _context(s: StagingScenario, decided: list[list], block_size: int,
              accepted_mode: str) -> "KernelScenario":
-    """Block tables, accepted counts and states for one impact run over both sides.
+    """Block tables, accepted counts and states for one impact run over both sides, whose
+    decisions are ``decided`` (``_decisions``).
 
     Every block column a decision of either side touches gets its own physical block;
     every other column maps to block 0, which no decision touches. So long-context
@@ -106,8 +106,8 @@ def _context(s: StagingScenario, sides: list[dict], block_size: int,
     n = s.num_reqs
     accepted = _accepted(s, accepted_mode)
     used: set[tuple[int, int]] = set()
-    for side in sides:
-        for i, d in enumerate(_decisions(s, side, block_size, accepted_mode)):
+    for decisions in decided:
+        for i, d in enumerate(decisions):
             if d is not None:
                 used.update((i, c) for c in (d.src, d.dest, d.src + d.bias)
                             if 0 <= c < MAX_IMPACT_COLUMNS)
@@ -146,9 +146,10 @@ def mamba_postprocess_results_differ(s: StagingScenario, a: dict, b: dict,
     out: list[str] = []
     for block_size in IMPACT_BLOCK_SIZES:
         for mode in IMPACT_ACCEPTED:
-            if backend == "reference" and a != b and _same_decisions(s, a, b, block_size, mode):
-                continue      # the same results, without running it (``_same_decisions``)
-            context = _context(s, [a, b], block_size, mode)
+            decided = [_decisions(s, side, block_size, mode) for side in (a, b)]
+            if _settled_without_running(backend, a, b, decided):
+                continue      # the same results (``_settled_without_running``)
+            context = _context(s, decided, block_size, mode)
             # both runs read one set of tables (the kernel never writes them: kernel
             # oracle 1 checks that); long-context tables are megabytes
             tables = build_block_tables(context, device)

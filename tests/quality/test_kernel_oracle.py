@@ -125,7 +125,7 @@ def test_equal_decisions_skip_the_reference_and_change_no_verdict(data):
     s = scenario()
     with_shortcut = impact.mamba_postprocess_results_differ(s, a, b)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(impact, "_same_decisions", lambda *args: False)
+        patch.setattr(impact, "_settled_without_running", lambda *args: False)
         assert impact.mamba_postprocess_results_differ(s, a, b) == with_shortcut
 
 
