@@ -37,7 +37,7 @@ from stagecheck.oracles.protocol.problems import when_problem
 from stagecheck.oracles.protocol.results import plain, plain_result, refuse_device_values
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.text import exception_text
-from stagecheck.oracles.worker.later import idle_pool_worker
+from stagecheck.oracles.worker.later import still_running
 from stagecheck.oracles.worker.protocol import RESTART, end_left_running, next_position
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.schema import StandInUnsupported
@@ -409,7 +409,7 @@ def _run_batch(protocol: Protocol, codes: list, batch: list, options: dict) -> l
             # that still run (a thread cannot be ended: the worker is, after this answer)
             left = list(end_left_running()) + [
                 f"thread {t.name}" for t in threading.enumerate()
-                if t not in before and t.is_alive() and not idle_pool_worker(t)]
+                if t not in before and still_running(t)]
             threads |= any(name.startswith("thread ") for name in left)
             if left:
                 traces = (traces[0], dataclasses.replace(traces[1], left_running=left))

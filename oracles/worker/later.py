@@ -27,7 +27,7 @@ import threading
 
 from stagecheck.oracles.text import printable
 
-__all__ = ["idle_pool_worker", "left_behind", "watch_faulthandler"]
+__all__ = ["idle_pool_worker", "left_behind", "still_running", "watch_faulthandler"]
 
 #: faulthandler's own functions (the wrappers call them)
 _REAL_LATER = faulthandler.dump_traceback_later
@@ -120,19 +120,27 @@ def _kind(thread: threading.Thread) -> tuple[str, str]:
     return f"a thread of class {name}", f"threads of class {name}"
 
 
+def still_running(thread: threading.Thread) -> bool:
+    """Whether ``thread``, not one of the worker's own, may still run the code under test:
+    alive, not the main thread, not a ``threading.Timer`` cancelled or fired (it ends
+    without running anything), not stagecheck's or a library's, not an idle pool worker.
+    The one rule of both checks: after a call (``left_behind``) and after a protocol's
+    sequence (``protocol/run.py``)."""
+    if thread is threading.main_thread() or thread.ident in _KNOWN or not thread.is_alive():
+        return False
+    if isinstance(thread, threading.Timer) and thread.finished.is_set():
+        return False
+    return not (_library(thread) or idle_pool_worker(thread))
+
+
 def left_behind() -> list[str]:
     """What could end this worker later, in words (empty: nothing): the threads the code
-    under test started that still run (a ``threading.Timer`` not yet fired nor cancelled
-    among them), grouped by what they run, and a later dump of faulthandler that exits,
-    armed."""
+    under test started that still run (``still_running``; a ``threading.Timer`` not yet
+    fired nor cancelled among them), grouped by what they run, and a later dump of
+    faulthandler that exits, armed."""
     counts: dict[tuple[str, str], int] = {}
-    main = threading.main_thread()
     for thread in threading.enumerate():
-        if thread is main or thread.ident in _KNOWN or not thread.is_alive():
-            continue
-        if isinstance(thread, threading.Timer) and thread.finished.is_set():
-            continue        # cancelled (or fired): it ends without running anything
-        if _library(thread) or idle_pool_worker(thread):
+        if not still_running(thread):
             continue
         kind = _kind(thread)
         counts[kind] = counts.get(kind, 0) + 1

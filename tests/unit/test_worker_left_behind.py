@@ -17,7 +17,7 @@ from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.sample import sample_scenario
 from stagecheck.oracles.targets import load_target
 from stagecheck.oracles.worker.blame import WorkerDied
-from stagecheck.oracles.worker.later import idle_pool_worker
+from stagecheck.oracles.worker.later import idle_pool_worker, still_running
 from stagecheck.oracles.worker.pool import WorkerPool
 
 FUNC = "stage_postprocess_inputs_to_gpu"
@@ -139,6 +139,30 @@ def test_an_idle_pool_worker_is_told_from_a_busy_one():
     running.result(), queued.result()
     pool.shutdown(wait=True)
     assert not any(t.is_alive() for t in pool._threads)
+
+
+def test_still_running_is_the_one_rule_of_both_checks():
+    """``still_running`` (what a call's check and a protocol sequence's check both ask):
+    a started thread and a pending ``threading.Timer`` are; a cancelled timer, a
+    stagecheck thread, the main thread and a finished thread are not."""
+    gate = threading.Event()
+    worker = threading.Thread(target=gate.wait, args=(30,))
+    own = threading.Thread(target=gate.wait, args=(30,), name="stagecheck-reader")
+    pending = threading.Timer(60, len, ((),))
+    cancelled = threading.Timer(60, len, ((),))
+    for t in (worker, own, pending, cancelled):
+        t.start()
+    cancelled.cancel()
+    try:
+        assert still_running(worker) and still_running(pending)
+        assert not still_running(cancelled) and not still_running(own)
+        assert not still_running(threading.main_thread())
+    finally:
+        gate.set()
+        pending.cancel()
+        for t in (worker, own, pending, cancelled):
+            t.join(5)
+    assert not still_running(worker)
 
 
 def test_a_worker_closed_before_any_call_is_not_asked(tmp_path):
