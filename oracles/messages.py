@@ -484,6 +484,15 @@ PROTOCOL_CODE_RAISED = ("protocol {value!r}: its own code for operation {operati
                         "{error} at {where}, not the code under test",
                         "fix the protocol's function there ('stagecheck protocol check "
                         "FILE TARGET' dry-runs the operations on a target)")
+#: a protocol's own line used an attribute the target's component lacks: neither side's
+#: mistake alone (the two disagree), said of the target
+PROTOCOL_COMPONENT_LACKS = ("protocol {value!r}: operation {operation!r} uses {attr!r} of "
+                            "{kind} of target {target} at {where}, and that target's {kind} "
+                            "has no attribute {attr!r}",
+                            "the protocol and this target disagree on the component's "
+                            "interface: give a target whose {kind} has {attr!r} (a method "
+                            "renamed between the two targets of a diff is such a change), "
+                            "or a protocol written for this one")
 SCHEMA_STARTS_PROCESSES = ("schema file {value!r} left process(es) running when it was loaded "
                            "and dry-run ({names}); they were ended",
                            "a schema file declares a schema: start nothing when it is "
@@ -933,7 +942,8 @@ PROTOCOL_CHECK_RAISED = ("{value} raised {error} during the run",
                          "check FILE TARGET'")
 SCHEMA_CODE_RETURNED = ("{value} {error} during the run",
                         "a protocol's check returns a list of messages, empty where it holds; "
-                        "fix the protocol file, then 'stagecheck protocol check FILE'")
+                        "fix the protocol file, then 'stagecheck protocol check FILE "
+                        "TARGET' (its checks run in a dry run on the target)")
 SCHEMA_CODE_EXITED = ("{value} raised {error}", "schema code must not exit or raise "
                       "KeyboardInterrupt; fix the schema")
 SCHEMA_CODE_MEMORY = ("{value} held more than {mib} MiB of memory beyond what the checker "

@@ -19,8 +19,8 @@ from stagecheck.oracles.protocol.context import RunContext
 from stagecheck.oracles.text import type_name
 from stagecheck.spec.protocol import Protocol
 
-__all__ = ["ProtocolExited", "ProtocolStartedProcess", "built_class", "call_refused", "own_exits_refused",
-           "protocol_mistake", "refuse_own_hang"]
+__all__ = ["ProtocolExited", "ProtocolStartedProcess", "built_class", "call_refused",
+           "component_lacks", "own_exits_refused", "protocol_mistake", "refuse_own_hang"]
 
 
 class ProtocolExited(BaseException):
@@ -156,6 +156,28 @@ def protocol_mistake(run, exc: BaseException | None, code,
             continue
         return f"{name}:{frame.lineno}" if os.path.realpath(name) == os.path.realpath(own) \
             else None
+    return None
+
+
+def component_lacks(exc: BaseException, code) -> str | None:
+    """The name of the class of the code under test whose object lacked the attribute an
+    ``AttributeError`` names (``exc.obj``: a protocol's line asked the target's component
+    for a method it does not have), else None."""
+    obj = getattr(exc, "obj", None) if isinstance(exc, AttributeError) else None
+    if obj is None or not isinstance(getattr(exc, "name", None), str):
+        return None
+    kind = type(obj)
+    try:
+        if kind is code.component():
+            return type_name(kind)
+    except Exception:       # the component is not loadable: judged by its files below
+        pass
+    files = _target_files(code)
+    for value in vars(kind).values():
+        func = getattr(value, "__func__", value)
+        filename = getattr(getattr(func, "__code__", None), "co_filename", None)
+        if filename and os.path.realpath(filename) in files:
+            return type_name(kind)
     return None
 
 

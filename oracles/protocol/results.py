@@ -89,7 +89,9 @@ def plain(value: Any, path: str = "", depth: int = 0) -> Any:
                    for f in dataclasses.fields(value)}}
     text = short_text(value, 4000)
     if kind.__repr__ is object.__repr__ or _ADDRESS.search(text):
-        raise NotPlain(path, f"a {type_name(kind)} object (its text "
+        name = type_name(kind)
+        article = "an" if name[:1].lower() in "aeiou" else "a"
+        raise NotPlain(path, f"{article} {name} object (its text "
                               f"{short_text(value, 60)} holds an address)")
     return text
 

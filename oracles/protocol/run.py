@@ -31,7 +31,8 @@ from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, p
 from stagecheck.oracles.protocol.load import load_protocol, refuse_patches
 from stagecheck.oracles.protocol.own_code import (ProtocolExited, ProtocolStartedProcess,
                                                   built_class, call_refused,
-                                                  own_exits_refused, protocol_mistake,
+                                                  component_lacks, own_exits_refused,
+                                                  protocol_mistake,
                                                   refuse_own_hang)
 from stagecheck.oracles.protocol.problems import when_problem
 from stagecheck.oracles.protocol.results import plain, plain_result, refuse_device_values
@@ -185,6 +186,11 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                             outcome = "hung"
                         elif (mistake := protocol_mistake(op.run, exc, code)) is not None:
                             # the protocol's own code: never a finding
+                            if (cls := component_lacks(exc, code)) is not None:
+                                raise SchemaError.of(
+                                    messages.PROTOCOL_COMPONENT_LACKS, protocol.name,
+                                    operation=op.name, where=mistake, kind=cls, attr=exc.name,
+                                    target=code.ref.spec) from None
                             raise SchemaError.of(messages.PROTOCOL_CODE_RAISED, protocol.name,
                                                  operation=op.name, where=mistake,
                                                  error=exception_text(exc, type(exc))) from None

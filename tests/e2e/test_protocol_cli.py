@@ -232,6 +232,26 @@ def test_protocol_check_dry_runs_a_target_that_needs_a_shim(tmp_path):
         value=str(tmp_path / "shims.py")) in alone.stderr
 
 
+def test_a_method_the_candidate_renamed_is_said_of_the_candidate_not_the_protocol(tmp_path):
+    """An audit: a diff whose candidate renamed the method the protocol's operation calls
+    said 'its own code for operation ... raised AttributeError ..., fix the protocol's
+    function there', naming neither target."""
+    stager = ROOT + "/tests/targets/protocols/_machinery/fixed_token_stager.py"
+    source = open(stager).read()
+    renamed = source.replace("    def stage(self", "    def stage_tokens(self")
+    assert renamed != source
+    (tmp_path / "renamed.py").write_text(renamed)
+    for sides in ((stager + "::TokenStager", "renamed.py::TokenStager"),
+                  ("renamed.py::TokenStager", stager + "::TokenStager")):
+        proc = run_cli("diff", *sides, "--protocol", EXAMPLE, "--examples", "5",
+                       "--no-save", "-q", cwd=tmp_path)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert ("operation 'stage' uses 'stage' of TokenStager of target "
+                "renamed.py::TokenStager at " + EXAMPLE + ":22") in proc.stderr, proc.stderr
+        assert messages.PROTOCOL_COMPONENT_LACKS[1].format(
+            kind="TokenStager", attr="stage") in proc.stderr
+
+
 BAD = {
     "empty_name": ("PROTOCOL = Protocol(name='', summary='s', functions=('A',), "
                    "build=lambda c: None, component='A', operations=(Operation('a', run),))",

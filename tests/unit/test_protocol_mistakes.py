@@ -243,6 +243,7 @@ def test_plain_data_is_read_the_same_every_run_and_other_objects_are_refused():
     with pytest.raises(_NotPlain) as raised:
         _plain({"rows": [1, object()]})
     assert raised.value.args[0] == "the value['rows'][1]"
+    assert raised.value.args[1].startswith("an object object (its text <object object at ")
     looped = [1]
     looped.append(looped)
     with pytest.raises(_NotPlain, match="holds itself"):
