@@ -1007,6 +1007,11 @@ PROTOCOL_ENDED = ("protocol file {value!r} ended the process that loaded it and 
 PROTOCOL_HUNG = ("protocol file {value!r} did not finish loading and its dry run within "
                  "{seconds:g} s of CPU time or {wall:g} s on the wall clock (a hang)", "its module-level code and its "
                  "functions (when, checks) must return; fix the file")
+#: a hang the dry run's own limit stopped inside the file (``probe_protocol``)
+PROTOCOL_PROBE_HUNG = ("protocol file {value!r}: its {part} did not return within {limit:g} s "
+                       "when the file was loaded and dry-run (stopped at {where})",
+                       "module-level code and the functions the dry run calls (when, checks) "
+                       "must return; fix the code there")
 PROTOCOL_PATCHES = ("protocol file {value!r} changed stagecheck's own code or torch's when it "
                     "ran ({names})", "a protocol declares its state, operations and checks; "
                     "it must not replace stagecheck's or torch's functions or builtins; fix "

@@ -36,7 +36,7 @@ from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.protocol.problems import check_protocol, drawable, dry_run_problems
 from stagecheck.oracles.runner import load_schema_isolated
 from stagecheck.oracles.schemas import load_schema
-from stagecheck.oracles.observe.call import WALL_FACTOR
+from stagecheck.oracles.observe.call import WALL_FACTOR, CallTimedOut, time_limit
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool
 from stagecheck.oracles.worker.deadlines import probe_seconds
 from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, Trace
@@ -52,6 +52,9 @@ _SPECS: dict[int, str] = {}        # id(protocol) -> the spec it was loaded from
 #: CPU seconds a worker may take to load a protocol file, check it and dry-run it
 #: (``WALL_FACTOR`` times that on the wall clock; ``STAGECHECK_LOAD_SECONDS`` lowers it)
 PROTOCOL_SECONDS = 10.0
+#: the share of the dry run's limit after which a hang is stopped inside the worker, where
+#: the part and line it stopped in are known (the rest: the worker's own end, its message)
+PROBE_SHARE = 0.8
 #: how a worker process runs (``python -m stagecheck.oracles.worker``)
 _WORKER_MAIN = "stagecheck.oracles.worker.__main__"
 
@@ -145,8 +148,53 @@ def _refuses_processes(func):
 def probe_protocol(spec: str) -> None:
     """In a worker: load protocol file ``spec``, check it and dry-run it (its ``when``
     functions on drawn sequences, its ``checks`` on an empty trace), its problems aside:
-    an exit or a hang here ends the worker, not the checker."""
+    an exit or a hang here ends the worker, not the checker. A hang stopped inside (by
+    a limit below the worker's, ``PROBE_SHARE``) is said of the part and line of the file
+    it stopped in; one that outlasts it ends the worker (``PROTOCOL_HUNG``)."""
+    limit = probe_seconds(PROTOCOL_SECONDS) * PROBE_SHARE
+    loaded: list = []
+    try:
+        with time_limit(limit):
+            _probe(spec, loaded)
+    except CallTimedOut as exc:
+        stopped = _stopped_in(exc, spec, loaded[0] if loaded else None)
+        if stopped is None:
+            raise
+        part, where = stopped
+        raise SchemaError.of(messages.PROTOCOL_PROBE_HUNG, spec, part=part, where=where,
+                             limit=limit) from None
+
+
+def _stopped_in(exc: BaseException, spec: str, protocol) -> tuple[str, str] | None:
+    """The part of protocol file ``spec`` that was running when ``exc`` stopped it, and
+    its ``file:line`` (the innermost frame in the file); None: it stopped outside it."""
+    path = spec if spec.endswith(".py") else spec.partition(":")[0]
+    real, found, tb = os.path.realpath(path), None, exc.__traceback__
+    while tb is not None:
+        if os.path.realpath(tb.tb_frame.f_code.co_filename) == real:
+            found = tb
+        tb = tb.tb_next
+    if found is None:
+        return None
+    parts: dict = {}
+    if isinstance(protocol, Protocol):
+        for i, op in enumerate(protocol.operations if isinstance(protocol.operations, tuple)
+                               else ()):
+            code = getattr(getattr(op, "when", None), "__code__", None)
+            parts.setdefault(code, f"operations[{i}].when ({getattr(op, 'name', '?')!r})")
+        for i, check in enumerate(protocol.checks if isinstance(protocol.checks, tuple)
+                                  else ()):
+            code = getattr(getattr(check, "check", check), "__code__", None)
+            parts.setdefault(code, f"checks[{i}]")
+    code = found.tb_frame.f_code
+    part = parts.get(code) or ("module-level code" if code.co_name == "<module>"
+                               else f"function {code.co_name!r}")
+    return part, f"{path}:{found.tb_lineno}"
+
+
+def _probe(spec: str, loaded: list) -> None:
     protocol = load_protocol(spec, checked=False)
+    loaded.append(protocol)
     if not isinstance(protocol, Protocol):
         return
     try:
@@ -221,7 +269,7 @@ def _import(path: str, spec: str, guarded: bool = False):
                          loader_spec.loader.exec_module, module)
             else:
                 loader_spec.loader.exec_module(module)
-    except SchemaError:
+    except (SchemaError, CallTimedOut):   # a time limit's stop: said by the one who set it
         raise
     except BaseException as exc:     # the user's file failed to import: say so, exit 2
         lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == here]

@@ -586,8 +586,14 @@ PROTOCOL_FILES = [
                   "option --protocol: importing the protocol file .* raised KeyboardInterrupt",
                   "a --protocol file that raises KeyboardInterrupt when imported"),
     protocol_case("protocol-import-loop", "protocol_import_loop", 2,
-                  fragment(messages.PROTOCOL_HUNG), "a --protocol file that loops for ever "
-                  "when imported (was: a run that never ends)", env=LOAD_ENV),
+                  r"its module-level code did not return within .* when the file was loaded "
+                  r"and dry-run \(stopped at .*protocol_import_loop\.py:3\)",
+                  "a --protocol file that loops for ever when imported (was: a run that never "
+                  "ends; then 'did not finish loading', naming no line)", env=LOAD_ENV),
+    protocol_case("protocol-import-blocks-signals", "protocol_import_blocks_signals", 2,
+                  fragment(messages.PROTOCOL_HUNG), "a --protocol file that blocks every "
+                  "signal and sleeps for an hour when imported: the worker's end stops it",
+                  env=LOAD_ENV),
     protocol_case("protocol-when-exit", "protocol_when_exit", 2,
                   "ended the process that loaded it and dry-ran it: exited the interpreter "
                   "with code 0", "a --protocol file whose when (run by the checker to draw "
@@ -753,8 +759,9 @@ PROTOCOL_FILES = [
          "argument PROTOCOL: protocol file .*ended the process that loaded it",
          "protocol check of a file that calls os._exit(0) (was: exit 0)"),
     Case("protocol-check-import-loop", ("protocol", "check", "{H}/protocol_import_loop.py"),
-         2, fragment(messages.PROTOCOL_HUNG), "protocol check of a file that loops when "
-         "imported (was: a run that never ends)", env=LOAD_ENV),
+         2, r"protocol_import_loop\.py': its module-level code did not return within .*"
+         r"\(stopped at .*protocol_import_loop\.py:3\)", "protocol check of a file that loops "
+         "when imported (was: a run that never ends; then no line named)", env=LOAD_ENV),
     Case("protocol-check-when-exit", ("protocol", "check", "{H}/protocol_when_exit.py"), 2,
          "ended the process that loaded it", "protocol check of a when that calls "
          "os._exit(0)"),

@@ -59,7 +59,8 @@ def test_a_protocol_file_whose_import_loops_is_a_hang_said_of_the_file(monkeypat
     path = os.path.join(HOSTILE, "protocol_import_loop.py")
     with pytest.raises(SchemaError) as caught:
         load_protocol(path)
-    assert messages.PROTOCOL_HUNG[0].format(value=path, seconds=2, wall=6) in str(caught.value)
+    assert messages.PROTOCOL_PROBE_HUNG[0].format(
+        value=path, part="module-level code", limit=1.6, where=path + ":3") in str(caught.value)
 
 
 def test_a_protocol_file_that_crashes_its_process_is_exit_2_naming_it(tmp_path):
