@@ -88,7 +88,10 @@ def _special(path: str) -> bool:
 def is_report(path: str) -> bool:
     """Whether the existing file ``path`` is a report stagecheck wrote (JSON with ``"tool":
     "stagecheck"``, JUnit XML whose ``testsuites`` is named stagecheck, Markdown that
-    starts with ``## stagecheck``), or is empty: what a report may overwrite."""
+    starts with ``## stagecheck``), or is empty and not Python source (an empty
+    ``__init__.py`` is a package's): what a report may overwrite."""
+    if os.path.basename(path).endswith(_SOURCE_SUFFIXES):
+        return False
     try:
         size = os.path.getsize(path)
         if size == 0:
@@ -111,9 +114,13 @@ def is_report(path: str) -> bool:
     return head.startswith(b"## stagecheck ")
 
 
+#: names a report never overwrites, even empty: source files (``_what`` names them)
+_SOURCE_SUFFIXES = (".py", ".pyi")
+
+
 def _what(path: str) -> str:
     name = os.path.basename(path)
-    if name.endswith((".py", ".pyi")):
+    if name.endswith(_SOURCE_SUFFIXES):
         return "a Python source file"
     try:
         return f"a file of {os.path.getsize(path):,} bytes"

@@ -207,12 +207,27 @@ def mark_ignored(directory: str) -> str | None:
     return marker
 
 
-def _manifest_files(path: str, directory: str) -> set[str]:
-    """The replay files (names directly in ``directory``) a manifest names."""
+def _manifest(path: str) -> dict | None:
+    """The run manifest at ``path`` (``write_manifest``'s document), else None: a file of
+    the user's in the runs folder is never taken for one, nor pruned."""
     try:
+        if os.path.getsize(path) > _LARGEST_MANIFEST:
+            return None
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) and "stagecheck_run" in data else None
+
+
+#: largest manifest read when pruning (one names at most a run's saved findings)
+_LARGEST_MANIFEST = 64 * 1024 * 1024
+
+
+def _manifest_files(path: str, directory: str) -> set[str]:
+    """The replay files (names directly in ``directory``) a manifest names."""
+    data = _manifest(path)
+    if data is None:
         return set()
     names = set()
     findings = data.get("findings") if isinstance(data, dict) else None
@@ -228,7 +243,8 @@ def prune_runs(directory: str, keep: int = KEEP_RUNS) -> list[str]:
     """Remove the manifests of all but the last ``keep`` runs under ``directory`` (by
     time written), and the replay files that only removed manifests name; a replay file
     written again since its run was removed (a later run showed it too) stays, and
-    nothing outside ``directory`` or not named by a manifest is touched. Best effort:
+    nothing outside ``directory``, not named by a manifest or not a manifest itself (a
+    user's JSON file in the runs folder) is touched. Best effort:
     a file that cannot be read or removed is left. Returns the removed paths."""
     directory = os.path.abspath(directory)
     runs = os.path.join(directory, RUNS_DIR)
@@ -237,6 +253,7 @@ def prune_runs(directory: str, keep: int = KEEP_RUNS) -> list[str]:
                    and e.is_file(follow_symlinks=False)]
     except OSError:
         return []
+    entries = [e for e in entries if _manifest(e.path) is not None]   # only stagecheck's
     entries.sort(key=lambda e: (e.stat(follow_symlinks=False).st_mtime, e.name))
     old, recent = entries[:-keep] if keep > 0 else entries, entries[-keep:] if keep > 0 else []
     if not old:

@@ -854,6 +854,10 @@ OUTPUTS = [
                                  f"{ROOT}/tests/user_schema/attention_lengths_schema.py"), 2,
          r"is not a stagecheck report \(a Python source file\)", "mutants --json naming a "
          "schema file of the repository"),
+    Case("json-empty-init", ("spec", "legacy", *QUICK, "--json", "{T}/__init__.py"), 2,
+         r"option --json: .*__init__\.py' exists and is not a stagecheck report \(a Python "
+         "source file\\)", "--json naming an empty __init__.py (was: overwritten: an empty "
+         "file counted as a report)", prepare="empty_init"),
     Case("json-empty", ("spec", "legacy", *QUICK, "--json", ""), 2,
          "option --json: --json was given an empty path", "--json '' (was: ignored)"),
     Case("junit-empty", ("spec", "legacy", *QUICK, "--junit-xml", ""), 2,
@@ -1077,6 +1081,7 @@ PREPARE = {
                                                  "attention_lengths.py", tmp / "target.py"),
     "stager": lambda case, tmp: shutil.copy(STAGER.partition("::")[0], tmp / "stager.py"),
     "notes": lambda case, tmp: (tmp / "notes.txt").write_text("my notes, not a report\n"),
+    "empty_init": lambda case, tmp: (tmp / "__init__.py").write_text(""),
     "shadows": lambda case, tmp: [(tmp / f"{name}.py").write_text(
         f"raise RuntimeError('the {name}.py of the current folder was imported')\n")
         for name in ("numpy", "torch", "hypothesis")],

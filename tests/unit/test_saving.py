@@ -112,12 +112,32 @@ def test_pruning_never_touches_what_a_manifest_names_outside_the_folder(tmp_path
     rewritten = folder / "again.json"
     rewritten.write_text("{}")
     old = folder / "runs" / "old.json"
-    old.write_text(json.dumps({"findings": [{"file": str(outside)},
-                                            {"file": str(rewritten)},
-                                            {"file": "../precious.json"}]}))
+    old.write_text(json.dumps({"stagecheck_run": 1, "findings": [{"file": str(outside)},
+                                                                 {"file": str(rewritten)},
+                                                                 {"file": "../precious.json"}]}))
     _age(str(old), 50)
     _age(str(outside), 100)
     new = folder / "runs" / "new.json"
-    new.write_text(json.dumps({"findings": []}))
+    new.write_text(json.dumps({"stagecheck_run": 1, "findings": []}))
     assert prune_runs(str(folder), keep=1) == [str(old)]   # the rewritten file is newer
     assert outside.exists() and rewritten.exists()
+
+
+def test_pruning_never_removes_a_users_json_file_in_the_runs_folder(tmp_path):
+    """An audit: 25 JSON files of the user's in ``runs/`` (not manifests: no
+    ``stagecheck_run``) lost the 5 oldest to a run's pruning; only manifests are pruned,
+    and what a user's file names is never removed."""
+    folder = tmp_path / "findings"
+    (folder / "runs").mkdir(parents=True)
+    named = folder / "named.json"
+    named.write_text("{}")
+    _age(str(named), 500)
+    mine = []
+    for k in range(5):
+        path = folder / "runs" / f"exp{k:02}.json"
+        path.write_text(json.dumps({"findings": [{"file": str(named)}], "k": k}))
+        _age(str(path), 400 - k)
+        mine.append(path)
+    (folder / "runs" / "notes.json").write_text("[1, 2]")
+    assert prune_runs(str(folder), keep=1) == []
+    assert all(p.exists() for p in mine) and named.exists()
