@@ -133,8 +133,8 @@ WORKER_LEFT_BEHIND = (
     "between calls leaves no call's outcome in it to trust, and whether and when this one "
     "would end cannot be known, so there is no verdict",
     "end what the code starts before it returns (cancel timers, join threads, "
-    "faulthandler.cancel_dump_traceback_later()); 'stagecheck spec TARGET' on each target "
-    "alone shows which")
+    "faulthandler.cancel_dump_traceback_later(), put back a resource limit it lowers); "
+    "'stagecheck spec TARGET' on each target alone shows which")
 #: ``what`` of ``WORKER_DIED_BETWEEN_CALLS`` for a worker that did not answer ``stop``
 WORKER_STOP_UNANSWERED = ("it did not answer the checker's last request within {seconds:g} s "
                           "of CPU time (3 times that on the wall clock): something left "
@@ -879,6 +879,10 @@ STDOUT_FAILED = ("stagecheck: warning: the report could not be written to standa
 STDOUT_LOST = ("stagecheck: standard output was closed or could not be written before this "
                "run's output ended (a reader that stopped early got only a part of it): exit "
                "2, not 0 (a run with findings keeps its code); every file it wrote is complete")
+#: how a worker ended that the kernel killed at a CPU-time limit set in it (the code's
+#: doing: never "killed from outside", which a fresh worker would seem to confirm)
+KILLED_AT_CPU_LIMIT = ("killed by the kernel at the CPU-time limit set in it (RLIMIT_CPU, "
+                       "hard limit {limit} s)")
 KILLED_FROM_OUTSIDE = ("stagecheck: note: a worker process was {what} while it ran example "
                        "{index}; the call ran again in a fresh worker and returned: killed "
                        "from outside (not a finding against the code)")

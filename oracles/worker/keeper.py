@@ -12,8 +12,9 @@ the parent of, again and again until it has no child left, writes the worker's w
 status on ``STATUS_FD`` and exits.
 
 What the keeper writes on ``STATUS_FD``, one line each: ``pid N`` (the worker, at once),
-``exit STATUS`` (the raw wait status of the worker) and ``swept K`` (processes it killed
-after the worker ended).
+``exit STATUS`` (the raw wait status of the worker), ``swept K`` (processes it killed
+after the worker ended) and, before ``exit``, ``cpulimit N`` where the kernel killed the
+worker at a hard ``RLIMIT_CPU`` of N s set in it (``cpu_limit_end``).
 
 The module also holds the process-tree helpers the worker uses after each call to find
 and end what a call left running (``children``, ``left_running``, ``end_tree``).
@@ -24,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import os
+import resource
 import select
 import signal
 import sys
@@ -250,14 +252,46 @@ def _sweep(worker: int, statuses: dict[int, int]) -> int:
     return len(killed)
 
 
-def _reap() -> list[tuple[int, int]]:
-    """Wait for every child that ended: (pid, wait status) of each."""
+def cpu_limit_end(pid: int) -> int | None:
+    """The hard ``RLIMIT_CPU`` (seconds) of the ended, unreaped child ``pid`` when it was
+    killed by SIGKILL having used it, and it is lower than this process's own (set in the
+    child, not inherited from the checker's environment): the kernel ended it, at a
+    limit the code under test set, not a ``kill -9`` from outside. None otherwise."""
+    try:
+        with open(f"/proc/{pid}/limits") as fh:
+            line = next(row for row in fh if row.startswith("Max cpu time"))
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        hard = line.split()[4]
+        if hard == "unlimited":
+            return None
+        used = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        own = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    if own != resource.RLIM_INFINITY and int(hard) >= own:
+        return None
+    return int(hard) if used + 0.1 >= int(hard) else None
+
+
+def _reap(worker: int | None = None, notes: list[str] | None = None) -> list[tuple[int, int]]:
+    """Wait for every child that ended: (pid, wait status) of each. The worker, killed by
+    SIGKILL, is looked at before it is reaped (``cpu_limit_end``: a note on ``notes``)."""
     out = []
     while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except OSError:             # no child left (ChildProcessError) or none to wait for
             return out
+        if info is None or not info.si_pid:
+            return out
+        if info.si_pid == worker and notes is not None and info.si_code == os.CLD_KILLED \
+                and info.si_status == signal.SIGKILL:
+            limit = cpu_limit_end(worker)
+            if limit is not None:
+                notes.append(f"cpulimit {limit}")
+        try:
+            pid, status = os.waitpid(info.si_pid, os.WNOHANG)
         except OSError:
             return out
         if pid == 0:
@@ -303,8 +337,9 @@ def main(argv: list[str]) -> int:
 
     say(f"pid {pid}")
     statuses: dict[int, int] = {}
+    notes: list[str] = []
     while pid not in statuses:
-        statuses.update(_reap())
+        statuses.update(_reap(pid, notes))
         if pid in statuses:
             break
         try:
@@ -330,6 +365,8 @@ def main(argv: list[str]) -> int:
             _, status = os.waitpid(pid, 0)
         except OSError:
             status = signal.SIGKILL      # reaped by no one we know of: killed
+    for line in notes:
+        say(line)
     say(f"exit {status}")
     say(f"swept {swept}")
     return 0

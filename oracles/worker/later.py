@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import faulthandler
 import queue
+import resource
 import sys
 import threading
 
@@ -44,9 +45,40 @@ _LIBRARIES = ("torch", "triton")
 _SHOWN = 5
 
 
+#: the worker's CPU-time limit when it started (a lower one later: the code under test's)
+_CPU_LIMIT: list[tuple[int, int]] = []
+
+
+def _cpu_limit_lowered() -> str | None:
+    """``RLIMIT_CPU`` lowered since the worker started, in words (the kernel ends the
+    worker once its CPU time reaches it: later, in whatever call runs then), else None."""
+    if not _CPU_LIMIT:
+        return None
+    try:
+        now = resource.getrlimit(resource.RLIMIT_CPU)
+    except (ValueError, OSError):
+        return None
+
+    def below(value: int, was: int) -> bool:
+        return value != resource.RLIM_INFINITY and (was == resource.RLIM_INFINITY
+                                                    or value < was)
+
+    (soft, hard), (was_soft, was_hard) = now, _CPU_LIMIT[0]
+    if not (below(soft, was_soft) or below(hard, was_hard)):
+        return None
+    shown = ["unlimited" if v == resource.RLIM_INFINITY else f"{v} s" for v in now]
+    return f"the CPU-time limit (RLIMIT_CPU) lowered to {shown[0]} (hard {shown[1]})"
+
+
 def watch_faulthandler() -> None:
-    """Note the worker's own threads, and wrap faulthandler's later dump (once)."""
+    """Note the worker's own threads and CPU-time limit, and wrap faulthandler's later
+    dump (once)."""
     _KNOWN.update(t.ident for t in threading.enumerate() if t.ident is not None)
+    if not _CPU_LIMIT:
+        try:
+            _CPU_LIMIT.append(resource.getrlimit(resource.RLIMIT_CPU))
+        except (ValueError, OSError):
+            pass
     if faulthandler.dump_traceback_later is not _REAL_LATER:
         return
 
@@ -136,8 +168,9 @@ def still_running(thread: threading.Thread) -> bool:
 def left_behind() -> list[str]:
     """What could end this worker later, in words (empty: nothing): the threads the code
     under test started that still run (``still_running``; a ``threading.Timer`` not yet
-    fired nor cancelled among them), grouped by what they run, and a later dump of
-    faulthandler that exits, armed."""
+    fired nor cancelled among them), grouped by what they run, a later dump of
+    faulthandler that exits, armed, and a CPU-time limit lowered (the kernel kills the
+    worker once its CPU time reaches it)."""
     counts: dict[tuple[str, str], int] = {}
     for thread in threading.enumerate():
         if not still_running(thread):
@@ -150,4 +183,6 @@ def left_behind() -> list[str]:
         out[_SHOWN:] = [f"threads of {len(out) - _SHOWN} other kinds"]
     if _ARMED:
         out.append(f"faulthandler.dump_traceback_later({_ARMED[0]:g}, exit=True), armed")
+    if (lowered := _cpu_limit_lowered()) is not None:
+        out.append(lowered)
     return out

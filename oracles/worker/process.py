@@ -110,6 +110,8 @@ class WorkerProcess:
         self._said = ""              # what the keeper wrote so far
         self._pid: int | None = None
         self._exit: int | None = None
+        #: the hard RLIMIT_CPU (s) the kernel killed the worker at (the keeper's note)
+        self._cpu_limit: int | None = None
         #: the parent ended it (``kill``): an end found later is not the code's doing
         self.killed = False
         #: requests sent and answers read: equal while the worker has nothing in hand
@@ -148,6 +150,8 @@ class WorkerProcess:
                 self._pid = int(value)
             elif kind == "exit" and value.lstrip("-").isdigit():
                 self._exit = int(value)
+            elif kind == "cpulimit" and value.isdigit():
+                self._cpu_limit = int(value)
 
     @property
     def pid(self) -> int | None:
@@ -371,6 +375,8 @@ class WorkerProcess:
             return "ended with its keeper process, which was killed"
         if os.WIFSIGNALED(raw):
             signum = os.WTERMSIG(raw)
+            if signum == signal.SIGKILL and self._cpu_limit is not None:
+                return messages.KILLED_AT_CPU_LIMIT.format(limit=self._cpu_limit)
             try:
                 return f"killed by {signal.Signals(signum).name}"
             except ValueError:

@@ -61,6 +61,12 @@ LEAVES = {
                   "_POOL = ThreadPoolExecutor(2)\n", "_POOL.submit(len, ()).result()"),
     "busy_pool": ("import time\nfrom concurrent.futures import ThreadPoolExecutor\n"
                   "_POOL = ThreadPoolExecutor(2)\n", "_POOL.submit(time.sleep, 60)"),
+    # a CPU-time limit the kernel ends the worker at, once reached (an audit: a hard limit
+    # reached in a later call read as "killed from outside", and its fresh worker passed)
+    "cpu_limit": ("import resource\n", "resource.setrlimit(resource.RLIMIT_CPU, (100000, "
+                  "resource.getrlimit(resource.RLIMIT_CPU)[1]))"),
+    "cpu_limit_kept": ("import resource\n", "resource.setrlimit(resource.RLIMIT_CPU, "
+                       "resource.getrlimit(resource.RLIMIT_CPU))"),
 }
 
 
@@ -89,6 +95,7 @@ def _run(pool: WorkerPool, targets, count: int = 3) -> None:
     ("thread", "running sleep"),
     ("busy_pool", "running _worker"),
     ("faulthandler", "faulthandler.dump_traceback_later(60, exit=True), armed"),
+    ("cpu_limit", "the CPU-time limit (RLIMIT_CPU) lowered to 100000 s"),
 ])
 def test_what_could_end_the_worker_later_is_worker_died_at_close(tmp_path, kind, named):
     spec = _file(tmp_path, kind)
@@ -107,7 +114,7 @@ def test_what_could_end_the_worker_later_is_worker_died_at_close(tmp_path, kind,
 @pytest.mark.parametrize("specs", [
     ["legacy", "single-loop"],
     ["cancelled_timer"], ["faulthandler_cancelled"], ["faulthandler_no_exit"],
-    ["joined_thread"], ["torch"], ["idle_pool"],
+    ["joined_thread"], ["torch"], ["idle_pool"], ["cpu_limit_kept"],
 ])
 def test_nothing_left_behind_closes_quietly(tmp_path, specs):
     pool = WorkerPool()
@@ -139,6 +146,21 @@ def test_an_idle_pool_worker_is_told_from_a_busy_one():
     running.result(), queued.result()
     pool.shutdown(wait=True)
     assert not any(t.is_alive() for t in pool._threads)
+
+
+def test_a_worker_the_kernel_ends_at_a_cpu_limit_set_in_it_is_the_calls_crash(tmp_path):
+    """The kernel's SIGKILL at a hard RLIMIT_CPU the call set is the call's end, said as
+    such (the keeper reads the limit before it reaps the worker), never "killed by
+    SIGKILL", which is retried in a fresh worker and, passing there, excused."""
+    path = tmp_path / "cpu_limit_spins.py"
+    path.write_text("import resource\n" + STAGES + "    resource.setrlimit(resource.RLIMIT_CPU,"
+                    " (1, 1))\n    while True:\n        pass\n")
+    pool = WorkerPool()
+    targets = _load(pool, [f"{path}::{FUNC}"])
+    batch = [(0, sample_scenario(targets[0].schema, 0, 0))]
+    ((_, (seen,)),) = pool.observe([0], batch, RunOptions(timeout=60))
+    assert seen.crashed == messages.KILLED_AT_CPU_LIMIT.format(limit=1)
+    pool.close()
 
 
 def test_still_running_is_the_one_rule_of_both_checks():
