@@ -36,6 +36,8 @@ from stagecheck.oracles.device.intercept import is_device_spec
 from stagecheck.oracles.device.spans import Span, span_of
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.observe.fast import _as_left, _LazyTensor
+from stagecheck.oracles.observe.written import (FIRST_ARGUMENT_WRITERS, RecordingFlat, masked,
+                                                 slots_of, tensor_key, view_slots)
 from stagecheck.spec.observation import Copy, HostWrite, StaleTransfer
 from stagecheck.spec.schema_mistakes import ViewsKept
 
@@ -45,19 +47,6 @@ __all__ = ["InstrumentedBackend", "InstrumentedBuffer", "RecordingArray"]
 _PAIRS = Pairs()
 
 _NUMPY = {"int32": np.int32, "int64": np.int64, "bool": np.bool_}
-
-
-def _slots_of(view_offset: int, view_stride: int, length: int, key) -> tuple[int, ...]:
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        k = int(key)
-        if k < 0:
-            k += length
-        return (view_offset + k * view_stride,)
-    try:
-        local = np.arange(length)[key]
-    except Exception:
-        local = np.arange(length)
-    return tuple(int(view_offset + j * view_stride) for j in np.atleast_1d(local))
 
 
 #: (buffer, slot) -> the event of a write of that one slot through ``.np`` with nothing
@@ -106,7 +95,8 @@ class RecordingArray(np.ndarray):
 
     def put(self, indices, values, mode="raise") -> None:
         super().put(indices, values, mode)
-        self._note(np.asarray(indices).reshape(-1) % max(self.shape[0], 1)
+        # an empty list of indices is a float array: as integers, it writes no slot
+        self._note(np.asarray(indices).astype(np.intp).reshape(-1) % max(self.shape[0], 1)
                    if self.ndim == 1 else slice(None))
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -126,28 +116,33 @@ class RecordingArray(np.ndarray):
         return result
 
     def __array_function__(self, func, types, args, kwargs):
-        """``np.copyto``, ``np.putmask``, ``np.place`` into a view of the buffer write every
-        element of it that they may."""
+        """``np.copyto``, ``np.putmask``, ``np.place`` into a view of the buffer write the
+        elements their mask (``where`` for ``copyto``) selects: all of them without one;
+        an all-False mask writes none."""
         result = super().__array_function__(func, types, args, kwargs)
-        if func in _FIRST_ARGUMENT_WRITERS:
+        if func in FIRST_ARGUMENT_WRITERS:
             written = args[0] if args else kwargs.get("dst", kwargs.get("a", kwargs.get("arr")))
             if isinstance(written, RecordingArray):
-                written._note(slice(None))
+                written._note(masked(func, written, args, kwargs))
         return result
 
-    def _note(self, key) -> None:
+    @property
+    def flat(self):
+        """``ndarray.flat``, its writes logged (``a.flat[0] = v``)."""
+        return RecordingFlat(self)
+
+    def _note(self, key, flat: bool = False) -> None:
         owner = self._owner
-        if owner is not None and self.ndim == 1:
-            if self is owner.np:
-                offset, stride = 0, 1
-            else:
-                offset = (self.__array_interface__["data"][0] - owner.address) // self.itemsize
-                stride = self.strides[0] // self.itemsize
-            owner.note_write(_slots_of(offset, stride, self.shape[0], key), "np")
+        if owner is None:
+            return
+        if self is owner.np and not flat:
+            owner.note_write(slots_of(0, 1, self.shape[0], key), "np")
+            return
+        offset = (self.__array_interface__["data"][0] - owner.address) // self.itemsize
+        strides = tuple(st // self.itemsize for st in self.strides)
+        owner.note_write(view_slots(offset, strides, self.shape, key, flat), "np")
 
 
-#: numpy functions that write into their first argument (``RecordingArray``)
-_FIRST_ARGUMENT_WRITERS = frozenset({np.copyto, np.putmask, np.place})
 _TENSOR_CLASSES = None
 
 
@@ -171,12 +166,12 @@ def _recording_classes():
     def note_tensor_write(target, key) -> None:
         with plain():
             side = _PAIRS.side(span_of(target))
-            if side is None or side[0].kind != "pinned" or target.dim() != 1:
+            if side is None or side[0].kind != "pinned":
                 return
             owner = side[0].owner
             offset = (target.data_ptr() - owner.address) // target.element_size()
-            length, stride = target.shape[0], target.stride(0)
-        owner.note_write(_slots_of(offset, stride, length, key), "cpu")
+            shape, strides = tuple(target.shape), tuple(target.stride())
+        owner.note_write(view_slots(offset, strides, shape, key), "cpu")
 
     recording: set = {torch.Tensor}     # the classes a copy's sides are made plain from
 
@@ -222,7 +217,11 @@ def _recording_classes():
         elif isinstance(kwargs.get("out"), torch.Tensor):
             target = kwargs["out"]
         if isinstance(target, torch.Tensor) and target.device.type == "cpu":
-            note_tensor_write(target, args[1] if name == "__setitem__" else slice(None))
+            with plain():
+                key = tensor_key(torch, name, args, target) if target.dim() == 1 \
+                    else (args[1] if name == "__setitem__" and not isinstance(
+                        args[1], (torch.Tensor, list)) else slice(None))
+            note_tensor_write(target, key)
         if isinstance(result, torch.Tensor) and not isinstance(result, cls) \
                 and owner_of(result) is not None:
             with plain():

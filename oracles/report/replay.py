@@ -23,6 +23,7 @@ name, are removed (``prune_runs``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -208,29 +209,20 @@ def mark_ignored(directory: str) -> str | None:
 
 
 def _manifest(path: str) -> dict | None:
-    """The run manifest at ``path`` (``write_manifest``'s document), else None: a file of
-    the user's in the runs folder is never taken for one, nor pruned."""
+    """The run manifest at ``path`` (``write_manifest``'s), else None: a user's file in
+    the runs folder is never taken for one, nor pruned."""
     try:
-        if os.path.getsize(path) > _LARGEST_MANIFEST:
-            return None
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            data = json.loads(fh.read(MAX_REPLAY_BYTES + 1))
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) and "stagecheck_run" in data else None
 
 
-#: largest manifest read when pruning (one names at most a run's saved findings)
-_LARGEST_MANIFEST = 64 * 1024 * 1024
-
-
 def _manifest_files(path: str, directory: str) -> set[str]:
     """The replay files (names directly in ``directory``) a manifest names."""
-    data = _manifest(path)
-    if data is None:
-        return set()
+    findings = (_manifest(path) or {}).get("findings")
     names = set()
-    findings = data.get("findings") if isinstance(data, dict) else None
     for f in findings if isinstance(findings, list) else ():
         file = f.get("file") if isinstance(f, dict) else None
         if isinstance(file, str) and os.path.dirname(os.path.abspath(file)) == directory \
@@ -248,12 +240,11 @@ def prune_runs(directory: str, keep: int = KEEP_RUNS) -> list[str]:
     a file that cannot be read or removed is left. Returns the removed paths."""
     directory = os.path.abspath(directory)
     runs = os.path.join(directory, RUNS_DIR)
-    try:
-        entries = [e for e in os.scandir(runs) if e.name.endswith(".json")
-                   and e.is_file(follow_symlinks=False)]
+    try:     # only stagecheck's manifests
+        entries = [e for e in os.scandir(runs) if e.name.endswith(".json") and
+                   e.is_file(follow_symlinks=False) and _manifest(e.path) is not None]
     except OSError:
         return []
-    entries = [e for e in entries if _manifest(e.path) is not None]   # only stagecheck's
     entries.sort(key=lambda e: (e.stat(follow_symlinks=False).st_mtime, e.name))
     old, recent = entries[:-keep] if keep > 0 else entries, entries[-keep:] if keep > 0 else []
     if not old:
@@ -266,18 +257,14 @@ def prune_runs(directory: str, keep: int = KEEP_RUNS) -> list[str]:
         written = entry.stat(follow_symlinks=False).st_mtime
         for name in _manifest_files(entry.path, directory) - kept:
             path = os.path.join(directory, name)
-            try:
+            with contextlib.suppress(OSError):
                 if os.path.isfile(path) and not os.path.islink(path) and \
                         os.stat(path).st_mtime <= written:
                     os.remove(path)
                     removed.append(path)
-            except OSError:
-                pass
-        try:
+        with contextlib.suppress(OSError):
             os.remove(entry.path)
             removed.append(entry.path)
-        except OSError:
-            pass
     return removed
 
 

@@ -177,6 +177,10 @@ NUMPY_WRITES = {   # after its copy, an equal value back into the draft counts' 
     "putmask": "np.putmask(db.np[:num_reqs], db.np[:num_reqs] >= 0, db.np[:num_reqs].copy())",
     "ufunc out": "np.add(db.np[:num_reqs], 0, out=db.np[:num_reqs])",
     "in-place operator": "view = db.np[:num_reqs]\nview += 0",
+    # views of another shape (an audit: each passed, EQUIVALENT)
+    "reshaped view": "db.np.reshape(1, -1)[0, 0] = db.np[0]",
+    "flat": "db.np.flat[0] = db.np[0]",
+    "unsqueezed .cpu view": "db.cpu.unsqueeze(0)[0, 0] = int(db.np[0])",
 }
 
 
@@ -197,6 +201,68 @@ def test_a_numpy_write_after_the_copy_is_seen_even_of_an_equal_value(form_name, 
     assert writes, seen.events
     found = [f.invariant for f in check(s, seen, target.profile) if f.severity == "error"]
     assert "copy_discipline" in found, found
+
+
+#: after its copy, writes into the draft counts' host side that select no element (an
+#: audit: each was "written through .np at slots [0]" or every slot: exit 1)
+EMPTY_WRITES = {
+    "np.put": "np.put(db.np, [], [])",
+    "np.putmask": "np.putmask(db.np, np.zeros(db.np.shape, bool), 7)",
+    "np.place": "np.place(db.np, np.zeros(db.np.shape, bool), [7])",
+    "np.copyto where": "np.copyto(db.np, 7, where=np.zeros(db.np.shape, bool))",
+    "bool tensor key": "db.cpu[torch.zeros(db.cpu.shape, dtype=torch.bool)] = 7",
+    "masked_fill_": "db.cpu.masked_fill_(torch.zeros(db.cpu.shape, dtype=torch.bool), 7)",
+    "index_fill_": "db.cpu.index_fill_(0, torch.tensor([], dtype=torch.long), 7)",
+    "scatter_": "db.cpu.scatter_(0, torch.tensor([], dtype=torch.long), "
+                "torch.tensor([], dtype=db.cpu.dtype))",
+    "index_put_": "db.cpu.index_put_((torch.tensor([], dtype=torch.long),), "
+                  "torch.tensor([], dtype=db.cpu.dtype))",
+}
+#: the same forms writing the last live slot alone, an equal value: that slot is named
+LAST_SLOT_WRITES = {
+    "np.putmask": "m = np.arange(db.np.shape[0]) == num_reqs - 1\n"
+                  "np.putmask(db.np, m, db.np.copy())",
+    "masked_fill_": "m = torch.arange(db.cpu.shape[0]) == num_reqs - 1\n"
+                    "db.cpu.masked_fill_(m, int(db.np[num_reqs - 1]))",
+    "index_fill_": "db.cpu.index_fill_(0, torch.tensor([num_reqs - 1]), int(db.np[num_reqs - 1]))",
+    "bool tensor key": "m = torch.arange(db.cpu.shape[0]) == num_reqs - 1\n"
+                       "db.cpu[m] = int(db.np[num_reqs - 1])",
+}
+
+
+def _after_the_copy(tmp_path, body: str):
+    source = (ROOT / "impl" / "staging_single_loop.py").read_text()
+    path = tmp_path / "late_write.py"
+    path.write_text("import numpy as np\nimport torch\n" + source + "\n\ndef wrapped(ctx, "
+                    "scheduler_output, req_ids, num_reqs, requests, mamba_state_idx):\n    "
+                    f"{FUNCTION}(ctx, scheduler_output, req_ids, num_reqs, requests, "
+                    "mamba_state_idx)\n    db = ctx.num_draft_tokens_buf\n    if num_reqs:\n"
+                    "        " + body.replace("\n", "\n        ") + "\n")
+    return load_target(f"{path}::wrapped", load_schema("mamba-postprocess"))
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["cpu", "deferred"])
+@pytest.mark.parametrize("form_name", EMPTY_WRITES)
+def test_a_masked_or_indexed_write_of_nothing_is_no_write(form_name, deferred, tmp_path):
+    target = _after_the_copy(tmp_path, EMPTY_WRITES[form_name])
+    s = scenario()
+    seen = observe(target, s, RunOptions(deferred_copies=deferred),
+                   None if deferred else InstrumentedBackend())
+    writes = [e for e in seen.events if type(e) is HostWrite and e.buffer.startswith("num_draft")]
+    assert len(writes) == s.num_reqs, writes        # the staging loop's own, one per slot
+    assert check(s, seen, target.profile) == [] and seen.hazards() == []
+
+
+@pytest.mark.parametrize("form_name", LAST_SLOT_WRITES)
+def test_a_masked_or_indexed_write_names_the_slots_it_selects(form_name, tmp_path):
+    target = _after_the_copy(tmp_path, LAST_SLOT_WRITES[form_name])
+    s = scenario()
+    seen = observe(target, s, RunOptions(deferred_copies=True))
+    late = [f for f in check(s, seen, target.profile) if f.severity == "error"]
+    assert {f.invariant for f in late} == {"copy_discipline", "no_copy_hazard"}, late
+    assert s.num_reqs == 3
+    (hazard,) = [f for f in late if f.invariant == "no_copy_hazard"]
+    assert hazard.extra["slots"] == [2], hazard.message
 
 
 def test_a_write_after_a_blocking_read_of_the_mirror_races_with_nothing(tmp_path):
