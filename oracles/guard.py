@@ -54,7 +54,7 @@ from contextlib import contextmanager
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.memory import default_memory_mib
-from stagecheck.oracles.process_state import keep_signals
+from stagecheck.oracles.process_state import call_state, keep_signals, put_back_call_state
 
 __all__ = ["CPU_SECONDS", "WALL_SECONDS", "closing", "exits_refused", "guard_schema",
            "guarded_call", "patched", "seconds_given", "snapshot", "thread_waited"]
@@ -346,11 +346,20 @@ def _ready() -> bool:
 def guarded_call(what: str, func, *args, **kwargs):
     """``func(*args, **kwargs)``, schema code: past ``CPU_SECONDS``/``WALL_SECONDS``, or
     raising ``SystemExit``/``KeyboardInterrupt``, it is a ``SchemaError`` naming ``what``;
-    other exceptions pass as they are (a derive's ``KeyError`` means "lacks an input")."""
+    other exceptions pass as they are (a derive's ``KeyError`` means "lacks an input").
+    What it changes of the process (``process_state.call_state``) is put back after it."""
     if _STATE.depth:          # inside a guarded call already: that deadline holds
         return func(*args, **kwargs)
-    if not _ready():
-        return func(*args, **kwargs)
+    kept = call_state()
+    try:      # no deadline where the watchdog cannot run; the state is put back anyway
+        return _guarded_call(what, func, args, kwargs) if _ready() else func(*args, **kwargs)
+    finally:
+        lost = put_back_call_state(kept)
+        if lost:    # an audit: such a derive ended the run with exit 3 or 120
+            raise SchemaError.of(messages.SCHEMA_CODE_CHANGED, what, changes=lost)
+
+
+def _guarded_call(what: str, func, args, kwargs):
     # the call's clocks first, ``depth`` last: the watchdog judges a call only once it is
     # armed, never by the clocks of the call before it (on a busy machine the main thread
     # can lose its CPU between any two of these lines, and the watchdog looks meanwhile)

@@ -948,6 +948,14 @@ SCHEMA_CODE_RETURNED = ("{value} {error} during the run",
                         "a protocol's check returns a list of messages, empty where it holds; "
                         "fix the protocol file, then 'stagecheck protocol check FILE "
                         "TARGET' (its checks run in a dry run on the target)")
+SCHEMA_CODE_CHANGED = ("{value} changed the checker's process in a way stagecheck cannot "
+                       "undo: {changes}", "code the checker runs (schema derive functions, "
+                       "hooks, a protocol's when and checks) must not lower resource limits; "
+                       "fix the schema")
+SCHEMA_LOAD_RAISED = ("loading schema {value!r} in a worker ran its code, which raised "
+                      "{error}", "a schema's module-level code and its functions (build, "
+                      "derive, hooks) must not fail on what its own space draws, however often "
+                      "they run; 'stagecheck schema check FILE' dry-runs them")
 SCHEMA_CODE_EXITED = ("{value} raised {error}", "schema code must not exit or raise "
                       "KeyboardInterrupt; fix the schema")
 SCHEMA_CODE_MEMORY = ("{value} held more than {mib} MiB of memory beyond what the checker "

@@ -25,7 +25,7 @@ import signal
 import sys
 from contextlib import contextmanager
 
-__all__ = ["keep_signals", "state_kept"]
+__all__ = ["call_state", "keep_signals", "put_back_call_state", "state_kept"]
 
 #: every resource limit of the platform, by name
 _LIMITS = tuple({getattr(resource, name): name for name in sorted(dir(resource), reverse=True)
@@ -150,6 +150,29 @@ def _put_back_limits(before: dict[str, tuple[int, int]]) -> list[str]:
             lost.append(f"{name} lowered to {_shown(now[0])} (hard {_shown(now[1])}; was "
                         f"{_shown(soft)}, hard {_shown(hard)})")
     return lost
+
+
+def call_state() -> tuple:
+    """What a call of a user's code the checker runs (a schema's derive) may change that
+    ``put_back_call_state`` puts back after it, cheaply enough for every call: the
+    recursion limit, the standard streams, the open-files limit."""
+    try:
+        files = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ValueError, OSError):
+        files = None
+    return sys.getrecursionlimit(), sys.stdin, sys.stdout, sys.stderr, files
+
+
+def put_back_call_state(state: tuple) -> str:
+    """Put back ``call_state``'s ``state``; what could not be (a lowered hard limit), in
+    words (empty: everything was)."""
+    limit, sys.stdin, sys.stdout, sys.stderr, files = state
+    if sys.getrecursionlimit() != limit:
+        sys.setrecursionlimit(limit)
+    if files is None:
+        return ""
+    lost = _put_back_limits({"RLIMIT_NOFILE": files}) if call_state()[4] != files else []
+    return "; ".join(lost)
 
 
 @contextmanager

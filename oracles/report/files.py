@@ -412,8 +412,9 @@ def _write_special(path: str, text: str) -> None:
             if left <= 0:
                 raise OSError(errno.ETIMEDOUT, f"its reader took no more of the report for "
                               f"{FIFO_SECONDS:.0f} s")
-            _, ready, _ = select.select([], [fd], [], left)
-            if not ready:
+            waiting = select.poll()      # not select(): a descriptor past 1,023 is valid
+            waiting.register(fd, select.POLLOUT)
+            if not waiting.poll(left * 1000):
                 continue
             try:
                 view = view[os.write(fd, view):]

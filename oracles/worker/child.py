@@ -72,11 +72,29 @@ class _Worker:
         self._builtins = dict(vars(builtins))
         self._builtin_names = list(self._builtins)
         self._builtin_values = list(self._builtins.values())
+        self._recursion = sys.getrecursionlimit()
         self.modules = Modules()    # what a call may break of the modules it runs on
 
+    def _schema(self, spec: str):
+        """``load_schema(spec)``: an exception of its code (its module-level code, or the
+        dry run's calls of its functions) is the schema's ``SchemaError``, not the
+        target's loading error; the recursion limit it lowers is put back."""
+        try:
+            return load_schema(spec)
+        except (StagecheckError, MemoryError):
+            raise
+        except BaseException as exc:
+            raise SchemaError.of(messages.SCHEMA_LOAD_RAISED, spec,
+                                 error=exception_text(exc, type(exc))) from None
+        finally:
+            if sys.getrecursionlimit() != self._recursion:
+                sys.setrecursionlimit(self._recursion)
+
     def _restore_builtins(self) -> None:
-        """Undo what code under test did to ``builtins`` (``enumerate = ...``): this
-        worker's own code uses them right after each call."""
+        """Undo what code under test did to ``builtins`` (``enumerate = ...``) and to the
+        recursion limit: this worker's own code uses them right after each call."""
+        if sys.getrecursionlimit() != self._recursion:     # lowered: this worker's code
+            sys.setrecursionlimit(self._recursion)          # would fail, blamed on loading
         names = vars(builtins)
         # the usual case, in C: every name still bound to its own object (compared by
         # identity: a replaced builtin's __eq__ never runs here)
@@ -122,7 +140,7 @@ class _Worker:
         self.targets = []
         for ref in refs:
             try:
-                schema = load_schema(ref.schema) if ref.schema else None
+                schema = self._schema(ref.schema) if ref.schema else None
                 if ref.source is not None:
                     func = load_function_from_source(ref.source, ref.filename, ref.function,
                                                      ref.spec, shims=load_shims(ref.shims))

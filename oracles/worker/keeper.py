@@ -338,12 +338,15 @@ def main(argv: list[str]) -> int:
     say(f"pid {pid}")
     statuses: dict[int, int] = {}
     notes: list[str] = []
+    waiting = select.poll()       # not select(): the checker's descriptors may pass 1,023
+    for fd in (control, wake_r):
+        waiting.register(fd, select.POLLIN)
     while pid not in statuses:
         statuses.update(_reap(pid, notes))
         if pid in statuses:
             break
         try:
-            ready, _, _ = select.select([control, wake_r], [], [], 1.0)
+            ready = [fd for fd, _ in waiting.poll(1000)]
         except InterruptedError:
             continue
         if wake_r in ready:

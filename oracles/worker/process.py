@@ -141,7 +141,9 @@ class WorkerProcess:
             left = deadline - time.monotonic()
             if left <= 0 or until():
                 return
-            select.select([self._status], [], [], left)
+            waiting = select.poll()      # not select(): a descriptor past 1,023 is valid
+            waiting.register(self._status, select.POLLIN)
+            waiting.poll(left * 1000)
 
     def _parse(self) -> None:
         for line in self._said.splitlines():

@@ -504,6 +504,18 @@ SCHEMAS = [
           ("build-exits", "build_exits_rarely",
            r"schema 'attention-lengths': build raised os\._exit\(0\)",
            "build calls os._exit(0)"))],
+    *[Case(f"schema-derive-{part}", ("spec", USER, "--schema", f"{{H}}/schema_derive_{name}.py",
+                                      "--examples", "300", "--timeout", "1", "--quiet"), code,
+           expect, f"a --schema file whose derive {what} after its 300th call ({was})")
+      for part, name, code, expect, what, was in (
+          ("lowers-recursion", "lowers_recursion", 2,
+           r"field 'query_len': derive \(slot \d+, .*\) raised RecursionError",
+           "lowers the recursion limit to 25", "was: exit 3, a traceback in the checker"),
+          ("leaks-fds", "leaks_fds", 0, CONFORMS, "opens a descriptor at every call, never "
+           "closed (numbers past 1,023)", "was: exit 3, 'filedescriptor out of range in "
+           "select()'"),
+          ("replaces-stderr", "replaces_stderr", 0, CONFORMS, "replaces sys.stdout and "
+           "sys.stderr with objects whose write raises", "was: exit 120 after the verdict"))],
     schema_case("schema-umask", "schema_umask", 0, CONFORMS, "a --schema file that sets the "
                 "umask to 0o777 when imported (was: every output written with mode 000)"),
     Case("schema-chdir", ("spec", "target.py::stage_attention_lengths", "--schema",
