@@ -800,8 +800,11 @@ KERNEL_BACKEND_BROKEN = ("the {backend} kernel backend cannot run here: {error}"
                          "or --kernel off")
 STREAM_STOPPED = ("the {stream} stream stopped after {done} of {total} examples: {count} "
                   "call(s) {what} ({why})")
-KERNEL_ALWAYS_RAN = ("--kernel always: the kernel oracle ran on {examples} example(s), every "
-                     "one judged, in {seconds:.1f} s")
+KERNEL_ALWAYS_RAN = ("--kernel always: the kernel oracle ran on {examples} example(s) in "
+                     "{seconds:.1f} s: {judged}")
+#: ``judged`` of ``KERNEL_ALWAYS_RAN``: how its count relates to the examples tried
+KERNEL_ALWAYS_EVERY = "every one of the {tried} tried"
+KERNEL_ALWAYS_MORE = ", and {extra} more the run made for its findings (repaired inputs, probes)"
 # ---------------------------------------------------------------- issue 23: the schema language
 # the builder a schema's build uses (oracles/observe/build.py); {call} is the call as written
 BUILDER_UNKNOWN_INPUT = ("{call}: the schema declares no input {value!r} (its inputs: {inputs})",

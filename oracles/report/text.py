@@ -113,8 +113,12 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
         if note:
             lines.append(f"note: {note}")
     if c.run.kernel == "always" and getattr(result, "examples_kernel", 0):
+        tried, ran = examples_tried(result), result.examples_kernel
+        judged = (messages.KERNEL_ALWAYS_EVERY.format(tried=tried) + (
+            messages.KERNEL_ALWAYS_MORE.format(extra=ran - tried) if ran > tried else "")
+            if ran >= tried else f"{ran} of the {tried} tried")
         lines.append(messages.KERNEL_ALWAYS_RAN.format(
-            examples=result.examples_kernel, seconds=result.kernel_seconds))
+            examples=ran, seconds=result.kernel_seconds, judged=judged))
     errors, infos = result.errors, result.infos
     verdict = verdict_said(result, strict)
     lines.append(f"verdict: {verdict} — {findings_count(errors, infos)}"

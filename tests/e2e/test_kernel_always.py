@@ -46,6 +46,12 @@ def test_kernel_always_says_what_it_ran_in_the_text_and_json_reports(tmp_path):
                                   + examples["edge"])
     head = messages.KERNEL_ALWAYS_RAN.split("{")[0]
     assert head in proc.stdout and f"ran on {examples['kernel']} example(s)" in proc.stdout
+    # an audit: "ran on 631 example(s), every one judged" beside 630 tried; now the count
+    # says how it relates to the examples tried
+    tried = examples["in_contract"] + examples["out_of_contract"] + examples["edge"]
+    assert messages.KERNEL_ALWAYS_EVERY.format(tried=tried) in proc.stdout
+    extra = examples["kernel"] - tried
+    assert (messages.KERNEL_ALWAYS_MORE.format(extra=extra) in proc.stdout) == (extra > 0)
 
 
 def test_a_triton_that_is_found_but_fails_to_import_is_exit_2_before_the_run(tmp_path):
