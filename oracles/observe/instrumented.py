@@ -364,7 +364,11 @@ class InstrumentedBuffer(ViewsKept):
         runs it as it is)."""
         self.sweep_untracked()
         if self.model is not None:
+            host = self.model.memory(dst) != "device" and self.model.memory(src) != "device"
             self.model.copy(dst, src, non_blocking)
+            side = _PAIRS.side(span_of(dst)) if host else None
+            if side is not None and side[0].kind == "pinned":   # a host copy into the
+                side[0].owner.note_write(side[1], "cpu")      # host side: a host write
             return True
         found = mirror_copy(_PAIRS, span_of(dst), span_of(src))
         if found is None:

@@ -227,6 +227,9 @@ LAST_SLOT_WRITES = {
     "index_fill_": "db.cpu.index_fill_(0, torch.tensor([num_reqs - 1]), int(db.np[num_reqs - 1]))",
     "bool tensor key": "m = torch.arange(db.cpu.shape[0]) == num_reqs - 1\n"
                        "db.cpu[m] = int(db.np[num_reqs - 1])",
+    # a host copy into the host side (an audit: unseen under --deferred-copies alone)
+    "copy_ of a clone": "db.cpu[num_reqs - 1:num_reqs].copy_("
+                        "db.cpu[num_reqs - 1:num_reqs].clone())",
 }
 
 
