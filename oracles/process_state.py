@@ -169,10 +169,7 @@ def put_back_call_state(state: tuple) -> str:
     limit, sys.stdin, sys.stdout, sys.stderr, files = state
     if sys.getrecursionlimit() != limit:
         sys.setrecursionlimit(limit)
-    if files is None:
-        return ""
-    lost = _put_back_limits({"RLIMIT_NOFILE": files}) if call_state()[4] != files else []
-    return "; ".join(lost)
+    return "" if files is None else "; ".join(_put_back_limits({"RLIMIT_NOFILE": files}))
 
 
 @contextmanager

@@ -218,9 +218,7 @@ def _recording_classes():
             target = kwargs["out"]
         if isinstance(target, torch.Tensor) and target.device.type == "cpu":
             with plain():
-                key = tensor_key(torch, name, args, target) if target.dim() == 1 \
-                    else (args[1] if name == "__setitem__" and not isinstance(
-                        args[1], (torch.Tensor, list)) else slice(None))
+                key = tensor_key(torch, name, args, target)
             note_tensor_write(target, key)
         if isinstance(result, torch.Tensor) and not isinstance(result, cls) \
                 and owner_of(result) is not None:

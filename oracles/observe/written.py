@@ -56,32 +56,43 @@ FIRST_ARGUMENT_WRITERS = {np.copyto: (3, "where"), np.putmask: (1, "mask"),
                           np.place: (1, "mask")}
 
 
+def _selected(mask, shape: tuple[int, ...]) -> np.ndarray:
+    """The positions a boolean ``mask``, broadcast to ``shape``, selects."""
+    return np.flatnonzero(np.broadcast_to(np.asarray(mask, dtype=bool), shape))
+
+
 def masked(func, written: np.ndarray, args, kwargs):
     """The key of what ``func`` wrote into ``written`` (1-D): the positions its mask
     selects; every element where it has none or the mask cannot be read."""
     at, name = FIRST_ARGUMENT_WRITERS[func]
     mask = args[at] if len(args) > at else kwargs.get(name, True)
     try:
-        return np.flatnonzero(np.broadcast_to(np.asarray(mask, dtype=bool), written.shape))
+        return _selected(mask, written.shape)
     except Exception:         # a mask numpy took but this cannot read: every element
         return slice(None)
 
 
 def tensor_key(torch, name: str, args, target):
-    """What an in-place torch call ``name`` wrote of the 1-D ``target`` (its first
-    argument), as a key of ``slots_of``: the positions a mask or an index along dim 0
-    selects (none: no write), every element otherwise or when they cannot be read."""
+    """What an in-place torch call ``name`` wrote of ``target`` (its first argument), as
+    a key of ``view_slots``: an assignment's own key; of a 1-D ``target``, the positions a
+    tensor or list key, a mask or an index along dim 0 selects (none: no write); every
+    element otherwise or when they cannot be read."""
     def plain(value):
         if isinstance(value, torch.Tensor):
             return value.detach().cpu().numpy()
         return np.asarray(value)
 
+    one_dim = target.dim() == 1
     try:
         if name == "__setitem__":
             key = args[1]
-            return plain(key) if isinstance(key, (torch.Tensor, list)) else key
+            if not isinstance(key, (torch.Tensor, list)):
+                return key
+            return plain(key) if one_dim else slice(None)
+        if not one_dim:
+            return slice(None)
         if name in ("masked_fill_", "masked_scatter_"):
-            return np.flatnonzero(np.broadcast_to(plain(args[1]).astype(bool), target.shape))
+            return _selected(plain(args[1]), target.shape)
         if name in ("index_fill_", "index_copy_", "index_add_", "index_reduce_", "scatter_",
                     "scatter_add_", "scatter_reduce_") and int(args[1]) in (0, -1):
             return plain(args[2]).astype(np.intp).reshape(-1)

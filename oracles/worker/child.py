@@ -87,14 +87,18 @@ class _Worker:
             raise SchemaError.of(messages.SCHEMA_LOAD_RAISED, spec,
                                  error=exception_text(exc, type(exc))) from None
         finally:
-            if sys.getrecursionlimit() != self._recursion:
-                sys.setrecursionlimit(self._recursion)
+            self._put_back_recursion_limit()
+
+    def _put_back_recursion_limit(self) -> None:
+        """A recursion limit code under test lowered: this worker's own code would fail
+        with it, and its failure be blamed on the next loading."""
+        if sys.getrecursionlimit() != self._recursion:
+            sys.setrecursionlimit(self._recursion)
 
     def _restore_builtins(self) -> None:
         """Undo what code under test did to ``builtins`` (``enumerate = ...``) and to the
         recursion limit: this worker's own code uses them right after each call."""
-        if sys.getrecursionlimit() != self._recursion:     # lowered: this worker's code
-            sys.setrecursionlimit(self._recursion)          # would fail, blamed on loading
+        self._put_back_recursion_limit()
         names = vars(builtins)
         # the usual case, in C: every name still bound to its own object (compared by
         # identity: a replaced builtin's __eq__ never runs here)
