@@ -976,6 +976,10 @@ SCHEMA_PATCHES = ("schema file {value!r} changed stagecheck's own code when it r
 #: modules of stagecheck, torch or numpy its own code runs on (``worker/modules.py``)
 BROKE_WORKER_MODULES = ("broke its worker: removed or replaced modules of stagecheck, torch "
                         "or numpy in sys.modules, which the worker's own code runs on")
+#: ... and whose code under test closed the descriptors of its pipe to the checker, or
+#: opened other files in their place (``worker/modules.py``)
+CLOSED_WORKER_PIPE = ("closed its worker's pipe to stagecheck (os.close or os.closerange of "
+                      "descriptors it did not open), so the worker could not answer")
 SCHEMA_CHANGES_PROCESS = ("schema file {path!r} changed the process that imported it in a "
                           "way stagecheck cannot undo: {changes}",
                           "a schema declares inputs, fields and policies; remove what changes "

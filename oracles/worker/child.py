@@ -15,6 +15,7 @@ one after the other, writing its position (``protocol.py``) before each call of 
 from __future__ import annotations
 
 import builtins
+import errno
 import importlib
 import mmap
 import operator
@@ -45,8 +46,8 @@ from stagecheck.oracles.targets import (TargetRef, load_function_from_source, lo
 from stagecheck.oracles.text import exception_text, printable
 from stagecheck.oracles.worker import keeper, later
 from stagecheck.oracles.worker.modules import Modules
-from stagecheck.oracles.worker.protocol import (BUSY, IDLE, MEMORY_EXIT, TIMED, UNTIMED,
-                                                SharedPosition, held_targets, hold_ender,
+from stagecheck.oracles.worker.protocol import (BUSY, CLOSED_EXIT, IDLE, MEMORY_EXIT, TIMED,
+                                                UNTIMED, SharedPosition, held_targets, hold_ender,
                                                 hold_position, observing)
 from stagecheck.spec.observation import inputs_given
 
@@ -60,7 +61,7 @@ _COPY_GRACE = 0.5
 class _Worker:
     """The worker side: loaded targets, and what each command does."""
 
-    def __init__(self, counter, memory_mib: int) -> None:
+    def __init__(self, counter, memory_mib: int, pipe: tuple[int, ...] = ()) -> None:
         self.counter = counter
         hold_position(counter)      # a protocol run marks each operation (next_position)
         hold_ender(self._left_running)   # and ends what each sequence left running
@@ -73,7 +74,8 @@ class _Worker:
         self._builtin_names = list(self._builtins)
         self._builtin_values = list(self._builtins.values())
         self._recursion = sys.getrecursionlimit()
-        self.modules = Modules()    # what a call may break of the modules it runs on
+        # what a call may break of the modules it runs on, and of its ``pipe`` descriptors
+        self.modules = Modules(pipe)
 
     def _schema(self, spec: str):
         """``load_schema(spec)``: an exception of its code (its module-level code, or the
@@ -363,7 +365,7 @@ def worker_main(recv_fd: int, send_fd: int, counter_fd: int, memory_mib: int,
     later.watch_faulthandler()    # before any target code: what ``stop`` answers
     # the parent does not time this worker's own import of torch inside a call
     hold_import_mark(lambda running: setattr(counter, "pause", UNTIMED if running else TIMED))
-    worker = _Worker(counter, memory_mib)
+    worker = _Worker(counter, memory_mib, (recv_fd, send_fd))
     requests = _Requests(receive)
     while True:
         try:
@@ -412,6 +414,10 @@ class _Requests:
             try:
                 message = self._receive.recv()
             except (EOFError, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno == errno.EBADF:
+                    # its descriptor closed under it: by code under test, which the
+                    # position now names (the checker closing its end reads as EOF)
+                    os._exit(CLOSED_EXIT)
                 self._queue.put(exc)
                 _orphaned()
                 return

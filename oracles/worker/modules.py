@@ -10,6 +10,12 @@ remembers them between calls; after each call of code under test (loading a targ
 call, a batch's examples) the worker asks ``broken``, and ends itself with
 ``BROKEN_EXIT`` where they changed: the checker says how the target ended its worker, a
 finding against it (the example it ran) or its load error, never stagecheck's failure.
+
+The same holds for the two pipe descriptors the worker talks to the checker through: a
+target that closes them (``os.closerange(3, ...)``) or opens other files in their place
+left a worker that could not answer. Its end came after the call had returned, and was
+blamed on the targets' loading; ``end_if_broken`` also compares them with what they were
+(``CLOSED_EXIT``), so the checker blames the call.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import operator
 import os
 import sys
 
-from stagecheck.oracles.worker.protocol import BROKEN_EXIT
+from stagecheck.oracles.worker.protocol import BROKEN_EXIT, CLOSED_EXIT
 
 __all__ = ["Modules"]
 
@@ -33,7 +39,10 @@ _CORES = ("torch", "torch._C", "numpy", "numpy._core._multiarray_umath",
 class Modules:
     """``sys.modules``'s entries of stagecheck, torch and numpy as last seen whole."""
 
-    def __init__(self) -> None:
+    def __init__(self, fds: tuple[int, ...] = ()) -> None:
+        #: the worker's pipe descriptors, and the files they were (``closed``)
+        self._fds = fds
+        self._files = [_file_of(fd) for fd in fds]
         self._size = -1
         self._names: list[str] = []
         self._values: list = []
@@ -60,8 +69,25 @@ class Modules:
         return [name for name, module in zip(self._names, self._values)
                 if modules.get(name) is not module]
 
+    def closed(self) -> list[int]:
+        """The worker's pipe descriptors that no longer are the files they were (two
+        ``fstat`` calls)."""
+        return [fd for fd, file in zip(self._fds, self._files) if _file_of(fd) != file]
+
     def end_if_broken(self) -> None:
-        """End this worker (``BROKEN_EXIT``) where code under test broke the modules:
-        its own code could not go on, and the checker blames the call it ran."""
+        """End this worker (``BROKEN_EXIT``, ``CLOSED_EXIT``) where code under test broke
+        the modules or closed its pipe: its own code could not go on, and the checker
+        blames the call it ran."""
         if self.broken():
             os._exit(BROKEN_EXIT)
+        if self.closed():
+            os._exit(CLOSED_EXIT)
+
+
+def _file_of(fd: int) -> tuple[int, int] | None:
+    """The file descriptor ``fd`` is open on (device, inode), or None where it is closed."""
+    try:
+        stat = os.fstat(fd)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino

@@ -34,8 +34,8 @@ from multiprocessing.reduction import ForkingPickler
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.stdio import ensure_standard_fds
 from stagecheck.oracles.worker import keeper
-from stagecheck.oracles.worker.protocol import (BROKEN_EXIT, MEMORY_EXIT, SharedPosition,
-                                                default_memory_mib)
+from stagecheck.oracles.worker.protocol import (BROKEN_EXIT, CLOSED_EXIT, MEMORY_EXIT,
+                                                SharedPosition, default_memory_mib)
 
 __all__ = ["Ended", "MAX_ANSWER_BYTES", "Usage", "WorkerProcess", "discard_spare", "kill_all",
            "prestart", "take_spare", "watch_parent"]
@@ -388,6 +388,8 @@ class WorkerProcess:
             return f"exceeded {memory_mib} MiB"
         if code == BROKEN_EXIT:
             return messages.BROKE_WORKER_MODULES
+        if code == CLOSED_EXIT:
+            return messages.CLOSED_WORKER_PIPE
         return f"exited the interpreter with code {code}"
 
     def __del__(self) -> None:

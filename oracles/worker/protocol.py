@@ -20,7 +20,7 @@ from dataclasses import dataclass
 # oracles/memory.py, which the checker's guard reads too)
 from stagecheck.oracles.memory import DEFAULT_MEMORY_MIB, default_memory_mib
 
-__all__ = ["BROKEN_EXIT", "BUSY", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "RESTART",
+__all__ = ["BROKEN_EXIT", "BUSY", "CLOSED_EXIT", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "RESTART",
            "SIDES_PER_EXAMPLE", "SharedPosition", "TIMED", "TargetArg", "UNTIMED", "default_memory_mib", "held_targets",
            "end_left_running", "hold_ender", "hold_position", "next_position", "observed",
            "observing", "target_arg"]
@@ -96,6 +96,8 @@ MEMORY_EXIT = 86
 #: ... and when code under test removed or replaced modules its own code runs on
 #: (``modules.py``)
 BROKEN_EXIT = 87
+#: ... and when code under test closed or replaced its pipe descriptors (``modules.py``)
+CLOSED_EXIT = 88
 class SharedPosition:
     """Two int64s in shared memory: where the worker is (``IDLE``: between requests), and
     whether the worker's own one-time work runs inside a call (``pause``)."""

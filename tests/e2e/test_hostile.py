@@ -294,6 +294,11 @@ TARGETS = [
     spec("rebinds_enumerate", 0, CONFORMS, "stages correctly, then rebinds "
          "builtins.enumerate to a broken one (was: a traceback)"),
     spec("writes_file", 0, CONFORMS, "writes a file in the current folder"),
+    spec("closes_pipe", 1, CRASH + re.escape(messages.CLOSED_WORKER_PIPE),
+         "os.closerange(3, 4096) in the call: stagecheck's pipe among them (was: blamed on "
+         "its loading, exit 2)", crashy=True),
+    spec("load_time_closes_pipe", 2, "ended the worker process: " +
+         re.escape(messages.CLOSED_WORKER_PIPE), "os.closerange(3, 4096) at load"),
     spec("writes_pipe", 1, CRASH + "wrote into stagecheck's pipe",
          "writes garbage into every inherited fd (the pipe and the position counter)", crashy=True),
     spec("forks", 0, CONFORMS, "forks; the child would answer too"),
