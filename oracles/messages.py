@@ -81,6 +81,11 @@ TARGET_UNRESOLVED = ("{value!r} uses {count} global name(s) stagecheck cannot pr
 BOTH_VIOLATE_ALIKE = ("  both targets violate the spec alike (the same invariants on the same "
                       "fields), and no difference between them was seen: the errors are the "
                       "baseline's as much as the candidate's")
+#: ... and under a protocol pair's, where both sides show the same findings in the same words
+BOTH_VIOLATE_PROTOCOL_ALIKE = ("  both targets violate the protocol alike (the same findings "
+                               "at the same steps and operations), and no difference between "
+                               "them was seen: the errors are the baseline's as much as the "
+                               "candidate's")
 TARGET_IMPORTS_WHEN_CALLED = ("{value!r} imports {module!r} when it is called ({where}), and "
                               "no module of that name can be imported here",
                               "stagecheck does not import engine modules, and a --shim gives "

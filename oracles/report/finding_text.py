@@ -19,7 +19,7 @@ from stagecheck.spec.findings import context_label
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 
-__all__ = ["InfoGroup", "error_group_lines", "finding_lines", "findings_count", "findings_sections",
+__all__ = ["InfoGroup", "alike", "error_group_lines", "finding_lines", "findings_count", "findings_sections",
            "group_slot_table", "info_group_line", "info_groups", "slot_table", "verdict_said"]
 
 
@@ -308,3 +308,14 @@ def verdict_said(result, strict: bool = False, protocol: bool = False) -> str:
         return verdict
     words = messages.PROTOCOL_SPEC_VERDICT if protocol else messages.SPEC_VERDICT
     return words.get(verdict, verdict)
+
+
+def alike(errors: list, exact: bool = False) -> bool:
+    """Whether a pair's error findings are violations both sides show alike (the same
+    invariants on the same fields; ``exact``: with the same words too, as a protocol's
+    findings name the step, the operation and the race), with no difference between the
+    two."""
+    keys = {side: {(f.invariant, f.field, f.message if exact else "") for f in errors
+                   if f.side == side} for side in ("baseline", "candidate", "both")}
+    return bool(keys["baseline"]) and keys["baseline"] == keys["candidate"] \
+        and not keys["both"]

@@ -15,7 +15,7 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.collect import ErrorGroup, cause_rank
 from stagecheck.oracles.device.gate import STALL_S
 from stagecheck.oracles.report.escape import escape
-from stagecheck.oracles.report.finding_text import verdict_said
+from stagecheck.oracles.report.finding_text import alike, verdict_said
 from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
 from stagecheck.spec.findings import Finding, context_label, sort_key
 from stagecheck.spec.protocol_invariants import END_OF_RUN, UNNAMED, protocol_statement
@@ -176,6 +176,8 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
     else:
         counted = f"{len(errors)} error finding(s)"
     lines.append(f"verdict: {verdict} — {counted}, {len(infos)} info finding(s)")
+    if result.baseline and alike(errors, exact=True):
+        lines.append(messages.BOTH_VIOLATE_PROTOCOL_ALIKE)
     if errors:
         lines += ["", f"ERRORS ({len(groups)})" + (
             ": " + messages.ERRORS_GROUPED.format(errors=len(groups), findings=len(errors))

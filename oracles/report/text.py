@@ -16,7 +16,7 @@ from stagecheck.oracles.mutants import ORACLES, STAGECHECK_ORACLES, SYMBOLIC_MAX
 from stagecheck.oracles.mutants.runners import EQUIVALENT_SYMBOLIC_PATHS as EQUIVALENT_PATHS
 from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
-from stagecheck.oracles.report.finding_text import (finding_lines, findings_count,
+from stagecheck.oracles.report.finding_text import (alike, finding_lines, findings_count,
                                                     findings_sections, info_group_line,
                                                     info_groups, verdict_said)
 from stagecheck.oracles.report.snippet import pytest_example, snippet_setting
@@ -254,15 +254,6 @@ def render_replay(path: str, saved: dict, baseline: str | None, candidate: str, 
     errors = sum(1 for f in findings if f.severity == "error")
     lines.append(replay_verdict(errors, baseline is None, "example"))
     return "\n".join(lines)
-
-
-def alike(errors: list) -> bool:
-    """Whether a pair's error findings are spec violations both sides show alike (the
-    same invariants on the same fields), with no difference between the two."""
-    keys = {side: {(f.invariant, f.field) for f in errors if f.side == side}
-            for side in ("baseline", "candidate", "both")}
-    return bool(keys["baseline"]) and keys["baseline"] == keys["candidate"] \
-        and not keys["both"]
 
 
 def replay_verdict(errors: int, one_target: bool, what: str, protocol: bool = False) -> str:

@@ -4,6 +4,7 @@ completed earlier than the latest point, so a clean verdict there is weaker, and
 says where the host waited unseen), and the JSON verdict agrees with the exit code."""
 
 import json
+from dataclasses import replace as _replace
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.device.gate import STALL_S, STALLS_KEPT
@@ -11,6 +12,7 @@ from stagecheck.oracles.options import ProtocolConfig
 from stagecheck.oracles.protocol.campaign import ProtocolResult, note_forced
 from stagecheck.oracles.report.protocol_json import protocol_json_document
 from stagecheck.oracles.report.protocol_text import render_protocol
+from stagecheck.spec import ERROR, Finding
 from stagecheck.spec.protocol import Trace
 from stagecheck.spec.protocol_invariants import compare_runs
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
@@ -91,3 +93,22 @@ def test_a_state_difference_names_where_in_what_observe_returns():
     a.states, b.states = [[[0, 1]]], [[[0, -7777]]]
     (finding,) = compare_runs(protocol, seq, a, b)
     assert "the host holds observe()[0][1] = -7777" in finding.message, finding.message
+
+
+def test_a_protocol_pair_whose_findings_both_sides_show_alike_says_so():
+    """An audit: 'diff X X --protocol P' of a buggy X said DIFFERENT with nothing to tell
+    that the two behave alike; a protocol's findings must match in their words too (the
+    step, the operation, the race), not only in the invariant."""
+    race = Finding("no_copy_hazard", ERROR, "step 2 (execute_model): host write of x",
+                   side="baseline")
+    pair = ProtocolResult("scratch-reuse", "a.py::Scratch", "b.py::Scratch",
+                          ProtocolConfig(sequences=3))
+    pair.findings = [race, _replace(race, side="candidate")]
+    assert messages.BOTH_VIOLATE_PROTOCOL_ALIKE in render_protocol(pair)
+    pair.findings = [race, _replace(race, side="candidate", message="step 1 (prepare): x")]
+    assert messages.BOTH_VIOLATE_PROTOCOL_ALIKE not in render_protocol(pair)
+    pair.findings = [race]                                  # the baseline's only
+    assert messages.BOTH_VIOLATE_PROTOCOL_ALIKE not in render_protocol(pair)
+    alone = _result()
+    alone.findings = [race]
+    assert messages.BOTH_VIOLATE_PROTOCOL_ALIKE not in render_protocol(alone)
