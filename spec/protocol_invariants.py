@@ -38,6 +38,8 @@ from stagecheck.spec.findings import ERROR, INFO, Finding
 from stagecheck.spec.invariants import statement as invariant_statement
 from stagecheck.spec.observation import slot_text
 from stagecheck.spec.protocol import Protocol, Trace
+from stagecheck.spec.protocol_values import first_difference as _first_difference
+from stagecheck.spec.protocol_values import same as _same, shown as _shown
 from stagecheck.spec.schema_mistakes import SchemaCodeFailed
 from stagecheck.spec.steps import StepSequence
 
@@ -143,51 +145,6 @@ def _finding(inv: str, message: str, side: str, severity: str = ERROR, **kw) -> 
                    **kw)
 
 
-def _plain(value, digits: int | None) -> str:
-    """``repr`` of plain data, each float to ``digits`` significant digits (None: all)."""
-    if isinstance(value, float):
-        if digits is None or value != value or value in (float("inf"), float("-inf")):
-            return repr(value)
-        text = format(value, f".{digits}g")
-        return text if any(c in text for c in ".e") else text + ".0"
-    if isinstance(value, list):
-        return "[" + ", ".join(_plain(v, digits) for v in value) + "]"
-    if isinstance(value, tuple):
-        inner = ", ".join(_plain(v, digits) for v in value)
-        return f"({inner}{',' if len(value) == 1 else ''})"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k!r}: {_plain(v, digits)}" for k, v in value.items()) + "}"
-    return repr(value)
-
-
-def _shown(a, b, width: int) -> tuple[str, str]:
-    """Two values of a message as text, each at most ``width`` characters: floats rounded
-    to the fewest significant digits (6 at least) that still tell ``a`` and ``b`` apart,
-    so a float32 0.7 reads 0.7, not 0.699999988079071."""
-    for digits in (6, 9, 12, None):
-        x, y = _plain(a, digits), _plain(b, digits)
-        if x != y or a == b:
-            break
-    return x[:width], y[:width]
-
-
-def _first_difference(a, b, path: str = "") -> tuple[str, object, object] | None:
-    """The first place where plain data ``a`` and ``b`` differ: (path, a there, b there);
-    the path reads ``temperature[0]``, ``computed['req-1']``."""
-    if a == b:
-        return None
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in list(a) + [k for k in b if k not in a]:
-            if a.get(key) != b.get(key):
-                step = str(key) if not path and isinstance(key, str) else f"[{key!r}]"
-                return _first_difference(a.get(key), b.get(key), path + step)
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for k, (x, y) in enumerate(zip(a, b)):
-            if not _same(x, y):
-                return _first_difference(x, y, f"{path}[{k}]")
-    return path, a, b
-
-
 def _observed(path: str) -> str:
     """Where ``observe``'s result differs (``_first_difference``'s path), as an
     expression: ``observe()['computed']['req-1']``, ``observe()[0][1]``."""
@@ -238,7 +195,7 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
                     where=_where(b), work=b["work"], what=path or "its arguments",
                     seen=ys, meant=xs), side, field=f"{b['work']}", expected=x, candidate=y,
                 extra={"kind": "schedule", "step": b["step"], "operation": b["op"],
-                       "launch": k}))
+                       "launch": k, **_unlanded(_upto(seen, b))}))
             break
     return out
 
@@ -251,12 +208,11 @@ UNLANDED = ("possibly a read before a download landed: {downloads} had not been 
             "sees) reads what was there before: wait for {its} event first")
 
 
-def _unlanded(seen: Trace, picks) -> dict:
+def _unlanded(ops: list) -> dict:
     """``{"context": ...}`` naming the downloads into pinned memory the host had not seen
-    land when the last operation ``picks`` chose with some began (``unlanded`` of its
-    record), or ``{}``."""
-    for op in reversed(seen.ops):
-        if picks(op) and op.get("unlanded"):
+    land when the last of operation records ``ops`` with some began, or ``{}``."""
+    for op in reversed(ops):
+        if op.get("unlanded"):
             downloads = op["unlanded"]
             many = len(downloads) > 1
             return {"context": UNLANDED.format(
@@ -264,6 +220,15 @@ def _unlanded(seen: Trace, picks) -> dict:
                 where=_where(op), it="them" if many else "it",
                 its="their" if many else "its")}
     return {}
+
+
+def _upto(seen: Trace, b: dict) -> list:
+    """``seen``'s operation records up to the one record ``b`` (a launch, a landed
+    download, an operation's own) names by its step and operation, that one included."""
+    keys = [(op["step"], op["op"]) for op in seen.ops]
+    key = (b["step"], b["op"])
+    return seen.ops[:keys.index(key) + 1] if key in keys else \
+        [op for op in seen.ops if op["step"] <= b["step"]]
 
 
 def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
@@ -290,7 +255,7 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
                              # item moves as shrinking drops steps and requests
                              field="state", expected=x, candidate=y,
                              extra={"kind": "state", "step": k,
-                                    **_unlanded(seen, lambda op: op["step"] <= k)})]
+                                    **_unlanded([op for op in seen.ops if op["step"] <= k])})]
     for a, b in zip(meant.ops, seen.ops):
         if a["result"] != b["result"]:
             path, x, y = _first_difference(a["result"], b["result"])
@@ -301,7 +266,7 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
                              "completes when issued", side, field=b["op"],
                              expected=x, candidate=y,
                              extra={"kind": "result", "step": b["step"], "operation": b["op"],
-                                    **_unlanded(seen, lambda op: op is b)})]
+                                    **_unlanded(_upto(seen, b))})]
     for a, b in zip(meant.landed, seen.landed):
         if a["download"] != b["download"]:
             break                 # the host issued other downloads: nothing to pair
@@ -315,17 +280,9 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
                              field=b["download"].split(" -> ")[-1].split("[")[0],
                              expected=x, candidate=y,
                              extra={"kind": "landed", "step": b["step"],
-                                    "operation": b["op"]})]
+                                    "operation": b["op"],
+                                    **_unlanded(_upto(seen, b))})]
     return []
-
-
-def _same(a, b) -> bool:
-    """``a == b``, a NaN equal to a NaN (values read back from float memory)."""
-    if a == b:
-        return True
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return isinstance(a, float) and isinstance(b, float) and a != a and b != b
 
 
 #: an allocation the device model named by its counter (``pinned tensor 3``): a finding's

@@ -109,6 +109,20 @@ def test_work_run_inside_a_synchronous_copy_is_seen_reading_what_it_read():
     assert result.errors == [] and result.findings == [], [f.message for f in result.findings]
 
 
+def test_a_numpy_read_before_a_download_landed_names_that_download_as_the_cause():
+    """A numpy read is not seen; its effect is. The findings named only the download the
+    changed value later went into (step 1's), not the earlier download that had not landed
+    when the host read its memory (step 0's): each now says which had not landed."""
+    result = run_protocol_campaign(None, toy("numpy_read_token_stager"), EXAMPLE,
+                                   ProtocolConfig(sequences=50))
+    found = {f.invariant: f for f in result.errors}
+    assert set(found) == {"readback_as_written", "device_read_as_meant"}
+    for f in found.values():
+        cause = f.extra["context"]
+        assert cause.startswith("possibly a read before a download landed: download ")
+        assert "(step 0, stage) had not been seen landed when step 1 (stage) began" in cause
+
+
 def test_a_functional_difference_between_two_targets_is_same_trace():
     result = run_protocol_campaign(toy("fixed_token_stager"), toy("off_by_one_token_stager"),
                                    EXAMPLE, ProtocolConfig(sequences=50))
