@@ -410,11 +410,15 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         slots = region.slots(span)
         if not slots:
             return f"{region.name}[]"
-        if region.row and (len(slots) < region.row or slots[0] % region.row):
+        whole, row = len(slots) == slots[-1] - slots[0] + 1, region.row
+        if row and whole and not slots[0] % row and not len(slots) % row:
+            # whole rows, as numpy writes them (the slots of a hazard are (row, column))
+            return f"{region.name}[{slots[0] // row}:{(slots[-1] + 1) // row}, :]"
+        if row:
             more = " ..." if len(slots) > 8 else ""      # part of rows: (row, column) pairs
-            return f"{region.name}{slot_text(slots, region.row)[:-1]}{more}]"
-        return (f"{region.name}[{slots[0]}:{slots[-1] + 1}]"
-                if len(slots) == slots[-1] - slots[0] + 1 else f"{region.name}{list(slots)}")
+            return f"{region.name}{slot_text(slots, row)[:-1]}{more}]"
+        return (f"{region.name}[{slots[0]}:{slots[-1] + 1}]" if whole
+                else f"{region.name}{list(slots)}")
 
     def pair(self, buffer, host, mirror) -> None:
         """``host`` (pinned) and ``mirror`` (device) are the two sides of ``buffer``

@@ -561,6 +561,24 @@ def test_a_race_in_a_two_dimensional_tensor_is_said_by_row_and_column():
                                                   "block_table.cpu", (6,), 4)
     message = _hazard_message(dataclasses.asdict(h) | {"step": 0, "op": "prepare"})
     assert "block_table.cpu elements (row, column) [(1, 2)]" in message, message
+    # the pending copy's rows in the same terms: whole rows as numpy writes them (was
+    # block_table.cpu[0:12], flat element indices beside the hazard's (row, column))
+    assert "block_table.cpu[0:3, :] -> " in h.pending, h.pending
+
+
+def test_a_copy_of_part_of_a_row_is_said_by_row_and_column():
+    model = device_model()
+    with model.activate():
+        table = torch.zeros(3, 4, dtype=torch.int32, pin_memory=True)
+        model.name_region(table, "block_table.cpu")
+        dev = torch.empty(3, 4, dtype=torch.int32, device=CUDA)
+        dev[1:3].copy_(table[1:3], non_blocking=True)
+        dev[0, 1:3].copy_(table[0, 1:3], non_blocking=True)
+        table[2, 0] = 7
+        table[0, 2] = 7
+    first, second = model.hazards
+    assert "block_table.cpu[1:3, :] -> " in first.pending, first.pending
+    assert "block_table.cpu[(0, 1), (0, 2)] -> " in second.pending, second.pending
 
 
 @pytest.mark.parametrize("ordered", [False, True])
@@ -692,7 +710,7 @@ def test_part_of_the_rows_of_a_2d_tensor_is_named_by_row_and_column():
         model.name_region(host, "pos_cpu")
         assert model._name(host[:, :1]) == "pos_cpu[(0, 0), (1, 0), (2, 0)]"
         assert model._name(host[1, 1:3]) == "pos_cpu[(1, 1), (1, 2)]"
-        assert model._name(host[1:]) == "pos_cpu[4:12]"          # whole rows: a range
+        assert model._name(host[1:]) == "pos_cpu[1:3, :]"        # whole rows: numpy's rows
 
 
 def test_a_pending_download_of_nothing_is_not_named_as_unlanded():
