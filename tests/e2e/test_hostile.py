@@ -396,6 +396,11 @@ HANGS = [
                           "--quiet"), 143, "interrupted by SIGTERM",
          "one SIGTERM while a call sleeps with --timeout 60: the run ends within the grace "
          "period", during="sigterm", env=(("HOSTILE_MARK", "{T}/called"),)),
+    Case("diff-sigquit", ("diff", "single-loop", target("sleeps"), "--timeout", "60",
+                          "--quiet"), -signal.SIGQUIT, "",
+         "SIGQUIT (Ctrl-\\) while a call sleeps: the checker ends at once, as SIGQUIT means "
+         "(no verdict, no exit 0), and its worker and keeper with it",
+         during="sigquit", env=(("HOSTILE_MARK", "{T}/called"),)),
     Case("bench-sigterm", ("bench", "single-loop", target("sleeps")), 143,
          "interrupted by SIGTERM", "one SIGTERM to bench while a call sleeps (was: survived "
          "timeout for 15 minutes)", during="sigterm", env=(("HOSTILE_MARK", "{T}/called"),)),
@@ -1209,6 +1214,11 @@ def _during_sigterm(proc, tmp: Path, seen: dict) -> None:
     proc.send_signal(signal.SIGTERM)
 
 
+def _during_sigquit(proc, tmp: Path, seen: dict) -> None:
+    _wait_for(_called(tmp))
+    proc.send_signal(signal.SIGQUIT)
+
+
 def _during_sigterm_after_batch(proc, tmp: Path, seen: dict) -> None:
     def second_batch():
         """the target's 18th call: the first batch (16 examples) was answered"""
@@ -1252,6 +1262,7 @@ def _during_kill9(proc, tmp: Path, seen: dict) -> None:
 
 
 DURING = {"sigterm": _during_sigterm, "double_sigterm": _during_double_sigterm,
+          "sigquit": _during_sigquit,
           "sigterm_after_batch": _during_sigterm_after_batch,
           "kill_worker": _during_kill_worker, "kill9": _during_kill9,
           "sigterm_when_derived": _during_sigterm_when_derived}
