@@ -193,6 +193,9 @@ class _Worker:
         self._left_running()       # what loading or a forked copy started late ends here
         with fewer_collections():      # a batch makes many short-lived objects
             out = self._observe_batch(sides, batch, options, kind, sample_every)
+        # the collection its end runs calls the finalisers of what the calls left: the
+        # position still names the batch's last call
+        self.modules.end_if_broken()
         self._left_running()       # what a thread of a call started: ended, not blamed
         self.counter.value = IDLE
         return out
@@ -384,16 +387,27 @@ def worker_main(recv_fd: int, send_fd: int, counter_fd: int, memory_mib: int,
         except MemoryError:
             os._exit(MEMORY_EXIT)
         except StagecheckError as exc:    # a usage problem found here: the parent says it
-            send.send(("usage", (type(exc).__name__, exc.problem, exc.fix, repr(exc.value))))
+            _answer(send, ("usage", (type(exc).__name__, exc.problem, exc.fix,
+                                     repr(exc.value))), worker)
             continue
         except BaseException:      # stagecheck's machinery failed: tell the parent
             worker.modules.end_if_broken()     # unless code under test broke it
-            send.send(("error", traceback.format_exc(limit=8)))
+            _answer(send, ("error", traceback.format_exc(limit=8)), worker)
             continue
-        try:
-            send.send(("ok", result))
-        except MemoryError:
-            os._exit(MEMORY_EXIT)
+        _answer(send, ("ok", result), worker)
+
+
+def _answer(send, message, worker: "_Worker") -> None:
+    """Send ``message`` to the parent; a pipe that code under test closed or replaced
+    since the last check (a finaliser, a thread it left) ends this worker as such."""
+    try:
+        send.send(message)
+    except MemoryError:
+        os._exit(MEMORY_EXIT)
+    except OSError:
+        if worker.modules.closed():
+            os._exit(CLOSED_EXIT)
+        raise
 
 
 class _Requests:

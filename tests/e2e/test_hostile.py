@@ -297,6 +297,10 @@ TARGETS = [
     spec("closes_pipe", 1, CRASH + re.escape(messages.CLOSED_WORKER_PIPE),
          "os.closerange(3, 4096) in the call: stagecheck's pipe among them (was: blamed on "
          "its loading, exit 2)", crashy=True),
+    spec("closes_pipe_in_finaliser", 1, CRASH + re.escape(messages.CLOSED_WORKER_PIPE),
+         "a cycle each call leaves closes every descriptor from 3 up in its finaliser, when "
+         "the collector runs after the calls (was: blamed on its loading, exit 2)",
+         crashy=True),
     spec("load_time_closes_pipe", 2, "ended the worker process: " +
          re.escape(messages.CLOSED_WORKER_PIPE), "os.closerange(3, 4096) at load"),
     spec("writes_pipe", 1, CRASH + "wrote into stagecheck's pipe",
