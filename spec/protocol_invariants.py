@@ -195,22 +195,26 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
                     where=_where(b), work=b["work"], what=path or "its arguments",
                     seen=ys, meant=xs), side, field=f"{b['work']}", expected=x, candidate=y,
                 extra={"kind": "schedule", "step": b["step"], "operation": b["op"],
-                       "launch": k, **_unlanded(_upto(seen, b))}))
+                       "launch": k, **_unlanded(seen, _upto(seen, b))}))
             break
     return out
 
 
 #: the likely cause of a value read back that differs, where downloads had not landed
 UNLANDED = ("possibly a read before a download landed: {downloads} had not been seen "
-            "landed when {where} began (no event or "
+            "landed when {where} began, nor when it returned (no event or "
             "synchronization the host waited for was ordered after {it}); a read of {its} "
             "pinned memory before waiting for {it} (a numpy view reads nothing the model "
             "sees) reads what was there before: wait for {its} event first")
 
 
-def _unlanded(ops: list) -> dict:
+def _unlanded(seen: Trace, ops: list) -> dict:
     """``{"context": ...}`` naming the downloads into pinned memory the host had not seen
-    land when the last of operation records ``ops`` with some began, or ``{}``."""
+    land when the last of operation records ``ops`` with some began, nor when it ended (a
+    numpy read of them there read what was there before); ``{}`` where there is none, or
+    where ``seen`` has a race of its own to explain what differs."""
+    if seen.hazards:
+        return {}
     for op in reversed(ops):
         if op.get("unlanded"):
             downloads = op["unlanded"]
@@ -255,7 +259,8 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
                              # item moves as shrinking drops steps and requests
                              field="state", expected=x, candidate=y,
                              extra={"kind": "state", "step": k,
-                                    **_unlanded([op for op in seen.ops if op["step"] <= k])})]
+                                    **_unlanded(seen, [op for op in seen.ops
+                                                          if op["step"] <= k])})]
     for a, b in zip(meant.ops, seen.ops):
         if a["result"] != b["result"]:
             path, x, y = _first_difference(a["result"], b["result"])
@@ -266,7 +271,7 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
                              "completes when issued", side, field=b["op"],
                              expected=x, candidate=y,
                              extra={"kind": "result", "step": b["step"], "operation": b["op"],
-                                    **_unlanded(_upto(seen, b))})]
+                                    **_unlanded(seen, _upto(seen, b))})]
     for a, b in zip(meant.landed, seen.landed):
         if a["download"] != b["download"]:
             break                 # the host issued other downloads: nothing to pair
@@ -281,7 +286,7 @@ def _readback(meant: Trace, seen: Trace, side: str) -> list[Finding]:
                              expected=x, candidate=y,
                              extra={"kind": "landed", "step": b["step"],
                                     "operation": b["op"],
-                                    **_unlanded(_upto(seen, b))})]
+                                    **_unlanded(seen, _upto(seen, b))})]
     return []
 
 
