@@ -130,7 +130,8 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         with _disabled():       # its span and shape, read at once
             span, shape = _span(t), t.shape
         kind = kind or ("device" if self.memory(t) == "device" else "pinned")
-        row = shape[-1] if len(shape) >= 2 and span.elements is None else 0
+        # (row, column) in a 2-D table; more dimensions are said as flat offsets
+        row = shape[-1] if len(shape) == 2 and span.elements is None else 0
         region = self.regions.add(Region(name, kind, span.lo, max(span.hi, span.lo + 1),
                                          span.item, owner, row))
         self._keep.append(t)
@@ -411,8 +412,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         if not slots:
             return f"{region.name}[]"
         whole, row = len(slots) == slots[-1] - slots[0] + 1, region.row
-        if row and whole and not slots[0] % row and not len(slots) % row:
-            # whole rows, as numpy writes them (the slots of a hazard are (row, column))
+        if row and whole and not slots[0] % row and not len(slots) % row:    # whole rows
             return f"{region.name}[{slots[0] // row}:{(slots[-1] + 1) // row}, :]"
         if row:
             more = " ..." if len(slots) > 8 else ""      # part of rows: (row, column) pairs

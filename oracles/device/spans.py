@@ -121,7 +121,7 @@ class Region(NamedTuple):
     hi: int
     item: int
     owner: object = None   # what the region belongs to (a buffer), for its listeners
-    row: int = 0           # elements per row of a contiguous tensor of 2+ dimensions, else 0
+    row: int = 0           # elements per row of a contiguous tensor of 2 dimensions, else 0
 
     def first(self, span: Span) -> int:
         """The slot where ``span`` starts (an empty span too)."""

@@ -711,6 +711,12 @@ def test_part_of_the_rows_of_a_2d_tensor_is_named_by_row_and_column():
         assert model._name(host[:, :1]) == "pos_cpu[(0, 0), (1, 0), (2, 0)]"
         assert model._name(host[1, 1:3]) == "pos_cpu[(1, 1), (1, 2)]"
         assert model._name(host[1:]) == "pos_cpu[1:3, :]"        # whole rows: numpy's rows
+        # three dimensions: flat offsets (rows of the last dimension, [3:6, :], read as a
+        # numpy index pointing past the first dimension's 2 planes)
+        cube = torch.zeros((2, 3, 4), dtype=torch.int64, pin_memory=True)
+        model.name_region(cube, "kv_idx.cpu")
+        assert model._name(cube[1]) == "kv_idx.cpu[12:24]"
+        assert model._name(cube[0, 1]) == "kv_idx.cpu[4:8]"
 
 
 def test_a_pending_download_of_nothing_is_not_named_as_unlanded():
