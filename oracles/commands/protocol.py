@@ -39,6 +39,7 @@ from stagecheck.oracles.protocol import (check_protocol, load_protocol, protocol
 from stagecheck.oracles.protocol.load import protocol_spec
 from stagecheck.oracles.protocol.problems import CHECK_SEQUENCES, dry_run_problems
 from stagecheck.oracles.report.escape import escape
+from stagecheck.oracles.report.finding_text import alike
 from stagecheck.oracles.report.protocol_json import render_protocol_json
 from stagecheck.oracles.report.protocol_replay import (load_protocol_replay, replay_protocol,
                                                        save_protocol_findings)
@@ -320,6 +321,8 @@ def replay_protocol_outcome(config: ReplayConfig) -> Outcome:
              f"saved finding: [{escape(str(before.get('id')))}] "
              f"{escape(str(before.get('message')))}"]
     lines.append(replay_verdict(len(errors), not base, "step sequence", protocol=True))
+    if base and alike(errors, exact=True):
+        lines.append(messages.BOTH_VIOLATE_PROTOCOL_ALIKE)
     for f in errors:
         lines += protocol_finding_lines(f, table=False)
     again = [f for f in findings if f.id == before.get("id") and f.severity != "error"]

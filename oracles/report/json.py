@@ -16,6 +16,7 @@ from typing import Any
 from stagecheck import __version__
 from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.options import flat, settings
+from stagecheck.oracles.report.finding_text import alike
 from stagecheck.oracles.report.text import campaign_bounds
 
 __all__ = ["ENVELOPE", "SCHEMA_VERSION", "bench_settings", "campaign_body", "campaign_settings",
@@ -138,6 +139,8 @@ def campaign_body(result, strict: bool = False, targets: dict | None = None,
         "jobs": c.jobs,
         "first_error_seconds": (None if result.first_error_seconds is None
                                 else round(result.first_error_seconds, 3)),
+        # a pair whose errors both sides show alike (the text's BOTH_VIOLATE_ALIKE line)
+        "violate_alike": bool(result.baseline) and alike(result.errors),
         "shrink_seconds": round(getattr(result, "shrink_seconds", 0.0), 3),
         "stream_notes": dict(getattr(result, "stream_notes", {})),
         "findings": findings_with_groups(result.findings),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from stagecheck.oracles.options import OPTIONS, PROTOCOL_FIELDS
+from stagecheck.oracles.report.finding_text import alike
 from stagecheck.oracles.report.protocol_text import protocol_error_groups
 
 __all__ = ["protocol_json_document", "protocol_settings", "render_protocol_json"]
@@ -47,6 +48,7 @@ def protocol_json_document(result, saved: dict | None = None, strict: bool = Fal
         "first_error_seconds": (None if result.first_error_seconds is None
                                 else round(result.first_error_seconds, 3)),
         "errors": len(result.errors), "infos": len(result.infos),
+        "violate_alike": bool(result.baseline) and alike(result.errors, exact=True),
         "findings": [dict(f.to_dict(), replay=(saved or {}).get(f.id),
                           group=group_of.get(f.id)) for f in result.findings],
         "error_groups": [{"id": g.id, "head": g.head.id, "invariant": g.head.invariant,

@@ -105,10 +105,12 @@ def test_a_protocol_pair_whose_findings_both_sides_show_alike_says_so():
                           ProtocolConfig(sequences=3))
     pair.findings = [race, _replace(race, side="candidate")]
     assert messages.BOTH_VIOLATE_PROTOCOL_ALIKE in render_protocol(pair)
+    assert protocol_json_document(pair)["violate_alike"] is True
     pair.findings = [race, _replace(race, side="candidate", message="step 1 (prepare): x")]
     assert messages.BOTH_VIOLATE_PROTOCOL_ALIKE not in render_protocol(pair)
     pair.findings = [race]                                  # the baseline's only
     assert messages.BOTH_VIOLATE_PROTOCOL_ALIKE not in render_protocol(pair)
+    assert protocol_json_document(pair)["violate_alike"] is False
     alone = _result()
     alone.findings = [race]
     assert messages.BOTH_VIOLATE_PROTOCOL_ALIKE not in render_protocol(alone)

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.report.finding_text import info_groups, slot_table
-from stagecheck.oracles.report.text import render_campaign
+from stagecheck.oracles.report.json import campaign_body
+from stagecheck.oracles.report.text import render_campaign, render_replay
 from stagecheck.spec import DEFAULT_SCHEMA, ERROR, INFO, Finding
 from tests.helpers import scenario
 from tests.unit.test_report import result
@@ -128,3 +129,20 @@ def test_a_pair_whose_errors_both_sides_show_alike_says_so():
     both = replace(error, invariant="same_buffers", side="both")
     differing = replace(r, findings=[replace(error, side="baseline"), error, both])
     assert messages.BOTH_VIOLATE_ALIKE not in render_campaign(differing)
+
+
+def test_the_replay_and_the_json_of_a_pair_violating_alike_say_so_too():
+    """An audit: the alike line was on diff's text report only; the pair's replay of a
+    saved finding and the --json document said DIFFERENT with nothing more."""
+    r = result()
+    error = r.errors[0]
+    alike_pair = [replace(error, side="baseline"), error]
+    replayed = render_replay("f.json", {"finding": {"id": error.id}}, "a.py::f", "a.py::f",
+                             "cpu", alike_pair)
+    assert messages.BOTH_VIOLATE_ALIKE in replayed
+    assert messages.BOTH_VIOLATE_ALIKE not in render_replay(
+        "f.json", {"finding": {"id": error.id}}, "a.py::f", "b.py::f", "cpu", [error])
+    assert campaign_body(replace(r, findings=alike_pair))["violate_alike"] is True
+    assert campaign_body(r)["violate_alike"] is False
+    assert campaign_body(replace(r, baseline=None, findings=alike_pair))["violate_alike"] is False
+
