@@ -202,7 +202,7 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
 
 #: the likely cause of a value read back that differs, where downloads had not landed
 UNLANDED = ("possibly a read before a download landed: {downloads} had not been seen "
-            "landed when {where} began, nor when it returned (no event or "
+            "landed when {where} began (no event or "
             "synchronization the host waited for was ordered after {it}); a read of {its} "
             "pinned memory before waiting for {it} (a numpy view reads nothing the model "
             "sees) reads what was there before: wait for {its} event first")
@@ -210,9 +210,10 @@ UNLANDED = ("possibly a read before a download landed: {downloads} had not been 
 
 def _unlanded(seen: Trace, ops: list) -> dict:
     """``{"context": ...}`` naming the downloads into pinned memory the host had not seen
-    land when the last of operation records ``ops`` with some began, nor when it ended (a
-    numpy read of them there read what was there before); ``{}`` where there is none, or
-    where ``seen`` has a race of its own to explain what differs."""
+    land when the last of operation records ``ops`` with some began (a numpy read of them
+    before the operation waited for them read what was there before: one it waited for
+    later in the same operation is named too, as the read may come first); ``{}`` where
+    there is none, or where ``seen`` has a race of its own to explain what differs."""
     if seen.hazards:
         return {}
     for op in reversed(ops):

@@ -198,9 +198,6 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                             outcome = "raised " + exception_text(exc, type(exc)) + \
                                 raised_by_work(exc)
                     model.sweep()        # host writes of this operation into pending copies
-                    if unlanded:     # ... and those it waited for: a read after them is fine
-                        still = set(model.unlanded())
-                        unlanded = tuple(d for d in unlanded if d in still)
                     if outcome is None and result is not None:
                         refuse_device_values(model, protocol, result,
                                              f"operation {op.name!r}", view.index)
