@@ -19,8 +19,9 @@ from stagecheck.spec.findings import context_label
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 
-__all__ = ["InfoGroup", "alike", "error_group_lines", "finding_lines", "findings_count", "findings_sections",
-           "group_slot_table", "info_group_line", "info_groups", "slot_table", "verdict_said"]
+__all__ = ["InfoGroup", "alike", "error_group_lines", "finding_lines", "findings_count",
+           "findings_sections", "group_slot_table", "info_group_line", "info_groups",
+           "slot_table", "verdict_said"]
 
 
 def _cell(v) -> str:

@@ -251,9 +251,9 @@ def render_replay(path: str, saved: dict, baseline: str | None, candidate: str, 
             lines.append(f"  {f.severity}: {f.invariant} ({f.side}) {escape(f.message)}")
     if not findings and baseline is not None:
         lines.append(f"  {messages.REPLAY_NOTHING}")
-    errors = sum(1 for f in findings if f.severity == "error")
-    lines.append(replay_verdict(errors, baseline is None, "example"))
-    if baseline is not None and alike([f for f in findings if f.severity == "error"]):
+    errors = [f for f in findings if f.severity == "error"]
+    lines.append(replay_verdict(len(errors), baseline is None, "example"))
+    if baseline is not None and alike(errors):
         lines.append(messages.BOTH_VIOLATE_ALIKE)
     return "\n".join(lines)
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 # oracles/memory.py, which the checker's guard reads too)
 from stagecheck.oracles.memory import DEFAULT_MEMORY_MIB, default_memory_mib
 
-__all__ = ["BROKEN_EXIT", "BUSY", "CLOSED_EXIT", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT", "RESTART",
-           "SIDES_PER_EXAMPLE", "SharedPosition", "TIMED", "TargetArg", "UNTIMED", "default_memory_mib", "held_targets",
-           "end_left_running", "hold_ender", "hold_position", "next_position", "observed",
-           "observing", "target_arg"]
+__all__ = ["BROKEN_EXIT", "BUSY", "CLOSED_EXIT", "DEFAULT_MEMORY_MIB", "IDLE", "MEMORY_EXIT",
+           "RESTART", "SIDES_PER_EXAMPLE", "SharedPosition", "TIMED", "TargetArg", "UNTIMED",
+           "default_memory_mib", "held_targets", "end_left_running", "hold_ender",
+           "hold_position", "next_position", "observed", "observing", "target_arg"]
 
 #: between requests: no target code runs
 IDLE = 0
