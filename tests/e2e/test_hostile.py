@@ -1309,6 +1309,9 @@ def _run_case(case: Case, tmp: Path, args: list[str], marker: str, seen: dict):
     stdin, stdout, stderr, closed, opened = _stdio(case)
 
     def child_setup() -> None:
+        # as a terminal starts a command: a background job of a script (how CI may run
+        # this suite) inherits SIGQUIT ignored, and stagecheck keeps what it inherits
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
         if case.prepare == "cwd_gone":
             os.rmdir(cwd)                   # the folder the command runs in is deleted
         if closed is not None:
