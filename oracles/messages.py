@@ -306,6 +306,11 @@ REPORT_NOT_WRITTEN_KEPT = ("cannot write {value!r} ({error})", "the exit code st
                            "verdict's ({verdict}: {code}); free space or give another path")
 SAVE_DIR_UNWRITABLE = ("cannot write replay files under {value!r}: {why}",
                        "give --save-dir a folder that can be written")
+#: the same when --save-dir was not given: the default folder under the current one
+SAVE_DIR_DEFAULT_UNWRITABLE = ("cannot write replay files under the default folder {value!r} "
+                               "(no --save-dir given): {why}",
+                               "give --save-dir a folder that can be written, run from a "
+                               "writable folder, or give --no-save (no finding is then saved)")
 REPORT_UNWRITABLE = ("cannot write {value!r}: {why}", "give a path in a writable folder")
 #: ``replay`` of a saved info finding: whether the step sequence still shows it
 REPLAY_INFO_STILL = "the saved info finding [{id}] still shows (info: it does not change the exit code)"

@@ -22,7 +22,7 @@ from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands.crash import is_internal
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.errors import SchemaError, ShimError, StagecheckError, UsageError
-from stagecheck.oracles.options import flag_of, save_folder
+from stagecheck.oracles.options import DEFAULT_SAVE_DIR, flag_of, save_folder
 from stagecheck.oracles.report.replay import untrusted_parts
 from stagecheck.oracles.report.style import colorize, use_color
 from stagecheck.oracles.runner import load_isolated, load_schema_isolated
@@ -81,6 +81,9 @@ CONTRADICTIONS = (
     (("--kernel-backend", "kernel_backend", lambda v: v is not None, None),
      ("--kernel off (--no-kernel)", "kernel", lambda v: v == "off", "auto"),
      "with --kernel off no kernel runs, so no backend would be used"),
+    (("--save-dir", "save_dir", lambda v: v not in (None, DEFAULT_SAVE_DIR), DEFAULT_SAVE_DIR),
+     ("--no-save", "no_save", bool, False),
+     "--no-save writes no replay file and no manifest, so the folder would not be used"),
     (("--list", "list", bool, False), ("--json", "json", lambda v: v is not None, None),
      "--list prints the mutant catalog and runs nothing, so no --json report would be written"),
 )

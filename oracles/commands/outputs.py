@@ -10,6 +10,7 @@ import sys
 from stagecheck.oracles import messages
 from stagecheck.oracles.stdio import CLOSED_AT_START, note, report_to_stderr, stdout_gone
 from stagecheck.oracles.errors import UsageError
+from stagecheck.oracles.options import DEFAULT_SAVE_DIR
 from stagecheck.oracles.report.files import (check_outputs, probe_file, probe_folder,
                                              write_atomic)
 
@@ -43,7 +44,9 @@ class Outputs:
         if self.save_dir:
             why = probe_folder(self.save_dir)
             if why:
-                raise UsageError.of(messages.SAVE_DIR_UNWRITABLE, self.save_dir,
+                default = os.path.normpath(save_dir) == DEFAULT_SAVE_DIR
+                raise UsageError.of(messages.SAVE_DIR_DEFAULT_UNWRITABLE if default
+                                    else messages.SAVE_DIR_UNWRITABLE, self.save_dir,
                                     why=why).located("option --save-dir")
 
     def write(self, option: str, text_of) -> None:

@@ -112,3 +112,22 @@ def test_a_project_setting_yields_to_a_contradicting_command_line(repo, setting,
     assert done.returncode == 0, done.stdout + done.stderr
     settings = json.loads(done.stdout)["settings"]
     assert (settings["kernel"], settings["kernel_backend"]) == (kernel, backend)
+
+
+def test_no_save_with_a_save_dir_is_refused_naming_both(tmp_path):
+    done = _stagecheck(tmp_path, "diff", "legacy", "single-loop", "--no-save", "--save-dir",
+                       "kept")
+    assert done.returncode == 2, done.stderr
+    assert "--save-dir contradicts --no-save" in done.stderr, done.stderr
+    assert not (tmp_path / "kept").exists()
+
+
+def test_a_default_save_folder_that_cannot_be_made_says_so_and_how_to_run_anyway(tmp_path):
+    (tmp_path / ".stagecheck").write_text("a file where the folder would go\n")
+    done = _stagecheck(tmp_path, "diff", "legacy", "single-loop", *BUDGET)
+    assert done.returncode == 2, done.stderr
+    head = messages.SAVE_DIR_DEFAULT_UNWRITABLE[0].split("{value!r}")[1].split(":")[0]
+    assert head in done.stderr and "--no-save" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    again = _stagecheck(tmp_path, "diff", "legacy", "single-loop", *BUDGET, "--no-save")
+    assert again.returncode == 0, again.stderr
