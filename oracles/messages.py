@@ -966,6 +966,8 @@ SCHEMA_CODE_CHANGED = ("{value} changed the checker's process in a way stagechec
                        "hooks, a protocol's when and checks) must not lower resource limits; "
                        "fix the schema")
 SCHEMA_LOAD_RAISED = ("loading schema {value!r} in a worker ran its code, which raised "
+#: the REPRODUCE section of the text report: its tests are printed at the left margin
+REPRODUCE_PASTE = "each pastes into a test file as printed"
                       "{error}", "a schema's module-level code and its functions (build, "
                       "derive, hooks) must not fail on what its own space draws, however often "
                       "they run; 'stagecheck schema check FILE' dry-runs them")

@@ -207,9 +207,9 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
     if errors and show_tests:
         distinct = {json.dumps(g.head.scenario, sort_keys=True): g.head for g in groups}
         lines += ["", f"REPRODUCE: {len(distinct)} shrunk step sequence(s) as pytest tests "
-                  "(one per error)"]
+                  f"(one per error; {messages.REPRODUCE_PASTE})"]
         for f in distinct.values():
-            lines += ["", *("    " + row for row in protocol_pytest_example(
+            lines += ["", *protocol_pytest_example(
                 f, *result.pinned(), result.loadable_protocol(),
-                result.config).splitlines())]
+                result.config).splitlines()]
     return "\n".join(lines)

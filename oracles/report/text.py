@@ -133,7 +133,7 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
         for f in (m for g in error_groups(errors) for m in g.findings):
             distinct.setdefault(json.dumps(f.scenario, sort_keys=True), f)
         lines += ["", f"REPRODUCE: {len(distinct)} shrunk scenario(s) as pytest tests "
-                  "(they survive hypothesis upgrades)"]
+                  f"(they survive hypothesis upgrades; {messages.REPRODUCE_PASTE})"]
         for data, f in distinct.items():
             if len(data) > INLINE_SCENARIO_CHARS:
                 where = (f"stagecheck replay {escape(saved[f.id])} runs it again"
@@ -143,9 +143,8 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
                 lines += ["", messages.REPRODUCE_TOO_LARGE.format(
                     id=f.id, slots=f.scenario.get("capacity"), chars=len(data), where=where)]
                 continue
-            lines += ["", *("    " + row for row in
-                            pytest_example(f, **snippet_setting(
-                                result, targets, shims)).splitlines())]
+            lines += ["", *pytest_example(f, **snippet_setting(
+                result, targets, shims)).splitlines()]
     if not errors:
         lines += ["", messages.CLEAN_RUN_HINT.format(
             more=c.examples * 10, examples=c.examples, seed=c.seed,

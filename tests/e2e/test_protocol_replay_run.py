@@ -55,8 +55,8 @@ def test_a_hang_found_with_a_timeout_replays_as_a_hang(hang):
 def test_the_pasted_test_of_a_hang_passes_the_timeout_and_fails(hang):
     folder, proc, _ = hang
     lines = proc.stdout.splitlines()
-    start = lines.index("    import json")
-    test = [line[4:] for line in lines[start:start + 10]]
+    start = lines.index("import json")                  # pasted as printed
+    test = lines[start:start + 10]
     assert any("timeout=0.3" in line for line in test), test
     (folder / "test_pasted.py").write_text("\n".join(test) + "\n")
     ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

@@ -131,3 +131,18 @@ def test_a_default_save_folder_that_cannot_be_made_says_so_and_how_to_run_anyway
     assert "Traceback" not in done.stderr
     again = _stagecheck(tmp_path, "diff", "legacy", "single-loop", *BUDGET, "--no-save")
     assert again.returncode == 0, again.stderr
+
+
+def test_the_reproduction_test_in_the_text_report_runs_pasted_as_printed(tmp_path):
+    done = _stagecheck(tmp_path, "diff", "legacy", BUGGY, *BUDGET, "--no-save")
+    assert done.returncode == 1, done.stderr
+    assert messages.REPRODUCE_PASTE in done.stdout
+    lines = done.stdout.splitlines()
+    start = lines.index("import json")
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("    assert not"))
+    (tmp_path / "test_pasted.py").write_text("\n".join(lines[start:end + 1]) + "\n")
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "test_pasted.py"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=600)
+    assert ran.returncode == 1 and "1 failed" in ran.stdout, ran.stdout + ran.stderr
+    assert "copy_discipline" in ran.stdout, ran.stdout
