@@ -288,6 +288,10 @@ KERNEL_ALWAYS_NO_CONSUMER = ("{value!r} is about the schema's consumer kernel, b
                              "{schema!r} declares none, so there is no kernel to run",
                              "leave the option out; a schema names its kernel with "
                              "consumer= (docs/schemas.md, 'Hooks')")
+MAX_DRAFTS_NO_DRAFTS = ("{value!r} bounds draft-token lists, but schema {schema!r} declares "
+                        "no draft-list input (Input(drafts=True)), so no list would be drawn",
+                        "leave --max-drafts out for this schema; a schema marks its draft "
+                        "lists with drafts=True (docs/schemas.md)")
 HANG = "the call did not return within the time limit (hang)"
 MANIFEST_LINE = "this run saved {count} replay file(s); its manifest lists them: {path}"
 SYMBOLIC_UNDECIDED = ("verdict: UNDECIDED on {paths} path(s) — no error finding, {infos} info "

@@ -29,6 +29,7 @@ from stagecheck.oracles.report.replay import kept_findings, new_run_id, save_run
 from stagecheck.oracles.report.text import examples_tried, verdict_said
 from stagecheck.oracles.runner import close_after_campaign
 from stagecheck.oracles.targets import schema_spec
+from stagecheck.spec.space import draft_bound
 
 __all__ = ["CampaignCommand", "COMMANDS"]
 
@@ -53,6 +54,7 @@ class CampaignRun:
     kernel_asked: str | None = None  # the kernel option given on the command line that
                                      # needs a consumer kernel: '--kernel always' or
                                      # '--kernel-backend NAME'
+    drafts_asked: int | None = None  # --max-drafts as the command line gave it
 
 
 def kernel_backend(values: dict) -> str | None:
@@ -111,7 +113,9 @@ class CampaignCommand(Command):
         return CampaignRun(baseline, candidate, config, schema_of(values["schema"]),
                            values["shims"], values["strict"], values["verbose"],
                            not values.get("no_save"), bool(values.get("save_infos")),
-                           kernel_asked(values, getattr(args, "from_config", ())))
+                           kernel_asked(values, getattr(args, "from_config", ())),
+                           None if "max_drafts" in getattr(args, "from_config", ())
+                           else values.get("max_drafts"))
 
     def run(self, run: CampaignRun, values: dict, outputs: Outputs) -> Outcome:
         pairs = ([(run.baseline, "BASELINE")] if run.baseline else []) + \
@@ -127,6 +131,10 @@ class CampaignCommand(Command):
                     raise UsageError.of(messages.KERNEL_ALWAYS_NO_CONSUMER, value,
                                         schema=candidate.schema.name
                                         ).located(f"option {flag}")
+                if run.drafts_asked is not None and draft_bound(candidate.schema) is None:
+                    raise UsageError.of(messages.MAX_DRAFTS_NO_DRAFTS, run.drafts_asked,
+                                        schema=candidate.schema.name
+                                        ).located("option --max-drafts")
                 try:
                     result = run_campaign(baseline, candidate, run.config, progress,
                                           runner=runner)

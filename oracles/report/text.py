@@ -50,8 +50,8 @@ def campaign_bounds(result) -> tuple[int | None, int | None]:
     capacity = c.max_capacity if c.max_capacity is not None else \
         (schema.max_capacity if schema is not None else None)
     drafts = getattr(c, "max_drafts", None)
-    if drafts is None and schema is not None:
-        drafts = draft_bound(schema)
+    if schema is not None and (drafts is None or draft_bound(schema) is None):
+        drafts = draft_bound(schema)        # a schema without draft lists drew none
     return capacity, drafts
 
 

@@ -47,3 +47,18 @@ def test_a_schema_file_with_a_colon_and_no_name_is_refused_as_a_protocol_s_is(ar
     assert proc.returncode == 2, proc.stdout + proc.stderr
     problem, fix = messages.SCHEMA_NO_NAME
     assert problem.format(value=spec) in proc.stderr and fix in proc.stderr
+
+
+def test_max_drafts_for_a_schema_without_draft_lists_is_exit_2_naming_the_schema(tmp_path):
+    user = ROOT / "tests" / "user_schema"
+    target = f"{user / 'attention_lengths.py'}::stage_attention_lengths"
+    done = _stagecheck("spec", target, "--schema", str(user / "attention_lengths_schema.py"),
+                       "--max-drafts", "4", "--examples", "5", "--no-save")
+    assert done.returncode == 2, done.stdout + done.stderr
+    problem, fix = messages.MAX_DRAFTS_NO_DRAFTS
+    assert "option --max-drafts: " + problem.format(value=4, schema="attention-lengths") \
+        in done.stderr, done.stderr
+    assert fix in done.stderr and "Traceback" not in done.stderr
+    kept = _stagecheck("diff", "legacy", "single-loop", "--max-drafts", "4", "--examples", "5",
+                       "--no-save")                 # a schema with draft lists takes it
+    assert kept.returncode == 0 and "drafts <= 4" in kept.stdout, kept.stdout + kept.stderr
