@@ -42,6 +42,7 @@ from stagecheck.oracles.campaign_impact import KernelImpactProbe
 from stagecheck.oracles.campaign_progress import ProgressTelling
 from stagecheck.oracles.campaign_shrinking import Shrinking
 from stagecheck.oracles.collect import FindingsCollector
+from stagecheck.oracles.compare import known_stop
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.evaluate import judge, with_kernel_impact
 from stagecheck.oracles.gcpause import fewer_collections
@@ -59,11 +60,10 @@ __all__ = ["BATCH", "SAMPLE_EVERY", "CampaignResult", "resolved_bounds", "run_ca
            "same_schema"]
 
 #: examples per batch sent to a worker (the first batches of a stream are smaller:
-#: FIRST_BATCH, then twice as many each time)
+#: FIRST_BATCH, then twice as many each time), and at most about BATCH_SLOTS slots (the
+#: sum of its scenarios' capacities: 8 full 1,024-slot scenarios; the worker starts on
+#: the first one soon, and the checker's last judging, which nothing overlaps, is short)
 BATCH = 128
-#: ... and at most about this many slots (the sum of its scenarios' capacities): a batch
-#: of full 1,024-slot scenarios is 8 examples, so the worker starts on the first one
-#: soon and the checker's last judging, which nothing overlaps, is short
 BATCH_SLOTS = 8192
 FIRST_BATCH = 16
 #: one example in this many (that the fast run passed) is run again instrumented
@@ -71,12 +71,12 @@ SAMPLE_EVERY = 16
 #: examples of the hypothesis edge-case stream per stream, at most (about 4 ms each:
 #: hypothesis draws value by value), by default one per 20 of the random stream
 EDGE_EXAMPLES = 100
-#: calls of one kind (hang, or ended its process) after which the out-of-contract stream
 #: out-of-contract examples with a difference, repaired into the contract and run again
 #: (``_Search.repair``), at most
 REPAIRS = 8
-#: stops: each costs a deadline or a new worker, and the finding is the same. A kind the
-#: in-contract stream already found (an error) stops it at the first
+#: calls of one kind (hang, or ended its process) after which the out-of-contract stream
+#: stops (each costs a deadline or a new worker); a kind the in-contract stream found
+#: stops it at the first, as info: the same error again (``compare.known_stop``)
 STOPPED_CALLS_PER_STREAM = 3
 STREAMS = ("in", "out")
 
@@ -92,14 +92,12 @@ class CampaignResult(TargetPair, FindingsResult):
     schema_spec: str | None = None         # how to load it again (--schema), if not built in
     examples_instrumented: int = 0         # examples also run on instrumented buffers
     examples_edge: int = 0                 # examples of the hypothesis edge-case stream
-    examples_kernel: int = 0               # examples the kernel oracle ran on (--kernel
-                                           # always: every example; else kept findings)
+    examples_kernel: int = 0               # kernel oracle's (--kernel always: all)
     kernel_seconds: float = 0.0            # the time those kernel runs took
     first_error_seconds: float | None = None   # from the start of the campaign
     shrink_seconds: float = 0.0            # what shrinking the findings took, in all
     stream_notes: dict = field(default_factory=dict)   # stream ("in"/"out") -> why it
-                                           # stopped before its budget (calls that hung
-                                           # or ended their process); none: it did not
+                                           # stopped before its budget (calls that hung)
     interrupted: str | None = None   # the signal (e.g. "SIGINT") that stopped the run early:
                                      # then this is a partial result and has no verdict
 
@@ -310,6 +308,8 @@ class _Search(ProgressTelling, Shrinking, HypothesisStream, KernelImpactProbe):
                     if sample and index % sample == 0:
                         self.result.examples_instrumented += 1
                     findings = self.judge(s, observations, self.kernel_every)
+                    if stream != "in" and self.last_stopped in self.error_stopped:
+                        findings = known_stop(findings, self.last_stopped)
                     if self.last_stopped:
                         # the wait for this answer was that call's deadline (or a new
                         # worker): not the pace of the rest

@@ -9,9 +9,11 @@ What each difference means is stated once, in ``spec.invariants.DIFFERENCES``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import compress, count
 from operator import ne
 
+from stagecheck.oracles import messages
 from stagecheck.spec import ERROR, INFO, Finding, Observation, StagingScenario, TargetProfile
 from stagecheck.spec.invariants import input_difference
 
@@ -25,7 +27,7 @@ class _Absent:
 
 ABSENT = _Absent()
 
-__all__ = ["compare", "outcome"]
+__all__ = ["compare", "ended", "known_stop", "outcome"]
 
 
 def _copy_ranges(o: Observation, buffer: str) -> list[tuple[int, int]]:
@@ -60,8 +62,22 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
                            extra=extra, **kw))
 
     if (a.exception_type, a.timed_out, a.crashed) != (b.exception_type, b.timed_out, b.crashed):
-        add("same_outcome", f"baseline {outcome(a)}, candidate {outcome(b)}", True,
-            baseline=outcome(a), candidate=outcome(b))
+        if ended(a) and not ended(b) and severity(True) == INFO:
+            # a failure path may raise where the other raised nothing, never stall or end
+            # the engine: a hang or an end of the process the baseline did not have is an
+            # error on any input
+            out.append(Finding("same_outcome", ERROR, f"baseline {outcome(a)}, candidate "
+                               f"{outcome(b)}{messages.OUTCOME_WORSE_ON_ANY_INPUT}",
+                               side="both", in_contract=in_contract,
+                               baseline=outcome(a), candidate=outcome(b),
+                               extra={"context": _context(s, pa, pb, in_contract,
+                                                          contracts_differ, a, b),
+                                      # shrunk as a stopped call is (by size, one try at a
+                                      # time under a shorter limit)
+                                      "kind": "hang" if b.timed_out else "crash"}))
+        else:
+            add("same_outcome", f"baseline {outcome(a)}, candidate {outcome(b)}", True,
+                baseline=outcome(a), candidate=outcome(b))
     elif a.exception_message != b.exception_message:
         add("same_message", "same exception type, different message text (the contract is the "
             "type and the request id; logs matched on the text would change)", False,
@@ -133,6 +149,27 @@ def _context(s: StagingScenario, pa: TargetProfile, pb: TargetProfile, in_contra
         return failure
     return (f"baseline {outcome(a)}, candidate {outcome(b)}: what a call that did not return "
             "left staged is not held to the other's (the outcome is the finding)")
+
+
+def known_stop(findings: list[Finding], kind: str) -> list[Finding]:
+    """``findings`` of an out-of-contract example whose call hung or ended its process
+    (``kind``) after the in-contract stream found such a call, an error: the same error
+    again, so its ``same_outcome`` is info, with why (one error per bug, shrunk once)."""
+    return [replace(f, severity=INFO, message=f.message.removesuffix(
+        messages.OUTCOME_WORSE_ON_ANY_INPUT), extra={**f.extra, "context": (
+        f"{f.extra.get('context', 'out of contract')}; "
+        + messages.KNOWN_STOP.format(what=outcome_words(kind)))})
+        if f.invariant == "same_outcome" and f.severity == ERROR
+        and f.extra.get("kind") == kind else f for f in findings]
+
+
+def outcome_words(kind: str) -> str:
+    return "hung" if kind == "hang" else "ended its process"
+
+
+def ended(o: Observation) -> bool:
+    """The call ended by itself: it returned or raised (no hang, its process alive)."""
+    return not o.timed_out and o.crashed is None
 
 
 def outcome(o: Observation) -> str:

@@ -292,6 +292,13 @@ MAX_DRAFTS_NO_DRAFTS = ("{value!r} bounds draft-token lists, but schema {schema!
                         "no draft-list input (Input(drafts=True)), so no list would be drawn",
                         "leave --max-drafts out for this schema; a schema marks its draft "
                         "lists with drafts=True (docs/schemas.md)")
+#: a same_outcome error on an input outside the contract (or where the contracts differ)
+OUTCOME_WORSE_ON_ANY_INPUT = ("; an error on any input: a call may raise on an input outside "
+                              "its contract, never hang or end its process where the "
+                              "baseline ended its call")
+#: the context of that finding's info where the in-contract stream found the same kind
+KNOWN_STOP = ("the in-contract stream already found a call that {what}, an error: the same "
+              "error, shrunk once")
 HANG = "the call did not return within the time limit (hang)"
 MANIFEST_LINE = "this run saved {count} replay file(s); its manifest lists them: {path}"
 SYMBOLIC_UNDECIDED = ("verdict: UNDECIDED on {paths} path(s) — no error finding, {infos} info "

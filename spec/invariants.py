@@ -647,7 +647,9 @@ INVARIANTS_BY_ID = {inv.id: inv for inv in INVARIANTS}
 #: What two runs of one scenario (baseline and candidate) must share, each stated once;
 #: ``oracles/compare.py`` checks them, ``kernel_results`` is the kernel oracle's.
 DIFFERENCES: dict[str, str] = {
-    "same_outcome": "Both generations end the same way (return, or the same exception type).",
+    "same_outcome": "Both generations end the same way (return, or the same exception type); "
+                    "a hang or an end of the process where the baseline ended its call is an "
+                    "error on any input, in contract or not.",
     "same_message": "Both raise with the same message text (info: the contract is the type "
                     "and the request id).",
     "same_buffers": "Every CPU view and GPU mirror, live slots and tail, ends identical.",

@@ -270,7 +270,7 @@ def findings_sections(errors: list[Finding], infos: list[Finding], saved: dict |
     lines: list[str] = []
     if errors:
         groups = error_groups(errors)
-        lines += ["", "ERRORS (spec violations or in-contract divergence)"
+        lines += ["", "ERRORS (spec violations, in-contract divergence, hangs and crashes)"
                   + (": " + messages.ERRORS_GROUPED.format(errors=len(groups),
                                                            findings=len(errors))
                      if len(groups) < len(errors) else ""),

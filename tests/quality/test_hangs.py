@@ -118,3 +118,35 @@ def test_a_batch_answer_ends_at_a_call_the_worker_stopped_and_observe_runs_the_r
         assert next(answers, None) is None
     finally:
         runner.close()
+
+
+def test_a_candidate_that_hangs_only_out_of_contract_is_an_error_shrunk_to_the_breach(tmp_path):
+    """The baseline raises on a batch above capacity; a candidate that spins there instead
+    is an error though the input should not happen (was: info, exit 0, the stream cut
+    short after three hangs)."""
+    path = tmp_path / "spins_above_capacity.py"
+    path.write_text(textwrap.dedent('''
+        def stage_postprocess_inputs_to_gpu(ctx, scheduler_output, req_ids, num_reqs,
+                                            requests, mamba_state_idx):
+            bufs = (ctx.mamba_state_idx_buf, ctx.num_scheduled_tokens_buf,
+                    ctx.num_computed_tokens_buf, ctx.num_draft_tokens_buf)
+            while num_reqs > len(bufs[0].np):    # the bug: spins where IndexError was
+                pass
+            for i, r in enumerate(req_ids[:num_reqs]):
+                assert r in mamba_state_idx, f"no state index for {r}"
+                bufs[0].np[i] = mamba_state_idx[r]
+                bufs[1].np[i] = scheduler_output.num_scheduled_tokens[r]
+                bufs[2].np[i] = requests[r].num_computed_tokens
+                bufs[3].np[i] = len(scheduler_output.scheduled_spec_decode_tokens.get(r, []))
+            for b in bufs:
+                b.copy_to_gpu(num_reqs)
+    '''))
+    result = run_campaign(load_target("single-loop"),
+                          load_target(f"{path}::stage_postprocess_inputs_to_gpu"),
+                          CampaignConfig.from_options(examples=60, timeout=0.3))
+    (hang,) = [f for f in result.errors if f.invariant == "same_outcome"]
+    assert not hang.in_contract and "candidate hung" in hang.message, hang
+    assert hang.extra["kind"] == "hang" and "out of contract" in hang.extra["context"]
+    assert hang.scenario["num_reqs"] > hang.scenario["capacity"], hang.scenario
+    assert hang.scenario["capacity"] <= 64, hang.scenario         # shrunk by size
+    assert not [f for f in result.errors if f.in_contract]

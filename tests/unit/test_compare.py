@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from stagecheck.oracles.compare import compare
+from stagecheck.oracles import messages
+from stagecheck.oracles.compare import compare, known_stop
 from stagecheck.oracles.observe.fast import _as_left
 from stagecheck.spec import DEFAULT_SCHEMA, ERROR, INFO, Copy, Observation
 from stagecheck.spec.invariants import check_mirror_consistency
@@ -79,6 +80,21 @@ RULES = [
      [("same_message", INFO, None, "out of contract: failure path: live request 'req-b' "
        "(slot 1) has no mamba_state_idx, so both raise and partial writes may differ; "
        "num_prompt_tokens['req-b']=1099511627776 does not fit")]),
+    ("the candidate hangs out of contract where the baseline raised: an error anyway",
+     OUT_OF_CONTRACT, run(*ASSERT), run("CallTimedOut", timed_out=True), (OLD, OLD),
+     [("same_outcome", ERROR, None, "out of contract: num_reqs=7")]),
+    ("the candidate ends its process on a failure path where the baseline raised: an error",
+     MISSING_B, run(*ASSERT), Observation.of_crash("killed by SIGSEGV"), (OLD, OLD),
+     [("same_outcome", ERROR, None, None)]),
+    ("the candidate ends its process where the two contracts differ: an error anyway",
+     dict(run_prefix_state_migration=False, **MISSING_B), run(*ASSERT),
+     Observation.of_crash("killed by SIGSEGV"), (OLD, LATER),
+     [("same_outcome", ERROR, None, "the two contracts differ"),
+      ("same_fields", INFO, "is_prefilling", "the two contracts differ"),
+      ("same_fields", INFO, "state_idx", "the two contracts differ")]),
+    ("the baseline hangs out of contract, the candidate raises: info (no worse)",
+     OUT_OF_CONTRACT, run("CallTimedOut", timed_out=True), run(*ASSERT), (OLD, OLD),
+     [("same_outcome", INFO, None, "out of contract: num_reqs=7")]),
     ("copy ranges differ", {}, run(), run(copies={FOUR[3]: (0, 6)}), (OLD, OLD),
      [("same_copies", ERROR, "draft", None)]),
     ("inputs differ afterwards", {}, run(), run(inputs={"mamba_state_idx": {}}), (OLD, OLD),
@@ -103,10 +119,12 @@ def test_compare_rules(name, changes, a, b, profiles, expected):
     assert got == [(inv, sev, field) for inv, sev, field, _ in expected], found
     for f, (_, severity, _, words) in zip(found, expected):
         assert f.side == "both"
-        if severity == INFO and words:
+        if words:                       # why it is info, or an error outside the contract
             assert words in f.extra["context"], f.extra
-        if severity == ERROR:
+        elif severity == ERROR:
             assert "context" not in f.extra
+        if severity == ERROR and f.invariant == "same_outcome" and words:
+            assert f.message.endswith(messages.OUTCOME_WORSE_ON_ANY_INPUT), f.message
 
 
 def test_a_buffer_difference_names_the_first_slot_and_keeps_every_slot():
@@ -150,3 +168,18 @@ def test_a_view_resized_past_its_memory_is_read_within_its_memory():
         pass
     assert view.numel() == 10**8                  # the new size stayed
     assert _as_left(view) == [0, 1, 2, 3, None]
+
+
+def test_a_known_stop_out_of_contract_is_info_naming_the_in_contract_error():
+    """After the in-contract stream found a hang (an error), the out-of-contract stream's
+    hang is the same error: info, with why, and without the words of an error."""
+    found = compare(scenario(**OUT_OF_CONTRACT), run(*ASSERT),
+                    run("CallTimedOut", timed_out=True), OLD, OLD)
+    (hung,) = found
+    assert hung.severity == ERROR and hung.extra["kind"] == "hang"
+    (known,) = known_stop(found, "hang")
+    assert known.severity == INFO and known.extra["kind"] == "hang"
+    assert messages.KNOWN_STOP.format(what="hung") in known.extra["context"]
+    assert known.extra["context"].startswith("out of contract: num_reqs=7")
+    assert not known.message.endswith(messages.OUTCOME_WORSE_ON_ANY_INPUT), known.message
+    assert known_stop(found, "crash") == found       # another kind: still its own error
