@@ -299,6 +299,20 @@ OUTCOME_WORSE_ON_ANY_INPUT = ("; an error on any input: a call may raise on an i
 #: the context of that finding's info where the in-contract stream found the same kind
 KNOWN_STOP = ("the in-contract stream already found a call that {what}, an error: the same "
               "error, shrunk once")
+#: an error finding whose example, run again alone in a fresh worker, did not show it
+NOT_SHOWN_ALONE = ("not shown when its example ran again alone in a fresh worker: it "
+                   "depends on the calls before it in the same process (state kept across "
+                   "calls, such as a module-level cache or counter) or on chance; its replay "
+                   "and its pytest test run it alone and may pass")
+#: ``replay`` of such a finding, which shows nothing now
+REPLAY_NOT_ALONE = ("when it was found, this example did not show it alone in a fresh worker "
+                    "either: it depended on the calls before it (state kept across calls) "
+                    "or on chance; run the search that found it again to see it")
+#: ``replay --schema`` of a schema other than the one the saved example was drawn for
+REPLAY_OTHER_SCHEMA = ("{value!r} is schema {given!r}, but the saved example was drawn for "
+                       "schema {saved!r}: its inputs are that schema's",
+                       "give --schema the schema the example was drawn for (a file of that "
+                       "name), or leave --schema out")
 HANG = "the call did not return within the time limit (hang)"
 MANIFEST_LINE = "this run saved {count} replay file(s); its manifest lists them: {path}"
 SYMBOLIC_UNDECIDED = ("verdict: UNDECIDED on {paths} path(s) — no error finding, {infos} info "
@@ -727,6 +741,30 @@ REPLAY_UNTRUSTED_PROTOCOL = ("the replay file names the protocol file {target!r}
 PROTOCOL_TENSOR_DTYPE = ("protocol {value!r}: ctx.tensor got dtype {dtype!r}{guess}, which is no "
                          "torch dtype",
                          "give a torch dtype's name ({names}) or the dtype itself")
+#: ctx.function(name) of a name the target's file (or module) has no function of
+PROTOCOL_FUNCTION_MISSING = ("protocol {value!r}: ctx.function({name!r}) at {where}: target "
+                             "{target} has no module-level function {name!r}{guess} (its "
+                             "functions: {names})", "give the name of a function of the "
+                             "target's file or module, or a target that has it")
+#: a single-call: protocol given a class as its target: it runs one staging function call
+PROTOCOL_SINGLE_CALL_CLASS = ("{value!r} names the class {name!r}, and a one-call protocol "
+                              "(single-call:{schema}) runs one call of a staging function, "
+                              "not a class",
+                              "give the staging function (or method) itself as the target, "
+                              "e.g. 'path/to/file.py::{function}'; to check the class step "
+                              "after step, give instead a protocol that drives it: a built-in "
+                              "one ('stagecheck protocol list') or a protocol file of your own "
+                              "(docs/protocols.md, 'What a protocol declares')")
+#: a warning of the reports: an operation whose when was false at every step drawn (or
+#: device work never launched) was checked of nothing, whatever the verdict says
+PROTOCOL_NEVER_RAN = ("warning: {what} {name!r} never ran in the {sequences} step sequence(s) "
+                      "({steps} step(s)) {run}: nothing of it was checked; {why}")
+PROTOCOL_NEVER_RAN_WHY = {
+    "operation": "its when was false at every step (or each run ended before it): make it "
+                 "true on steps the space draws (StepSpace: dummy, max_drafts, preemption, "
+                 "params), or drop the operation",
+    "device work": "no operation launched it: call it from an operation (a path the "
+                   "protocol's operations never reach checks nothing)"}
 PROTOCOL_COMPONENT_ABSENT = ("the protocol's component {component!r} is not a class of {path}"
                              "{guess}; its class {target!r}, which the target names, is "
                              "driven instead (a FILE::Class target overrides component): "
@@ -953,6 +991,8 @@ CODE_STUCK = ("stagecheck: error: {value} did not return within {cpu:g} s of CPU
 #: an exit handler schema or protocol code registered called os._exit as the run ended
 EXIT_HANDLER_REFUSED = ("stagecheck: an exit handler that schema or protocol code registered "
                         "called os._exit({status}); refused: the run's exit code stands")
+#: the REPRODUCE section of the text report: its tests are printed at the left margin
+REPRODUCE_PASTE = "each pastes into a test file as printed"
 #: the REPRODUCE section of the text report, for a shrunk scenario too large to print
 REPRODUCE_TOO_LARGE = ("    [{id}] the shrunk scenario has {slots} slots ({chars:,} characters of "
                        "JSON), too many to print as a test here: {where}; `--markdown FILE` "
@@ -977,8 +1017,6 @@ SCHEMA_CODE_CHANGED = ("{value} changed the checker's process in a way stagechec
                        "hooks, a protocol's when and checks) must not lower resource limits; "
                        "fix the schema")
 SCHEMA_LOAD_RAISED = ("loading schema {value!r} in a worker ran its code, which raised "
-#: the REPRODUCE section of the text report: its tests are printed at the left margin
-REPRODUCE_PASTE = "each pastes into a test file as printed"
                       "{error}", "a schema's module-level code and its functions (build, "
                       "derive, hooks) must not fail on what its own space draws, however often "
                       "they run; 'stagecheck schema check FILE' dry-runs them")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.campaign import run_campaign
+from stagecheck.oracles.commands.alone import confirm_alone
 from stagecheck.oracles.commands.base import (VERDICT_EXIT, Command, Outcome, internal,
                                               open_targets, refuse_unread_shims, replay_flags,
                                               require_triton, schema_of, triton_available)
@@ -147,6 +148,8 @@ class CampaignCommand(Command):
         finally:
             if progress:
                 progress.close()
+        if result.errors and not result.interrupted:     # does each show alone, too?
+            confirm_alone(result, pairs, run.schema, run.shims)
         return self.outcome(run, result, baseline, candidate, outputs)
 
     def save_partial(self, run: CampaignRun, result, baseline, candidate, outputs: Outputs,

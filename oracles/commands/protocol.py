@@ -37,7 +37,8 @@ from stagecheck.oracles.options import (OPTIONS, PROTOCOL_FIELDS, ProtocolConfig
 from stagecheck.oracles.protocol import (check_protocol, load_protocol, protocol_for_target,
                                          run_protocol_campaign)
 from stagecheck.oracles.protocol.load import protocol_spec
-from stagecheck.oracles.protocol.problems import CHECK_SEQUENCES, dry_run_problems
+from stagecheck.oracles.protocol.problems import CHECK_SEQUENCES, dry_run_problems, unchosen
+from stagecheck.oracles.protocol.ran import never_ran_lines
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.finding_text import alike
 from stagecheck.oracles.report.protocol_json import render_protocol_json
@@ -402,6 +403,9 @@ class ProtocolCommand(Command):
                 lines.insert(2, messages.PROTOCOL_CHECK_DRY_FINDINGS.format(
                     count=len(ran.findings), target=shlex.quote(target),
                     where=shlex.quote(where)))
+        at = 2 + bool(ran is not None and ran.findings)   # what no sequence ran: a warning
+        lines[at:at] = ["  " + escape(w) for w in never_ran_lines(
+            unchosen(protocol) if ran is None else ran.never_ran, "of the dry run")]
         return Outcome("checked", EXIT_CLEAN, protocol, text="\n".join(lines))
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, Command, Outcome,
                                               open_targets, schema_of)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.protocol import replay_protocol_outcome
-from stagecheck.oracles.errors import StagecheckError, UsageError
+from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.evaluate import evaluate
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import ReplayConfig, RunOptions, build
@@ -49,14 +51,19 @@ class ReplayCommand(Command):
             options = RunOptions(device=config.device or saved.get("device", "cpu"),
                                  **replay_run(saved))
         except StagecheckError as exc:
-            raise exc.located("argument FILE") from None
+            raise exc.located(f"argument FILE{_bad_run_field(saved)}") from None
         require_device(options.device)
         schema = schema_of(config.schema)
         if schema is None and saved.get("schema"):
             schema = schema_of(saved["schema"], "argument FILE")
         pairs = ([(base_spec, "--baseline")] if base_spec else []) + [(cand_spec, "--candidate")]
-        with open_targets(pairs, schema, shims,
-                          None if config.shims else "argument FILE") as runner:
+        with _schema_blamed(config.schema), open_targets(
+                pairs, schema, shims, None if config.shims else "argument FILE") as runner:
+            drew = runner.targets[-1].schema.name
+            if config.schema is not None and scenario.schema != drew:
+                raise UsageError.of(messages.REPLAY_OTHER_SCHEMA, config.schema,
+                                    saved=scenario.schema, given=drew
+                                    ).located("option --schema")
             baseline = runner.targets[0] if base_spec else None
             findings = evaluate(baseline, runner.targets[-1], scenario, options,
                                 runner).findings
@@ -69,6 +76,35 @@ class ReplayCommand(Command):
         return Outcome(verdict, EXIT_FINDINGS if errors else EXIT_CLEAN, findings,
                        text=render_replay(config.file, saved, base_spec, cand_spec,
                                           options.device, findings))
+
+
+def _bad_run_field(saved: dict) -> str:
+    """`` (its field 'run.NAME')``: the first field of the file's ``run`` that
+    ``RunOptions`` refuses on its own ('' when none does alone)."""
+    for name, value in replay_run(saved).items():
+        try:
+            RunOptions(**{name: value})
+        except StagecheckError:
+            return f" (its field 'run.{name}')"
+    return ""
+
+
+@contextmanager
+def _schema_blamed(given: str | None):
+    """A target that cannot take the arguments of the schema ``--schema`` gave is said of
+    that option (the targets are the replay file's, the schema is the user's)."""
+    try:
+        yield
+    except TargetLoadError as exc:
+        if given is not None and _SIGNATURE_WORDS in exc.problem:
+            exc.where = "option --schema"
+            exc.fix += f"; or leave --schema {given} out for the schema the file names"
+        raise
+
+
+#: what TARGET_SIGNATURE says of a target the schema cannot call
+_SIGNATURE_WORDS = "cannot take the arguments of schema"
+assert _SIGNATURE_WORDS in messages.TARGET_SIGNATURE[0]
 
 
 def _refuse_unused(flag: str, value: str | None, file: str, what: str,

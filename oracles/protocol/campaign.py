@@ -20,12 +20,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from stagecheck.oracles import interrupt, messages
-from stagecheck.oracles.device.gate import STALLS_KEPT
 from stagecheck.oracles.errors import SchemaError, TargetLoadError
 from stagecheck.oracles.options import ProtocolConfig
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.protocol.judge import judge_sequence
 from stagecheck.oracles.protocol.load import load_protocol, protocol_spec
+from stagecheck.oracles.protocol.ran import never_ran, note_forced, note_ran
 from stagecheck.oracles.protocol.shrink import shrink_sequence
 from stagecheck.oracles.schemas import load_schema
 from stagecheck.oracles.targets import Target, target_ref
@@ -37,8 +37,8 @@ from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.protocol_invariants import END_OF_RUN, compare_runs
 from stagecheck.spec.steps import StepSequence, unfold
 
-__all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "run_protocol_campaign",
-           "stopped_step"]
+__all__ = ["ProtocolConfig", "ProtocolResult", "check_sequence", "note_forced",
+           "run_protocol_campaign", "stopped_step"]
 
 RUN_MODULE = "stagecheck.oracles.protocol.run"
 #: seconds each operation of a worker call gets on top of its limit (--timeout): stagecheck's
@@ -62,6 +62,9 @@ class ProtocolResult(FindingsResult):
     protocol_spec: str = ""     # how it loads again: a built-in name, or its file
     gates_forced: int = 0       # runs whose waits the CUDA model did not all see (the
     stalls: list[str] = field(default_factory=list)    # watchdog opened gates), and where
+    steps_run: int = 0          # steps of the sequences drawn and run, and what they ran
+    ran: set = field(default_factory=set)    # (operation | device work, name): ran.py
+    never_ran: dict = field(default_factory=dict)   # ran.never_ran, once the search ended
 
     def pinned(self) -> tuple[str | None, str]:
         """``(baseline, candidate)`` as specs that load these very targets again from any
@@ -268,6 +271,7 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
     finally:
         runner.close()
     result.findings = _without_shadowed(list(search.kept.values())) if search else []
+    result.never_ran = never_ran(protocol, result)
     result.seconds = time.perf_counter() - started
     if interrupt.requested():
         result.interrupted = interrupt.signal_name(interrupt.requested())
@@ -307,19 +311,6 @@ def check_sequence(baseline: str | None, candidate: str, protocol: Any,
         runner.close()
     return judge_sequence(protocol, seq, sides, labels,
                           _staging_targets(protocol, answers, specs))
-
-
-def note_forced(result: ProtocolResult, sides) -> None:
-    """Count the runs of one sequence (``sides``: ``(meant, seen)`` per target) in which
-    the CUDA backend's watchdog opened the gates, and keep the first places the host was
-    (``Trace.forced``): a run there was checked with copies completing earlier than the
-    latest point, so a race it holds may have gone unseen."""
-    for _, wire in sides:    # the scheduled run: a run as meant closes no gate (and a
-        trace = Trace.from_wire(wire)     # race-free sequence sends its one run twice)
-        if trace.forced_count:
-            result.gates_forced += 1
-            result.stalls += [w for w in trace.forced if w not in result.stalls]
-            del result.stalls[STALLS_KEPT:]
 
 
 def _without_shadowed(findings: list[Finding]) -> list[Finding]:
@@ -409,6 +400,7 @@ class _Search:
                     seq = drawn.pop(index)
                     self.result.sequences_run += 1
                     note_forced(self.result, sides)
+                    note_ran(self.result, len(seq.steps), sides)
                     findings = self.judged(seq, sides)
                     self.keep(findings, seq)
                     if any(f.severity == ERROR for f in findings):

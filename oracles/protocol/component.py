@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import sys
 from typing import Any, Callable
 
@@ -73,11 +74,11 @@ class Code:
                                          ) from None
         return self._module
 
-    def _compile(self, name: str, source: str | None = None):
+    def _compile(self, name: str, source: str | None = None, shown: str | None = None):
         if self._shims is None:
             self._shims = load_shims(self.ref.shims)
         return load_function_from_source(source or self.ref.source, self.ref.filename, name,
-                                         self.ref.spec, shims=self._shims)
+                                         self.ref.spec, shims=self._shims, shown=shown)
 
     # ---------------------------------------------------------------- what a run uses
     def component(self):
@@ -106,7 +107,7 @@ class Code:
             lines = _redecorations(self.ref.source) + [f"return {wanted}"]
             source = (self.ref.source + f"\n\ndef {_ACCESSOR}():\n"
                       + "".join(f"    {line}\n" for line in lines))
-            self._component = self._compile(_ACCESSOR, source)()
+            self._component = self._compile(_ACCESSOR, source, shown=wanted)()
         else:
             module = self._module_object()
             found = getattr(module, wanted, None)
@@ -150,12 +151,41 @@ class Code:
             self._functions[name] = found
         return self._functions[name]
 
+    def function_names(self) -> list[str]:
+        """The module-level functions of the target's file or module, sorted."""
+        if self.ref.source is not None:
+            return sorted(_functions(self.ref.source))
+        module = self._module_object()
+        return sorted(n for n, v in vars(module).items()
+                      if inspect.isfunction(v) and not n.startswith("__"))
+
     def staging_target(self):
-        """The staging function as a ``Target`` (one-step protocols)."""
+        """The staging function as a ``Target`` (one-step protocols); a target naming a
+        class is said to need a staging function (``PROTOCOL_SINGLE_CALL_CLASS``)."""
         if self._staging is None:
-            self._staging = load_target(self.ref.spec, self._schema, self.ref.shims) \
-                if self.ref.source is None else _target_from_source(self.ref, self._schema)
+            try:
+                self._staging = load_target(self.ref.spec, self._schema, self.ref.shims) \
+                    if self.ref.source is None else _target_from_source(self.ref, self._schema)
+            except TargetLoadError:
+                if not self._names_class():
+                    raise
+                schema = getattr(self._schema, "name", "SCHEMA")
+                functions = getattr(self._schema, "functions", ()) or ("function",)
+                raise TargetLoadError.of(messages.PROTOCOL_SINGLE_CALL_CLASS, self.ref.spec,
+                                         name=self.name, schema=schema,
+                                         function=functions[0]) from None
         return self._staging
+
+    def _names_class(self) -> bool:
+        """Whether the target names a class (``FILE::Class``, ``module:Class``)."""
+        if "." in self.name:
+            return False
+        if self.ref.source is not None:
+            return self.name in _classes(self.ref.source)
+        try:
+            return inspect.isclass(getattr(self._module_object(), self.name, None))
+        except TargetLoadError:
+            return False
 
 
 def _target_from_source(ref: TargetRef, schema):

@@ -11,6 +11,7 @@ work on the model (``DeviceModel.launch``).
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 from typing import Any
 
@@ -79,7 +80,18 @@ class RunContext:
         return self.code.component()(*args, **kwargs)
 
     def function(self, name: str):
-        return self.code.function(name)
+        """Module-level function ``name`` of the target's file or module; a name it lacks is
+        the protocol's mistake (``SchemaError``, exit 2), never a None to call."""
+        found = self.code.function(name)
+        if found is None:
+            names = self.code.function_names()
+            caller = sys._getframe(1)
+            raise SchemaError.of(messages.PROTOCOL_FUNCTION_MISSING, self.protocol.name,
+                                 name=name, target=self.code.ref.spec,
+                                 where=f"{caller.f_code.co_filename}:{caller.f_lineno}",
+                                 guess=did_you_mean(str(name), names),
+                                 names=", ".join(names) or "none")
+        return found
 
     def tensor(self, values: list, dtype):
         """A device tensor of ``values``; ``dtype`` a torch dtype's name (``"int64"``,

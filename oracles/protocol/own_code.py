@@ -202,10 +202,10 @@ def built_class(code, protocol: Protocol) -> str:
 
 
 def call_refused(build, exc: BaseException) -> str | None:
-    """``file:line`` in ``build`` when ``exc`` is a TypeError raised by a call there that
-    the callee refused (arguments it does not take: the innermost frame is ``build``'s own,
-    or ``ctx.component``'s that it called); None otherwise (the component's code raised
-    it, or something else did)."""
+    """``file:line`` where ``build`` called ``ctx.component`` when ``exc`` is the TypeError
+    of that call's binding (the component refused the arguments: the innermost frame is
+    ``ctx.component``'s own, the class's ``__init__`` never started); None otherwise (the
+    component's code raised it, or ``build``'s own code did: ``len(5)``, a None called)."""
     code = getattr(build, "__code__", None)
     if not isinstance(exc, TypeError) or code is None or exc.__traceback__ is None:
         return None
@@ -215,7 +215,8 @@ def call_refused(build, exc: BaseException) -> str | None:
         return frame.name == fn_code.co_name and \
             os.path.realpath(frame.filename) == os.path.realpath(fn_code.co_filename)
 
-    if not (is_(frames[-1], code) or is_(frames[-1], RunContext.component.__code__)):
+    if len(frames) < 2 or not is_(frames[-1], RunContext.component.__code__) \
+            or not any(is_(f, code) for f in frames):
         return None
-    mine = [f for f in frames if is_(f, code)]
-    return f"{mine[-1].filename}:{mine[-1].lineno}" if mine else None
+    caller = frames[-2]          # the protocol's line that called ctx.component
+    return f"{caller.filename}:{caller.lineno}"

@@ -22,7 +22,7 @@ from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 from stagecheck.spec.steps import unfold
 
 __all__ = ["CHECK_SEQUENCES", "NAME", "check_protocol", "drawable", "dry_run_problems",
-           "when_problem"]
+           "unchosen", "when_problem"]
 
 #: step sequences the dry run draws (``protocol check``, and a file's probe in a worker)
 CHECK_SEQUENCES = 30
@@ -241,3 +241,20 @@ def dry_run_problems(protocol: Protocol, sequences: int = CHECK_SEQUENCES) -> li
                 if not isinstance(answer, bool):
                     failed[k] = when_problem(k, op, answer, view.index)
     return [failed[k] for k in sorted(failed)]
+
+
+def unchosen(protocol: Protocol, sequences: int = CHECK_SEQUENCES) -> dict | None:
+    """The operations whose ``when`` answered True at no step of ``sequences`` drawn step
+    sequences, as ``ran.never_ran`` names them (None where drawing or a ``when`` fails:
+    ``dry_run_problems`` says so)."""
+    chosen, steps = set(), 0
+    try:
+        drawn = drawable(protocol)
+        for index in range(sequences):
+            for view in unfold(sample_sequence(drawn, 0, index)):
+                steps += 1
+                chosen |= {op.name for op in protocol.operations if op.when(view) is True}
+    except Exception:
+        return None
+    return {"operations": [op.name for op in protocol.operations if op.name not in chosen],
+            "device_work": [], "sequences": sequences, "steps": steps}

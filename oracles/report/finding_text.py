@@ -169,6 +169,8 @@ def finding_lines(f: Finding, saved: dict | None = None, schema=None,
         lines.append(f"  {context_label(f)}: {escape(f.extra['context'])}")
     if f.examples_to_find is not None:
         lines.append(f"  found after {f.examples_to_find} example(s)")
+    if f.extra.get("not_alone"):
+        lines.append(f"  {messages.NOT_SHOWN_ALONE}")
     if schema is not None and f.severity == ERROR:
         source, values = _table_source(f, members or [], schema)
         table = slot_table(source, schema, values=values)

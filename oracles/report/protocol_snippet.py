@@ -1,7 +1,7 @@
 """A protocol finding as a ready pytest test, importing only stagecheck.
 
 The test names every file it runs by its absolute path (a file target, a protocol file, a
-single-call protocol's schema file), so it runs pasted anywhere, from any folder; it fails
+single-call protocol's schema file, each shim), so it runs pasted anywhere, from any folder; it fails
 with the messages of the error findings its sequence still shows."""
 
 from __future__ import annotations
@@ -47,13 +47,16 @@ def protocol_pytest_example(f: Finding, baseline: str | None, candidate: str,
     each error finding's id and message, while the sequence still shows one. It carries
     the sequence as plain data, and the run options that decide what it shows (the
     device, each operation's time limit, the device work queued on cuda) of ``config``,
-    the ``ProtocolConfig`` of the run that found it (None: the defaults)."""
+    the ``ProtocolConfig`` of the run that found it (None: the defaults), and its shims
+    (``--shim``, by absolute path), which a file target needs to load."""
     sequence = json.dumps(f.scenario, sort_keys=True)
     name = "".join(ch if ch.isalnum() else "_" for ch in f.id)
     base, cand = absolute_target(baseline), absolute_target(candidate)
+    shims = tuple(os.path.abspath(s) for s in getattr(config, "shims", ()) or ())
     options = "" if config is None else (
         f", ProtocolConfig(sequences=1, device={config.device!r}, "
-        f"timeout={float(config.timeout)!r}, busy_cycles={int(config.busy_cycles)!r})")
+        f"timeout={float(config.timeout)!r}, busy_cycles={int(config.busy_cycles)!r}"
+        + (f", shims={shims!r}" if shims else "") + ")")
     return (
         "import json\n"
         "from stagecheck.oracles.protocol import "

@@ -14,6 +14,7 @@ import json
 from stagecheck.oracles import messages
 from stagecheck.oracles.collect import ErrorGroup, cause_rank
 from stagecheck.oracles.device.gate import STALL_S
+from stagecheck.oracles.protocol.ran import never_ran_lines
 from stagecheck.oracles.report.escape import escape
 from stagecheck.oracles.report.finding_text import alike, verdict_said
 from stagecheck.oracles.report.protocol_snippet import protocol_pytest_example
@@ -166,6 +167,7 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
         lines.append(escape(messages.PROTOCOL_GATES_FORCED.format(
             runs=result.gates_forced, where="; ".join(result.stalls) or "unknown",
             seconds=STALL_S)))
+    lines += [escape(w) for w in never_ran_lines(getattr(result, "never_ran", None))]
     if result.interrupted:
         lines.append(f"no verdict: interrupted ({result.interrupted})")
     errors, infos = result.errors, result.infos

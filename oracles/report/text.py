@@ -251,6 +251,8 @@ def render_replay(path: str, saved: dict, baseline: str | None, candidate: str, 
     if not findings and baseline is not None:
         lines.append(f"  {messages.REPLAY_NOTHING}")
     errors = [f for f in findings if f.severity == "error"]
+    if not errors and (finding.get("extra") or {}).get("not_alone"):
+        lines.append(f"  {messages.REPLAY_NOT_ALONE}")
     lines.append(replay_verdict(len(errors), baseline is None, "example"))
     if baseline is not None and alike(errors):
         lines.append(messages.BOTH_VIOLATE_ALIKE)

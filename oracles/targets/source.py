@@ -244,7 +244,8 @@ def _resolve_import(local: str, module_name: str, attr: str | None,
 
 
 def load_function_from_source(source: str, filename: str, name: str, spec: str = "",
-                              shims: dict[str, Shim] | None = None) -> Callable:
+                              shims: dict[str, Shim] | None = None,
+                              shown: str | None = None) -> Callable:
     """Compile ``name`` and what it uses from ``source`` without running the module.
 
     Every global name the compiled code reads must resolve now: to a definition in
@@ -252,7 +253,8 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
     or a shim (``shims``, from ``load_shims``, then the builtin ones for the modules
     they stand for). Otherwise ``TargetLoadError`` (``TARGET_UNRESOLVED``) names each
     missing name, who uses it, the module it comes from, and the fix. The function
-    gets ``__stagecheck_shimmed__``: the names shims gave it.
+    gets ``__stagecheck_shimmed__``: the names shims gave it. ``shown``: the name its
+    load errors give it (an accessor compiled in the place of a class: the class's).
     """
     spec = spec or f"{filename}::{name}"
     shims = shims or {}
@@ -363,7 +365,7 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
                            "class or NAME = ... statement (the ones stagecheck compiles)")
     if missing:
         raise TargetLoadError.of(messages.TARGET_UNRESOLVED, spec, count=len(missing),
-                                 names="; ".join(missing), function=name)
+                                 names="; ".join(missing), function=shown or name)
 
     module = ast.Module(body=body, type_ignores=[])
     ast.fix_missing_locations(module)

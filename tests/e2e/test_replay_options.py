@@ -87,3 +87,37 @@ def test_a_run_manifest_given_to_replay_names_the_replay_files_it_lists(tmp_path
     said = messages.REPLAY_IS_MANIFEST[0].format(value=str(manifest), count=1)
     assert said.split("(")[0] in proc.stderr, proc.stderr
     assert f"stagecheck replay {listed}" in proc.stderr, proc.stderr
+
+
+def test_a_schema_given_to_replay_that_cannot_call_the_files_targets_is_that_options(tmp_path):
+    # was blamed on "argument --baseline", which the user had not given
+    user = os.path.join(ROOT, "tests", "user_schema")
+    ran = run_stagecheck("spec", os.path.join(user, "accepted_reset.py")
+                         + "::planted_resets_every_slot", "--schema",
+                         os.path.join(user, "accepted_reset_schema.py"), "-q", "--save-dir",
+                         tmp_path, "--examples", "20")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    files = sorted(tmp_path.glob("*.json"))
+    _refused(run_stagecheck("replay", files[0], "--schema", "mamba-postprocess"),
+             "option --schema", "cannot take the arguments of schema",
+             "or leave --schema mamba-postprocess out")
+
+
+def test_a_schema_given_to_replay_other_than_the_examples_is_refused(saved):
+    # was: the other schema's build raised on the example's inputs, blamed on the schema
+    _, one_call_file = saved
+    problem = messages.REPLAY_OTHER_SCHEMA[0].format(
+        value="specdec-backup-tokens", given="specdec-backup-tokens",
+        saved="mamba-postprocess")
+    _refused(run_stagecheck("replay", one_call_file, "--schema", "specdec-backup-tokens"),
+             "option --schema", problem, messages.REPLAY_OTHER_SCHEMA[1])
+
+
+def test_a_replay_file_with_a_run_value_out_of_range_names_its_field(saved, tmp_path):
+    _, one_call_file = saved
+    data = json.loads(open(one_call_file).read())
+    data["run"]["timeout"] = -1
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(data))
+    _refused(run_stagecheck("replay", edited), "argument FILE (its field 'run.timeout')",
+             "-1 is not a positive number of seconds")

@@ -146,3 +146,31 @@ def test_the_reproduction_test_in_the_text_report_runs_pasted_as_printed(tmp_pat
                          timeout=600)
     assert ran.returncode == 1 and "1 failed" in ran.stdout, ran.stdout + ran.stderr
     assert "copy_discipline" in ran.stdout, ran.stdout
+
+
+def test_a_finding_that_needs_earlier_calls_says_so_in_the_report_json_and_replay(tmp_path):
+    """A candidate with a stale module-level cache differs only after earlier calls: its
+    shrunk example, run again alone in a fresh worker, shows nothing, and every report
+    and its replay say so (was: a 1-slot counterexample whose replay said EQUIVALENT)."""
+    stale = ROOT / "tests" / "targets" / "history" / "stale_cache_across_calls.py"
+    done = _stagecheck(tmp_path, "diff", "single-loop",
+                       f"{stale}::stage_postprocess_inputs_to_gpu", *BUDGET, "--json",
+                       "report.json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert messages.NOT_SHOWN_ALONE in done.stdout, done.stdout
+    errors = [f for f in json.loads((tmp_path / "report.json").read_text())["findings"]
+              if f["severity"] == "error"]
+    assert errors and all(f["extra"].get("not_alone") for f in errors), errors
+    line = next(x for x in done.stdout.splitlines() if "replay: stagecheck replay" in x)
+    again = subprocess.run([sys.executable, "-m", "stagecheck", "replay",
+                            *line.split("stagecheck replay ", 1)[1].split()],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert again.returncode == 0 and messages.REPLAY_NOT_ALONE in again.stdout, again.stdout
+
+
+def test_a_finding_of_every_call_is_not_marked(tmp_path):
+    done = _stagecheck(tmp_path, "diff", "legacy", BUGGY, *BUDGET, "--json", "report.json")
+    assert done.returncode == 1 and messages.NOT_SHOWN_ALONE not in done.stdout
+    errors = [f for f in json.loads((tmp_path / "report.json").read_text())["findings"]
+              if f["severity"] == "error"]
+    assert errors and not any(f["extra"].get("not_alone") for f in errors), errors

@@ -295,28 +295,40 @@ def test_a_protocol_result_as_json():
 
 
 def test_a_call_the_component_refuses_is_told_from_a_component_that_raises():
-    """A protocol's build calling the component with arguments it does not take is the
-    protocol's mistake (exit 2); a TypeError from the component's own code is a finding."""
+    """A protocol's build calling the component (``ctx.component``) with arguments it does
+    not take is the protocol's mistake said as such (exit 2); a TypeError from the
+    component's own code is a finding; one of build's own code (``len(5)``, an audit: it
+    was said as arguments ctx.component refused) is build's own raise, not a refused call."""
+    from types import SimpleNamespace
+
+    from stagecheck.oracles.protocol.context import RunContext
     from stagecheck.oracles.protocol.own_code import call_refused as _call_refused
 
     class Component:
         def __init__(self, capacity):
             raise TypeError("raised by the component's own code")
 
+    ctx = SimpleNamespace(code=SimpleNamespace(component=lambda: Component))
+
     def refused():
-        return Component(1, pin_memory=True)
+        return RunContext.component(ctx, 1, pin_memory=True)
 
     def raising():
-        return Component(1)
+        return RunContext.component(ctx, 1)
+
+    def own():
+        return len(5)
 
     errors = []
-    for build in (refused, raising):
+    for build in (refused, raising, own):
         try:
             build()
         except TypeError as exc:
             errors.append(exc)
+    assert len(errors) == 3
     assert _call_refused(refused, errors[0]).endswith(f":{refused.__code__.co_firstlineno + 1}")
     assert _call_refused(raising, errors[1]) is None
+    assert _call_refused(own, errors[2]) is None
     assert _call_refused(refused, ValueError("not a refused call")) is None
 
 

@@ -82,6 +82,12 @@ def test_a_mistake_of_the_protocol_is_its_error_naming_the_part_and_the_fix(name
                 "when_raises.py": ("operations[0] ('stage').when raised AttributeError",),
                 "when_not_bool.py": ("operations[0] ('stage').when returned 0 (not a bool)",),
                 "build_misspelt_context.py": ("componnent",),
+                "build_typeerror.py": ("TypeError: object of type 'int' has no len()",
+                                       "build_typeerror.py:9"),
+                "function_missing.py": ("ctx.function('token_ids')", "function_missing.py:12",
+                                        "(its functions: none)"),
+                "function_missing_in_build.py": ("ctx.function('make_stager')",
+                                                 "function_missing_in_build.py:10"),
                 "observe_raises.py": ("KeyError", "observe"),
                 "build_returns_none.py": ("the build of protocol 'token-stager' returned None",
                                           "return the state")}.get(name, ())

@@ -1,0 +1,70 @@
+"""What a protocol campaign's runs reached, beside their findings.
+
+``note_forced`` counts the runs whose gates the CUDA backend's watchdog opened (their
+copies completed earlier than the latest point). ``note_ran`` notes which operations and
+device work each drawn sequence's runs ran, and ``never_ran`` names those of the protocol
+that none ran: an operation whose ``when`` is false at every step drawn, or device work
+no operation launched, was checked of nothing, so a clean verdict says nothing of it; the
+reports (text, ``--json``'s ``never_ran``, ``protocol check``'s dry run) warn of it.
+"""
+
+from __future__ import annotations
+
+from stagecheck.oracles import messages
+from stagecheck.oracles.device.gate import STALLS_KEPT
+from stagecheck.spec.protocol import Protocol, Trace
+from stagecheck.spec.protocol_invariants import END_OF_RUN
+
+__all__ = ["never_ran", "never_ran_lines", "note_forced", "note_ran"]
+
+
+def note_forced(result, sides) -> None:
+    """Count the runs of one sequence (``sides``: ``(meant, seen)`` per target) in which
+    the CUDA backend's watchdog opened the gates, and keep the first places the host was
+    (``Trace.forced``): a run there was checked with copies completing earlier than the
+    latest point, so a race it holds may have gone unseen."""
+    for _, wire in sides:    # the scheduled run: a run as meant closes no gate (and a
+        trace = Trace.from_wire(wire)     # race-free sequence sends its one run twice)
+        if trace.forced_count:
+            result.gates_forced += 1
+            result.stalls += [w for w in trace.forced if w not in result.stalls]
+            del result.stalls[STALLS_KEPT:]
+
+
+def note_ran(result, steps: int, sides) -> None:
+    """Note a drawn sequence of ``steps`` steps: the operations (by name) and the device
+    work (by path) that any run of it (``sides``: ``(meant, seen)`` per target) ran."""
+    result.steps_run += steps
+    for pair in sides:
+        for wire in pair:
+            trace = Trace.from_wire(wire)
+            result.ran |= {("operation", op["op"]) for op in trace.ops
+                           if isinstance(op.get("step"), int) and op["step"] >= 0
+                           and op.get("op") != END_OF_RUN}
+            result.ran |= {("device work", read["work"]) for read in trace.reads}
+
+
+def never_ran(protocol: Protocol, result) -> dict:
+    """``{"operations", "device_work", "sequences", "steps"}``: the operations and device
+    work of ``protocol`` that no drawn sequence of ``result`` ran, and how many sequences
+    and steps were run (nothing is named before a sequence ran)."""
+    ran = result.ran if result.sequences_run else None
+
+    def missing(kind: str, names) -> list[str]:
+        return [] if ran is None else [n for n in names if (kind, n) not in ran]
+
+    return {"operations": missing("operation", [op.name for op in protocol.operations]),
+            "device_work": missing("device work", list(protocol.device_work)),
+            "sequences": result.sequences_run, "steps": result.steps_run}
+
+
+def never_ran_lines(never: dict | None, run: str = "run") -> list[str]:
+    """One warning line per operation or device work ``never`` (``never_ran``) names;
+    ``run``: how the sequences were run (``run``, ``of the dry run``)."""
+    if not never:
+        return []
+    return [messages.PROTOCOL_NEVER_RAN.format(
+        what=what, name=name, sequences=never["sequences"], steps=never["steps"], run=run,
+        why=messages.PROTOCOL_NEVER_RAN_WHY[what])
+        for what, key in (("operation", "operations"), ("device work", "device_work"))
+        for name in never.get(key, ())]
