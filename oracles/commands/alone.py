@@ -7,7 +7,8 @@ example that shows it there, while its replay and its pytest test, which run it 
 pass. After a ``diff``/``spec`` run, the example of each error (the first
 ``ALONE_CHECKS`` distinct ones) runs again alone in fresh workers; a finding it does not
 show there is marked ``extra["not_alone"]``, and the reports and its replay say so. A
-call that hung or ended its process is not run again (its stop was already confirmed).
+call that hung or ended its process is not run again (its stop was already confirmed),
+nor is the kernel oracle (``kernel_results`` is not a staging call's finding).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def confirm_alone(result, pairs: list[tuple[str, str]], schema, shims) -> None:
     examples: dict[str, list] = {}
     for group in error_groups(result.errors):
         for f in group.findings:
-            if f.extra.get("kind") in ("hang", "crash") or not f.scenario:
+            if f.extra.get("kind") in ("hang", "crash") or not f.scenario \
+                    or f.invariant == "kernel_results":     # the kernel oracle's, not a call's
                 continue
             examples.setdefault(json.dumps(f.scenario, sort_keys=True), []).append(f)
     for data, findings in list(examples.items())[:ALONE_CHECKS]:
