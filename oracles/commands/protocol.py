@@ -324,8 +324,9 @@ def replay_protocol_outcome(config: ReplayConfig) -> Outcome:
     lines.append(replay_verdict(len(errors), not base, "step sequence", protocol=True))
     if base and alike(errors, exact=True):
         lines.append(messages.BOTH_VIOLATE_PROTOCOL_ALIKE)
-    for f in errors:
-        lines += protocol_finding_lines(f, table=False)
+    for f in sorted(errors, key=lambda f: f.id != before.get("id")):   # the saved one first
+        head, *rest = protocol_finding_lines(f, table=False)
+        lines += [head + (" (the saved finding)" if f.id == before.get("id") else ""), *rest]
     again = [f for f in findings if f.id == before.get("id") and f.severity != "error"]
     for f in again:                 # the saved info finding, as it shows now
         lines += protocol_finding_lines(f)

@@ -105,3 +105,27 @@ def test_a_replay_shows_the_step_table_of_the_sequence_it_ran(tmp_path, source, 
     table = again.stdout.split("  shown by:\n", 1)
     assert len(table) == 2, again.stdout
     assert "step(s), capacity" in table[1] and "hazard / outcome" in table[1], again.stdout
+
+
+def test_a_protocol_replay_lists_the_saved_finding_first_and_marks_it(tmp_path):
+    """The docs' worked example saves several error findings of one sequence: the replay
+    of each lists that one first, marked, as a one-call replay does (was: in the order
+    the run found them, unmarked)."""
+    buggy = os.path.join(ROOT, "tests", "targets", "protocols", "_machinery",
+                         "buggy_token_stager.py")
+    proc = run_cli("spec", f"{buggy}::TokenStager", "--protocol", PROTOCOL, "--save-dir",
+                   str(tmp_path / "found"), cwd=ROOT)     # in the repository: its code trusted
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    files = sorted((tmp_path / "found").glob("*.json"))
+    assert len(files) >= 2, files
+    for saved in files:
+        finding = json.loads(saved.read_text())["finding"]
+        if finding["severity"] != "error":
+            continue
+        again = run_cli("replay", str(saved), cwd=ROOT)
+        assert again.returncode == 1, again.stdout + again.stderr
+        heads = [line for line in again.stdout.splitlines()
+                 if line.lstrip().startswith("[") and "] (" in line]
+        assert heads and heads[0].lstrip().startswith(f"[{finding['id']}]"), again.stdout
+        assert heads[0].endswith("(the saved finding)"), again.stdout
+        assert sum("(the saved finding)" in line for line in heads) == 1, again.stdout
