@@ -236,7 +236,7 @@ def _staging_targets(protocol: Protocol, answers: list, specs: list[str]) -> lis
         return []
     schema = load_schema(protocol.staging)
     return [Target(spec, None, schema.profile(frozenset(keywords)), spec)
-            for spec, (_, keywords) in zip(specs, answers)]
+            for spec, (_, keywords, _) in zip(specs, answers)]
 
 
 def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
@@ -259,8 +259,8 @@ def run_protocol_campaign(baseline: str | None, candidate: str, protocol: Any,
     search = None
     try:
         answers = runner.load()
-        result.targets = [{"spec": s, "loaded": a if isinstance(a, str) else a[0],
-                           "resolved": r.resolved or s, "sha": r.sha}
+        result.targets = [{"spec": s, "loaded": a[0], "resolved": r.resolved or s,
+                           "sha": r.sha, "shims": list(a[2])}
                           for s, a, r in zip(specs, answers, refs)]
         staging = _staging_targets(protocol, answers, specs)
         search = _Search(protocol, labels, staging, runner, config, result, started,

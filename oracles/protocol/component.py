@@ -48,6 +48,7 @@ class Code:
         self._schema = staging_schema
         self._module = None
         self._shims = None
+        self.shimmed: tuple[str, ...] = ()   # "name from module" shims gave the component
 
     # ---------------------------------------------------------------- where names live
     @property
@@ -107,7 +108,9 @@ class Code:
             lines = _redecorations(self.ref.source) + [f"return {wanted}"]
             source = (self.ref.source + f"\n\ndef {_ACCESSOR}():\n"
                       + "".join(f"    {line}\n" for line in lines))
-            self._component = self._compile(_ACCESSOR, source, shown=wanted)()
+            accessor = self._compile(_ACCESSOR, source, shown=wanted)
+            self.shimmed = tuple(getattr(accessor, "__stagecheck_shimmed__", ()))
+            self._component = accessor()
         else:
             module = self._module_object()
             found = getattr(module, wanted, None)

@@ -468,9 +468,9 @@ def _freeze_once() -> None:
 
 
 def load_targets(protocol_spec: str, refs: list, options: dict) -> list:
-    """In a worker: load each target's code as a run will; per target the component
-    class's name, or (a one-step staging protocol) ``(spec, keywords it takes)``. A load
-    error is raised (the checker reports it)."""
+    """In a worker: load each target's code as a run will; per target ``(name, keywords,
+    shimmed)``: the component class's name and None, or (a one-step staging protocol) its
+    spec and the keywords it takes; the names shims gave it. A load error is raised."""
     protocol = _protocol(protocol_spec)
     schema = None
     if protocol.staging:
@@ -480,7 +480,7 @@ def load_targets(protocol_spec: str, refs: list, options: dict) -> list:
         code = load_code(ref, protocol.component, schema)
         if protocol.staging:
             target = code.staging_target()
-            names.append((target.spec, sorted(target.profile.keywords)))
+            names.append((target.spec, sorted(target.profile.keywords), list(target.shimmed)))
         else:
-            names.append(code.component().__name__)
+            names.append((code.component().__name__, None, list(code.shimmed)))
     return names

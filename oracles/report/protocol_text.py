@@ -155,9 +155,12 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
             else f"{result.candidate} against the protocol")
     device = "the CPU model of the device" if c.device == "cpu" else "CUDA"
     lines = [f"stagecheck protocol {escape(result.protocol)}: {escape(what)} on {device}",
-             *(f"  {label}: {escape(t['spec'])} = commit {t['sha']}"
+             *(f"  {label}: {escape(t['spec'])}"
+               + (f" = commit {t['sha']}" if t.get("sha") else "")
+               + (f" (shims: {escape(', '.join(t['shims']))})" if t.get("shims") else "")
                for label, t in zip(("baseline", "candidate") if result.baseline
-                                   else ("target",), result.targets) if t.get("sha")),
+                                   else ("target",), result.targets)
+               if t.get("sha") or t.get("shims")),
              f"tried {tried_sequences(result)}, each run per target under its completion "
              "schedule and, unless that run raced with nothing, again with every operation "
              f"completing when issued, in {result.seconds:.1f} s"

@@ -42,8 +42,13 @@ def test_the_pasted_test_of_a_target_that_needs_a_shim_reproduces_the_finding(tm
     (tmp_path / "stager.py").write_text(engine)
     (tmp_path / "shims.py").write_text("def tokens_per_row(n):\n    return n\n")
     proc = run_cli("spec", "stager.py::TokenStager", "--protocol", EXAMPLE, "--shim",
-                   "shims.py", "--no-save", cwd=tmp_path)
+                   "shims.py", "--no-save", "--json", "report.json", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
+    # the report and --json name what the target took from a shim, as a one-call run's do
+    took = f"tokens_per_row from {tmp_path / 'shims.py'}"
+    assert f"  target: stager.py::TokenStager (shims: {took})" in proc.stdout, proc.stdout
+    (target,) = json.loads((tmp_path / "report.json").read_text())["targets"]
+    assert target["shims"] == [took], target
     pasted = _pasted_test(proc.stdout)
     assert f"shims=({str(tmp_path / 'shims.py')!r},)" in pasted, pasted
     elsewhere = tmp_path / "elsewhere"
