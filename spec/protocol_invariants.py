@@ -32,6 +32,7 @@ from __future__ import annotations
 import pickle
 import re
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Callable
 
 from stagecheck.spec.findings import ERROR, INFO, Finding
@@ -107,6 +108,11 @@ def protocol_statement(invariant: str) -> str:
 #: the operation a run's trace records for what ran when the run ended (its last queued
 #: work: ``oracles/protocol/run.py``)
 END_OF_RUN = "(end of the run)"
+
+
+def _ran(record: dict | None) -> str:
+    """An operation one run ran where the other ran another (or none)."""
+    return "no more operation" if record is None else _where(record)
 
 
 def _where(record: dict) -> str:
@@ -426,6 +432,10 @@ def compare_runs(protocol: Protocol, seq: StepSequence, a: Trace, b: Trace) -> l
                             f"{y['outcome'] or 'returned'}", field=y["op"],
                             baseline=x["outcome"], candidate=y["outcome"],
                             extra={"kind": "outcome", "step": y["step"], "operation": y["op"]})
+        for x, y in zip_longest(a.ops, b.ops):    # which operation ran differs (a when)
+            if x is None or y is None or (x["step"], x["op"]) != (y["step"], y["op"]):
+                return diff(f"the baseline ran {_ran(x)}, the candidate {_ran(y)}",
+                            extra={"kind": "outcome"})
         return diff(f"baseline {a.stopped or 'ran every step'}, candidate "
                     f"{b.stopped or 'ran every step'}", extra={"kind": "outcome"})
     for x, y in zip(a.reads, b.reads):

@@ -108,3 +108,22 @@ def test_an_operation_that_never_ran_is_warned_of_by_every_report(tmp_path):
     # the right protocol: no warning
     right = run_cli("protocol", "check", EXAMPLE, cwd=tmp_path)
     assert right.returncode == 0 and "warning:" not in right.stdout, right.stdout
+
+
+def test_two_runs_that_ran_other_operations_are_refused_naming_the_first_that_moved(tmp_path):
+    """An audit: a protocol whose ``when`` changes between runs was refused with "(first run
+    ran every step, second run ran every step)", which names nothing that moved."""
+    source = open(EXAMPLE).read()
+    old = 'Operation("stage", stage, '
+    assert old in source
+    (tmp_path / "proto.py").write_text(      # runs the operation at the process's first step
+        "import itertools\n_CALLS = itertools.count()\n" + source.replace(
+            old, 'Operation("stage", stage, when=lambda s: next(_CALLS) == 0, '))
+    fixed = os.path.join(MACHINERY, "fixed_token_stager.py") + "::TokenStager"
+    proc = run_cli("diff", fixed, fixed, "--protocol", "proto.py", "--examples", "30",
+                   "--no-save", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert messages.PROTOCOL_UNSTEADY[0].split("{")[1].split("}")[1][:20] in proc.stderr
+    assert "ran every step, second run ran every step" not in proc.stderr, proc.stderr
+    assert ("(the first run ran step 0 (stage), the second run no more operation)"
+            in proc.stderr), proc.stderr
