@@ -42,7 +42,7 @@ from stagecheck.oracles.campaign_impact import KernelImpactProbe
 from stagecheck.oracles.campaign_progress import ProgressTelling
 from stagecheck.oracles.campaign_shrinking import Shrinking
 from stagecheck.oracles.collect import FindingsCollector
-from stagecheck.oracles.compare import known_stop
+from stagecheck.oracles.compare import STOPPED_WORDS, known_stop, stopped_kind
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
 from stagecheck.oracles.evaluate import judge, with_kernel_impact
 from stagecheck.oracles.gcpause import fewer_collections
@@ -123,18 +123,7 @@ def same_schema(baseline: Target | None, candidate: Target):
     return candidate.schema
 
 
-def stopped_kind(observations) -> str | None:
-    """"hang" if a call of ``observations`` hung, "crash" if one ended its process,
-    else None."""
-    if any(o.timed_out for o in observations):
-        return "hang"
-    if any(o.crashed is not None for o in observations):
-        return "crash"
-    return None
-
-
-#: how a stream's note names the calls of each kind, and the streams
-_STOPPED_WORDS = {"hang": "hung", "crash": "ended its process"}
+#: how a stream's note names the streams
 _STREAM_WORDS = {"in": "in-contract", "out": "out-of-contract"}
 
 
@@ -211,12 +200,12 @@ class _Search(ProgressTelling, Shrinking, HypothesisStream, KernelImpactProbe):
         limit = 1 if kind in self.error_stopped else STOPPED_CALLS_PER_STREAM
         if seen[kind] < limit or done >= total:
             return False
-        why = (f"the in-contract stream already found a call that {_STOPPED_WORDS[kind]}, "
+        why = (f"the in-contract stream already found a call that {STOPPED_WORDS[kind]}, "
                "an error; each more costs a deadline or a new worker"
                if kind in self.error_stopped else "each costs a deadline or a new worker")
         self.result.stream_notes[stream] = messages.STREAM_STOPPED.format(
             stream=_STREAM_WORDS.get(stream, stream), done=done, total=total, count=seen[kind],
-            what=_STOPPED_WORDS[kind], why=why)
+            what=STOPPED_WORDS[kind], why=why)
         return True
 
     def record(self, findings: list[Finding], s: StagingScenario, engine: str,

@@ -27,7 +27,7 @@ class _Absent:
 
 ABSENT = _Absent()
 
-__all__ = ["compare", "ended", "known_stop", "outcome"]
+__all__ = ["STOPPED_WORDS", "compare", "ended", "known_stop", "outcome", "stopped_kind"]
 
 
 def _copy_ranges(o: Observation, buffer: str) -> list[tuple[int, int]]:
@@ -51,33 +51,28 @@ def compare(s: StagingScenario, a: Observation, b: Observation, pa: TargetProfil
     def severity(strict: bool) -> str:
         return ERROR if in_contract and strict and not contracts_differ else INFO
 
-    def add(inv: str, message: str, strict: bool, extra: dict | None = None, **kw) -> None:
-        level = severity(strict)
+    def add(inv: str, message: str, strict: bool, extra: dict | None = None,
+            error: bool = False, **kw) -> None:
+        """One difference; ``error``: an error even where the contract allows it (with
+        why, as an info finding has)."""
+        allowed = severity(strict) == INFO
         extra = dict(extra or {})
-        if level == INFO and not context:
+        if allowed and not context:
             context.append(_context(s, pa, pb, in_contract, contracts_differ, a, b))
-        if level == INFO and context[0]:
+        if allowed and context[0]:
             extra["context"] = context[0]
-        out.append(Finding(inv, level, message, side="both", in_contract=in_contract,
-                           extra=extra, **kw))
+        out.append(Finding(inv, ERROR if error else severity(strict), message, side="both",
+                           in_contract=in_contract, extra=extra, **kw))
 
     if (a.exception_type, a.timed_out, a.crashed) != (b.exception_type, b.timed_out, b.crashed):
-        if ended(a) and not ended(b) and severity(True) == INFO:
-            # a failure path may raise where the other raised nothing, never stall or end
-            # the engine: a hang or an end of the process the baseline did not have is an
-            # error on any input
-            out.append(Finding("same_outcome", ERROR, f"baseline {outcome(a)}, candidate "
-                               f"{outcome(b)}{messages.OUTCOME_WORSE_ON_ANY_INPUT}",
-                               side="both", in_contract=in_contract,
-                               baseline=outcome(a), candidate=outcome(b),
-                               extra={"context": _context(s, pa, pb, in_contract,
-                                                          contracts_differ, a, b),
-                                      # shrunk as a stopped call is (by size, one try at a
-                                      # time under a shorter limit)
-                                      "kind": "hang" if b.timed_out else "crash"}))
-        else:
-            add("same_outcome", f"baseline {outcome(a)}, candidate {outcome(b)}", True,
-                baseline=outcome(a), candidate=outcome(b))
+        # a failure path may raise where the other raised nothing, never stall or end the
+        # engine: a hang or an end of the process the baseline did not have is an error on
+        # any input, shrunk as a stopped call is (its kind: by size, one try at a time)
+        worse = ended(a) and not ended(b) and severity(True) == INFO
+        add("same_outcome", f"baseline {outcome(a)}, candidate {outcome(b)}"
+            + (messages.OUTCOME_WORSE_ON_ANY_INPUT if worse else ""), True,
+            {"kind": stopped_kind([b])} if worse else None, error=worse,
+            baseline=outcome(a), candidate=outcome(b))
     elif a.exception_message != b.exception_message:
         add("same_message", "same exception type, different message text (the contract is the "
             "type and the request id; logs matched on the text would change)", False,
@@ -151,6 +146,20 @@ def _context(s: StagingScenario, pa: TargetProfile, pb: TargetProfile, in_contra
             "left staged is not held to the other's (the outcome is the finding)")
 
 
+def stopped_kind(observations) -> str | None:
+    """"hang" if a call of ``observations`` hung, "crash" if one ended its process,
+    else None."""
+    if any(o.timed_out for o in observations):
+        return "hang"
+    if any(o.crashed is not None for o in observations):
+        return "crash"
+    return None
+
+
+#: how a report names the calls of each stopped kind
+STOPPED_WORDS = {"hang": "hung", "crash": "ended its process"}
+
+
 def known_stop(findings: list[Finding], kind: str) -> list[Finding]:
     """``findings`` of an out-of-contract example whose call hung or ended its process
     (``kind``) after the in-contract stream found such a call, an error: the same error
@@ -158,13 +167,9 @@ def known_stop(findings: list[Finding], kind: str) -> list[Finding]:
     return [replace(f, severity=INFO, message=f.message.removesuffix(
         messages.OUTCOME_WORSE_ON_ANY_INPUT), extra={**f.extra, "context": (
         f"{f.extra.get('context', 'out of contract')}; "
-        + messages.KNOWN_STOP.format(what=outcome_words(kind)))})
+        + messages.KNOWN_STOP.format(what=STOPPED_WORDS[kind]))})
         if f.invariant == "same_outcome" and f.severity == ERROR
         and f.extra.get("kind") == kind else f for f in findings]
-
-
-def outcome_words(kind: str) -> str:
-    return "hung" if kind == "hang" else "ended its process"
 
 
 def ended(o: Observation) -> bool:

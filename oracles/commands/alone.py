@@ -20,16 +20,25 @@ from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.commands.base import open_targets
 from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.evaluate import evaluate
+from stagecheck.oracles.report.finding_text import NOT_ALONE
 from stagecheck.oracles.runner import close_after_campaign
-from stagecheck.spec import ERROR, StagingScenario
+from stagecheck.spec import ERROR, Finding, StagingScenario
 
-__all__ = ["ALONE_CHECKS", "NOT_ALONE", "confirm_alone"]
+__all__ = ["ALONE_CHECKS", "NOT_ALONE", "confirm_alone", "example_findings"]
 
 #: distinct examples of error findings run again alone after a run, at most (each costs a
 #: fresh worker: its start and the targets' loading)
 ALONE_CHECKS = 3
-#: the key of a finding's ``extra`` that says its example did not show it alone
-NOT_ALONE = "not_alone"
+
+
+def example_findings(runner, scenario: StagingScenario, options) -> list[Finding]:
+    """The findings of ``scenario`` run once through the targets ``runner`` holds (the
+    baseline first where it holds two); its workers then close as a campaign's do (a
+    worker left to end later is ``WorkerDied``). ``replay`` runs its example so too."""
+    baseline = runner.targets[0] if len(runner.targets) == 2 else None
+    findings = evaluate(baseline, runner.targets[-1], scenario, options, runner).findings
+    close_after_campaign(runner, any(f.severity == ERROR for f in findings))
+    return findings
 
 
 def confirm_alone(result, pairs: list[tuple[str, str]], schema, shims) -> None:
@@ -49,11 +58,8 @@ def confirm_alone(result, pairs: list[tuple[str, str]], schema, shims) -> None:
         try:
             scenario = StagingScenario.from_dict(json.loads(data))
             with open_targets(pairs, schema, shims) as fresh:
-                baseline = fresh.targets[0] if len(pairs) == 2 else None
-                shown = {f.key for f in evaluate(baseline, fresh.targets[-1], scenario,
-                                                 result.config.run, fresh).findings
+                shown = {f.key for f in example_findings(fresh, scenario, result.config.run)
                          if f.severity == ERROR}
-                close_after_campaign(fresh, bool(shown))
         except (StagecheckError, ValueError, KeyError, TypeError):
             continue                  # nothing learned: the findings stand as found
         for f in findings:

@@ -111,12 +111,12 @@ class CampaignCommand(Command):
         baseline = args.baseline if self.name == "diff" else None
         candidate = args.candidate if self.name == "diff" else args.target
         refuse_unread_shims(values["shims"], (baseline, candidate), args)
+        configured = getattr(args, "from_config", ())    # set by [tool.stagecheck]
         return CampaignRun(baseline, candidate, config, schema_of(values["schema"]),
                            values["shims"], values["strict"], values["verbose"],
                            not values.get("no_save"), bool(values.get("save_infos")),
-                           kernel_asked(values, getattr(args, "from_config", ())),
-                           None if "max_drafts" in getattr(args, "from_config", ())
-                           else values.get("max_drafts"))
+                           kernel_asked(values, configured),
+                           None if "max_drafts" in configured else values.get("max_drafts"))
 
     def run(self, run: CampaignRun, values: dict, outputs: Outputs) -> Outcome:
         pairs = ([(run.baseline, "BASELINE")] if run.baseline else []) + \

@@ -5,18 +5,17 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from stagecheck.oracles import interrupt, messages
+from stagecheck.oracles.commands.alone import example_findings
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, Command, Outcome,
                                               open_targets, schema_of)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.protocol import replay_protocol_outcome
 from stagecheck.oracles.errors import StagecheckError, TargetLoadError, UsageError
-from stagecheck.oracles.evaluate import evaluate
 from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import ReplayConfig, RunOptions, build
 from stagecheck.oracles.report import load_replay, render_replay
 from stagecheck.oracles.report.protocol_replay import is_protocol_replay
 from stagecheck.oracles.report.replay import check_trusted, replay_run
-from stagecheck.oracles.runner import close_after_campaign
 
 __all__ = ["COMMANDS", "ReplayCommand"]
 
@@ -64,11 +63,8 @@ class ReplayCommand(Command):
                 raise UsageError.of(messages.REPLAY_OTHER_SCHEMA, config.schema,
                                     saved=scenario.schema, given=drew
                                     ).located("option --schema")
-            baseline = runner.targets[0] if base_spec else None
-            findings = evaluate(baseline, runner.targets[-1], scenario, options,
-                                runner).findings
-            errors = any(f.severity == "error" for f in findings)
-            close_after_campaign(runner, errors)    # a worker left ending later: diff's rule
+            findings = example_findings(runner, scenario, options)
+        errors = any(f.severity == "error" for f in findings)
         verdict = "different" if errors else "equivalent"
         if interrupt.requested():
             return Outcome("interrupted", 0, findings, interrupted=(1, findings, "example(s)",

@@ -399,8 +399,7 @@ class _Search:
                 for index, sides in answer:
                     seq = drawn.pop(index)
                     self.result.sequences_run += 1
-                    note_forced(self.result, sides)
-                    note_ran(self.result, len(seq.steps), sides)
+                    note_ran(self.result, len(seq.steps), sides)    # and note_forced's
                     findings = self.judged(seq, sides)
                     self.keep(findings, seq)
                     if any(f.severity == ERROR for f in findings):

@@ -24,20 +24,26 @@ def note_forced(result, sides) -> None:
     (``Trace.forced``): a run there was checked with copies completing earlier than the
     latest point, so a race it holds may have gone unseen."""
     for _, wire in sides:    # the scheduled run: a run as meant closes no gate (and a
-        trace = Trace.from_wire(wire)     # race-free sequence sends its one run twice)
-        if trace.forced_count:
-            result.gates_forced += 1
-            result.stalls += [w for w in trace.forced if w not in result.stalls]
-            del result.stalls[STALLS_KEPT:]
+        _forced(result, Trace.from_wire(wire))   # race-free sequence sends its one run twice)
+
+
+def _forced(result, trace: Trace) -> None:
+    if trace.forced_count:
+        result.gates_forced += 1
+        result.stalls += [w for w in trace.forced if w not in result.stalls]
+        del result.stalls[STALLS_KEPT:]
 
 
 def note_ran(result, steps: int, sides) -> None:
     """Note a drawn sequence of ``steps`` steps: the operations (by name) and the device
-    work (by path) that any run of it (``sides``: ``(meant, seen)`` per target) ran."""
+    work (by path) that any run of it (``sides``: ``(meant, seen)`` per target) ran, and
+    what ``note_forced`` notes of its scheduled runs (each run decoded once)."""
     result.steps_run += steps
     for pair in sides:
-        for wire in pair:
+        for k, wire in enumerate(pair):
             trace = Trace.from_wire(wire)
+            if k == 1:                        # the scheduled run
+                _forced(result, trace)
             result.ran |= {("operation", op["op"]) for op in trace.ops
                            if isinstance(op.get("step"), int) and op["step"] >= 0
                            and op.get("op") != END_OF_RUN}

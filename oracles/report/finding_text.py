@@ -19,9 +19,14 @@ from stagecheck.spec.findings import context_label
 from stagecheck.spec.invariants import expected_value
 from stagecheck.spec.scenario import MISSING
 
-__all__ = ["InfoGroup", "alike", "error_group_lines", "finding_lines", "findings_count",
-           "findings_sections", "group_slot_table", "info_group_line", "info_groups",
-           "slot_table", "verdict_said"]
+__all__ = ["InfoGroup", "NOT_ALONE", "alike", "error_group_lines", "finding_lines",
+           "findings_count", "findings_sections", "group_slot_table", "info_group_line",
+           "info_groups", "slot_table", "verdict_said"]
+
+
+#: the key of an error finding's ``extra`` that says its example, run again alone in a
+#: fresh worker after the run, did not show it (``oracles/commands/alone.py``)
+NOT_ALONE = "not_alone"
 
 
 def _cell(v) -> str:
@@ -169,7 +174,7 @@ def finding_lines(f: Finding, saved: dict | None = None, schema=None,
         lines.append(f"  {context_label(f)}: {escape(f.extra['context'])}")
     if f.examples_to_find is not None:
         lines.append(f"  found after {f.examples_to_find} example(s)")
-    if f.extra.get("not_alone"):
+    if f.extra.get(NOT_ALONE):
         lines.append(f"  {messages.NOT_SHOWN_ALONE}")
     if schema is not None and f.severity == ERROR:
         source, values = _table_source(f, members or [], schema)

@@ -16,9 +16,10 @@ from stagecheck.oracles.mutants import ORACLES, STAGECHECK_ORACLES, SYMBOLIC_MAX
 from stagecheck.oracles.mutants.runners import EQUIVALENT_SYMBOLIC_PATHS as EQUIVALENT_PATHS
 from stagecheck.oracles.collect import error_groups
 from stagecheck.oracles.report.escape import escape
-from stagecheck.oracles.report.finding_text import (alike, finding_lines, findings_count,
-                                                    findings_sections, info_group_line,
-                                                    info_groups, verdict_said)
+from stagecheck.oracles.report.finding_text import (NOT_ALONE, alike, finding_lines,
+                                                    findings_count, findings_sections,
+                                                    info_group_line, info_groups,
+                                                    verdict_said)
 from stagecheck.oracles.report.snippet import pytest_example, snippet_setting
 from stagecheck.spec import Finding
 from stagecheck.spec.space import draft_bound
@@ -251,7 +252,7 @@ def render_replay(path: str, saved: dict, baseline: str | None, candidate: str, 
     if not findings and baseline is not None:
         lines.append(f"  {messages.REPLAY_NOTHING}")
     errors = [f for f in findings if f.severity == "error"]
-    if not errors and (finding.get("extra") or {}).get("not_alone"):
+    if not errors and (finding.get("extra") or {}).get(NOT_ALONE):
         lines.append(f"  {messages.REPLAY_NOT_ALONE}")
     lines.append(replay_verdict(len(errors), baseline is None, "example"))
     if baseline is not None and alike(errors):

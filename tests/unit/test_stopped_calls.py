@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from stagecheck.oracles.campaign import stopped_kind
+from stagecheck.oracles.compare import stopped_kind
 from stagecheck.oracles.evaluate import evaluate, judge, stopped
 from stagecheck.oracles.options import RunOptions
 from stagecheck.oracles.progress import STILL_SECONDS, Progress
