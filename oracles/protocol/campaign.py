@@ -341,6 +341,8 @@ SHRINK_ROUNDS = 3
 
 #: the invariants that compare two runs (two targets', or a target's meant and scheduled
 #: runs): a difference they find means nothing when one target's runs differ by themselves
+#: runs of a flagged sequence again, each compared with its first run (``_refuse_unsteady``)
+UNSTEADY_RUNS = 3
 _BETWEEN_RUNS = frozenset({"same_trace", "readback_as_written", "device_read_as_meant"})
 #: ``compare_runs``' words for the two sides, said of one target's two runs
 _RUNS = (("(candidate)", "(second run)"), ("(baseline)", "(first run)"),
@@ -422,11 +424,12 @@ class _Search:
         """A difference between two runs on ``seq`` (the targets', or a target's meant and
         scheduled runs): run it again, and refuse it (``SchemaError``, exit 2) when a
         target's two meant runs differ (the protocol's code or the target's reads a clock,
-        random numbers, addresses): never a finding then."""
-        ((_, again),) = self.runner.run([(0, seq)])
-        for label, before, after in zip(self.labels, sides, again):
-            moved = compare_runs(self.protocol, seq, Trace.from_wire(before[0]),
-                                 Trace.from_wire(after[0]))
+        random numbers, addresses): never a finding then. ``UNSTEADY_RUNS`` runs again, so
+        that code that changes now and then is caught more often than one run would."""
+        again = [s for _, s in self.runner.run([(k, seq) for k in range(UNSTEADY_RUNS)])]
+        for label, before, *after in zip(self.labels, sides, *again):
+            moved = next((m for a in after if (m := compare_runs(
+                self.protocol, seq, Trace.from_wire(before[0]), Trace.from_wire(a[0])))), [])
             if moved:
                 said = moved[0].message
                 for old, new in _RUNS:

@@ -157,3 +157,43 @@ def test_the_reports_warn_of_an_operation_and_device_work_that_never_ran():
     assert "warning: " not in render_protocol(every)
     assert protocol_json_document(every)["never_ran"]["operations"] == []
     assert never_ran_lines(every.never_ran) == [] and never_ran_lines(None) == []
+
+
+class _Reruns:
+    """A runner whose reruns of one sequence give the traces it was made with, in order."""
+
+    def __init__(self, wires: list) -> None:
+        self.wires, self.asked = wires, []
+
+    def run(self, batch):
+        self.asked.append(len(batch))
+        return [(index, [(wire, wire)]) for (index, _), wire in zip(batch, self.wires)]
+
+
+def test_a_protocol_that_moves_only_now_and_then_is_refused_when_any_rerun_moves():
+    """A difference between runs is checked against several reruns of its sequence
+    (``UNSTEADY_RUNS``), not one: a ``when`` or a result that changes only now and then
+    agreed with itself on the first rerun and gave a finding against the code."""
+    from stagecheck.oracles.protocol.campaign import UNSTEADY_RUNS, _Search
+
+    protocol = _example()
+    seq = sample_sequence(protocol, 0, 1)
+    code = load_code(target_ref(f"{STAGER}::TokenStager", None, ()), protocol.component)
+    wire = run_sequence(code, protocol, seq, "meant", OPTIONS).to_wire()
+    trace = Trace.from_wire(wire)
+    moved = Trace.from_wire(wire)
+    moved.ops = trace.ops[:-1]                        # the last operation did not run
+    steady, unsteady = [wire] * UNSTEADY_RUNS, [wire] * (UNSTEADY_RUNS - 1) + [moved.to_wire()]
+    assert UNSTEADY_RUNS >= 3
+    for reruns, refused in ((steady, False), (unsteady, True)):
+        runner = _Reruns(reruns)
+        search = _Search(protocol, ["baseline"], None, runner, ProtocolConfig(), None, 0.0,
+                         None, None)
+        if refused:
+            with pytest.raises(SchemaError) as raised:
+                search._refuse_unsteady(seq, [(wire, wire)])
+            assert "the baseline's two runs of the same step sequence differ" in str(
+                raised.value)
+        else:
+            search._refuse_unsteady(seq, [(wire, wire)])      # steady: nothing refused
+        assert runner.asked == [UNSTEADY_RUNS]
