@@ -223,6 +223,8 @@ def _schema(spec: str):
 
 def _load_file(spec: str, checked: bool, guarded: bool) -> Protocol:
     path, _, name = spec.partition(":") if not spec.endswith(".py") else (spec, "", "")
+    if path.endswith(".py") and name.startswith(":"):     # FILE::NAME, as a target is named
+        name = name[1:]
     if path.endswith(".py") and spec.endswith(":"):
         raise SchemaError.of(messages.PROTOCOL_NO_NAME, spec)
     if not path.endswith(".py"):

@@ -17,6 +17,7 @@ from stagecheck.oracles.options import ProtocolConfig
 from stagecheck.oracles.protocol.campaign import ProtocolResult
 from stagecheck.oracles.protocol.component import load_code
 from stagecheck.oracles.protocol.generate import sample_sequence
+from stagecheck.oracles.protocol.load import load_protocol
 from stagecheck.oracles.protocol.ran import never_ran, never_ran_lines, note_ran
 from stagecheck.oracles.protocol.run import run_sequence
 from stagecheck.oracles.report.protocol_json import protocol_json_document
@@ -197,3 +198,15 @@ def test_a_protocol_that_moves_only_now_and_then_is_refused_when_any_rerun_moves
         else:
             search._refuse_unsteady(seq, [(wire, wire)])      # steady: nothing refused
         assert runner.asked == [UNSTEADY_RUNS]
+
+
+def test_a_protocol_file_takes_its_name_after_two_colons_as_a_target_does(tmp_path):
+    """``--protocol p.py::NAME`` (the form of ``target.py::name``) was refused as "has no
+    Protocol named ':PROTOCOL'"; both forms name the file's protocol."""
+    path = tmp_path / "p.py"
+    path.write_text(EXAMPLE.read_text() + "\nOTHER = PROTOCOL\n")
+    for spec in (f"{path}::PROTOCOL", f"{path}:PROTOCOL", f"{path}::OTHER", str(path)):
+        assert load_protocol(spec).name == _example().name, spec
+    with pytest.raises(SchemaError) as missing:
+        load_protocol(f"{path}::NOPE")
+    assert "has no Protocol named 'NOPE'" in str(missing.value)
