@@ -20,9 +20,11 @@ refused). In a worker it is a plain import: an exit there ends only the worker.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 import traceback
 from typing import Any
@@ -36,10 +38,11 @@ from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.protocol.problems import check_protocol, drawable, dry_run_problems
 from stagecheck.oracles.runner import load_schema_isolated
 from stagecheck.oracles.schemas import load_schema
+from stagecheck.oracles.text import did_you_mean
 from stagecheck.oracles.observe.call import WALL_FACTOR, CallTimedOut, time_limit
 from stagecheck.oracles.worker import WorkerEnded, WorkerPool
 from stagecheck.oracles.worker.deadlines import probe_seconds
-from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, Trace
+from stagecheck.spec.protocol import Operation, Protocol, ProtocolCheck, StepSpace, Trace
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocol_for_function, single_call
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
 
@@ -257,6 +260,22 @@ def _load_file(spec: str, checked: bool, guarded: bool) -> Protocol:
     return protocol
 
 
+#: the declaration classes a protocol file builds, by name (``_keyword_meant``)
+_DECLARATIONS = {c.__name__: c for c in (Protocol, Operation, ProtocolCheck, StepSpace)}
+
+
+def _keyword_meant(exc: BaseException) -> str:
+    """`` (did you mean 'operations'?)`` for a misspelt keyword of a declaration class
+    (``Protocol(operatons=...)``); '' otherwise."""
+    found = re.fullmatch(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'",
+                         str(exc)) if isinstance(exc, TypeError) else None
+    cls = _DECLARATIONS.get(found.group(1)) if found else None
+    if cls is None:
+        return ""
+    return did_you_mean(found.group(2), [f.name for f in dataclasses.fields(cls)]).replace(
+        "mean ", "mean keyword ")
+
+
 def _import(path: str, spec: str, guarded: bool = False):
     here = os.path.abspath(path)
     module_name = f"stagecheck_protocol_{hashlib.sha1(here.encode()).hexdigest()[:12]}"
@@ -276,7 +295,7 @@ def _import(path: str, spec: str, guarded: bool = False):
     except BaseException as exc:     # the user's file failed to import: say so, exit 2
         lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == here]
         raise SchemaError.of(messages.PROTOCOL_IMPORT, spec,
-                             error=f"{type(exc).__name__}: {exc}",
+                             error=f"{type(exc).__name__}: {exc}{_keyword_meant(exc)}",
                              line=f" at line {lines[-1]}" if lines else "") from None
     if lost:
         raise SchemaError.of(messages.PROTOCOL_CHANGES_PROCESS, spec, path=path,

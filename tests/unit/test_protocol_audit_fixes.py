@@ -210,3 +210,17 @@ def test_a_protocol_file_takes_its_name_after_two_colons_as_a_target_does(tmp_pa
     with pytest.raises(SchemaError) as missing:
         load_protocol(f"{path}::NOPE")
     assert "has no Protocol named 'NOPE'" in str(missing.value)
+
+
+def test_a_misspelt_keyword_of_a_declaration_is_refused_with_the_one_it_meant(tmp_path):
+    """``Protocol(operatons=...)`` was refused with Python's TypeError alone."""
+    source = EXAMPLE.read_text()
+    for old, new, meant in (("Protocol(", "Protocol(operatons=(), ", "operations"),
+                            ('Operation("stage", stage, ', 'Operation("stage", stage, wen=1, ',
+                             "when")):
+        assert old in source
+        path = tmp_path / f"{meant}.py"
+        path.write_text(source.replace(old, new, 1))
+        with pytest.raises(SchemaError) as raised:
+            load_protocol(str(path))
+        assert f"(did you mean keyword {meant}?)" in str(raised.value)
