@@ -6,9 +6,9 @@ campaign (``oracles/protocol``: step sequences through both targets, judged, the
 error shrunk) instead of one staging call per example. Without ``--protocol`` the
 protocol is chosen by the target's name where exactly one built-in protocol drives that
 class or method and no staging schema describes it (``chosen_protocol``); the report and
-stderr say so. The options a protocol run does not read are refused when set (exit 2
-naming the option), never silently ignored. The files: a replay file per finding under
-``--save-dir``, ``--json``; then the text report with each finding's step table.
+stderr say so. An option a protocol run does not read is refused (exit 2), or said not to
+apply where ``[tool.stagecheck]`` set it. The files: a replay file per finding, ``--json``;
+then the text report with each finding's step table.
 
 ``protocol check FILE [TARGET]`` validates a protocol declaration: every problem on its own
 line, naming the part, its value and the fix (exit 2); then a dry run of the step generator
@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import pathlib
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE,
@@ -35,8 +35,7 @@ from stagecheck.oracles.observe import require_device
 from stagecheck.oracles.options import (OPTIONS, PROTOCOL_FIELDS, ProtocolConfig, ReplayConfig,
                                         flag_of, options_of)
 from stagecheck.oracles.protocol import (check_protocol, load_protocol, protocol_for_target,
-                                         run_protocol_campaign)
-from stagecheck.oracles.protocol.load import protocol_spec
+                                         protocol_spec, run_protocol_campaign)
 from stagecheck.oracles.protocol.problems import CHECK_SEQUENCES, dry_run_problems, unchosen
 from stagecheck.oracles.protocol.ran import never_ran_lines
 from stagecheck.oracles.report.escape import escape
@@ -218,13 +217,18 @@ class ProtocolCampaignCommand(Command):
         for target, argument in ((baseline, "BASELINE"),
                                  (candidate, "CANDIDATE" if baseline else "TARGET")):
             _refuse_bare_file(target, protocol, argument)
-        _refuse_unread(self.name, values, spec, getattr(args, "from_config", frozenset()),
-                       protocol.staging)
+        from_config = getattr(args, "from_config", frozenset())
+        _refuse_unread(self.name, values, spec, from_config, protocol.staging)
         if values.get("max_capacity") is not None and not protocol.staging:
-            low, high = protocol.space.capacity
-            raise UsageError.of(messages.PROTOCOL_CAPACITY_UNUSED, values["max_capacity"],
-                                protocol=protocol.name, low=low, high=high
-                                ).located("option --max-capacity")
+            if "max_capacity" not in from_config:
+                low, high = protocol.space.capacity
+                raise UsageError.of(messages.PROTOCOL_CAPACITY_UNUSED, values["max_capacity"],
+                                    protocol=protocol.name, low=low, high=high
+                                    ).located("option --max-capacity")
+            if not values.get("quiet"):       # the project's setting for one-call runs
+                note("stagecheck: " + messages.PROTOCOL_CONFIG_UNUSED.format(
+                    key="max-capacity", protocol=spec))
+            config = replace(config, max_capacity=ProtocolConfig.max_capacity)
         if chosen_by is not None and not values.get("quiet"):
             note("stagecheck: " + messages.PROTOCOL_CHOSEN.format(protocol=spec, name=chosen_by))
         if not values.get("quiet"):

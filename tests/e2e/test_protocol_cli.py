@@ -429,19 +429,25 @@ def test_max_capacity_on_a_protocol_with_its_own_step_space_is_exit_2_never_igno
     assert "option --max-capacity" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_a_project_setting_of_one_call_runs_does_not_break_a_protocol_run(tmp_path):
-    """``[tool.stagecheck] max-drafts`` is the project's setting for one-call runs: a
-    protocol run says it does not apply and goes on; the same option typed is exit 2."""
-    (tmp_path / "pyproject.toml").write_text("[tool.stagecheck]\nmax-drafts = 4\n")
+@pytest.mark.parametrize("key,flag", [("max-drafts", "--max-drafts"),
+                                      ("max-capacity", "--max-capacity")])
+def test_a_project_setting_of_one_call_runs_does_not_break_a_protocol_run(tmp_path, key, flag):
+    """``[tool.stagecheck] max-drafts`` (or ``max-capacity``, which README's example sets)
+    is the project's setting for one-call runs: a protocol run says it does not apply and
+    goes on (was, for max-capacity: exit 2 naming an option nobody typed); the same option
+    typed is exit 2."""
+    (tmp_path / "pyproject.toml").write_text(f"[tool.stagecheck]\n{key} = 16\n")
     path = os.path.join(ROOT, target(fixtures("input-prep-event", "fixed")[0]))
     proc = run_cli("spec", path, "--protocol", "input-prep-event", "--examples", "5",
-                   "--no-save", cwd=tmp_path)
+                   "--no-save", "--json", "report.json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert messages.PROTOCOL_CONFIG_UNUSED.format(key="max-drafts",
+    assert messages.PROTOCOL_CONFIG_UNUSED.format(key=key,
                                                   protocol="input-prep-event") in proc.stderr
+    settings = json.loads((tmp_path / "report.json").read_text())["settings"]
+    assert settings["max_capacity"] == 8          # the setting not used, nor echoed as used
     typed = run_cli("spec", path, "--protocol", "input-prep-event", "--examples", "5",
-                    "--no-save", "--max-drafts", "5", cwd=tmp_path)
-    assert typed.returncode == 2 and "option --max-drafts" in typed.stderr
+                    "--no-save", flag, "5", cwd=tmp_path)
+    assert typed.returncode == 2 and f"option {flag}" in typed.stderr
 
 
 def test_a_protocol_run_keeps_its_findings_as_every_run_does(tmp_path):
