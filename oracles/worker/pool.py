@@ -240,13 +240,13 @@ class WorkerPool(Recovery):
                 raise
             except Exception:      # the worker ended, or a target wrote into the pipe
                 if process.ends_within(_ENDING):
-                    raise Ended(process.ended(self.memory_mib), last_position(process, best, top)) \
-                        from None
+                    raise _ended(process, self.memory_mib, last_position(process, best, top),
+                                 told) from None
                 process.kill()         # alive: what was read was not its answer
                 raise Ended(WROTE_PIPE,
                             last_position(process, best, top)) from None
             if not process.is_alive():
-                raise Ended(process.ended(self.memory_mib), last_position(process, best, top))
+                raise _ended(process, self.memory_mib, last_position(process, best, top), told)
             now = time.monotonic()
             used = process.usage()
             if since_waited is None and used is not None:
@@ -429,6 +429,17 @@ class WorkerPool(Recovery):
         except Ended as ended:
             self.restart()
             raise WorkerEnded(ended.what, hung=ended.hung, position=ended.position) from None
+
+
+def _ended(process: WorkerProcess, memory_mib: int, position: int, told: float) -> Exception:
+    """How the worker's end is raised: ``Ended``, or ``interrupt.Interrupted`` where the
+    checker had passed an interrupt on and that signal ended it (a worker still starting,
+    before its handler: the interrupt's doing, never the code's)."""
+    what = process.ended(memory_mib)
+    signum = interrupt.requested()
+    if told and signum is not None and process.killed_by(interrupt.FORWARDED):
+        return interrupt.Interrupted(signum)
+    return Ended(what, position)
 
 
 def _stop_if_interrupted(process: WorkerProcess) -> None:

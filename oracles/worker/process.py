@@ -392,6 +392,12 @@ class WorkerProcess:
             return messages.CLOSED_WORKER_PIPE
         return f"exited the interpreter with code {code}"
 
+    def killed_by(self, signum: int | None) -> bool:
+        """The worker ended killed by signal ``signum`` (read once ``ended`` has run)."""
+        raw = self._exit
+        return signum is not None and raw is not None and os.WIFSIGNALED(raw) \
+            and os.WTERMSIG(raw) == signum
+
     def __del__(self) -> None:
         if getattr(self, "_control", None) is not None:
             try:
