@@ -487,7 +487,7 @@ TARGET_LOAD_ENDED = ("loading {value!r} ended the worker process: {what}",
 PROTOCOL_EMPTY = ("no protocol given ({value!r})",
                   "give a built-in protocol ({builtins}), 'single-call:SCHEMA', or a file "
                   "path/to/protocol.py declaring PROTOCOL")
-PROTOCOL_UNKNOWN = ("{value!r} is neither a built-in protocol nor a protocol file",
+PROTOCOL_UNKNOWN = ("{value!r} is neither a built-in protocol nor a protocol file{meant}",
                     "give one of {builtins}, 'single-call:SCHEMA', or path/to/protocol.py[:NAME]")
 #: 'schema.py:' (as a protocol's 'protocol.py:' is refused): a NAME left out
 SCHEMA_NO_NAME = ("{value!r} ends with ':' and names no schema after it",
@@ -731,7 +731,7 @@ PROTOCOL_REPLAY_FIELD = ("{value!r} is not a stagecheck replay file ({error})",
 PROTOCOL_REPLAY_MOVED = ("the protocol file {path!r} that the replay file {file!r} was saved "
                          "with does not exist any more (moved or removed)",
                          "give its path now: stagecheck replay {command_file} --protocol "
-                         "NEWPATH{name}")
+                         "NEWPATH{name}{targets}")
 # the command line of protocols (oracles/commands/protocol.py)
 REPLAY_UNTRUSTED_PROTOCOL = ("the replay file names the protocol file {target!r}, outside "
                              "this repository ({top}); stagecheck does not run code a replay "

@@ -235,8 +235,8 @@ def _load_file(spec: str, checked: bool, guarded: bool) -> Protocol:
             raise SchemaError.of(messages.PROTOCOL_FOLDER, spec,
                                  builtins=", ".join(BUILTIN_PROTOCOLS))
         refuse_loop(spec, spec, "protocol file", SchemaError)
-        raise SchemaError.of(messages.PROTOCOL_UNKNOWN, spec,
-                             builtins=", ".join(BUILTIN_PROTOCOLS))
+        raise SchemaError.of(messages.PROTOCOL_UNKNOWN, spec, meant=did_you_mean(
+            spec, BUILTIN_PROTOCOLS), builtins=", ".join(BUILTIN_PROTOCOLS))
     require_file(path, "protocol file", messages.PROTOCOL_FILE_MISSING, SchemaError, spec,
                  path=path)      # a FIFO or a device is named as such, never imported
     if guarded:    # every module of stagecheck loaded first: a patch of one is then seen

@@ -224,3 +224,12 @@ def test_a_misspelt_keyword_of_a_declaration_is_refused_with_the_one_it_meant(tm
         with pytest.raises(SchemaError) as raised:
             load_protocol(str(path))
         assert f"(did you mean keyword {meant}?)" in str(raised.value)
+
+
+def test_a_misspelt_built_in_protocol_name_says_the_one_it_meant():
+    with pytest.raises(SchemaError) as raised:
+        load_protocol("input-prep-evnt")
+    assert "(did you mean input-prep-event?)" in str(raised.value)
+    with pytest.raises(SchemaError) as far:
+        load_protocol("frobnicate")
+    assert "did you mean" not in str(far.value)
