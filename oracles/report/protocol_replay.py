@@ -24,7 +24,8 @@ from stagecheck.oracles.report.files import write_atomic
 from stagecheck.oracles.report.replay import (DEFAULT_SAVE_DIR, PROTOCOL_RUN_FIELDS, _bounded,
                                               _escaped, _fields_checked, _malformed,
                                               check_trusted, read_replay_document,
-                                              replay_run, saved_run, version_checked)
+                                              replay_run, saved_run, untrusted_parts,
+                                              version_checked)
 from stagecheck.oracles.targets import repository_root, trusted_path
 from stagecheck.spec.findings import Finding
 from stagecheck.spec.steps import StepSequence
@@ -131,7 +132,10 @@ def replay_protocol(path: str, baseline: str | None = None, candidate: str | Non
     saved, seq = load_protocol_replay(path)
     spec = protocol or saved["protocol"]
     if protocol is None:
-        _require_saved_protocol(str(spec), path)
+        given = {"baseline": baseline, "candidate": candidate}
+        _require_saved_protocol(str(spec), path, "".join(
+            f" --{side} {shlex.quote(named)}" for side, named
+            in untrusted_parts(saved)[0].items() if side in given and given[side] is None))
     untrusted = None        # a protocol file outside the repository that was not given
     named = str(spec).removeprefix("single-call:")     # a protocol file, or a schema file's
     if protocol is None and (named.endswith(".py") or ".py:" in named):
@@ -148,12 +152,14 @@ def replay_protocol(path: str, baseline: str | None = None, candidate: str | Non
     return [f if f.scenario else replace(f, scenario=seq.to_dict()) for f in found]
 
 
-def _require_saved_protocol(spec: str, path: str) -> None:
+def _require_saved_protocol(spec: str, path: str, targets: str = "") -> None:
     """A saved protocol file that no longer exists is a ``SchemaError`` saying to give its
-    new path (``--protocol NEWPATH``), not only that the file is missing."""
+    new path (``--protocol NEWPATH``), not only that the file is missing; ``targets``: the
+    options the command must give besides (targets outside the repository, not given)."""
     if not (spec.endswith(".py") or ".py:" in spec) or spec.startswith("single-call:"):
         return              # a built-in protocol, or single-call:SCHEMA (its load says)
     file, _, name = spec.rpartition(":") if ".py:" in spec else (spec, "", "")
     if not os.path.lexists(file):
         raise SchemaError.of(messages.PROTOCOL_REPLAY_MOVED, spec, path=file, file=path,
-                             command_file=shlex.quote(path), name=f":{name}" if name else "")
+                             command_file=shlex.quote(path), name=f":{name}" if name else "",
+                             targets=targets)

@@ -163,6 +163,30 @@ def test_a_replay_whose_protocol_file_moved_says_to_give_its_new_path(tmp_path, 
                          f"NEWPATH{suffix}"), text
 
 
+def test_a_moved_protocol_files_fix_gives_the_targets_outside_the_repository_too(tmp_path):
+    """The fix a moved protocol file's refusal gives also names a target outside the
+    repository that the command line did not give (was: '--protocol NEWPATH' alone, which
+    failed next on the untrusted target); one the command line gave is left out."""
+    from stagecheck.oracles.report.protocol_replay import replay_protocol
+
+    outside = tmp_path / "stager.py"
+    outside.write_text(pathlib.Path(STAGER).read_text())
+    replay = tmp_path / "finding.json"
+    replay.write_text(json.dumps({
+        "stagecheck_protocol_replay": 1, "replay_id": "no_copy_hazard-0", "device": "cpu",
+        "protocol": str(tmp_path / "gone.py"), "baseline": None,
+        "candidate": f"{outside}::TokenStager", "shims": [],
+        "finding": {"id": "no_copy_hazard-0",
+                    "scenario": sample_sequence(_protocol(EXAMPLE), 0, 1).to_dict()}}))
+    with pytest.raises(SchemaError) as raised:
+        replay_protocol(str(replay))
+    assert str(raised.value).endswith(
+        f"--protocol NEWPATH --candidate {shlex.quote(f'{outside}::TokenStager')}"), raised.value
+    with pytest.raises(SchemaError) as given:
+        replay_protocol(str(replay), candidate=f"{outside}::TokenStager")
+    assert str(given.value).endswith("--protocol NEWPATH"), given.value
+
+
 # ------------------------------------------------ the declaration's step space and checks
 
 def _checked(**changes):
