@@ -199,11 +199,20 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
             out.append(_finding(
                 "device_read_as_meant", form.format(
                     where=_where(b), work=b["work"], what=path or "its arguments",
-                    seen=ys, meant=xs), side, field=f"{b['work']}", expected=x, candidate=y,
+                    seen=ys, meant=xs), side, field=_read_field(b["work"], path),
+                expected=x, candidate=y,
                 extra={"kind": "schedule", "step": b["step"], "operation": b["op"],
                        "launch": k, **_unlanded(seen, _upto(seen, b))}))
             break
     return out
+
+
+def _read_field(work: str, path: str) -> str:
+    """``work(arg)``: the device work and the argument whose read moved (the head of
+    ``_first_difference``'s path, ``temperature`` of ``temperature[0]``), so that a
+    finding's id names the memory as well as the work; ``work`` where the path is empty."""
+    arg = path.partition("[")[0].partition(".")[0]
+    return f"{work}({arg})" if arg else work
 
 
 #: the likely cause of a value read back that differs, where downloads had not landed
