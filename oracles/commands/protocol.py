@@ -36,6 +36,7 @@ from stagecheck.oracles.options import (OPTIONS, PROTOCOL_FIELDS, ProtocolConfig
                                         flag_of, options_of)
 from stagecheck.oracles.protocol import (check_protocol, load_protocol, protocol_for_target,
                                          protocol_spec, run_protocol_campaign)
+from stagecheck.oracles.protocol.dry_run import dry_run
 from stagecheck.oracles.protocol.problems import CHECK_SEQUENCES, dry_run_problems, unchosen
 from stagecheck.oracles.protocol.ran import never_ran_lines
 from stagecheck.oracles.report.escape import escape
@@ -379,7 +380,7 @@ class ProtocolCommand(Command):
         ran = None
         if not problems and target is not None:
             try:
-                ran = _dry_run(where, target, shims)
+                ran = dry_run(where, target, shims)
             except SchemaError as exc:      # a mistake of the protocol the run showed
                 if getattr(exc, "target_index", None) is not None:
                     raise exc.located("argument TARGET") from None
@@ -426,19 +427,6 @@ def _unprefixed(problem: str, name: str) -> str:
 def _listed(parts: list[str]) -> str:
     """``a, b and c``: the parts of a protocol a dry run ran (those it declares)."""
     return ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-#: step sequences ``protocol check FILE TARGET`` runs through the target
-DRY_RUN_SEQUENCES = 10
-
-
-def _dry_run(spec: str, target: str, shims: tuple[str, ...] = ()):
-    """``spec``'s build, operations, observe and checks run on ``DRY_RUN_SEQUENCES`` step
-    sequences through ``target`` on the CPU model (the campaign's own runs, unshrunk): a
-    mistake of the protocol is the ``SchemaError`` the run raises; what the code under
-    test shows is counted, not judged here."""
-    return run_protocol_campaign(None, target, spec, ProtocolConfig(
-        sequences=DRY_RUN_SEQUENCES, device="cpu", jobs=1, shrink=False, shims=shims))
 
 
 def component_note(protocol: Protocol, target: str | None) -> str | None:

@@ -127,3 +127,22 @@ def test_two_runs_that_ran_other_operations_are_refused_naming_the_first_that_mo
     assert "ran every step, second run ran every step" not in proc.stderr, proc.stderr
     assert ("(the first run ran step 0 (stage), the second run no more operation)"
             in proc.stderr), proc.stderr
+
+
+def test_protocol_check_refuses_a_protocol_whose_runs_of_one_sequence_differ(tmp_path):
+    """An audit: an ``observe`` returning random numbers passed ``protocol check FILE
+    TARGET`` ("without a mistake of the protocol") and was refused only by the ``diff``
+    that followed; the dry run now runs the target against itself too."""
+    source = open(EXAMPLE).read()
+    old = "    device_work=("
+    assert old in source
+    (tmp_path / "proto.py").write_text("import random\n" + source.replace(
+        old, "    observe=lambda ctx: {'drawn': random.random()},\n" + old))
+    fixed = os.path.join(MACHINERY, "fixed_token_stager.py") + "::TokenStager"
+    proc = run_cli("protocol", "check", "proto.py", fixed, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "two runs of the same step sequence differ (after step 0 the host holds " \
+           "observe()['drawn'] = " in proc.stderr, proc.stderr
+    assert "baseline" not in proc.stderr and "Traceback" not in proc.stderr
+    steady = run_cli("protocol", "check", EXAMPLE, fixed, cwd=tmp_path)
+    assert steady.returncode == 0, steady.stdout + steady.stderr
