@@ -233,3 +233,22 @@ def test_a_misspelt_built_in_protocol_name_says_the_one_it_meant():
     with pytest.raises(SchemaError) as far:
         load_protocol("frobnicate")
     assert "did you mean" not in str(far.value)
+
+
+def test_a_schedule_read_finding_is_named_by_the_argument_whose_read_moved():
+    """Two bugs of one device work (``temperature[0]`` and ``input_ids[1]`` of
+    ``_model_forward``) had one finding id: the field named the work alone."""
+    from stagecheck.spec.protocol_invariants import _reads
+
+    def traces(arg, index):
+        values = {"temperature": [0.7], "input_ids": [1, 2]}
+        read = {"step": 0, "op": "execute_model", "work": "_model_forward", "values": values}
+        moved = dict(values, **{arg: [v + 1 if k == index else v
+                                      for k, v in enumerate(values[arg])]})
+        return Trace(reads=[read]), Trace(reads=[dict(read, values=moved)])
+
+    found = {arg: _reads(*traces(arg, index), "candidate") for arg, index in
+             (("temperature", 0), ("input_ids", 1))}
+    assert [f.field for f in found["temperature"]] == ["_model_forward(temperature)"]
+    assert [f.field for f in found["input_ids"]] == ["_model_forward(input_ids)"]
+    assert found["temperature"][0].id != found["input_ids"][0].id
