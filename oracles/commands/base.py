@@ -106,6 +106,16 @@ def refuse_contradictions(values: dict, from_config=frozenset()) -> None:
                                 why=why).located(f"option {one[0]}")
 
 
+def schema_code_error(exc: SchemaCodeFailed, values: dict) -> SchemaError:
+    """The ``SchemaError`` (exit 2) of schema or protocol code that failed during a run,
+    naming the file (``file_named``)."""
+    protocol = str(exc.what).startswith("protocol ")     # a protocol's check
+    return file_named(SchemaError.of(
+        messages.SCHEMA_CODE_RETURNED if exc.returned
+        else messages.PROTOCOL_CHECK_RAISED if protocol
+        else messages.SCHEMA_CODE_FAILED, exc.what, error=exc.error), values)
+
+
 class Command:
     """One command: ``configure`` (values -> frozen config), ``run`` (config -> Outcome).
 
@@ -138,12 +148,7 @@ class Command:
         try:
             outcome = self.run(config, values, outputs)
         except SchemaCodeFailed as exc:      # the schema's mistake: exit 2, never a verdict
-            protocol = str(exc.what).startswith("protocol ")     # a protocol's check
-            raise file_named(SchemaError.of(
-                messages.SCHEMA_CODE_RETURNED if exc.returned
-                else messages.PROTOCOL_CHECK_RAISED if protocol
-                else messages.SCHEMA_CODE_FAILED, exc.what, error=exc.error),
-                values) from None
+            raise schema_code_error(exc, values) from None
         except SchemaError as exc:
             raise file_named(exc, values)
         except Exception as exc:

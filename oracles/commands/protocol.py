@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from stagecheck.oracles import messages
 from stagecheck.oracles.commands.base import (EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE,
                                               VERDICT_EXIT, Command, Outcome, file_named,
-                                              shim_option)
+                                              schema_code_error, shim_option)
 from stagecheck.oracles.commands.outputs import Outputs
 from stagecheck.oracles.commands.progress import progress_of
 from stagecheck.oracles.errors import SchemaError, StagecheckError, TargetLoadError, UsageError
@@ -53,6 +53,7 @@ from stagecheck.oracles.targets import is_file_spec, trusted_path
 from stagecheck.oracles.text import did_you_mean
 from stagecheck.spec.protocol import Protocol
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocols_driving
+from stagecheck.spec.schema_mistakes import SchemaCodeFailed
 from stagecheck.spec.schemas import schema_for_function
 
 __all__ = ["COMMANDS", "ProtocolCampaignCommand", "ProtocolCommand", "chosen_protocol",
@@ -381,10 +382,12 @@ class ProtocolCommand(Command):
         if not problems and target is not None:
             try:
                 ran = dry_run(where, target, shims)
-            except SchemaError as exc:      # a mistake of the protocol the run showed
+            except (SchemaError, SchemaCodeFailed) as exc:   # the protocol's mistake, run
                 if getattr(exc, "target_index", None) is not None:
                     raise exc.located("argument TARGET") from None
-                problems.append(_unprefixed(str(file_named(exc, {"protocol": where})), name))
+                problems.append(_unprefixed(str(
+                    schema_code_error(exc, {"protocol": where}) if isinstance(
+                        exc, SchemaCodeFailed) else file_named(exc, {"protocol": where})), name))
             except StagecheckError as exc:
                 raise exc.located(shim_option(exc) or "argument TARGET") from None
         if problems:

@@ -146,3 +146,22 @@ def test_protocol_check_refuses_a_protocol_whose_runs_of_one_sequence_differ(tmp
     assert "baseline" not in proc.stderr and "Traceback" not in proc.stderr
     steady = run_cli("protocol", "check", EXAMPLE, fixed, cwd=tmp_path)
     assert steady.returncode == 0, steady.stdout + steady.stderr
+
+
+def test_protocol_check_says_a_check_that_raises_as_a_problem_of_the_file(tmp_path):
+    """An audit: a protocol's check raising in the dry run was said without the file in
+    its prefix and without the "has N problem(s)" line every other problem gets."""
+    source = open(EXAMPLE).read()
+    old = "    device_work=("
+    (tmp_path / "proto.py").write_text(
+        "from stagecheck.spec.protocol import ProtocolCheck\n" + source.replace(
+            old, "    checks=(ProtocolCheck('boom', 'raises.', lambda seq, trace: 1 / 0),),\n"
+            + old))
+    fixed = os.path.join(MACHINERY, "fixed_token_stager.py") + "::TokenStager"
+    proc = run_cli("protocol", "check", "proto.py", fixed, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("stagecheck: error: protocol 'token-stager' (proto.py): "
+                               "checks[0] ('boom') raised ZeroDivisionError"), proc.stderr
+    assert lines[-1] == "stagecheck: error: " + messages.PROTOCOL_CHECK_FAILED.format(
+        name="token-stager", where="proto.py", count=1), proc.stderr
