@@ -31,6 +31,7 @@ from stagecheck.oracles import interrupt, messages, stdio
 from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands import COMMANDS, load, release
 from stagecheck.oracles.commands.crash import is_internal, report_internal
+from stagecheck.oracles.environment import refuse_bad_environment
 from stagecheck.oracles.config import KEYS, load_config
 from stagecheck.oracles.text import did_you_mean
 from stagecheck.oracles.errors import StagecheckError, UsageError
@@ -382,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                 emit(parser.format_help().rstrip("\n"))
                 code = EXIT_USAGE
             else:
+                refuse_bad_environment()
                 values = _values(args)
                 try:
                     code = load(args.command).execute(args, values)

@@ -487,6 +487,9 @@ TARGET_LOAD_ENDED = ("loading {value!r} ended the worker process: {what}",
 PROTOCOL_EMPTY = ("no protocol given ({value!r})",
                   "give a built-in protocol ({builtins}), 'single-call:SCHEMA', or a file "
                   "path/to/protocol.py declaring PROTOCOL")
+#: an environment variable stagecheck reads, set to a value it does not take
+ENVIRONMENT_VALUE = ("{value!r} is not a value it takes ({sets})",
+                     "give {takes}, or unset it for the default: unset {name}")
 PROTOCOL_UNKNOWN = ("{value!r} is neither a built-in protocol nor a protocol file{meant}",
                     "give one of {builtins}, 'single-call:SCHEMA', or path/to/protocol.py[:NAME]")
 #: 'schema.py:' (as a protocol's 'protocol.py:' is refused): a NAME left out

@@ -46,6 +46,7 @@ FLOORS: list[tuple[str, list[str]]] = [
                 "stagecheck.oracles.stdio", "stagecheck.oracles.paths",
                 "stagecheck.oracles.guard", "stagecheck.oracles.gcpause",
                 "stagecheck.oracles.memory", "stagecheck.oracles.process_state",
+                "stagecheck.oracles.environment",
                 # how Triton runs, decided before triton is first imported: by the kernel
                 # oracles and by the loader of a file target that imports triton
                 "stagecheck.oracles.kernel"]),
@@ -523,7 +524,8 @@ def test_imports_follow_the_rules(path):
                                  "oracles/messages.py", "oracles/options.py",
                                  "oracles/interrupt.py", "oracles/cli.py",
                                  "oracles/config.py", "oracles/commands/__init__.py",
-                                 "oracles/stdio.py", "oracles/commands/crash.py"])
+                                 "oracles/stdio.py", "oracles/commands/crash.py",
+                                 "oracles/environment.py"])
 def test_the_command_lines_first_imports_are_light(rel):
     top = _imports(ROOT / rel, top_level_only=True)
     assert not {n.split(".")[0] for n in top} & HEAVY, top
@@ -532,7 +534,8 @@ def test_the_command_lines_first_imports_are_light(rel):
                     "stagecheck.oracles.errors", "stagecheck.oracles.options",
                     "stagecheck.oracles.config", "stagecheck.oracles.commands",
                     "stagecheck.oracles.stdio", "stagecheck.oracles.text",
-                    "stagecheck.oracles.paths", "stagecheck.oracles.commands.crash"}, ours
+                    "stagecheck.oracles.paths", "stagecheck.oracles.commands.crash",
+                    "stagecheck.oracles.environment"}, ours
 
 
 if __name__ == "__main__":
