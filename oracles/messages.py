@@ -382,6 +382,11 @@ TARGET_PINS_WITHOUT_DEVICE = ("{value!r} pins host memory ({where}: {error}), an
                               "(--device cuda), or pin as vLLM does only where pinned memory "
                               "is available (pin_memory=is_pin_memory_available(), a flag the "
                               "function is given)")
+TARGET_NEEDS_CUDA = ("{value!r} uses CUDA ({where}: {error}), and this torch has no CUDA "
+                     "device: a limit of a CPU-only run, not a difference in the code",
+                     "check it on the CPU model of the device, which models streams, events "
+                     "and pinned memory (--protocol single-call:{schema}), or run it where "
+                     "CUDA is (--device cuda)")
 VIEW_REBOUND = ("target {value!r} rebinds .{view} of a paired buffer ({where}): stagecheck "
                 "observes the views it made, so what the target does with a new object is "
                 "not seen; this is a limit of stagecheck, not a difference in the code",

@@ -326,11 +326,12 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         if where is not None:         # an engine module imported in the call: a limit of
             raise TargetLoadError.of(messages.TARGET_IMPORTS_WHEN_CALLED, target.spec,
                                      module=exc.name, where=where) from None   # the loader
-        where = _pinning_refused(exc)
-        if where is not None:         # pinned memory on a torch without an accelerator:
-            raise TargetLoadError.of(messages.TARGET_PINS_WITHOUT_DEVICE, target.spec,
-                                     where=where, error=exception_text(exc),
-                                     schema=target.profile.schema.name) from None
+        where, pinning = _cuda_refused(exc)
+        if where is not None:         # pinned memory, a stream or an event on a torch
+            raise TargetLoadError.of(   # without an accelerator: a limit of the run
+                messages.TARGET_PINS_WITHOUT_DEVICE if pinning else
+                messages.TARGET_NEEDS_CUDA, target.spec, where=where,
+                error=exception_text(exc), schema=target.profile.schema.name) from None
         if _FIRED != fired:           # the time limit, surfacing as another exception
             timed_out, exc_type = True, "CallTimedOut"
         else:
@@ -372,18 +373,26 @@ def _absent_import(exc: BaseException) -> str | None:
 #: (torch 2.x); the run's own device model, not the code, lacks pinned memory then
 _NO_PINNED_MEMORY = ("Cannot access accelerator device when none is available",
                      "no pinned memory allocator is available")
+#: what torch raises for CUDA's streams, events, synchronization or a "cuda" device where
+#: it has no CUDA (a CPU build, no driver, no device)
+_NO_CUDA = ("Torch not compiled with CUDA enabled", "Tried to instantiate dummy base class",
+            "Found no NVIDIA driver", "No CUDA GPUs are available",
+            "CUDA driver initialization failed")
 
 
-def _pinning_refused(exc: BaseException) -> str | None:
-    """Where the call pinned host memory that this torch cannot pin (no accelerator): the
-    innermost frame of the user's code; None for any other exception (and where CUDA is
-    there, when pinning failed for another reason)."""
-    if type(exc) is not RuntimeError or not any(t in str(exc) for t in _NO_PINNED_MEMORY):
-        return None
+def _cuda_refused(exc: BaseException) -> tuple[str | None, bool]:
+    """Where the call used what this torch cannot do without an accelerator (pinned host
+    memory, CUDA's streams and events, a "cuda" tensor): the innermost frame of the user's
+    code, and whether it was pinning; None for any other exception (and where CUDA is
+    there: it failed for another reason)."""
+    text = str(exc) if type(exc) in (RuntimeError, AssertionError) else ""
+    pinning = any(t in text for t in _NO_PINNED_MEMORY)
+    if not pinning and not any(t in text for t in _NO_CUDA):
+        return None, False
     torch = sys.modules.get("torch")
     if torch is None or torch.cuda.is_available():
-        return None
-    return _user_line(exc, _INSTALLED + (_OWN,))     # nor stagecheck's hooked tensors
+        return None, False
+    return _user_line(exc, _INSTALLED + (_OWN,)), pinning    # nor stagecheck's tensors
 
 
 def _user_line(exc: BaseException, skipped: tuple) -> str:

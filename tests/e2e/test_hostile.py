@@ -183,6 +183,13 @@ LOAD = [
     spec("pins_host_memory", 2, fragment(messages.TARGET_PINS_WITHOUT_DEVICE),
          "a target pins a staging copy on a CPU-only torch (was: 'raised RuntimeError: "
          "Cannot access accelerator device', DIFFERENT, exit 1, for code fine on CUDA)"),
+    spec("records_cuda_event", 2, fragment(messages.TARGET_NEEDS_CUDA),
+         "a target records a torch.cuda.Event after its uploads, on a CPU-only torch (was: "
+         "'raised RuntimeError: Tried to instantiate dummy base class Event', DIFFERENT, "
+         "exit 1, for code fine on CUDA)"),
+    diff("synchronizes_cuda", 2, fragment(messages.TARGET_NEEDS_CUDA),
+         "a target synchronizes the current CUDA stream, on a CPU-only torch (was: 'raised "
+         "AssertionError: Torch not compiled with CUDA enabled', DIFFERENT, exit 1)"),
     spec("latin1_declared", 0, CONFORMS, "a PEP 263 Latin-1 file"),
     spec("utf8_bom", 0, CONFORMS, "a file starting with a UTF-8 BOM"),
     Case("target-fifo", ("spec", f"{{T}}/fifo.py::{FUNC}", *QUICK), 2,
