@@ -392,6 +392,13 @@ VIEW_REBOUND = ("target {value!r} rebinds .{view} of a paired buffer ({where}): 
                 "not seen; this is a limit of stagecheck, not a difference in the code",
                 "write into the view the buffer has (buf.{view}[:n] = ...) instead of "
                 "assigning a new object to buf.{view}")
+#: the schema's build made a Call the function cannot be called with (a binding TypeError)
+SCHEMA_CALL_UNBOUND = (
+    "schema {schema!r}: the arguments its build gives cannot call {value!r} ({error}): the "
+    "function never ran, so this is the schema's mistake, not the code's",
+    "make build return Call(args, kwargs) that the function's parameters take, in the order "
+    "the schema declares them ({parameters}); 'stagecheck schema check FILE' does not call "
+    "the function")
 STAND_IN_UNSUPPORTED = (
     "target {value!r} asked the {stand_in} that schema {schema!r} passes it for {operation}, "
     "which the stand-in does not model: this is a limit of the schema, not a difference in "
@@ -905,6 +912,9 @@ SCHEMA_DERIVE_UNFIT = ("field {name!r}: derive gives {value!r} for slot {slot} o
                        "in-contract scenario, which {dtype} cannot hold, so every correct "
                        "function would fail there (expected_outcome); narrow the values of "
                        "the inputs it reads (Values(low, high)) until it fits")
+SCHEMA_DERIVE_TYPE = ("field {name!r}: derive {said} for slot {slot} of a drawn scenario; a "
+                      "derive returns the value the slot must hold: an int (a bool for a bool "
+                      "field), KeyError where the request lacks an input")
 SCHEMA_DERIVE_BREACH = ("field {name!r}: derive raised {error} for slot {slot} of a drawn "
                         "out-of-contract scenario ({breach}); there too a derive may raise "
                         "KeyError only (no value to expect), or every run that draws it "
@@ -1016,6 +1026,10 @@ PROTOCOL_CHECK_RAISED = ("{value} raised {error} during the run",
                          "messages; "
                          "it must not raise: fix the protocol file, then 'stagecheck protocol "
                          "check FILE TARGET'")
+#: a derive's value of a type its buffer cannot hold, found during a run
+SCHEMA_VALUE_RETURNED = ("{value} {error} during the run",
+                         "a derive returns the value the slot must hold: an int (a bool for "
+                         "a bool field); fix the schema, then 'stagecheck schema check FILE'")
 SCHEMA_CODE_RETURNED = ("{value} {error} during the run",
                         "a protocol's check returns a list of messages, empty where it holds; "
                         "fix the protocol file, then 'stagecheck protocol check FILE "

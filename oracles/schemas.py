@@ -1,12 +1,10 @@
 """Loading and checking staging schemas: built-in names, or a user's schema file.
 
-``--schema NAME`` names a built-in schema (``spec/schemas/``); ``--schema
-path/to/schema.py[:NAME]`` imports that file (the user's own code, like a conftest)
-and takes its ``SCHEMA`` (or ``NAME``). Every schema is checked before use: each
-declaration on its own (``check_declarations``), then a dry run that draws scenarios
-from it, builds the call's arguments, derives every slot and applies the declared
-mutations (``check_schema``). A problem is a ``SchemaError`` (exit 2) that names the
-part of the schema and the fix.
+``--schema NAME`` names a built-in schema (``spec/schemas/``); ``--schema FILE[:NAME]``
+imports that file (the user's own code) and takes its ``SCHEMA`` (or ``NAME``). Every
+schema is checked before use: its declarations (``check_declarations``), then a dry run
+that draws scenarios, builds the call's arguments, derives every slot and applies the
+mutations (``check_schema``); a problem is a ``SchemaError`` (exit 2) naming the part.
 """
 
 from __future__ import annotations
@@ -161,8 +159,7 @@ def _import_file(path: str, spec: str, guarded: bool = False):
     return module
 
 
-#: attributes of the request view (``q``) itself: an input of one of these names is
-#: unreachable as ``q.<name>``
+#: attributes of the request view (``q``) itself: unreachable as inputs ``q.<name>``
 _VIEW_NAMES = ("scenario", "slot", "id", "get", "has", "slot_value", "input")
 
 
@@ -375,6 +372,9 @@ def check_schema(schema: StagingSchema, samples: int = 30, list_model: bool = Tr
                             return [messages.SCHEMA_DERIVE_UNFIT.format(
                                 name=f.name, value=value, slot=i, dtype=f.dtype)]
                     except Exception as exc:
+                        if getattr(exc, "returned", False):     # a value of a wrong type
+                            return [messages.SCHEMA_DERIVE_TYPE.format(name=f.name,
+                                                                       said=exc.error, slot=i)]
                         error = exc.error if isinstance(exc, SchemaCodeFailed) else \
                             f"{type(exc).__name__}: {exc}"
                         return [f"field {f.name!r}: derive raised {error} for slot {i}; a "

@@ -12,6 +12,7 @@ not happen it is info. ``padded_read`` is always info.
 
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import dataclass, replace
 from itertools import compress, count, repeat
@@ -81,7 +82,28 @@ def expected_value(s: StagingScenario, f, i: int, r: str) -> Any:
         return MISSING
     except Exception as exc:       # the schema's mistake: only KeyError means "lacks"
         raise SchemaCodeFailed.of(f"field {f.name!r}: derive (slot {i}, {r!r})", exc) from None
+    if type(value) is not int:
+        _refuse_unholdable(f, [value], [r])
     return value
+
+
+def _refuse_unholdable(f, values: list, live: list) -> None:
+    """A derive (or column) value that the field's buffer cannot hold, of a type no slot
+    holds (a string, a fraction, None): the schema's mistake (``SchemaCodeFailed``), never
+    a slot that 'holds 0, expected '0''. Integral floats and numpy scalars pass."""
+    for i, value in enumerate(values):
+        if value is MISSING or type(value) is int:
+            continue
+        if f.dtype == "bool":       # numpy's bool is no numbers.Integral: by its name
+            held = isinstance(value, bool) or type(value).__name__ == "bool_"
+        else:
+            held = isinstance(value, numbers.Integral) or (
+                isinstance(value, numbers.Real) and float(value).is_integer())
+        if not held:
+            raise SchemaCodeFailed(
+                f"field {f.name!r}: derive (slot {i}, {live[i]!r})", None,
+                f"returned {value!r} (a {type(value).__name__}), which its {f.dtype} buffer "
+                "cannot hold")
 
 
 # --------------------------------------------------------------------------- checks
@@ -152,6 +174,10 @@ def expected_column(p: TargetProfile, s: StagingScenario, f) -> list:
                   per_schema=True)
 
 
+#: the types of derived values that need no closer look (``_refuse_unholdable``)
+_PLAIN_INT = frozenset({int, type(MISSING)})
+
+
 def _expected_column(s: StagingScenario, f) -> list:
     live = s.live_ids
     if f.column is not None and f.derive is not None:
@@ -173,6 +199,8 @@ def _expected_column(s: StagingScenario, f) -> list:
         except Exception as exc:   # the schema's mistake: only KeyError means "lacks"
             raise SchemaCodeFailed.of(f"field {f.name!r}: derive (slot {i}, {r!r})",
                                    exc) from None
+    if not set(map(type, out)) <= _PLAIN_INT:
+        _refuse_unholdable(f, out, live)
     return out
 
 

@@ -111,8 +111,8 @@ def schema_code_error(exc: SchemaCodeFailed, values: dict) -> SchemaError:
     naming the file (``file_named``)."""
     protocol = str(exc.what).startswith("protocol ")     # a protocol's check
     return file_named(SchemaError.of(
-        messages.SCHEMA_CODE_RETURNED if exc.returned
-        else messages.PROTOCOL_CHECK_RAISED if protocol
+        (messages.SCHEMA_CODE_RETURNED if protocol else messages.SCHEMA_VALUE_RETURNED)
+        if exc.returned else messages.PROTOCOL_CHECK_RAISED if protocol
         else messages.SCHEMA_CODE_FAILED, exc.what, error=exc.error), values)
 
 

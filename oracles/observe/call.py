@@ -326,6 +326,14 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         if where is not None:         # an engine module imported in the call: a limit of
             raise TargetLoadError.of(messages.TARGET_IMPORTS_WHEN_CALLED, target.spec,
                                      module=exc.name, where=where) from None   # the loader
+        tb = exc.__traceback__
+        if type(exc) is TypeError and tb is not None and tb.tb_next is None:
+            # raised by the call itself, before the function ran: the build's Call cannot
+            # be bound to the function, which the schema's parameters said it takes
+            raise SchemaError.of(messages.SCHEMA_CALL_UNBOUND, target.spec,
+                                 schema=target.profile.schema.name, error=exception_text(exc),
+                                 parameters=", ".join(target.profile.schema.parameters)
+                                 ) from None
         where, pinning = _cuda_refused(exc)
         if where is not None:         # pinned memory, a stream or an event on a torch
             raise TargetLoadError.of(   # without an accelerator: a limit of the run

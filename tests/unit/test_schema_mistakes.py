@@ -167,3 +167,17 @@ def test_a_derive_that_raises_on_an_out_of_contract_scenario_is_named():
         "> 2**20]")))
     head = messages.SCHEMA_DERIVE_BREACH.split("{error}")[0].format(name="num_drafts")
     assert problems and problems[0].startswith(head) and "IndexError" in problems[0]
+
+
+# an audit: two schema mistakes that schema check passed and a run then blamed on the code
+
+@pytest.mark.parametrize("derive,said", [('str(len(q.get("spec_decode_tokens", [])))', "'"),
+                                         ('len(q.get("spec_decode_tokens", [])) / 2', "0.5")])
+def test_a_derive_that_returns_what_no_slot_holds_is_a_schema_error(derive, said):
+    """A derive returning a string (or a fraction) for an int32 field was a slot_alignment
+    error against every correct function ("holds 0, expected '0'")."""
+    problems = check_schema(_schema(('lambda q: len(q.get("spec_decode_tokens", [])),',
+                                     f"lambda q: {derive},")))
+    head = messages.SCHEMA_DERIVE_TYPE.split("{said}")[0].format(name="num_drafts")
+    assert problems and problems[0].startswith(head + "returned " + said), problems
+    assert "which its int32 buffer cannot hold" in problems[0]
