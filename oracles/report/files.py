@@ -183,7 +183,26 @@ def probe_file(path: str) -> str | None:
         _probe_create(folder)
     except OSError as exc:
         return f"cannot create files in {folder!r}: {_why(exc, folder)}"
-    return None
+    return _name_too_long(os.path.basename(real), folder)
+
+
+#: bytes the temporary file a report is written through adds to its name (``write_atomic``)
+_TEMPORARY_NAME_EXTRA = len(".." + "0" * 8 + ".tmp")
+
+
+def _name_too_long(name: str, folder: str) -> str | None:
+    """Why a file ``name`` cannot be made in ``folder`` (longer than its file system's
+    names, with the temporary name's extra bytes), or None."""
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    length = len(os.fsencode(name))
+    if length + _TEMPORARY_NAME_EXTRA <= limit:
+        return None
+    return (f"its name is {length} bytes long, and its folder's file system takes names of "
+            f"{limit} bytes at most ({limit - _TEMPORARY_NAME_EXTRA} for a report, which is "
+            "written through a temporary file of a longer name first): give a shorter name")
 
 
 def _why(exc: OSError, folder: str) -> str:

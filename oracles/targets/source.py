@@ -365,7 +365,7 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
                            "class or NAME = ... statement (the ones stagecheck compiles)")
     if missing:
         raise TargetLoadError.of(messages.TARGET_UNRESOLVED, spec, count=len(missing),
-                                 names="; ".join(missing), function=shown or name)
+                                 names="; ".join(missing), function=shown or dotted)
 
     module = ast.Module(body=body, type_ignores=[])
     ast.fix_missing_locations(module)

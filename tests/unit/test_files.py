@@ -104,3 +104,16 @@ def test_a_folder_whose_file_system_takes_no_files_is_named_as_such():
     # creating a file in /proc/1 fails with ENOENT although the folder exists
     for why in (probe_folder("/proc/1"), probe_file("/proc/1/report.json")):
         assert "takes no new files" in why and "No such file" not in why
+
+
+def test_a_report_name_longer_than_its_folder_takes_is_refused_before_the_run(tmp_path):
+    """An audit: ``--json`` of a 300-character name was refused only after the run ("File
+    name too long ... free space or give another path"); a report is written through a
+    temporary file whose name is 14 bytes longer, so that bound counts too."""
+    limit = os.pathconf(tmp_path, "PC_NAME_MAX")
+    assert probe_file(str(tmp_path / ("a" * (limit - 14 - 5) + ".json"))) is None
+    for length in (limit - 14 - 4, limit + 40):
+        why = probe_file(str(tmp_path / ("a" * length + ".json")))
+        assert why is not None and f"its name is {length + 5} bytes long" in why, why
+        assert "give a shorter name" in why
+    assert list(tmp_path.iterdir()) == []             # the probe made nothing

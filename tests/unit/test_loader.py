@@ -228,3 +228,16 @@ def test_a_class_target_names_the_commands_that_drive_a_class(tmp_path):
     assert "'Staging'" in said and "is a class, not a function" in said
     # bench, mutants and symbolic take no --protocol: the hint names diff and spec
     assert "by 'stagecheck diff' or 'stagecheck spec' with --protocol" in said
+
+
+def test_a_methods_unresolved_name_suggests_loading_the_class_and_method():
+    """An audit: for ``file.py::GPUModelRunner._stage`` the fix said to load
+    'package.module:_stage', which names no module-level function."""
+    text = unresolved('''
+        from vllm.model_executor.layers import obscure_helper
+
+        class GPUModelRunner:
+            def _stage(self, n):
+                return obscure_helper(n)
+    ''', "GPUModelRunner._stage")
+    assert "'package.module:GPUModelRunner._stage'" in text
