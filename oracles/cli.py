@@ -32,7 +32,7 @@ from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands import COMMANDS, load, release
 from stagecheck.oracles.commands.crash import is_internal, report_internal
 from stagecheck.oracles.environment import refuse_bad_environment
-from stagecheck.oracles.config import KEYS, load_config
+from stagecheck.oracles.config import KEYS, file_words, load_config
 from stagecheck.oracles.text import did_you_mean
 from stagecheck.oracles.errors import StagecheckError, UsageError
 from stagecheck.oracles.options import (OPTIONS, PROTOCOL_FIELDS, Option, flag_of, options_of,
@@ -285,6 +285,7 @@ def _said_of_config(error: StagecheckError, command: str | None, args) -> None:
             key = next((k for k, spec in KEYS.items() if spec.dest == option.dest), None)
             if key is not None:
                 error.where = messages.CONFIG_WHERE.format(key=key, path=path)
+                error.problem = file_words(error.problem, flag, key, error.value)
             return
 
 

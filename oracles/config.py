@@ -115,6 +115,15 @@ def _toml():
     return tomli
 
 
+def file_words(problem: str, flag: str, key: str, value: Any) -> str:
+    """An option's ``problem`` in the words of the file that set it: its key, not the
+    command line's flag, and a boolean as TOML writes it (``false``, not ``False``)."""
+    problem = problem.replace(f"{flag} ", f"{key} ")
+    if isinstance(value, bool):
+        problem = problem.replace(str(value), str(value).lower(), 1)
+    return problem
+
+
 def load_config(start: str | None = None) -> Config:
     """The checked ``[tool.stagecheck]`` table of the first pyproject.toml upwards from
     ``start``; an empty ``Config`` where there is none. Raises ``ConfigError`` (located
@@ -156,7 +165,8 @@ def load_config(start: str | None = None) -> Config:
             value = spec.check(spec.field, raw_value)
         except StagecheckError as exc:
             error = exc if isinstance(exc, ConfigError) else ConfigError(
-                exc.problem, exc.fix, value=exc.value, option=key)
+                file_words(exc.problem, f"--{key}", raw_key, raw_value), exc.fix,
+                value=exc.value, option=key)
             raise error.located(f"[tool.stagecheck] {raw_key} in {path}") from None
         if isinstance(value, tuple):    # a list, as argparse gives a repeatable option
             value = list(value)

@@ -201,3 +201,15 @@ def test_numbers_are_plain_ascii_text(name, value):
 ])
 def test_plain_numbers_still_pass(name, value, expected):
     assert OPTIONS[name].check(name, value) == expected
+
+
+@pytest.mark.parametrize("line,said", [("kernel = false", "false is not one of auto"),
+                                       ('save-dir = ""', "save-dir was given an empty path")])
+def test_a_bad_value_in_the_file_is_said_in_the_files_words(tmp_path, monkeypatch, line, said):
+    """An audit: ``kernel = false`` was said as "False is not one of ...", and ``save-dir
+    = ""`` as "--save-dir was given an empty path": the command line's words."""
+    (tmp_path / "pyproject.toml").write_text(f"[tool.stagecheck]\n{line}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as refused:
+        load_config()
+    assert said in str(refused.value) and "False" not in str(refused.value)
