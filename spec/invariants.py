@@ -618,6 +618,16 @@ def check_no_process_left(s, o, p):
                     extra={"processes": list(o.left_running)})]
 
 
+def check_process_unchanged(s, o, p):
+    if not o.changed:
+        return []
+    names = ", ".join(o.changed[:8]) + (" ..." if len(o.changed) > 8 else "")
+    return [Finding("process_unchanged", INFO,
+                    f"left {names} rebound when it returned; stagecheck put "
+                    f"{'it' if len(o.changed) == 1 else 'them'} back",
+                    extra={"changed": list(o.changed)})]
+
+
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("slot_alignment",
               "For every staged field and every slot i < num_reqs, slot i holds the value the "
@@ -669,6 +679,11 @@ INVARIANTS: tuple[Invariant, ...] = (
               "info: no staged value depends on it, but an engine would leak a process per "
               "step; stagecheck ends such processes after each call).",
               check_no_process_left, always_info=True),
+    Invariant("process_unchanged",
+              "The call leaves the builtins of its process as it found them (reported as "
+              "info: no staged value depends on it, but an engine would run every later "
+              "step with the change; stagecheck puts them back after each call).",
+              check_process_unchanged, always_info=True),
 )
 INVARIANTS_BY_ID = {inv.id: inv for inv in INVARIANTS}
 

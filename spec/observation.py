@@ -114,6 +114,8 @@ class Observation:
                                         # interpreter with code 0", "killed by SIGSEGV"
     left_running: tuple[str, ...] = ()  # names of processes the call started and left
                                         # running when it returned (ended by stagecheck)
+    changed: tuple[str, ...] = ()       # what of its process the call left changed and
+                                        # stagecheck put back (``builtins.len``)
 
     @classmethod
     def of_crash(cls, what: str) -> "Observation":
@@ -200,7 +202,7 @@ class Observation:
                   else (3, e.kind, e.region, e.slots, e.pending, e.by) for e in self.events]
         return (self.exception_type, self.exception_message, self.cpu, self.gpu, events,
                 self.req_ids_reads, after, self.timed_out, self.exception_mro,
-                self.last_step_start, self.crashed, self.left_running, same)
+                self.last_step_start, self.crashed, self.left_running, same, self.changed)
 
     @classmethod
     def from_wire(cls, wire: tuple, scenario=None) -> "Observation":
@@ -208,12 +210,14 @@ class Observation:
         (exc_type, message, cpu, gpu, events, reads, inputs_after, timed_out, mro, start,
          crashed, left_running, *rest) = wire
         given = rest[0] if rest else ()
+        changed = tuple(rest[1]) if len(rest) > 1 else ()
         if given:
             inputs_after = {name: _copied(_given_value(scenario, name)) if name in given
                             else value for name, value in inputs_after.items()}
         kinds = (Copy, HostWrite, StaleTransfer, Hazard)
         return cls(exc_type, message, cpu, gpu, [kinds[e[0]](*e[1:]) for e in events], reads,
-                   inputs_after, timed_out, tuple(mro), start, crashed, tuple(left_running))
+                   inputs_after, timed_out, tuple(mro), start, crashed, tuple(left_running),
+                   changed)
 
 
 _ABSENT = object()

@@ -97,18 +97,22 @@ class _Worker:
         if sys.getrecursionlimit() != self._recursion:
             sys.setrecursionlimit(self._recursion)
 
-    def _restore_builtins(self) -> None:
+    def _restore_builtins(self) -> tuple[str, ...]:
         """Undo what code under test did to ``builtins`` (``enumerate = ...``) and to the
-        recursion limit: this worker's own code uses them right after each call."""
+        recursion limit: this worker's own code uses them right after each call. The
+        builtins it put back, by name (``builtins.len``): the call's ``changed``."""
         self._put_back_recursion_limit()
         names = vars(builtins)
         # the usual case, in C: every name still bound to its own object (compared by
         # identity: a replaced builtin's __eq__ never runs here)
         if all(map(operator.is_, map(names.get, self._builtin_names), self._builtin_values)):
-            return
+            return ()
+        put_back = []
         for name, value in self._builtins.items():
             if names.get(name) is not value:
                 names[name] = value
+                put_back.append(f"builtins.{name}")
+        return tuple(put_back)
 
     def _left_running(self, every_thread: bool = True) -> tuple[str, ...]:
         """End what the last call (or loading) left running; the names of those processes
@@ -223,11 +227,11 @@ class _Worker:
                     os._exit(0)
                 # the position still names this call: the checker blames it
                 self.modules.end_if_broken()
-                self._restore_builtins()
+                changed = self._restore_builtins()
                 stopped = stopped or seen.timed_out
                 left = self._left_running(every_thread=False)
-                if left:
-                    seen = replace(seen, left_running=left)
+                if left or changed:
+                    seen = replace(seen, left_running=left, changed=changed)
                 if not sampled and kind == "fast" and seen.last_step_start == 0:
                     # the fast buffers log copies only: their order across buffers means
                     # nothing to any invariant, nor does how often an entry of req_ids was

@@ -8,6 +8,7 @@ from stagecheck.oracles.observe import observe
 from stagecheck.oracles.targets import load_target
 from stagecheck.spec import DEFAULT_SCHEMA, ERROR, INFO, INVARIANTS, Copy, HostWrite, check
 from stagecheck.spec.invariants import names_request
+from stagecheck.spec.observation import Observation
 from tests.helpers import scenario
 
 PROFILE = DEFAULT_SCHEMA.profile()
@@ -29,7 +30,7 @@ def test_every_invariant_is_stated_once_and_in_the_generated_spec_page():
     assert [i.id for i in INVARIANTS] == [
         "slot_alignment", "tail_policy", "mirror_consistency", "copy_discipline",
         "missing_input", "expected_outcome", "inputs_unchanged", "no_copy_hazard",
-        "padded_read", "no_process_left"]
+        "padded_read", "no_process_left", "process_unchanged"]
     from stagecheck.spec.__main__ import render
     page = render()
     statements = [inv.statement for inv in INVARIANTS]
@@ -158,3 +159,20 @@ def test_a_per_slot_input_past_its_list_is_no_value_not_a_crash():
                         {field.buffer: [0]}, {field.buffer: [0]}, schema=schema.name)
     assert expected_value(s, field, 0, "req-a") == 7
     assert expected_value(s, field, 1, "req-b") is MISSING
+
+
+def test_process_unchanged_reports_the_builtins_a_call_left_rebound(good):
+    """An audit: a correct target that rebinds ``builtins.len`` passed without a word (the
+    worker puts builtins back after each call); now an info finding naming them."""
+    s, o = good
+    assert [f.invariant for f in check(s, o, PROFILE)] == []
+    (f,) = check(s, dataclasses.replace(o, changed=("builtins.len",)), PROFILE)
+    assert (f.invariant, f.severity) == ("process_unchanged", INFO)
+    assert f.message == "left builtins.len rebound when it returned; stagecheck put it back"
+
+
+def test_what_a_call_changed_travels_the_wire_with_its_observation(good):
+    _, o = good
+    moved = dataclasses.replace(o, changed=("builtins.len", "builtins.sum"))
+    assert Observation.from_wire(moved.to_wire()).changed == moved.changed
+    assert Observation.from_wire(o.to_wire()).changed == ()
