@@ -82,28 +82,27 @@ def expected_value(s: StagingScenario, f, i: int, r: str) -> Any:
         return MISSING
     except Exception as exc:       # the schema's mistake: only KeyError means "lacks"
         raise SchemaCodeFailed.of(f"field {f.name!r}: derive (slot {i}, {r!r})", exc) from None
-    if type(value) is not int:
-        _refuse_unholdable(f, [value], [r])
+    if type(value) is not int and _unholdable(f, value):
+        raise _unholdable_error(f, i, r, value)
     return value
 
 
-def _refuse_unholdable(f, values: list, live: list) -> None:
-    """A derive (or column) value that the field's buffer cannot hold, of a type no slot
-    holds (a string, a fraction, None): the schema's mistake (``SchemaCodeFailed``), never
-    a slot that 'holds 0, expected '0''. Integral floats and numpy scalars pass."""
-    for i, value in enumerate(values):
-        if value is MISSING or type(value) is int:
-            continue
-        if f.dtype == "bool":       # numpy's bool is no numbers.Integral: by its name
-            held = isinstance(value, bool) or type(value).__name__ == "bool_"
-        else:
-            held = isinstance(value, numbers.Integral) or (
-                isinstance(value, numbers.Real) and float(value).is_integer())
-        if not held:
-            raise SchemaCodeFailed(
-                f"field {f.name!r}: derive (slot {i}, {live[i]!r})", None,
-                f"returned {value!r} (a {type(value).__name__}), which its {f.dtype} buffer "
-                "cannot hold")
+def _unholdable(f, value) -> bool:
+    """A derive's value of a type no slot of ``f``'s buffer holds (a string, a fraction,
+    None): the schema's mistake, never a slot that 'holds 0, expected '0''. Integral floats
+    and numpy scalars are held; MISSING is no value."""
+    if value is MISSING or type(value) is int:
+        return False
+    if f.dtype == "bool":       # numpy's bool is no numbers.Integral: by its name
+        return not (isinstance(value, bool) or type(value).__name__ == "bool_")
+    return not (isinstance(value, numbers.Integral) or (
+        isinstance(value, numbers.Real) and float(value).is_integer()))
+
+
+def _unholdable_error(f, i: int, r: str, value) -> SchemaCodeFailed:
+    return SchemaCodeFailed(f"field {f.name!r}: derive (slot {i}, {r!r})", None,
+                            f"returned {value!r} (a {type(value).__name__}), which its "
+                            f"{f.dtype} buffer cannot hold")
 
 
 # --------------------------------------------------------------------------- checks
@@ -174,7 +173,7 @@ def expected_column(p: TargetProfile, s: StagingScenario, f) -> list:
                   per_schema=True)
 
 
-#: the types of derived values that need no closer look (``_refuse_unholdable``)
+#: the types of derived values that need no closer look (``_unholdable``)
 _PLAIN_INT = frozenset({int, type(MISSING)})
 
 
@@ -200,7 +199,9 @@ def _expected_column(s: StagingScenario, f) -> list:
             raise SchemaCodeFailed.of(f"field {f.name!r}: derive (slot {i}, {r!r})",
                                    exc) from None
     if not set(map(type, out)) <= _PLAIN_INT:
-        _refuse_unholdable(f, out, live)
+        for i, value in enumerate(out):
+            if _unholdable(f, value):
+                raise _unholdable_error(f, i, live[i], value)
     return out
 
 

@@ -12,7 +12,8 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.options import CAPACITY_LIMIT
 from stagecheck.oracles.schemas import check_schema
 from stagecheck.spec.scenario import RequestView, StagingScenario, UnknownInput
-from stagecheck.spec.schema_mistakes import StandIn, StandInUnsupported
+from stagecheck.spec.invariants import expected_value
+from stagecheck.spec.schema_mistakes import SchemaCodeFailed, StandIn, StandInUnsupported
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "examples" / \
     "sample_positions_schema.py"
@@ -181,3 +182,15 @@ def test_a_derive_that_returns_what_no_slot_holds_is_a_schema_error(derive, said
     head = messages.SCHEMA_DERIVE_TYPE.split("{said}")[0].format(name="num_drafts")
     assert problems and problems[0].startswith(head + "returned " + said), problems
     assert "which its int32 buffer cannot hold" in problems[0]
+
+
+def test_a_derive_value_no_slot_holds_is_said_of_its_own_slot():
+    """The slot the refusal names is the slot derived (was: slot 0 for any slot, where a
+    single value was checked)."""
+    s = StagingScenario.from_dict({
+        "capacity": 2, "num_reqs": 2, "req_ids": ["a", "b"], "inputs": {},
+        "initial_cpu": {}, "initial_gpu": {}})
+    field = types.SimpleNamespace(name="x", dtype="int32", derive=lambda q: "1")
+    with pytest.raises(SchemaCodeFailed) as refused:
+        expected_value(s, field, 1, "b")
+    assert refused.value.what == "field 'x': derive (slot 1, 'b')" and refused.value.returned
