@@ -385,9 +385,9 @@ class ProtocolCommand(Command):
             except (SchemaError, SchemaCodeFailed) as exc:   # the protocol's mistake, run
                 if getattr(exc, "target_index", None) is not None:
                     raise exc.located("argument TARGET") from None
-                problems.append(_unprefixed(str(
-                    schema_code_error(exc, {"protocol": where}) if isinstance(
-                        exc, SchemaCodeFailed) else file_named(exc, {"protocol": where})), name))
+                said = schema_code_error(exc, {"protocol": where}) if isinstance(
+                    exc, SchemaCodeFailed) else file_named(exc, {"protocol": where})
+                problems.append(_unprefixed(str(said), name))
             except StagecheckError as exc:
                 raise exc.located(shim_option(exc) or "argument TARGET") from None
         if problems:

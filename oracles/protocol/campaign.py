@@ -339,10 +339,10 @@ def stopped_step(findings: list[Finding]) -> int | None:
 SHRINK_ROUNDS = 3
 
 
-#: the invariants that compare two runs (two targets', or a target's meant and scheduled
-#: runs): a difference they find means nothing when one target's runs differ by themselves
 #: runs of a flagged sequence again, each compared with its first run (``_refuse_unsteady``)
 UNSTEADY_RUNS = 3
+#: the invariants that compare two runs (two targets', or a target's meant and scheduled
+#: runs): a difference they find means nothing when one target's runs differ by themselves
 _BETWEEN_RUNS = frozenset({"same_trace", "readback_as_written", "device_read_as_meant"})
 #: ``compare_runs``' words for the two sides, said of one target's two runs
 _RUNS = (("(candidate)", "(second run)"), ("(baseline)", "(first run)"),
