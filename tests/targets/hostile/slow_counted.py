@@ -1,4 +1,4 @@
-# hostile: a correct target that sleeps 0.1 s per call and counts its calls (a line each)
+# hostile: a correct target that sleeps 0.05 s per call and counts its calls (a line each)
 import os
 import time
 
@@ -9,7 +9,7 @@ def stage_postprocess_inputs_to_gpu(ctx, scheduler_output, req_ids, num_reqs, re
     if mark:
         with open(mark, "a") as counted:
             counted.write("call\n")
-    time.sleep(0.1)
+    time.sleep(0.05)
     bufs = (ctx.mamba_state_idx_buf, ctx.num_scheduled_tokens_buf,
             ctx.num_computed_tokens_buf, ctx.num_draft_tokens_buf)
     for i, r in enumerate(req_ids[:num_reqs]):
