@@ -28,7 +28,7 @@ from stagecheck.oracles.device.model import EventState
 from stagecheck.oracles.device.torchload import import_torch
 
 __all__ = ["ModelAcceleratorEvent", "ModelEvent", "ModelStream", "installed",
-           "restore_names", "swap_names"]
+           "restore_names", "swap_names", "watch_names"]
 
 _ACTIVE: list = []      # the active CPU models, innermost last
 
@@ -241,20 +241,55 @@ _NVTX_NAMES = {
 _MISSING = object()
 
 
+#: the namespaces of code under test (``watch_names``), the most recent ``_WATCHED_HELD``
+_WATCHED: list = []
+_WATCHED_HELD = 64
+
+
+def watch_names(namespace: dict) -> None:
+    """``namespace`` (a target module's globals, or those a target file was compiled in)
+    is code under test's: a name it bound when it loaded to one of torch's that
+    ``swap_names`` replaces (``from torch.cuda import Event`` at module level, before any
+    model was active) is the replacement there too while the model is (was: torch's own
+    class, which raised on a CPU build, a finding against correct code, and on CUDA made
+    events the model never saw recorded)."""
+    if any(watched is namespace for watched in _WATCHED):
+        return
+    if len(_WATCHED) >= _WATCHED_HELD:
+        del _WATCHED[0]
+    _WATCHED.append(namespace)
+
+
 def swap_names(places: list) -> list:
-    """Set each ``(place, {name: value})`` of ``places`` (a module such as ``torch.cuda``);
-    what they held before, for ``restore_names``."""
+    """Set each ``(place, {name: value})`` of ``places`` (a module such as ``torch.cuda``),
+    and the same in the watched namespaces where a name holds what a place held; what they
+    all held before, for ``restore_names``."""
     saved = [(place, {name: getattr(place, name, _MISSING) for name in table})
              for place, table in places]
     for place, table in places:
         for name, value in table.items():
             setattr(place, name, value)
+    # torch's objects replaced, by id (alive in ``saved``: no id is another object's)
+    replaced = {id(old): (old, table[name]) for (_, table), (_, olds) in zip(places, saved)
+                for name, old in olds.items() if old is not _MISSING and old is not table[name]}
+    for namespace in _WATCHED:
+        held = {}
+        for name, value in list(namespace.items()):
+            hit = replaced.get(id(value))
+            if hit is not None and hit[0] is value:
+                held[name] = value
+                namespace[name] = hit[1]
+        if held:
+            saved.append((namespace, held))
     return saved
 
 
 def restore_names(saved: list) -> None:
     """Put back what ``swap_names`` replaced (a name it added is removed)."""
     for place, values in saved:
+        if isinstance(place, dict):       # a watched namespace: only names it had
+            place.update(values)
+            continue
         for name, value in values.items():
             if value is _MISSING:
                 delattr(place, name)

@@ -27,6 +27,7 @@ import sys
 from typing import Any, Callable
 
 from stagecheck.oracles import messages
+from stagecheck.oracles.device.standins import watch_names
 from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.targets import (BUILTINS, TargetRef, load_function_from_source,
                                         load_shims, load_target, target_from_callable)
@@ -73,13 +74,19 @@ class Code:
                 raise TargetLoadError.of(messages.PROTOCOL_TARGET_IMPORT, self.ref.spec,
                                          module=module, error=f"{type(exc).__name__}: {exc}"
                                          ) from None
+            watch_names(vars(self._module))   # ``from torch.cuda import Event`` there
         return self._module
 
     def _compile(self, name: str, source: str | None = None, shown: str | None = None):
         if self._shims is None:
             self._shims = load_shims(self.ref.shims)
-        return load_function_from_source(source or self.ref.source, self.ref.filename, name,
-                                         self.ref.spec, shims=self._shims, shown=shown)
+        function = load_function_from_source(source or self.ref.source, self.ref.filename,
+                                             name, self.ref.spec, shims=self._shims,
+                                             shown=shown)
+        namespace = getattr(function, "__globals__", None)
+        if isinstance(namespace, dict):     # ``from torch.cuda import Event`` in the file
+            watch_names(namespace)
+        return function
 
     # ---------------------------------------------------------------- what a run uses
     def component(self):
