@@ -73,6 +73,11 @@ class _Parser(argparse.ArgumentParser):
         switch = re.fullmatch(r"argument (--[\w-]+): ignored explicit argument (.*)", message)
         if switch:
             return messages.SWITCH_VALUE.format(flag=switch.group(1), value=switch.group(2))
+        bare = re.fullmatch(r"argument (--[\w-]+): expected one argument", message)
+        if bare:        # an option given without its value: what the value is
+            action = self._option_string_actions.get(bare.group(1))
+            metavar = getattr(action, "metavar", None) or bare.group(1).lstrip("-").upper()
+            return messages.OPTION_VALUE_MISSING.format(flag=bare.group(1), metavar=metavar)
         missing = re.fullmatch(r"the following arguments are required: (.*)", message)
         if missing:
             names = {a.dest: a.metavar or a.dest.upper() for a in self._actions

@@ -170,7 +170,8 @@ GIT_PATH_OUTSIDE = ("{path!r} in {value!r} is outside the git repository at {top
                     "paths are taken relative to the current folder, as for a file target")
 
 # --------------------------------------------------------------------------- schemas
-SCHEMA_UNKNOWN = ("{value!r} is neither a built-in schema nor a 'path/to/schema.py[:NAME]'",
+SCHEMA_UNKNOWN = ("{value!r} is neither a built-in schema nor a 'path/to/schema.py[:NAME]'"
+                  "{guess}",
                   "built-in schemas are {builtins}")
 SCHEMA_FILE_MISSING = ("schema file {path!r} (in {value!r}) does not exist",
                        "check the path (relative paths are taken from {cwd})")
@@ -214,6 +215,8 @@ BAD_TEXTS = ("{value!r} is not a list of paths", "write e.g. [\"shims/vllm_helpe
 BAD_NAMES = ("{value!r} is not a list of names", "write them comma-separated, e.g. "
              "spec,differential")
 USAGE = ("{message}", "run '{prog} --help' for the options")
+#: argparse's "expected one argument": an option given without its value
+OPTION_VALUE_MISSING = "option {flag} needs a value and got none: {flag} {metavar}"
 #: a switch (``--deferred-copies``) given a value: argparse's "ignored explicit argument"
 SWITCH_VALUE = "option {flag} takes no value, but was given {value}: write {flag} alone"
 #: after "unrecognized arguments: ...": the closest option of the command (difflib)
@@ -538,11 +541,12 @@ PROTOCOL_CODE_RAISED = ("protocol {value!r}: its own code for operation {operati
 #: mistake alone (the two disagree), said of the target
 PROTOCOL_COMPONENT_LACKS = ("protocol {value!r}: operation {operation!r} uses {attr!r} of "
                             "{kind} of target {target} at {where}, and that target's {kind} "
-                            "has no attribute {attr!r}",
+                            "has no attribute {attr!r}{guess}",
                             "the protocol and this target disagree on the component's "
-                            "interface: give a target whose {kind} has {attr!r} (a method "
-                            "renamed between the two targets of a diff is such a change), "
-                            "or a protocol written for this one")
+                            "interface: fix the protocol's line if the name is misspelt; or "
+                            "give a target whose {kind} has {attr!r} (a method renamed "
+                            "between the two targets of a diff is such a change), or a "
+                            "protocol written for this one")
 SCHEMA_STARTS_PROCESSES = ("schema file {value!r} left process(es) running when it was loaded "
                            "and dry-run ({names}); they were ended",
                            "a schema file declares a schema: start nothing when it is "
@@ -780,6 +784,9 @@ PROTOCOL_NEVER_RAN_WHY = {
                  "params), or drop the operation",
     "device work": "no operation launched it: call it from an operation (a path the "
                    "protocol's operations never reach checks nothing)"}
+#: ``PROTOCOL_NEVER_RAN``'s why where every run of every sequence ended early
+PROTOCOL_NEVER_REACHED = ("every run ended before it (the build, or an operation before it, "
+                          "raised or hung): the error findings above say where and why")
 PROTOCOL_COMPONENT_ABSENT = ("the protocol's component {component!r} is not a class of {path}"
                              "{guess}; its class {target!r}, which the target names, is "
                              "driven instead (a FILE::Class target overrides component): "

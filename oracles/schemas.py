@@ -28,7 +28,7 @@ from stagecheck.oracles.process_state import state_kept
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.schema_types import type_problems
 from stagecheck.oracles.targets import remember_schema_spec
-from stagecheck.oracles.text import exception_text, printable, type_name
+from stagecheck.oracles.text import did_you_mean, exception_text, printable, type_name
 from stagecheck.spec.invariants import (column_disagreement, column_values, expected_inputs_after,
                                          expected_value)
 from stagecheck.spec.protocol import Protocol
@@ -43,8 +43,7 @@ __all__ = ["check_declarations", "check_schema", "load_schema", "probe_schema", 
 
 _KINDS = (PER_REQUEST, PER_SLOT, ID_SET, FLAG, NUMBER)
 _PRESENCES = (REQUIRED, OPTIONAL, MAY_MISS)
-_INPUT_DTYPES = ("int", "int-list", "bool")
-_FIELD_DTYPES = ("int32", "int64", "bool")
+_INPUT_DTYPES, _FIELD_DTYPES = ("int", "int-list", "bool"), ("int32", "int64", "bool")
 _ABSENT = object()      # what ``getattr`` gives for a name the file does not define
 
 
@@ -62,7 +61,8 @@ def load_schema(spec: str, checked: bool = True, guarded: bool = False) -> Stagi
         raise SchemaError.of(messages.SCHEMA_NO_NAME, spec)
     if not path.endswith(".py"):
         refuse_loop(spec, spec, "schema file", SchemaError)
-        raise SchemaError.of(messages.SCHEMA_UNKNOWN, spec, builtins=", ".join(BUILTIN_SCHEMAS))
+        raise SchemaError.of(messages.SCHEMA_UNKNOWN, spec, builtins=", ".join(BUILTIN_SCHEMAS),
+                             guess=did_you_mean(spec, BUILTIN_SCHEMAS))
     refuse_special(path, spec, "schema file", SchemaError)
     if not os.path.isfile(path):
         raise SchemaError.of(messages.SCHEMA_FILE_MISSING, spec, path=path, cwd=os.getcwd())

@@ -668,7 +668,10 @@ INVARIANTS: tuple[Invariant, ...] = (
               "it; the kinds of spec.observation.HAZARD_KINDS). Above all, no host write "
               "lands in slots that a host-to-device copy still reads: not even a write of an "
               "equal value, while a write of no element is no write; the finding names the "
-              "slots the pending copy may read. Every completed copy delivered the bytes the "
+              "slots the pending copy may read. Across engine steps, likewise, the host "
+              "neither reads nor writes pinned slots a device-to-host copy has not yet "
+              "written, no device work reads a mirror whose upload is pending, and no pinned "
+              "tensor is reused while its copy is. Every completed copy delivered the bytes the "
               "host held when it was issued. Only asynchronous copies (pinned memory on CUDA, "
               "or the CPU model of them) can violate it.",
               check_no_copy_hazard),

@@ -426,7 +426,9 @@ def _shortened(text: str) -> str:
 def _kind(value) -> str:
     """What a check returned, said without calling its own methods (its ``__repr__``)."""
     if type(value) in (list, tuple, dict, str, int, float, bool, type(None)):
-        return f"{value!r:.80}"
+        text = repr(value)      # cut short with "...", so that it reads as cut (was: a
+        shown = text if len(text) <= 80 else text[:77] + "..."     # string left open)
+        return f"a {type(value).__name__} {shown}" if type(value) is str else shown
     return f"an object of type {type(value).__name__}"
 
 

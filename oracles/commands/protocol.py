@@ -284,7 +284,10 @@ class ProtocolCampaignCommand(Command):
             text = messages.PROTOCOL_CHOSEN.format(protocol=run.spec, name=run.chosen_by) + \
                 "\n" + text
         if manifest:
-            text += "\n" + messages.MANIFEST_LINE.format(count=len(saved), path=shown(manifest))
+            # after a blank line, as the one-call report has it: a pytest test printed last
+            # is copied to the end of the output without it (was: a SyntaxError)
+            text += "\n\n" + messages.MANIFEST_LINE.format(count=len(saved),
+                                                          path=shown(manifest))
         unsaved = sum(1 for f in result.findings if f.severity != "error" and f.id not in saved)
         notes = (messages.INFOS_NOT_SAVED.format(count=unsaved),) if unsaved and run.save \
             else ()

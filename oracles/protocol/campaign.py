@@ -65,6 +65,7 @@ class ProtocolResult(FindingsResult):
     steps_run: int = 0          # steps of the sequences drawn and run, and what they ran
     ran: set = field(default_factory=set)    # (operation | device work, name): ran.py
     never_ran: dict = field(default_factory=dict)   # ran.never_ran, once the search ended
+    cut_short: int = 0          # sequences whose every run ended early (ran.note_ran)
 
     def pinned(self) -> tuple[str | None, str]:
         """``(baseline, candidate)`` as specs that load these very targets again from any

@@ -16,11 +16,12 @@ from contextlib import contextmanager
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.protocol.context import RunContext
-from stagecheck.oracles.text import type_name
+from stagecheck.oracles.text import did_you_mean, type_name
 from stagecheck.spec.protocol import Protocol
 
 __all__ = ["ProtocolExited", "ProtocolStartedProcess", "built_class", "call_refused",
-           "component_lacks", "own_exits_refused", "protocol_mistake", "refuse_own_hang"]
+           "component_lacks", "lacking_guess", "own_exits_refused", "protocol_mistake",
+           "refuse_own_hang"]
 
 
 class ProtocolExited(BaseException):
@@ -157,6 +158,13 @@ def protocol_mistake(run, exc: BaseException | None, code,
         return f"{name}:{frame.lineno}" if os.path.realpath(name) == os.path.realpath(own) \
             else None
     return None
+
+
+def lacking_guess(exc: AttributeError) -> str:
+    """`` (did you mean NAME?)``: the public attribute of the object an ``AttributeError``
+    names that is spelt closest to the one asked for ('' when none is close)."""
+    known = [n for n in dir(type(exc.obj)) if not n.startswith("__")]
+    return did_you_mean(exc.name, known)
 
 
 def component_lacks(exc: BaseException, code) -> str | None:

@@ -39,21 +39,26 @@ def note_ran(result, steps: int, sides) -> None:
     work (by path) that any run of it (``sides``: ``(meant, seen)`` per target) ran, and
     what ``note_forced`` notes of its scheduled runs (each run decoded once)."""
     result.steps_run += steps
+    cut = True          # every run of it ended early (a raise or a hang, the build's too)
     for pair in sides:
         for k, wire in enumerate(pair):
             trace = Trace.from_wire(wire)
             if k == 1:                        # the scheduled run
                 _forced(result, trace)
+            cut = cut and (trace.stopped is not None or trace.failed() is not None)
             result.ran |= {("operation", op["op"]) for op in trace.ops
                            if isinstance(op.get("step"), int) and op["step"] >= 0
                            and op.get("op") != END_OF_RUN}
             result.ran |= {("device work", read["work"]) for read in trace.reads}
+    if cut and sides:
+        result.cut_short += 1
 
 
 def never_ran(protocol: Protocol, result) -> dict:
-    """``{"operations", "device_work", "sequences", "steps"}``: the operations and device
-    work of ``protocol`` that no drawn sequence of ``result`` ran, and how many sequences
-    and steps were run (nothing is named before a sequence ran)."""
+    """``{"operations", "device_work", "sequences", "steps", "cut_short"}``: the
+    operations and device work of ``protocol`` that no drawn sequence of ``result`` ran,
+    how many sequences and steps were run (nothing is named before a sequence ran), and in
+    how many of those sequences every run ended early (raised or hung)."""
     ran = result.ran if result.sequences_run else None
 
     def missing(kind: str, names) -> list[str]:
@@ -61,7 +66,8 @@ def never_ran(protocol: Protocol, result) -> dict:
 
     return {"operations": missing("operation", [op.name for op in protocol.operations]),
             "device_work": missing("device work", list(protocol.device_work)),
-            "sequences": result.sequences_run, "steps": result.steps_run}
+            "sequences": result.sequences_run, "steps": result.steps_run,
+            "cut_short": getattr(result, "cut_short", 0)}
 
 
 def never_ran_lines(never: dict | None, run: str = "run") -> list[str]:
@@ -69,8 +75,11 @@ def never_ran_lines(never: dict | None, run: str = "run") -> list[str]:
     ``run``: how the sequences were run (``run``, ``of the dry run``)."""
     if not never:
         return []
+    # every sequence's runs ended early: what never ran was not reached (was: "make its
+    # when true", when the build raised in every run)
+    cut = 0 < never["sequences"] == never.get("cut_short", 0)
     return [messages.PROTOCOL_NEVER_RAN.format(
         what=what, name=name, sequences=never["sequences"], steps=never["steps"], run=run,
-        why=messages.PROTOCOL_NEVER_RAN_WHY[what])
+        why=messages.PROTOCOL_NEVER_REACHED if cut else messages.PROTOCOL_NEVER_RAN_WHY[what])
         for what, key in (("operation", "operations"), ("device work", "device_work"))
         for name in never.get(key, ())]

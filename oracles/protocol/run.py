@@ -31,8 +31,8 @@ from stagecheck.oracles.protocol.context import (DeviceResultUsed, RunContext, p
 from stagecheck.oracles.protocol.load import load_protocol, refuse_patches
 from stagecheck.oracles.protocol.own_code import (ProtocolExited, ProtocolStartedProcess,
                                                   built_class, call_refused,
-                                                  component_lacks, own_exits_refused,
-                                                  protocol_mistake,
+                                                  component_lacks, lacking_guess,
+                                                  own_exits_refused, protocol_mistake,
                                                   refuse_own_hang)
 from stagecheck.oracles.protocol.problems import when_problem
 from stagecheck.oracles.protocol.results import plain, plain_result, refuse_device_values
@@ -190,7 +190,7 @@ def _run(model, ctx, protocol: Protocol, seq: StepSequence, meant: bool, options
                                 raise SchemaError.of(
                                     messages.PROTOCOL_COMPONENT_LACKS, protocol.name,
                                     operation=op.name, where=mistake, kind=cls, attr=exc.name,
-                                    target=code.ref.spec) from None
+                                    target=code.ref.spec, guess=lacking_guess(exc)) from None
                             raise SchemaError.of(messages.PROTOCOL_CODE_RAISED, protocol.name,
                                                  operation=op.name, where=mistake,
                                                  error=exception_text(exc, type(exc))) from None

@@ -47,7 +47,7 @@ def protocol_json_document(result, saved: dict | None = None, strict: bool = Fal
                          "where": list(getattr(result, "stalls", []))},
         "never_ran": dict(getattr(result, "never_ran", None) or {
             "operations": [], "device_work": [], "sequences": result.sequences_run,
-            "steps": getattr(result, "steps_run", 0)}),
+            "steps": getattr(result, "steps_run", 0), "cut_short": 0}),
         "first_error_seconds": (None if result.first_error_seconds is None
                                 else round(result.first_error_seconds, 3)),
         "errors": len(result.errors), "infos": len(result.infos),

@@ -153,6 +153,9 @@ BAD = [
      "option --examples: '-1e5' is not a whole number >= 1"),
     (["spec", "legacy", "--shim", ""], "option --shim: '' is empty; give the path of a Python "
      "file, e.g. shims/vllm_helpers.py"),          # was: [''] is not a list of paths
+    # an option given without its value says what the value is (was: "expected one argument")
+    (["diff", "legacy", "single-loop", "--json"],
+     "option --json needs a value and got none: --json PATH"),
     ([], None),
 ]
 

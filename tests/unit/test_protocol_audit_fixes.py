@@ -120,7 +120,12 @@ def test_what_no_sequence_ran_is_noted_from_the_traces():
     assert result.steps_run == 4
     never = never_ran(protocol, result)     # the build raised: nothing of the step ran
     assert never == {"operations": [op.name for op in protocol.operations],
-                     "device_work": list(protocol.device_work), "sequences": 1, "steps": 4}
+                     "device_work": list(protocol.device_work), "sequences": 1, "steps": 4,
+                     "cut_short": 1}
+    # every run ended early: the warning says the operations were not reached (was: "make
+    # its when true", when the build had raised in every run)
+    lines = never_ran_lines(never)
+    assert lines and all(messages.PROTOCOL_NEVER_REACHED in line for line in lines), lines
     step = Trace(ops=[{"step": 0, "op": protocol.operations[0].name, "completion": "lazy",
                        "outcome": None, "in_flight": 1, "hazards": [], "result": None}],
                  reads=[{"step": 0, "op": protocol.operations[0].name,
@@ -128,6 +133,12 @@ def test_what_no_sequence_ran_is_noted_from_the_traces():
     note_ran(result, 2, [(step.to_wire(), step.to_wire())])
     assert never_ran(protocol, result)["operations"] == [
         op.name for op in protocol.operations[1:]]
+    assert never_ran(protocol, result)["cut_short"] == 1     # the second reached its end
+    # some sequence's run reached its end: the when is the likely cause, as before
+    some = {"operations": ["x"], "device_work": [], "sequences": 2, "steps": 5, "cut_short": 1}
+    (line,) = never_ran_lines(some)
+    assert messages.PROTOCOL_NEVER_RAN_WHY["operation"] in line
+    assert messages.PROTOCOL_NEVER_REACHED in never_ran_lines(dict(some, cut_short=2))[0]
     assert never_ran(protocol, result)["device_work"] == list(protocol.device_work[1:])
 
 
@@ -150,7 +161,7 @@ def test_the_reports_warn_of_an_operation_and_device_work_that_never_ran():
     document = json.loads(json.dumps(protocol_json_document(result)))
     assert document["never_ran"] == {"operations": [first],
                                      "device_work": list(protocol.device_work),
-                                     "sequences": 3, "steps": 7}
+                                     "sequences": 3, "steps": 7, "cut_short": 0}
     # everything ran: no warning, and empty lists
     every = _result({("operation", op.name) for op in protocol.operations}
                     | {("device work", w) for w in protocol.device_work})

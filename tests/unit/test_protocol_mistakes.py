@@ -437,10 +437,17 @@ def test_a_check_that_returns_no_list_is_said_to_return_it_not_to_raise():
     check = ProtocolCheck("c1", "rows are fine", lambda seq, trace: "oops")
     with pytest.raises(SchemaCodeFailed) as raised:
         _check_messages(0, check, None, Trace(), "token-stager")
-    assert str(raised.value) == ("protocol 'token-stager': checks[0] ('c1') returned 'oops', "
-                                 "not a list of messages (strings; an empty list where it "
-                                 "holds)")
+    assert str(raised.value) == ("protocol 'token-stager': checks[0] ('c1') returned a str "
+                                 "'oops', not a list of messages (strings; an empty list "
+                                 "where it holds)")
     assert raised.value.returned and "raised" not in str(raised.value)
+    # a long answer is cut where it says so (was: a string cut open, its quote missing)
+    check = ProtocolCheck("c1", "rows are fine", lambda seq, trace: "x; " * 60)
+    with pytest.raises(SchemaCodeFailed) as raised:
+        _check_messages(0, check, None, Trace(), "token-stager")
+    assert "returned a str 'x; x; " in str(raised.value)
+    assert "...', not a list" not in str(raised.value)
+    assert "x...', not" not in str(raised.value) and "x..., not a list" in str(raised.value)
 
 
 @pytest.mark.parametrize("part, change", [

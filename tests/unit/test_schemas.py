@@ -157,3 +157,13 @@ def test_the_worked_example_of_the_docs_is_the_files_it_names_and_is_sound():
     assert function[function.index("def "):] in page
     assert len(schema_file.read_text().splitlines()) <= 40
     assert check_schema(load_schema(str(schema_file))) == []
+
+
+def test_a_misspelt_builtin_schema_name_gets_the_closest_one():
+    with pytest.raises(SchemaError) as raised:
+        load_schema("mamba-postproces")
+    assert "(did you mean mamba-postprocess?)" in str(raised.value)
+    assert "built-in schemas are mamba-postprocess" in str(raised.value)
+    with pytest.raises(SchemaError) as raised:       # nothing close: no guess
+        load_schema("qqqq")
+    assert "did you mean" not in str(raised.value)
