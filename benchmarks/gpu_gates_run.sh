@@ -11,7 +11,7 @@ t0=$SECONDS
 tier() { local name=$1; shift
          ( timeout 280 python3 -m pytest -q -p no:cacheprovider -rf "$@" > "$OUT/tier_$name.txt" 2>&1
            echo "rc=$?" >> "$OUT/tier_$name.txt" ) & }
-tier calls tests/gpu/test_gpu.py
+tier calls tests/gpu/test_gpu.py tests/gpu/test_names_bound_at_load_gpu.py
 tier buggy tests/gpu/test_protocols_gpu.py -k buggy
 tier rest tests/gpu/test_protocols_gpu.py -k "not buggy and not host_issued"
 tier early tests/gpu/test_protocols_gpu.py -k host_issued --durations=6
