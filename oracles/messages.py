@@ -523,6 +523,9 @@ PROTOCOL_FILE_MISSING = ("protocol file {path!r} (in {value!r}) does not exist",
                          "give the path of a Python file that declares PROTOCOL = Protocol(...)")
 PROTOCOL_IMPORT = ("importing the protocol file {value!r} raised {error}{line}",
                    "fix the file: it must import and declare PROTOCOL = Protocol(...)")
+#: after PROTOCOL_IMPORT's TypeError: a declaration class called without a part it needs
+PROTOCOL_PART_MISSING = (" (a {cls}(...) needs {parts}; docs/protocols.md, 'What a protocol "
+                         "declares', says what each part is)")
 PROTOCOL_NOT_DECLARED = ("{path!r} has no Protocol named {name!r} (protocols in it: {found})",
                          "declare PROTOCOL = Protocol(...) at module level, or name one: "
                          "'{path}:NAME'")

@@ -267,8 +267,15 @@ _DECLARATIONS = {c.__name__: c for c in (Protocol, Operation, ProtocolCheck, Ste
 def _keyword_meant(exc: BaseException) -> str:
     """`` (did you mean 'operations'?)`` for a misspelt keyword of a declaration class
     (``Protocol(operatons=...)``); '' otherwise."""
+    text = str(exc) if isinstance(exc, TypeError) else ""
+    lacking = re.fullmatch(r"(\w+)\.__init__\(\) missing \d+ required (?:positional|keyword-only)"
+                           r" arguments?: (.*)", text)
+    if lacking and lacking.group(1) in _DECLARATIONS:     # a part left out: which, and where
+        parts = re.findall(r"'(\w+)'", lacking.group(2))  # its parts are listed
+        return messages.PROTOCOL_PART_MISSING.format(
+            cls=lacking.group(1), parts=", ".join(f"{p}=..." for p in parts))
     found = re.fullmatch(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'",
-                         str(exc)) if isinstance(exc, TypeError) else None
+                         text)
     cls = _DECLARATIONS.get(found.group(1)) if found else None
     if cls is None:
         return ""

@@ -237,6 +237,18 @@ def test_a_misspelt_keyword_of_a_declaration_is_refused_with_the_one_it_meant(tm
         assert f"(did you mean keyword {meant}?)" in str(raised.value)
 
 
+def test_a_declaration_without_a_part_it_needs_names_the_part(tmp_path):
+    """``Protocol(...)`` without ``build`` was refused with Python's TypeError alone."""
+    source = EXAMPLE.read_text()
+    assert "    build=build,\n" in source
+    path = tmp_path / "nobuild.py"
+    path.write_text(source.replace("    build=build,\n", "", 1))
+    with pytest.raises(SchemaError) as raised:
+        load_protocol(str(path))
+    assert messages.PROTOCOL_PART_MISSING.format(cls="Protocol", parts="build=...") \
+        in str(raised.value)
+
+
 def test_a_misspelt_built_in_protocol_name_says_the_one_it_meant():
     with pytest.raises(SchemaError) as raised:
         load_protocol("input-prep-evnt")
