@@ -409,8 +409,11 @@ def read_replay_document(path: str):
         raise _malformed(path, exc) from None
     listed = document.get("findings") if isinstance(document, dict) else None
     if isinstance(listed, list) and listed and "stagecheck_run" in document:    # a manifest
-        raise UsageError.of(messages.REPLAY_IS_MANIFEST, path, count=len(listed), example=str(
-            listed[0].get("file") if isinstance(listed[0], dict) else listed[0]))
+        # the files it saved (an info finding it lists without saving has no file)
+        files = [str(f.get("file") if isinstance(f, dict) else f) for f in listed
+                 if not isinstance(f, dict) or f.get("file")]
+        raise UsageError.of(messages.REPLAY_IS_MANIFEST, path, count=len(files),
+                            example=files[0] if files else "FILE")
     return document
 
 

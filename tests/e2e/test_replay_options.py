@@ -81,11 +81,24 @@ def test_a_run_manifest_given_to_replay_names_the_replay_files_it_lists(tmp_path
                          "--save-dir", save, "-q", timeout=240)
     assert ran.returncode == 1, ran.stderr
     (manifest,) = (save / "runs").glob("*.json")
-    listed = json.loads(manifest.read_text())["findings"][0]["file"]
+    findings = json.loads(manifest.read_text())["findings"]
+    listed = findings[0]["file"]
     proc = run_stagecheck("replay", manifest, timeout=240)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    said = messages.REPLAY_IS_MANIFEST[0].format(value=str(manifest), count=1)
-    assert said.split("(")[0] in proc.stderr, proc.stderr
+    # the files it saved, not every finding it lists (an info finding has no file: was
+    # "the 12 replay file(s)" of a run that saved 3)
+    saved = [f for f in findings if f["file"]]
+    said = messages.REPLAY_IS_MANIFEST[0].format(value=str(manifest), count=len(saved))
+    assert said in proc.stderr, proc.stderr
+    document = json.loads(manifest.read_text())     # with info findings listed, unsaved
+    document["findings"] += [{"file": None, "id": f"padded_read-{k}", "invariant":
+                              "padded_read", "severity": "info"} for k in range(9)]
+    infos = tmp_path / "with_infos.json"
+    infos.write_text(json.dumps(document))
+    proc = run_stagecheck("replay", infos, timeout=240)
+    assert proc.returncode == 2, proc.stderr
+    assert messages.REPLAY_IS_MANIFEST[0].format(value=str(infos), count=len(saved)) \
+        in proc.stderr, proc.stderr
     assert f"stagecheck replay {listed}" in proc.stderr, proc.stderr
 
 
