@@ -223,7 +223,10 @@ def annotate(findings: list[Finding], s: StagingScenario, a: Observation | None,
     if _results_differ(profile) is None:
         return findings
     readers = frozenset(f.name for f in consumer_fields(profile))
-    both_raise = (a is None or not a.returned) and not b.returned
+    # ``a`` None: a spec run, whose reference (the staging the spec expects) returns; a
+    # target that raises there stops the kernel as it would against a baseline that
+    # returned (was: read as "both raise", impact "no" in spec and "yes" in diff)
+    both_raise = a is not None and not a.returned and not b.returned
     one_raises = not both_raise and ((a is not None and not a.returned) or not b.returned)
     result = None
     if findings or always:

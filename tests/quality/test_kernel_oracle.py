@@ -1,5 +1,7 @@
 """Kernel oracle 2: does a staging difference reach the postprocess kernel's results?"""
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -141,3 +143,20 @@ def test_a_swap_the_kernel_cannot_see_runs_no_kernel(monkeypatch):
     assert impact.mamba_postprocess_results_differ(s, a, b) == []
     with pytest.raises(AssertionError, match="the kernel ran"):   # decisions differ: it runs
         impact.mamba_postprocess_results_differ(s, a, {**a, "computed": [96, 7, 3]})
+
+
+def test_a_target_that_raises_stops_the_kernel_in_spec_as_in_diff(tmp_path):
+    """An audit: ``spec`` of a target that raises said kernel impact "no" (no baseline read
+    as one that raised too), ``diff`` against a baseline that returned "yes"."""
+    path = tmp_path / "raises.py"
+    path.write_text("def stage_postprocess_inputs_to_gpu(ctx, scheduler_output, req_ids, "
+                    "num_reqs, requests, mamba_state_idx):\n"
+                    "    raise RuntimeError('staging failed')\n")
+    s = scenario()
+    a = observe(load_target("single-loop"), s)
+    b = observe(load_target(f"{path}::stage_postprocess_inputs_to_gpu"), s)
+    assert a.returned and not b.returned
+    finding = Finding("expected_outcome", "error", "raised")
+    (in_spec,) = annotate([finding], s, None, b, PROFILE)
+    (in_diff,) = annotate([replace(finding, invariant="same_outcome")], s, a, b, PROFILE)
+    assert in_spec.kernel_impact is True and in_diff.kernel_impact is True
