@@ -36,6 +36,9 @@ MUTANTS_ASYNC_TARGET = ("{path!r} defines {value!r} with async def: a call of it
                         "told from it",
                         "mutate the plain function that does the staging; 'stagecheck spec' "
                         "reports what the async one stages")
+#: ... where a class of the file has a method of the name asked for
+TARGET_METHOD_THERE = ("; class {owner} there has a method {name!r}: give {spec} to check it "
+                       "as a function")
 TARGET_CLASSES_THERE = ("; classes there: {classes} (a class, or Class.method, is checked "
                         "across engine steps by diff or spec with --protocol NAME|FILE, "
                         "docs/protocols.md)")

@@ -387,15 +387,13 @@ def _malformed(path: str, exc: BaseException) -> ScenarioError:
     """The error of a replay file whose content is not what a replay file holds."""
     error = ("its JSON is nested too deeply" if isinstance(exc, RecursionError)
              else f"{type(exc).__name__}: {exc}")
-    return ScenarioError.of(messages.REPLAY_MALFORMED, path, error=error,
-                            save_dir=DEFAULT_SAVE_DIR)
+    return ScenarioError.of(messages.REPLAY_MALFORMED, path, error=error, save_dir=DEFAULT_SAVE_DIR)
 
 
 def read_replay_document(path: str):
-    """The JSON document of the replay file ``path`` (a staging or a protocol one), read as
-    every replay file is: a FIFO or a device refused unread (``read_regular``), at most
-    ``MAX_REPLAY_BYTES``; ``UsageError`` when it cannot be read, ``ScenarioError`` when it
-    is not JSON."""
+    """The JSON document of replay file ``path`` (a staging or a protocol one), read as every
+    replay file is: a FIFO or a device refused unread (``read_regular``), at most
+    ``MAX_REPLAY_BYTES``; ``UsageError`` if unreadable, ``ScenarioError`` if not JSON."""
     try:
         data = read_regular(path, MAX_REPLAY_BYTES, "replay file", UsageError)
         if len(data) > MAX_REPLAY_BYTES:
@@ -409,9 +407,8 @@ def read_replay_document(path: str):
         raise _malformed(path, exc) from None
     listed = document.get("findings") if isinstance(document, dict) else None
     if isinstance(listed, list) and listed and "stagecheck_run" in document:    # a manifest
-        # the files it saved (an info finding it lists without saving has no file)
-        files = [str(f.get("file") if isinstance(f, dict) else f) for f in listed
-                 if not isinstance(f, dict) or f.get("file")]
+        files = [str(f.get("file") if isinstance(f, dict) else f) for f in listed  # saved:
+                 if not isinstance(f, dict) or f.get("file")]   # an info one has no file
         raise UsageError.of(messages.REPLAY_IS_MANIFEST, path, count=len(files),
                             example=files[0] if files else "FILE")
     return document

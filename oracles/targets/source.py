@@ -36,6 +36,7 @@ from stagecheck.oracles import messages
 from stagecheck.oracles.errors import ShimError, TargetLoadError
 from stagecheck.oracles.kernel import use_interpreter_without_gpu
 from stagecheck.oracles.paths import require_file
+from stagecheck.oracles.text import did_you_mean
 
 __all__ = ["BUILTIN_SHIMS", "MAX_SOURCE_BYTES", "MODULE_ALIASES", "Shim", "decode_source",
            "load_function_from_source", "load_shims"]
@@ -291,10 +292,17 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
         if node is not None:        # an alias or a lambda: 'stage = _impl'
             raise _assigned(node, name, spec, filename, defs, available)
         classes = sorted(n for n, d in defs.items() if isinstance(d, ast.ClassDef))
+        # a class of the file with a method of that name: the Class.method form checks it
+        # as a function (was: pointed to --protocol only)
+        owners = [n for n in classes if any(isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                            and m.name == name for m in defs[n].body)]
+        more = did_you_mean(name, available) + (
+            messages.TARGET_METHOD_THERE.format(owner=owners[0], name=name, spec="{}::{}.{}".format(
+                spec.rpartition("::")[0] or filename, owners[0], name)) if owners
+            else messages.TARGET_CLASSES_THERE.format(classes=", ".join(classes)) if classes
+            else "")
         raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, spec, path=filename, name=name,
-                                 available=", ".join(available) or "none",
-                                 classes=messages.TARGET_CLASSES_THERE.format(
-                                     classes=", ".join(classes)) if classes else "")
+                                 available=", ".join(available) or "none", classes=more)
 
     # a user's shim replaces any module-level name the function uses (its own
     # definitions, private ones included, and its imports), never the function itself

@@ -66,6 +66,10 @@ def test_a_method_loads_as_a_function_taking_self():
     ("Proposer.nothing", ["class method without a parameter for its class",
                           "def nothing(cls, ...)"]),
     ("helper.x", ["no module-level class 'helper'"]),
+    # a method's name given alone: the Class.method form that checks it (was: --protocol)
+    ("fixed", ["no module-level function 'fixed'",
+               "class Proposer there has a method 'fixed': give m.py::Proposer.fixed"]),
+    ("hlper", ["functions there: helper, step (did you mean helper?)"]),
 ])
 def test_a_wrong_method_is_named_with_the_fix(name, words):
     with pytest.raises(TargetLoadError) as info:
