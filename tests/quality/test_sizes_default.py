@@ -107,3 +107,20 @@ def test_the_hypothesis_engine_of_the_plugin_shrinks_a_threshold_to_itself():
                                          examples=200))
     assert result.verdict() == "different"
     assert {f.scenario["num_reqs"] for f in result.errors} == {100}
+
+
+def test_the_hypothesis_engine_keeps_the_scenario_shrinkers_smallest_and_counts_no_shrink_tries():
+    """An audit (the fixture, random seeds): an error hypothesis had shrunk to 8 requests
+    was kept at 8 although the scenario shrinker went on to 1 (the first example a
+    shrinker settled on was kept); and hypothesis's shrinking tries were counted as
+    examples drawn ("tried 207" where 40 were)."""
+    candidate = load_target(f"{TARGETS / 'buggy_draft_count_capped_at_5.py'}::{FUNCTION}")
+    for seed in (756510697, 0, 1):
+        result = run_campaign(load_target("single-loop"), candidate,
+                              CampaignConfig(engine="hypothesis", out_of_contract=False,
+                                             examples=300, seed=seed, derandomize=False))
+        assert result.verdict() == "different", seed
+        for f in result.errors:
+            assert f.scenario["num_reqs"] == 1, (seed, f.scenario["num_reqs"])
+            assert max(map(len, f.scenario["inputs"]["spec_decode_tokens"].values())) == 6
+        assert result.examples_in_contract == min(f.examples_to_find for f in result.errors)

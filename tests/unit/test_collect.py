@@ -35,3 +35,23 @@ def test_a_smaller_shape_replaces_the_kept_one_at_every_size():
     big, small = _scenario(capacity, 5, 1), _scenario(capacity, 2, 123456789)
     assert _kept([big, small]) == small.to_dict()
     assert _kept([small, big]) == small.to_dict()
+
+
+def _kept_final(scenarios, finals) -> dict:
+    collector = FindingsCollector()
+    for k, (s, final) in enumerate(zip(scenarios, finals)):
+        collector.add([Finding("same_buffers", INFO, "differs")], s, k + 1, final=final)
+    (finding,) = collector.findings()
+    return finding.scenario
+
+
+def test_of_two_examples_shrinkers_settled_on_the_smaller_is_kept():
+    """An audit: the fixture's hypothesis stream records hypothesis's shrunk example
+    (final), then the scenario shrinker's smaller one from it (final too); the first was
+    kept, 8 requests where the shrinker had found 1."""
+    hypothesis, shrinker = _scenario(8, 8, 0), _scenario(8, 1, 0)
+    assert _kept_final([hypothesis, shrinker], [True, True]) == shrinker.to_dict()
+    assert _kept_final([shrinker, hypothesis], [True, True]) == shrinker.to_dict()
+    # a shrinker's example still beats a smaller one no shrinker settled on
+    smaller = _scenario(8, 1, 0)
+    assert _kept_final([hypothesis, smaller], [True, False]) == hypothesis.to_dict()
