@@ -1026,8 +1026,8 @@ EXIT_HANDLER_REFUSED = ("stagecheck: an exit handler that schema or protocol cod
 REPRODUCE_PASTE = "each pastes into a test file as printed"
 #: the REPRODUCE section of the text report, for a shrunk scenario too large to print
 REPRODUCE_TOO_LARGE = ("    [{id}] the shrunk scenario has {slots} slots ({chars:,} characters of "
-                       "JSON), too many to print as a test here: {where}; `--markdown FILE` "
-                       "writes the test in full")
+                       "JSON), too many to print as a test here: {where}; the command "
+                       "line's `--markdown FILE` (of diff or spec) writes the test in full")
 SCHEMA_CODE_FAILED = ("{value} raised {error} during the run",
                       "schema and protocol code (derive, column, build, a protocol's "
                       "checks) must not raise (a derive only KeyError, for a missing "

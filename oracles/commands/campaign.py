@@ -178,7 +178,7 @@ class CampaignCommand(Command):
         flags = replay_flags(baseline, candidate, run.shims, result.schema_spec)
         lines = {k: shown(v) + flags for k, v in saved.items()}
         where = shown(manifest) if manifest else None
-        body = campaign_body(result, run.strict, targets, manifest)
+        body = campaign_body(result, run.strict, targets, manifest, saved)
         files = {
             "--json": lambda: render_json(json_document(
                 self.name, body, verdict, targets=targets,

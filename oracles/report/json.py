@@ -105,15 +105,17 @@ def error_groups_body(findings) -> list[dict]:
              "members": [f.id for f in g.findings]} for g in error_groups(findings)]
 
 
-def findings_with_groups(findings) -> list[dict]:
-    """Every finding as ``Finding.to_dict`` gives it, an error one with ``group``: the id
-    of its error group (info findings: None)."""
+def findings_with_groups(findings, saved: dict | None = None) -> list[dict]:
+    """Every finding as ``Finding.to_dict`` gives it, with ``replay`` (the file ``saved``
+    maps its id to, else None) and, an error one, ``group``: the id of its error group
+    (info findings: None)."""
     group_of = {f.id: g.id for g in error_groups(findings) for f in g.findings}
-    return [{**f.to_dict(), "group": group_of.get(f.id)} for f in findings]
+    return [{**f.to_dict(), "replay": (saved or {}).get(f.id), "group": group_of.get(f.id)}
+            for f in findings]
 
 
 def campaign_body(result, strict: bool = False, targets: dict | None = None,
-                  manifest: str | None = None) -> dict:
+                  manifest: str | None = None, saved: dict | None = None) -> dict:
     """``diff``/``spec``: the verdict ("interrupted" for a run a signal stopped: then the
     findings are those found so far), what ran, and every finding. ``targets`` (each
     side's ``Target.record()``) belongs to the envelope; it is accepted here for callers
@@ -143,7 +145,7 @@ def campaign_body(result, strict: bool = False, targets: dict | None = None,
         "violate_alike": bool(result.baseline) and alike(result.errors),
         "shrink_seconds": round(getattr(result, "shrink_seconds", 0.0), 3),
         "stream_notes": dict(getattr(result, "stream_notes", {})),
-        "findings": findings_with_groups(result.findings),
+        "findings": findings_with_groups(result.findings, saved),
         "error_groups": error_groups_body(result.findings),
     }
     if targets is not None:

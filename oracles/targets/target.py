@@ -146,7 +146,19 @@ def load_target(spec: str, schema: StagingSchema | None = None,
         return _finish(spec, func, f"module {spec}", schema, ref)
     _refuse_bare_file(spec)
     raise TargetLoadError.of(messages.TARGET_UNKNOWN, spec, builtins=names,
-                             hint=did_you_mean(spec, BUILTINS))
+                             hint=did_you_mean(spec, BUILTINS) or _file_meant(spec))
+
+
+def _file_meant(spec: str) -> str:
+    """`` (did you mean 'pkg/mod.py::func'?)`` for ``pkg.mod.func`` where that file exists
+    (a module's dotted path with its function, written as Python imports it)."""
+    module, dot, function = spec.rpartition(".")
+    if not dot or not function.isidentifier() or not all(
+            part.isidentifier() for part in module.split(".")):
+        return ""
+    path = module.replace(".", "/") + ".py"
+    return messages.DID_YOU_MEAN.format(option=f"{path}::{function}") \
+        if os.path.isfile(path) else ""
 
 
 def _refuse_bare_file(spec: str) -> None:

@@ -67,6 +67,18 @@ def test_save_infos_saves_the_info_findings_too(repo):
     assert "replay: stagecheck replay" in done.stdout
 
 
+def test_each_finding_of_the_json_names_its_replay_file(repo):
+    # an audit: the protocol documents had it, diff's and spec's did not (the manifest only)
+    done = _stagecheck(repo, "diff", "legacy", BUGGY, *BUDGET, "--json", "-", "--quiet")
+    assert done.returncode == 1, done.stderr
+    findings = json.loads(done.stdout)["findings"]
+    errors = [f for f in findings if f["severity"] == "error"]
+    assert errors and all((repo / f["replay"]).is_file() for f in errors), errors
+    assert all(json.loads((repo / f["replay"]).read_text())["finding"]["id"] == f["id"]
+               for f in errors)
+    assert all(f["replay"] is None for f in findings if f["severity"] == "info")
+
+
 def test_no_save_writes_nothing_even_for_errors(repo):
     done = _stagecheck(repo, "diff", "legacy", BUGGY, *BUDGET, "--no-save")
     assert done.returncode == 1 and "ERRORS" in done.stdout, done.stderr

@@ -241,3 +241,17 @@ def test_a_methods_unresolved_name_suggests_loading_the_class_and_method():
                 return obscure_helper(n)
     ''', "GPUModelRunner._stage")
     assert "'package.module:GPUModelRunner._stage'" in text
+
+
+def test_a_dotted_name_of_a_file_and_its_function_gets_the_file_form(tmp_path, monkeypatch):
+    """An audit: ``pkg.mod.func`` whose ``pkg/mod.py`` exists was refused with the list of
+    forms alone."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("def func():\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TargetLoadError) as raised:
+        load_target("pkg.mod.func")
+    assert "(did you mean pkg/mod.py::func?)" in str(raised.value)
+    with pytest.raises(TargetLoadError) as raised:      # no such file: no guess
+        load_target("pkg.other.func")
+    assert "did you mean" not in str(raised.value)
