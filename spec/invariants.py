@@ -671,9 +671,9 @@ INVARIANTS: tuple[Invariant, ...] = (
               "slots the pending copy may read. Across engine steps, likewise, the host "
               "neither reads nor writes pinned slots a device-to-host copy has not yet "
               "written, no device work reads a mirror whose upload is pending, and no pinned "
-              "tensor is reused while its copy is. Every completed copy delivered the bytes the "
-              "host held when it was issued. Only asynchronous copies (pinned memory on CUDA, "
-              "or the CPU model of them) can violate it.",
+              "memory is reused while a copy of it is. Every completed copy delivered the bytes "
+              "the host held when it was issued. Only asynchronous copies (pinned memory on "
+              "CUDA, or the CPU model of them) can violate it.",
               check_no_copy_hazard),
     Invariant("padded_read",
               "Entries of req_ids at and past num_reqs are not read (reported as info).",
