@@ -1022,6 +1022,10 @@ CODE_STUCK = ("stagecheck: error: {value} did not return within {cpu:g} s of CPU
 #: an exit handler schema or protocol code registered called os._exit as the run ended
 EXIT_HANDLER_REFUSED = ("stagecheck: an exit handler that schema or protocol code registered "
                         "called os._exit({status}); refused: the run's exit code stands")
+#: under a hang or a crash finding: how its example was shrunk (``shrink_stopped``)
+SHRUNK_BY_SIZE = ("shrunk by size only (fewer requests and slots; each try that hangs or "
+                  "ends its process waits out a limit): the values of its inputs and buffers "
+                  "are as drawn, not the simplest")
 #: the REPRODUCE section of the text report: its tests are printed at the left margin
 REPRODUCE_PASTE = "each pastes into a test file as printed"
 #: the REPRODUCE section of the text report, for a shrunk scenario too large to print

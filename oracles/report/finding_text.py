@@ -176,6 +176,8 @@ def finding_lines(f: Finding, saved: dict | None = None, schema=None,
         lines.append(f"  found after {f.examples_to_find} example(s)")
     if f.extra.get(NOT_ALONE):
         lines.append(f"  {messages.NOT_SHOWN_ALONE}")
+    if f.severity == ERROR and f.extra.get("kind") in ("hang", "crash"):
+        lines.append(f"  {messages.SHRUNK_BY_SIZE}")
     if schema is not None and f.severity == ERROR:
         source, values = _table_source(f, members or [], schema)
         table = slot_table(source, schema, values=values)

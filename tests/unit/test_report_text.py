@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from stagecheck.oracles import messages
-from stagecheck.oracles.report.finding_text import info_groups, slot_table
+from stagecheck.oracles.report.finding_text import finding_lines, info_groups, slot_table
 from stagecheck.oracles.report.json import campaign_body
 from stagecheck.oracles.report.text import render_campaign, render_replay
 from stagecheck.spec import DEFAULT_SCHEMA, ERROR, INFO, Finding
@@ -146,3 +146,13 @@ def test_the_replay_and_the_json_of_a_pair_violating_alike_say_so_too():
     assert campaign_body(r)["violate_alike"] is False
     assert campaign_body(replace(r, baseline=None, findings=alike_pair))["violate_alike"] is False
 
+
+
+def test_a_hang_or_crash_says_its_example_was_shrunk_by_size_only():
+    """An audit: a hang's 49-slot example with its drawn values read as if those values
+    mattered; its shrink changes sizes only (each try waits out a limit)."""
+    hang = Finding("expected_outcome", ERROR, "the call did not return within the time "
+                   "limit (hang)", extra={"kind": "hang"})
+    other = Finding("same_buffers", ERROR, "cpu draft[0]: baseline 1, candidate 2")
+    assert messages.SHRUNK_BY_SIZE in "\n".join(finding_lines(hang))
+    assert messages.SHRUNK_BY_SIZE not in "\n".join(finding_lines(other))
