@@ -291,18 +291,21 @@ def load_function_from_source(source: str, filename: str, name: str, spec: str =
         available = sorted(n for n, d in defs.items() if isinstance(d, ast.FunctionDef))
         if node is not None:        # an alias or a lambda: 'stage = _impl'
             raise _assigned(node, name, spec, filename, defs, available)
-        classes = sorted(n for n, d in defs.items() if isinstance(d, ast.ClassDef))
+        classes = _classes(defs)
         # a class of the file with a method of that name: the Class.method form checks it
         # as a function (was: pointed to --protocol only)
-        owners = [n for n in classes if any(isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
-                                            and m.name == name for m in defs[n].body)]
-        more = did_you_mean(name, available) + (
-            messages.TARGET_METHOD_THERE.format(owner=owners[0], name=name, spec="{}::{}.{}".format(
-                spec.rpartition("::")[0] or filename, owners[0], name)) if owners
-            else messages.TARGET_CLASSES_THERE.format(classes=", ".join(classes)) if classes
-            else "")
+        owner = next((c for c in classes if name in _methods(defs[c])), None)
+        if owner is not None:
+            file = spec.rpartition("::")[0] or filename
+            more = messages.TARGET_METHOD_THERE.format(owner=owner, name=name,
+                                                       spec=f"{file}::{owner}.{name}")
+        elif classes:
+            more = messages.TARGET_CLASSES_THERE.format(classes=", ".join(classes))
+        else:
+            more = ""
         raise TargetLoadError.of(messages.TARGET_FUNCTION_MISSING, spec, path=filename, name=name,
-                                 available=", ".join(available) or "none", classes=more)
+                                 available=", ".join(available) or "none",
+                                 classes=did_you_mean(name, available) + more)
 
     # a user's shim replaces any module-level name the function uses (its own
     # definitions, private ones included, and its imports), never the function itself
@@ -435,6 +438,17 @@ def _assigned(node: ast.stmt, name: str, spec: str, filename: str, defs: dict,
     return TargetLoadError(problem, fix, value=spec)
 
 
+def _classes(defs: dict) -> list[str]:
+    """The names of the module-level classes of ``defs``, sorted."""
+    return sorted(n for n, d in defs.items() if isinstance(d, ast.ClassDef))
+
+
+def _methods(owner: ast.ClassDef) -> dict:
+    """The functions a class body defines (its methods), by name."""
+    return {n.name: n for n in owner.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
 def _method_as_function(defs: dict, dotted: str, filename: str, spec: str
                         ) -> tuple[str, str | None]:
     """Put method ``Class.method`` of ``defs`` among them as a module-level function;
@@ -444,11 +458,9 @@ def _method_as_function(defs: dict, dotted: str, filename: str, spec: str
     class_name, _, method = dotted.partition(".")
     owner = defs.get(class_name)
     if not isinstance(owner, ast.ClassDef):
-        available = sorted(n for n, d in defs.items() if isinstance(d, ast.ClassDef))
         raise TargetLoadError.of(messages.TARGET_CLASS_MISSING, spec, path=filename,
-                                 name=class_name, available=", ".join(available) or "none")
-    methods = {n.name: n for n in owner.body
-               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                                 name=class_name, available=", ".join(_classes(defs)) or "none")
+    methods = _methods(owner)
     if method not in methods:
         raise TargetLoadError.of(messages.TARGET_METHOD_MISSING, spec, path=filename,
                                  name=class_name, method=method,
