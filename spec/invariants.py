@@ -609,22 +609,25 @@ def check_padded_read(s, o, p):
                     slot=reads[0], extra={"slots": reads})]
 
 
+def names_listed(names) -> str:
+    """``names`` comma-separated, the first 8, then `` ...`` where there are more."""
+    return ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
+
+
 def check_no_process_left(s, o, p):
     if not o.left_running:
         return []
-    names = ", ".join(o.left_running[:8]) + (" ..." if len(o.left_running) > 8 else "")
     return [Finding("no_process_left", INFO,
                     f"left {len(o.left_running)} process(es) running when it returned "
-                    f"({names}); stagecheck ended them",
+                    f"({names_listed(o.left_running)}); stagecheck ended them",
                     extra={"processes": list(o.left_running)})]
 
 
 def check_process_unchanged(s, o, p):
     if not o.changed:
         return []
-    names = ", ".join(o.changed[:8]) + (" ..." if len(o.changed) > 8 else "")
     return [Finding("process_unchanged", INFO,
-                    f"left {names} rebound when it returned; stagecheck put "
+                    f"left {names_listed(o.changed)} rebound when it returned; stagecheck put "
                     f"{'it' if len(o.changed) == 1 else 'them'} back",
                     extra={"changed": list(o.changed)})]
 

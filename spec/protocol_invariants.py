@@ -36,7 +36,7 @@ from itertools import zip_longest
 from typing import Callable
 
 from stagecheck.spec.findings import ERROR, INFO, Finding
-from stagecheck.spec.invariants import statement as invariant_statement
+from stagecheck.spec.invariants import names_listed, statement as invariant_statement
 from stagecheck.spec.observation import slot_text
 from stagecheck.spec.protocol import Protocol, Trace
 from stagecheck.spec.protocol_values import first_difference as _first_difference
@@ -378,18 +378,14 @@ def _left(seen: Trace, side: str) -> list[Finding]:
     processes = [n for n in seen.left_running if not n.startswith("thread ")]
     said = []
     if processes:
-        said.append(f"{len(processes)} process(es) ({_names(processes)}), which stagecheck "
-                    "ended")
+        said.append(f"{len(processes)} process(es) ({names_listed(processes)}), which "
+                    "stagecheck ended")
     if threads:
-        said.append(f"{len(threads)} thread(s) ({_names(threads)}), whose worker stagecheck "
-                    "replaced")
+        said.append(f"{len(threads)} thread(s) ({names_listed(threads)}), whose worker "
+                    "stagecheck replaced")
     return [_finding("no_process_left", "the step sequence left running " +
                      " and ".join(said), side, INFO,
                      extra={"kind": "no_process_left", "processes": list(seen.left_running)})]
-
-
-def _names(names: list[str]) -> str:
-    return ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
 
 
 def _check_messages(k: int, check, seq: StepSequence, trace: Trace,
