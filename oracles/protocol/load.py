@@ -260,13 +260,14 @@ def _load_file(spec: str, checked: bool, guarded: bool) -> Protocol:
     return protocol
 
 
-#: the declaration classes a protocol file builds, by name (``_keyword_meant``)
+#: the declaration classes a protocol file builds, by name (``_declaration_hint``)
 _DECLARATIONS = {c.__name__: c for c in (Protocol, Operation, ProtocolCheck, StepSpace)}
 
 
-def _keyword_meant(exc: BaseException) -> str:
-    """`` (did you mean 'operations'?)`` for a misspelt keyword of a declaration class
-    (``Protocol(operatons=...)``); '' otherwise."""
+def _declaration_hint(exc: BaseException) -> str:
+    """What a declaration class's TypeError leaves unsaid: the part it needs
+    (``Protocol(...)`` without ``build``), or `` (did you mean 'operations'?)`` for a
+    misspelt keyword (``Protocol(operatons=...)``); '' otherwise."""
     text = str(exc) if isinstance(exc, TypeError) else ""
     lacking = re.fullmatch(r"(\w+)\.__init__\(\) missing \d+ required (?:positional|keyword-only)"
                            r" arguments?: (.*)", text)
@@ -302,7 +303,7 @@ def _import(path: str, spec: str, guarded: bool = False):
     except BaseException as exc:     # the user's file failed to import: say so, exit 2
         lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == here]
         raise SchemaError.of(messages.PROTOCOL_IMPORT, spec,
-                             error=f"{type(exc).__name__}: {exc}{_keyword_meant(exc)}",
+                             error=f"{type(exc).__name__}: {exc}{_declaration_hint(exc)}",
                              line=f" at line {lines[-1]}" if lines else "") from None
     if lost:
         raise SchemaError.of(messages.PROTOCOL_CHANGES_PROCESS, spec, path=path,

@@ -67,7 +67,7 @@ def never_ran(protocol: Protocol, result) -> dict:
     return {"operations": missing("operation", [op.name for op in protocol.operations]),
             "device_work": missing("device work", list(protocol.device_work)),
             "sequences": result.sequences_run, "steps": result.steps_run,
-            "cut_short": getattr(result, "cut_short", 0)}
+            "cut_short": result.cut_short}
 
 
 def never_ran_lines(never: dict | None, run: str = "run") -> list[str]:
