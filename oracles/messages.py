@@ -868,6 +868,9 @@ FIXTURE_PROTOCOL_CAPACITY_UNUSED = ("{value!r} does not apply to protocol {proto
                                     "(single-call:...)",
                                     "leave max_capacity= out; a protocol's capacities are its "
                                     "StepSpace(capacity=...) (docs/protocols.md)")
+#: the heading of a report's errors: of a pair's run, and of one target's (``spec``)
+ERRORS_HEADING_PAIR = "ERRORS (spec violations, in-contract divergence, hangs and crashes)"
+ERRORS_HEADING_ONE = "ERRORS (spec violations, hangs and crashes)"
 #: error findings grouped by cause (oracles/collect.py: error_groups), in every report
 ERRORS_GROUPED = ("{errors} error(s), each with the findings that share its cause "
                   "({findings} in all)")

@@ -272,14 +272,15 @@ def error_group_lines(groups: list, saved: dict | None, schema=None) -> list[str
 
 
 def findings_sections(errors: list[Finding], infos: list[Finding], saved: dict | None,
-                       schema=None, verbose: bool = True) -> list[str]:
+                       schema=None, verbose: bool = True, pair: bool = True) -> list[str]:
     """The ERRORS section (always in full) and the INFO section: in full with
     ``verbose``, else one line per reason (``info_groups``), followed by the replay
-    command of its example when it was saved."""
+    command of its example when it was saved. ``pair``: a pair's run (its errors may be
+    divergences; one target's are not)."""
     lines: list[str] = []
     if errors:
         groups = error_groups(errors)
-        lines += ["", "ERRORS (spec violations, in-contract divergence, hangs and crashes)"
+        lines += ["", (messages.ERRORS_HEADING_PAIR if pair else messages.ERRORS_HEADING_ONE)
                   + (": " + messages.ERRORS_GROUPED.format(errors=len(groups),
                                                            findings=len(errors))
                      if len(groups) < len(errors) else ""),

@@ -126,7 +126,8 @@ def render_campaign(result, strict: bool = False, saved: dict | None = None,
                  + (" (--strict: info counts)" if strict else ""))
     if result.baseline and alike(errors):
         lines.append(messages.BOTH_VIOLATE_ALIKE)
-    lines += findings_sections(errors, infos, saved, result.schema, verbose)
+    lines += findings_sections(errors, infos, saved, result.schema, verbose,
+                               pair=bool(result.baseline))
     if manifest:
         lines += ["", messages.MANIFEST_LINE.format(count=len(saved or {}), path=manifest)]
     if errors and show_tests:

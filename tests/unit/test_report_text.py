@@ -116,6 +116,10 @@ def test_spec_says_conforms_or_violates_not_equivalent():
     broken = replace(alone, findings=[Finding("tail_policy", ERROR, "tail written")])
     assert "verdict: VIOLATES" in render_campaign(broken)
     assert "verdict: EQUIVALENT" in render_campaign(replace(result(), findings=[]))
+    # one target's errors are never a divergence: its heading says what they can be
+    assert messages.ERRORS_HEADING_ONE in render_campaign(broken)
+    assert "divergence" not in render_campaign(broken)
+    assert messages.ERRORS_HEADING_PAIR in render_campaign(result())
 
 
 def test_a_pair_whose_errors_both_sides_show_alike_says_so():
