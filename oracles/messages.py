@@ -614,8 +614,9 @@ PROTOCOL_NOT_PLAIN = ("protocol {value!r}: {part} returned {what}{where} after s
                       "dicts, sets, host tensors or arrays, dataclasses of these): e.g. "
                       "the object's fields as a dict, obj.ids.tolist() for a tensor")
 #: ``diff`` with a protocol: one target's two runs of the same step sequence differ, so a
-#: difference between the two targets says nothing about the change
-PROTOCOL_UNSTEADY = ("protocol {value!r}: the {side}'s two runs of the same step sequence "
+#: difference between the two targets says nothing about the change (``whose``: "the
+#: baseline's", or "" where the two targets are one, as ``protocol check``'s self-run)
+PROTOCOL_UNSTEADY = ("protocol {value!r}: {whose}two runs of the same step sequence "
                      "differ ({difference}), so a difference between runs (two targets', or "
                      "one target's under two completion schedules) says nothing about the code",
                      "make the protocol (its operations' results, observe, when) and the "

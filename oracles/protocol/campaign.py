@@ -435,8 +435,9 @@ class _Search:
                 said = moved[0].message
                 for old, new in _RUNS:
                     said = said.replace(old, new)
+                one = self.result.baseline == self.result.candidate     # a self-run
                 raise SchemaError.of(messages.PROTOCOL_UNSTEADY, self.protocol.name,
-                                     side=label, difference=said)
+                                     whose="" if one else f"the {label}'s ", difference=said)
 
     def _tick(self) -> None:
         if self.progress is not None:

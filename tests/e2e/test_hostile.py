@@ -754,7 +754,7 @@ PROTOCOL_FILES = [
     Case("protocol-returns-the-time", ("diff", STAGER, STAGER, "--protocol",
                                        "{H}/protocol_returns_the_time.py", "--examples", "20",
                                        "--quiet"), 2,
-         r"the baseline's two runs of the same step sequence differ \(step 0 \(stage\) "
+         r": two runs of the same step sequence differ \(step 0 \(stage\) "
          r"returned \[1\] = .* \(second run\), .* \(first run\)\)",
          "diff of one target against itself with a --protocol file whose operation returns the "
          "time of day (was: DIFFERENT, a finding against the code): the protocol's mistake"),

@@ -197,15 +197,20 @@ def test_a_protocol_that_moves_only_now_and_then_is_refused_when_any_rerun_moves
     moved.ops = trace.ops[:-1]                        # the last operation did not run
     steady, unsteady = [wire] * UNSTEADY_RUNS, [wire] * (UNSTEADY_RUNS - 1) + [moved.to_wire()]
     assert UNSTEADY_RUNS >= 3
-    for reruns, refused in ((steady, False), (unsteady, True)):
+    pair = ProtocolResult(protocol.name, "old.py::Runner", "new.py::Runner", ProtocolConfig())
+    itself = ProtocolResult(protocol.name, "old.py::Runner", "old.py::Runner", ProtocolConfig())
+    for reruns, refused, result, said in (
+            (steady, False, pair, ""),
+            (unsteady, True, pair, "protocol {!r}: the baseline's two runs of the same step"),
+            # a target against itself (protocol check's self-run): no baseline to name
+            (unsteady, True, itself, "protocol {!r}: two runs of the same step sequence")):
         runner = _Reruns(reruns)
-        search = _Search(protocol, ["baseline"], None, runner, ProtocolConfig(), None, 0.0,
+        search = _Search(protocol, ["baseline"], None, runner, ProtocolConfig(), result, 0.0,
                          None, None)
         if refused:
             with pytest.raises(SchemaError) as raised:
                 search._refuse_unsteady(seq, [(wire, wire)])
-            assert "the baseline's two runs of the same step sequence differ" in str(
-                raised.value)
+            assert said.format(protocol.name) in str(raised.value)
         else:
             search._refuse_unsteady(seq, [(wire, wire)])      # steady: nothing refused
         assert runner.asked == [UNSTEADY_RUNS]
