@@ -140,7 +140,8 @@ class Trace:
     "hazards" (dicts of ``spec.observation.Hazard``), "result"}``; ``reads``: per device
     work, in launch order, ``{"step", "op", "work", "values": {argument: values}}``;
     ``meant``: the device work that read other values than the host meant when it
-    launched it (``{"step", "op", "work", "arg", "slots", "meant", "read"}``);
+    launched it (``{"step", "op", "work", "arg", "slots", "meant", "read", "in_place"}``;
+    ``in_place``: pinned memory the work read where it lies);
     ``states``: ``observe`` after each step; ``staging``: for a one-step protocol, the
     staging call's judgement; ``stopped``: the run ended early (``hung``, or how its
     process ended); ``downloads``: the device-to-host copies into pinned memory it issued;

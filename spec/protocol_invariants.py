@@ -63,7 +63,8 @@ PROTOCOL_INVARIANTS: tuple[ProtocolInvariant, ...] = (
         "device_read_as_meant",
         "Every device work reads what the host meant when it launched it: each element "
         "last written (before the launch) by an upload holds the value that upload's host "
-        "source held at the launch; and it reads the same values whatever the completion "
+        "source held at the launch, and pinned memory it reads in place holds what it held "
+        "at the launch; and it reads the same values whatever the completion "
         "schedule as when every copy and kernel completes when it is issued."),
     ProtocolInvariant(
         "readback_as_written",
@@ -186,8 +187,10 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
         out.append(_finding(
             "device_read_as_meant",
             f"{_where(m)}: {m['work']} read {m['arg']}{slot_text(slots, m.get('row', 0))} "
-            f"= {read}, but the host held {held} for it at the launch (the last copies into "
-            "those slots read that host memory)", side, field=f"{m['work']}({m['arg']})",
+            f"= {read}, but the host held {held} for it at the launch ("
+            + ("it reads that pinned memory in place, not a copy of it)" if m.get("in_place")
+               else "the last copies into those slots read that host memory)"),
+            side, field=f"{m['work']}({m['arg']})",
             slot=slots[0] if slots else None, expected=m["meant"], candidate=m["read"],
             extra={"kind": "host-intent", "step": m["step"], "operation": m["op"],
                    "slots": slots}))

@@ -140,6 +140,11 @@ class HostIntent:
             left = _take(values, sources, held, p0, p1, up.index, left, count)
         return values, sources, lo, item, alternates
 
+    def _intent_in_place(self, read, count: int, lo: int, item: int):
+        """``_intent`` of pinned memory device work reads in place (``read``: the op that
+        stands for that read, ``_read_directly``): what the memory holds at the launch."""
+        return self._issued_values(read, 0, count), [read.index] * count, lo, item, {}
+
     def _held_by_state(self, reads: dict, spans: list) -> dict:
         """Device memory of the state that device work may read without being given it
         (``self.block_table.gpu`` in a method of the block table): each tensor named
@@ -230,10 +235,13 @@ class HostIntent:
                     region, slots, row = self.describe_in_rows(Span(
                         lo + bad[0] * item, lo + bad[-1] * item + item, item,
                         tuple(lo + p * item for p in bad)))
+                    memory = self.regions.at(lo)
                     self.mismatches.append({
                         "where": op.location, "work": op.what, "arg": label,
                         "region": region, "slots": list(slots) or bad, "row": row,
-                        "meant": [meant[p] for p in bad], "read": [flat[p] for p in bad]})
+                        "meant": [meant[p] for p in bad], "read": [flat[p] for p in bad],
+                        # pinned memory it read in place (no copy between)
+                        "in_place": memory is not None and memory.kind == "pinned"})
 
     def _delivered_later(self, address: int, item: int, launch: int, value) -> bool:
         """Whether the first upload into device ``address`` issued after op ``launch``

@@ -36,7 +36,7 @@ from stagecheck.oracles.device.intent import HostIntent
 from stagecheck.oracles.device.ops import COPY_KINDS, EventState, Op, StreamState
 from stagecheck.oracles.device.order import join
 from stagecheck.oracles.device.races import RaceDetection
-from stagecheck.oracles.device.work import DeviceWork, bytes_view, take_torch
+from stagecheck.oracles.device.work import DeviceWork, Passthrough, bytes_view, take_torch
 from stagecheck.oracles.device.spans import Region, Regions, Span, _span, span_of
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.spec.observation import Hazard, slot_text
@@ -273,22 +273,24 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         return out
 
     def launch(self, name: str, fn: Callable[[], Any], reads: dict, writes: tuple = (),
-               scalars: dict | None = None, pinned: list = ()):
+               scalars: dict | None = None, pinned: dict | None = None):
         """Device work ``name`` on the current stream: ``fn()`` runs when the device runs
         it; ``reads`` (``{label: device tensor}``) are the tensors it reads, whose values
         then are logged in ``reads_log`` (with ``scalars``, plain arguments, as given);
         ``writes`` the device tensors it is known to write (what it writes is also seen
         while it runs). What the host meant each read element to hold is noted now: the
         value of the host memory the last upload into it (issued before now) reads.
-        ``pinned``: host tensors in pinned memory it reads in place (``_read_directly``)."""
-        for t in pinned:           # pinned host memory it reads in place (UVA)
-            self._read_directly(t, name)
+        ``pinned`` (``{label: host tensor}``): pinned memory it reads in place (UVA,
+        ``_read_directly``), meant to hold what it holds now, compared where read and
+        never logged (as the state's memory it was not given)."""
+        direct = [(k, t, self._read_directly(t, name)) for k, t in (pinned or {}).items()]
         op = self._issue("kernel", name)
         touched, reading, intents, index, low, high = {}, {}, {}, op.index, 2**64, 0
 
-        def note(label: str, t, later: bool = False) -> Span:
+        def note(label: str, t, later: bool = False, read=None) -> Span:
             """What the work may read of ``t``: its span, where its reads are noted, and
-            what the host meant it to hold (``later``: worked out only if it reads it)."""
+            what the host meant it to hold (``later``: worked out only if it reads it;
+            ``read``: the op reading ``t`` in place, ``_read_directly``)."""
             nonlocal low, high
             numel = t.numel()
             if numel and t.is_contiguous():     # its span, as ``_span`` gives it
@@ -297,8 +299,9 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
                 if t.dim():       # its elements read are noted, flat (row-major)
                     touched[label] = reading[label] = (span, set(), numel)
                     low, high = min(low, lo), max(high, span.hi)
-                intents[label] = (self._intent_later if later else self._intent)(
-                    index, numel, item, lo, t.untyped_storage().data_ptr())
+                intents[label] = self._intent_in_place(read, numel, lo, item) if read \
+                    else (self._intent_later if later else self._intent)(
+                        index, numel, item, lo, t.untyped_storage().data_ptr())
             else:       # empty or not contiguous: nothing meant is noted
                 span, intents[label] = _span(t), None
             return span
@@ -308,6 +311,9 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
             held = self._held_by_state(reads, spans)
             for label, t in held.items():      # compared where read, never logged
                 note(label, t, self.defers_held)
+            for label, t, read in (d for d in direct if d[0] not in held):
+                note(label, t, read=read)
+                held[label] = t
         op.dev_reads = spans
         op.dev_writes = [span_of(t) for t in writes] if writes else []
         op.intents, op.touched, op.reading = intents, touched, reading
@@ -446,7 +452,7 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
     def passthrough(self):
         """A block whose torch calls the model neither sees nor orders (the checker's own
         reads of the state)."""
-        return _Passthrough(self)
+        return Passthrough(self)
 
     def checker_read(self, func, args) -> None:
         """A torch call in a ``passthrough`` block, where ``reads_wait``."""
@@ -473,20 +479,6 @@ class DeviceModel(RaceDetection, HostIntent, DeviceWork):
         torch = import_torch()
         with torch._C.DisableTorchFunction():
             return torch.empty(shape, dtype=dtype)
-
-
-class _Passthrough:
-    def __init__(self, model: DeviceModel) -> None:
-        self.model, self.saved = model, None
-
-    def __enter__(self):
-        model = self.model
-        self.saved = (model.inside, model.running, model.checking)
-        model.inside, model.running, model.checking = True, None, model.reads_wait
-        return model
-
-    def __exit__(self, *exc) -> None:
-        self.model.inside, self.model.running, self.model.checking = self.saved
 
 
 _disabled = None

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from stagecheck.oracles.device.ops import Op
 from stagecheck.oracles.device.spans import Span, _span, span_of
 
-__all__ = ["PICKED_MAX", "DeviceWork", "bytes_view", "offsets_of", "take_torch"]
+__all__ = ["PICKED_MAX", "DeviceWork", "Passthrough", "bytes_view", "offsets_of", "take_torch"]
 
 #: torch's ``DisableTorchFunction`` (set by ``take_torch`` when the first model is made)
 _disabled = None
@@ -67,7 +67,7 @@ class DeviceWork:
     def _host_waits_for(self, op: Op) -> None:
         """The host is about to wait for ``op``'s stream up to ``op`` (CUDA: let it run)."""
 
-    def _read_directly(self, t, name: str) -> None:
+    def _read_directly(self, t, name: str) -> Op:
         """Device work ``name`` reads pinned host memory ``t`` itself (on CUDA, through a
         device view of pinned memory: vLLM's UVA buffers): an upload with no device side,
         issued with the work and complete when the work has run, which the host must see
@@ -82,6 +82,7 @@ class DeviceWork:
         op.fast, op.snapshot, op.host_reads = fast, (snapshot, t), [span]
         op.action = _nothing
         self._start(op)
+        return op
 
     def _work(self, op: Op, name: str, fn, reads: dict, where: tuple, scalars: dict,
               held: tuple = ()):
@@ -297,3 +298,20 @@ def bytes_view(now):
 
 def _nothing() -> None:
     """The action of a read in place: the work reads the memory when it runs."""
+
+
+class Passthrough:
+    """``DeviceModel.passthrough``'s block: the model sees and orders none of its torch
+    calls (the checker's own reads of the state)."""
+
+    def __init__(self, model) -> None:
+        self.model, self.saved = model, None
+
+    def __enter__(self):
+        model = self.model
+        self.saved = (model.inside, model.running, model.checking)
+        model.inside, model.running, model.checking = True, None, model.reads_wait
+        return model
+
+    def __exit__(self, *exc) -> None:
+        self.model.inside, self.model.running, self.model.checking = self.saved

@@ -273,14 +273,14 @@ def _device_work(model, label: str, original):
     def queued(*args, **kwargs):
         arguments = {names[k] if k < len(names) else f"arg{k}": a for k, a in enumerate(args)}
         arguments.update(kwargs)
-        reads, scalars, pinned = {}, {}, []
+        reads, scalars, pinned = {}, {}, {}
         for name, value in arguments.items():
             if isinstance(value, torch.Tensor):
                 memory = model.memory(value)
                 if memory == "device":
                     reads[name] = value
                 elif memory == "pinned":
-                    pinned.append(value)
+                    pinned[name] = value
             elif isinstance(value, (int, float, bool, str)) or value is None:
                 scalars[name] = value
         launched = model.location

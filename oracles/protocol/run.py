@@ -289,7 +289,7 @@ def _finish(model, trace: Trace, ctx) -> Trace:
                     "op": m["where"][1] if m["where"] else "", "work": m["work"],
                     "arg": m["arg"], "region": m["region"], "slots": m["slots"],
                     "row": m.get("row", 0), "meant": plain(m["meant"]),
-                    "read": plain(m["read"])}
+                    "read": plain(m["read"]), "in_place": m.get("in_place", False)}
                    for m in model.mismatches]
     trace.landed = [{"step": op.location[0] if op.location else None,
                      "op": op.location[1] if op.location else "", "download": op.describe(),

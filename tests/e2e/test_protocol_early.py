@@ -30,6 +30,15 @@ CASES = [
     ("indices_one_buffer.py", "Indices", 1,
      ("[no_copy_hazard-", "host write (seen as a changed value) of idx_cpu",
       "-> device work _gather (read in place, not copied)", "readback_as_written")),
+    # what a kernel read in place, where nothing reads its result back (an audit: the
+    # race was an info finding "without an effect", exit 0: pinned arguments read in
+    # place were never compared with what the host held at the launch)
+    ("offsets_event_after_kernel.py", "Offsets", 0, ("0 error finding(s), 0 info finding(s)",)),
+    ("offsets_one_buffer.py", "Offsets", 1,
+     ("[no_copy_hazard-", "-> device work _offset (read in place, not copied)",
+      "[device_read_as_meant-", "_offset read off[0] = [10], but the host held [0] for it at "
+      "the launch (it reads that pinned memory in place, not a copy of it)",
+      "0 info finding(s)")),
     ("mapping_after_unique.py", "Mapping", 0, ("0 error finding(s), 0 info finding(s)",)),
     ("mapping_without_wait.py", "Mapping", 1,
      ("[no_copy_hazard-", "host write (torch __setitem__) of map_cpu",
