@@ -55,6 +55,7 @@ from stagecheck.oracles import interrupt, messages
 from stagecheck.oracles.errors import SchemaError
 from stagecheck.oracles.memory import default_memory_mib
 from stagecheck.oracles.process_state import call_state, keep_signals, put_back_call_state
+from stagecheck.oracles.text import stopped_at
 
 __all__ = ["CPU_SECONDS", "WALL_SECONDS", "closing", "exits_refused", "guard_schema",
            "guarded_call", "patched", "seconds_given", "snapshot", "thread_waited"]
@@ -383,12 +384,12 @@ def _guarded_call(what: str, func, args, kwargs):
                     _STATE.depth = 0
                 if threading.active_count() > threads:
                     _note_new_threads(_STATE.known)
-    except _Expired:
+    except _Expired as exc:
         _STATE.depth = 0       # raised by the watchdog before the call disarmed itself
         if _STATE.over_memory:
             raise SchemaError.of(messages.SCHEMA_CODE_MEMORY, what, mib=MEMORY_MIB) from None
         raise SchemaError.of(messages.SCHEMA_CODE_HUNG, what, cpu=CPU_SECONDS,
-                             wall=WALL_SECONDS) from None
+                             wall=WALL_SECONDS, stopped=stopped_at(exc, __file__)) from None
     except MemoryError:       # the machine ran out before the watchdog looked
         _STATE.depth = 0
         raise SchemaError.of(messages.SCHEMA_CODE_MEMORY, what, mib=MEMORY_MIB) from None

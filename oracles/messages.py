@@ -708,7 +708,8 @@ PROTOCOL_PROBLEM_PATH = "{part} {value!r} is not a dotted attribute path: give e
 PROTOCOL_PROBLEM_SPACE = "space {value!r} is not a StepSpace: write StepSpace(...)"
 PROTOCOL_PROBLEM_RANGE = ("{part} {value!r} is not a range (low, high) with 1 <= low <= high "
                           "<= 1024: give e.g. (1, 8)")
-PROTOCOL_PROBLEM_NUMBER = "{part} {value!r} is not a whole number >= {low}: give e.g. {low}"
+PROTOCOL_PROBLEM_NUMBER = ("{part} {value!r} is not a whole number from {low} to {high}: give "
+                           "e.g. {low}")
 PROTOCOL_PROBLEM_PARAMS = ("space.params {value!r} is not a dict of parameter names to the "
                            "values drawn for each: give e.g. StepSpace(params={{'block_size': "
                            "(4, 8)}}) (docs/protocols.md, \"Step space\")")
@@ -745,6 +746,11 @@ PROTOCOL_PROBLEM_STAGING = ("staging {value!r} is not a staging schema: give one
 PROTOCOL_PROBLEM_NO_STATE = ("neither component nor staging is set: name the class whose "
                              "instance is the state (component='...'), or the staging schema of "
                              "a one-step protocol (staging='...')")
+PROTOCOL_PROBLEM_BOTH_STATES = ("both component ({component!r}) and staging ({staging!r}) are "
+                                "set: a protocol drives either a component across steps or "
+                                "one staging call; keep component='...' for a class whose "
+                                "instance is the state and remove staging, or keep staging "
+                                "for a one-step protocol of a staging function")
 # the protocol campaign and its report
 PROTOCOL_REPLAY_NOT = ("{value!r} is not a protocol replay file",
                        "give a file a protocol campaign saved (its 'stagecheck_protocol_replay' "
@@ -1014,7 +1020,7 @@ REPLAY_SCHEMA_FILE = ("the replay file names the schema file {target!r}; a schem
                       "that a replay file names", "if you trust it, give it yourself: "
                       "stagecheck replay FILE --schema {target}")
 SCHEMA_CODE_HUNG = ("{value} did not return within {cpu:g} s of CPU time or {wall:g} s "
-                    "on the wall clock", "schema code (derive functions, hooks, the call "
+                    "on the wall clock{stopped}", "schema code (derive functions, hooks, the call "
                     "adapter) must return at once; fix the schema (or give every call more time with "
                     "STAGECHECK_CODE_SECONDS=SECONDS)")
 #: schema or protocol code in the checker that neither the watchdog's signal nor the

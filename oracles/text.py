@@ -10,11 +10,13 @@ to every report. The standard library and ``messages`` only: every stage may imp
 from __future__ import annotations
 
 import difflib
+import os
+import traceback
 
 from stagecheck.oracles import messages
 
 __all__ = ["MAX_EXCEPTION_TEXT", "closest", "did_you_mean", "exception_text", "printable",
-           "short_text", "type_name"]
+           "short_text", "stopped_at", "type_name"]
 
 
 #: longest exception text kept (a target may raise a message of any size)
@@ -109,3 +111,13 @@ def closest(word: str, known) -> str | None:
         return longer[0]
     close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
     return close[0] if close else None
+
+
+def stopped_at(exc: BaseException, caller: str) -> str:
+    """`` (stopped at FILE:LINE)``: the innermost line of the call ``exc`` stopped outside
+    the module ``caller`` (its ``__file__``, which raised it there): where its loop was;
+    '' where none is known."""
+    here = os.path.realpath(caller)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if os.path.realpath(f.filename) != here]
+    return f" (stopped at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""

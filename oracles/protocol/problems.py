@@ -15,11 +15,12 @@ import re
 from typing import Any
 
 from stagecheck.oracles import messages
+from stagecheck.oracles.errors import StagecheckError
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.text import short_text
 from stagecheck.spec.protocol import CHECK_ID, Operation, Protocol, ProtocolCheck, StepSpace
 from stagecheck.spec.schemas import BUILTIN_SCHEMAS
-from stagecheck.spec.steps import unfold
+from stagecheck.spec.steps import BOUNDS, unfold
 
 __all__ = ["CHECK_SEQUENCES", "NAME", "check_protocol", "drawable", "dry_run_problems",
            "unchosen", "when_problem"]
@@ -118,7 +119,9 @@ def check_protocol(protocol: Any) -> list[str]:
         if isinstance(p.checks, tuple) else []
     if _twice(ids, repr):
         problem(messages.PROTOCOL_PROBLEM_CHECK_TWICE, ids=_twice(ids, repr))
-    if p.staging is not None:
+    if p.staging is not None and p.component:
+        problem(messages.PROTOCOL_PROBLEM_BOTH_STATES, component=p.component, staging=p.staging)
+    elif p.staging is not None:
         if not isinstance(p.staging, str) or (p.staging not in BUILTIN_SCHEMAS
                                               and not p.staging.endswith(".py")
                                               and ".py:" not in p.staging):
@@ -162,9 +165,10 @@ def _space_problems(space: Any) -> list[str]:
                                                               value=value))
     for part, low in (("max_prompt", 1), ("max_drafts", 0)):
         value = getattr(space, part)
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= 4096:
+        high = BOUNDS["prompt" if part == "max_prompt" else "drafts"][1]
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             out.append(messages.PROTOCOL_PROBLEM_NUMBER.format(part=f"space.{part}",
-                                                               value=value, low=low))
+                                                               value=value, low=low, high=high))
     for part in ("dummy", "preemption"):
         if not isinstance(getattr(space, part), bool):
             out.append(messages.PROTOCOL_PROBLEM_FLAG.format(part=part,
@@ -201,6 +205,8 @@ def drawable(protocol: Protocol) -> Protocol:
 def when_problem(k: int, op: Operation, answer: Any, step: int) -> str:
     """The problem of operation ``k``'s ``when``, which raised or returned ``answer`` (not
     a bool) on step ``step``."""
+    if isinstance(answer, StagecheckError):    # the guard's words: a hang, an exit
+        return f"{answer.problem} on step {step} of a drawn sequence; {answer.fix}"
     error = (f"raised {type(answer).__name__}: {answer}" if isinstance(answer, BaseException)
              else f"returned {short_text(answer, 60)} (not a bool)")
     return messages.PROTOCOL_CHECK_WHEN.format(k=k, name=op.name, error=error, step=step)

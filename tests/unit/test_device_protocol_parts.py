@@ -219,6 +219,17 @@ def test_every_problem_of_a_declaration_names_its_part():
     assert check_protocol("nope") == [messages.PROTOCOL_PROBLEM_TYPE.format(kind="str")]
     no_state = dataclasses.replace(BUILTIN_PROTOCOLS["input-prep-event"], component="")
     assert check_protocol(no_state) == [messages.PROTOCOL_PROBLEM_NO_STATE]
+    # an audit: both set passed the check, then every run drove one staging call and
+    # blamed the target ("a one-call protocol ... runs one call of a staging function")
+    both = dataclasses.replace(BUILTIN_PROTOCOLS["input-prep-event"],
+                               staging="mamba-postprocess")
+    assert check_protocol(both) == [messages.PROTOCOL_PROBLEM_BOTH_STATES.format(
+        component="GPUModelRunner", staging="mamba-postprocess")]
+    # the bound a value passes was the one said for its low end only ("not >= 1": 5000 is)
+    big = dataclasses.replace(BUILTIN_PROTOCOLS["input-prep-event"],
+                              space=StepSpace(max_prompt=5000))
+    assert check_protocol(big) == [
+        "space.max_prompt 5000 is not a whole number from 1 to 4096: give e.g. 1"]
 
 
 def test_load_protocol_says_what_is_wrong(tmp_path):

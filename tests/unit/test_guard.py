@@ -263,3 +263,18 @@ def test_the_deadline_of_loading_takes_a_finite_number_from_its_variable(monkeyp
     assert load_deadline().cpu == seconds
     # a schema or protocol file's dry run: its own limit, lowered by the variable only
     assert probe_seconds(5.0) == min(5.0, seconds)
+
+
+def test_a_hang_of_schema_code_says_where_it_was_stopped(tmp_path):
+    # an audit: a protocol's `when` that loops said only "did not return within 5 s", with
+    # no line to look at (a module-level hang names its line)
+    code = tmp_path / "loops.py"
+    code.write_text("def when(step):\n    while True:\n        pass\n")
+    program = ("import importlib.util, sys\nfrom stagecheck.oracles import guard\n"
+               f"spec = importlib.util.spec_from_file_location('loops', {str(code)!r})\n"
+               "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+               "guard.guarded_call('operations[0].when', m.when, None)\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          env={**os.environ, guard.SECONDS_ENV: "0.5"}, timeout=60)
+    assert f"on the wall clock (stopped at {code}:3)" in done.stderr \
+        or f"on the wall clock (stopped at {code}:2)" in done.stderr, done.stderr
