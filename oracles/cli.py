@@ -31,7 +31,7 @@ from stagecheck.oracles import interrupt, messages, stdio
 from stagecheck.oracles.stdio import emit, note, shown
 from stagecheck.oracles.commands import COMMANDS, load, release
 from stagecheck.oracles.commands.crash import is_internal, report_internal
-from stagecheck.oracles.environment import refuse_bad_environment
+from stagecheck.oracles.environment import hypothesis_outside_the_repository, refuse_bad_environment
 from stagecheck.oracles.config import KEYS, file_words, load_config
 from stagecheck.oracles.text import did_you_mean
 from stagecheck.oracles.errors import StagecheckError, UsageError
@@ -390,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
                 code = EXIT_USAGE
             else:
                 refuse_bad_environment()
+                hypothesis_outside_the_repository()
                 values = _values(args)
                 try:
                     code = load(args.command).execute(args, values)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from dataclasses import dataclass
 
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import UsageError
 
-__all__ = ["VARIABLES", "Variable", "refuse_bad_environment"]
+__all__ = ["HYPOTHESIS_HOME", "VARIABLES", "Variable", "hypothesis_outside_the_repository",
+           "refuse_bad_environment"]
 
 
 @dataclass(frozen=True)
@@ -58,3 +60,22 @@ def refuse_bad_environment(environ=None) -> None:
             raise UsageError.of(messages.ENVIRONMENT_VALUE, value, sets=variable.sets,
                                 takes=_TAKES[variable.takes], name=variable.name
                                 ).located(f"environment variable {variable.name}")
+
+
+#: hypothesis's own storage variable: where it keeps what it caches (its example database is
+#: not used by the command line, ``database`` None; its cache of the constants of local
+#: source files, ``.hypothesis/constants``, is written wherever this points)
+HYPOTHESIS_HOME = "HYPOTHESIS_STORAGE_DIRECTORY"
+
+
+def hypothesis_outside_the_repository(environ=None) -> None:
+    """Point hypothesis's storage (``HYPOTHESIS_HOME``) at a folder of this user's in the
+    temporary folder, unless the variable is set: a command-line run writes nothing into
+    the current folder but its save folder (an audit: every run with a target file in the
+    current folder wrote ``.hypothesis/constants/`` there, ``--no-save`` too). Set before
+    hypothesis is imported; the workers inherit it."""
+    environ = os.environ if environ is None else environ
+    if not environ.get(HYPOTHESIS_HOME):
+        uid = os.getuid() if hasattr(os, "getuid") else "user"
+        environ[HYPOTHESIS_HOME] = os.path.join(tempfile.gettempdir(),
+                                                f"stagecheck-hypothesis-{uid}")

@@ -86,6 +86,17 @@ def test_no_save_writes_nothing_even_for_errors(repo):
     assert "stagecheck replay" not in done.stdout
 
 
+def test_a_target_inside_the_repository_leaves_no_hypothesis_folder_there(repo):
+    # an audit: hypothesis cached the constants of the target's file, a local module, in
+    # .hypothesis/constants/ of the current folder (--no-save too)
+    stager = repo / "stager.py"
+    stager.write_text(Path(BUGGY.split("::")[0]).read_text())
+    done = _stagecheck(repo, "diff", "legacy", "stager.py::stage_postprocess_inputs_to_gpu",
+                       *BUDGET, "--no-save")
+    assert done.returncode == 1 and "ERRORS" in done.stdout, done.stderr
+    assert sorted(p.name for p in repo.iterdir()) == [".git", "stager.py"]
+
+
 def test_json_to_stdout_leaves_the_text_report_to_stderr(repo):
     done = _stagecheck(repo, "diff", "legacy", "single-loop", *BUDGET, "--json", "-",
                        "--quiet")
