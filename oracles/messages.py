@@ -398,6 +398,12 @@ VIEW_REBOUND = ("target {value!r} rebinds .{view} of a paired buffer ({where}): 
                 "not seen; this is a limit of stagecheck, not a difference in the code",
                 "write into the view the buffer has (buf.{view}[:n] = ...) instead of "
                 "assigning a new object to buf.{view}")
+VIEW_MEMORY_REPLACED = ("target {value!r} gave .{view} of a paired buffer other memory "
+                        "(.{view}.set_(...) or .{view}.data = ...): stagecheck observes the "
+                        "memory it made, so what the target does through the view then is "
+                        "not seen; this is a limit of stagecheck, not a difference in the code",
+                        "write into the view's own memory (buf.{view}[:n] = ...) instead of "
+                        "giving the view other memory")
 #: the schema's build made a Call the function cannot be called with (a binding TypeError)
 SCHEMA_CALL_UNBOUND = (
     "schema {schema!r}: the arguments its build gives cannot call {value!r} ({error}): the "

@@ -160,6 +160,26 @@ class ViewsKept:
             raise ViewRebound(name, _caller())
         object.__delattr__(self, name)
 
+    def replaced_view(self) -> str | None:
+        """The view (``cpu`` or ``gpu``) whose memory the code replaced in place
+        (``buf.cpu.set_(other)``, ``buf.gpu.data = other``): the buffer's own memory is no
+        longer what the view reads, so what the code then does through it goes unseen, as
+        with a rebound view; None where none was (each buffer class says it of its
+        views, ``own_memory``). A mirror given memory of another size is not one: what
+        it holds then is read as the code left it (a resized mirror), a finding where it
+        differs."""
+        for name, view, address, size in self.own_memory():
+            if view is not None and address and view.untyped_storage().data_ptr() != address \
+                    and (name == "cpu" or view.numel() == size):
+                return name
+        return None
+
+    def own_memory(self) -> tuple:
+        """``(view name, the view made or None, the address of its own memory, its
+        elements)`` for each view of the buffer that is a tensor (none: a buffer of
+        lists)."""
+        return ()
+
 
 def _made(buffer, name: str) -> bool:
     """Whether ``buffer``'s view ``name`` is already there (a property always is)."""

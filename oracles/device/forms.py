@@ -26,6 +26,10 @@ class Pairs:
     def __init__(self, regions: Regions | None = None) -> None:
         self.regions = regions if regions is not None else Regions()
         self._made_from: dict[int, tuple[Region, int]] = {}
+        #: host tensors cloned from a host range (``buf.cpu[:n].clone()``), by address:
+        #: what a copy or a device tensor made from one comes from (never a side itself,
+        #: so a write into a clone is no write into the buffer)
+        self._clones: dict[int, tuple[Region, int]] = {}
         self._keep: list = []
 
     def add(self, buffer, host: Span, mirror: Span) -> None:
@@ -41,18 +45,33 @@ class Pairs:
         for r in kept:
             self.regions.add(r)
         self._made_from = {k: v for k, v in self._made_from.items() if v[0].owner is not buffer}
+        self._clones = {k: v for k, v in self._clones.items() if v[0].owner is not buffer}
 
     def made_from(self, device_tensor, source_tensor) -> None:
-        """``device_tensor`` was made from ``source_tensor`` (a host range of a buffer)."""
-        src = span_of(source_tensor)
+        """``device_tensor`` was made from ``source_tensor`` (a host range of a buffer, or a
+        clone of one)."""
+        found = self._host_range(span_of(source_tensor))
+        if found is not None:
+            self._made_from[span_of(device_tensor).lo] = found
+            self._keep.append(device_tensor)
+
+    def cloned_from(self, clone, source_tensor) -> None:
+        """Host tensor ``clone`` was cloned from ``source_tensor`` (a host range of a
+        buffer): a copy of it, or a device tensor made from it, is of that range."""
+        found = self._host_range(span_of(source_tensor))
+        if found is not None:
+            self._clones[span_of(clone).lo] = found
+            self._keep.append(clone)
+
+    def _host_range(self, src: Span) -> tuple[Region, int] | None:
+        """The host side ``src`` lies in (or that a clone there was cloned from) and the
+        slot it starts at; an empty range starts at the slot its address is at (all empty
+        tensors may share one address: the latest made is the one a copy uses next)."""
         region = self.regions.of(src)
         if region is not None and region.kind == "pinned":
             slots = region.slots(src)
-            # an empty one is made from the slot its range starts at (all empty device
-            # tensors may share one address: the latest made is the one a copy uses next)
-            first = slots[0] if slots else region.first(src)
-            self._made_from[span_of(device_tensor).lo] = (region, first)
-            self._keep.append(device_tensor)
+            return region, slots[0] if slots else region.first(src)
+        return self._clones.get(src.lo) if region is None else None
 
     def side(self, span: Span) -> tuple[Region, tuple[int, ...]] | None:
         """The buffer side ``span`` lies in, and its slots; a device tensor made from a host
@@ -67,19 +86,28 @@ class Pairs:
             return source, tuple(range(first, first + count))
         return None
 
+    def clone_side(self, span: Span) -> tuple[Region, tuple[int, ...]] | None:
+        """``side`` of a clone of a host range: the range it was cloned from."""
+        cloned = self._clones.get(span.lo)
+        if cloned is None:
+            return None
+        source, first = cloned
+        return source, tuple(range(first, first + (span.hi - span.lo) // span.item))
+
     def first(self, span: Span) -> int | None:
-        """The slot ``span`` starts at (an empty one too), made-from tensors included."""
+        """The slot ``span`` starts at (an empty one too), made-from tensors and clones
+        included."""
         region = self.regions.of(span)
         if region is not None:
             return region.first(span)
-        made = self._made_from.get(span.lo)
+        made = self._made_from.get(span.lo) or self._clones.get(span.lo)
         return None if made is None else made[1]
 
 
 def mirror_copy(pairs: Pairs, dst: Span, src: Span):
     """``(buffer, start, stop)`` when copying ``src`` into ``dst`` copies a buffer's host
     slots ``[start, stop)`` into the same slots of its mirror; else None."""
-    to, frm = pairs.side(dst), pairs.side(src)
+    to, frm = pairs.side(dst), pairs.side(src) or pairs.clone_side(src)
     if to is None or frm is None:
         return None
     (region, slots), (source, src_slots) = to, frm

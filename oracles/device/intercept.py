@@ -464,4 +464,8 @@ def _generic(model, func, name, args, kwargs):
             model.host_write(span_of(target), f"torch {name}")
         if isinstance(out, torch.Tensor):
             model.host_write(span_of(out), f"torch {name}")
+    if name == "clone" and args and isinstance(args[0], torch.Tensor):
+        result = func(*args, **kwargs)      # a copy from it is one of the range it cloned
+        model.pairs.cloned_from(result, args[0])
+        return result
     return func(*args, **kwargs)

@@ -350,6 +350,10 @@ def observe(target: Target, s: StagingScenario, options: RunOptions = RunOptions
         for buf in inputs.buffers.values():
             buf.complete_copies()
             buf.release()
+    for buf in inputs.buffers.values():
+        view = buf.replaced_view()
+        if view is not None:        # stagecheck's limit, as a rebound view is
+            raise TargetLoadError.of(messages.VIEW_MEMORY_REPLACED, target.spec, view=view)
     try:
         cpu = {name: b.final_cpu() for name, b in inputs.buffers.items()}
         gpu = {name: b.final_gpu() for name, b in inputs.buffers.items()}

@@ -66,10 +66,13 @@ def _hooked_class():
                     view = args[0][args[1]]
                 copied(view, args[2])
             result = super().__torch_function__(func, types, args, kwargs)
-            if name in ("to", "cuda") and isinstance(result, torch.Tensor) and args \
-                    and result is not args[0]:
+            if name in ("to", "cuda", "clone") and isinstance(result, torch.Tensor) and args \
+                    and result is not args[0] and isinstance(args[0], torch.Tensor):
                 with torch._C.DisableTorchFunctionSubclass():
-                    _PAIRS.made_from(result, args[0])
+                    if name == "clone":
+                        _PAIRS.cloned_from(result, args[0])
+                    else:
+                        _PAIRS.made_from(result, args[0])
             return result
 
     _HOOKED = CopyWatchingTensor
@@ -159,6 +162,11 @@ class FastBuffer(ViewsKept):
     def release(self) -> None:
         if self._cpu is not None:
             _PAIRS.remove(self)
+
+    def own_memory(self) -> tuple:
+        return (("cpu", self._cpu, self.np.ctypes.data if self.np.size else 0, self.np.size),
+                ("gpu", self._gpu, self.mirror.ctypes.data if self.mirror.size else 0,
+                 self.mirror.size))
 
     def final_cpu(self) -> list:
         return self.np.tolist()
@@ -281,6 +289,11 @@ class FastCudaBuffer(ViewsKept):
         """The pair stays with the backend for the next call."""
         if self._cpu is not None:
             _PAIRS.remove(self)
+
+    def own_memory(self) -> tuple:
+        pair = self._pair
+        return (("cpu", self._cpu, pair.cpu.untyped_storage().data_ptr(), pair.cpu.numel()),
+                ("gpu", self._gpu, pair.gpu.untyped_storage().data_ptr(), pair.gpu.numel()))
 
     def final_cpu(self) -> list:
         return self.np.tolist()

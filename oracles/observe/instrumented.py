@@ -159,9 +159,10 @@ def _recording_classes():
                             "__format__", "__bool__", "__int__", "__float__", "__index__"})
     plain = torch._C.DisableTorchFunctionSubclass
 
-    def owner_of(t):
-        side = _PAIRS.side(span_of(t)) if isinstance(t, torch.Tensor) else None
-        return None if side is None else side[0].owner
+    def owner_of(t):    # the buffer t lies in, or was made or cloned from
+        span = span_of(t) if isinstance(t, torch.Tensor) else None
+        side = span and (_PAIRS.side(span) or _PAIRS.clone_side(span))
+        return None if not side else side[0].owner
 
     def note_tensor_write(target, key) -> None:
         with plain():
@@ -220,7 +221,13 @@ def _recording_classes():
             with plain():
                 key = tensor_key(torch, name, args, target)
             note_tensor_write(target, key)
-        if isinstance(result, torch.Tensor) and not isinstance(result, cls) \
+        if name == "clone" and isinstance(result, torch.Tensor) and args \
+                and isinstance(args[0], torch.Tensor):
+            owner = owner_of(args[0])
+            with plain():       # a copy from the clone is one of the range it was cloned from
+                for pairs in (_PAIRS, owner.model.pairs) if owner and owner.model else (_PAIRS,):
+                    pairs.cloned_from(result, args[0])
+        elif isinstance(result, torch.Tensor) and not isinstance(result, cls) \
                 and owner_of(result) is not None:
             with plain():
                 result = result.as_subclass(cls)     # a view of the buffer stays recorded
@@ -443,6 +450,13 @@ class InstrumentedBuffer(ViewsKept):
         if self._registered:
             _PAIRS.remove(self)
             self._registered = False
+
+    def own_memory(self) -> tuple:
+        mirror = self._mirror.ctypes.data if self._mirror is not None and self._mirror.size \
+            else self._gpu.untyped_storage().data_ptr() if self._gpu is not None else 0
+        size = self._raw.shape[0]
+        return (("cpu", self._cpu, self.address if self._raw.size else 0, size),
+                ("gpu", self._gpu_view, mirror, size))
 
     def final_cpu(self) -> list:
         return self._raw.tolist()

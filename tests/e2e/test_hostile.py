@@ -180,6 +180,12 @@ LOAD = [
          "a target assigns a new array to buf.np, then writes into it (was: judged as if "
          "the new array were the memory .cpu and copy_to_gpu use; a real CpuGpuBuffer "
          "keeps the old one)"),
+    diff("sets_cpu_storage", 2, fragment(messages.VIEW_MEMORY_REPLACED),
+         "a target gives buf.cpu other memory with set_, then fills the buffer (was: "
+         "EQUIVALENT, exit 0, while a real CpuGpuBuffer uploads the new memory's zeros)"),
+    spec("sets_gpu_data", 2, fragment(messages.VIEW_MEMORY_REPLACED),
+         "a target assigns buf.gpu.data memory of its size after its copies (was: "
+         "CONFORMS, exit 0, while the kernel would read zeros)"),
     spec("pins_host_memory", 2, fragment(messages.TARGET_PINS_WITHOUT_DEVICE),
          "a target pins a staging copy on a CPU-only torch (was: 'raised RuntimeError: "
          "Cannot access accelerator device', DIFFERENT, exit 1, for code fine on CUDA)"),

@@ -20,7 +20,8 @@ from tests.helpers import scenario
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FUNCTION = "stage_postprocess_inputs_to_gpu"
-FORMS = ["equivalent_raw_copy_", "equivalent_to_device_copy", "equivalent_copy_helper"]
+FORMS = ["equivalent_raw_copy_", "equivalent_to_device_copy", "equivalent_copy_helper",
+         "equivalent_clone_to_device_copy"]
 HAZARD = f"tests/targets/buggy_raw_copy_then_recount_drafts.py::{FUNCTION}"
 BACKENDS = {
     "fast": (FastBackend, RunOptions()),
@@ -283,3 +284,26 @@ def test_a_write_after_a_blocking_read_of_the_mirror_races_with_nothing(tmp_path
     seen = observe(target, s, RunOptions(deferred_copies=True), InstrumentedBackend("cpu", True))
     found = {f.invariant for f in check(s, seen, target.profile) if f.severity == "error"}
     assert "copy_discipline" in found and "no_copy_hazard" not in found, found
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["cpu", "deferred"])
+def test_a_clone_changed_before_its_upload_is_caught(deferred, tmp_path):
+    """A clone of a host range uploaded into the mirror is a copy of that range (an audit:
+    ``cpu[:n].clone().to(device)`` was "copied 0 time(s)", DIFFERENT for equal values);
+    what the code changes in the clone is not the buffer's, so the mirror then differs."""
+    source = (ROOT / "tests" / "targets" / "equivalent_clone_to_device_copy.py").read_text()
+    line = "        buf.gpu[:num_reqs] = buf.cpu[:num_reqs].clone().to(buf.gpu.device, " \
+           "non_blocking=True)"
+    assert line in source
+    changed = tmp_path / "clone_changed.py"
+    changed.write_text(source.replace(line, "        clone = buf.cpu[:num_reqs].clone()\n"
+                                            "        clone.clamp_(max=3)\n"
+                                            "        buf.gpu[:num_reqs] = clone.to(buf.gpu.device,"
+                                            " non_blocking=True)"))
+    config = CampaignConfig.from_options(examples=150, deferred_copies=deferred)
+    result = run_campaign(load_target("legacy"), load_target(f"{changed}::{FUNCTION}"), config)
+    assert result.verdict() == "different"
+    assert {f.invariant for f in result.errors} >= {"mirror_consistency"}, \
+        [f.message for f in result.errors]
+    assert not [f for f in result.errors if f.invariant == "copy_discipline"], \
+        [f.message for f in result.errors]
