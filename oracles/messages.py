@@ -549,6 +549,8 @@ PROTOCOL_CODE_RAISED = ("protocol {value!r}: its own code for operation {operati
                         "{error} at {where}, not the code under test",
                         "fix the protocol's function there ('stagecheck protocol check "
                         "FILE TARGET' dry-runs the operations on a target)")
+#: its fix in ``protocol check FILE TARGET``'s own dry run (which is that command)
+PROTOCOL_CODE_RAISED_CHECK_FIX = "fix the protocol's function there, then check it again"
 #: a protocol's own line used an attribute the target's component lacks: neither side's
 #: mistake alone (the two disagree), said of the target
 PROTOCOL_COMPONENT_LACKS = ("protocol {value!r}: operation {operation!r} uses {attr!r} of "
@@ -803,9 +805,14 @@ PROTOCOL_NEVER_RAN_WHY = {
                  "params), or drop the operation",
     "device work": "no operation launched it: call it from an operation (a path the "
                    "protocol's operations never reach checks nothing)"}
-#: ``PROTOCOL_NEVER_RAN``'s why where every run of every sequence ended early
+#: ``PROTOCOL_NEVER_RAN``'s why where every run of every sequence ended early (in a
+#: campaign's report, above its findings; in ``protocol check``'s, which shows none, below
+#: the line naming the command that reports them)
 PROTOCOL_NEVER_REACHED = ("every run ended before it (the build, or an operation before it, "
-                          "raised or hung): the error findings above say where and why")
+                          "raised or hung): the error findings below say where and why")
+PROTOCOL_NEVER_REACHED_CHECK = ("every run ended before it (the build, or an operation before "
+                                "it, raised or hung): the command named above reports where "
+                                "and why")
 PROTOCOL_COMPONENT_ABSENT = ("the protocol's component {component!r} is not a class of {path}"
                              "{guess}; its class {target!r}, which the target names, is "
                              "driven instead (a FILE::Class target overrides component): "

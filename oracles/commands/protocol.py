@@ -388,6 +388,8 @@ class ProtocolCommand(Command):
             except (SchemaError, SchemaCodeFailed) as exc:   # the protocol's mistake, run
                 if getattr(exc, "target_index", None) is not None:
                     raise exc.located("argument TARGET") from None
+                if getattr(exc, "fix", None) == messages.PROTOCOL_CODE_RAISED[1]:
+                    exc.fix = messages.PROTOCOL_CODE_RAISED_CHECK_FIX   # not this command again
                 said = schema_code_error(exc, {"protocol": where}) if isinstance(
                     exc, SchemaCodeFailed) else file_named(exc, {"protocol": where})
                 problems.append(_unprefixed(str(said), name))
@@ -417,7 +419,8 @@ class ProtocolCommand(Command):
                     where=shlex.quote(where)))
         at = 2 + bool(ran is not None and ran.findings)   # what no sequence ran: a warning
         lines[at:at] = ["  " + escape(w) for w in never_ran_lines(
-            unchosen(protocol) if ran is None else ran.never_ran, "of the dry run")]
+            unchosen(protocol) if ran is None else ran.never_ran, "of the dry run",
+            messages.PROTOCOL_NEVER_REACHED_CHECK)]
         return Outcome("checked", EXIT_CLEAN, protocol, text="\n".join(lines))
 
 

@@ -70,9 +70,11 @@ def never_ran(protocol: Protocol, result) -> dict:
             "cut_short": result.cut_short}
 
 
-def never_ran_lines(never: dict | None, run: str = "run") -> list[str]:
+def never_ran_lines(never: dict | None, run: str = "run",
+                    reached: str = messages.PROTOCOL_NEVER_REACHED) -> list[str]:
     """One warning line per operation or device work ``never`` (``never_ran``) names;
-    ``run``: how the sequences were run (``run``, ``of the dry run``)."""
+    ``run``: how the sequences were run (``run``, ``of the dry run``); ``reached``: the
+    why of one that every run ended before (where the findings that say why are)."""
     if not never:
         return []
     # every sequence's runs ended early: what never ran was not reached (was: "make its
@@ -80,6 +82,6 @@ def never_ran_lines(never: dict | None, run: str = "run") -> list[str]:
     cut = 0 < never["sequences"] == never.get("cut_short", 0)
     return [messages.PROTOCOL_NEVER_RAN.format(
         what=what, name=name, sequences=never["sequences"], steps=never["steps"], run=run,
-        why=messages.PROTOCOL_NEVER_REACHED if cut else messages.PROTOCOL_NEVER_RAN_WHY[what])
+        why=reached if cut else messages.PROTOCOL_NEVER_RAN_WHY[what])
         for what, key in (("operation", "operations"), ("device work", "device_work"))
         for name in never.get(key, ())]

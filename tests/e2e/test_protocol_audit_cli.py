@@ -166,3 +166,19 @@ def test_protocol_check_says_a_check_that_raises_as_a_problem_of_the_file(tmp_pa
                                "checks[0] ('boom') raised ZeroDivisionError"), proc.stderr
     assert lines[-1] == "stagecheck: error: " + messages.PROTOCOL_CHECK_FAILED.format(
         name="token-stager", where="proto.py", count=1), proc.stderr
+
+
+def test_protocol_check_says_how_to_fix_an_operation_that_raises_without_itself(tmp_path):
+    """An audit: the protocol's own operation raising in ``protocol check FILE TARGET``'s
+    dry run said to run ``stagecheck protocol check FILE TARGET``: the command running."""
+    source = open(EXAMPLE).read()
+    old = "def stage(ctx):\n"
+    assert old in source
+    (tmp_path / "proto.py").write_text(source.replace(old, old + "    int('not a number')\n"))
+    fixed = os.path.join(MACHINERY, "fixed_token_stager.py") + "::TokenStager"
+    proc = run_cli("protocol", "check", "proto.py", fixed, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert "its own code for operation 'stage' raised ValueError" in first, proc.stderr
+    assert first.endswith("; " + messages.PROTOCOL_CODE_RAISED_CHECK_FIX), proc.stderr
+    assert "protocol check" not in first

@@ -139,6 +139,11 @@ def test_what_no_sequence_ran_is_noted_from_the_traces():
     (line,) = never_ran_lines(some)
     assert messages.PROTOCOL_NEVER_RAN_WHY["operation"] in line
     assert messages.PROTOCOL_NEVER_REACHED in never_ran_lines(dict(some, cut_short=2))[0]
+    # the campaign's report shows the findings below the warning; protocol check shows
+    # none, only the command that reports them (was: "the error findings above", in both)
+    assert "findings below" in messages.PROTOCOL_NEVER_REACHED
+    assert messages.PROTOCOL_NEVER_REACHED_CHECK in never_ran_lines(
+        dict(some, cut_short=2), "of the dry run", messages.PROTOCOL_NEVER_REACHED_CHECK)[0]
     assert never_ran(protocol, result)["device_work"] == list(protocol.device_work[1:])
 
 
