@@ -62,6 +62,15 @@ class Step:
         return self.completion[k] if k < len(self.completion) else "lazy"
 
 
+class Params(dict):
+    """A sequence's drawn parameters (``ctx.sequence.params``): a name the space does not
+    declare is a ``KeyError`` that lists the names it does."""
+
+    def __missing__(self, key):
+        names = ", ".join(repr(k) for k in self) or "none (StepSpace(params=...) declares them)"
+        raise KeyError(f"{key!r} is not a parameter of the step space; its parameters: {names}")
+
+
 @dataclass
 class StepSequence:
     """A protocol's steps, as plain data (prints, saves as JSON, shrinks, replays)."""
@@ -73,6 +82,10 @@ class StepSequence:
     data: dict[str, Any] = field(default_factory=dict)   # a one-step protocol's own input
                                                           # (a staging scenario)
     order: str = "issue"    # of ready operations on several streams, which runs first
+
+    def __post_init__(self) -> None:
+        if type(self.params) is not Params:
+            self.params = Params(self.params)
 
     def to_dict(self) -> dict:
         """Plain JSON data (a copy: nothing of it is shared with this sequence); ``order``

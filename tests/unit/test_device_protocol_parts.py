@@ -623,3 +623,15 @@ def test_an_exception_of_queued_device_work_names_the_work_and_its_launch():
     assert raised_by_work(caught.value) == messages.PROTOCOL_WORK_RAISED.format(
         work="table._apply_write_kernel", where="step 0 (execute)")
     assert raised_by_work(RuntimeError("host code")) == ""
+
+
+def test_a_parameter_the_space_does_not_declare_names_those_it_does():
+    # an audit: ctx.sequence.params["blocksize"] raised KeyError: 'blocksize', no more
+    seq = StepSequence("p", 2, params={"block_size": 4})
+    assert seq.params["block_size"] == 4 and seq.to_dict()["params"] == {"block_size": 4}
+    with pytest.raises(KeyError, match="'blocksize' is not a parameter of the step space; "
+                                       "its parameters: 'block_size'"):
+        seq.params["blocksize"]
+    assert type(dataclasses.replace(seq, capacity=3).params["block_size"]) is int
+    with pytest.raises(KeyError, match="declares them"):
+        StepSequence("p", 2).params["x"]
