@@ -371,7 +371,9 @@ def _fill_entries(schema: StagingSchema, s: StagingScenario, ids: list[str]) -> 
     for key, group in schema.request_groups().items():
         if group[0].presence in (REQUIRED, MAY_MISS):
             for inp in group:
-                table = s.inputs[inp.name]
+                table = s.inputs.get(inp.name)
+                if not isinstance(table, dict):
+                    continue
                 if inp.dtype == "int-list":
                     for r in ids:
                         if r not in table:
@@ -413,14 +415,22 @@ def draw_breach(schema: StagingSchema, d: Draw, max_capacity: int | None = None,
 
 
 def repaired(schema: StagingSchema, s: StagingScenario) -> StagingScenario | None:
-    """``s`` with each integer input outside its range set to the nearest value inside it;
-    None unless that leaves an in-contract scenario that differs from ``s`` (a breach of
-    another kind: a missing request, num_reqs above capacity). A difference an
-    out-of-contract example shows that its repair still shows is an in-contract one."""
+    """``s`` with each integer input outside its range set to the nearest value inside it,
+    and each live request missing from a required or may-miss input given a simple entry
+    there (``_fill_entries``' values: a success-path example); None unless that leaves an
+    in-contract scenario that differs from ``s`` (a breach of another kind: num_reqs above
+    capacity, a request id twice). A difference an out-of-contract example shows that its
+    repair still shows is an in-contract one."""
     if not contract_breaches(schema, s):
         return None
     out = StagingScenario.from_dict(s.to_dict())
-    changed = False
+    live = out.live_ids
+    missing = [r for key, group in schema.request_groups().items()
+               if group[0].presence in (REQUIRED, MAY_MISS)
+               and isinstance(out.inputs.get(group[0].name), dict)
+               for r in live if r not in out.inputs[group[0].name]]
+    changed = bool(missing)
+    _fill_entries(schema, out, missing)
     for inp in schema.inputs:
         if inp.dtype != "int" or inp.kind not in (PER_REQUEST, PER_SLOT):
             continue

@@ -126,3 +126,22 @@ def test_an_out_of_contract_difference_its_repaired_example_still_shows_is_an_er
     assert errors, [f.message for f in result.findings]
     assert all(f.in_contract and f.extra.get("engine") == "repaired" for f in errors)
     assert result.verdict() == "different"
+
+
+def test_a_bug_shown_only_where_a_request_was_missing_is_repaired_into_an_error(tmp_path):
+    """An audit: a refactor that zeroes the draft counts of batches of exactly 63 requests
+    was EQUIVALENT by default: the only example of 63 live slots also lacked a request
+    (out of contract, an info). A live request missing from an input is repaired too (a
+    simple entry, the success path), and the difference the repaired example still shows
+    is an in-contract error, shrunk to 63 slots."""
+    source = (TARGETS / "equivalent_zip_loop.py").read_text()
+    line = "len(spec_tokens.get(req_id, ()))"
+    assert source.count(line) == 1, "the fixture's draft line moved"
+    bug = tmp_path / "zeroes_drafts_at_63.py"
+    bug.write_text(source.replace(line, f"(0 if num_reqs == 63 else {line})"))
+    result = run_campaign(load_target("single-loop"),
+                          load_target(f"{bug}::{FUNCTION}"),
+                          CampaignConfig.from_options(kernel="off"))
+    assert result.verdict() == "different", [f.message for f in result.findings]
+    assert all(f.in_contract for f in result.errors)
+    assert {StagingScenario.from_dict(f.scenario).num_reqs for f in result.errors} == {63}

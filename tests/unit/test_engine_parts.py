@@ -100,7 +100,7 @@ def test_value_shrinking_is_a_binary_search_for_the_smallest_failing_value():
     assert _smaller_ints(7, 7) == [] and _smaller_ints(5, 1)[:2] == [1, 3]
 
 
-def test_a_breach_of_an_integer_range_is_repaired_into_the_contract_and_no_other_is():
+def test_a_breach_of_an_integer_range_or_a_missing_request_is_repaired_and_no_other_is():
     schema = DEFAULT_SCHEMA
     s = next(x for x in (sample_scenario(schema, 0, i, 16, None) for i in range(50))
              if x.num_reqs)
@@ -112,9 +112,20 @@ def test_a_breach_of_an_integer_range_is_repaired_into_the_contract_and_no_other
     assert contract_breaches(schema, fixed) == []
     assert fixed.inputs["num_computed_tokens"][live] == INT32_MAX
     assert bad.inputs["num_computed_tokens"][live] == 2**40     # a copy was repaired
+    # a live request missing from an input: given a simple entry there (an audit: a bug
+    # at num_reqs == 63 showed only on an example that also lacked a request, an info)
     missing = StagingScenario.from_dict(s.to_dict())
     del missing.inputs["num_scheduled_tokens"][live]
-    assert repaired(schema, missing) is None       # a missing request: no range to mend
+    del missing.inputs["mamba_state_idx"][live]        # the failure path's input too
+    fixed = repaired(schema, missing)
+    assert contract_breaches(schema, fixed) == []
+    assert fixed.inputs["num_scheduled_tokens"][live] == 1
+    assert live in fixed.inputs["mamba_state_idx"]     # a success-path example
+    assert live not in missing.inputs["num_scheduled_tokens"]   # a copy was repaired
+    # a breach no value mends (num_reqs above capacity): none
+    above = StagingScenario.from_dict(s.to_dict())
+    above.num_reqs = above.capacity + 1
+    assert repaired(schema, above) is None
 
 
 def test_a_call_that_fails_on_every_input_shrinks_by_size_in_one_try():
