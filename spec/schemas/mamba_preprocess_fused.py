@@ -149,6 +149,15 @@ class FusedAlignContext:
         self.precopy_launches.append(num_reqs)
 
 
+class PointerColumn(StandIn):
+    """One column of the scalar path's pointer metadata (``src_ptrs``, ``dst_ptrs``,
+    ``sizes``): its host view, which upstream reads before it loops over the Mamba
+    groups (there are none: nothing is written into it, nothing copied from it)."""
+
+    def __init__(self) -> None:
+        self.np: list[int] = []
+
+
 class ScalarCopyBuffers(StandIn):
     """Stand-in for the engine's pre-copy buffers of the scalar path: no Mamba group, so
     a state move gathers no pointer metadata and the batched copy has nothing to do."""
@@ -157,6 +166,8 @@ class ScalarCopyBuffers(StandIn):
         self.mamba_group_ids: list[int] = []
         self.mamba_spec = mamba_spec
         self.offset = -1
+        self.src_ptrs, self.dst_ptrs, self.sizes = PointerColumn(), PointerColumn(), \
+            PointerColumn()
 
 
 def build_scalar(b, profile) -> Call:

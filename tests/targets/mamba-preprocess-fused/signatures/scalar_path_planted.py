@@ -38,15 +38,17 @@ def gather_copy_meta(copy_bufs, kv_cache_config, copy_funcs, group_ids, src_col,
     """Append one (source, destination, size) entry per state tensor of each group."""
     if src_col == dst_col and token_bias == 0:
         return
+    src_ptrs_np, dst_ptrs_np, sizes_np = (copy_bufs.src_ptrs.np, copy_bufs.dst_ptrs.np,
+                                          copy_bufs.sizes.np)   # read first, as upstream
     at = copy_bufs.offset
     for gid in group_ids:
         block_ids = req_state.block_ids[gid]
         for layer in kv_cache_config.kv_cache_groups[gid].layer_names:
             for state, copy_func in zip(forward_context[layer].kv_cache, copy_funcs):
                 spec = copy_func(state, block_ids, src_col, token_bias + 1)
-                copy_bufs.src_ptrs.np[at] = spec.start_addr
-                copy_bufs.dst_ptrs.np[at] = state[block_ids[dst_col]].data_ptr()
-                copy_bufs.sizes.np[at] = spec.num_elements * state.element_size()
+                src_ptrs_np[at] = spec.start_addr
+                dst_ptrs_np[at] = state[block_ids[dst_col]].data_ptr()
+                sizes_np[at] = spec.num_elements * state.element_size()
                 at += 1
     copy_bufs.offset = at
 
