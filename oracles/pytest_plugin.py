@@ -321,10 +321,12 @@ class StagecheckFixture:
             return {}, ""
         flags = ""
         if protocol is not None:          # the targets and protocol outside the repository
-            flags = protocol_replay_flags(result.baseline, result.candidate,
-                                          tuple(result.config.shims), protocol)
+            flags = protocol_replay_flags(result.baseline, result.candidate,   # the line
+                                          tuple(result.config.shims), protocol,  # runs from
+                                          anywhere=True)                         # any folder
         elif cand is not None:
-            flags = replay_flags(base, cand, shims, getattr(result, "schema_spec", None))
+            flags = replay_flags(base, cand, shims, getattr(result, "schema_spec", None),
+                                 anywhere=True)
             for target in (base, cand):     # a test module's function: by its file
                 if target is not None and target.pinned != _portable(target.pinned):
                     flags = flags.replace(shlex.quote(target.pinned),

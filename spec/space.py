@@ -58,6 +58,12 @@ CAPTURE_MAX = 512
 _ANY = -1
 _RANGES = {"int32": (INT32_MIN, INT32_MAX), "int64": (-(2**63), 2**63 - 1)}
 
+#: what each value of a per-request or per-slot input of a dtype must be (``malformed``)
+_ELEMENT_KINDS = {"int": lambda v: type(v) is int, "bool": lambda v: type(v) is bool,
+                  "int-list": lambda v: type(v) is list and all(type(x) is int for x in v)}
+_ELEMENT_SAID = {"int": "a whole number", "int-list": "a list of whole numbers",
+                 "bool": "true or false"}
+
 
 class Draw(Protocol):
     """The decisions a scenario is made of. Sizes, chances and picks shape the scenario
@@ -469,6 +475,13 @@ def malformed(schema: StagingSchema, s: StagingScenario) -> list[str]:
             out.append(f"inputs[{inp.name!r}] is not a {expected[inp.kind].__name__}")
         elif inp.kind == PER_SLOT and len(value) != s.capacity:
             out.append(f"inputs[{inp.name!r}] has {len(value)} values, capacity is {s.capacity}")
+        elif inp.kind in (PER_REQUEST, PER_SLOT) and inp.dtype in _ELEMENT_KINDS:
+            # a value of another type (an edited replay file's text) is no input at all
+            items = value.items() if inp.kind == PER_REQUEST else enumerate(value)
+            bad = next(((k, v) for k, v in items if not _ELEMENT_KINDS[inp.dtype](v)), None)
+            if bad is not None:
+                out.append(f"inputs[{inp.name!r}][{bad[0]!r}] = {bad[1]!r:.40} is not "
+                           f"{_ELEMENT_SAID[inp.dtype]}")
     for view, table in (("initial_cpu", s.initial_cpu), ("initial_gpu", s.initial_gpu)):
         if not isinstance(table, dict):
             out.append(f"{view} is not an object")

@@ -275,13 +275,15 @@ def shim_option(exc: BaseException, shims_from: str | None = None) -> str | None
     return shims_from or f"option {flag_of(None, 'shims')}"
 
 
-def replay_flags(baseline, candidate, shims, schema: str | None) -> str:
+def replay_flags(baseline, candidate, shims, schema: str | None,
+                 anywhere: bool = False) -> str:
     """What the printed ``stagecheck replay FILE`` line must add so that it runs as
     printed: a replay file runs only the targets, shims and schema file inside the trust
-    boundary unless the command line names them (``report.replay.untrusted_parts``)."""
+    boundary unless the command line names them (``report.replay.untrusted_parts``;
+    ``anywhere``: so that it runs from any folder, every file named)."""
     parts, _ = untrusted_parts({"baseline": baseline.pinned if baseline else None,
                                 "candidate": candidate.pinned, "shims": list(shims),
-                                "schema": schema})
+                                "schema": schema}, anywhere)
     flag = {name: flag_of("replay", name) for name in ("baseline", "candidate", "shims",
                                                         "schema")}     # options.TABLE
     out = []

@@ -158,13 +158,13 @@ def _refuse_bare_file(target: str | None, protocol: Protocol, argument: str) -> 
 
 
 def protocol_replay_flags(baseline: str | None, candidate: str, shims: tuple[str, ...],
-                  protocol: str) -> str:
+                          protocol: str, anywhere: bool = False) -> str:
     """What the printed ``stagecheck replay FILE`` line must add to run as printed: the
     targets, shims and protocol file outside the repository (a replay file runs only
-    code the user chose)."""
+    code the user chose; ``anywhere``: every file, to run from any folder)."""
     file = protocol.rpartition(":")[0] if ".py:" in protocol else protocol
     parts, top = untrusted_parts({"baseline": baseline, "candidate": candidate,
-                                  "shims": list(shims)})
+                                  "shims": list(shims)}, anywhere)
     if file.endswith(".py") and not trusted_path(file, top):   # as replay's check_trusted
         parts["schema"] = file
     words = []

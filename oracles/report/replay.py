@@ -436,13 +436,13 @@ def load_replay(path: str) -> tuple[dict, StagingScenario]:
     return saved, scenario
 
 
-def untrusted_parts(saved: dict) -> tuple[dict, str]:
+def untrusted_parts(saved: dict, anywhere: bool = False) -> tuple[dict, str]:
     """What of the code a replay file (or a run about to save one) names lies outside the
     trust boundary: builtins and files inside the current repository (its git top level,
-    else the current folder) are trusted. Returns (``baseline``/``candidate`` -> target
-    spec, ``shims`` -> shim files, ``schema`` -> schema file; only the untrusted ones)
-    and the top folder."""
-    top = repository_root()
+    else the current folder) are trusted (``anywhere``: builtins only). Returns
+    (``baseline``/``candidate`` -> target spec, ``shims`` -> shim files, ``schema`` ->
+    schema file; only the untrusted ones) and the top folder."""
+    top = os.devnull if anywhere else repository_root()
     parts: dict = {}
     for side in ("baseline", "candidate"):
         named = saved.get(side)

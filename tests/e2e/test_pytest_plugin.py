@@ -363,6 +363,35 @@ def test_a_failing_function_target_is_saved_and_its_replay_line_runs_from_elsewh
     assert "still shows" in done.stdout
 
 
+def test_the_replay_line_of_a_file_target_inside_the_root_runs_from_any_folder(pytester):
+    """An audit: a file target inside the pytest root (no git repository) was printed as
+    a bare ``stagecheck replay FILE``, refused from any other folder (the file lies
+    outside that folder's trust boundary); the line names the targets it runs."""
+    pytester.makepyfile(stager="""
+        def short(ctx, scheduler_output, req_ids, num_reqs, requests, mamba_state_idx):
+            bufs = (ctx.mamba_state_idx_buf, ctx.num_scheduled_tokens_buf,
+                    ctx.num_computed_tokens_buf, ctx.num_draft_tokens_buf)
+            for i, r in enumerate(req_ids[:max(num_reqs - 1, 0)]):
+                bufs[0].np[i] = mamba_state_idx[r]
+                bufs[1].np[i] = scheduler_output.num_scheduled_tokens[r]
+                bufs[2].np[i] = requests[r].num_computed_tokens
+                bufs[3].np[i] = len(scheduler_output.scheduled_spec_decode_tokens.get(r, []))
+            for b in bufs:
+                b.copy_to_gpu(num_reqs)
+    """, test_file_target="""
+        def test_short(stagecheck):
+            stagecheck.assert_equivalent("single-loop", "stager.py::short", examples=30)
+    """)
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    line = next(x for x in result.stdout.str().splitlines() if "replay: stagecheck replay" in x)
+    words = shlex.split(line.split("replay: ", 1)[1])
+    assert "--candidate" in words and words[-1].endswith("stager.py::short"), words
+    done = subprocess.run([sys.executable, "-m", "stagecheck", *words[1:]], cwd="/",
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+
+
 def test_a_class_or_a_module_as_target_fails_with_one_message(pytester):
     pytester.makepyfile(test_user="""
         import json

@@ -1,5 +1,7 @@
 """The batched engine's parts: seeded scenarios and the scenario shrinker."""
 
+import pytest
+
 from stagecheck.oracles.sample import sample_breach, sample_scenario
 from stagecheck.oracles.shrink import shrink
 from stagecheck.spec.schema import INT32_MAX, INT32_MIN
@@ -142,3 +144,22 @@ def test_a_call_that_fails_on_every_input_shrinks_by_size_in_one_try():
     smallest, spent = shrink(SCHEMA, s, always, batch_size=1, passes=SIZE_PASSES)
     assert (smallest.num_reqs, smallest.req_ids, smallest.capacity) == (0, [], 1)
     assert spent == 1 and tried == [smallest]
+
+
+@pytest.mark.parametrize("value, said", [("many", "'many' is not a whole number"),
+                                         (1.5, "1.5 is not a whole number"),
+                                         (None, "None is not a whole number"),
+                                         (True, "True is not a whole number")])
+def test_an_input_value_of_another_type_is_a_scenario_that_cannot_be_built(value, said):
+    # an audit: a replay file edited to num_scheduled_tokens {"req-0": "many"} ran as an
+    # out-of-contract example (EQUIVALENT, exit 0, for a buggy candidate); 1.5 ran in
+    # contract and blamed the built-in baseline
+    s = next(x for x in (sample_scenario(SCHEMA, 0, i) for i in range(50)) if x.num_reqs)
+    assert malformed(SCHEMA, s) == []
+    bad = StagingScenario.from_dict(s.to_dict())
+    bad.inputs["num_scheduled_tokens"][s.live_ids[0]] = value
+    assert malformed(SCHEMA, bad) == [
+        f"inputs['num_scheduled_tokens'][{s.live_ids[0]!r}] = {said}"]
+    drafts = StagingScenario.from_dict(s.to_dict())
+    drafts.inputs["spec_decode_tokens"][s.live_ids[0]] = [1, "x"]
+    assert "is not a list of whole numbers" in malformed(SCHEMA, drafts)[0]
