@@ -549,6 +549,9 @@ PROTOCOL_CODE_RAISED = ("protocol {value!r}: its own code for operation {operati
                         "{error} at {where}, not the code under test",
                         "fix the protocol's function there ('stagecheck protocol check "
                         "FILE TARGET' dry-runs the operations on a target)")
+#: the fix added where a target a replay file names cannot be loaded (moved, renamed)
+REPLAY_TARGET_ELSEWHERE = ("if it moved, give it where it lies now: {flag} PATH.py::NAME "
+                           "(the command line overrides the file's target)")
 #: its fix in ``protocol check FILE TARGET``'s own dry run (which is that command)
 PROTOCOL_CODE_RAISED_CHECK_FIX = "fix the protocol's function there, then check it again"
 #: a protocol's own line used an attribute the target's component lacks: neither side's

@@ -55,8 +55,11 @@ class ReplayCommand(Command):
         schema = schema_of(config.schema)
         if schema is None and saved.get("schema"):
             schema = schema_of(saved["schema"], "argument FILE")
-        pairs = ([(base_spec, "--baseline")] if base_spec else []) + [(cand_spec, "--candidate")]
-        with _schema_blamed(config.schema), open_targets(
+        # a target the file names is said of the file's field (a moved file: give the
+        # option), one the command line gives of its option
+        pairs = ([(base_spec, _said("baseline", config.baseline))] if base_spec else []) \
+            + [(cand_spec, _said("candidate", config.candidate))]
+        with _schema_blamed(config.schema), _moved_target(), open_targets(
                 pairs, schema, shims, None if config.shims else "argument FILE") as runner:
             drew = runner.targets[-1].schema.name
             if config.schema is not None and scenario.schema != drew:
@@ -72,6 +75,27 @@ class ReplayCommand(Command):
         return Outcome(verdict, EXIT_FINDINGS if errors else EXIT_CLEAN, findings,
                        text=render_replay(config.file, saved, base_spec, cand_spec,
                                           options.device, findings))
+
+
+def _said(side: str, given: str | None) -> str:
+    """Where a target of ``side`` came from, as an error names it: ``--candidate`` when
+    the command line gave it, else the replay file's field."""
+    return f"--{side}" if given is not None else f"FILE (its field '{side}')"
+
+
+@contextmanager
+def _moved_target():
+    """A target the replay file names that is no longer where it was: the fix says how to
+    name it where it lies now."""
+    try:
+        yield
+    except StagecheckError as exc:
+        where = exc.where or ""
+        if where.startswith("argument FILE (its field '"):
+            side = where.split("'")[1]
+            exc.fix = (exc.fix + "; " if exc.fix else "") + \
+                messages.REPLAY_TARGET_ELSEWHERE.format(flag=f"--{side}")
+        raise
 
 
 def _bad_run_field(saved: dict) -> str:

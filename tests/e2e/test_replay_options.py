@@ -134,3 +134,23 @@ def test_a_replay_file_with_a_run_value_out_of_range_names_its_field(saved, tmp_
     edited.write_text(json.dumps(data))
     _refused(run_stagecheck("replay", edited), "argument FILE (its field 'run.timeout')",
              "-1 is not a positive number of seconds")
+
+
+def test_a_target_the_file_names_that_moved_is_said_of_the_files_field(tmp_path):
+    # an audit: it was "argument --candidate", an option the user never gave; it now says
+    # the file's field and how to name the target where it lies now (which then runs)
+    def stagecheck(*args):
+        return subprocess.run([sys.executable, "-m", "stagecheck", *map(str, args)],
+                              capture_output=True, text=True, timeout=600, cwd=tmp_path)
+
+    function = ONE_CALL_CANDIDATE.split("::")[1]
+    (tmp_path / "stage.py").write_text(open(ONE_CALL_CANDIDATE.split("::")[0]).read())
+    ran = stagecheck("diff", "legacy", f"stage.py::{function}", "--examples", "50", "-q",
+                     "--save-dir", "found")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    file = sorted((tmp_path / "found").glob("*.json"))[0]
+    (tmp_path / "stage.py").rename(tmp_path / "moved.py")
+    _refused(stagecheck("replay", file), "argument FILE (its field 'candidate')",
+             "does not exist", messages.REPLAY_TARGET_ELSEWHERE.format(flag="--candidate"))
+    again = stagecheck("replay", file, "--candidate", f"moved.py::{function}")
+    assert again.returncode == 1, again.stdout + again.stderr
