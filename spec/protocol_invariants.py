@@ -183,7 +183,10 @@ def _reads(meant: Trace, seen: Trace, side: str) -> list[Finding]:
     out = []
     for m in seen.meant[:1] or meant.meant[:1]:
         slots = m["slots"]
-        held, read = _shown(m["meant"][:8], m["read"][:8], 400)
+        # one slot's values as values (``ids[1] = 300``), several as lists
+        one = len(m["meant"]) == 1 == len(m["read"])
+        held, read = _shown(m["meant"][0], m["read"][0], 400) if one else \
+            _shown(m["meant"][:8], m["read"][:8], 400)
         out.append(_finding(
             "device_read_as_meant",
             f"{_where(m)}: {m['work']} read {m['arg']}{slot_text(slots, m.get('row', 0))} "

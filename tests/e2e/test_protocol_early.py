@@ -36,7 +36,7 @@ CASES = [
     ("offsets_event_after_kernel.py", "Offsets", 0, ("0 error finding(s), 0 info finding(s)",)),
     ("offsets_one_buffer.py", "Offsets", 1,
      ("[no_copy_hazard-", "-> device work _offset (read in place, not copied)",
-      "[device_read_as_meant-", "_offset read off[0] = [10], but the host held [0] for it at "
+      "[device_read_as_meant-", "_offset read off[0] = 10, but the host held 0 for it at "
       "the launch (it reads that pinned memory in place, not a copy of it)",
       "0 info finding(s)")),
     ("mapping_after_unique.py", "Mapping", 0, ("0 error finding(s), 0 info finding(s)",)),
