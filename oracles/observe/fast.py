@@ -164,9 +164,12 @@ class FastBuffer(ViewsKept):
             _PAIRS.remove(self)
 
     def own_memory(self) -> tuple:
-        return (("cpu", self._cpu, self.np.ctypes.data if self.np.size else 0, self.np.size),
-                ("gpu", self._gpu, self.mirror.ctypes.data if self.mirror.size else 0,
-                 self.mirror.size))
+        # the arrays as the buffer holds them (a target may have put anything in .np:
+        # then there is no memory of its own to compare, and the finding says the rest)
+        return tuple((name, view, a.ctypes.data if a.size else 0, a.size)
+                     for name, view, a in (("cpu", self._cpu, self.np),
+                                           ("gpu", self._gpu, self.mirror))
+                     if isinstance(a, np.ndarray))
 
     def final_cpu(self) -> list:
         return self.np.tolist()
