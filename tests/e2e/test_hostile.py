@@ -474,7 +474,9 @@ LEAKS = [
          "its own (start_new_session)"),
     spec("setpgid", 0, LEFT.format(name="sleep"), "starts a process in a process group of "
          "its own (setpgid)"),
-    spec("daemonizes", 0, r"left [12] process\(es\) running when it returned \([^)]*python",
+    # how many it finds depends on the moment (the first child may still be exiting, a
+    # previous call's grandchild still being ended): that they are found and ended matters
+    spec("daemonizes", 0, r"left \d+ process\(es\) running when it returned \([^)]*python",
          "daemonizes: fork, setsid, fork again (was: thousands of processes left)"),
     spec("shared_memory", 1, CRASH + "exceeded 1024 MiB", "maps and touches 1.5 GiB of "
          "shared memory (RLIMIT_DATA does not count it; the resident size does)",
