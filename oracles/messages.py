@@ -811,11 +811,9 @@ PROTOCOL_NEVER_RAN_WHY = {
 #: ``PROTOCOL_NEVER_RAN``'s why where every run of every sequence ended early (in a
 #: campaign's report, above its findings; in ``protocol check``'s, which shows none, below
 #: the line naming the command that reports them)
-PROTOCOL_NEVER_REACHED = ("every run ended before it (the build, or an operation before it, "
-                          "raised or hung): the error findings below say where and why")
-PROTOCOL_NEVER_REACHED_CHECK = ("every run ended before it (the build, or an operation before "
-                                "it, raised or hung): the command named above reports where "
-                                "and why")
+_NEVER_REACHED = "every run ended before it (the build, or an operation before it, raised or hung)"
+PROTOCOL_NEVER_REACHED = _NEVER_REACHED + ": the error findings below say where and why"
+PROTOCOL_NEVER_REACHED_CHECK = _NEVER_REACHED + ": the command named above reports where and why"
 PROTOCOL_COMPONENT_ABSENT = ("the protocol's component {component!r} is not a class of {path}"
                              "{guess}; its class {target!r}, which the target names, is "
                              "driven instead (a FILE::Class target overrides component): "

@@ -377,9 +377,7 @@ def _fill_entries(schema: StagingSchema, s: StagingScenario, ids: list[str]) -> 
     for key, group in schema.request_groups().items():
         if group[0].presence in (REQUIRED, MAY_MISS):
             for inp in group:
-                table = s.inputs.get(inp.name)
-                if not isinstance(table, dict):
-                    continue
+                table = s.inputs[inp.name]
                 if inp.dtype == "int-list":
                     for r in ids:
                         if r not in table:

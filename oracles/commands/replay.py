@@ -59,7 +59,7 @@ class ReplayCommand(Command):
         # option), one the command line gives of its option
         pairs = ([(base_spec, _said("baseline", config.baseline))] if base_spec else []) \
             + [(cand_spec, _said("candidate", config.candidate))]
-        with _schema_blamed(config.schema), _moved_target(), open_targets(
+        with _schema_blamed(config.schema), _moved_target(config), open_targets(
                 pairs, schema, shims, None if config.shims else "argument FILE") as runner:
             drew = runner.targets[-1].schema.name
             if config.schema is not None and scenario.schema != drew:
@@ -84,17 +84,16 @@ def _said(side: str, given: str | None) -> str:
 
 
 @contextmanager
-def _moved_target():
-    """A target the replay file names that is no longer where it was: the fix says how to
-    name it where it lies now."""
+def _moved_target(config: ReplayConfig):
+    """A target the replay file names (not the command line) that is no longer where it
+    was: the fix says how to name it where it lies now."""
     try:
         yield
     except StagecheckError as exc:
-        where = exc.where or ""
-        if where.startswith("argument FILE (its field '"):
-            side = where.split("'")[1]
-            exc.fix = (exc.fix + "; " if exc.fix else "") + \
-                messages.REPLAY_TARGET_ELSEWHERE.format(flag=f"--{side}")
+        for side in ("baseline", "candidate"):
+            if getattr(config, side) is None and exc.where == f"argument {_said(side, None)}":
+                exc.fix = (exc.fix + "; " if exc.fix else "") + \
+                    messages.REPLAY_TARGET_ELSEWHERE.format(flag=f"--{side}")
         raise
 
 

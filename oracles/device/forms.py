@@ -79,20 +79,11 @@ class Pairs:
         region = self.regions.of(span)
         if region is not None:
             return region, region.slots(span)
-        made = self._made_from.get(span.lo)
-        if made is not None:
-            source, first = made
-            count = (span.hi - span.lo) // span.item
-            return source, tuple(range(first, first + count))
-        return None
+        return _range_of(self._made_from.get(span.lo), span)
 
     def clone_side(self, span: Span) -> tuple[Region, tuple[int, ...]] | None:
         """``side`` of a clone of a host range: the range it was cloned from."""
-        cloned = self._clones.get(span.lo)
-        if cloned is None:
-            return None
-        source, first = cloned
-        return source, tuple(range(first, first + (span.hi - span.lo) // span.item))
+        return _range_of(self._clones.get(span.lo), span)
 
     def first(self, span: Span) -> int | None:
         """The slot ``span`` starts at (an empty one too), made-from tensors and clones
@@ -102,6 +93,16 @@ class Pairs:
             return region.first(span)
         made = self._made_from.get(span.lo) or self._clones.get(span.lo)
         return None if made is None else made[1]
+
+
+def _range_of(made: tuple[Region, int] | None, span: Span):
+    """``(region, slots)`` of a tensor made or cloned from a host range (``made``: that
+    range's region and first slot), as many slots as ``span`` holds; None for ``made``
+    None."""
+    if made is None:
+        return None
+    source, first = made
+    return source, tuple(range(first, first + (span.hi - span.lo) // span.item))
 
 
 def mirror_copy(pairs: Pairs, dst: Span, src: Span):
