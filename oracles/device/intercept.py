@@ -247,6 +247,14 @@ def _copy_(model, func, args, kwargs):
     return dst
 
 
+def _foreach_copy_(model, func, args, kwargs):
+    """``torch._foreach_copy_(dsts, srcs)``: one ``copy_`` per pair."""
+    non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+    for dst, src in zip(args[0], args[1]):
+        _copy_(model, _torch.Tensor.copy_, (dst, src), {"non_blocking": non_blocking})
+    return list(args[0])
+
+
 def _to(model, func, args, kwargs):
     torch = _torch
     t = args[0]
@@ -362,7 +370,7 @@ def _getitem(model, func, args, kwargs):
 
 
 _HANDLERS = {
-    "copy_": _copy_, "to": _to, "cuda": _cuda, "cpu": _cpu, "__setitem__": _setitem,
+    "copy_": _copy_, "_foreach_copy_": _foreach_copy_, "to": _to, "cuda": _cuda, "cpu": _cpu, "__setitem__": _setitem,
     "numpy": _numpy, "pin_memory": _pin_memory, "is_pinned": _is_pinned,
     "record_stream": _record_stream, "__getitem__": _getitem,
     **{name: _device_read for name in HOST_READS},

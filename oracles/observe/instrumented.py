@@ -8,18 +8,16 @@ before every copy and at the end of the run; only such a write of an equal value
 invisible.
 
 Every form of copy of the host side into the mirror is one ``Copy`` (``copy_to_gpu(n)``,
-``gpu[a:b].copy_(cpu[a:b], non_blocking=...)``, ``gpu[a:b] = cpu[a:b]``, an assignment of
-``cpu[a:b].to(device)``, a copy from ``torch.from_numpy(np[a:b])``...): ``.cpu`` and
-``.gpu`` are tensor subclasses whose copies and assignments are classified by
+``gpu[a:b].copy_(cpu[a:b], non_blocking=...)``, ``torch._foreach_copy_``, ``gpu[a:b] =
+cpu[a:b]``, of ``cpu[a:b].to(device)`` or a clone, from ``torch.from_numpy(np[a:b])``...):
+``.cpu`` and ``.gpu`` are tensor subclasses whose copies and assignments are classified by
 ``oracles/device/forms.py``, the one rule for what a copy of a buffer is.
 
 A plain CPU run copies at once, in numpy. With asynchronous copies (CUDA, or
 ``deferred=True``: the CPU model of them) every copy goes through the device model
-(``oracles/device``): on CUDA real non-blocking copies from pinned memory, on the CPU the
-model's queue, whose copies run only when the call's copies are completed, reading host
-memory then, the way a DMA engine reads a pinned page late. A host write into a range an
-upload the host has not seen complete still reads is logged as a hazard, naming those
-slots.
+(``oracles/device``): real non-blocking copies from pinned memory on CUDA, the model's
+queue on the CPU (its copies read host memory only when completed, as a DMA engine reads a
+pinned page late). A host write into a range a pending upload still reads is a hazard.
 
 On the CPU the buffer lives in numpy arrays and its torch views are made when the code
 first touches ``.cpu`` or ``.gpu`` (torch is not imported before); on CUDA the host side
@@ -49,8 +47,7 @@ _PAIRS = Pairs()
 _NUMPY = {"int32": np.int32, "int64": np.int64, "bool": np.bool_}
 
 
-#: (buffer, slot) -> the event of a write of that one slot through ``.np`` with nothing
-#: pending (events are frozen: one object serves every such write)
+#: (buffer, slot) -> the (frozen, shared) event of a write of that slot through ``.np``
 _ONE_SLOT_WRITES: dict[tuple[str, int], HostWrite] = {}
 #: entries ``_ONE_SLOT_WRITES`` holds at most (the buffers of a schema at full capacity)
 _ONE_SLOT_WRITES_KEPT = 1 << 16
@@ -64,8 +61,7 @@ def _one_slot_write(name: str, slot: int) -> HostWrite:
 
 
 class RecordingArray(np.ndarray):
-    """``.np`` of an instrumented buffer: logs ``__setitem__`` and ``fill`` on it and on views
-    of it."""
+    """``.np`` of an instrumented buffer: logs ``__setitem__`` and ``fill`` on it, views too."""
 
     _owner: "InstrumentedBuffer | None" = None
 
@@ -189,6 +185,10 @@ def _recording_classes():
     def hooked(cls, func, types, args, kwargs):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        if name == "_foreach_copy_" and len(args) > 1:      # one copy_ per pair, each seen
+            for dst, src in zip(args[0], args[1]):
+                dst.copy_(src, *args[2:], **kwargs)
+            return list(args[0])
         if name == "copy_" and len(args) > 1 and isinstance(args[1], torch.Tensor):
             if copied(args[0], args[1], bool(kwargs.get("non_blocking",
                                                         args[2] if len(args) > 2 else False))):
@@ -221,12 +221,14 @@ def _recording_classes():
             with plain():
                 key = tensor_key(torch, name, args, target)
             note_tensor_write(target, key)
-        if name == "clone" and isinstance(result, torch.Tensor) and args \
-                and isinstance(args[0], torch.Tensor):
-            owner = owner_of(args[0])
-            with plain():       # a copy from the clone is one of the range it was cloned from
+        if name in ("clone", "to", "cuda") and isinstance(result, torch.Tensor) and args \
+                and isinstance(args[0], torch.Tensor) and result is not args[0]:
+            owner = owner_of(args[0])    # a clone, or ``to``'s copy: a copy from it is of the
+            with plain():                # range it came from (a host clone stays recorded)
                 for pairs in (_PAIRS, owner.model.pairs) if owner and owner.model else (_PAIRS,):
                     pairs.cloned_from(result, args[0])
+                if owner is not None and name == "clone" and result.device.type == "cpu":
+                    result = result.as_subclass(cls)
         elif isinstance(result, torch.Tensor) and not isinstance(result, cls) \
                 and owner_of(result) is not None:
             with plain():

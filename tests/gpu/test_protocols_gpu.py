@@ -36,7 +36,8 @@ pytestmark = pytest.mark.cuda
 #: device work queued ahead of the copies (about a millisecond on an H200)
 BUSY = 2_000_000
 FORMS = ["equivalent_raw_copy_", "equivalent_to_device_copy", "equivalent_copy_helper",
-         "equivalent_clone_to_device_copy"]
+         "equivalent_clone_to_device_copy", "equivalent_foreach_copy",
+         "equivalent_to_device_copy_true"]
 STAGE = "stage_postprocess_inputs_to_gpu"
 
 

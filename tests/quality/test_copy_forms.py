@@ -21,7 +21,8 @@ from tests.helpers import scenario
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FUNCTION = "stage_postprocess_inputs_to_gpu"
 FORMS = ["equivalent_raw_copy_", "equivalent_to_device_copy", "equivalent_copy_helper",
-         "equivalent_clone_to_device_copy"]
+         "equivalent_clone_to_device_copy", "equivalent_foreach_copy",
+         "equivalent_to_device_copy_true"]
 HAZARD = f"tests/targets/buggy_raw_copy_then_recount_drafts.py::{FUNCTION}"
 BACKENDS = {
     "fast": (FastBackend, RunOptions()),

@@ -733,3 +733,18 @@ def test_a_pending_download_of_nothing_is_not_named_as_unlanded():
         assert "[0:2]" in named
         torch.cuda.synchronize()
         assert model.unlanded() == ()
+
+
+def test_a_foreach_copy_is_one_pending_upload_per_pair():
+    # torch._foreach_copy_(dsts, srcs, non_blocking=True) queues one copy per pair: each
+    # reads its pinned source late, and a host write into one before the sync is a hazard
+    model = device_model()
+    with model.activate():
+        hosts = [pinned([1, 2]), pinned([3, 4])]
+        devs = [torch.zeros(2, dtype=torch.int32, device=CUDA) for _ in hosts]
+        torch._foreach_copy_(devs, hosts, non_blocking=True)
+        assert model.in_flight() == 2
+        hosts[1].numpy()[0] = 9
+        torch.cuda.synchronize()
+        assert kinds(model) == [HOST_WRITE_PENDING_UPLOAD]
+        assert devs[0].tolist() == [1, 2]
