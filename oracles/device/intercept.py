@@ -198,8 +198,9 @@ def _work_kind(name: str) -> tuple:
     ``_NO_READ``, or a slice of its arguments."""
     if name == "__setitem__":
         writes = "setitem"
-    elif name == "copy_" or (name[-1:] == "_" and name[:1] != "_"):
-        writes = "first"
+    elif name == "copy_" or (name[-1:] == "_" and (name[:1] != "_"
+                                                   or name.startswith("_foreach_"))):
+        writes = "first"        # (a ``_foreach_*_`` op: each tensor of its first list)
     else:
         writes = ""
     if name in VIEWS:
@@ -208,7 +209,7 @@ def _work_kind(name: str) -> tuple:
         reads = _INDEX
     elif name == "__setitem__":
         reads = slice(2, 3)
-    elif name == "copy_":
+    elif name in ("copy_", "_foreach_copy_"):
         reads = slice(1, 2)
     else:
         reads = slice(None)
@@ -222,6 +223,10 @@ def _note_work_write(model, how, args, kwargs) -> None:
     writes = how[0]
     if writes:
         target = args[0] if args else None
+        if type(target) is list or type(target) is tuple:     # a ``_foreach_*_`` op
+            for t in _tensors(target, []):
+                model.wrote(t)
+            return
     elif kwargs:
         out = kwargs.get("out")
         if isinstance(out, _Tensor):

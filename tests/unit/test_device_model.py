@@ -748,3 +748,30 @@ def test_a_foreach_copy_is_one_pending_upload_per_pair():
         torch.cuda.synchronize()
         assert kinds(model) == [HOST_WRITE_PENDING_UPLOAD]
         assert devs[0].tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_device_work_writing_through_a_foreach_op_races_with_a_pending_download(ordered):
+    # torch._foreach_copy_(dsts, srcs) in device work writes every tensor of dsts: one a
+    # download still reads on an unordered stream races with it
+    model = device_model()
+    with model.activate():
+        ids = torch.arange(2, dtype=torch.int32, device=CUDA)
+        other = torch.zeros(2, dtype=torch.int32, device=CUDA)
+        back = pinned([0, 0])
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            back.copy_(ids, non_blocking=True)
+        if ordered:
+            torch.cuda.current_stream().wait_stream(side)
+        new = torch.full((2,), 5, dtype=torch.int32, device=CUDA)
+        model.launch("update", lambda: torch._foreach_copy_([other, ids], [new, new]),
+                     {"ids": ids, "other": other, "new": new})
+        torch.cuda.synchronize()
+    if ordered:
+        assert model.hazards == []
+    else:
+        (h,) = model.hazards
+        assert (h.kind, h.slots) == (DEVICE_READ_PENDING_WRITE, (0, 1))
+        assert h.by.endswith("overwrites it")
