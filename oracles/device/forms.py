@@ -55,13 +55,19 @@ class Pairs:
             self._made_from[span_of(device_tensor).lo] = found
             self._keep.append(device_tensor)
 
-    def cloned_from(self, clone, source_tensor) -> None:
+    def cloned_from(self, clone, source_tensor, found=None) -> None:
         """Host tensor ``clone`` was cloned from ``source_tensor`` (a host range of a
-        buffer): a copy of it, or a device tensor made from it, is of that range."""
-        found = self._host_range(span_of(source_tensor))
+        buffer): a copy of it, or a device tensor made from it, is of that range
+        (``found``: ``host_range(source_tensor)``, where the caller took it earlier)."""
+        found = found or self._host_range(span_of(source_tensor))
         if found is not None:
             self._clones[span_of(clone).lo] = found
             self._keep.append(clone)
+
+    def host_range(self, tensor) -> tuple[Region, int] | None:
+        """The host side ``tensor`` lies in (or that a clone there was cloned from) and the
+        slot it starts at."""
+        return self._host_range(span_of(tensor))
 
     def _host_range(self, src: Span) -> tuple[Region, int] | None:
         """The host side ``src`` lies in (or that a clone there was cloned from) and the
@@ -88,10 +94,11 @@ class Pairs:
     def first(self, span: Span) -> int | None:
         """The slot ``span`` starts at (an empty one too), made-from tensors and clones
         included."""
-        region = self.regions.of(span)
+        clone = self._clones.get(span.lo)       # a clone first, as in ``mirror_copy``
+        region = self.regions.of(span) if clone is None else None
         if region is not None:
             return region.first(span)
-        made = self._made_from.get(span.lo) or self._clones.get(span.lo)
+        made = clone or self._made_from.get(span.lo)
         return None if made is None else made[1]
 
 
@@ -108,7 +115,8 @@ def _range_of(made: tuple[Region, int] | None, span: Span):
 def mirror_copy(pairs: Pairs, dst: Span, src: Span):
     """``(buffer, start, stop)`` when copying ``src`` into ``dst`` copies a buffer's host
     slots ``[start, stop)`` into the same slots of its mirror; else None."""
-    to, frm = pairs.side(dst), pairs.side(src) or pairs.clone_side(src)
+    # a clone first: one pinned (``clone().pin_memory()``) is also a pinned region of its own
+    to, frm = pairs.side(dst), pairs.clone_side(src) or pairs.side(src)
     if to is None or frm is None:
         return None
     (region, slots), (source, src_slots) = to, frm

@@ -354,7 +354,11 @@ def _pin_memory(model, func, args, kwargs):
         return t
     if model._open and model.host_pending():
         model.host_read(span_of(t), "torch pin_memory()")
-    return model.pinned(t)
+    found = model.pairs.host_range(t)   # pinning a clone of a host range (vllm-ascend's
+    out = model.pinned(t)               # ``cpu[:n].clone().pin_memory()``) is another clone
+    if found is not None:               # (taken first: an empty one's address is the new
+        model.pairs.cloned_from(out, t, found)      # pinned region's)
+    return out
 
 
 def _is_pinned(model, func, args, kwargs):

@@ -69,10 +69,10 @@ def _hooked_class():
                     view = args[0][args[1]]
                 copied(view, args[2])
             result = super().__torch_function__(func, types, args, kwargs)
-            if name in ("to", "cuda", "clone") and isinstance(result, torch.Tensor) and args \
-                    and result is not args[0] and isinstance(args[0], torch.Tensor):
+            if name in ("to", "cuda", "clone", "pin_memory") and isinstance(result, torch.Tensor) \
+                    and args and result is not args[0] and isinstance(args[0], torch.Tensor):
                 with torch._C.DisableTorchFunctionSubclass():
-                    if name == "clone":
+                    if name in ("clone", "pin_memory"):
                         _PAIRS.cloned_from(result, args[0])
                     else:
                         _PAIRS.made_from(result, args[0])

@@ -35,7 +35,8 @@ from stagecheck.oracles.device.spans import Span, span_of
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.observe.fast import _as_left, _LazyTensor
 from stagecheck.oracles.observe.written import (FIRST_ARGUMENT_WRITERS, RecordingFlat, masked,
-                                                 slots_of, tensor_key, view_slots)
+                                                 one_slot_write, slots_of, tensor_key,
+                                                 view_slots)
 from stagecheck.spec.observation import Copy, HostWrite, StaleTransfer
 from stagecheck.spec.schema_mistakes import ViewsKept
 
@@ -45,19 +46,6 @@ __all__ = ["InstrumentedBackend", "InstrumentedBuffer", "RecordingArray"]
 _PAIRS = Pairs()
 
 _NUMPY = {"int32": np.int32, "int64": np.int64, "bool": np.bool_}
-
-
-#: (buffer, slot) -> the (frozen, shared) event of a write of that slot through ``.np``
-_ONE_SLOT_WRITES: dict[tuple[str, int], HostWrite] = {}
-#: entries ``_ONE_SLOT_WRITES`` holds at most (the buffers of a schema at full capacity)
-_ONE_SLOT_WRITES_KEPT = 1 << 16
-
-
-def _one_slot_write(name: str, slot: int) -> HostWrite:
-    if len(_ONE_SLOT_WRITES) >= _ONE_SLOT_WRITES_KEPT:
-        _ONE_SLOT_WRITES.clear()
-    event = _ONE_SLOT_WRITES[(name, slot)] = HostWrite(name, (slot,), "np", False, ())
-    return event
 
 
 class RecordingArray(np.ndarray):
@@ -77,10 +65,7 @@ class RecordingArray(np.ndarray):
             # write, logged as ``_note`` logs it (the slot is in range: the write above
             # raised otherwise) without its general path over views and index arrays
             slot = key + self.shape[0] if key < 0 else key
-            event = _ONE_SLOT_WRITES.get((owner.name, slot))
-            if event is None:
-                event = _one_slot_write(owner.name, slot)
-            owner.events.append(event)
+            owner.events.append(one_slot_write(owner.name, slot))
             owner._last_seen[slot] = owner._raw[slot]
             return
         self._note(key)
@@ -221,19 +206,30 @@ def _recording_classes():
             with plain():
                 key = tensor_key(torch, name, args, target)
             note_tensor_write(target, key)
-        if name in ("clone", "to", "cuda") and isinstance(result, torch.Tensor) and args \
-                and isinstance(args[0], torch.Tensor) and result is not args[0]:
+        if name in ("clone", "to", "cuda", "pin_memory") and isinstance(result, torch.Tensor) \
+                and args and isinstance(args[0], torch.Tensor) and result is not args[0]:
             owner = owner_of(args[0])    # a clone, or ``to``'s copy: a copy from it is of the
             with plain():                # range it came from (a host clone stays recorded)
                 for pairs in (_PAIRS, owner.model.pairs) if owner and owner.model else (_PAIRS,):
                     pairs.cloned_from(result, args[0])
-                if owner is not None and name == "clone" and result.device.type == "cpu":
+                if owner is not None and name in ("clone", "pin_memory") \
+                        and result.device.type == "cpu":
                     result = result.as_subclass(cls)
-        elif isinstance(result, torch.Tensor) and not isinstance(result, cls) \
-                and owner_of(result) is not None:
-            with plain():
-                result = result.as_subclass(cls)     # a view of the buffer stays recorded
+        elif isinstance(result, torch.Tensor) or type(result) in (tuple, list) \
+                or name == "__iter__":
+            result = recorded(cls, result)
         return result
+
+    def recorded(cls, result):
+        """A view of a buffer stays recorded: a tensor, each piece ``split``, ``chunk`` or
+        ``unbind`` gives, each row iterating gives."""
+        if isinstance(result, torch.Tensor):
+            if isinstance(result, cls) or owner_of(result) is None:
+                return result
+            with plain():
+                return result.as_subclass(cls)
+        pieces = [recorded(cls, t) if isinstance(t, torch.Tensor) else t for t in result]
+        return type(result)(pieces) if type(result) in (tuple, list) else iter(pieces)
 
     class RecordingTensor(torch.Tensor):
         """``.cpu`` of an instrumented buffer: logs ``__setitem__`` and in-place ops on it,

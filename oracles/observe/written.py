@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FIRST_ARGUMENT_WRITERS", "RecordingFlat", "masked", "slots_of", "tensor_key",
-           "view_slots"]
+from stagecheck.spec.observation import HostWrite
+
+__all__ = ["FIRST_ARGUMENT_WRITERS", "RecordingFlat", "masked", "one_slot_write", "slots_of",
+           "tensor_key", "view_slots"]
 
 
 def slots_of(view_offset: int, view_stride: int, length: int, key) -> tuple[int, ...]:
@@ -131,3 +133,20 @@ class RecordingFlat:
 
     def __getattr__(self, name):
         return getattr(self._flat, name)
+
+
+#: (buffer, slot) -> the (frozen, shared) event of a write of that slot through ``.np``
+_ONE_SLOT_WRITES: dict[tuple[str, int], HostWrite] = {}
+#: entries ``_ONE_SLOT_WRITES`` holds at most (the buffers of a schema at full capacity)
+_ONE_SLOT_WRITES_KEPT = 1 << 16
+
+
+def one_slot_write(name: str, slot: int) -> HostWrite:
+    """The event of a write of slot ``slot`` of buffer ``name`` through ``.np`` with nothing
+    pending (events are frozen: one object serves every such write)."""
+    event = _ONE_SLOT_WRITES.get((name, slot))
+    if event is None:
+        if len(_ONE_SLOT_WRITES) >= _ONE_SLOT_WRITES_KEPT:
+            _ONE_SLOT_WRITES.clear()
+        event = _ONE_SLOT_WRITES[(name, slot)] = HostWrite(name, (slot,), "np", False, ())
+    return event

@@ -308,3 +308,53 @@ def test_a_clone_changed_before_its_upload_is_caught(deferred, tmp_path):
         [f.message for f in result.errors]
     assert not [f for f in result.errors if f.invariant == "copy_discipline"], \
         [f.message for f in result.errors]
+
+
+#: uploads through the pieces ``split``, ``tensor_split``, ``chunk``-like calls give (an
+#: audit: the instrumented buffers lost the pieces of a tuple result, "copied 0 time(s)")
+PIECE_UPLOADS = {
+    "split": "buf.gpu.split([num_reqs, buf.gpu.shape[0] - num_reqs])[0].copy_("
+             "buf.cpu.split([num_reqs, buf.cpu.shape[0] - num_reqs])[0], non_blocking=True)",
+    "tensor_split": "buf.gpu.tensor_split([num_reqs])[0].copy_("
+                    "buf.cpu.tensor_split([num_reqs])[0], non_blocking=True)",
+    "torch.split": "torch.split(buf.gpu, [num_reqs, buf.gpu.shape[0] - num_reqs])[0].copy_("
+                   "torch.split(buf.cpu, [num_reqs, buf.cpu.shape[0] - num_reqs])[0], "
+                   "non_blocking=True)",
+}
+#: after the copy, an equal value back into slot 0 of the draft counts through a piece
+PIECE_WRITES = {
+    "split": "db.cpu.split(1)[0].fill_(int(db.np[0]))",
+    "chunk": "db.cpu.chunk(db.cpu.shape[0])[0].fill_(int(db.np[0]))",
+    "unbind": "db.cpu.unbind(0)[0].fill_(int(db.np[0]))",
+    "iteration": "list(db.cpu)[0].fill_(int(db.np[0]))",
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("upload", PIECE_UPLOADS)
+def test_an_upload_through_split_pieces_is_the_copy_copy_to_gpu_makes(upload, backend, tmp_path):
+    source = (ROOT / "tests" / "targets" / "equivalent_raw_copy_.py").read_text()
+    line = "        buf.gpu[:num_reqs].copy_(buf.cpu[:num_reqs], non_blocking=True)"
+    assert line in source
+    path = tmp_path / "pieces.py"
+    path.write_text(source.replace(line, "        " + PIECE_UPLOADS[upload]))
+    target = load_target(f"{path}::{FUNCTION}")
+    make, options = BACKENDS[backend]
+    for s in (scenario(), scenario(num_reqs=0)):
+        expected = observe(load_target("single-loop"), s, options, make())
+        seen = observe(target, s, options, make())
+        assert copies(seen) == copies(expected) and len(copies(seen)) == 4
+        assert check(s, seen, target.profile) == []
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["cpu", "deferred"])
+@pytest.mark.parametrize("piece", PIECE_WRITES)
+def test_a_write_through_a_piece_after_the_copy_is_seen(piece, deferred, tmp_path):
+    target = _after_the_copy(tmp_path, PIECE_WRITES[piece])
+    s = scenario()
+    seen = observe(target, s, RunOptions(deferred_copies=deferred),
+                   None if deferred else InstrumentedBackend())
+    found = {f.invariant for f in check(s, seen, target.profile) if f.severity == "error"}
+    assert "copy_discipline" in found, found
+    if deferred:
+        assert "no_copy_hazard" in found, found

@@ -775,3 +775,29 @@ def test_device_work_writing_through_a_foreach_op_races_with_a_pending_download(
         (h,) = model.hazards
         assert (h.kind, h.slots) == (DEVICE_READ_PENDING_WRITE, (0, 1))
         assert h.by.endswith("overwrites it")
+
+
+class _Buffer:
+    name = "counts"
+
+    def __init__(self) -> None:
+        self.copies: list = []
+
+    def on_copy(self, start: int, stop: int) -> None:
+        self.copies.append((start, stop))
+
+
+@pytest.mark.parametrize("n", [2, 0])
+def test_an_upload_of_a_pinned_clone_of_a_host_range_is_a_copy_of_that_range(n):
+    # vllm-ascend's gpu[:n].copy_(cpu[:n].clone().pin_memory(), non_blocking=True): the
+    # pinned clone is a pinned region of its own, and an empty one shares its address
+    # with every other empty tensor; both were "copied 0 time(s)" (an audit)
+    model = device_model()
+    with model.activate():
+        host, buffer = pinned([1, 2, 3]), _Buffer()
+        dev = torch.zeros(3, dtype=torch.int32, device=CUDA)
+        model.pair(buffer, host, dev)
+        dev[:n].copy_(host[:n].clone().pin_memory(), non_blocking=True)
+        torch.cuda.synchronize()
+        assert buffer.copies == [(0, n)]
+        assert dev.tolist()[:n] == [1, 2][:n]
