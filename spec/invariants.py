@@ -389,6 +389,24 @@ def check_mirror_consistency(s, o, p):
     return out
 
 
+def _tiled(ranges: list, expected: list) -> str:
+    """A note where several copies together cover the one expected range exactly, each
+    slot once (the values the device gets are the same; the policy asks for one copy)."""
+    if len(ranges) < 2 or len(expected) != 1:
+        return ""
+    spans = sorted(r for r in ranges if r[0] < r[1])
+    start, stop = expected[0]
+    at = start
+    for a, b in spans:
+        if a != at:
+            return ""
+        at = b
+    if at != stop or not spans:        # (copies of nothing: no telling them apart)
+        return ""
+    return (f" (together they copy {expected[0]} exactly, each slot once: split into "
+            f"{len(ranges)} copies where the policy asks for one)")
+
+
 def check_copy_discipline(s, o, p):
     if not o.returned:
         return []
@@ -408,7 +426,8 @@ def check_copy_discipline(s, o, p):
         if ranges not in allowed:
             out.append(_finding("copy_discipline",
                                 f"{f.name} copied {len(copies)} time(s) over {ranges}; expected "
-                                f"{f.copy.describe()}: {expected}", field=f.name,
+                                f"{f.copy.describe()}: {expected}{_tiled(ranges, expected)}",
+                                field=f.name,
                                 expected=expected, candidate=ranges, extra={"kind": "range"}))
             continue
         if not copies:
