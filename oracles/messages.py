@@ -57,6 +57,8 @@ TARGET_NOT_FUNCTION = ("{name!r} in {value!r} is a {kind}, not a function",
                        "with --protocol NAME|FILE ('stagecheck protocol list')")
 TARGET_BAD_SYNTAX = ("{value!r} is malformed: {why}",
                      "write 'path/to/file.py::function' or 'package.module:function'")
+TARGET_ONE_COLON = ("{value!r} names a file with one colon, which is a module target's "
+                    "separator", "write '{path}::{name}' (two colons after a file)")
 TARGET_MODULE_MISSING = ("module {module!r} in {value!r} cannot be imported ({error})",
                          "install it or use 'path/to/file.py::{name}' to load the file "
                          "without its imports")

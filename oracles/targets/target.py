@@ -299,6 +299,8 @@ def _load_module_function(dotted: str, spec: str) -> Callable:
     if not module_name or not name:
         raise TargetLoadError.of(messages.TARGET_BAD_SYNTAX, spec,
                                  why="a module target is 'package.module:function'")
+    if module_name.endswith(".py") or "/" in module_name:
+        raise TargetLoadError.of(messages.TARGET_ONE_COLON, spec, path=module_name, name=name)
     obj = _import(module_name, spec, name)
     for part in name.split("."):
         if not hasattr(obj, part):

@@ -255,3 +255,13 @@ def test_a_dotted_name_of_a_file_and_its_function_gets_the_file_form(tmp_path, m
     with pytest.raises(TargetLoadError) as raised:      # no such file: no guess
         load_target("pkg.other.func")
     assert "did you mean" not in str(raised.value)
+
+
+@pytest.mark.parametrize("spec", ["tests/targets/equivalent_raw_copy_.py:stage",
+                                  "some/dir/module:stage"])
+def test_a_file_with_one_colon_is_told_to_take_two(spec):
+    with pytest.raises(TargetLoadError) as raised:
+        load_target(spec)
+    path = spec.rpartition(":")[0]
+    assert str(raised.value) == messages.TARGET_ONE_COLON[0].format(value=spec) + "; " + \
+        messages.TARGET_ONE_COLON[1].format(path=path, name="stage")
