@@ -254,6 +254,8 @@ def _copy_(model, func, args, kwargs):
 
 def _foreach_copy_(model, func, args, kwargs):
     """``torch._foreach_copy_(dsts, srcs)``: one ``copy_`` per pair."""
+    if not all(isinstance(t, _Tensor) for t in (*args[0], *args[1])):
+        return _generic(model, func, "_foreach_copy_", args, kwargs)    # torch's own error
     non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
     for dst, src in zip(args[0], args[1]):
         _copy_(model, _torch.Tensor.copy_, (dst, src), {"non_blocking": non_blocking})

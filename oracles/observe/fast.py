@@ -62,7 +62,8 @@ def _hooked_class():
                 copied(args[0], args[1])
             elif name == "_foreach_copy_" and len(args) > 1:     # a copy_ per pair
                 for dst, src in zip(args[0], args[1]):
-                    copied(dst, src)
+                    if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
+                        copied(dst, src)
             elif name == "__setitem__" and len(args) > 2 and isinstance(args[2], torch.Tensor) \
                     and args[2].dim() > 0 and not isinstance(args[1], (torch.Tensor, list)):
                 with torch._C.DisableTorchFunctionSubclass():

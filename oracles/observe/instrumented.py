@@ -170,7 +170,8 @@ def _recording_classes():
     def hooked(cls, func, types, args, kwargs):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if name == "_foreach_copy_" and len(args) > 1:      # one copy_ per pair, each seen
+        if name == "_foreach_copy_" and len(args) > 1 and all(     # a copy_ per pair
+                isinstance(t, torch.Tensor) for t in (*args[0], *args[1])):
             for dst, src in zip(args[0], args[1]):
                 dst.copy_(src, *args[2:], **kwargs)
             return list(args[0])
