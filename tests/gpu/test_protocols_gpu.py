@@ -9,6 +9,7 @@ protocol fixture. Device work is queued ahead of the copies (``torch.cuda._sleep
 they really lag behind the host.
 """
 
+import pathlib
 import subprocess
 import sys
 import threading
@@ -173,6 +174,33 @@ def test_each_copy_form_logs_the_copies_of_copy_to_gpu_on_cuda(name):
                 sorted((e for e in a.events if type(e) is Copy), key=lambda c: c.buffer)
             assert (b.cpu, b.gpu) == (a.cpu, a.gpu)
             assert check(s, b, form.profile) == []
+
+
+#: copy spellings written into the raw-copy fixture (an audit's, first checked on the CPU)
+INLINE_FORMS = {
+    "split": "buf.gpu.split([num_reqs, buf.gpu.shape[0] - num_reqs])[0].copy_("
+             "buf.cpu.split([num_reqs, buf.cpu.shape[0] - num_reqs])[0], non_blocking=True)",
+    "pinned clone": "buf.gpu[:num_reqs].copy_(buf.cpu[:num_reqs].clone().pin_memory(), "
+                    "non_blocking=True)",
+}
+
+
+@pytest.mark.parametrize("form_name", INLINE_FORMS)
+def test_each_inline_copy_form_logs_the_copies_of_copy_to_gpu_on_cuda(form_name, tmp_path):
+    source = pathlib.Path("tests/targets/equivalent_raw_copy_.py").read_text()
+    line = "        buf.gpu[:num_reqs].copy_(buf.cpu[:num_reqs], non_blocking=True)"
+    assert line in source
+    path = tmp_path / "form.py"
+    path.write_text(source.replace(line, "        " + INLINE_FORMS[form_name]))
+    ref, form = load_target("single-loop"), load_target(f"{path}::{STAGE}")
+    options = RunOptions(device="cuda", gpu_busy_cycles=BUSY)
+    for s in (scenario(), scenario(num_reqs=0)):
+        for backend in (lambda: InstrumentedBackend("cuda"), FastCudaBackend):
+            a = observe(ref, s, options, backend())
+            b = observe(form, s, options, backend())
+            assert sorted((e for e in b.events if type(e) is Copy), key=lambda c: c.buffer) == \
+                sorted((e for e in a.events if type(e) is Copy), key=lambda c: c.buffer)
+            assert (b.cpu, b.gpu) == (a.cpu, a.gpu)
 
 
 def test_a_raw_copy_refactor_is_equivalent_to_legacy_on_cuda():
