@@ -36,6 +36,7 @@ from stagecheck.oracles.options import (OPTIONS, PROTOCOL_FIELDS, ProtocolConfig
                                         flag_of, options_of)
 from stagecheck.oracles.protocol import (check_protocol, load_protocol, protocol_for_target,
                                          protocol_spec, run_protocol_campaign)
+from stagecheck.oracles.protocol.component import classes_in
 from stagecheck.oracles.protocol.dry_run import dry_run
 from stagecheck.oracles.protocol.problems import CHECK_SEQUENCES, dry_run_problems, unchosen
 from stagecheck.oracles.protocol.ran import never_ran_lines
@@ -50,7 +51,7 @@ from stagecheck.oracles.report.replay import new_run_id, save_run, untrusted_par
 from stagecheck.oracles.report.text import replay_verdict, verdict_said
 from stagecheck.oracles.stdio import note, shown
 from stagecheck.oracles.targets import is_file_spec, trusted_path
-from stagecheck.oracles.text import did_you_mean
+from stagecheck.oracles.text import closest, did_you_mean
 from stagecheck.spec.protocol import Protocol
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS, protocols_driving
 from stagecheck.spec.schema_mistakes import SchemaCodeFailed
@@ -148,8 +149,9 @@ def _refuse_bare_file(target: str | None, protocol: Protocol, argument: str) -> 
     if not isinstance(target, str) or not target.strip().endswith(".py") \
             or is_file_spec(target):
         return
-    if protocol.component:
-        what, name = f"component class {protocol.component}", protocol.component
+    if protocol.component:      # the file's class closest to it, where it has no such one
+        name = closest(protocol.component, classes_in(target)) or protocol.component
+        what = f"component class {name}"
     else:
         functions = [f for f in protocol.functions if isinstance(f, str) and f]
         what, name = "staging function", functions[0] if functions else "FUNCTION"

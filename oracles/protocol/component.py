@@ -32,7 +32,7 @@ from stagecheck.oracles.errors import TargetLoadError
 from stagecheck.oracles.targets import (BUILTINS, TargetRef, load_function_from_source,
                                         load_shims, load_target, target_from_callable)
 
-__all__ = ["Code", "load_code"]
+__all__ = ["Code", "classes_in", "load_code"]
 
 _ACCESSOR = "__stagecheck_component__"
 _CACHE: dict[tuple, "Code"] = {}
@@ -255,6 +255,15 @@ def _classes(source: str) -> set[str]:
     except SyntaxError:
         return set()
     return {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def classes_in(path: str) -> set[str]:
+    """The module-level classes of the file at ``path`` (none where it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return _classes(f.read())
+    except (OSError, UnicodeDecodeError):
+        return set()
 
 
 def _functions(source: str) -> set[str]:

@@ -195,6 +195,9 @@ def render_protocol(result, saved: dict | None = None, show_tests: bool = True,
                                                                    cause=g.cause))
             for f in g.members:
                 lines.append(f"    [{escape(f.id)}] ({f.side}) {escape(f.message)}")
+                if f.extra.get("context"):      # its likely cause (a read before a download
+                    lines.append(f"      {context_label(f)}: "     # landed), not the head's
+                                 f"{escape(f.extra['context'])}")
                 if f.scenario != g.head.scenario:
                     lines += ["      shown by:",
                               *("        " + row for row in sequence_table(f))]

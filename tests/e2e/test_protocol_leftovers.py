@@ -109,6 +109,21 @@ def test_a_bare_file_target_of_a_protocol_run_is_told_to_name_the_component_clas
     assert "::FUNCTION" not in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_a_bare_file_target_names_the_files_class_closest_to_a_misspelt_component(tmp_path):
+    # an audit: the fix named the protocol's misspelt component, a class the file lacks,
+    # and following it failed a second time
+    protocol = tmp_path / "typo_protocol.py"
+    source = open(EXAMPLE, encoding="utf-8").read()
+    assert 'component="TokenStager"' in source
+    protocol.write_text(source.replace('component="TokenStager"', 'component="TokenStagr"'))
+    buggy = f"{MACHINERY}/buggy_token_stager.py"
+    proc = run_cli("spec", buggy, "--protocol", str(protocol), "--no-save")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert messages.PROTOCOL_TARGET_FILE[1].format(value=buggy, name="TokenStager") \
+        in proc.stderr
+    assert "TokenStagr" not in proc.stderr
+
+
 def test_a_bare_file_target_of_a_builtin_or_one_call_protocol_names_its_class_or_function():
     (fixed,) = fixtures("valid-count-readback", "fixed")
     proc = run_cli("spec", str(fixed), "--protocol", "valid-count-readback", "--no-save")

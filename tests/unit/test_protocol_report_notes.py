@@ -16,7 +16,7 @@ from stagecheck.spec import ERROR, Finding
 from stagecheck.spec.protocol import Trace
 from stagecheck.spec.protocol_invariants import compare_runs
 from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
-from stagecheck.spec.steps import StepSequence
+from stagecheck.spec.steps import Step, StepSequence
 
 
 def _result() -> ProtocolResult:
@@ -114,3 +114,20 @@ def test_a_protocol_pair_whose_findings_both_sides_show_alike_says_so():
     alone = _result()
     alone.findings = [race]
     assert messages.BOTH_VIOLATE_PROTOCOL_ALIKE not in render_protocol(alone)
+
+
+def test_a_grouped_findings_likely_cause_is_shown_under_it_not_only_in_json():
+    """An audit: a read of pinned memory before its download landed was a member of the
+    group a later race headed; its 'why an error' (the read, the actual bug) was only in
+    --json, and fixing the head left it in the code."""
+    seq = StepSequence("scratch-reuse", 2, [Step(kind="dummy", dummy_tokens=1)]).to_dict()
+    race = Finding("no_copy_hazard", ERROR, "step 1 (execute): device work overwrites x",
+                   side="candidate", scenario=seq)
+    read = Finding("readback_as_written", ERROR, "after step 0 the host holds observe()[0] = 0",
+                   side="candidate", scenario=seq,
+                   extra={"context": "possibly a read before a download landed: wait first"})
+    result = _result()
+    result.findings = [race, read]
+    text = render_protocol(result, show_tests=False)
+    assert text.index("observe()[0] = 0") < text.index(
+        "why an error: possibly a read before a download landed: wait first")
