@@ -122,12 +122,13 @@ def test_a_grouped_findings_likely_cause_is_shown_under_it_not_only_in_json():
     --json, and fixing the head left it in the code."""
     seq = StepSequence("scratch-reuse", 2, [Step(kind="dummy", dummy_tokens=1)]).to_dict()
     race = Finding("no_copy_hazard", ERROR, "step 1 (execute): device work overwrites x",
-                   side="candidate", scenario=seq)
+                   side="candidate", scenario=seq, examples_to_find=1)
     read = Finding("readback_as_written", ERROR, "after step 0 the host holds observe()[0] = 0",
-                   side="candidate", scenario=seq,
+                   side="candidate", scenario=seq, examples_to_find=1,
                    extra={"context": "possibly a read before a download landed: wait first"})
     result = _result()
     result.findings = [race, read]
     text = render_protocol(result, show_tests=False)
+    assert "1 more finding(s) of this error" in text          # the read is the race's member
     assert text.index("observe()[0] = 0") < text.index(
         "why an error: possibly a read before a download landed: wait first")
