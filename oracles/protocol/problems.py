@@ -224,6 +224,8 @@ def dry_run_problems(protocol: Protocol, sequences: int = CHECK_SEQUENCES) -> li
             protocol.staging not in BUILTIN_SCHEMAS and not protocol.staging.endswith(".py")
             and ".py:" not in protocol.staging)):
         return []           # check_protocol says what is wrong with it
+    if not isinstance(protocol.operations, tuple):
+        return []           # likewise (drawing would fail on them, not on the space)
     drawn = drawable(protocol)
     failed: dict[int, str] = {}
     for index in range(sequences):

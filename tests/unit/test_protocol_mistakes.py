@@ -19,6 +19,8 @@ import pytest
 from stagecheck.oracles import messages
 from stagecheck.oracles.errors import SchemaError, TargetLoadError
 from stagecheck.oracles.protocol.component import load_code
+from stagecheck.oracles.protocol.problems import dry_run_problems
+from stagecheck.spec.protocols import BUILTIN_PROTOCOLS
 from stagecheck.oracles.protocol.generate import sample_sequence
 from stagecheck.oracles.protocol.run import run_sequence
 from stagecheck.oracles.targets import target_ref
@@ -582,3 +584,14 @@ def test_functions_that_name_nothing_are_refused_with_the_fix():
     assert problems == [messages.PROTOCOL_PROBLEM_FUNCTIONS_EMPTY.format(value=())]
     assert problems[0].startswith("functions () names nothing")
     assert "functions=('TokenStager', 'stage')" in problems[0]
+
+
+def test_operations_not_in_a_tuple_are_said_once_not_blamed_on_the_space():
+    # an audit: a single Operation given as ``operations`` was said, then drawing the
+    # sequences failed on it and that was said as "fix the space", a space that was right
+    from stagecheck.oracles.protocol.problems import check_protocol
+    protocol = BUILTIN_PROTOCOLS["input-prep-event"]
+    broken = dataclasses.replace(protocol, operations=protocol.operations[0])
+    said = check_protocol(broken)
+    assert any("is not a non-empty tuple" in line for line in said), said
+    assert dry_run_problems(broken) == []
