@@ -136,8 +136,10 @@ def protocol_error_groups(errors: list[Finding]) -> list[ErrorGroup]:
         fs = sorted(fs, key=lambda f: (cause_rank(f)[0], f.field == UNNAMED, _steps(f),
                                       cause_rank(f)))
         same = all(f.scenario == fs[0].scenario for f in fs)
-        groups.append(ErrorGroup(fs, "one finding" if len(fs) == 1
-                                 else messages.PROTOCOL_GROUP_CAUSE[same]))
+        cause = messages.PROTOCOL_GROUP_CAUSE[same]
+        if fs[0].invariant != "no_copy_hazard":      # no race heads it (an audit)
+            cause = cause.replace(", the race first", "")
+        groups.append(ErrorGroup(fs, "one finding" if len(fs) == 1 else cause))
     return sorted(groups, key=lambda g: sort_key(g.head))
 
 

@@ -132,3 +132,19 @@ def test_a_grouped_findings_likely_cause_is_shown_under_it_not_only_in_json():
     assert "1 more finding(s) of this error" in text          # the read is the race's member
     assert text.index("observe()[0] = 0") < text.index(
         "why an error: possibly a read before a download landed: wait first")
+
+
+def test_a_group_no_race_heads_does_not_say_the_race_first():
+    seq = StepSequence("scratch-reuse", 2, [Step(kind="dummy", dummy_tokens=1)]).to_dict()
+    own = Finding("taken_are_previous", ERROR, "step 1 (take): took the wrong ids",
+                  side="candidate", scenario=seq, examples_to_find=1)
+    trace = Finding("same_trace", ERROR, "step 1 (take): the traces differ",
+                    side="candidate", scenario=seq, examples_to_find=1)
+    result = _result()
+    result.findings = [own, trace]
+    text = render_protocol(result, show_tests=False)
+    assert "1 more finding(s) of this error (what the same step sequence shows)" in text
+    race = Finding("no_copy_hazard", ERROR, "step 1 (take): host write of x",
+                   side="candidate", scenario=seq, examples_to_find=1)
+    result.findings = [race, own]
+    assert "the race first" in render_protocol(result, show_tests=False)
