@@ -901,10 +901,11 @@ ERRORS_COUNT = "{errors} error(s) from {findings} error finding(s)"
 GROUP_MEMBERS = "{count} more finding(s) of this error ({cause}):"
 #: why a protocol report's findings are one error (oracles/report/protocol_text.py), by
 #: whether every one was shown by the head's step sequence
-PROTOCOL_GROUP_CAUSE = {True: "what the same step sequence shows, the race first",
-                        False: "first seen on the same step sequence, the race first; a "
-                               "finding the shortest sequence no longer shows was shrunk "
-                               "on its own"}
+PROTOCOL_GROUP_CAUSE = {True: "what the same step sequence shows{race}",
+                        False: "first seen on the same step sequence{race}; a finding the "
+                               "shortest sequence no longer shows was shrunk on its own"}
+#: ``PROTOCOL_GROUP_CAUSE``'s ``race``, where a race heads the group
+PROTOCOL_GROUP_RACE_FIRST = ", the race first"
 
 #: the kernel oracle (oracles/kernel: require_kernel_backend, --kernel always)
 KERNEL_BACKEND_BROKEN = ("the {backend} kernel backend cannot run here: {error}",

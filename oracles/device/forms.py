@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from stagecheck.oracles.device.spans import Region, Regions, Span, span_of
 
-__all__ = ["Pairs", "mirror_copy"]
+__all__ = ["CLONING", "MOVING", "Pairs", "mirror_copy"]
+
+#: tensor methods whose result is a host copy of their host tensor (a clone of a range:
+#: ``Pairs.cloned_from``), and those whose result, where new, is a tensor made from it on a
+#: device (``Pairs.made_from``; the instrumented buffers take it as a clone too)
+CLONING = frozenset({"clone", "pin_memory"})
+MOVING = frozenset({"to", "cuda"})
 
 
 class Pairs:

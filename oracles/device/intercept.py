@@ -381,7 +381,8 @@ def _getitem(model, func, args, kwargs):
 
 
 _HANDLERS = {
-    "copy_": _copy_, "_foreach_copy_": _foreach_copy_, "to": _to, "cuda": _cuda, "cpu": _cpu, "__setitem__": _setitem,
+    "copy_": _copy_, "_foreach_copy_": _foreach_copy_, "to": _to, "cuda": _cuda, "cpu": _cpu,
+    "__setitem__": _setitem,
     "numpy": _numpy, "pin_memory": _pin_memory, "is_pinned": _is_pinned,
     "record_stream": _record_stream, "__getitem__": _getitem,
     **{name: _device_read for name in HOST_READS},

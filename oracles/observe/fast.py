@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stagecheck.oracles.device.forms import Pairs, mirror_copy
+from stagecheck.oracles.device.forms import CLONING, MOVING, Pairs, mirror_copy
 from stagecheck.oracles.device.spans import span_of
 from stagecheck.oracles.device.torchload import import_torch
 from stagecheck.oracles.observe.build import keep
@@ -70,10 +70,10 @@ def _hooked_class():
                     view = args[0][args[1]]
                 copied(view, args[2])
             result = super().__torch_function__(func, types, args, kwargs)
-            if name in ("to", "cuda", "clone", "pin_memory") and isinstance(result, torch.Tensor) \
+            if (name in CLONING or name in MOVING) and isinstance(result, torch.Tensor) \
                     and args and result is not args[0] and isinstance(args[0], torch.Tensor):
                 with torch._C.DisableTorchFunctionSubclass():
-                    if name in ("clone", "pin_memory"):
+                    if name in CLONING:
                         _PAIRS.cloned_from(result, args[0])
                     else:
                         _PAIRS.made_from(result, args[0])

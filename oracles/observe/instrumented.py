@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from stagecheck.oracles.device import device_model
-from stagecheck.oracles.device.forms import Pairs, mirror_copy
+from stagecheck.oracles.device.forms import CLONING, MOVING, Pairs, mirror_copy
 from stagecheck.oracles.device.intercept import is_device_spec
 from stagecheck.oracles.device.spans import Span, span_of
 from stagecheck.oracles.device.torchload import import_torch
@@ -207,14 +207,13 @@ def _recording_classes():
             with plain():
                 key = tensor_key(torch, name, args, target)
             note_tensor_write(target, key)
-        if name in ("clone", "to", "cuda", "pin_memory") and isinstance(result, torch.Tensor) \
+        if (name in CLONING or name in MOVING) and isinstance(result, torch.Tensor) \
                 and args and isinstance(args[0], torch.Tensor) and result is not args[0]:
             owner = owner_of(args[0])    # a clone, or ``to``'s copy: a copy from it is of the
             with plain():                # range it came from (a host clone stays recorded)
                 for pairs in (_PAIRS, owner.model.pairs) if owner and owner.model else (_PAIRS,):
                     pairs.cloned_from(result, args[0])
-                if owner is not None and name in ("clone", "pin_memory") \
-                        and result.device.type == "cpu":
+                if owner is not None and name in CLONING and result.device.type == "cpu":
                     result = result.as_subclass(cls)
         elif isinstance(result, torch.Tensor) or type(result) in (tuple, list) \
                 or name == "__iter__":

@@ -136,9 +136,9 @@ def protocol_error_groups(errors: list[Finding]) -> list[ErrorGroup]:
         fs = sorted(fs, key=lambda f: (cause_rank(f)[0], f.field == UNNAMED, _steps(f),
                                       cause_rank(f)))
         same = all(f.scenario == fs[0].scenario for f in fs)
-        cause = messages.PROTOCOL_GROUP_CAUSE[same]
-        if fs[0].invariant != "no_copy_hazard":      # no race heads it (an audit)
-            cause = cause.replace(", the race first", "")
+        cause = messages.PROTOCOL_GROUP_CAUSE[same].format(
+            race=messages.PROTOCOL_GROUP_RACE_FIRST if fs[0].invariant == "no_copy_hazard"
+            else "")
         groups.append(ErrorGroup(fs, "one finding" if len(fs) == 1 else cause))
     return sorted(groups, key=lambda g: sort_key(g.head))
 
